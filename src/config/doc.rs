@@ -1,0 +1,540 @@
+//! `YamlDoc`: comment- and layout-preserving edits of one YAML file, a unified diff of the
+//! changes, and an atomic, conflict-checked save.
+//!
+//! Edits splice text at the exact byte ranges the parser reports, so every byte outside the
+//! edited value (comments, blank lines, key order, quoting, anchors) stays as it was.
+
+use super::yaml::{self, Node, NodeKind, Style};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum EditError {
+    #[error("{}: cannot read: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}:{line}:{col}: YAML error: {message}", path.display())]
+    Yaml {
+        path: PathBuf,
+        line: u32,
+        col: u32,
+        message: String,
+    },
+    #[error("{}:{line}: `{key}` holds a {what}, not a mapping, so `{full}` cannot be set inside it", path.display())]
+    NotAMapping {
+        path: PathBuf,
+        line: u32,
+        key: String,
+        full: String,
+        what: &'static str,
+    },
+    #[error("{}:{line}: `{key}` is a {what}; edit it by hand", path.display())]
+    NotEditable {
+        path: PathBuf,
+        line: u32,
+        key: String,
+        what: &'static str,
+    },
+    #[error("{}: changed on disk since it was read; nothing was written (reload and redo the edit)", path.display())]
+    Conflict { path: PathBuf },
+    #[error("{}: cannot write: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What an edit did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EditKind {
+    Replaced,
+    Added,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Edit {
+    pub kind: EditKind,
+    /// 1-based line of the new value in the edited text.
+    pub line: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct YamlDoc {
+    path: PathBuf,
+    original: String,
+    text: String,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct SaveOptions {
+    /// Keep the previous content as `<file>.bak`.
+    pub backup: bool,
+}
+
+impl YamlDoc {
+    pub fn open(path: &Path) -> Result<YamlDoc, EditError> {
+        let text = std::fs::read_to_string(path).map_err(|source| EditError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Ok(YamlDoc::from_text(path, text))
+    }
+
+    pub fn from_text(path: &Path, text: String) -> YamlDoc {
+        YamlDoc {
+            path: path.to_path_buf(),
+            original: text.clone(),
+            text,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    pub fn original(&self) -> &str {
+        &self.original
+    }
+
+    pub fn is_modified(&self) -> bool {
+        self.text != self.original
+    }
+
+    /// Drop unsaved edits.
+    pub fn revert(&mut self) {
+        self.text = self.original.clone();
+    }
+
+    fn parse(&self) -> Result<Node, EditError> {
+        let err = |line, col, message| EditError::Yaml {
+            path: self.path.clone(),
+            line,
+            col,
+            message,
+        };
+        yaml::parse(&self.text)
+            .map_err(|e| err(e.line, e.col, e.message))?
+            .ok_or_else(|| err(1, 1, "the file holds no YAML document".into()))
+    }
+
+    /// The node at a key path, if present.
+    pub fn node(&self, path: &[&str]) -> Option<Node> {
+        let mut node = self.parse().ok()?;
+        for seg in path {
+            node = node.get(seg)?.clone();
+        }
+        Some(node)
+    }
+
+    /// Set the value at `path` (mapping keys from the root) to the YAML text `literal`.
+    /// An existing value is replaced in place; a missing key is appended to its mapping with
+    /// that mapping's indentation, creating missing parent mappings.
+    pub fn set_literal(&mut self, path: &[&str], literal: &str) -> Result<Edit, EditError> {
+        let root = self.parse()?;
+        let step = indent_step(&root);
+        let mut node = &root;
+        for (i, seg) in path.iter().enumerate() {
+            let last = i + 1 == path.len();
+            if node.as_map().is_none() {
+                return Err(self.not_a_mapping(path, i, node));
+            }
+            match node.entry(seg) {
+                Some((k, v)) if last => return self.replace(k, v, seg, literal),
+                Some((k, v)) => match &v.kind {
+                    NodeKind::Map(_) => node = v,
+                    NodeKind::Scalar(s) if s.text.is_empty() && s.style == Style::Plain => {
+                        // `key:` with no value: open a block under it.
+                        let indent = k.start.col as usize - 1 + step;
+                        let at = self.line_end(k.end.offset);
+                        let block = block_text(&path[i + 1..], literal, indent, step);
+                        let line = self.line_of(at);
+                        self.insert_at(at, &block);
+                        return Ok(Edit {
+                            kind: EditKind::Added,
+                            line: line + path.len() as u32 - i as u32 - 1,
+                        });
+                    }
+                    _ => return Err(self.not_a_mapping(path, i + 1, v)),
+                },
+                None => return self.insert_into(node, &path[i..], literal, step),
+            }
+        }
+        Err(EditError::NotEditable {
+            path: self.path.clone(),
+            line: 1,
+            key: String::new(),
+            what: "empty key path",
+        })
+    }
+
+    fn not_a_mapping(&self, path: &[&str], upto: usize, node: &Node) -> EditError {
+        EditError::NotAMapping {
+            path: self.path.clone(),
+            line: node.start.line,
+            key: path[..upto].join("."),
+            full: path.join("."),
+            what: kind_name(node),
+        }
+    }
+
+    fn replace(&mut self, key: &Node, value: &Node, name: &str, literal: &str) -> Result<Edit, EditError> {
+        if let NodeKind::Scalar(s) = &value.kind {
+            if matches!(s.style, Style::Literal | Style::Folded) {
+                return Err(EditError::NotEditable {
+                    path: self.path.clone(),
+                    line: value.start.line,
+                    key: name.to_string(),
+                    what: "block scalar (| or >)",
+                });
+            }
+            if value.start.offset == value.end.offset {
+                // `key:` with nothing after it: write the value after the colon.
+                let colon = self.text[key.end.offset..]
+                    .find(':')
+                    .map(|i| key.end.offset + i + 1)
+                    .unwrap_or(key.end.offset);
+                self.insert_at(colon, &format!(" {literal}"));
+                return Ok(Edit {
+                    kind: EditKind::Replaced,
+                    line: key.start.line,
+                });
+            }
+        }
+        self.text
+            .replace_range(value.start.offset..value.end.offset, literal);
+        Ok(Edit {
+            kind: EditKind::Replaced,
+            line: value.start.line,
+        })
+    }
+
+    fn insert_into(&mut self, map: &Node, rest: &[&str], literal: &str, step: usize) -> Result<Edit, EditError> {
+        if map.flow {
+            let close = map.end.offset.saturating_sub(1);
+            if self.text.as_bytes().get(close) != Some(&b'}') {
+                return Err(EditError::NotEditable {
+                    path: self.path.clone(),
+                    line: map.start.line,
+                    key: rest[0].to_string(),
+                    what: "flow mapping this editor cannot extend",
+                });
+            }
+            let empty = map.as_map().is_some_and(<[_]>::is_empty);
+            let entry = format!("{}: {}", key_text(rest[0]), flow_nested(&rest[1..], literal));
+            let text = if empty { entry } else { format!(", {entry}") };
+            self.insert_at(close, &text);
+            return Ok(Edit {
+                kind: EditKind::Added,
+                line: map.end.line,
+            });
+        }
+        let first_key_col = map
+            .as_map()
+            .and_then(|m| m.first())
+            .map(|(k, _)| k.start.col as usize)
+            .unwrap_or(1);
+        let indent = first_key_col - 1;
+        let last_byte = map.end.offset.saturating_sub(1).max(map.start.offset);
+        let at = self.line_end(last_byte);
+        let line = self.line_of(at);
+        let block = block_text(rest, literal, indent, step);
+        self.insert_at(at, &block);
+        Ok(Edit {
+            kind: EditKind::Added,
+            line: line + rest.len() as u32 - 1,
+        })
+    }
+
+    /// Offset just past the newline ending the line that holds `offset` (end of text if none;
+    /// a newline is added there first when the text does not end with one).
+    fn line_end(&mut self, offset: usize) -> usize {
+        match self.text[offset.min(self.text.len())..].find('\n') {
+            Some(i) => offset + i + 1,
+            None => {
+                self.text.push('\n');
+                self.text.len()
+            }
+        }
+    }
+
+    /// 1-based line number of a byte offset.
+    fn line_of(&self, offset: usize) -> u32 {
+        self.text[..offset].matches('\n').count() as u32 + 1
+    }
+
+    fn insert_at(&mut self, offset: usize, s: &str) {
+        self.text.insert_str(offset, s);
+    }
+
+    /// A unified diff of the unsaved edits, with `a/` and `b/` headers.
+    pub fn diff(&self) -> String {
+        let name = self.path.display().to_string();
+        similar::TextDiff::from_lines(&self.original, &self.text)
+            .unified_diff()
+            .context_radius(3)
+            .header(&format!("a/{name}"), &format!("b/{name}"))
+            .to_string()
+    }
+
+    /// Write the edited text atomically: refuse if the file changed on disk since it was read,
+    /// write a temp file in the same folder, fsync, keep `<file>.bak` when asked, rename over
+    /// the original (keeping its permissions), fsync the folder.
+    pub fn save(&mut self, opts: SaveOptions) -> Result<Option<PathBuf>, EditError> {
+        let current = std::fs::read_to_string(&self.path).map_err(|source| EditError::Io {
+            path: self.path.clone(),
+            source,
+        })?;
+        if current != self.original {
+            return Err(EditError::Conflict {
+                path: self.path.clone(),
+            });
+        }
+        let perms = std::fs::metadata(&self.path).ok().map(|m| m.permissions());
+        let backup = if opts.backup {
+            let mut bak = self.path.clone().into_os_string();
+            bak.push(".bak");
+            let bak = PathBuf::from(bak);
+            write_atomic(&bak, &self.original, perms.clone())?;
+            Some(bak)
+        } else {
+            None
+        };
+        write_atomic(&self.path, &self.text, perms)?;
+        self.original = self.text.clone();
+        Ok(backup)
+    }
+}
+
+/// Replace `path` with `content` by a temp file in the same folder and a rename.
+pub fn write_atomic(
+    path: &Path,
+    content: &str,
+    perms: Option<std::fs::Permissions>,
+) -> Result<(), EditError> {
+    let werr = |source| EditError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".primus-tune-")
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(werr)?;
+    tmp.write_all(content.as_bytes()).map_err(werr)?;
+    tmp.as_file().sync_all().map_err(werr)?;
+    if let Some(p) = perms {
+        tmp.as_file().set_permissions(p).map_err(werr)?;
+    }
+    tmp.persist(path).map_err(|e| werr(e.error))?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+fn kind_name(n: &Node) -> &'static str {
+    match &n.kind {
+        NodeKind::Scalar(_) => "scalar",
+        NodeKind::Seq(_) => "list",
+        NodeKind::Map(_) => "mapping",
+    }
+}
+
+fn key_text(k: &str) -> String {
+    super::literal::render_str(k, None, true)
+}
+
+/// `key: value` lines for a (possibly nested) key path, indented.
+fn block_text(path: &[&str], literal: &str, indent: usize, step: usize) -> String {
+    let pad = " ".repeat(indent);
+    match path {
+        [] => String::new(),
+        [k] => format!("{pad}{}: {literal}\n", key_text(k)),
+        [k, rest @ ..] => format!(
+            "{pad}{}:\n{}",
+            key_text(k),
+            block_text(rest, literal, indent + step, step)
+        ),
+    }
+}
+
+fn flow_nested(path: &[&str], literal: &str) -> String {
+    match path {
+        [] => literal.to_string(),
+        [k, rest @ ..] => format!("{{{}: {}}}", key_text(k), flow_nested(rest, literal)),
+    }
+}
+
+/// The file's indentation step: the column difference between the first block mapping and its
+/// first nested block mapping (2 when the file has none).
+fn indent_step(root: &Node) -> usize {
+    fn find(n: &Node) -> Option<usize> {
+        let entries = n.as_map()?;
+        for (k, v) in entries {
+            if let Some(inner) = v.as_map()
+                && !v.flow
+                && let Some((ik, _)) = inner.first()
+                && ik.start.col > k.start.col
+            {
+                return Some((ik.start.col - k.start.col) as usize);
+            }
+        }
+        None
+    }
+    find(root).unwrap_or(2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXP: &str = "\
+# header comment
+work_group: ${PRIMUS_TEAM:amd}
+modules:
+  pre_trainer:
+    framework: megatron
+    overrides:
+      # log
+      stderr_sink_level: DEBUG   # keep
+
+      micro_batch_size: 4 # per GPU
+      lr: 1.0e-5
+      cross_entropy_fusion_impl: \"te\"
+      training:
+        steps: 10
+      empty:
+# trailing comment
+";
+
+    fn doc() -> YamlDoc {
+        YamlDoc::from_text(Path::new("exp.yaml"), EXP.to_string())
+    }
+
+    fn only_changed_lines(before: &str, after: &str) -> (Vec<String>, Vec<String>) {
+        let d = similar::TextDiff::from_lines(before, after);
+        let mut del = Vec::new();
+        let mut ins = Vec::new();
+        for c in d.iter_all_changes() {
+            match c.tag() {
+                similar::ChangeTag::Delete => del.push(c.value().to_string()),
+                similar::ChangeTag::Insert => ins.push(c.value().to_string()),
+                similar::ChangeTag::Equal => {}
+            }
+        }
+        (del, ins)
+    }
+
+    #[test]
+    fn replace_keeps_comments_on_the_line() {
+        let mut d = doc();
+        let e = d
+            .set_literal(&["modules", "pre_trainer", "overrides", "micro_batch_size"], "8")
+            .unwrap();
+        assert_eq!(e, Edit { kind: EditKind::Replaced, line: 10 });
+        let (del, ins) = only_changed_lines(EXP, d.text());
+        assert_eq!(del, vec!["      micro_batch_size: 4 # per GPU\n"]);
+        assert_eq!(ins, vec!["      micro_batch_size: 8 # per GPU\n"]);
+    }
+
+    #[test]
+    fn add_goes_to_the_end_of_the_mapping_with_its_indent() {
+        let mut d = doc();
+        let e = d
+            .set_literal(&["modules", "pre_trainer", "overrides", "use_turbo_deepep"], "true")
+            .unwrap();
+        assert_eq!(e.kind, EditKind::Added);
+        let (del, ins) = only_changed_lines(EXP, d.text());
+        assert!(del.is_empty());
+        assert_eq!(ins, vec!["      use_turbo_deepep: true\n"]);
+        let n = d.node(&["modules", "pre_trainer", "overrides", "use_turbo_deepep"]).unwrap();
+        assert_eq!(n.start.line, e.line);
+        // The trailing comment is still last.
+        assert!(d.text().ends_with("# trailing comment\n"));
+    }
+
+    #[test]
+    fn nested_sections_are_created_or_extended() {
+        let mut d = doc();
+        d.set_literal(&["modules", "pre_trainer", "overrides", "training", "seq_len"], "4096")
+            .unwrap();
+        let (_, ins) = only_changed_lines(EXP, d.text());
+        assert_eq!(ins, vec!["        seq_len: 4096\n"]);
+        let mut d = doc();
+        d.set_literal(&["modules", "pre_trainer", "overrides", "parallelism", "tensor_parallel_degree"], "2")
+            .unwrap();
+        let (_, ins) = only_changed_lines(EXP, d.text());
+        assert_eq!(ins, vec!["      parallelism:\n", "        tensor_parallel_degree: 2\n"]);
+    }
+
+    #[test]
+    fn empty_values_and_quoted_values() {
+        let mut d = doc();
+        d.set_literal(&["modules", "pre_trainer", "overrides", "empty"], "3").unwrap();
+        assert!(d.text().contains("      empty: 3\n"));
+        let mut d = doc();
+        d.set_literal(&["modules", "pre_trainer", "overrides", "cross_entropy_fusion_impl"], "\"native\"")
+            .unwrap();
+        assert!(d.text().contains("cross_entropy_fusion_impl: \"native\"\n"));
+        let mut d = doc();
+        d.set_literal(&["modules", "pre_trainer", "overrides", "empty", "x"], "1").unwrap();
+        assert!(d.text().contains("      empty:\n        x: 1\n"), "{}", d.text());
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        let mut d = doc();
+        let e = d
+            .set_literal(&["modules", "pre_trainer", "framework", "x"], "1")
+            .unwrap_err();
+        assert!(matches!(e, EditError::NotAMapping { .. }), "{e}");
+        let mut d = YamlDoc::from_text(Path::new("b.yaml"), "a: |\n  text\n".into());
+        assert!(matches!(d.set_literal(&["a"], "1"), Err(EditError::NotEditable { .. })));
+    }
+
+    #[test]
+    fn flow_mappings_and_missing_final_newline() {
+        let mut d = YamlDoc::from_text(Path::new("f.yaml"), "o: {a: 1}\nz: {}".into());
+        d.set_literal(&["o", "b"], "2").unwrap();
+        d.set_literal(&["z", "c"], "3").unwrap();
+        assert_eq!(d.text(), "o: {a: 1, b: 2}\nz: {c: 3}");
+        let mut d = YamlDoc::from_text(Path::new("f.yaml"), "m:\n  a: 1".into());
+        d.set_literal(&["m", "b"], "2").unwrap();
+        assert_eq!(d.text(), "m:\n  a: 1\n  b: 2\n");
+    }
+
+    #[test]
+    fn save_is_atomic_keeps_backup_and_refuses_conflicts() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("exp.yaml");
+        std::fs::write(&p, EXP).unwrap();
+        let mut d = YamlDoc::open(&p).unwrap();
+        d.set_literal(&["modules", "pre_trainer", "overrides", "lr"], "2.0e-05").unwrap();
+        let bak = d.save(SaveOptions { backup: true }).unwrap().unwrap();
+        assert_eq!(std::fs::read_to_string(&bak).unwrap(), EXP);
+        assert!(std::fs::read_to_string(&p).unwrap().contains("lr: 2.0e-05\n"));
+        // Someone else writes the file: our next save must refuse and change nothing.
+        d.set_literal(&["modules", "pre_trainer", "overrides", "lr"], "3.0e-05").unwrap();
+        std::fs::write(&p, "work_group: x\n").unwrap();
+        assert!(matches!(d.save(SaveOptions { backup: false }), Err(EditError::Conflict { .. })));
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "work_group: x\n");
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+            .collect();
+        assert!(leftovers.is_empty());
+    }
+}

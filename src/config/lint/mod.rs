@@ -1,0 +1,178 @@
+//! Validation of a resolved experiment: the rules Primus and Megatron enforce (or silently
+//! apply), catalog types and ranges, unknown keys, and YAML 1.1 typing surprises.
+
+mod env_rules;
+mod megatron;
+mod torchtitan;
+mod types;
+
+use super::catalog::{Backend, Catalog};
+use super::diag::{Diagnostic, Location, Severity};
+use super::env::Env;
+use super::resolve::{Experiment, Module};
+use super::tree::{Item, Layer, Leaf, Origin};
+use super::value::Value;
+
+/// Environment variables read by the launcher (shell hooks) before Primus' Python runtime applies
+/// the experiment's `env:` section — setting them there has no effect on what the hooks do.
+pub const LAUNCHER_ENV: &[&str] = &[
+    "PRIMUS_HIPBLASLT_TUNING",
+    "PRIMUS_HIPBLASLT_TUNING_STAGE",
+    "PRIMUS_DETERMINISTIC",
+    "PRIMUS_MODEL",
+    "NNODES",
+    "NODE_RANK",
+    "GPUS_PER_NODE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+];
+
+/// Lint every module of an experiment. `env` is the environment the job will be launched with
+/// (the process environment plus `--env` overrides).
+pub fn lint(exp: &Experiment, env: &Env, catalog: &Catalog) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for module in &exp.modules {
+        let cx = Ctx::new(exp, module, env, catalog);
+        types::check(&cx, &mut out);
+        match cx.backend {
+            Some(Backend::Megatron) => megatron::check(&cx, &mut out),
+            Some(Backend::Torchtitan) => torchtitan::check(&cx, &mut out),
+            None => {}
+        }
+        env_rules::check(&cx, &mut out);
+    }
+    env_rules::check_env_section(exp, &mut out);
+    dedup_and_sort(&mut out);
+    out
+}
+
+fn dedup_and_sort(out: &mut Vec<Diagnostic>) {
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|d| seen.insert(d.clone()));
+    out.sort_by(|a, b| {
+        a.severity.cmp(&b.severity).then_with(|| {
+            let la = a.location.as_ref().map(|l| (l.file.clone(), l.line, l.column));
+            let lb = b.location.as_ref().map(|l| (l.file.clone(), l.line, l.column));
+            la.cmp(&lb)
+        })
+    });
+}
+
+/// What a rule sees: one module, the launch environment (with the experiment's `env:` section
+/// applied where the Python runtime reads it), the catalog.
+pub(crate) struct Ctx<'a> {
+    pub exp: &'a Experiment,
+    pub module: &'a Module,
+    pub env: Env,
+    /// The launch environment before the experiment's `env:` section (what shell hooks see).
+    pub launch_env: &'a Env,
+    pub catalog: &'a Catalog,
+    pub backend: Option<Backend>,
+}
+
+impl<'a> Ctx<'a> {
+    fn new(exp: &'a Experiment, module: &'a Module, env: &'a Env, catalog: &'a Catalog) -> Self {
+        let mut runtime_env = env.clone();
+        for (k, leaf) in exp.env_section() {
+            runtime_env.set(&k, &leaf.value.to_string());
+        }
+        Ctx {
+            exp,
+            module,
+            env: runtime_env,
+            launch_env: env,
+            catalog,
+            backend: Backend::from_framework(&module.framework),
+        }
+    }
+
+    pub fn leaf(&self, key: &str) -> Option<&'a Leaf> {
+        self.module.get(key)
+    }
+
+    pub fn value(&self, key: &str) -> Value {
+        self.leaf(key)
+            .map(|l| l.value.clone())
+            .unwrap_or(Value::Null)
+    }
+
+    /// Python truthiness of a flag (missing = false).
+    pub fn on(&self, key: &str) -> bool {
+        self.leaf(key).is_some_and(|l| l.value.truthy())
+    }
+
+    pub fn int(&self, key: &str) -> Option<i64> {
+        match self.leaf(key)?.value {
+            Value::Int(i) => Some(i),
+            Value::Float(f) if f.fract() == 0.0 => Some(f as i64),
+            _ => None,
+        }
+    }
+
+    /// An int with a default for a missing/null key (parallel sizes default to 1).
+    pub fn int_or(&self, key: &str, default: i64) -> i64 {
+        self.int(key).unwrap_or(default)
+    }
+
+    pub fn str(&self, key: &str) -> Option<&'a str> {
+        self.leaf(key)?.value.as_str()
+    }
+
+    /// Where the offending value is written; for a missing key, where it should go: the
+    /// module's `overrides:` in the experiment file.
+    pub fn at(&self, key: &str) -> Option<Location> {
+        match self.leaf(key) {
+            Some(l) if l.origin.layer != Layer::CommandLine => Some(loc(&l.origin)),
+            _ => self.overrides_location(),
+        }
+    }
+
+    pub fn overrides_location(&self) -> Option<Location> {
+        let path = format!("modules.{}.overrides", self.module.name);
+        let origin = match self.exp.file.get(&path) {
+            Some(Item::Map(t)) => Some(&t.origin),
+            Some(Item::Leaf(l)) => Some(&l.origin),
+            None => match self.exp.file.get(&format!("modules.{}", self.module.name)) {
+                Some(item) => Some(item.origin()),
+                None => None,
+            },
+        };
+        origin.map(loc)
+    }
+
+    /// A diagnostic about `key`, located at its value.
+    pub fn diag(
+        &self,
+        severity: Severity,
+        code: &'static str,
+        key: &str,
+        message: impl Into<String>,
+    ) -> Diagnostic {
+        Diagnostic::new(severity, code, message)
+            .at(self.at(key))
+            .flag(key)
+    }
+
+    /// `key: value (file:line)` for messages.
+    pub fn show(&self, key: &str) -> String {
+        match self.leaf(key) {
+            Some(l) => format!("`{key}: {}` ({})", l.value, l.origin.describe()),
+            None => format!("`{key}` (not set)"),
+        }
+    }
+
+    pub fn is_megatron(&self) -> bool {
+        self.backend == Some(Backend::Megatron)
+    }
+}
+
+pub(crate) fn loc(o: &Origin) -> Location {
+    Location {
+        file: o.file.to_path_buf(),
+        line: o.line,
+        column: o.column,
+    }
+}
+
+#[cfg(test)]
+mod tests;

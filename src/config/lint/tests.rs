@@ -1,0 +1,327 @@
+//! One passing and one failing config per rule, on a small Primus tree built in a temp folder.
+
+use super::lint;
+use crate::config::catalog::Catalog;
+use crate::config::diag::{Diagnostic, Severity};
+use crate::config::env::Env;
+use crate::config::resolve::{Experiment, LoadOptions};
+use std::path::Path;
+
+/// Module preset defaults the rules read (a tiny stand-in for Primus' trainer_base chain).
+const MODULE: &str = "\
+enable_primus_turbo: false
+use_turbo_attention: false
+use_turbo_gemm: false
+use_turbo_grouped_gemm: false
+use_turbo_deepep: false
+turbo_deepep_num_cu: 32
+turbo_sync_free_moe_stage: 0
+moe_use_fused_router_with_aux_score: false
+moe_use_legacy_grouped_gemm: false
+fp8: null
+fp8_recipe: delayed
+fp4: null
+fp4_recipe: nvfp4
+bf16: true
+fp16: false
+first_last_layers_bf16: false
+use_distributed_optimizer: true
+overlap_grad_reduce: false
+overlap_param_gather: false
+optimizer_cpu_offload: false
+use_precision_aware_optimizer: false
+recompute_granularity: null
+recompute_method: null
+recompute_num_layers: null
+recompute_layer_ids: null
+overlap_moe_expert_parallel_comm: false
+tensor_model_parallel_size: 1
+pipeline_model_parallel_size: 1
+virtual_pipeline_model_parallel_size: null
+expert_model_parallel_size: 1
+micro_batch_size: 2
+lr: 1.0e-4
+";
+
+const MODEL: &str = "\
+num_layers: 8
+hidden_size: 256
+moe_router_dtype: null
+moe_shared_expert_overlap: true
+moe_permute_fusion: false
+moe_token_dispatcher_type: alltoall
+";
+
+pub(crate) fn write_tree(dir: &Path, overrides: &str) -> std::path::PathBuf {
+    let m = dir.join("primus/configs/modules/megatron");
+    let md = dir.join("primus/configs/models/megatron");
+    std::fs::create_dir_all(&m).unwrap();
+    std::fs::create_dir_all(&md).unwrap();
+    std::fs::write(m.join("pre_trainer.yaml"), MODULE).unwrap();
+    std::fs::write(md.join("tiny.yaml"), MODEL).unwrap();
+    let mut text = String::from(
+        "work_group: g\nuser_name: u\nexp_name: e\nworkspace: ./out\nmodules:\n  pre_trainer:\n    framework: megatron\n    config: pre_trainer.yaml\n    model: tiny.yaml\n    overrides:\n",
+    );
+    for line in overrides.lines() {
+        text.push_str("      ");
+        text.push_str(line);
+        text.push('\n');
+    }
+    if overrides.trim().is_empty() {
+        text.push_str("      train_iters: 10\n");
+    }
+    let p = dir.join("exp.yaml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn run(overrides: &str, env: Env) -> Vec<Diagnostic> {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write_tree(dir.path(), overrides);
+    let exp = Experiment::load(
+        &p,
+        &LoadOptions {
+            env: env.clone(),
+            ..Default::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    lint(&exp, &env, Catalog::builtin())
+}
+
+fn codes(overrides: &str) -> Vec<&'static str> {
+    codes_env(overrides, Env::empty())
+}
+
+fn codes_env(overrides: &str, env: Env) -> Vec<&'static str> {
+    run(overrides, env).into_iter().map(|d| d.code).collect()
+}
+
+fn has(overrides: &str, code: &str) -> bool {
+    codes(overrides).contains(&code)
+}
+
+#[test]
+fn baseline_is_clean() {
+    let d = run("", Env::empty());
+    assert!(
+        d.iter().all(|d| d.severity == Severity::Info),
+        "unexpected: {d:#?}"
+    );
+}
+
+#[test]
+fn removed_flags() {
+    assert!(has("use_turbo_grouped_mlp: true", "removed-flag"));
+    assert!(has("use_turbo_parallel_linear: true", "removed-flag"));
+    let d = run("use_turbo_grouped_mlp: true", Env::empty());
+    let r = d.iter().find(|d| d.code == "removed-flag").unwrap();
+    assert_eq!(r.severity, Severity::Error);
+    assert_eq!(r.location.as_ref().unwrap().line, 11);
+    assert!(r.hint.as_ref().unwrap().contains("use_turbo_grouped_gemm"));
+}
+
+#[test]
+fn deepep_rules() {
+    let ok = "enable_primus_turbo: true\nuse_turbo_deepep: true\nmoe_router_dtype: fp32\nmoe_shared_expert_overlap: false";
+    assert!(!codes(ok).iter().any(|c| c.starts_with("deepep")));
+    assert!(has(
+        "enable_primus_turbo: true\nuse_turbo_deepep: true\nmoe_shared_expert_overlap: false",
+        "deepep-router-dtype"
+    ));
+    assert!(has(
+        "enable_primus_turbo: true\nuse_turbo_deepep: true\nmoe_router_dtype: fp32",
+        "deepep-shared-expert-overlap"
+    ));
+    assert!(has(
+        "use_turbo_deepep: true\nmoe_router_dtype: fp32\nmoe_shared_expert_overlap: false",
+        "turbo-flag-without-master"
+    ));
+    let ep16 = format!("{ok}\nexpert_model_parallel_size: 16\nturbo_deepep_num_cu: 64");
+    assert!(has(&ep16, "deepep-num-cu-ep16"));
+    let ep16_ok = format!("{ok}\nexpert_model_parallel_size: 16\nturbo_deepep_num_cu: 32");
+    assert!(!has(&ep16_ok, "deepep-num-cu-ep16"));
+    let ep8 = format!("{ok}\nexpert_model_parallel_size: 8\nturbo_deepep_num_cu: 80");
+    assert!(!has(&ep8, "deepep-num-cu-ep16"));
+    // Another dispatch backend lifts the limit.
+    let env = Env::empty().with("PRIMUS_TURBO_MOE_DISPATCH_COMBINE_BACKEND", "DEEP_EP");
+    assert!(!codes_env(&ep16, env).contains(&"deepep-num-cu-ep16"));
+}
+
+#[test]
+fn sync_free_rules() {
+    assert!(has("turbo_sync_free_moe_stage: 4", "sync-free-stage-range"));
+    assert!(has("turbo_sync_free_moe_stage: 1", "sync-free-requires-turbo"));
+    assert!(!has(
+        "enable_primus_turbo: true\nturbo_sync_free_moe_stage: 1",
+        "sync-free-requires-turbo"
+    ));
+    assert!(has(
+        "enable_primus_turbo: true\nturbo_sync_free_moe_stage: 2\nmoe_router_dtype: fp32\nmoe_shared_expert_overlap: false",
+        "sync-free-needs-grouped-gemm"
+    ));
+    let stage2 = "enable_primus_turbo: true\nturbo_sync_free_moe_stage: 2\nuse_turbo_grouped_gemm: true";
+    // Stage 2 turns DeepEP on, which brings its own prerequisites.
+    assert!(has(stage2, "deepep-router-dtype"));
+    let stage2_ok = format!("{stage2}\nmoe_router_dtype: fp32\nmoe_shared_expert_overlap: false");
+    let c = codes(&stage2_ok);
+    assert!(!c.iter().any(|c| c.starts_with("sync-free") || c.starts_with("deepep")), "{c:?}");
+    assert!(has(
+        &format!("{stage2_ok}\nmoe_permute_fusion: false"),
+        "sync-free-overrides-flag"
+    ));
+}
+
+#[test]
+fn grouped_gemm_and_legacy() {
+    assert!(has(
+        "enable_primus_turbo: true\nuse_turbo_grouped_gemm: true\nmoe_use_legacy_grouped_gemm: true",
+        "turbo-grouped-gemm-legacy"
+    ));
+    assert!(!has(
+        "enable_primus_turbo: true\nmoe_use_legacy_grouped_gemm: true",
+        "turbo-grouped-gemm-legacy"
+    ));
+}
+
+#[test]
+fn precision_rules() {
+    assert!(has("fp8: e4m3\nfp4: e2m1", "fp8-fp4-exclusive"));
+    assert!(!has("fp8: e4m3", "fp8-fp4-exclusive"));
+    let tg = "enable_primus_turbo: true\nuse_turbo_gemm: true\nfp8: hybrid";
+    assert!(has(tg, "turbo-gemm-fp8-recipe"));
+    assert!(!has(&format!("{tg}\nfp8_recipe: tensorwise"), "turbo-gemm-fp8-recipe"));
+    assert!(has(
+        "enable_primus_turbo: true\nuse_turbo_gemm: true\nfp4: e2m1",
+        "turbo-gemm-fp4-recipe"
+    ));
+    assert!(has(
+        "enable_primus_turbo: true\nuse_turbo_gemm: true\ntensor_model_parallel_size: 2",
+        "turbo-gemm-tp"
+    ));
+    assert!(has(
+        "fp8: e4m3\nfirst_last_layers_bf16: true",
+        "first-last-bf16-delayed"
+    ));
+    assert!(!has(
+        "fp8: e4m3\nfp8_recipe: tensorwise\nfirst_last_layers_bf16: true",
+        "first-last-bf16-delayed"
+    ));
+}
+
+#[test]
+fn overlap_and_optimizer_rules() {
+    assert!(has("overlap_param_gather: true", "overlap-param-gather-needs-grad-reduce"));
+    assert!(has(
+        "overlap_param_gather: true\noverlap_grad_reduce: true\nuse_distributed_optimizer: false",
+        "overlap-param-gather-needs-dist-opt"
+    ));
+    assert!(!codes("overlap_param_gather: true\noverlap_grad_reduce: true")
+        .iter()
+        .any(|c| c.starts_with("overlap-param-gather")));
+    assert!(has("optimizer_cpu_offload: true", "cpu-offload-needs-precision-aware"));
+    assert!(!has(
+        "optimizer_cpu_offload: true\nuse_precision_aware_optimizer: true",
+        "cpu-offload-needs-precision-aware"
+    ));
+}
+
+#[test]
+fn recompute_rules() {
+    assert!(has("recompute_granularity: full", "recompute-full-method"));
+    assert!(has("recompute_granularity: full", "recompute-full-num-layers"));
+    let ok = "recompute_granularity: full\nrecompute_method: uniform\nrecompute_num_layers: 2";
+    assert!(!codes(ok).iter().any(|c| c.starts_with("recompute")));
+    assert!(has(
+        "recompute_granularity: full\nrecompute_method: block\nrecompute_num_layers: 9",
+        "recompute-num-layers-range"
+    ));
+    assert!(has(
+        "recompute_granularity: selective\nrecompute_method: uniform",
+        "recompute-selective-args"
+    ));
+    assert!(has("recompute_method: uniform", "recompute-without-granularity"));
+    assert!(!has(
+        "recompute_granularity: full\nrecompute_layer_ids: \"0,3,7\"",
+        "recompute-layer-ids-range"
+    ));
+    assert!(has(
+        "recompute_granularity: full\nrecompute_layer_ids: [0, 8]",
+        "recompute-layer-ids-range"
+    ));
+    assert!(has(
+        "recompute_granularity: selective\nrecompute_layer_ids: [1]",
+        "recompute-layer-ids-prereq"
+    ));
+    assert!(has(
+        "recompute_granularity: full\nrecompute_layer_ids: \"a,b\"",
+        "recompute-layer-ids-format"
+    ));
+}
+
+#[test]
+fn ep_overlap_rules() {
+    let base = "overlap_moe_expert_parallel_comm: true\nmoe_shared_expert_overlap: false";
+    assert!(has(base, "ep-overlap-prereq"));
+    assert!(!has(
+        &format!("{base}\nexpert_model_parallel_size: 8"),
+        "ep-overlap-prereq"
+    ));
+    assert!(has(
+        &format!("{base}\nexpert_model_parallel_size: 8\nrecompute_granularity: full\nrecompute_method: uniform\nrecompute_num_layers: 1"),
+        "ep-overlap-prereq"
+    ));
+    assert!(has(
+        &format!("{base}\nexpert_model_parallel_size: 8\npipeline_model_parallel_size: 2"),
+        "ep-overlap-prereq"
+    ));
+}
+
+#[test]
+fn hipblaslt_env_rules() {
+    let stage = Env::empty().with("PRIMUS_HIPBLASLT_TUNING_STAGE", "1");
+    assert!(codes_env("", stage.clone()).contains(&"hipblaslt-stage-without-master"));
+    let both = stage.clone().with("PRIMUS_HIPBLASLT_TUNING", "1");
+    assert!(!codes_env("", both.clone()).iter().any(|c| c.starts_with("hipblaslt")));
+    let det = both.with("PRIMUS_DETERMINISTIC", "1");
+    assert!(codes_env("", det).contains(&"hipblaslt-stage-deterministic"));
+    let bad = Env::empty()
+        .with("PRIMUS_HIPBLASLT_TUNING", "1")
+        .with("PRIMUS_HIPBLASLT_TUNING_STAGE", "5");
+    assert!(codes_env("", bad).contains(&"hipblaslt-stage-invalid"));
+    let s3 = Env::empty()
+        .with("PRIMUS_HIPBLASLT_TUNING", "1")
+        .with("PRIMUS_HIPBLASLT_TUNING_STAGE", "3");
+    assert!(codes_env("", s3).contains(&"hipblaslt-stage3-missing-file"));
+}
+
+#[test]
+fn max_connections_rule() {
+    let tp2 = "tensor_model_parallel_size: 2\noverlap_grad_reduce: true";
+    let env = Env::empty().with("CUDA_DEVICE_MAX_CONNECTIONS", "8");
+    let d = run(tp2, env);
+    let c = d.iter().find(|d| d.code == "cuda-max-connections").unwrap();
+    assert_eq!(c.severity, Severity::Warning);
+    let env = Env::empty().with("CUDA_DEVICE_MAX_CONNECTIONS", "1");
+    assert!(!codes_env(tp2, env).contains(&"cuda-max-connections"));
+    // TP1/PP1: nothing to say.
+    let env = Env::empty().with("CUDA_DEVICE_MAX_CONNECTIONS", "8");
+    assert!(!codes_env("overlap_grad_reduce: true", env).contains(&"cuda-max-connections"));
+}
+
+#[test]
+fn types_ranges_and_typos() {
+    assert!(has("micro_batch_size: \"4\"", "wrong-type"));
+    assert!(has("micro_batch_size: 0", "out-of-range"));
+    assert!(has("turbo_deepep_num_cu: 400", "out-of-range"));
+    assert!(has("fp8_recipe: delay", "invalid-value"));
+    assert!(has("lr: 1e-4", "float-read-as-string"));
+    assert!(!has("lr: 1.0e-4", "float-read-as-string"));
+    let d = run("micro_batch_sise: 4", Env::empty());
+    let u = d.iter().find(|d| d.code == "unknown-key").unwrap();
+    assert!(u.hint.as_ref().unwrap().contains("micro_batch_size"));
+    assert_eq!(u.location.as_ref().unwrap().line, 11);
+    assert!(has("my_site_knob: 3", "unlisted-key"));
+    assert!(has("some_ratio: 5e-3", "float-read-as-string"));
+    assert!(has("some_switch: on", "yaml11-bool"));
+}

@@ -1,0 +1,21 @@
+//! The Primus config engine: read experiment YAMLs with Primus' exact semantics, keep where
+//! every value came from, validate, and edit the experiment file safely.
+
+pub mod env;
+pub mod error;
+pub mod overrides;
+pub mod resolve;
+pub mod tree;
+pub mod value;
+pub mod yaml;
+
+pub use env::Env;
+pub use error::ConfigError;
+pub use resolve::{Experiment, LoadOptions, Module};
+pub use tree::{Item, Layer, Leaf, Origin, Tree};
+pub use value::Value;
+pub mod catalog;
+pub mod diag;
+pub mod doc;
+pub mod lint;
+pub mod literal;

@@ -1,0 +1,602 @@
+//! Resolving an experiment exactly as Primus does: per file env substitution then `extends`;
+//! module preset, model preset keys added only where the module lacks them, experiment
+//! `overrides`, then command-line overrides.
+
+use super::env::{self, Env};
+use super::error::ConfigError;
+use super::overrides::Override;
+use super::tree::{Item, Layer, Leaf, Origin, RawScalar, Tree};
+use super::value::Value;
+use super::yaml::{self, Node, NodeKind, Pos};
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Keys of a `modules.<name>` entry that are not copied onto the module's parameters.
+const MODULE_RESERVED: &[&str] = &["name", "framework", "config", "model", "overrides"];
+/// Top-level keys every experiment must have.
+pub const REQUIRED_META: &[&str] = &["work_group", "user_name", "exp_name", "workspace"];
+
+/// What a resolution needs besides the experiment path.
+#[derive(Debug, Clone, Default)]
+pub struct LoadOptions {
+    /// `--primus-root`; else `PRIMUS_ROOT`... see [`find_primus_root`].
+    pub primus_root: Option<PathBuf>,
+    pub env: Env,
+    /// Command-line overrides (`--set key=value`), applied to every module.
+    pub overrides: Vec<Override>,
+    /// File contents to use instead of what is on disk (an edit being checked before saving).
+    pub texts: HashMap<PathBuf, String>,
+}
+
+/// A value from the model preset that Primus drops because the module preset defines the key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dropped {
+    pub key: String,
+    pub model_value: Value,
+    pub model_origin: Origin,
+    pub kept_value: Value,
+    pub kept_origin: Origin,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Module {
+    pub name: String,
+    pub framework: String,
+    pub preset_file: PathBuf,
+    pub model_file: Option<PathBuf>,
+    /// The effective parameters after every layer.
+    pub params: Tree,
+    pub dropped: Vec<Dropped>,
+    /// Dotted keys the module and model presets define (before overrides): the keys Primus knows.
+    pub preset_keys: BTreeSet<String>,
+}
+
+impl Module {
+    pub fn get(&self, key: &str) -> Option<&Leaf> {
+        self.params.leaf(key)
+    }
+
+    pub fn value(&self, key: &str) -> Option<&Value> {
+        self.get(key).map(|l| &l.value)
+    }
+
+    pub fn is_megatron(&self) -> bool {
+        self.framework == "megatron"
+    }
+
+    pub fn is_torchtitan(&self) -> bool {
+        self.framework == "torchtitan"
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Experiment {
+    pub path: PathBuf,
+    pub primus_root: PathBuf,
+    /// The experiment file itself, after its own `extends` (env substituted).
+    pub file: Tree,
+    pub modules: Vec<Module>,
+    /// Every file read, in order (for watching and for messages).
+    pub files: Vec<PathBuf>,
+}
+
+impl Experiment {
+    /// Resolve an experiment file.
+    pub fn load(path: &Path, opts: &LoadOptions) -> Result<Experiment, ConfigError> {
+        let path = absolute(path);
+        let root = find_primus_root(&path, opts.primus_root.as_deref(), &opts.env)?;
+        let mut loader = Loader {
+            env: &opts.env,
+            texts: &opts.texts,
+            files: Vec::new(),
+        };
+        let file = loader.load_file(&path, Layer::Experiment, &mut Vec::new())?;
+        for key in REQUIRED_META {
+            if !file.entries.contains_key(*key) {
+                return Err(ConfigError::MissingKey {
+                    path: path.clone(),
+                    key: (*key).to_string(),
+                });
+            }
+        }
+        let Some(modules_item) = file.entries.get("modules") else {
+            return Err(ConfigError::MissingKey {
+                path: path.clone(),
+                key: "modules".into(),
+            });
+        };
+        let Item::Map(modules_tree) = modules_item else {
+            return Err(invalid(modules_item.origin(), "`modules` must be a mapping"));
+        };
+        let mut modules = Vec::new();
+        for (name, item) in &modules_tree.entries {
+            if !name.contains("trainer") {
+                return Err(invalid(
+                    item.origin(),
+                    &format!("unsupported module `{name}` (Primus accepts only modules whose name contains \"trainer\", e.g. pre_trainer)"),
+                ));
+            }
+            let Item::Map(spec) = item else {
+                return Err(invalid(
+                    item.origin(),
+                    &format!("module `{name}` must be a mapping"),
+                ));
+            };
+            modules.push(loader.load_module(&root, name, spec, &opts.overrides)?);
+        }
+        if modules.is_empty() {
+            return Err(invalid(
+                &modules_tree.origin,
+                "`modules` is empty: add e.g. `pre_trainer:` with framework, config and model",
+            ));
+        }
+        Ok(Experiment {
+            path,
+            primus_root: root,
+            file,
+            modules,
+            files: loader.files,
+        })
+    }
+
+    /// The module `train pretrain` runs (`pre_trainer`, or `post_trainer` when alone), else the first.
+    pub fn main_module(&self) -> &Module {
+        self.module("pre_trainer")
+            .or_else(|| self.module("post_trainer"))
+            .unwrap_or(&self.modules[0])
+    }
+
+    pub fn module(&self, name: &str) -> Option<&Module> {
+        self.modules.iter().find(|m| m.name == name)
+    }
+
+    /// A top-level experiment value (`exp_name`, `workspace`, ...).
+    pub fn meta(&self, key: &str) -> Option<&Value> {
+        self.file.leaf(key).map(|l| &l.value)
+    }
+
+    /// The experiment's `env:` section (name → leaf), applied by Primus to `os.environ`.
+    pub fn env_section(&self) -> Vec<(String, &Leaf)> {
+        match self.file.entries.get("env") {
+            Some(Item::Map(t)) => t.leaves(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// Find the Primus root: `explicit` (`--primus-root`) first; else the nearest folder above the
+/// experiment that holds `primus/configs/`; else `PRIMUS_ROOT`.
+pub fn find_primus_root(
+    experiment: &Path,
+    explicit: Option<&Path>,
+    env: &Env,
+) -> Result<PathBuf, ConfigError> {
+    let check = |p: &Path| -> Result<PathBuf, ConfigError> {
+        let p = absolute(p);
+        if p.join("primus/configs/modules").is_dir() {
+            Ok(p)
+        } else {
+            Err(ConfigError::BadPrimusRoot { path: p })
+        }
+    };
+    if let Some(p) = explicit {
+        return check(p);
+    }
+    let mut dir = experiment.parent();
+    while let Some(d) = dir {
+        if d.join("primus/configs").is_dir() {
+            return Ok(d.to_path_buf());
+        }
+        dir = d.parent();
+    }
+    if let Some(p) = env.get("PRIMUS_ROOT").filter(|s| !s.is_empty()) {
+        return check(Path::new(p));
+    }
+    Err(ConfigError::NoPrimusRoot {
+        path: experiment.to_path_buf(),
+    })
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+fn invalid(origin: &Origin, message: &str) -> ConfigError {
+    ConfigError::Invalid {
+        path: origin.file.to_path_buf(),
+        line: origin.line,
+        col: origin.column,
+        message: message.to_string(),
+    }
+}
+
+struct Loader<'a> {
+    env: &'a Env,
+    texts: &'a HashMap<PathBuf, String>,
+    files: Vec<PathBuf>,
+}
+
+impl Loader<'_> {
+    fn read(&mut self, path: &Path) -> Result<String, ConfigError> {
+        self.files.push(path.to_path_buf());
+        if let Some(t) = self.texts.get(path) {
+            return Ok(t.clone());
+        }
+        std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+
+    /// `parse_yaml`: read, substitute env, apply `extends` (relative to the file, later wins,
+    /// the file's own keys win).
+    fn load_file(
+        &mut self,
+        path: &Path,
+        layer: Layer,
+        stack: &mut Vec<PathBuf>,
+    ) -> Result<Tree, ConfigError> {
+        let text = self.read(path)?;
+        let node = yaml::parse(&text)
+            .map_err(|e| ConfigError::Yaml {
+                path: path.to_path_buf(),
+                line: e.line,
+                col: e.col,
+                message: e.message,
+            })?
+            .ok_or_else(|| ConfigError::Empty {
+                path: path.to_path_buf(),
+            })?;
+        let file: Arc<Path> = Arc::from(path);
+        let NodeKind::Map(entries) = &node.kind else {
+            return Err(ConfigError::Invalid {
+                path: path.to_path_buf(),
+                line: node.start.line,
+                col: node.start.col,
+                message: "the top level must be a mapping of keys to values".into(),
+            });
+        };
+        let mut own = self.tree_from_map(entries, node.start, &file, layer)?;
+        let Some(ext) = own.entries.shift_remove("extends") else {
+            return Ok(own);
+        };
+        let targets = extends_targets(&ext, node.get("extends"), path)?;
+        stack.push(canonical(path));
+        let mut merged = Tree::new(own.origin.clone());
+        for (target, pos) in targets {
+            let dir = path.parent().unwrap_or(Path::new("."));
+            let resolved = dir.join(&target);
+            if !resolved.is_file() {
+                return Err(ConfigError::MissingExtends {
+                    path: path.to_path_buf(),
+                    line: pos.line,
+                    col: pos.col,
+                    target,
+                    resolved,
+                });
+            }
+            let canon = canonical(&resolved);
+            if let Some(i) = stack.iter().position(|p| *p == canon) {
+                let mut chain = stack[i..].to_vec();
+                chain.push(canon);
+                return Err(ConfigError::ExtendsCycle {
+                    path: path.to_path_buf(),
+                    line: pos.line,
+                    col: pos.col,
+                    chain,
+                });
+            }
+            let mut sub = self.load_file(&resolved, layer, stack)?;
+            sub.prepend_via(&file);
+            merged.merge(sub);
+        }
+        stack.pop();
+        own.entries.shift_remove("extends");
+        merged.origin = own.origin.clone();
+        merged.merge(own);
+        Ok(merged)
+    }
+
+    fn tree_from_map(
+        &self,
+        entries: &[(Node, Node)],
+        at: Pos,
+        file: &Arc<Path>,
+        layer: Layer,
+    ) -> Result<Tree, ConfigError> {
+        let mut tree = Tree::new(origin(file, at, layer));
+        for (k, v) in entries {
+            let Some(key) = k.key_string() else {
+                return Err(ConfigError::Invalid {
+                    path: file.to_path_buf(),
+                    line: k.start.line,
+                    col: k.start.col,
+                    message: "a mapping key must be a scalar".into(),
+                });
+            };
+            let item = match &v.kind {
+                NodeKind::Map(inner) => Item::Map(self.tree_from_map(inner, k.start, file, layer)?),
+                NodeKind::Scalar(s) => {
+                    // An empty value (`key:`) has no text of its own: point at the key.
+                    let at = if s.text.is_empty() && s.style == yaml::Style::Plain {
+                        k.start
+                    } else {
+                        v.start
+                    };
+                    let typed = v.typed();
+                    let (value, template) = match &typed {
+                        Value::Str(text) => match self.substitute(text, file, v.start)? {
+                            Some(val) => (val, Some(text.clone())),
+                            None => (typed, None),
+                        },
+                        _ => (typed, None),
+                    };
+                    Item::Leaf(Leaf {
+                        value,
+                        origin: origin(file, at, layer),
+                        raw: Some(RawScalar {
+                            text: s.text.clone(),
+                            style: s.style,
+                        }),
+                        template,
+                        shadowed: Vec::new(),
+                    })
+                }
+                NodeKind::Seq(_) => Item::Leaf(Leaf {
+                    value: self.substitute_value(v.typed(), file, v.start)?,
+                    origin: origin(file, v.start, layer),
+                    raw: None,
+                    template: None,
+                    shadowed: Vec::new(),
+                }),
+            };
+            // Duplicate keys: PyYAML keeps the last.
+            tree.entries.shift_remove(&key);
+            tree.entries.insert(key, item);
+        }
+        Ok(tree)
+    }
+
+    fn substitute(&self, s: &str, file: &Arc<Path>, at: Pos) -> Result<Option<Value>, ConfigError> {
+        env::substitute(s, self.env).map_err(|m| ConfigError::EnvRequired {
+            path: file.to_path_buf(),
+            line: at.line,
+            col: at.col,
+            var: m.0,
+        })
+    }
+
+    fn substitute_value(&self, v: Value, file: &Arc<Path>, at: Pos) -> Result<Value, ConfigError> {
+        Ok(match v {
+            Value::Str(s) => self.substitute(&s, file, at)?.unwrap_or(Value::Str(s)),
+            Value::List(items) => Value::List(
+                items
+                    .into_iter()
+                    .map(|i| self.substitute_value(i, file, at))
+                    .collect::<Result<_, _>>()?,
+            ),
+            Value::Map(m) => Value::Map(
+                m.into_iter()
+                    .map(|(k, v)| Ok((k, self.substitute_value(v, file, at)?)))
+                    .collect::<Result<_, ConfigError>>()?,
+            ),
+            other => other,
+        })
+    }
+
+    fn load_module(
+        &mut self,
+        root: &Path,
+        name: &str,
+        spec: &Tree,
+        cli: &[Override],
+    ) -> Result<Module, ConfigError> {
+        let framework_leaf = required_str(spec, "framework", name)?;
+        let framework = framework_leaf.1.to_string();
+        let (config_origin, config_name) = required_str(spec, "config", name)?;
+        let preset_file = preset_path(root, "modules", &framework, config_name, config_origin)?;
+        let mut params = self.load_file(&preset_file, Layer::ModulePreset, &mut Vec::new())?;
+
+        let mut model_file = None;
+        let mut dropped = Vec::new();
+        if let Some(Item::Leaf(model_leaf)) = spec.entries.get("model")
+            && !model_leaf.value.is_null()
+        {
+            let Value::Str(model_name) = &model_leaf.value else {
+                return Err(invalid(
+                    &model_leaf.origin,
+                    "`model` must name a model preset file",
+                ));
+            };
+            let mf = preset_path(root, "models", &framework, model_name, &model_leaf.origin)?;
+            let mut model = self.load_file(&mf, Layer::ModelPreset, &mut Vec::new())?;
+            if !model.entries.contains_key("model") {
+                model.entries.insert(
+                    "model".into(),
+                    Item::Leaf(Leaf {
+                        value: Value::Str(model_name.clone()),
+                        origin: model_leaf.origin.clone(),
+                        raw: model_leaf.raw.clone(),
+                        template: model_leaf.template.clone(),
+                        shadowed: Vec::new(),
+                    }),
+                );
+            }
+            // merge_namespace(module, model, allow_override=False, excepts=["name"])
+            for (key, item) in model.entries {
+                if key == "name" {
+                    continue;
+                }
+                match params.entries.get(&key) {
+                    Some(kept) => dropped.push(Dropped {
+                        key,
+                        model_value: item.value(),
+                        model_origin: item.origin().clone(),
+                        kept_value: kept.value(),
+                        kept_origin: kept.origin().clone(),
+                    }),
+                    None => {
+                        params.entries.insert(key, item);
+                    }
+                }
+            }
+            model_file = Some(mf);
+        }
+
+        let preset_keys = params.leaves().into_iter().map(|(k, _)| k).collect();
+        match spec.entries.get("overrides") {
+            Some(Item::Map(ov)) => params.merge(ov.clone()),
+            Some(Item::Leaf(l)) if l.value.is_null() => {}
+            Some(Item::Leaf(l)) => {
+                return Err(invalid(
+                    &l.origin,
+                    &format!("`modules.{name}.overrides` must be a mapping of keys to values"),
+                ));
+            }
+            None => {}
+        }
+        for (key, item) in &spec.entries {
+            if !MODULE_RESERVED.contains(&key.as_str()) && !params.entries.contains_key(key) {
+                params.entries.insert(key.clone(), item.clone());
+            }
+        }
+        for o in cli {
+            params.merge(Tree::singleton(
+                &o.key,
+                o.value.clone(),
+                Origin::command_line(),
+            ));
+        }
+        Ok(Module {
+            name: name.to_string(),
+            framework,
+            preset_file,
+            model_file,
+            params,
+            dropped,
+            preset_keys,
+        })
+    }
+}
+
+fn origin(file: &Arc<Path>, at: Pos, layer: Layer) -> Origin {
+    Origin {
+        file: file.clone(),
+        line: at.line,
+        column: at.col,
+        via: Vec::new(),
+        layer,
+    }
+}
+
+fn canonical(p: &Path) -> PathBuf {
+    p.canonicalize().unwrap_or_else(|_| p.to_path_buf())
+}
+
+fn required_str<'t>(
+    spec: &'t Tree,
+    key: &str,
+    module: &str,
+) -> Result<(&'t Origin, &'t str), ConfigError> {
+    match spec.entries.get(key) {
+        Some(Item::Leaf(Leaf {
+            value: Value::Str(s),
+            origin,
+            ..
+        })) if !s.is_empty() => Ok((origin, s)),
+        Some(item) => Err(invalid(
+            item.origin(),
+            &format!("`modules.{module}.{key}` must be a non-empty string"),
+        )),
+        None => Err(invalid(
+            &spec.origin,
+            &format!("module `{module}` has no `{key}` (needs framework, config and model)"),
+        )),
+    }
+}
+
+/// `extends:` entries (a string or a list of strings) with their positions.
+fn extends_targets(
+    item: &Item,
+    node: Option<&Node>,
+    path: &Path,
+) -> Result<Vec<(String, Pos)>, ConfigError> {
+    let bad = |o: &Origin| invalid(o, "`extends` must be a file name or a list of file names");
+    let Item::Leaf(leaf) = item else {
+        return Err(bad(item.origin()));
+    };
+    let positions: Vec<Pos> = match node.map(|n| &n.kind) {
+        Some(NodeKind::Seq(items)) => items.iter().map(|n| n.start).collect(),
+        _ => vec![Pos {
+            line: leaf.origin.line,
+            col: leaf.origin.column,
+            offset: 0,
+        }],
+    };
+    let fallback = positions.first().copied().unwrap_or_default();
+    match &leaf.value {
+        Value::Str(s) => Ok(vec![(s.clone(), fallback)]),
+        Value::List(items) => items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| match v {
+                Value::Str(s) => Ok((s.clone(), positions.get(i).copied().unwrap_or(fallback))),
+                _ => Err(bad(&leaf.origin)),
+            })
+            .collect(),
+        Value::Null => Ok(Vec::new()),
+        _ => Err(ConfigError::Invalid {
+            path: path.to_path_buf(),
+            line: leaf.origin.line,
+            col: leaf.origin.column,
+            message: "`extends` must be a file name or a list of file names".into(),
+        }),
+    }
+}
+
+/// `primus/configs/<kind>/<framework>/<name>[.yaml]`, refusing paths that escape that folder.
+fn preset_path(
+    root: &Path,
+    kind: &'static str,
+    framework: &str,
+    name: &str,
+    at: &Origin,
+) -> Result<PathBuf, ConfigError> {
+    let dir = root.join("primus/configs").join(kind).join(framework);
+    let mut candidate = dir.join(name);
+    if !candidate.is_file() && Path::new(name).extension().is_none() {
+        candidate = dir.join(format!("{name}.yaml"));
+    }
+    let label = if kind == "modules" { "module" } else { "model" };
+    if !candidate.is_file() {
+        let mut available: Vec<String> = std::fs::read_dir(&dir)
+            .map(|rd| {
+                rd.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.ends_with(".yaml") || n.ends_with(".yml"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        available.sort();
+        return Err(ConfigError::PresetNotFound {
+            path: at.file.to_path_buf(),
+            line: at.line,
+            col: at.column,
+            kind: label,
+            name: name.to_string(),
+            dir,
+            available,
+        });
+    }
+    if !canonical(&candidate).starts_with(canonical(&dir)) {
+        return Err(invalid(
+            at,
+            &format!(
+                "{label} preset `{name}` points outside {}",
+                dir.display()
+            ),
+        ));
+    }
+    Ok(candidate)
+}

@@ -1,0 +1,704 @@
+//! Reading YAML with source positions, and typing scalars exactly as PyYAML's SafeLoader
+//! (YAML 1.1) does — that is what Primus' Python code receives.
+//!
+//! The tree keeps every key and value with its position so that provenance can name
+//! `file:line:col` and the editor can replace a value's exact bytes.
+
+use super::value::Value;
+use indexmap::IndexMap;
+use regex::Regex;
+use saphyr_parser::{Event, Parser, ScalarStyle, Span};
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+/// A position in a source text: 1-based line and column (in characters), byte offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Pos {
+    pub line: u32,
+    pub col: u32,
+    pub offset: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    Plain,
+    SingleQuoted,
+    DoubleQuoted,
+    Literal,
+    Folded,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scalar {
+    /// The scalar's content after YAML unescaping (not yet typed).
+    pub text: String,
+    pub style: Style,
+    /// Tag suffix for core-schema tags (`str`, `int`, ...), or the full tag otherwise.
+    pub tag: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum NodeKind {
+    Scalar(Scalar),
+    Seq(Vec<Node>),
+    /// Entries in document order; duplicate keys are kept here (the last one wins when typed).
+    Map(Vec<(Node, Node)>),
+}
+
+/// A YAML node with the span of its text. For scalars `end` is exact (quoted scalars included);
+/// for block collections it is the end of their last scalar.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    pub kind: NodeKind,
+    pub start: Pos,
+    pub end: Pos,
+    /// Flow collection (`[..]` / `{..}`) rather than block.
+    pub flow: bool,
+}
+
+/// A YAML syntax error with its position.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}, column {col}: {message}")]
+pub struct YamlError {
+    pub line: u32,
+    pub col: u32,
+    pub message: String,
+}
+
+impl Node {
+    pub fn as_map(&self) -> Option<&[(Node, Node)]> {
+        match &self.kind {
+            NodeKind::Map(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    pub fn as_scalar(&self) -> Option<&Scalar> {
+        match &self.kind {
+            NodeKind::Scalar(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The value of `key` in a mapping (the last one when a key repeats, as PyYAML keeps).
+    pub fn get(&self, key: &str) -> Option<&Node> {
+        self.entry(key).map(|(_, v)| v)
+    }
+
+    /// The `(key, value)` entry for `key` in a mapping (the last one when repeated).
+    pub fn entry(&self, key: &str) -> Option<(&Node, &Node)> {
+        self.as_map()?
+            .iter()
+            .rev()
+            .find(|(k, _)| k.key_string().as_deref() == Some(key))
+            .map(|(k, v)| (k, v))
+    }
+
+    /// A mapping key as the string Python would see (`str(key)` for non-string keys).
+    pub fn key_string(&self) -> Option<String> {
+        match self.typed() {
+            Value::Str(s) => Some(s),
+            Value::Null => Some("None".into()),
+            Value::Bool(b) => Some(if b { "True" } else { "False" }.into()),
+            Value::Int(i) => Some(i.to_string()),
+            Value::Float(f) => Some(super::value::python_float_repr(f)),
+            _ => None,
+        }
+    }
+
+    /// The node as Python sees it after `yaml.safe_load`.
+    pub fn typed(&self) -> Value {
+        match &self.kind {
+            NodeKind::Scalar(s) => type_scalar(s),
+            NodeKind::Seq(items) => Value::List(items.iter().map(Node::typed).collect()),
+            NodeKind::Map(entries) => {
+                let mut m = IndexMap::new();
+                for (k, v) in entries {
+                    if let Some(k) = k.key_string() {
+                        m.insert(k, v.typed());
+                    }
+                }
+                Value::Map(m)
+            }
+        }
+    }
+}
+
+/// Parse one YAML document. `Ok(None)` for an empty document (PyYAML returns `None`).
+pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
+    let offsets = CharOffsets::new(text);
+    let mut b = Builder {
+        text,
+        offsets: &offsets,
+        stack: Vec::new(),
+        anchors: HashMap::new(),
+        root: None,
+        docs: 0,
+    };
+    for ev in Parser::new_from_str(text) {
+        let (ev, span) = ev.map_err(|e| YamlError {
+            line: e.marker().line() as u32,
+            col: e.marker().col() as u32 + 1,
+            message: e.info().to_string(),
+        })?;
+        b.event(ev, span)?;
+    }
+    Ok(b.root.map(flatten_merge_keys))
+}
+
+/// Character index → byte offset (saphyr's markers count characters).
+struct CharOffsets {
+    ascii: bool,
+    table: Vec<usize>,
+    len: usize,
+}
+
+impl CharOffsets {
+    fn new(text: &str) -> Self {
+        let ascii = text.is_ascii();
+        let table = if ascii {
+            Vec::new()
+        } else {
+            text.char_indices().map(|(i, _)| i).collect()
+        };
+        CharOffsets {
+            ascii,
+            table,
+            len: text.len(),
+        }
+    }
+
+    fn byte(&self, char_index: usize) -> usize {
+        if self.ascii {
+            char_index.min(self.len)
+        } else {
+            self.table.get(char_index).copied().unwrap_or(self.len)
+        }
+    }
+}
+
+enum Frame {
+    Seq {
+        start: Pos,
+        items: Vec<Node>,
+        anchor: usize,
+        flow: bool,
+    },
+    Map {
+        start: Pos,
+        entries: Vec<(Node, Node)>,
+        pending_key: Option<Node>,
+        anchor: usize,
+        flow: bool,
+    },
+}
+
+struct Builder<'a> {
+    text: &'a str,
+    offsets: &'a CharOffsets,
+    stack: Vec<Frame>,
+    anchors: HashMap<usize, Node>,
+    root: Option<Node>,
+    docs: usize,
+}
+
+impl Builder<'_> {
+    fn pos(&self, m: &saphyr_parser::Marker) -> Pos {
+        Pos {
+            line: m.line() as u32,
+            col: m.col() as u32 + 1,
+            offset: self.offsets.byte(m.index()),
+        }
+    }
+
+    fn event(&mut self, ev: Event<'_>, span: Span) -> Result<(), YamlError> {
+        let start = self.pos(&span.start);
+        match ev {
+            Event::StreamStart | Event::StreamEnd | Event::DocumentEnd | Event::Nothing => {}
+            Event::DocumentStart(_) => {
+                self.docs += 1;
+                if self.docs > 1 {
+                    return Err(YamlError {
+                        line: start.line,
+                        col: start.col,
+                        message: "expected a single document in the stream, found another one"
+                            .into(),
+                    });
+                }
+            }
+            Event::Alias(id) => {
+                let node = self.anchors.get(&id).cloned().ok_or_else(|| YamlError {
+                    line: start.line,
+                    col: start.col,
+                    message: "alias refers to an unknown anchor".into(),
+                })?;
+                self.push(node);
+            }
+            Event::Scalar(text, style, anchor, tag) => {
+                let style = match style {
+                    ScalarStyle::Plain => Style::Plain,
+                    ScalarStyle::SingleQuoted => Style::SingleQuoted,
+                    ScalarStyle::DoubleQuoted => Style::DoubleQuoted,
+                    ScalarStyle::Literal => Style::Literal,
+                    ScalarStyle::Folded => Style::Folded,
+                };
+                let mut end = self.pos(&span.end);
+                if matches!(style, Style::SingleQuoted | Style::DoubleQuoted) {
+                    // saphyr's span of a quoted scalar can run on over a trailing comment:
+                    // find the closing quote ourselves.
+                    if let Some(e) = quoted_end(self.text, start.offset, style) {
+                        end = pos_at(self.text, start, e);
+                    }
+                }
+                let tag = tag.map(|t| {
+                    if t.is_yaml_core_schema() {
+                        t.suffix.clone()
+                    } else {
+                        format!("{}{}", t.handle, t.suffix)
+                    }
+                });
+                let node = Node {
+                    kind: NodeKind::Scalar(Scalar {
+                        text: text.into_owned(),
+                        style,
+                        tag,
+                    }),
+                    start,
+                    end,
+                    flow: false,
+                };
+                if anchor > 0 {
+                    self.anchors.insert(anchor, node.clone());
+                }
+                self.push(node);
+            }
+            Event::SequenceStart(anchor, _) => {
+                let flow = self.text[start.offset..].starts_with('[');
+                self.stack.push(Frame::Seq {
+                    start,
+                    items: Vec::new(),
+                    anchor,
+                    flow,
+                });
+            }
+            Event::MappingStart(anchor, _) => {
+                let flow = self.text[start.offset..].starts_with('{');
+                self.stack.push(Frame::Map {
+                    start,
+                    entries: Vec::new(),
+                    pending_key: None,
+                    anchor,
+                    flow,
+                });
+            }
+            Event::SequenceEnd => {
+                if let Some(Frame::Seq {
+                    start: s,
+                    items,
+                    anchor,
+                    flow,
+                }) = self.stack.pop()
+                {
+                    let end = self.collection_end(flow, s, span, items.last().map(|n| n.end));
+                    let node = Node {
+                        kind: NodeKind::Seq(items),
+                        start: s,
+                        end,
+                        flow,
+                    };
+                    if anchor > 0 {
+                        self.anchors.insert(anchor, node.clone());
+                    }
+                    self.push(node);
+                }
+            }
+            Event::MappingEnd => {
+                if let Some(Frame::Map {
+                    start: s,
+                    entries,
+                    anchor,
+                    flow,
+                    ..
+                }) = self.stack.pop()
+                {
+                    let end = self.collection_end(flow, s, span, entries.last().map(|e| e.1.end));
+                    let node = Node {
+                        kind: NodeKind::Map(entries),
+                        start: s,
+                        end,
+                        flow,
+                    };
+                    if anchor > 0 {
+                        self.anchors.insert(anchor, node.clone());
+                    }
+                    self.push(node);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn collection_end(&self, flow: bool, start: Pos, span: Span, last: Option<Pos>) -> Pos {
+        if flow {
+            self.pos(&span.end)
+        } else {
+            last.unwrap_or(start)
+        }
+    }
+
+    fn push(&mut self, node: Node) {
+        match self.stack.last_mut() {
+            None => self.root = Some(node),
+            Some(Frame::Seq { items, .. }) => items.push(node),
+            Some(Frame::Map {
+                entries,
+                pending_key,
+                ..
+            }) => match pending_key.take() {
+                None => *pending_key = Some(node),
+                Some(k) => {
+                    let mut node = node;
+                    // An empty value (`key:`) has no text; saphyr places it at the next token,
+                    // possibly lines below. Pin it to the end of its key.
+                    if let NodeKind::Scalar(s) = &node.kind
+                        && s.text.is_empty()
+                        && s.style == Style::Plain
+                    {
+                        node.start = k.end;
+                        node.end = k.end;
+                    }
+                    entries.push((k, node))
+                }
+            },
+        }
+    }
+}
+
+/// Byte offset just past the closing quote of a quoted scalar starting at `start`.
+fn quoted_end(text: &str, start: usize, style: Style) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let quote = if style == Style::SingleQuoted { b'\'' } else { b'"' };
+    if bytes.get(start) != Some(&quote) {
+        return None;
+    }
+    let mut i = start + 1;
+    while i < bytes.len() {
+        let c = bytes[i];
+        if quote == b'"' && c == b'\\' {
+            i += 2;
+            continue;
+        }
+        if c == quote {
+            if quote == b'\'' && bytes.get(i + 1) == Some(&b'\'') {
+                i += 2;
+                continue;
+            }
+            return Some(i + 1);
+        }
+        i += 1;
+    }
+    None
+}
+
+/// The position of byte offset `target`, counting from a known position `from` before it.
+fn pos_at(text: &str, from: Pos, target: usize) -> Pos {
+    let mut p = from;
+    for ch in text[from.offset..target].chars() {
+        if ch == '\n' {
+            p.line += 1;
+            p.col = 1;
+        } else {
+            p.col += 1;
+        }
+    }
+    p.offset = target;
+    p
+}
+
+/// Apply YAML 1.1 merge keys (`<<: *base`) as PyYAML's SafeLoader does: explicit keys win,
+/// among merged maps the earlier one wins.
+fn flatten_merge_keys(node: Node) -> Node {
+    let Node {
+        kind,
+        start,
+        end,
+        flow,
+    } = node;
+    let kind = match kind {
+        NodeKind::Seq(items) => NodeKind::Seq(items.into_iter().map(flatten_merge_keys).collect()),
+        NodeKind::Map(entries) => {
+            let has_merge = entries.iter().any(|(k, _)| is_merge_key(k));
+            let entries: Vec<(Node, Node)> = entries
+                .into_iter()
+                .map(|(k, v)| (k, flatten_merge_keys(v)))
+                .collect();
+            if !has_merge {
+                NodeKind::Map(entries)
+            } else {
+                let mut merged: Vec<(Node, Node)> = Vec::new();
+                let mut explicit: Vec<(Node, Node)> = Vec::new();
+                for (k, v) in entries {
+                    if is_merge_key(&k) {
+                        let sources: Vec<Node> = match v.kind {
+                            NodeKind::Seq(items) => items,
+                            _ => vec![v],
+                        };
+                        for src in sources {
+                            if let NodeKind::Map(es) = src.kind {
+                                for (mk, mv) in es {
+                                    let name = mk.key_string();
+                                    if !merged.iter().any(|(k2, _)| k2.key_string() == name) {
+                                        merged.push((mk, mv));
+                                    }
+                                }
+                            }
+                        }
+                    } else {
+                        explicit.push((k, v));
+                    }
+                }
+                merged.retain(|(mk, _)| {
+                    let name = mk.key_string();
+                    !explicit.iter().any(|(k, _)| k.key_string() == name)
+                });
+                merged.extend(explicit);
+                NodeKind::Map(merged)
+            }
+        }
+        k => k,
+    };
+    Node {
+        kind,
+        start,
+        end,
+        flow,
+    }
+}
+
+fn is_merge_key(k: &Node) -> bool {
+    matches!(&k.kind, NodeKind::Scalar(s) if s.style == Style::Plain && s.text == "<<")
+}
+
+static BOOL_RE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:yes|Yes|YES|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF)$")
+        .expect("static regex")
+});
+static INT_RE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+|[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+)$",
+    )
+    .expect("static regex")
+});
+static FLOAT_RE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9_]+(?:[eE][-+][0-9]+)?|[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
+    )
+    .expect("static regex")
+});
+static NULL_RE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^(?:~|null|Null|NULL|)$").expect("static regex"));
+
+/// How PyYAML's SafeLoader types a scalar (YAML 1.1 implicit resolvers; quoted and block
+/// scalars are always strings; core-schema tags are honoured).
+pub fn type_scalar(s: &Scalar) -> Value {
+    if let Some(tag) = &s.tag {
+        match tag.as_str() {
+            "str" => return Value::Str(s.text.clone()),
+            "null" => return Value::Null,
+            "bool" => return parse_bool(&s.text).map_or(Value::Str(s.text.clone()), Value::Bool),
+            "int" => return parse_int(&s.text).map_or(Value::Str(s.text.clone()), Value::Int),
+            "float" => {
+                return parse_float(&s.text)
+                    .or_else(|| parse_int(&s.text).map(|i| i as f64))
+                    .map_or(Value::Str(s.text.clone()), Value::Float);
+            }
+            _ => {}
+        }
+    }
+    if s.style != Style::Plain {
+        return Value::Str(s.text.clone());
+    }
+    type_plain(&s.text)
+}
+
+/// Type a plain (unquoted) scalar's text with the YAML 1.1 implicit resolvers.
+pub fn type_plain(t: &str) -> Value {
+    if NULL_RE.is_match(t) {
+        return Value::Null;
+    }
+    if BOOL_RE.is_match(t) {
+        return Value::Bool(parse_bool(t).unwrap_or(false));
+    }
+    if INT_RE.is_match(t) {
+        if let Some(i) = parse_int(t) {
+            return Value::Int(i);
+        }
+        // Out of i64 range: Python keeps a big int; the nearest we hold is a float.
+        if let Ok(f) = t.replace('_', "").parse::<f64>() {
+            return Value::Float(f);
+        }
+    }
+    if FLOAT_RE.is_match(t)
+        && let Some(f) = parse_float(t)
+    {
+        return Value::Float(f);
+    }
+    Value::Str(t.to_string())
+}
+
+/// True when a plain scalar would not be typed as a string by PyYAML.
+pub fn plain_is_non_string(t: &str) -> bool {
+    !matches!(type_plain(t), Value::Str(_))
+}
+
+fn parse_bool(t: &str) -> Option<bool> {
+    match t.to_ascii_lowercase().as_str() {
+        "yes" | "true" | "on" => Some(true),
+        "no" | "false" | "off" => Some(false),
+        _ => None,
+    }
+}
+
+fn parse_int(t: &str) -> Option<i64> {
+    let t = t.replace('_', "");
+    let (neg, body) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t.as_str()),
+    };
+    let v: i64 = if body == "0" {
+        0
+    } else if let Some(b) = body.strip_prefix("0b") {
+        i64::from_str_radix(b, 2).ok()?
+    } else if let Some(h) = body.strip_prefix("0x") {
+        i64::from_str_radix(h, 16).ok()?
+    } else if body.contains(':') {
+        let mut v: i64 = 0;
+        for part in body.split(':') {
+            v = v.checked_mul(60)?.checked_add(part.parse::<i64>().ok()?)?;
+        }
+        v
+    } else if body.starts_with('0') {
+        i64::from_str_radix(&body[1..], 8).ok()?
+    } else {
+        body.parse().ok()?
+    };
+    Some(if neg { -v } else { v })
+}
+
+fn parse_float(t: &str) -> Option<f64> {
+    let t = t.replace('_', "").to_ascii_lowercase();
+    let (neg, body) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t.as_str()),
+    };
+    let v = if body == ".inf" {
+        f64::INFINITY
+    } else if body == ".nan" {
+        f64::NAN
+    } else if body.contains(':') {
+        let mut v = 0.0;
+        for part in body.split(':') {
+            v = v * 60.0 + part.parse::<f64>().ok()?;
+        }
+        v
+    } else {
+        body.parse().ok()?
+    };
+    Some(if neg { -v } else { v })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> Value {
+        type_plain(s)
+    }
+
+    #[test]
+    fn pyyaml_safe_loader_typing() {
+        assert_eq!(t("1e-5"), Value::Str("1e-5".into()));
+        assert_eq!(t("1.0e5"), Value::Str("1.0e5".into()));
+        assert_eq!(t("1.0e-5"), Value::Float(1.0e-5));
+        assert_eq!(t("1.0e+5"), Value::Float(1.0e5));
+        assert_eq!(t("yes"), Value::Bool(true));
+        assert_eq!(t("On"), Value::Bool(true));
+        assert_eq!(t("off"), Value::Bool(false));
+        assert_eq!(t("~"), Value::Null);
+        assert_eq!(t(""), Value::Null);
+        assert_eq!(t("0,3,4"), Value::Str("0,3,4".into()));
+        assert_eq!(t("017"), Value::Int(15));
+        assert_eq!(t("0o17"), Value::Str("0o17".into()));
+        assert_eq!(t("1_000"), Value::Int(1000));
+        assert_eq!(t("0x1F"), Value::Int(31));
+        assert_eq!(t("1:30"), Value::Int(90));
+        assert_eq!(t(".5"), Value::Float(0.5));
+        assert_eq!(t("-.inf"), Value::Float(f64::NEG_INFINITY));
+        assert_eq!(t("y"), Value::Str("y".into()));
+        assert_eq!(t("TRUE"), Value::Bool(true));
+        assert_eq!(t("tRUE"), Value::Str("tRUE".into()));
+    }
+
+    #[test]
+    fn quoted_scalars_stay_strings_and_tags_apply() {
+        let n = parse("a: \"1\"\nb: '1.0e-5'\nc: !!str 12\nd: !!float 3\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(n.get("a").unwrap().typed(), Value::Str("1".into()));
+        assert_eq!(n.get("b").unwrap().typed(), Value::Str("1.0e-5".into()));
+        assert_eq!(n.get("c").unwrap().typed(), Value::Str("12".into()));
+        assert_eq!(n.get("d").unwrap().typed(), Value::Float(3.0));
+    }
+
+    #[test]
+    fn positions_are_one_based_and_quoted_end_excludes_comment() {
+        let text = "top:\n  key: \"quoted\"   # c\n  n: 5\n";
+        let n = parse(text).unwrap().unwrap();
+        let v = n.get("top").unwrap().get("key").unwrap();
+        assert_eq!((v.start.line, v.start.col), (2, 8));
+        assert_eq!(&text[v.start.offset..v.end.offset], "\"quoted\"");
+        let five = n.get("top").unwrap().get("n").unwrap();
+        assert_eq!(&text[five.start.offset..five.end.offset], "5");
+        assert_eq!((five.start.line, five.start.col), (3, 6));
+    }
+
+    #[test]
+    fn multibyte_text_offsets_are_bytes() {
+        let text = "# héllo ünïcode\na: \"é\"\nb: 2\n";
+        let n = parse(text).unwrap().unwrap();
+        let b = n.get("b").unwrap();
+        assert_eq!(&text[b.start.offset..b.end.offset], "2");
+        let a = n.get("a").unwrap();
+        assert_eq!(&text[a.start.offset..a.end.offset], "\"é\"");
+    }
+
+    #[test]
+    fn anchors_aliases_and_merge_keys() {
+        let n = parse("base: &b {x: 1, y: 2}\nd:\n  <<: *b\n  y: 3\nl: *b\n")
+            .unwrap()
+            .unwrap();
+        let d = n.get("d").unwrap().typed();
+        let Value::Map(m) = d else { panic!() };
+        assert_eq!(m.get("x"), Some(&Value::Int(1)));
+        assert_eq!(m.get("y"), Some(&Value::Int(3)));
+        assert_eq!(n.get("l").unwrap().typed(), n.get("base").unwrap().typed());
+    }
+
+    #[test]
+    fn duplicate_keys_last_wins() {
+        let n = parse("a: 1\na: 2\n").unwrap().unwrap();
+        assert_eq!(n.get("a").unwrap().typed(), Value::Int(2));
+    }
+
+    #[test]
+    fn empty_and_errors() {
+        assert!(parse("").unwrap().is_none());
+        assert!(parse("# only a comment\n").unwrap().is_none());
+        let e = parse("a: [1, 2\nb: 3\n").unwrap_err();
+        assert!(e.line >= 1);
+        let e = parse("a: 1\n---\nb: 2\n").unwrap_err();
+        assert!(e.message.contains("single document"), "{e}");
+    }
+}

@@ -1,0 +1,8 @@
+//! primus-tune: a performance-tuning assistant for AMD Primus training jobs.
+//!
+//! The core knows nothing about terminals: `config` resolves, validates and edits experiment
+//! YAMLs exactly as Primus reads them; `checklist` derives the tuning guide's quick-checklist
+//! status from a resolved config and the environment. The `cli` frontend prints the same data
+//! the TUI will render.
+
+pub mod config;
