@@ -1,1 +1,16 @@
-fn main() {}
+//! `primus-tune`: parse the command line and dispatch to the headless frontend.
+
+fn main() -> std::process::ExitCode {
+    restore_sigpipe();
+    primus_tune::cli::run()
+}
+
+/// Rust ignores SIGPIPE, so `primus-tune show ... | head` would panic on the closed pipe.
+/// Restore the Unix default: the process ends quietly when its reader goes away.
+#[allow(unsafe_code)]
+fn restore_sigpipe() {
+    // SAFETY: called first thing in main, before any thread exists; SIG_DFL is a valid handler.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}

@@ -185,7 +185,13 @@ impl YamlDoc {
         }
     }
 
-    fn replace(&mut self, key: &Node, value: &Node, name: &str, literal: &str) -> Result<Edit, EditError> {
+    fn replace(
+        &mut self,
+        key: &Node,
+        value: &Node,
+        name: &str,
+        literal: &str,
+    ) -> Result<Edit, EditError> {
         if let NodeKind::Scalar(s) = &value.kind {
             if matches!(s.style, Style::Literal | Style::Folded) {
                 return Err(EditError::NotEditable {
@@ -216,7 +222,13 @@ impl YamlDoc {
         })
     }
 
-    fn insert_into(&mut self, map: &Node, rest: &[&str], literal: &str, step: usize) -> Result<Edit, EditError> {
+    fn insert_into(
+        &mut self,
+        map: &Node,
+        rest: &[&str],
+        literal: &str,
+        step: usize,
+    ) -> Result<Edit, EditError> {
         if map.flow {
             let close = map.end.offset.saturating_sub(1);
             if self.text.as_bytes().get(close) != Some(&b'}') {
@@ -228,7 +240,11 @@ impl YamlDoc {
                 });
             }
             let empty = map.as_map().is_some_and(<[_]>::is_empty);
-            let entry = format!("{}: {}", key_text(rest[0]), flow_nested(&rest[1..], literal));
+            let entry = format!(
+                "{}: {}",
+                key_text(rest[0]),
+                flow_nested(&rest[1..], literal)
+            );
             let text = if empty { entry } else { format!(", {entry}") };
             self.insert_at(close, &text);
             return Ok(Edit {
@@ -441,9 +457,18 @@ modules:
     fn replace_keeps_comments_on_the_line() {
         let mut d = doc();
         let e = d
-            .set_literal(&["modules", "pre_trainer", "overrides", "micro_batch_size"], "8")
+            .set_literal(
+                &["modules", "pre_trainer", "overrides", "micro_batch_size"],
+                "8",
+            )
             .unwrap();
-        assert_eq!(e, Edit { kind: EditKind::Replaced, line: 10 });
+        assert_eq!(
+            e,
+            Edit {
+                kind: EditKind::Replaced,
+                line: 10
+            }
+        );
         let (del, ins) = only_changed_lines(EXP, d.text());
         assert_eq!(del, vec!["      micro_batch_size: 4 # per GPU\n"]);
         assert_eq!(ins, vec!["      micro_batch_size: 8 # per GPU\n"]);
@@ -453,13 +478,18 @@ modules:
     fn add_goes_to_the_end_of_the_mapping_with_its_indent() {
         let mut d = doc();
         let e = d
-            .set_literal(&["modules", "pre_trainer", "overrides", "use_turbo_deepep"], "true")
+            .set_literal(
+                &["modules", "pre_trainer", "overrides", "use_turbo_deepep"],
+                "true",
+            )
             .unwrap();
         assert_eq!(e.kind, EditKind::Added);
         let (del, ins) = only_changed_lines(EXP, d.text());
         assert!(del.is_empty());
         assert_eq!(ins, vec!["      use_turbo_deepep: true\n"]);
-        let n = d.node(&["modules", "pre_trainer", "overrides", "use_turbo_deepep"]).unwrap();
+        let n = d
+            .node(&["modules", "pre_trainer", "overrides", "use_turbo_deepep"])
+            .unwrap();
         assert_eq!(n.start.line, e.line);
         // The trailing comment is still last.
         assert!(d.text().ends_with("# trailing comment\n"));
@@ -468,29 +498,61 @@ modules:
     #[test]
     fn nested_sections_are_created_or_extended() {
         let mut d = doc();
-        d.set_literal(&["modules", "pre_trainer", "overrides", "training", "seq_len"], "4096")
-            .unwrap();
+        d.set_literal(
+            &["modules", "pre_trainer", "overrides", "training", "seq_len"],
+            "4096",
+        )
+        .unwrap();
         let (_, ins) = only_changed_lines(EXP, d.text());
         assert_eq!(ins, vec!["        seq_len: 4096\n"]);
         let mut d = doc();
-        d.set_literal(&["modules", "pre_trainer", "overrides", "parallelism", "tensor_parallel_degree"], "2")
-            .unwrap();
+        d.set_literal(
+            &[
+                "modules",
+                "pre_trainer",
+                "overrides",
+                "parallelism",
+                "tensor_parallel_degree",
+            ],
+            "2",
+        )
+        .unwrap();
         let (_, ins) = only_changed_lines(EXP, d.text());
-        assert_eq!(ins, vec!["      parallelism:\n", "        tensor_parallel_degree: 2\n"]);
+        assert_eq!(
+            ins,
+            vec![
+                "      parallelism:\n",
+                "        tensor_parallel_degree: 2\n"
+            ]
+        );
     }
 
     #[test]
     fn empty_values_and_quoted_values() {
         let mut d = doc();
-        d.set_literal(&["modules", "pre_trainer", "overrides", "empty"], "3").unwrap();
+        d.set_literal(&["modules", "pre_trainer", "overrides", "empty"], "3")
+            .unwrap();
         assert!(d.text().contains("      empty: 3\n"));
         let mut d = doc();
-        d.set_literal(&["modules", "pre_trainer", "overrides", "cross_entropy_fusion_impl"], "\"native\"")
-            .unwrap();
+        d.set_literal(
+            &[
+                "modules",
+                "pre_trainer",
+                "overrides",
+                "cross_entropy_fusion_impl",
+            ],
+            "\"native\"",
+        )
+        .unwrap();
         assert!(d.text().contains("cross_entropy_fusion_impl: \"native\"\n"));
         let mut d = doc();
-        d.set_literal(&["modules", "pre_trainer", "overrides", "empty", "x"], "1").unwrap();
-        assert!(d.text().contains("      empty:\n        x: 1\n"), "{}", d.text());
+        d.set_literal(&["modules", "pre_trainer", "overrides", "empty", "x"], "1")
+            .unwrap();
+        assert!(
+            d.text().contains("      empty:\n        x: 1\n"),
+            "{}",
+            d.text()
+        );
     }
 
     #[test]
@@ -501,7 +563,10 @@ modules:
             .unwrap_err();
         assert!(matches!(e, EditError::NotAMapping { .. }), "{e}");
         let mut d = YamlDoc::from_text(Path::new("b.yaml"), "a: |\n  text\n".into());
-        assert!(matches!(d.set_literal(&["a"], "1"), Err(EditError::NotEditable { .. })));
+        assert!(matches!(
+            d.set_literal(&["a"], "1"),
+            Err(EditError::NotEditable { .. })
+        ));
     }
 
     #[test]
@@ -521,14 +586,23 @@ modules:
         let p = dir.path().join("exp.yaml");
         std::fs::write(&p, EXP).unwrap();
         let mut d = YamlDoc::open(&p).unwrap();
-        d.set_literal(&["modules", "pre_trainer", "overrides", "lr"], "2.0e-05").unwrap();
+        d.set_literal(&["modules", "pre_trainer", "overrides", "lr"], "2.0e-05")
+            .unwrap();
         let bak = d.save(SaveOptions { backup: true }).unwrap().unwrap();
         assert_eq!(std::fs::read_to_string(&bak).unwrap(), EXP);
-        assert!(std::fs::read_to_string(&p).unwrap().contains("lr: 2.0e-05\n"));
+        assert!(
+            std::fs::read_to_string(&p)
+                .unwrap()
+                .contains("lr: 2.0e-05\n")
+        );
         // Someone else writes the file: our next save must refuse and change nothing.
-        d.set_literal(&["modules", "pre_trainer", "overrides", "lr"], "3.0e-05").unwrap();
+        d.set_literal(&["modules", "pre_trainer", "overrides", "lr"], "3.0e-05")
+            .unwrap();
         std::fs::write(&p, "work_group: x\n").unwrap();
-        assert!(matches!(d.save(SaveOptions { backup: false }), Err(EditError::Conflict { .. })));
+        assert!(matches!(
+            d.save(SaveOptions { backup: false }),
+            Err(EditError::Conflict { .. })
+        ));
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "work_group: x\n");
         let leftovers: Vec<_> = std::fs::read_dir(dir.path())
             .unwrap()

@@ -123,7 +123,10 @@ mod tests {
             reads_back(&v);
         }
         assert_eq!(render(&Value::Float(1e-5), None), "1.0e-05");
-        assert_eq!(render(&Value::Str("te".into()), Some(Style::DoubleQuoted)), "\"te\"");
+        assert_eq!(
+            render(&Value::Str("te".into()), Some(Style::DoubleQuoted)),
+            "\"te\""
+        );
         assert_eq!(render(&Value::Str("yes".into()), None), "\"yes\"");
     }
 }

@@ -17,5 +17,6 @@ pub use value::Value;
 pub mod catalog;
 pub mod diag;
 pub mod doc;
+pub mod edit;
 pub mod lint;
 pub mod literal;

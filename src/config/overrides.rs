@@ -116,7 +116,11 @@ pub fn python_float(s: &str) -> Option<f64> {
     let body = s.strip_prefix(['+', '-']).unwrap_or(s);
     let lower = body.to_ascii_lowercase();
     if matches!(lower.as_str(), "inf" | "infinity" | "nan") {
-        return s.to_ascii_lowercase().replace("infinity", "inf").parse().ok();
+        return s
+            .to_ascii_lowercase()
+            .replace("infinity", "inf")
+            .parse()
+            .ok();
     }
     let (mant, exp) = match lower.split_once('e') {
         Some((m, e)) => (m, Some(e)),

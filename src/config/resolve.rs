@@ -107,14 +107,19 @@ impl Experiment {
             });
         };
         let Item::Map(modules_tree) = modules_item else {
-            return Err(invalid(modules_item.origin(), "`modules` must be a mapping"));
+            return Err(invalid(
+                modules_item.origin(),
+                "`modules` must be a mapping",
+            ));
         };
         let mut modules = Vec::new();
         for (name, item) in &modules_tree.entries {
             if !name.contains("trainer") {
                 return Err(invalid(
                     item.origin(),
-                    &format!("unsupported module `{name}` (Primus accepts only modules whose name contains \"trainer\", e.g. pre_trainer)"),
+                    &format!(
+                        "unsupported module `{name}` (Primus accepts only modules whose name contains \"trainer\", e.g. pre_trainer)"
+                    ),
                 ));
             }
             let Item::Map(spec) = item else {
@@ -592,10 +597,7 @@ fn preset_path(
     if !canonical(&candidate).starts_with(canonical(&dir)) {
         return Err(invalid(
             at,
-            &format!(
-                "{label} preset `{name}` points outside {}",
-                dir.display()
-            ),
+            &format!("{label} preset `{name}` points outside {}", dir.display()),
         ));
     }
     Ok(candidate)

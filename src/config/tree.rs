@@ -307,7 +307,11 @@ mod tests {
             Value::List(vec![Value::Int(9)]),
             origin("over.yaml", 2),
         ));
-        over.merge(Tree::singleton("a.b", Value::Int(5), origin("over.yaml", 7)));
+        over.merge(Tree::singleton(
+            "a.b",
+            Value::Int(5),
+            origin("over.yaml", 7),
+        ));
         base.merge(over);
         assert_eq!(base.leaf("a.c").unwrap().value, Value::Int(2));
         let b = base.leaf("a.b").unwrap();

@@ -137,7 +137,11 @@ pub fn python_float_repr(x: f64) -> String {
         return if x > 0.0 { "inf".into() } else { "-inf".into() };
     }
     if x == 0.0 {
-        return if x.is_sign_negative() { "-0.0".into() } else { "0.0".into() };
+        return if x.is_sign_negative() {
+            "-0.0".into()
+        } else {
+            "0.0".into()
+        };
     }
     // `{:e}` gives the shortest round-trip digits: "1.5e-7", "1e16".
     let sci = format!("{x:e}");
@@ -163,7 +167,11 @@ pub fn yaml_float(x: f64) -> String {
         return ".nan".into();
     }
     if x.is_infinite() {
-        return if x > 0.0 { ".inf".into() } else { "-.inf".into() };
+        return if x > 0.0 {
+            ".inf".into()
+        } else {
+            "-.inf".into()
+        };
     }
     let r = python_float_repr(x);
     if !r.contains('.') && r.contains('e') {

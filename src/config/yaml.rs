@@ -377,7 +377,11 @@ impl Builder<'_> {
 /// Byte offset just past the closing quote of a quoted scalar starting at `start`.
 fn quoted_end(text: &str, start: usize, style: Style) -> Option<usize> {
     let bytes = text.as_bytes();
-    let quote = if style == Style::SingleQuoted { b'\'' } else { b'"' };
+    let quote = if style == Style::SingleQuoted {
+        b'\''
+    } else {
+        b'"'
+    };
     if bytes.get(start) != Some(&quote) {
         return None;
     }

@@ -50,7 +50,10 @@ fn hipblaslt(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
             .hint("export PRIMUS_HIPBLASLT_TUNING=1 together with the stage"),
         );
     } else if stage == "3" && master && cx.is_megatron() {
-        let file = match env.get("HIPBLASLT_TUNING_OVERRIDE_FILE").filter(|s| !s.is_empty()) {
+        let file = match env
+            .get("HIPBLASLT_TUNING_OVERRIDE_FILE")
+            .filter(|s| !s.is_empty())
+        {
             Some(f) => std::path::PathBuf::from(f),
             None => {
                 let tag = env

@@ -49,7 +49,9 @@ fn turbo_master(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
                     Severity::Warning,
                     "turbo-flag-without-master",
                     f,
-                    format!("`{f}` is on but `enable_primus_turbo` is off, so Primus never applies it"),
+                    format!(
+                        "`{f}` is on but `enable_primus_turbo` is off, so Primus never applies it"
+                    ),
                 )
                 .hint("set `enable_primus_turbo: true` (and install the primus_turbo package)"),
             );
@@ -116,9 +118,14 @@ fn sync_free(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
                         Severity::Warning,
                         "sync-free-overrides-flag",
                         flag,
-                        format!("`{flag}: {}` is overwritten to {v} by sync-free MoE stage {s}", leaf.value),
+                        format!(
+                            "`{flag}: {}` is overwritten to {v} by sync-free MoE stage {s}",
+                            leaf.value
+                        ),
                     )
-                    .hint(format!("remove `{flag}` or lower `turbo_sync_free_moe_stage`")),
+                    .hint(format!(
+                        "remove `{flag}` or lower `turbo_sync_free_moe_stage`"
+                    )),
                 );
             }
         }
@@ -141,7 +148,10 @@ fn deepep(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
                 Severity::Error,
                 "deepep-router-dtype",
                 "moe_router_dtype",
-                format!("{why}, and DeepEP only supports float32 router probabilities, but {}", cx.show("moe_router_dtype")),
+                format!(
+                    "{why}, and DeepEP only supports float32 router probabilities, but {}",
+                    cx.show("moe_router_dtype")
+                ),
             )
             .hint("set `moe_router_dtype: fp32`"),
         ),
@@ -152,7 +162,10 @@ fn deepep(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
                 Severity::Error,
                 "deepep-shared-expert-overlap",
                 "moe_shared_expert_overlap",
-                format!("{why}, and DeepEP does not support shared-expert overlap, but {}", cx.show("moe_shared_expert_overlap")),
+                format!(
+                    "{why}, and DeepEP does not support shared-expert overlap, but {}",
+                    cx.show("moe_shared_expert_overlap")
+                ),
             )
             .hint("set `moe_shared_expert_overlap: false` (the DeepSeek model presets turn it on)"),
         );
@@ -191,7 +204,8 @@ fn deepep(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
 }
 
 fn grouped_gemm(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
-    let grouped = cx.on("use_turbo_grouped_gemm") || (cx.on("enable_primus_turbo") && stage(cx) >= 2);
+    let grouped =
+        cx.on("use_turbo_grouped_gemm") || (cx.on("enable_primus_turbo") && stage(cx) >= 2);
     if grouped && cx.on("moe_use_legacy_grouped_gemm") {
         out.push(
             cx.diag(
@@ -237,7 +251,11 @@ fn precision(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
                 Severity::Error,
                 "fp8-fp4-exclusive",
                 "fp4",
-                format!("{} and {} are both set; Megatron refuses FP8 and FP4 together", cx.show("fp8"), cx.show("fp4")),
+                format!(
+                    "{} and {} are both set; Megatron refuses FP8 and FP4 together",
+                    cx.show("fp8"),
+                    cx.show("fp4")
+                ),
             )
             .hint("keep one of them and set the other to null"),
         );
@@ -261,7 +279,10 @@ fn precision(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
                     Severity::Error,
                     "turbo-gemm-fp4-recipe",
                     "fp4_recipe",
-                    format!("`use_turbo_gemm` with FP4 needs `fp4_recipe: mxfp4`, but {}", cx.show("fp4_recipe")),
+                    format!(
+                        "`use_turbo_gemm` with FP4 needs `fp4_recipe: mxfp4`, but {}",
+                        cx.show("fp4_recipe")
+                    ),
                 )
                 .hint("set `fp4_recipe: mxfp4`"),
             );
@@ -324,7 +345,10 @@ fn overlap(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
                     Severity::Error,
                     "overlap-param-gather-needs-dist-opt",
                     "use_distributed_optimizer",
-                    format!("`overlap_param_gather` requires the distributed optimizer, but {}", cx.show("use_distributed_optimizer")),
+                    format!(
+                        "`overlap_param_gather` requires the distributed optimizer, but {}",
+                        cx.show("use_distributed_optimizer")
+                    ),
                 )
                 .hint("set `use_distributed_optimizer: true`"),
             );
@@ -377,9 +401,7 @@ fn optimizer(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
             .hint("set `use_precision_aware_optimizer: true`"),
         );
     }
-    if cx.on("fp8_param_gather")
-        && !cx.on("use_distributed_optimizer")
-        && !cx.on("use_torch_fsdp2")
+    if cx.on("fp8_param_gather") && !cx.on("use_distributed_optimizer") && !cx.on("use_torch_fsdp2")
     {
         out.push(cx.diag(
             Severity::Error,
@@ -527,7 +549,11 @@ fn ep_overlap(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
         }
     };
     let ep = cx.int_or("expert_model_parallel_size", 1);
-    need(ep > 1, format!("expert parallel size > 1 (it is {ep})"), "expert_model_parallel_size");
+    need(
+        ep > 1,
+        format!("expert parallel size > 1 (it is {ep})"),
+        "expert_model_parallel_size",
+    );
     let dispatcher = cx.str("moe_token_dispatcher_type").unwrap_or("allgather");
     need(
         deepep_on(cx) || matches!(dispatcher, "alltoall" | "flex"),

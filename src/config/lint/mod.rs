@@ -6,6 +6,8 @@ mod megatron;
 mod torchtitan;
 mod types;
 
+pub use types::closest as closest_key;
+
 use super::catalog::{Backend, Catalog};
 use super::diag::{Diagnostic, Location, Severity};
 use super::env::Env;
@@ -51,8 +53,14 @@ fn dedup_and_sort(out: &mut Vec<Diagnostic>) {
     out.retain(|d| seen.insert(d.clone()));
     out.sort_by(|a, b| {
         a.severity.cmp(&b.severity).then_with(|| {
-            let la = a.location.as_ref().map(|l| (l.file.clone(), l.line, l.column));
-            let lb = b.location.as_ref().map(|l| (l.file.clone(), l.line, l.column));
+            let la = a
+                .location
+                .as_ref()
+                .map(|l| (l.file.clone(), l.line, l.column));
+            let lb = b
+                .location
+                .as_ref()
+                .map(|l| (l.file.clone(), l.line, l.column));
             la.cmp(&lb)
         })
     });

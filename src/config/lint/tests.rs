@@ -151,7 +151,10 @@ fn deepep_rules() {
 #[test]
 fn sync_free_rules() {
     assert!(has("turbo_sync_free_moe_stage: 4", "sync-free-stage-range"));
-    assert!(has("turbo_sync_free_moe_stage: 1", "sync-free-requires-turbo"));
+    assert!(has(
+        "turbo_sync_free_moe_stage: 1",
+        "sync-free-requires-turbo"
+    ));
     assert!(!has(
         "enable_primus_turbo: true\nturbo_sync_free_moe_stage: 1",
         "sync-free-requires-turbo"
@@ -160,12 +163,17 @@ fn sync_free_rules() {
         "enable_primus_turbo: true\nturbo_sync_free_moe_stage: 2\nmoe_router_dtype: fp32\nmoe_shared_expert_overlap: false",
         "sync-free-needs-grouped-gemm"
     ));
-    let stage2 = "enable_primus_turbo: true\nturbo_sync_free_moe_stage: 2\nuse_turbo_grouped_gemm: true";
+    let stage2 =
+        "enable_primus_turbo: true\nturbo_sync_free_moe_stage: 2\nuse_turbo_grouped_gemm: true";
     // Stage 2 turns DeepEP on, which brings its own prerequisites.
     assert!(has(stage2, "deepep-router-dtype"));
     let stage2_ok = format!("{stage2}\nmoe_router_dtype: fp32\nmoe_shared_expert_overlap: false");
     let c = codes(&stage2_ok);
-    assert!(!c.iter().any(|c| c.starts_with("sync-free") || c.starts_with("deepep")), "{c:?}");
+    assert!(
+        !c.iter()
+            .any(|c| c.starts_with("sync-free") || c.starts_with("deepep")),
+        "{c:?}"
+    );
     assert!(has(
         &format!("{stage2_ok}\nmoe_permute_fusion: false"),
         "sync-free-overrides-flag"
@@ -190,7 +198,10 @@ fn precision_rules() {
     assert!(!has("fp8: e4m3", "fp8-fp4-exclusive"));
     let tg = "enable_primus_turbo: true\nuse_turbo_gemm: true\nfp8: hybrid";
     assert!(has(tg, "turbo-gemm-fp8-recipe"));
-    assert!(!has(&format!("{tg}\nfp8_recipe: tensorwise"), "turbo-gemm-fp8-recipe"));
+    assert!(!has(
+        &format!("{tg}\nfp8_recipe: tensorwise"),
+        "turbo-gemm-fp8-recipe"
+    ));
     assert!(has(
         "enable_primus_turbo: true\nuse_turbo_gemm: true\nfp4: e2m1",
         "turbo-gemm-fp4-recipe"
@@ -211,15 +222,23 @@ fn precision_rules() {
 
 #[test]
 fn overlap_and_optimizer_rules() {
-    assert!(has("overlap_param_gather: true", "overlap-param-gather-needs-grad-reduce"));
+    assert!(has(
+        "overlap_param_gather: true",
+        "overlap-param-gather-needs-grad-reduce"
+    ));
     assert!(has(
         "overlap_param_gather: true\noverlap_grad_reduce: true\nuse_distributed_optimizer: false",
         "overlap-param-gather-needs-dist-opt"
     ));
-    assert!(!codes("overlap_param_gather: true\noverlap_grad_reduce: true")
-        .iter()
-        .any(|c| c.starts_with("overlap-param-gather")));
-    assert!(has("optimizer_cpu_offload: true", "cpu-offload-needs-precision-aware"));
+    assert!(
+        !codes("overlap_param_gather: true\noverlap_grad_reduce: true")
+            .iter()
+            .any(|c| c.starts_with("overlap-param-gather"))
+    );
+    assert!(has(
+        "optimizer_cpu_offload: true",
+        "cpu-offload-needs-precision-aware"
+    ));
     assert!(!has(
         "optimizer_cpu_offload: true\nuse_precision_aware_optimizer: true",
         "cpu-offload-needs-precision-aware"
@@ -229,7 +248,10 @@ fn overlap_and_optimizer_rules() {
 #[test]
 fn recompute_rules() {
     assert!(has("recompute_granularity: full", "recompute-full-method"));
-    assert!(has("recompute_granularity: full", "recompute-full-num-layers"));
+    assert!(has(
+        "recompute_granularity: full",
+        "recompute-full-num-layers"
+    ));
     let ok = "recompute_granularity: full\nrecompute_method: uniform\nrecompute_num_layers: 2";
     assert!(!codes(ok).iter().any(|c| c.starts_with("recompute")));
     assert!(has(
@@ -240,7 +262,10 @@ fn recompute_rules() {
         "recompute_granularity: selective\nrecompute_method: uniform",
         "recompute-selective-args"
     ));
-    assert!(has("recompute_method: uniform", "recompute-without-granularity"));
+    assert!(has(
+        "recompute_method: uniform",
+        "recompute-without-granularity"
+    ));
     assert!(!has(
         "recompute_granularity: full\nrecompute_layer_ids: \"0,3,7\"",
         "recompute-layer-ids-range"
@@ -268,7 +293,9 @@ fn ep_overlap_rules() {
         "ep-overlap-prereq"
     ));
     assert!(has(
-        &format!("{base}\nexpert_model_parallel_size: 8\nrecompute_granularity: full\nrecompute_method: uniform\nrecompute_num_layers: 1"),
+        &format!(
+            "{base}\nexpert_model_parallel_size: 8\nrecompute_granularity: full\nrecompute_method: uniform\nrecompute_num_layers: 1"
+        ),
         "ep-overlap-prereq"
     ));
     assert!(has(
@@ -282,7 +309,11 @@ fn hipblaslt_env_rules() {
     let stage = Env::empty().with("PRIMUS_HIPBLASLT_TUNING_STAGE", "1");
     assert!(codes_env("", stage.clone()).contains(&"hipblaslt-stage-without-master"));
     let both = stage.clone().with("PRIMUS_HIPBLASLT_TUNING", "1");
-    assert!(!codes_env("", both.clone()).iter().any(|c| c.starts_with("hipblaslt")));
+    assert!(
+        !codes_env("", both.clone())
+            .iter()
+            .any(|c| c.starts_with("hipblaslt"))
+    );
     let det = both.with("PRIMUS_DETERMINISTIC", "1");
     assert!(codes_env("", det).contains(&"hipblaslt-stage-deterministic"));
     let bad = Env::empty()

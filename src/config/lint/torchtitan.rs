@@ -15,7 +15,11 @@ const SWITCHES: &[&str] = &[
 pub(super) fn check(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     if !cx.on("primus_turbo.enable_primus_turbo") {
         for f in SWITCHES {
-            if cx.on(f) && cx.leaf(f).is_some_and(|l| l.origin.layer >= crate::config::tree::Layer::Experiment) {
+            if cx.on(f)
+                && cx
+                    .leaf(f)
+                    .is_some_and(|l| l.origin.layer >= crate::config::tree::Layer::Experiment)
+            {
                 out.push(
                     cx.diag(
                         Severity::Warning,
@@ -40,7 +44,9 @@ pub(super) fn check(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
             ),
         );
     }
-    if cx.on("training.enable_cpu_offload") && cx.int_or("parallelism.pipeline_parallel_degree", 1) > 1 {
+    if cx.on("training.enable_cpu_offload")
+        && cx.int_or("parallelism.pipeline_parallel_degree", 1) > 1
+    {
         out.push(cx.diag(
             Severity::Warning,
             "cpu-offload-with-pp",

@@ -57,7 +57,14 @@ pub(crate) fn check_flag(cx: &Ctx<'_>, flag: &Flag, leaf: &Leaf, out: &mut Vec<D
                 sev,
                 "removed-flag",
                 name,
-                format!("`{name}` has been removed from Primus{}", if v.truthy() { " and setting it makes training fail at start-up" } else { "" }),
+                format!(
+                    "`{name}` has been removed from Primus{}",
+                    if v.truthy() {
+                        " and setting it makes training fail at start-up"
+                    } else {
+                        ""
+                    }
+                ),
             )
             .hint(instead.clone()),
         );
@@ -127,10 +134,7 @@ pub(crate) fn check_flag(cx: &Ctx<'_>, flag: &Flag, leaf: &Leaf, out: &mut Vec<D
             Severity::Error,
             "invalid-value",
             name,
-            format!(
-                "`{name}: {s}` is not one of {}",
-                flag.values.join(", ")
-            ),
+            format!("`{name}: {s}` is not one of {}", flag.values.join(", ")),
         );
         if let Some(n) = near {
             d = d.hint(format!("did you mean `{n}`?"));
@@ -139,7 +143,11 @@ pub(crate) fn check_flag(cx: &Ctx<'_>, flag: &Flag, leaf: &Leaf, out: &mut Vec<D
         return;
     }
     let nums: Vec<f64> = match flag.ty {
-        FlagType::IntList => int_list(v).unwrap_or_default().iter().map(|i| *i as f64).collect(),
+        FlagType::IntList => int_list(v)
+            .unwrap_or_default()
+            .iter()
+            .map(|i| *i as f64)
+            .collect(),
         _ => v.as_f64().into_iter().collect(),
     };
     for x in nums {
@@ -187,10 +195,7 @@ fn type_hint(flag: &Flag) -> String {
 pub(crate) fn int_list(v: &Value) -> Option<Vec<i64>> {
     match v {
         Value::List(items) => items.iter().map(Value::as_i64).collect(),
-        Value::Str(s) => s
-            .split(',')
-            .map(|p| p.trim().parse::<i64>().ok())
-            .collect(),
+        Value::Str(s) => s.split(',').map(|p| p.trim().parse::<i64>().ok()).collect(),
         Value::Int(i) => Some(vec![*i]),
         _ => None,
     }
@@ -234,7 +239,9 @@ fn typing_surprise(cx: &Ctx<'_>, key: &str, leaf: &Leaf, out: &mut Vec<Diagnosti
                     key,
                     format!("`{key}: {t}` is read by PyYAML (YAML 1.1) as the boolean {b}"),
                 )
-                .hint(format!("quote it (`\"{t}\"`) if a string is meant, or write {b}")),
+                .hint(format!(
+                    "quote it (`\"{t}\"`) if a string is meant, or write {b}"
+                )),
             );
         }
         Value::Int(i) if is_legacy_octal(t) => {
@@ -293,7 +300,9 @@ fn unknown_keys(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
                 Severity::Info,
                 "unlisted-key",
                 &key,
-                format!("`{key}` is not defined by the presets; Primus passes it to the backend as is"),
+                format!(
+                    "`{key}` is not defined by the presets; Primus passes it to the backend as is"
+                ),
             ));
         }
     }
@@ -307,7 +316,7 @@ fn key_in_overrides(cx: &Ctx<'_>, key: &str) -> bool {
 }
 
 /// The closest candidate when it is near enough to be a likely typo.
-pub(crate) fn closest<'c>(key: &str, candidates: impl Iterator<Item = &'c str>) -> Option<&'c str> {
+pub fn closest<'c>(key: &str, candidates: impl Iterator<Item = &'c str>) -> Option<&'c str> {
     let mut best: Option<(f64, &str)> = None;
     for c in candidates {
         if c == key {

@@ -1,0 +1,509 @@
+//! The tuning guide's quick checklist, evaluated against a resolved experiment, the launch
+//! environment and the files on disk. Advice here is a rule from the guide, labelled as such;
+//! nothing is a measurement until trials exist.
+
+use crate::config::catalog::{Backend, Catalog, Step};
+use crate::config::diag::{Diagnostic, Severity};
+use crate::config::env::Env;
+use crate::config::resolve::{Experiment, Module};
+use crate::config::value::Value;
+use serde::Serialize;
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    Done,
+    NeedsAttention,
+    NotApplicable,
+    NotMeasured,
+}
+
+impl Status {
+    pub fn label(self) -> &'static str {
+        match self {
+            Status::Done => "done",
+            Status::NeedsAttention => "needs attention",
+            Status::NotApplicable => "not applicable",
+            Status::NotMeasured => "not measured",
+        }
+    }
+}
+
+/// One observation behind a step's status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// `ok` (in place), `todo` (worth doing; from the guide's rules), `info`.
+    pub kind: FindingKind,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FindingKind {
+    Ok,
+    Todo,
+    Info,
+}
+
+/// A flag as the step shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FlagState {
+    pub name: String,
+    pub value: serde_json::Value,
+    pub default: serde_json::Value,
+    /// `file:line via ...`, or `default` when no file sets it.
+    pub source: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepReport {
+    pub step: Step,
+    pub title: &'static str,
+    pub status: Status,
+    pub findings: Vec<Finding>,
+    pub flags: Vec<FlagState>,
+    /// What the user can do next (commands).
+    pub actions: Vec<String>,
+    /// Lint errors and warnings on this step's flags.
+    pub problems: Vec<Diagnostic>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Checklist {
+    pub experiment: PathBuf,
+    pub module: String,
+    pub framework: String,
+    pub model: Option<String>,
+    pub steps: Vec<StepReport>,
+}
+
+/// Evaluate the checklist for the experiment's main module.
+pub fn evaluate(exp: &Experiment, env: &Env, catalog: &Catalog, diags: &[Diagnostic]) -> Checklist {
+    let m = exp.main_module();
+    let backend = Backend::from_framework(&m.framework);
+    let cx = Cx { exp, m, env };
+    let steps = Step::CHECKLIST
+        .iter()
+        .map(|&step| {
+            let (status_hint, findings, actions) = match step {
+                Step::Gemms => cx.gemms(),
+                Step::Kernels => cx.kernels(),
+                Step::Precision => cx.precision(),
+                Step::Memory => cx.memory(),
+                Step::Comm => cx.comm(),
+                Step::Moe => cx.moe(),
+                Step::Run => (None, Vec::new(), Vec::new()),
+            };
+            let flags: Vec<FlagState> = catalog
+                .flags_for(backend)
+                .filter(|f| f.step == step && f.removed.is_none())
+                .filter_map(|f| {
+                    let leaf = m.get(&f.name);
+                    if leaf.is_none() && f.default.is_null() {
+                        return None;
+                    }
+                    Some(FlagState {
+                        name: f.name.clone(),
+                        value: leaf.map_or(f.default.clone(), |l| l.value.to_json()),
+                        default: f.default.clone(),
+                        source: leaf.map_or("default".into(), |l| l.origin.describe()),
+                    })
+                })
+                .collect();
+            let problems: Vec<Diagnostic> = diags
+                .iter()
+                .filter(|d| d.severity != Severity::Info)
+                .filter(|d| {
+                    d.flag.as_deref().is_some_and(|f| {
+                        catalog
+                            .flag(f)
+                            .or_else(|| catalog.env_var(f))
+                            .is_some_and(|c| c.step == step)
+                    })
+                })
+                .cloned()
+                .collect();
+            let status = match status_hint {
+                Some(s @ (Status::NotApplicable | Status::NotMeasured)) if problems.is_empty() => s,
+                _ if !problems.is_empty() => Status::NeedsAttention,
+                _ if findings.iter().any(|f| f.kind == FindingKind::Todo) => Status::NeedsAttention,
+                Some(s) => s,
+                None => Status::Done,
+            };
+            StepReport {
+                step,
+                title: step.title(),
+                status,
+                findings,
+                flags,
+                actions,
+                problems,
+            }
+        })
+        .collect();
+    Checklist {
+        experiment: exp.path.clone(),
+        module: m.name.clone(),
+        framework: m.framework.clone(),
+        model: m.value("model").map(|v| match v {
+            Value::Map(map) => map.get("name").map(|n| n.to_string()).unwrap_or_default(),
+            other => other.to_string(),
+        }),
+        steps,
+    }
+}
+
+type StepEval = (Option<Status>, Vec<Finding>, Vec<String>);
+
+struct Cx<'a> {
+    exp: &'a Experiment,
+    m: &'a Module,
+    env: &'a Env,
+}
+
+fn ok(t: impl Into<String>) -> Finding {
+    Finding {
+        kind: FindingKind::Ok,
+        text: t.into(),
+    }
+}
+fn todo(t: impl Into<String>) -> Finding {
+    Finding {
+        kind: FindingKind::Todo,
+        text: t.into(),
+    }
+}
+fn info(t: impl Into<String>) -> Finding {
+    Finding {
+        kind: FindingKind::Info,
+        text: t.into(),
+    }
+}
+
+impl Cx<'_> {
+    fn on(&self, k: &str) -> bool {
+        self.m.value(k).is_some_and(Value::truthy)
+    }
+
+    fn int(&self, k: &str, default: i64) -> i64 {
+        self.m.value(k).and_then(Value::as_i64).unwrap_or(default)
+    }
+
+    fn megatron(&self) -> bool {
+        self.m.is_megatron()
+    }
+
+    fn is_moe(&self) -> bool {
+        if self.megatron() {
+            self.int("num_experts", 0) > 1
+        } else {
+            self.int("parallelism.expert_parallel_degree", 1) > 1
+                || self.on("primus_turbo.use_turbo_grouped_mm")
+        }
+    }
+
+    /// The folder the HipBLASLt hook uses: output/tune_hipblaslt/<PRIMUS_MODEL or config stem>.
+    fn tune_root(&self) -> PathBuf {
+        let tag = self
+            .env
+            .get("PRIMUS_MODEL")
+            .map(str::to_string)
+            .unwrap_or_else(|| {
+                self.exp
+                    .path
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            });
+        self.exp.primus_root.join("output/tune_hipblaslt").join(tag)
+    }
+
+    fn gemms(&self) -> StepEval {
+        if !self.megatron() {
+            return (
+                Some(Status::NotApplicable),
+                vec![info(
+                    "Primus' HipBLASLt tuning hook runs for the Megatron backend only; for TorchTitan use offline_tune_gemm.py by hand",
+                )],
+                Vec::new(),
+            );
+        }
+        let root = self.tune_root();
+        let shapes = root.join("gemm_shape");
+        let result = root.join("gemm_tune/tune_hipblas_gemm_results.txt");
+        let has_shapes = std::fs::read_dir(&shapes).is_ok_and(|mut d| d.next().is_some());
+        let has_result = result.is_file();
+        let master = self.env.get("PRIMUS_HIPBLASLT_TUNING") == Some("1");
+        let stage = self.env.get("PRIMUS_HIPBLASLT_TUNING_STAGE").unwrap_or("0");
+        let rel = |p: &std::path::Path| {
+            p.strip_prefix(&self.exp.primus_root)
+                .unwrap_or(p)
+                .display()
+                .to_string()
+        };
+        let mut f = Vec::new();
+        let mut actions = Vec::new();
+        if has_result && master && stage == "3" {
+            f.push(ok(format!(
+                "training uses the tuned GEMMs in {}",
+                rel(&result)
+            )));
+        } else if has_result {
+            f.push(ok(format!("stage 2 done: {}", rel(&result))));
+            f.push(todo("train with the tuned file: stage 3 (PRIMUS_HIPBLASLT_TUNING=1 PRIMUS_HIPBLASLT_TUNING_STAGE=3)"));
+            actions.push("export PRIMUS_HIPBLASLT_TUNING=1 PRIMUS_HIPBLASLT_TUNING_STAGE=3".into());
+        } else if has_shapes {
+            f.push(ok(format!("stage 1 done: shapes in {}", rel(&shapes))));
+            f.push(todo("tune offline: stage 2 (often 10–30 minutes)"));
+            actions.push("export PRIMUS_HIPBLASLT_TUNING=1 PRIMUS_HIPBLASLT_TUNING_STAGE=2".into());
+        } else {
+            f.push(todo("GEMMs are not tuned: run stage 1 (a short run that dumps GEMM shapes), then 2 and 3"));
+            actions.push("export PRIMUS_HIPBLASLT_TUNING=1 PRIMUS_HIPBLASLT_TUNING_STAGE=1".into());
+        }
+        if stage != "0" && !master {
+            f.push(info(format!("PRIMUS_HIPBLASLT_TUNING_STAGE={stage} is set without PRIMUS_HIPBLASLT_TUNING=1, so it is ignored")));
+        }
+        (None, f, actions)
+    }
+
+    fn kernels(&self) -> StepEval {
+        let mut f = Vec::new();
+        let mut actions = Vec::new();
+        if self.megatron() {
+            if !self.on("enable_primus_turbo") {
+                f.push(todo(
+                    "Primus-Turbo is off: install primus_turbo and set enable_primus_turbo: true",
+                ));
+                actions.push("primus-tune set CONFIG enable_primus_turbo=true --write".into());
+                return (None, f, actions);
+            }
+            f.push(ok("Primus-Turbo is on (enable_primus_turbo)"));
+            let on: Vec<&str> = [
+                "use_turbo_attention",
+                "use_turbo_gemm",
+                "use_turbo_grouped_gemm",
+                "use_turbo_rms_norm",
+            ]
+            .into_iter()
+            .filter(|k| self.on(k))
+            .collect();
+            if !on.is_empty() {
+                f.push(ok(format!("Turbo kernels on: {}", on.join(", "))));
+            }
+            if !self.on("use_turbo_attention") {
+                f.push(todo("rule (guide §2): turn on use_turbo_attention for the optimized attention kernels"));
+            }
+            if self.is_moe() && !self.on("use_turbo_grouped_gemm") {
+                f.push(todo(
+                    "rule (guide §2): MoE model — turn on use_turbo_grouped_gemm",
+                ));
+            }
+        } else {
+            if !self.on("primus_turbo.enable_primus_turbo") {
+                f.push(todo(
+                    "Primus-Turbo is off: set primus_turbo.enable_primus_turbo: true",
+                ));
+                return (None, f, actions);
+            }
+            f.push(ok("Primus-Turbo is on (primus_turbo.enable_primus_turbo)"));
+            if !self.on("primus_turbo.use_turbo_attention") {
+                f.push(todo(
+                    "rule (guide §2): turn on primus_turbo.use_turbo_attention",
+                ));
+            }
+        }
+        (None, f, actions)
+    }
+
+    fn precision(&self) -> StepEval {
+        let mut f = Vec::new();
+        if self.megatron() {
+            let fp8 = self.m.value("fp8").filter(|v| !v.is_null());
+            let fp4 = self.m.value("fp4").filter(|v| !v.is_null());
+            match (fp8, fp4) {
+                (Some(v), _) => f.push(ok(format!(
+                    "FP8 ({v}, recipe {}) — keep it only with recipe testing (guide §3)",
+                    self.m
+                        .value("fp8_recipe")
+                        .map_or("delayed".into(), |r| r.to_string())
+                ))),
+                (None, Some(v)) => f.push(ok(format!(
+                    "FP4 ({v}, recipe {}) — experimental; test the recipe (guide §3)",
+                    self.m
+                        .value("fp4_recipe")
+                        .map_or("?".into(), |r| r.to_string())
+                ))),
+                _ if self.on("bf16") => f.push(ok("BF16 (the guide's default)")),
+                _ => f.push(todo(
+                    "neither bf16 nor FP8/FP4 is on: training runs in FP32",
+                )),
+            }
+            if !self.on("cross_entropy_loss_fusion") {
+                f.push(info("rule (guide §3): cross_entropy_loss_fusion: true with cross_entropy_fusion_impl: te uses TE's fused cross entropy"));
+            }
+        } else {
+            let p = self
+                .m
+                .value("training.mixed_precision_param")
+                .map_or("bfloat16".into(), |v| v.to_string());
+            f.push(ok(format!("parameters in {p}")));
+            if self.on("primus_turbo.use_turbo_float8_linear") {
+                f.push(info(
+                    "Turbo FP8 linears are on — validate with recipe testing",
+                ));
+            }
+        }
+        (None, f, Vec::new())
+    }
+
+    fn memory(&self) -> StepEval {
+        let mut f = Vec::new();
+        if self.megatron() {
+            match self
+                .m
+                .value("recompute_granularity")
+                .and_then(Value::as_str)
+            {
+                Some(g) => f.push(ok(format!("recompute: {g}"))),
+                None => f.push(info("no activation recomputation (fastest while it fits)")),
+            }
+            if self.on("use_distributed_optimizer") {
+                f.push(ok("distributed optimizer shards optimizer state"));
+            } else {
+                f.push(todo("rule (guide §6): use_distributed_optimizer: true shards optimizer state across DP ranks"));
+            }
+            if self.on("optimizer_cpu_offload") {
+                f.push(ok("optimizer state offloaded to CPU"));
+            }
+            let mbs = self.int("micro_batch_size", 1).max(1);
+            let gbs = self.int("global_batch_size", mbs);
+            let world = self
+                .env
+                .get("NNODES")
+                .and_then(|s| s.parse::<i64>().ok())
+                .unwrap_or(1)
+                * self
+                    .env
+                    .get("GPUS_PER_NODE")
+                    .and_then(|s| s.parse::<i64>().ok())
+                    .unwrap_or(8);
+            let mp = self.int("tensor_model_parallel_size", 1).max(1)
+                * self.int("pipeline_model_parallel_size", 1).max(1)
+                * self.int("context_parallel_size", 1).max(1);
+            let dp = (world / mp).max(1);
+            if gbs % (mbs * dp) == 0 {
+                f.push(info(format!(
+                    "micro batch {mbs}, global batch {gbs}: {} accumulation steps on {world} GPUs (DP {dp})",
+                    gbs / (mbs * dp)
+                )));
+            } else {
+                f.push(info(format!("global batch {gbs} is not a multiple of micro batch × DP ({mbs} × {dp}) on {world} GPUs")));
+            }
+        } else {
+            let mode = self
+                .m
+                .value("activation_checkpoint.mode")
+                .map_or("none".into(), |v| v.to_string());
+            f.push(ok(format!("activation checkpointing: {mode}")));
+        }
+        f.push(info(
+            "peak memory is not measured yet: run a short trial to see the headroom",
+        ));
+        (Some(Status::NotMeasured), f, Vec::new())
+    }
+
+    fn comm(&self) -> StepEval {
+        let mut f = Vec::new();
+        if self.megatron() {
+            for k in ["overlap_grad_reduce", "overlap_param_gather"] {
+                if self.on(k) {
+                    f.push(ok(format!("{k} is on")));
+                } else {
+                    f.push(todo(format!("rule (guide §5): turn on {k}")));
+                }
+            }
+            let tp = self.int("tensor_model_parallel_size", 1);
+            let pp = self.int("pipeline_model_parallel_size", 1);
+            if tp > 1 || pp > 1 {
+                match self.env.get("CUDA_DEVICE_MAX_CONNECTIONS") {
+                    Some("1") => f.push(ok("CUDA_DEVICE_MAX_CONNECTIONS=1")),
+                    _ => f.push(info("TP/PP overlap needs CUDA_DEVICE_MAX_CONNECTIONS=1 at launch (Primus' scripts set it)")),
+                }
+            }
+            if pp > 1 && !self.on("overlap_p2p_comm") {
+                f.push(todo(
+                    "rule (guide §5): pipeline parallel — turn on overlap_p2p_comm",
+                ));
+            }
+        } else {
+            let tp = self.int("parallelism.tensor_parallel_degree", 1);
+            if tp > 1 && !self.on("parallelism.enable_async_tensor_parallel") {
+                f.push(todo(
+                    "rule (guide §5): TP > 1 — turn on parallelism.enable_async_tensor_parallel",
+                ));
+            } else {
+                f.push(ok(
+                    "nothing to overlap beyond FSDP's defaults at this parallelism",
+                ));
+            }
+        }
+        (None, f, Vec::new())
+    }
+
+    fn moe(&self) -> StepEval {
+        if !self.is_moe() {
+            return (
+                Some(Status::NotApplicable),
+                vec![info("dense model (no experts)")],
+                Vec::new(),
+            );
+        }
+        let mut f = Vec::new();
+        let actions = Vec::new();
+        if !self.megatron() {
+            if self.on("primus_turbo.use_turbo_grouped_mm") {
+                f.push(ok("Turbo grouped MM for experts"));
+            } else {
+                f.push(todo(
+                    "rule (guide §2): turn on primus_turbo.use_turbo_grouped_mm",
+                ));
+            }
+            return (None, f, actions);
+        }
+        let ep = self.int("expert_model_parallel_size", 1);
+        for (k, why) in [
+            ("moe_permute_fusion", "fuses permutation and unpermutation"),
+            (
+                "moe_use_fused_router_with_aux_score",
+                "fuses router and aux loss (Primus-Turbo)",
+            ),
+            ("use_turbo_deepep", "DeepEP token dispatcher"),
+        ] {
+            if self.on(k) {
+                f.push(ok(format!("{k} is on")));
+            } else {
+                f.push(todo(format!("rule (guide §7): {k}: true — {why}")));
+            }
+        }
+        if self.on("use_turbo_deepep") {
+            let cu = self.int("turbo_deepep_num_cu", 32);
+            let rec = if ep >= 16 { "32" } else { "64 or 80" };
+            f.push(info(format!(
+                "turbo_deepep_num_cu {cu} at EP{ep}; rule (patch notes): {rec}"
+            )));
+        }
+        let stage = self.int("turbo_sync_free_moe_stage", 0);
+        if stage == 0 {
+            f.push(todo(
+                "sync-free MoE is off: rule (guide §7) — stage 2 on MI300X/MI325X, 1 on MI355X",
+            ));
+        } else {
+            f.push(ok(format!("sync-free MoE stage {stage}")));
+        }
+        if !self.on("overlap_moe_expert_parallel_comm") {
+            f.push(info("overlap_moe_expert_parallel_comm is off (needs EP > 1, no full recompute, no shared-expert overlap)"));
+        }
+        (None, f, actions)
+    }
+}

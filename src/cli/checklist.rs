@@ -1,0 +1,76 @@
+//! `primus-tune checklist [CONFIG] [--json]` (also what `primus-tune [CONFIG]` prints for now).
+
+use super::{CliError, LoadArgs, display_path, format_diag, print_json};
+use crate::checklist::{self, FindingKind};
+use crate::config::catalog::Catalog;
+use crate::config::diag::counts;
+use crate::config::lint::lint;
+use clap::Args;
+use std::process::ExitCode;
+
+#[derive(Debug, Args)]
+pub struct ChecklistArgs {
+    #[command(flatten)]
+    pub load: LoadArgs,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(a: &ChecklistArgs) -> Result<ExitCode, CliError> {
+    let (exp, opts) = a.load.load()?;
+    let catalog = Catalog::builtin();
+    let diags = lint(&exp, &opts.env, catalog);
+    let list = checklist::evaluate(&exp, &opts.env, catalog, &diags);
+    if a.json {
+        let mut v = serde_json::to_value(&list).map_err(|e| CliError::Usage(e.to_string()))?;
+        v["diagnostics"] = serde_json::Value::Array(diags.iter().map(super::diag_json).collect());
+        print_json(&v);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "Quick checklist — {} ({}{})",
+        display_path(&exp.path),
+        list.framework,
+        list.model
+            .as_ref()
+            .map(|m| format!(", model {m}"))
+            .unwrap_or_default()
+    );
+    for (i, s) in list.steps.iter().enumerate() {
+        println!();
+        println!("{}. {} — {}", i + 1, s.title, s.status.label());
+        for f in &s.findings {
+            let mark = match f.kind {
+                FindingKind::Ok => "[ok]  ",
+                FindingKind::Todo => "[todo]",
+                FindingKind::Info => "[i]   ",
+            };
+            println!("   {mark} {}", f.text);
+        }
+        for d in &s.problems {
+            println!("   [{}] {}", d.severity.label(), d.message);
+        }
+        for act in &s.actions {
+            println!("   next: {act}");
+        }
+    }
+    let (e, w, _) = counts(&diags);
+    println!();
+    if e + w > 0 {
+        println!("lint: {e} error(s), {w} warning(s):");
+        for d in diags
+            .iter()
+            .filter(|d| d.severity != crate::config::diag::Severity::Info)
+        {
+            println!("  {}", format_diag(d).replace('\n', "\n  "));
+        }
+    } else {
+        println!("lint: no errors or warnings");
+    }
+    println!(
+        "More: primus-tune show {0} | primus-tune lint {0} | primus-tune set {0} KEY=VALUE",
+        display_path(&exp.path)
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,50 @@
+//! `primus-tune lint CONFIG [--json] [--strict]`
+
+use super::{CliError, LoadArgs, diag_json, display_path, format_diag, print_json};
+use crate::config::catalog::Catalog;
+use crate::config::diag::counts;
+use crate::config::lint::lint;
+use clap::Args;
+use std::process::ExitCode;
+
+#[derive(Debug, Args)]
+pub struct LintArgs {
+    #[command(flatten)]
+    pub load: LoadArgs,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Exit with status 1 when there are warnings (errors always give 2).
+    #[arg(long)]
+    pub strict: bool,
+}
+
+pub fn run(a: &LintArgs) -> Result<ExitCode, CliError> {
+    let (exp, opts) = a.load.load()?;
+    let diags = lint(&exp, &opts.env, Catalog::builtin());
+    let (errors, warnings, infos) = counts(&diags);
+    if a.json {
+        print_json(&serde_json::json!({
+            "file": exp.path.display().to_string(),
+            "errors": errors,
+            "warnings": warnings,
+            "infos": infos,
+            "diagnostics": diags.iter().map(diag_json).collect::<Vec<_>>(),
+        }));
+    } else {
+        for d in &diags {
+            println!("{}", format_diag(d));
+        }
+        println!(
+            "{}: {errors} error(s), {warnings} warning(s), {infos} note(s)",
+            display_path(&exp.path)
+        );
+    }
+    Ok(if errors > 0 {
+        ExitCode::from(2)
+    } else if warnings > 0 && a.strict {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

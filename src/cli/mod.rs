@@ -1,0 +1,195 @@
+//! The headless frontend: clap definitions and dispatch. Each subcommand lives in its own file
+//! and prints what the core returns (human text, or JSON with `--json`).
+
+mod checklist;
+mod lint;
+mod set;
+mod show;
+
+use crate::config::env::Env;
+use crate::config::overrides::parse_assignment;
+use crate::config::{ConfigError, Experiment, LoadOptions};
+use clap::{Args, Parser, Subcommand};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "primus-tune",
+    version,
+    about = "Performance-tuning assistant for AMD Primus training jobs (Megatron-LM and TorchTitan)",
+    args_conflicts_with_subcommands = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    load: LoadArgs,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Validate an experiment: Primus/Megatron rules, types, ranges, unknown keys.
+    Lint(lint::LintArgs),
+    /// Show effective flag values, defaults and where each value came from.
+    Show(show::ShowArgs),
+    /// Change values in the experiment file (dry run with a diff unless --write).
+    Set(set::SetArgs),
+    /// The tuning guide's quick checklist for an experiment.
+    Checklist(checklist::ChecklistArgs),
+}
+
+/// How to load an experiment: shared by every subcommand that reads one.
+#[derive(Debug, Args, Clone)]
+pub struct LoadArgs {
+    /// Experiment YAML (default: the bundled example).
+    pub config: Option<PathBuf>,
+    /// The Primus root (the folder holding primus/configs/). Default: found by walking up from
+    /// the experiment, else $PRIMUS_ROOT.
+    #[arg(long, value_name = "DIR")]
+    pub primus_root: Option<PathBuf>,
+    /// Set an environment variable for this evaluation (repeatable), as the launch would.
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+    /// A command-line override, typed as Primus types `--key value` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub overrides: Vec<String>,
+}
+
+/// Errors the frontend reports before exiting with status 2.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Edit(#[from] crate::config::doc::EditError),
+    #[error("{0}")]
+    Usage(String),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+pub fn run() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        None => checklist::run(&checklist::ChecklistArgs {
+            load: cli.load,
+            json: cli.json,
+        }),
+        Some(Command::Lint(a)) => lint::run(&a),
+        Some(Command::Show(a)) => show::run(&a),
+        Some(Command::Set(a)) => set::run(&a),
+        Some(Command::Checklist(a)) => checklist::run(&a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+impl LoadArgs {
+    pub fn env(&self) -> Result<Env, CliError> {
+        let mut env = Env::from_process();
+        for kv in &self.env {
+            let Some((k, v)) = kv.split_once('=') else {
+                return Err(CliError::Usage(format!(
+                    "--env `{kv}` is not of the form KEY=VALUE"
+                )));
+            };
+            env.set(k.trim(), v);
+        }
+        Ok(env)
+    }
+
+    pub fn options(&self) -> Result<LoadOptions, CliError> {
+        let overrides = self
+            .overrides
+            .iter()
+            .map(|s| {
+                parse_assignment(s).map_err(|message| ConfigError::BadOverride {
+                    text: s.clone(),
+                    message,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(LoadOptions {
+            primus_root: self.primus_root.clone(),
+            env: self.env()?,
+            overrides,
+            texts: Default::default(),
+        })
+    }
+
+    pub fn config_path(&self) -> Result<PathBuf, CliError> {
+        match &self.config {
+            Some(p) => {
+                if !p.exists() {
+                    return Err(CliError::Usage(format!("{}: no such file", p.display())));
+                }
+                Ok(p.clone())
+            }
+            None => Ok(crate::bundled::default_experiment()?),
+        }
+    }
+
+    pub fn load(&self) -> Result<(Experiment, LoadOptions), CliError> {
+        let opts = self.options()?;
+        let exp = Experiment::load(&self.config_path()?, &opts)?;
+        Ok((exp, opts))
+    }
+}
+
+/// A path as the user would like to read it: relative to the current folder when below it.
+pub fn display_path(p: &Path) -> String {
+    let cwd = std::env::current_dir().unwrap_or_default();
+    p.strip_prefix(&cwd).unwrap_or(p).display().to_string()
+}
+
+pub fn print_json(v: &serde_json::Value) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(v).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    );
+}
+
+/// One diagnostic as text: `file:line:col: error[code]: message` and an indented hint.
+pub fn format_diag(d: &crate::config::diag::Diagnostic) -> String {
+    let mut s = String::new();
+    if let Some(l) = &d.location {
+        s.push_str(&format!(
+            "{}:{}:{}: ",
+            display_path(&l.file),
+            l.line,
+            l.column
+        ));
+    }
+    s.push_str(&format!(
+        "{}[{}]: {}",
+        d.severity.label(),
+        d.code,
+        d.message
+    ));
+    if let Some(h) = &d.hint {
+        s.push_str(&format!("\n    hint: {h}"));
+    }
+    s
+}
+
+pub fn diag_json(d: &crate::config::diag::Diagnostic) -> serde_json::Value {
+    serde_json::json!({
+        "severity": d.severity,
+        "code": d.code,
+        "message": d.message,
+        "file": d.location.as_ref().map(|l| l.file.display().to_string()),
+        "line": d.location.as_ref().map(|l| l.line),
+        "column": d.location.as_ref().map(|l| l.column),
+        "hint": d.hint,
+        "flag": d.flag,
+    })
+}

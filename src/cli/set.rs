@@ -1,0 +1,138 @@
+//! `primus-tune set CONFIG KEY=VALUE ... [--write] [--no-backup] [--json]`
+
+use super::{CliError, LoadArgs, diag_json, display_path, format_diag, print_json};
+use crate::config::catalog::Catalog;
+use crate::config::doc::{EditKind, SaveOptions};
+use crate::config::edit::{self, SetRequest};
+use clap::Args;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, Args)]
+pub struct SetArgs {
+    /// Experiment YAML to edit.
+    pub config: PathBuf,
+    /// Values to set, e.g. micro_batch_size=4 turbo_deepep_num_cu=80.
+    #[arg(value_name = "KEY=VALUE", required = true)]
+    pub assignments: Vec<String>,
+    /// Save the change (default: dry run that prints the diff).
+    #[arg(long)]
+    pub write: bool,
+    /// Do not keep <file>.bak when writing.
+    #[arg(long)]
+    pub no_backup: bool,
+    /// Write even when the change breaks a cross-flag rule or sets a key no preset knows.
+    #[arg(long)]
+    pub force: bool,
+    /// The module whose overrides get new keys (default: pre_trainer).
+    #[arg(long)]
+    pub module: Option<String>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// The Primus root (default: found by walking up from the experiment, else $PRIMUS_ROOT).
+    #[arg(long, value_name = "DIR")]
+    pub primus_root: Option<PathBuf>,
+    /// Set an environment variable for the check (repeatable).
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+}
+
+pub fn run(a: &SetArgs) -> Result<ExitCode, CliError> {
+    let requests = a
+        .assignments
+        .iter()
+        .map(|s| SetRequest::parse(s).map_err(CliError::Usage))
+        .collect::<Result<Vec<_>, _>>()?;
+    let load = LoadArgs {
+        config: Some(a.config.clone()),
+        primus_root: a.primus_root.clone(),
+        env: a.env.clone(),
+        overrides: Vec::new(),
+    };
+    let (exp, opts) = load.load()?;
+    let catalog = Catalog::builtin();
+    let mut plan = edit::plan(
+        &exp,
+        &opts,
+        &requests,
+        a.module.as_deref(),
+        a.force,
+        catalog,
+    )
+    .map_err(|e| match e {
+        edit::SetError::Edit(e) => CliError::Edit(e),
+        edit::SetError::Usage(m) => CliError::Usage(m),
+    })?;
+    let diff = plan.doc.diff();
+    let mut backup = None;
+    let written = a.write && !plan.refused;
+    if written {
+        backup = plan.doc.save(SaveOptions {
+            backup: !a.no_backup,
+        })?;
+    }
+    if a.json {
+        print_json(&serde_json::json!({
+            "file": exp.path.display().to_string(),
+            "refused": plan.refused,
+            "written": written,
+            "backup": backup.as_ref().map(|b| b.display().to_string()),
+            "changes": plan.changes.iter().map(|c| serde_json::json!({
+                "key": c.key,
+                "old": c.old.as_ref().map(|v| v.to_json()),
+                "old_source": c.old_source,
+                "new": c.new.to_json(),
+                "written_as": c.literal,
+                "action": match c.kind { EditKind::Replaced => "replaced", EditKind::Added => "added" },
+                "line": c.line,
+            })).collect::<Vec<_>>(),
+            "diagnostics": plan.diagnostics.iter().map(diag_json).collect::<Vec<_>>(),
+            "diff": diff,
+        }));
+    } else {
+        for d in &plan.diagnostics {
+            eprintln!("{}", format_diag(d));
+        }
+        if plan.refused {
+            eprintln!("{}: nothing was written", display_path(&exp.path));
+        } else {
+            print!("{diff}");
+            for c in &plan.changes {
+                let old = c
+                    .old
+                    .as_ref()
+                    .map(|v| format!("{v} ({})", c.old_source.clone().unwrap_or_default()))
+                    .unwrap_or_else(|| "unset".into());
+                let what = match c.kind {
+                    EditKind::Replaced => "replaced",
+                    EditKind::Added => "added",
+                };
+                println!(
+                    "{}: {old} → {} ({what} at {}:{})",
+                    c.key,
+                    c.new,
+                    display_path(&exp.path),
+                    c.line
+                );
+            }
+            if written {
+                println!(
+                    "saved {}{}",
+                    display_path(&exp.path),
+                    backup
+                        .as_ref()
+                        .map(|b| format!(" (previous version in {})", display_path(b)))
+                        .unwrap_or_default()
+                );
+            } else {
+                println!("dry run: nothing written; add --write to save");
+            }
+        }
+    }
+    Ok(if plan.refused {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,238 @@
+//! `primus-tune show CONFIG [--json] [--flag NAME ...] [--all]`
+
+use super::{CliError, LoadArgs, display_path, print_json};
+use crate::config::catalog::{Backend, Catalog, Flag, Step};
+use crate::config::resolve::Module;
+use crate::config::tree::Leaf;
+use crate::config::value::Value;
+use clap::Args;
+use std::process::ExitCode;
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    #[command(flatten)]
+    pub load: LoadArgs,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Show only these keys (repeatable); any resolved key, not only catalog flags.
+    #[arg(long = "flag", value_name = "NAME")]
+    pub flags: Vec<String>,
+    /// Show every resolved key, not only the catalog's tuning flags.
+    #[arg(long)]
+    pub all: bool,
+    /// The module to show (default: pre_trainer).
+    #[arg(long)]
+    pub module: Option<String>,
+}
+
+/// One row: a key, its effective value and where it came from.
+struct Row<'a> {
+    name: String,
+    leaf: Option<&'a Leaf>,
+    flag: Option<&'a Flag>,
+}
+
+pub fn run(a: &ShowArgs) -> Result<ExitCode, CliError> {
+    let (exp, _) = a.load.load()?;
+    let module = match &a.module {
+        Some(m) => exp
+            .module(m)
+            .ok_or_else(|| CliError::Usage(format!("the experiment has no module `{m}`")))?,
+        None => exp.main_module(),
+    };
+    let catalog = Catalog::builtin();
+    let backend = Backend::from_framework(&module.framework);
+    let rows = rows(module, catalog, backend, a)?;
+    if a.json {
+        print_json(&serde_json::Value::Array(
+            rows.iter().map(row_json).collect(),
+        ));
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{} — module {} ({}){}",
+        display_path(&exp.path),
+        module.name,
+        module.framework,
+        module
+            .model_file
+            .as_ref()
+            .map(|m| format!(", model {}", crate::config::tree::file_name(m)))
+            .unwrap_or_default()
+    );
+    let detailed = !a.flags.is_empty();
+    let mut current: Option<Option<Step>> = None;
+    for r in &rows {
+        let step = r.flag.map(|f| f.step);
+        if !detailed && current != Some(step) {
+            println!();
+            println!("{}", step.map_or("Other keys", Step::title));
+            current = Some(step);
+        }
+        print_row(r, detailed);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn rows<'a>(
+    module: &'a Module,
+    catalog: &'a Catalog,
+    backend: Option<Backend>,
+    a: &ShowArgs,
+) -> Result<Vec<Row<'a>>, CliError> {
+    if !a.flags.is_empty() {
+        return a
+            .flags
+            .iter()
+            .map(|name| {
+                let leaf = module.get(name);
+                let flag = catalog.flag(name);
+                if leaf.is_none() && flag.is_none() {
+                    let keys: Vec<String> = module.params.leaves().into_iter().map(|(k, _)| k).collect();
+                    let near = crate::config::lint::closest_key(name, keys.iter().map(String::as_str));
+                    return Err(CliError::Usage(format!(
+                        "`{name}` is not set by this experiment or its presets and is not a catalog flag{}",
+                        near.map(|n| format!("; did you mean `{n}`?")).unwrap_or_default()
+                    )));
+                }
+                Ok(Row {
+                    name: name.clone(),
+                    leaf,
+                    flag,
+                })
+            })
+            .collect();
+    }
+    let mut rows: Vec<Row<'a>> = Vec::new();
+    for step in Step::ALL {
+        for f in catalog.flags_for(backend).filter(|f| f.step == step) {
+            let leaf = module.get(&f.name);
+            if f.removed.is_some() && leaf.is_none() {
+                continue;
+            }
+            rows.push(Row {
+                name: f.name.clone(),
+                leaf,
+                flag: Some(f),
+            });
+        }
+    }
+    if a.all {
+        for (k, leaf) in module.params.leaves() {
+            if catalog.flag(&k).is_none() {
+                rows.push(Row {
+                    name: k,
+                    leaf: Some(leaf),
+                    flag: None,
+                });
+            }
+        }
+    }
+    Ok(rows)
+}
+
+fn value_of(r: &Row<'_>) -> Value {
+    match (r.leaf, r.flag) {
+        (Some(l), _) => l.value.clone(),
+        (None, Some(f)) => f.default_value(),
+        (None, None) => Value::Null,
+    }
+}
+
+fn short(s: String, max: usize) -> String {
+    if s.chars().count() <= max {
+        s
+    } else {
+        let cut: String = s.chars().take(max.saturating_sub(1)).collect();
+        format!("{cut}…")
+    }
+}
+
+fn print_row(r: &Row<'_>, detailed: bool) {
+    let value = value_of(r);
+    let source = r
+        .leaf
+        .map_or("default (not set by any file)".to_string(), |l| {
+            l.origin.describe()
+        });
+    let changed = r
+        .flag
+        .is_some_and(|f| r.leaf.is_some() && f.default_value() != value);
+    if !detailed {
+        println!(
+            "  {:<38} {:<14} {}{}",
+            short(r.name.clone(), 38),
+            short(value.to_string(), 14),
+            source,
+            if changed {
+                format!(
+                    "  (default {})",
+                    r.flag.map(Flag::default_value).unwrap_or(Value::Null)
+                )
+            } else {
+                String::new()
+            }
+        );
+        return;
+    }
+    println!();
+    println!("{} = {value}", r.name);
+    if let Some(f) = r.flag {
+        println!("  step:    {}", f.step.title());
+        println!(
+            "  type:    {}{}",
+            f.ty.label(),
+            if f.values.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", f.values.join(", "))
+            }
+        );
+        println!(
+            "  default: {}{}",
+            f.default_value(),
+            f.default_from
+                .as_ref()
+                .map(|d| format!(" ({d})"))
+                .unwrap_or_default()
+        );
+        println!("  help:    {}", f.help);
+        println!("  docs:    {}", f.doc);
+    }
+    println!("  source:  {source}");
+    if let Some(l) = r.leaf {
+        println!("  layer:   {}", l.origin.layer.label());
+        if let Some(t) = &l.template {
+            println!("  written: {t}");
+        }
+        for s in l.shadowed.iter().rev() {
+            println!("  overrides {} from {}", s.value, s.origin.describe());
+        }
+    }
+}
+
+fn row_json(r: &Row<'_>) -> serde_json::Value {
+    let value = value_of(r);
+    serde_json::json!({
+        "name": r.name,
+        "value": value.to_json(),
+        "type": value.type_name(),
+        "default": r.flag.map(|f| f.default.clone()),
+        "step": r.flag.map(|f| f.step.key()),
+        "source": r.leaf.map(|l| serde_json::json!({
+            "file": l.origin.file.display().to_string(),
+            "line": l.origin.line,
+            "column": l.origin.column,
+        })),
+        "via": r.leaf.map(|l| l.origin.via.iter().map(|p| p.display().to_string()).collect::<Vec<_>>()),
+        "layer": r.leaf.map(|l| l.origin.layer),
+        "template": r.leaf.and_then(|l| l.template.clone()),
+        "overridden": r.leaf.map(|l| l.shadowed.iter().map(|s| serde_json::json!({
+            "value": s.value.to_json(),
+            "file": s.origin.file.display().to_string(),
+            "line": s.origin.line,
+            "column": s.origin.column,
+        })).collect::<Vec<_>>()),
+    })
+}

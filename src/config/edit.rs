@@ -1,0 +1,498 @@
+//! `set`: change flag values in the experiment file only, typed by the catalog, with the
+//! result re-resolved and checked before anything is written.
+
+use super::catalog::{Catalog, Flag, FlagType};
+use super::diag::{Diagnostic, Severity};
+use super::doc::{EditError, EditKind, YamlDoc};
+use super::env;
+use super::lint::{self, LAUNCHER_ENV};
+use super::literal;
+use super::overrides::{python_float, python_int};
+use super::resolve::{Experiment, LoadOptions, REQUIRED_META};
+use super::value::Value;
+use super::yaml::{self, Style};
+use std::collections::BTreeMap;
+
+/// One `KEY=VALUE` request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetRequest {
+    pub key: String,
+    pub text: String,
+}
+
+impl SetRequest {
+    pub fn parse(s: &str) -> Result<SetRequest, String> {
+        match s.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => Ok(SetRequest {
+                key: k.trim().to_string(),
+                text: v.trim().to_string(),
+            }),
+            _ => Err(format!("`{s}` is not of the form KEY=VALUE")),
+        }
+    }
+}
+
+/// One change made to the file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    pub key: String,
+    pub old: Option<Value>,
+    /// Where the old effective value came from.
+    pub old_source: Option<String>,
+    pub new: Value,
+    /// The YAML text written.
+    pub literal: String,
+    pub kind: EditKind,
+    pub line: u32,
+}
+
+/// The outcome of planning a set: the edited document (not yet saved), the changes, and the
+/// diagnostics. `refused` means nothing may be written.
+#[derive(Debug)]
+pub struct SetPlan {
+    pub doc: YamlDoc,
+    pub changes: Vec<Change>,
+    pub diagnostics: Vec<Diagnostic>,
+    pub refused: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SetError {
+    #[error(transparent)]
+    Edit(#[from] EditError),
+    #[error("{0}")]
+    Usage(String),
+}
+
+/// Plan `requests` against `exp` (loaded with `opts`). With `force`, new cross-flag errors and
+/// near-miss unknown keys are written anyway; type, range and removed-flag errors never are.
+pub fn plan(
+    exp: &Experiment,
+    opts: &LoadOptions,
+    requests: &[SetRequest],
+    module_name: Option<&str>,
+    force: bool,
+    catalog: &Catalog,
+) -> Result<SetPlan, SetError> {
+    let module = match module_name {
+        Some(m) => exp
+            .module(m)
+            .ok_or_else(|| SetError::Usage(format!("the experiment has no module `{m}`")))?,
+        None => exp.main_module(),
+    };
+    let mut doc = YamlDoc::open(&exp.path)?;
+    let mut changes = Vec::new();
+    let mut diagnostics = Vec::new();
+    let mut hard_refusal = false;
+    for req in requests {
+        if catalog.env_var(&req.key).is_some() || LAUNCHER_ENV.contains(&req.key.as_str()) {
+            return Err(SetError::Usage(format!(
+                "`{}` is an environment variable, not a config key: export it in the shell (or the run profile) for the launch",
+                req.key
+            )));
+        }
+        let meta = REQUIRED_META.contains(&req.key.as_str());
+        let path: Vec<String> = if meta {
+            vec![req.key.clone()]
+        } else {
+            ["modules", module.name.as_str(), "overrides"]
+                .iter()
+                .map(|s| s.to_string())
+                .chain(req.key.split('.').map(str::to_string))
+                .collect()
+        };
+        let path_refs: Vec<&str> = path.iter().map(String::as_str).collect();
+        let flag = if meta { None } else { catalog.flag(&req.key) };
+        let existing = if meta {
+            exp.file.leaf(&req.key)
+        } else {
+            module.get(&req.key)
+        };
+        if let Some(f) = flag
+            && let Some(instead) = &f.removed
+        {
+            diagnostics.push(
+                Diagnostic::new(
+                    Severity::Error,
+                    "removed-flag",
+                    format!("`{}` has been removed from Primus", req.key),
+                )
+                .flag(&req.key)
+                .hint(instead.clone()),
+            );
+            hard_refusal = true;
+            continue;
+        }
+        let value = match interpret(&req.key, &req.text, flag, existing.map(|l| &l.value)) {
+            Ok(v) => v,
+            Err(d) => {
+                diagnostics.push(d);
+                hard_refusal = true;
+                continue;
+            }
+        };
+        let node = doc.node(&path_refs);
+        let (lit, note) = literal_for(&value, node.as_ref(), &opts.env);
+        if let Some(n) = note {
+            diagnostics.push(n.flag(&req.key));
+        }
+        let edit = doc.set_literal(&path_refs, &lit)?;
+        changes.push(Change {
+            key: req.key.clone(),
+            old: existing.map(|l| l.value.clone()),
+            old_source: existing.map(|l| l.origin.describe()),
+            new: value,
+            literal: lit,
+            kind: edit.kind,
+            line: edit.line,
+        });
+    }
+    if hard_refusal {
+        return Ok(SetPlan {
+            doc,
+            changes,
+            diagnostics,
+            refused: true,
+        });
+    }
+    let refused = verify(
+        exp,
+        opts,
+        module.name.as_str(),
+        &doc,
+        &changes,
+        force,
+        catalog,
+        &mut diagnostics,
+    );
+    Ok(SetPlan {
+        doc,
+        changes,
+        diagnostics,
+        refused,
+    })
+}
+
+/// Re-resolve the edited text: each new value must read back, every other resolved value must
+/// be unchanged, and the edit must not bring new errors. Returns whether to refuse.
+#[allow(clippy::too_many_arguments)]
+fn verify(
+    exp: &Experiment,
+    opts: &LoadOptions,
+    module: &str,
+    doc: &YamlDoc,
+    changes: &[Change],
+    force: bool,
+    catalog: &Catalog,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> bool {
+    let mut check_opts = opts.clone();
+    check_opts
+        .texts
+        .insert(exp.path.clone(), doc.text().to_string());
+    let new = match Experiment::load(&exp.path, &check_opts) {
+        Ok(n) => n,
+        Err(e) => {
+            diagnostics.push(Diagnostic::new(
+                Severity::Error,
+                "edit-breaks-file",
+                format!("the edited file would not load: {e}"),
+            ));
+            return true;
+        }
+    };
+    let mut refused = false;
+    let keys: Vec<&str> = changes.iter().map(|c| c.key.as_str()).collect();
+    let (Some(old_m), Some(new_m)) = (exp.module(module), new.module(module)) else {
+        return true;
+    };
+    for c in changes {
+        let read = if REQUIRED_META.contains(&c.key.as_str()) {
+            new.meta(&c.key).cloned()
+        } else {
+            new_m.value(&c.key).cloned()
+        };
+        if read.as_ref() != Some(&c.new) {
+            let overridden = new_m.get(&c.key).is_some_and(|l| {
+                l.template.is_some() || l.origin.layer == super::tree::Layer::CommandLine
+            });
+            let sev = if overridden {
+                Severity::Warning
+            } else {
+                Severity::Error
+            };
+            refused |= !overridden;
+            diagnostics.push(
+                Diagnostic::new(
+                    sev,
+                    "edit-read-back",
+                    format!(
+                        "`{}` reads back as {} instead of {}",
+                        c.key,
+                        read.map_or("nothing".into(), |v| format!("`{v}`")),
+                        c.new
+                    ),
+                )
+                .flag(&c.key),
+            );
+        }
+    }
+    let before: BTreeMap<String, Value> = old_m
+        .params
+        .leaves()
+        .into_iter()
+        .map(|(k, l)| (k, l.value.clone()))
+        .collect();
+    let after: BTreeMap<String, Value> = new_m
+        .params
+        .leaves()
+        .into_iter()
+        .map(|(k, l)| (k, l.value.clone()))
+        .collect();
+    let touched = |k: &str| {
+        keys.iter()
+            .any(|s| k == *s || k.starts_with(&format!("{s}.")) || s.starts_with(&format!("{k}.")))
+    };
+    for (k, v) in &before {
+        if !touched(k) && after.get(k) != Some(v) {
+            refused = true;
+            diagnostics.push(Diagnostic::new(
+                Severity::Error,
+                "edit-side-effect",
+                format!("the edit would also change `{k}` (from `{v}`); nothing was written"),
+            ));
+        }
+    }
+    let old_d = lint::lint(exp, &opts.env, catalog);
+    let seen: std::collections::HashSet<(&str, Option<&str>)> =
+        old_d.iter().map(|d| (d.code, d.flag.as_deref())).collect();
+    for d in lint::lint(&new, &opts.env, catalog) {
+        if seen.contains(&(d.code, d.flag.as_deref())) || d.severity == Severity::Info {
+            continue;
+        }
+        let on_set_key = d.flag.as_deref().is_some_and(|f| keys.contains(&f));
+        let hard = on_set_key
+            && matches!(
+                d.code,
+                "wrong-type"
+                    | "invalid-value"
+                    | "out-of-range"
+                    | "removed-flag"
+                    | "float-read-as-string"
+            );
+        let soft = d.severity == Severity::Error || (on_set_key && d.code == "unknown-key");
+        if hard || (soft && !force) {
+            refused = true;
+        }
+        diagnostics.push(d);
+    }
+    if refused
+        && !force
+        && diagnostics
+            .iter()
+            .any(|d| d.code == "unknown-key" || d.severity == Severity::Error)
+    {
+        diagnostics.push(Diagnostic::new(
+            Severity::Info,
+            "set-refused",
+            "nothing was written; fix the values, or pass --force to write cross-flag errors and unknown keys anyway",
+        ));
+    }
+    refused
+}
+
+/// Type the user's text for `key`: by the catalog type, else by the current value's type, else
+/// as YAML would read it (with `1e-5` taken as the float that was surely meant).
+pub fn interpret(
+    key: &str,
+    text: &str,
+    flag: Option<&Flag>,
+    existing: Option<&Value>,
+) -> Result<Value, Diagnostic> {
+    let unquoted = strip_quotes(text);
+    let is_null = matches!(text, "null" | "None" | "~" | "Null" | "NULL");
+    let bad = |what: &str| {
+        Diagnostic::new(
+            Severity::Error,
+            "wrong-type",
+            format!("`{key}` expects {what}, not `{text}`"),
+        )
+        .flag(key)
+    };
+    if let Some(f) = flag {
+        if is_null {
+            return Ok(Value::Null);
+        }
+        return match f.ty {
+            FlagType::Bool => parse_bool(text)
+                .map(Value::Bool)
+                .ok_or_else(|| bad("true or false")),
+            FlagType::Int => python_int(text)
+                .map(Value::Int)
+                .ok_or_else(|| bad("a whole number")),
+            FlagType::Float => python_float(text)
+                .or_else(|| python_int(text).map(|i| i as f64))
+                .map(Value::Float)
+                .ok_or_else(|| bad("a number")),
+            FlagType::Enum => {
+                if f.values.iter().any(|v| v == unquoted) {
+                    Ok(Value::Str(unquoted.to_string()))
+                } else {
+                    let near = lint_closest(unquoted, &f.values);
+                    let mut d = Diagnostic::new(
+                        Severity::Error,
+                        "invalid-value",
+                        format!(
+                            "`{key}` must be one of {}, not `{text}`",
+                            f.values.join(", ")
+                        ),
+                    )
+                    .flag(key);
+                    if let Some(n) = near {
+                        d = d.hint(format!("did you mean `{n}`?"));
+                    }
+                    Err(d)
+                }
+            }
+            FlagType::String | FlagType::Path => Ok(Value::Str(unquoted.to_string())),
+            FlagType::List => match yaml_value(text) {
+                Some(v @ Value::List(_)) => Ok(v),
+                _ => Err(bad("a list like [a, b]")),
+            },
+            FlagType::IntList => {
+                if text.starts_with('[') {
+                    match yaml_value(text) {
+                        Some(Value::List(items)) if items.iter().all(|i| i.as_i64().is_some()) => {
+                            Ok(Value::List(items))
+                        }
+                        _ => Err(bad("a list of ints like [0, 3, 4]")),
+                    }
+                } else if unquoted.split(',').all(|p| p.trim().parse::<i64>().is_ok()) {
+                    Ok(Value::Str(unquoted.to_string()))
+                } else {
+                    Err(bad("ints like \"0,3,4\" or [0, 3, 4]"))
+                }
+            }
+        };
+    }
+    if is_null {
+        return Ok(Value::Null);
+    }
+    match existing {
+        Some(Value::Bool(_)) if parse_bool(text).is_some() => {
+            return Ok(Value::Bool(parse_bool(text).unwrap_or_default()));
+        }
+        Some(Value::Int(_)) if python_int(text).is_some() => {
+            return Ok(Value::Int(python_int(text).unwrap_or_default()));
+        }
+        Some(Value::Float(_))
+            if python_float(text)
+                .or_else(|| python_int(text).map(|i| i as f64))
+                .is_some() =>
+        {
+            return Ok(Value::Float(
+                python_float(text)
+                    .or_else(|| python_int(text).map(|i| i as f64))
+                    .unwrap_or_default(),
+            ));
+        }
+        _ => {}
+    }
+    match yaml_value(text) {
+        Some(Value::Str(s)) if text == s && looks_like_float(&s) => {
+            Ok(Value::Float(python_float(&s).unwrap_or_default()))
+        }
+        Some(v) => Ok(v),
+        None => Ok(Value::Str(text.to_string())),
+    }
+}
+
+fn lint_closest<'a>(s: &str, values: &'a [String]) -> Option<&'a str> {
+    values
+        .iter()
+        .map(|v| (strsim::normalized_damerau_levenshtein(s, v), v.as_str()))
+        .filter(|(score, _)| *score >= 0.5)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, v)| v)
+}
+
+fn looks_like_float(s: &str) -> bool {
+    s.bytes().any(|b| b == b'e' || b == b'E') && python_float(s).is_some()
+}
+
+fn strip_quotes(t: &str) -> &str {
+    for q in ['"', '\''] {
+        if t.len() >= 2 && t.starts_with(q) && t.ends_with(q) {
+            return &t[1..t.len() - 1];
+        }
+    }
+    t
+}
+
+fn parse_bool(t: &str) -> Option<bool> {
+    match t.to_ascii_lowercase().as_str() {
+        "true" | "yes" | "on" => Some(true),
+        "false" | "no" | "off" => Some(false),
+        _ => None,
+    }
+}
+
+/// The value of `text` read as a YAML value.
+fn yaml_value(text: &str) -> Option<Value> {
+    let n = yaml::parse(&format!("v: {text}\n")).ok()??;
+    Some(n.get("v")?.typed())
+}
+
+/// The YAML text to write for `value` where `node` stands now: a `${VAR:default}` keeps its
+/// variable (only the default changes), a quoted string keeps its quotes.
+fn literal_for(
+    value: &Value,
+    node: Option<&yaml::Node>,
+    env: &env::Env,
+) -> (String, Option<Diagnostic>) {
+    let scalar = node.and_then(|n| n.as_scalar());
+    let style = scalar.map(|s| s.style);
+    if let Some(s) = scalar
+        && let [(var, Some(_))] = env::references(&s.text).as_slice()
+        && s.text.starts_with("${")
+        && s.text.ends_with('}')
+        && s.text.matches("${").count() == 1
+    {
+        let default = match value {
+            Value::Str(s) => s.clone(),
+            other => literal::render(other, None),
+        };
+        // The default must come back as this value through Primus' substitution typing.
+        if env::try_scalar(&default) == *value && !default.contains('}') {
+            let text = format!("${{{var}:{default}}}");
+            let prefer = match style {
+                Some(Style::SingleQuoted | Style::DoubleQuoted) => style,
+                _ => None,
+            };
+            let lit = literal::render_str(&text, prefer, false);
+            let note = env.get(var).map(|v| {
+                Diagnostic::new(
+                    Severity::Warning,
+                    "env-overrides-edit",
+                    format!("the value is `${{{var}:…}}` and {var}={v} is set here, so the environment still wins over the new default"),
+                )
+                .hint(format!("unset {var}, or export {var} with the new value"))
+            });
+            return (lit, note);
+        }
+        let note = Diagnostic::new(
+            Severity::Info,
+            "env-reference-replaced",
+            format!(
+                "the value was `{}`; it is replaced by a literal because Primus' substitution cannot produce `{value}` from a default",
+                s.text
+            ),
+        );
+        return (literal::render(value, None), Some(note));
+    }
+    let prefer = match (value, style) {
+        (Value::Str(_), Some(Style::SingleQuoted | Style::DoubleQuoted)) => style,
+        _ => None,
+    };
+    (literal::render(value, prefer), None)
+}
