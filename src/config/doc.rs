@@ -292,7 +292,10 @@ impl YamlDoc {
 
     /// A unified diff of the unsaved edits, with `a/` and `b/` headers.
     pub fn diff(&self) -> String {
-        let name = self.path.display().to_string();
+        let cwd = std::env::current_dir().unwrap_or_default();
+        let rel = self.path.strip_prefix(&cwd).unwrap_or(&self.path);
+        let name = rel.display().to_string();
+        let name = name.trim_start_matches('/');
         similar::TextDiff::from_lines(&self.original, &self.text)
             .unified_diff()
             .context_radius(3)

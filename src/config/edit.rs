@@ -267,10 +267,12 @@ fn verify(
     let seen: std::collections::HashSet<(&str, Option<&str>)> =
         old_d.iter().map(|d| (d.code, d.flag.as_deref())).collect();
     for d in lint::lint(&new, &opts.env, catalog) {
-        if seen.contains(&(d.code, d.flag.as_deref())) || d.severity == Severity::Info {
+        let on_set_key = d.flag.as_deref().is_some_and(|f| keys.contains(&f));
+        if seen.contains(&(d.code, d.flag.as_deref()))
+            || (d.severity == Severity::Info && !on_set_key)
+        {
             continue;
         }
-        let on_set_key = d.flag.as_deref().is_some_and(|f| keys.contains(&f));
         let hard = on_set_key
             && matches!(
                 d.code,
@@ -301,6 +303,7 @@ fn verify(
     refused
 }
 
+#[allow(clippy::result_large_err)] // one diagnostic per rejected request; not a hot path
 /// Type the user's text for `key`: by the catalog type, else by the current value's type, else
 /// as YAML would read it (with `1e-5` taken as the float that was surely meant).
 pub fn interpret(

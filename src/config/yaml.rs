@@ -582,8 +582,8 @@ fn parse_int(t: &str) -> Option<i64> {
             v = v.checked_mul(60)?.checked_add(part.parse::<i64>().ok()?)?;
         }
         v
-    } else if body.starts_with('0') {
-        i64::from_str_radix(&body[1..], 8).ok()?
+    } else if let Some(oct) = body.strip_prefix('0') {
+        i64::from_str_radix(oct, 8).ok()?
     } else {
         body.parse().ok()?
     };

@@ -458,18 +458,16 @@ fn recompute(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
                 }
             }
         }
-        Some("selective") => {
-            if method.is_some() || num.is_some() {
-                out.push(
-                    cx.diag(
-                        Severity::Error,
-                        "recompute-selective-args",
-                        if method.is_some() { "recompute_method" } else { "recompute_num_layers" },
-                        "`recompute_granularity: selective` requires `recompute_method` and `recompute_num_layers` to be null",
-                    )
-                    .hint("set both to null"),
-                );
-            }
+        Some("selective") if method.is_some() || num.is_some() => {
+            out.push(
+                cx.diag(
+                    Severity::Error,
+                    "recompute-selective-args",
+                    if method.is_some() { "recompute_method" } else { "recompute_num_layers" },
+                    "`recompute_granularity: selective` requires `recompute_method` and `recompute_num_layers` to be null",
+                )
+                .hint("set both to null"),
+            );
         }
         None if method.is_some() || num.is_some() => {
             out.push(

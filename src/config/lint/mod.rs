@@ -140,10 +140,11 @@ impl<'a> Ctx<'a> {
         let origin = match self.exp.file.get(&path) {
             Some(Item::Map(t)) => Some(&t.origin),
             Some(Item::Leaf(l)) => Some(&l.origin),
-            None => match self.exp.file.get(&format!("modules.{}", self.module.name)) {
-                Some(item) => Some(item.origin()),
-                None => None,
-            },
+            None => self
+                .exp
+                .file
+                .get(&format!("modules.{}", self.module.name))
+                .map(Item::origin),
         };
         origin.map(loc)
     }

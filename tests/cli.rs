@@ -1,0 +1,455 @@
+//! The CLI as a user runs it: real process, real files, exit codes and output.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use std::path::{Path, PathBuf};
+
+fn bin() -> Command {
+    let mut c = Command::cargo_bin("primus-tune").expect("binary");
+    c.env_remove("PRIMUS_ROOT")
+        .env_remove("PRIMUS_HIPBLASLT_TUNING")
+        .env_remove("PRIMUS_HIPBLASLT_TUNING_STAGE")
+        .env_remove("CUDA_DEVICE_MAX_CONNECTIONS");
+    c
+}
+
+/// A private copy of the bundled example tree.
+fn tree() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    primus_tune::bundled::extract(dir.path()).unwrap();
+    let exp = dir.path().join(primus_tune::bundled::DEFAULT_EXPERIMENT);
+    (dir, exp)
+}
+
+fn write(dir: &Path, rel: &str, text: &str) -> PathBuf {
+    let p = dir.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn json(out: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(out).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(out)))
+}
+
+#[test]
+fn no_arguments_prints_the_checklist_of_the_bundled_example() {
+    bin()
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("Quick checklist"))
+        .stdout(predicate::str::contains("1. GEMMs (HipBLASLt tuning)"))
+        .stdout(predicate::str::contains("6. MoE — needs attention"))
+        .stdout(predicate::str::contains("sync-free MoE is off"));
+}
+
+#[test]
+fn checklist_json_has_six_steps_with_status() {
+    let (_d, exp) = tree();
+    let out = bin()
+        .args(["checklist", "--json"])
+        .arg(&exp)
+        .assert()
+        .success();
+    let v = json(&out.get_output().stdout);
+    let steps = v["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 6);
+    assert_eq!(steps[0]["step"], "gemms");
+    assert_eq!(steps[0]["status"], "needs-attention");
+    assert_eq!(steps[3]["status"], "not-measured");
+}
+
+#[test]
+fn checklist_sees_hipblaslt_files_on_disk() {
+    let (d, exp) = tree();
+    write(
+        d.path(),
+        "output/tune_hipblaslt/moe_16B-BF16-pretrain/gemm_tune/tune_hipblas_gemm_results.txt",
+        "Git Version: abc\n",
+    );
+    let out = bin()
+        .args(["checklist", "--json"])
+        .arg(&exp)
+        .args([
+            "--env",
+            "PRIMUS_HIPBLASLT_TUNING=1",
+            "--env",
+            "PRIMUS_HIPBLASLT_TUNING_STAGE=3",
+        ])
+        .assert()
+        .success();
+    let v = json(&out.get_output().stdout);
+    assert_eq!(v["steps"][0]["status"], "done", "{}", v["steps"][0]);
+}
+
+#[test]
+fn lint_exit_codes() {
+    let (d, exp) = tree();
+    bin().arg("lint").arg(&exp).assert().code(0);
+    // A warning only: 0 normally, 1 with --strict.
+    let text = std::fs::read_to_string(&exp).unwrap().replace(
+        "train_iters: 50",
+        "train_iters: 50\n      micro_batch_sise: 3",
+    );
+    let warn = write(d.path(), "experiments/warn.yaml", &text);
+    bin().arg("lint").arg(&warn).assert().code(0);
+    bin()
+        .args(["lint", "--strict"])
+        .arg(&warn)
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("did you mean `micro_batch_size`?"));
+    // An error: 2, with the file and line of the value.
+    let text = std::fs::read_to_string(&exp)
+        .unwrap()
+        .replace("moe_router_dtype: fp32", "moe_router_dtype: fp64");
+    let bad = write(d.path(), "experiments/bad.yaml", &text);
+    let line = text.lines().position(|l| l.contains("fp64")).unwrap() + 1;
+    let out = bin().args(["lint", "--json"]).arg(&bad).assert().code(2);
+    let v = json(&out.get_output().stdout);
+    assert_eq!(v["errors"], 1);
+    let d0 = &v["diagnostics"][0];
+    assert_eq!(d0["code"], "deepep-router-dtype");
+    assert_eq!(d0["line"], line);
+    assert!(d0["file"].as_str().unwrap().ends_with("bad.yaml"));
+    assert!(d0["hint"].as_str().unwrap().contains("fp32"));
+}
+
+#[test]
+fn show_json_gives_value_source_and_step() {
+    let (_d, exp) = tree();
+    let out = bin()
+        .args([
+            "show",
+            "--json",
+            "--flag",
+            "turbo_deepep_num_cu",
+            "--flag",
+            "bf16",
+        ])
+        .arg(&exp)
+        .assert()
+        .success();
+    let v = json(&out.get_output().stdout);
+    let cu = &v[0];
+    assert_eq!(cu["name"], "turbo_deepep_num_cu");
+    assert_eq!(cu["value"], 64);
+    assert_eq!(cu["step"], "moe");
+    assert_eq!(cu["layer"], "experiment");
+    let text = std::fs::read_to_string(&exp).unwrap();
+    let line = text
+        .lines()
+        .position(|l| l.contains("turbo_deepep_num_cu: 64"))
+        .unwrap()
+        + 1;
+    assert_eq!(cu["source"]["line"], line);
+    assert!(
+        cu["source"]["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("moe_16B-BF16-pretrain.yaml")
+    );
+    assert_eq!(cu["overridden"][0]["value"], 32);
+    let bf16 = &v[1];
+    assert_eq!(bf16["layer"], "module-preset");
+    assert!(!bf16["via"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn show_respects_command_line_overrides_and_env() {
+    let (_d, exp) = tree();
+    let out = bin()
+        .args([
+            "show",
+            "--json",
+            "--flag",
+            "micro_batch_size",
+            "--flag",
+            "expert_model_parallel_size",
+        ])
+        .arg(&exp)
+        .args(["--set", "micro_batch_size=8", "--env", "PRIMUS_EP=4"])
+        .assert()
+        .success();
+    let v = json(&out.get_output().stdout);
+    assert_eq!(v[0]["value"], 8);
+    assert_eq!(v[0]["layer"], "command-line");
+    assert_eq!(v[1]["value"], 4);
+    assert_eq!(v[1]["template"], "${PRIMUS_EP:8}");
+}
+
+#[test]
+fn show_unknown_flag_suggests() {
+    let (_d, exp) = tree();
+    bin()
+        .args(["show", "--flag", "micro_batch_sise"])
+        .arg(&exp)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("did you mean `micro_batch_size`?"));
+}
+
+#[test]
+fn set_dry_run_writes_nothing_and_write_keeps_comments() {
+    let (_d, exp) = tree();
+    let before = std::fs::read_to_string(&exp).unwrap();
+    bin()
+        .arg("set")
+        .arg(&exp)
+        .args([
+            "turbo_deepep_num_cu=80",
+            "recompute_granularity=full",
+            "recompute_method=uniform",
+            "recompute_num_layers=1",
+        ])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("+      turbo_deepep_num_cu: 80"))
+        .stdout(predicate::str::contains("dry run"));
+    assert_eq!(std::fs::read_to_string(&exp).unwrap(), before);
+
+    bin()
+        .arg("set")
+        .arg(&exp)
+        .args(["turbo_deepep_num_cu=80", "--write"])
+        .assert()
+        .success();
+    let after = std::fs::read_to_string(&exp).unwrap();
+    let bak = std::fs::read_to_string(format!("{}.bak", exp.display())).unwrap();
+    assert_eq!(bak, before);
+    let changed: Vec<(&str, &str)> = before
+        .lines()
+        .zip(after.lines())
+        .filter(|(a, b)| a != b)
+        .collect();
+    assert_eq!(
+        changed,
+        vec![(
+            "      turbo_deepep_num_cu: 64",
+            "      turbo_deepep_num_cu: 80"
+        )]
+    );
+    assert_eq!(before.lines().count(), after.lines().count());
+}
+
+#[test]
+fn set_json_and_no_backup() {
+    let (_d, exp) = tree();
+    let out = bin()
+        .arg("set")
+        .arg(&exp)
+        .args([
+            "lr=3e-5",
+            "use_turbo_rms_norm=true",
+            "--write",
+            "--no-backup",
+            "--json",
+        ])
+        .assert()
+        .success();
+    let v = json(&out.get_output().stdout);
+    assert_eq!(v["written"], true);
+    assert_eq!(v["changes"][0]["written_as"], "3.0e-05");
+    assert_eq!(v["changes"][1]["action"], "added");
+    assert!(!Path::new(&format!("{}.bak", exp.display())).exists());
+    let text = std::fs::read_to_string(&exp).unwrap();
+    assert!(text.contains("      lr: 3.0e-05\n"));
+    assert!(text.contains("      use_turbo_rms_norm: true\n"));
+}
+
+#[test]
+fn set_refusals_write_nothing() {
+    let (_d, exp) = tree();
+    let before = std::fs::read_to_string(&exp).unwrap();
+    for args in [
+        vec!["micro_batch_size=abc"],
+        vec!["turbo_sync_free_moe_stage=7"],
+        vec!["use_turbo_grouped_mlp=true"],
+        vec!["moe_router_dtype=fp64"],
+        vec!["micro_batch_sise=2"],
+        vec!["fp8_recipe=delay"],
+    ] {
+        bin()
+            .arg("set")
+            .arg(&exp)
+            .args(&args)
+            .arg("--write")
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("nothing was written"));
+        assert_eq!(std::fs::read_to_string(&exp).unwrap(), before, "{args:?}");
+    }
+    // --force writes a cross-flag error, but never a type error.
+    bin()
+        .arg("set")
+        .arg(&exp)
+        .args(["moe_router_dtype=fp64", "--write", "--force"])
+        .assert()
+        .success();
+    assert!(
+        std::fs::read_to_string(&exp)
+            .unwrap()
+            .contains("moe_router_dtype: fp64")
+    );
+}
+
+#[test]
+fn set_keeps_env_variable_and_changes_its_default() {
+    let (_d, exp) = tree();
+    bin()
+        .arg("set")
+        .arg(&exp)
+        .args(["expert_model_parallel_size=4", "--write", "--no-backup"])
+        .env_remove("PRIMUS_EP")
+        .assert()
+        .success();
+    let text = std::fs::read_to_string(&exp).unwrap();
+    assert!(
+        text.contains("expert_model_parallel_size: ${PRIMUS_EP:4}"),
+        "{text}"
+    );
+}
+
+#[test]
+fn set_refuses_when_file_changed_meanwhile_is_covered_by_library_test() {
+    // The conflict check lives in YamlDoc::save (unit-tested there); here: a missing file.
+    bin()
+        .args(["set", "/nonexistent/exp.yaml", "a=1"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("/nonexistent/exp.yaml"));
+}
+
+#[test]
+fn bad_input_gives_one_clear_message_and_exit_2() {
+    let (d, exp) = tree();
+    let exp_text = std::fs::read_to_string(&exp).unwrap();
+    let cases: Vec<(PathBuf, &str)> = vec![
+        (d.path().join("experiments/missing.yaml"), "no such file"),
+        (
+            write(d.path(), "experiments/notyaml.yaml", "a: [1, 2\nb: }\n"),
+            "notyaml.yaml:",
+        ),
+        (
+            write(d.path(), "experiments/empty.yaml", "# nothing\n"),
+            "empty",
+        ),
+        (
+            write(d.path(), "experiments/list.yaml", "- a\n- b\n"),
+            "top level must be a mapping",
+        ),
+        (
+            write(
+                d.path(),
+                "experiments/ext.yaml",
+                &format!("extends: [nothere.yaml]\n{exp_text}"),
+            ),
+            "ext.yaml:1:",
+        ),
+        (
+            write(
+                d.path(),
+                "experiments/envreq.yaml",
+                &exp_text.replace("${PRIMUS_TEAM:amd}", "${PT_REQUIRED_TEAM}"),
+            ),
+            "PT_REQUIRED_TEAM",
+        ),
+        (
+            write(
+                d.path(),
+                "experiments/mod.yaml",
+                &exp_text.replace("config: pre_trainer.yaml", "config: nope.yaml"),
+            ),
+            "module preset `nope.yaml` not found",
+        ),
+        (
+            write(
+                d.path(),
+                "experiments/modname.yaml",
+                &exp_text.replace("  pre_trainer:", "  evaluator:"),
+            ),
+            "unsupported module `evaluator`",
+        ),
+        (
+            write(
+                d.path(),
+                "experiments/meta.yaml",
+                &exp_text.replace("exp_name:", "exp_nam:"),
+            ),
+            "required key `exp_name`",
+        ),
+    ];
+    for (path, needle) in cases {
+        for sub in ["lint", "show", "checklist"] {
+            bin()
+                .env_remove("PT_REQUIRED_TEAM")
+                .arg(sub)
+                .arg(&path)
+                .assert()
+                .code(2)
+                .stderr(predicate::str::contains(needle))
+                .stderr(predicate::str::contains("panicked").not());
+        }
+    }
+}
+
+#[test]
+fn extends_cycles_are_reported_with_the_chain() {
+    let (d, exp) = tree();
+    let exp_text = std::fs::read_to_string(&exp).unwrap();
+    write(d.path(), "experiments/a.yaml", "extends: b.yaml\nx: 1\n");
+    write(d.path(), "experiments/b.yaml", "extends: [a.yaml]\ny: 2\n");
+    let top = write(
+        d.path(),
+        "experiments/top.yaml",
+        &format!("extends: a.yaml\n{exp_text}"),
+    );
+    bin()
+        .arg("lint")
+        .arg(&top)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("cycle in `extends`"))
+        .stderr(predicate::str::contains("b.yaml:1:"));
+}
+
+#[test]
+fn no_primus_root_is_explained() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), "exp.yaml", "work_group: a\n");
+    bin()
+        .arg("lint")
+        .arg(&p)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--primus-root"));
+    // An explicit root that is not one.
+    bin()
+        .arg("lint")
+        .arg(&p)
+        .args(["--primus-root", dir.path().to_str().unwrap()])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("not a Primus root"));
+}
+
+#[test]
+fn primus_root_from_option_and_environment() {
+    let (d, exp) = tree();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let moved = elsewhere.path().join("exp.yaml");
+    std::fs::copy(&exp, &moved).unwrap();
+    bin()
+        .arg("lint")
+        .arg(&moved)
+        .args(["--primus-root", d.path().to_str().unwrap()])
+        .assert()
+        .code(0);
+    bin()
+        .arg("lint")
+        .arg(&moved)
+        .env("PRIMUS_ROOT", d.path())
+        .assert()
+        .code(0);
+}
