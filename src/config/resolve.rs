@@ -602,3 +602,121 @@ fn preset_path(
     }
     Ok(candidate)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::overrides::parse_assignment;
+
+    fn write(dir: &Path, rel: &str, text: &str) -> PathBuf {
+        let p = dir.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    /// A tree exercising every merge layer.
+    fn tree(dir: &Path) -> PathBuf {
+        write(dir, "primus/configs/modules/base.yaml", "a: 0\nz: base\n");
+        write(
+            dir,
+            "primus/configs/modules/megatron/one.yaml",
+            "a: 1\nb: 1\nl: [1, 2]\nd: {x: 1, y: 1}\n",
+        );
+        write(dir, "primus/configs/modules/megatron/two.yaml", "a: 2\nd:\n  y: 2\nl: [9]\n");
+        write(
+            dir,
+            "primus/configs/modules/megatron/pre.yaml",
+            "extends:\n  - ../base.yaml\n  - one.yaml\n  - two.yaml\nb: 3\nshared: module\n",
+        );
+        write(
+            dir,
+            "primus/configs/models/megatron/m.yaml",
+            "shared: model\nname: ignored\nonly_model: ${M_ENV:5}\n",
+        );
+        write(
+            dir,
+            "exp/e.yaml",
+            "work_group: g\nuser_name: u\nexp_name: ${EXP:e1}\nworkspace: w\nmodules:\n  pre_trainer:\n    framework: megatron\n    config: pre.yaml\n    model: m.yaml\n    trainer_class: X\n    overrides:\n      d:\n        x: 7\n      o: 1\n",
+        )
+    }
+
+    #[test]
+    fn merge_order_matches_primus() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = tree(dir.path());
+        let exp = Experiment::load(&p, &LoadOptions::default()).unwrap();
+        let m = exp.main_module();
+        let v = |k: &str| m.value(k).cloned().unwrap_or(Value::Null);
+        // extends: later entries win, the file's own keys win over all of them.
+        assert_eq!(v("a"), Value::Int(2));
+        assert_eq!(v("b"), Value::Int(3));
+        assert_eq!(v("z"), Value::Str("base".into()));
+        // dicts merge deep, lists are replaced whole.
+        assert_eq!(v("d.y"), Value::Int(2));
+        assert_eq!(v("l"), Value::List(vec![Value::Int(9)]));
+        // overrides win, deep.
+        assert_eq!(v("d.x"), Value::Int(7));
+        assert_eq!(v("o"), Value::Int(1));
+        // Model keys only where the module lacks them; `name` is never copied.
+        assert_eq!(v("shared"), Value::Str("module".into()));
+        assert_eq!(v("only_model"), Value::Int(5));
+        assert_eq!(v("name"), Value::Null);
+        assert_eq!(m.dropped.len(), 1);
+        assert_eq!(m.dropped[0].key, "shared");
+        assert_eq!(m.dropped[0].model_value, Value::Str("model".into()));
+        // The model file name becomes `model` when the model preset has none.
+        assert_eq!(v("model"), Value::Str("m.yaml".into()));
+        // Module-level extra attributes are copied.
+        assert_eq!(v("trainer_class"), Value::Str("X".into()));
+        // Provenance: file, line, chain, layer, history.
+        let a = m.get("a").unwrap();
+        assert!(a.origin.file.ends_with("two.yaml"));
+        assert_eq!((a.origin.line, a.origin.column), (1, 4));
+        assert_eq!(a.origin.via.len(), 1);
+        assert!(a.origin.via[0].ends_with("pre.yaml"));
+        let hist: Vec<i64> = a.shadowed.iter().filter_map(|s| s.value.as_i64()).collect();
+        assert_eq!(hist, vec![0, 1]);
+        assert_eq!(m.get("only_model").unwrap().origin.layer, Layer::ModelPreset);
+        assert_eq!(m.get("o").unwrap().origin.layer, Layer::Experiment);
+        assert_eq!(exp.meta("exp_name"), Some(&Value::Str("e1".into())));
+    }
+
+    #[test]
+    fn cli_overrides_win_and_env_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = tree(dir.path());
+        let opts = LoadOptions {
+            env: Env::empty().with("M_ENV", "2.5").with("EXP", "true"),
+            overrides: vec![
+                parse_assignment("d.x=8").unwrap(),
+                parse_assignment("--b=None").unwrap(),
+            ],
+            ..Default::default()
+        };
+        let exp = Experiment::load(&p, &opts).unwrap();
+        let m = exp.main_module();
+        assert_eq!(m.value("d.x"), Some(&Value::Int(8)));
+        assert_eq!(m.value("b"), Some(&Value::Null));
+        assert_eq!(m.get("b").unwrap().origin.layer, Layer::CommandLine);
+        assert_eq!(m.value("only_model"), Some(&Value::Float(2.5)));
+        assert_eq!(exp.meta("exp_name"), Some(&Value::Bool(true)));
+    }
+
+    #[test]
+    fn preset_lookup_refuses_escapes_and_lists_what_exists() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = tree(dir.path());
+        let text = std::fs::read_to_string(&p).unwrap();
+        std::fs::write(&p, text.replace("config: pre.yaml", "config: ../base.yaml")).unwrap();
+        let e = Experiment::load(&p, &LoadOptions::default()).unwrap_err();
+        assert!(e.to_string().contains("outside"), "{e}");
+        std::fs::write(&p, text.replace("config: pre.yaml", "config: pree")).unwrap();
+        let e = Experiment::load(&p, &LoadOptions::default()).unwrap_err();
+        let s = e.to_string();
+        assert!(s.contains("e.yaml:8:13") && s.contains("available: one.yaml, pre.yaml, two.yaml"), "{s}");
+        // `.yaml` may be left off, as Primus allows.
+        std::fs::write(&p, text.replace("config: pre.yaml", "config: pre")).unwrap();
+        assert!(Experiment::load(&p, &LoadOptions::default()).is_ok());
+    }
+}

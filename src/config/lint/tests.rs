@@ -356,3 +356,18 @@ fn types_ranges_and_typos() {
     assert!(has("some_ratio: 5e-3", "float-read-as-string"));
     assert!(has("some_switch: on", "yaml11-bool"));
 }
+
+#[test]
+fn dropped_model_values_are_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write_tree(dir.path(), "");
+    let model = dir.path().join("primus/configs/models/megatron/tiny.yaml");
+    std::fs::write(&model, format!("{MODEL}micro_batch_size: 9\n")).unwrap();
+    let exp = Experiment::load(&p, &LoadOptions::default()).unwrap();
+    let d = lint(&exp, &Env::empty(), Catalog::builtin());
+    let w = d.iter().find(|d| d.code == "model-value-dropped").unwrap();
+    assert_eq!(w.severity, Severity::Warning);
+    assert!(w.message.contains("micro_batch_size: 9"), "{}", w.message);
+    assert!(w.location.as_ref().unwrap().file.ends_with("tiny.yaml"));
+    assert_eq!(w.location.as_ref().unwrap().line, 7);
+}
