@@ -453,3 +453,18 @@ fn primus_root_from_option_and_environment() {
         .assert()
         .code(0);
 }
+
+#[test]
+fn shared_show_all_on_torchtitan_keeps_keys_the_catalog_files_under_megatron() {
+    let exp = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/fixtures/primus/examples/torchtitan/configs/MI300X/llama3.1_8B-BF16-pretrain.yaml");
+    if !exp.is_file() {
+        eprintln!("skipped: {} is absent", exp.display());
+        return;
+    }
+    let out = bin().args(["show", "--all", "--json"]).arg(&exp).assert().success();
+    let v = json(&out.get_output().stdout);
+    let names: Vec<&str> = v.as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"stderr_sink_level"), "{names:?}");
+    assert!(names.contains(&"training.local_batch_size"));
+}

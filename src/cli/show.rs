@@ -120,7 +120,7 @@ fn rows<'a>(
     }
     if a.all {
         for (k, leaf) in module.params.leaves() {
-            if catalog.flag(&k).is_none() {
+            if catalog.flag(&k).is_none_or(|f| !f.applies_to(backend)) {
                 rows.push(Row {
                     name: k,
                     leaf: Some(leaf),

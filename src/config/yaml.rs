@@ -132,6 +132,7 @@ pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
         offsets: &offsets,
         stack: Vec::new(),
         anchors: HashMap::new(),
+        expanded: 0,
         root: None,
         docs: 0,
     };
@@ -197,7 +198,10 @@ struct Builder<'a> {
     text: &'a str,
     offsets: &'a CharOffsets,
     stack: Vec<Frame>,
-    anchors: HashMap<usize, Node>,
+    /// Anchored nodes with their size in nodes (aliases are expanded by copy).
+    anchors: HashMap<usize, (Node, usize)>,
+    /// Nodes created by alias expansion so far (bounded, against "billion laughs" inputs).
+    expanded: usize,
     root: Option<Node>,
     docs: usize,
 }
@@ -227,11 +231,22 @@ impl Builder<'_> {
                 }
             }
             Event::Alias(id) => {
-                let node = self.anchors.get(&id).cloned().ok_or_else(|| YamlError {
+                let err = |message: &str| YamlError {
                     line: start.line,
                     col: start.col,
-                    message: "alias refers to an unknown anchor".into(),
-                })?;
+                    message: message.into(),
+                };
+                let (node, size) = self
+                    .anchors
+                    .get(&id)
+                    .ok_or_else(|| err("alias refers to an unknown anchor"))?;
+                self.expanded += size;
+                if self.expanded > MAX_ALIAS_NODES {
+                    return Err(err(
+                        "aliases expand to too many nodes (more than 100,000); refusing to load",
+                    ));
+                }
+                let node = node.clone();
                 self.push(node);
             }
             Event::Scalar(text, style, anchor, tag) => {
@@ -268,9 +283,16 @@ impl Builder<'_> {
                     flow: false,
                 };
                 if anchor > 0 {
-                    self.anchors.insert(anchor, node.clone());
+                    self.anchors.insert(anchor, (node.clone(), count_nodes(&node)));
                 }
                 self.push(node);
+            }
+            Event::SequenceStart(..) | Event::MappingStart(..) if self.stack.len() >= MAX_DEPTH => {
+                return Err(YamlError {
+                    line: start.line,
+                    col: start.col,
+                    message: format!("nesting deeper than {MAX_DEPTH} levels"),
+                });
             }
             Event::SequenceStart(anchor, _) => {
                 let flow = self.text[start.offset..].starts_with('[');
@@ -307,7 +329,7 @@ impl Builder<'_> {
                         flow,
                     };
                     if anchor > 0 {
-                        self.anchors.insert(anchor, node.clone());
+                        self.anchors.insert(anchor, (node.clone(), count_nodes(&node)));
                     }
                     self.push(node);
                 }
@@ -329,7 +351,7 @@ impl Builder<'_> {
                         flow,
                     };
                     if anchor > 0 {
-                        self.anchors.insert(anchor, node.clone());
+                        self.anchors.insert(anchor, (node.clone(), count_nodes(&node)));
                     }
                     self.push(node);
                 }
@@ -371,6 +393,22 @@ impl Builder<'_> {
                 }
             },
         }
+    }
+}
+
+/// Deepest nesting of collections accepted (PyYAML would hit Python's recursion limit).
+const MAX_DEPTH: usize = 256;
+/// Nodes that alias expansion may create in one document.
+const MAX_ALIAS_NODES: usize = 100_000;
+
+fn count_nodes(n: &Node) -> usize {
+    1 + match &n.kind {
+        NodeKind::Scalar(_) => 0,
+        NodeKind::Seq(items) => items.iter().map(count_nodes).sum(),
+        NodeKind::Map(entries) => entries
+            .iter()
+            .map(|(k, v)| count_nodes(k) + count_nodes(v))
+            .sum(),
     }
 }
 
