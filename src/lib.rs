@@ -9,3 +9,6 @@ pub mod bundled;
 pub mod checklist;
 pub mod cli;
 pub mod config;
+pub mod run;
+pub mod store;
+pub mod telemetry;

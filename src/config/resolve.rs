@@ -623,7 +623,11 @@ mod tests {
             "primus/configs/modules/megatron/one.yaml",
             "a: 1\nb: 1\nl: [1, 2]\nd: {x: 1, y: 1}\n",
         );
-        write(dir, "primus/configs/modules/megatron/two.yaml", "a: 2\nd:\n  y: 2\nl: [9]\n");
+        write(
+            dir,
+            "primus/configs/modules/megatron/two.yaml",
+            "a: 2\nd:\n  y: 2\nl: [9]\n",
+        );
         write(
             dir,
             "primus/configs/modules/megatron/pre.yaml",
@@ -677,7 +681,10 @@ mod tests {
         assert!(a.origin.via[0].ends_with("pre.yaml"));
         let hist: Vec<i64> = a.shadowed.iter().filter_map(|s| s.value.as_i64()).collect();
         assert_eq!(hist, vec![0, 1]);
-        assert_eq!(m.get("only_model").unwrap().origin.layer, Layer::ModelPreset);
+        assert_eq!(
+            m.get("only_model").unwrap().origin.layer,
+            Layer::ModelPreset
+        );
         assert_eq!(m.get("o").unwrap().origin.layer, Layer::Experiment);
         assert_eq!(exp.meta("exp_name"), Some(&Value::Str("e1".into())));
     }
@@ -714,7 +721,10 @@ mod tests {
         std::fs::write(&p, text.replace("config: pre.yaml", "config: pree")).unwrap();
         let e = Experiment::load(&p, &LoadOptions::default()).unwrap_err();
         let s = e.to_string();
-        assert!(s.contains("e.yaml:8:13") && s.contains("available: one.yaml, pre.yaml, two.yaml"), "{s}");
+        assert!(
+            s.contains("e.yaml:8:13") && s.contains("available: one.yaml, pre.yaml, two.yaml"),
+            "{s}"
+        );
         // `.yaml` may be left off, as Primus allows.
         std::fs::write(&p, text.replace("config: pre.yaml", "config: pre")).unwrap();
         assert!(Experiment::load(&p, &LoadOptions::default()).is_ok());

@@ -283,7 +283,8 @@ impl Builder<'_> {
                     flow: false,
                 };
                 if anchor > 0 {
-                    self.anchors.insert(anchor, (node.clone(), count_nodes(&node)));
+                    self.anchors
+                        .insert(anchor, (node.clone(), count_nodes(&node)));
                 }
                 self.push(node);
             }
@@ -329,7 +330,8 @@ impl Builder<'_> {
                         flow,
                     };
                     if anchor > 0 {
-                        self.anchors.insert(anchor, (node.clone(), count_nodes(&node)));
+                        self.anchors
+                            .insert(anchor, (node.clone(), count_nodes(&node)));
                     }
                     self.push(node);
                 }
@@ -351,7 +353,8 @@ impl Builder<'_> {
                         flow,
                     };
                     if anchor > 0 {
-                        self.anchors.insert(anchor, (node.clone(), count_nodes(&node)));
+                        self.anchors
+                            .insert(anchor, (node.clone(), count_nodes(&node)));
                     }
                     self.push(node);
                 }

@@ -1,0 +1,11 @@
+//! The run engine: launch a trial, watch its log, measure the steady state, classify failures.
+
+pub mod failure;
+pub mod logparse;
+pub mod process;
+pub mod profile;
+pub mod proxy;
+pub mod steady;
+pub mod types;
+
+pub use types::*;

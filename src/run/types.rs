@@ -1,0 +1,182 @@
+//! Types shared by the run engine: what the log parser produces, how a trial failed, and the
+//! summary a finished trial gets. Units are in the field names.
+
+use serde::{Deserialize, Serialize};
+
+/// One training iteration as a log line reports it. Fields a format does not print are `None`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Iteration {
+    pub iteration: u64,
+    /// `train_iters` from `iteration N/M`.
+    pub train_iters: Option<u64>,
+    /// Elapsed time of this iteration (Megatron: the instantaneous value before `/AVG`).
+    pub elapsed_ms: Option<f64>,
+    /// Primus' running average after `/` (`X/AVG`).
+    pub elapsed_avg_ms: Option<f64>,
+    /// `throughput per GPU` or `compute per GPU (TFLOP/s/GPU)`, or TorchTitan `tflops`.
+    pub tflops_per_gpu: Option<f64>,
+    pub tflops_avg_per_gpu: Option<f64>,
+    /// Primus `tokens per GPU` / `tokens/s/GPU inst`, or TorchTitan `tps`.
+    pub tokens_per_s_per_gpu: Option<f64>,
+    /// Primus' average (`/AVG` or harmonic mean).
+    pub tokens_avg_per_s_per_gpu: Option<f64>,
+    /// `lm loss` (Megatron) or `loss` (TorchTitan).
+    pub loss: Option<f64>,
+    pub learning_rate: Option<f64>,
+    pub global_batch_size: Option<u64>,
+    pub grad_norm: Option<f64>,
+    pub skipped_iterations: Option<u64>,
+    pub nan_iterations: Option<u64>,
+    /// Device memory in use on the printing rank: Primus `hip mem usage` used (GiB; Primus
+    /// prints "GB" but divides by 1024³), or TorchTitan's peak reserved `memory: X GiB`.
+    pub mem_used_gib: Option<f64>,
+    pub mem_total_gib: Option<f64>,
+    /// Percent of device memory in use (`usage_ratio` or TorchTitan's `(Y%)`).
+    pub mem_used_pct: Option<f64>,
+    /// Primus `rocm mem usage` used and total (GiB).
+    pub rocm_mem_used_gib: Option<f64>,
+    pub rocm_mem_total_gib: Option<f64>,
+    /// Primus `rank-R rocm max mem usage`: the max over all ranks, and that rank.
+    pub rocm_max_mem_used_gib: Option<f64>,
+    pub rocm_max_mem_rank: Option<u32>,
+    /// Old Primus `mem usages: 0.xx` (a fraction of device memory, not GB).
+    pub mem_usage_fraction: Option<f64>,
+    /// TorchTitan `mfu: X%`.
+    pub mfu_pct: Option<f64>,
+    /// Wall-clock timestamp printed in the line, as written.
+    pub timestamp: Option<String>,
+}
+
+/// Megatron's `report_memory` line: `[Rank R] (after N iterations) memory (MB) | allocated: ...`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct MemoryReport {
+    pub rank: u32,
+    pub after_iterations: u64,
+    pub allocated_mb: f64,
+    pub max_allocated_mb: f64,
+    pub reserved_mb: f64,
+    pub max_reserved_mb: f64,
+}
+
+/// Megatron's `Theoretical memory footprints: weight and optimizer=... MB, activation=... MB, total=... MB`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct TheoreticalMemory {
+    pub weight_and_optimizer_mb: f64,
+    pub activation_mb: Option<f64>,
+    pub total_mb: Option<f64>,
+}
+
+/// What one log line carries for the run engine.
+// An event lives only between the parser and its consumer; boxing the large variant would cost an
+// allocation per iteration for nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum LogEvent {
+    Iteration(Iteration),
+    Memory(MemoryReport),
+    Theoretical(TheoreticalMemory),
+}
+
+/// Why a trial failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailureClass {
+    /// GPU out of memory (HIP/CUDA/torch.OutOfMemoryError/hipErrorOutOfMemory).
+    Oom,
+    /// Killed by the kernel's OOM killer (SIGKILL / exit 137 with an oom-kill message or no other cause).
+    HostOom,
+    /// NCCL/RCCL error or timeout, collective watchdog.
+    Nccl,
+    /// No new iteration for too long.
+    Hang,
+    /// A Python traceback (the last exception line is the cause).
+    Traceback,
+    /// An assertion or ValueError from argument/config validation.
+    ConfigAssertion,
+    /// The process exited non-zero with none of the above recognised.
+    NonZeroExit,
+    /// Stopped by the user (Ctrl-C, `q`).
+    KilledByUser,
+    /// The trial hit --max-seconds before finishing its measurement.
+    Timeout,
+}
+
+impl FailureClass {
+    pub fn label(self) -> &'static str {
+        match self {
+            FailureClass::Oom => "out of GPU memory",
+            FailureClass::HostOom => "killed by the host OOM killer",
+            FailureClass::Nccl => "NCCL/RCCL error",
+            FailureClass::Hang => "hang (no new iteration)",
+            FailureClass::Traceback => "Python exception",
+            FailureClass::ConfigAssertion => "config rejected at start-up",
+            FailureClass::NonZeroExit => "non-zero exit",
+            FailureClass::KilledByUser => "stopped by the user",
+            FailureClass::Timeout => "time limit reached",
+        }
+    }
+}
+
+/// A failure with the first log line that shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    pub class: FailureClass,
+    /// The offending log line (ANSI stripped), when one was seen.
+    pub line: Option<String>,
+}
+
+/// How the trial's process ended, as the runner saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ExitInfo {
+    /// Exit status when the process exited normally.
+    pub code: Option<i32>,
+    /// The signal that ended it, if any.
+    pub signal: Option<i32>,
+    /// The runner stopped it because the measurement was complete (early stop or max iters).
+    pub stopped_complete: bool,
+    /// The runner stopped it because the user asked.
+    pub stopped_by_user: bool,
+    /// The runner stopped it because no iteration arrived in time.
+    pub hang: bool,
+    /// The runner stopped it at --max-seconds.
+    pub timeout: bool,
+}
+
+/// Steady-state statistics of step times (after warm-up removal).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct SteadyStats {
+    /// Iterations used (after warm-up).
+    pub n: usize,
+    /// Iterations dropped as warm-up (counted from the first parsed one).
+    pub warmup: usize,
+    pub median_step_ms: f64,
+    pub mean_step_ms: f64,
+    /// 10 % trimmed mean.
+    pub trimmed_mean_step_ms: f64,
+    /// Half-width of the 95 % confidence interval of the median step time.
+    pub ci95_ms: f64,
+    pub ci95_low_ms: f64,
+    pub ci95_high_ms: f64,
+    /// Coefficient of variation of the steady step times (0.02 = 2 %).
+    pub cv: f64,
+    pub min_step_ms: f64,
+    pub max_step_ms: f64,
+    /// Steps longer than 1.5 × the median.
+    pub outliers: usize,
+    /// CV < 10 % and min/max within 25 % of the mean (pyperf's checks).
+    pub stable: bool,
+    /// Tokens per second per GPU over the steady window (harmonic mean of per-step rates).
+    pub tokens_per_s_per_gpu: Option<f64>,
+    /// Median TFLOP/s per GPU over the steady window.
+    pub tflops_per_gpu: Option<f64>,
+}
+
+/// What turns a step time into tokens per second per GPU when the log does not print it:
+/// `seq_length × global_batch_size / step_s / world_size`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RunShape {
+    pub seq_length: u64,
+    pub global_batch_size: u64,
+    pub world_size: u64,
+}

@@ -1,0 +1,319 @@
+//! Plain data the store takes and returns. All of it is `Serialize` so the CLI can print it as
+//! JSON; key/value lists serialise as arrays of `{"key": …, "value": …}` objects, exactly as they
+//! are stored in the database.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::run::{ExitInfo, Failure, SteadyStats};
+
+/// Where a trial stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TrialStatus {
+    /// Launched and not finished yet (or its runner died and nobody has noticed yet).
+    Running,
+    /// The measurement finished (including when the runner stopped the process on purpose
+    /// after enough iterations).
+    Completed,
+    /// The training process failed; the trial's `failure` says how.
+    Failed,
+    /// Stopped before the measurement was complete (by the user, or at a time limit).
+    Stopped,
+    /// The primus-tune process that ran it went away while it was running.
+    Interrupted,
+}
+
+impl TrialStatus {
+    pub const ALL: [TrialStatus; 5] = [
+        TrialStatus::Running,
+        TrialStatus::Completed,
+        TrialStatus::Failed,
+        TrialStatus::Stopped,
+        TrialStatus::Interrupted,
+    ];
+
+    /// The name stored in the `status` column (and used by serde).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TrialStatus::Running => "running",
+            TrialStatus::Completed => "completed",
+            TrialStatus::Failed => "failed",
+            TrialStatus::Stopped => "stopped",
+            TrialStatus::Interrupted => "interrupted",
+        }
+    }
+
+    /// Every status but `running`.
+    pub fn is_finished(self) -> bool {
+        self != TrialStatus::Running
+    }
+}
+
+impl fmt::Display for TrialStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An unknown status name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown trial status `{0}` (expected running, completed, failed, stopped or interrupted)")]
+pub struct ParseStatusError(pub String);
+
+impl FromStr for TrialStatus {
+    type Err = ParseStatusError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        TrialStatus::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| ParseStatusError(s.to_owned()))
+    }
+}
+
+/// What the run engine knows when it launches a trial.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct NewTrial {
+    /// The study the trial belongs to, if any (it must exist).
+    pub study_id: Option<i64>,
+    /// The experiment YAML the trial ran.
+    pub config_path: PathBuf,
+    /// Hash of the resolved config (whatever the caller uses; stored as given).
+    pub config_hash: String,
+    /// Overrides applied on top of the config, in order.
+    #[serde(with = "key_values")]
+    pub overrides: Vec<(String, Value)>,
+    /// The launch profile name, if any.
+    pub profile: Option<String>,
+    /// The command line that was run.
+    pub argv: Vec<String>,
+    /// Environment variables set for the trial (not the whole environment), in order.
+    #[serde(with = "key_values")]
+    pub env: Vec<(String, String)>,
+    /// Folder holding the trial's logs and artefacts.
+    pub trial_dir: PathBuf,
+}
+
+/// How a trial ended, as the run engine fills it in for [`Store::finish_trial`].
+///
+/// Start from [`TrialEnd::new`] and add what is known with [`TrialEnd::with_exit`],
+/// [`TrialEnd::with_steady`] and [`TrialEnd::with_failure`], or set the fields directly.
+///
+/// [`Store::finish_trial`]: super::Store::finish_trial
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrialEnd {
+    /// Anything but `running`.
+    pub status: TrialStatus,
+    pub failure: Option<Failure>,
+    pub exit_code: Option<i32>,
+    pub exit_signal: Option<i32>,
+    /// Iterations the engine parsed from the log.
+    pub iterations_seen: u64,
+    /// Wall-clock seconds from launch to the end.
+    pub wall_s: f64,
+    /// The full summary (steady-state statistics and whatever else the engine reports).
+    pub summary: Option<Value>,
+    // Copies of the headline numbers, stored in their own columns so trials sort by them.
+    pub median_step_ms: Option<f64>,
+    pub ci95_ms: Option<f64>,
+    pub tokens_per_s_per_gpu: Option<f64>,
+    pub tflops_per_gpu: Option<f64>,
+    pub peak_mem_gib: Option<f64>,
+}
+
+impl TrialEnd {
+    /// An end with the given status and wall time and nothing else known.
+    pub fn new(status: TrialStatus, wall_s: f64) -> Self {
+        TrialEnd {
+            status,
+            failure: None,
+            exit_code: None,
+            exit_signal: None,
+            iterations_seen: 0,
+            wall_s,
+            summary: None,
+            median_step_ms: None,
+            ci95_ms: None,
+            tokens_per_s_per_gpu: None,
+            tflops_per_gpu: None,
+            peak_mem_gib: None,
+        }
+    }
+
+    /// Copies the exit code and signal.
+    pub fn with_exit(mut self, exit: &ExitInfo) -> Self {
+        self.exit_code = exit.code;
+        self.exit_signal = exit.signal;
+        self
+    }
+
+    pub fn with_failure(mut self, failure: Option<Failure>) -> Self {
+        self.failure = failure;
+        self
+    }
+
+    /// Copies the headline numbers of `stats` (nothing when it holds no iteration).
+    pub fn with_steady(mut self, stats: &SteadyStats) -> Self {
+        if stats.n > 0 {
+            self.median_step_ms = Some(stats.median_step_ms);
+            self.ci95_ms = Some(stats.ci95_ms);
+            self.tokens_per_s_per_gpu = stats.tokens_per_s_per_gpu;
+            self.tflops_per_gpu = stats.tflops_per_gpu;
+        }
+        self
+    }
+}
+
+/// One stored trial.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrialRow {
+    pub id: i64,
+    pub study_id: Option<i64>,
+    pub status: TrialStatus,
+    pub created_at: String,
+    pub started_at: Option<String>,
+    /// When it ended; for an interrupted trial, the last time anything was stored for it.
+    pub finished_at: Option<String>,
+    /// The last time anything was stored for it.
+    pub updated_at: String,
+    pub config_path: PathBuf,
+    pub config_hash: String,
+    #[serde(with = "key_values")]
+    pub overrides: Vec<(String, Value)>,
+    pub profile: Option<String>,
+    pub argv: Vec<String>,
+    #[serde(with = "key_values")]
+    pub env: Vec<(String, String)>,
+    pub trial_dir: PathBuf,
+    /// Process id of the primus-tune that inserted the trial.
+    pub runner_pid: Option<u32>,
+    pub failure: Option<Failure>,
+    pub exit_code: Option<i32>,
+    pub exit_signal: Option<i32>,
+    /// As reported by the engine at the end (0 until then).
+    pub iterations_seen: u64,
+    /// Rows in the `iterations` table for this trial.
+    pub iterations_stored: u64,
+    pub wall_s: Option<f64>,
+    pub summary: Option<Value>,
+    pub median_step_ms: Option<f64>,
+    pub ci95_ms: Option<f64>,
+    pub tokens_per_s_per_gpu: Option<f64>,
+    pub tflops_per_gpu: Option<f64>,
+    pub peak_mem_gib: Option<f64>,
+}
+
+/// Which trials [`Store::list_trials`] returns. The default selects all of them.
+///
+/// [`Store::list_trials`]: super::Store::list_trials
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct TrialFilter {
+    /// Only trials of this study.
+    pub study_id: Option<i64>,
+    /// Only trials with one of these statuses (empty: any).
+    pub statuses: Vec<TrialStatus>,
+    /// Only the last `n` trials (by id) that match.
+    pub last: Option<usize>,
+}
+
+impl TrialFilter {
+    pub fn all() -> Self {
+        TrialFilter::default()
+    }
+
+    pub fn study(mut self, study_id: i64) -> Self {
+        self.study_id = Some(study_id);
+        self
+    }
+
+    /// Adds a status to accept.
+    pub fn status(mut self, status: TrialStatus) -> Self {
+        if !self.statuses.contains(&status) {
+            self.statuses.push(status);
+        }
+        self
+    }
+
+    pub fn last(mut self, n: usize) -> Self {
+        self.last = Some(n);
+        self
+    }
+}
+
+/// One stored study.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StudyRow {
+    pub id: i64,
+    pub name: String,
+    pub created_at: String,
+    pub config_path: PathBuf,
+    /// What kind of study it is (e.g. a sweep or a search); free text chosen by the caller.
+    pub kind: String,
+    /// The search space, as the caller describes it.
+    pub space: Option<Value>,
+    pub notes: Option<String>,
+    /// Trials recorded for the study.
+    pub trials: u64,
+}
+
+/// Serialises `Vec<(K, V)>` as `[{"key": k, "value": v}, …]` (order kept, duplicates allowed).
+pub(crate) mod key_values {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize)]
+    struct PairRef<'a, K, V> {
+        key: &'a K,
+        value: &'a V,
+    }
+
+    #[derive(Deserialize)]
+    struct Pair<K, V> {
+        key: K,
+        value: V,
+    }
+
+    pub fn serialize<S, K, V>(pairs: &[(K, V)], s: S) -> Result<S::Ok, S::Error>
+    where
+        S: Serializer,
+        K: Serialize,
+        V: Serialize,
+    {
+        s.collect_seq(pairs.iter().map(|(key, value)| PairRef { key, value }))
+    }
+
+    pub fn deserialize<'de, D, K, V>(d: D) -> Result<Vec<(K, V)>, D::Error>
+    where
+        D: Deserializer<'de>,
+        K: Deserialize<'de>,
+        V: Deserialize<'de>,
+    {
+        let pairs = Vec::<Pair<K, V>>::deserialize(d)?;
+        Ok(pairs.into_iter().map(|p| (p.key, p.value)).collect())
+    }
+
+    /// The stored JSON text of a key/value list.
+    pub fn to_json<K: Serialize, V: Serialize>(
+        pairs: &[(K, V)],
+    ) -> Result<String, serde_json::Error> {
+        let refs: Vec<PairRef<'_, K, V>> = pairs
+            .iter()
+            .map(|(key, value)| PairRef { key, value })
+            .collect();
+        serde_json::to_string(&refs)
+    }
+
+    /// Parses what [`to_json`] wrote.
+    pub fn from_json<K, V>(text: &str) -> Result<Vec<(K, V)>, serde_json::Error>
+    where
+        K: for<'de> Deserialize<'de>,
+        V: for<'de> Deserialize<'de>,
+    {
+        let pairs: Vec<Pair<K, V>> = serde_json::from_str(text)?;
+        Ok(pairs.into_iter().map(|p| (p.key, p.value)).collect())
+    }
+}

@@ -1,0 +1,206 @@
+//! Host telemetry from procfs: CPU and RAM of the machine (`/proc/stat`, `/proc/meminfo`), and
+//! the resident memory and CPU use of one process group (the trial's). Reading procfs directly
+//! keeps the root injectable for tests and avoids a dependency for three files.
+
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct HostSample {
+    pub cpu_pct: Option<f64>,
+    pub ram_used_bytes: Option<u64>,
+    pub ram_total_bytes: Option<u64>,
+    /// The watched process group, when one is set.
+    pub group: Option<GroupUsage>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct GroupUsage {
+    pub pgid: i32,
+    pub processes: usize,
+    pub rss_bytes: u64,
+    /// CPU use of the group since the previous sample, in percent of one core.
+    pub cpu_pct: Option<f64>,
+    pub pids: Vec<u32>,
+}
+
+pub struct Host {
+    procfs: PathBuf,
+    /// Previous (busy, total) jiffies of the whole machine.
+    prev_cpu: Option<(u64, u64)>,
+    page_size: u64,
+    ticks_per_s: f64,
+    /// Previous CPU ticks per pid of the watched group, and when they were read.
+    prev: Option<(Instant, HashMap<u32, u64>)>,
+}
+
+impl Host {
+    pub fn new(procfs_root: &Path) -> Host {
+        let mut h = Host {
+            procfs: procfs_root.to_path_buf(),
+            prev_cpu: None,
+            page_size: sysconf(libc::_SC_PAGESIZE).unwrap_or(4096),
+            ticks_per_s: sysconf(libc::_SC_CLK_TCK).unwrap_or(100) as f64,
+            prev: None,
+        };
+        h.prev_cpu = h.cpu_jiffies();
+        h
+    }
+
+    /// (busy, total) jiffies from the `cpu` line of /proc/stat.
+    fn cpu_jiffies(&self) -> Option<(u64, u64)> {
+        let text = std::fs::read_to_string(self.procfs.join("stat")).ok()?;
+        let line = text.lines().find(|l| l.starts_with("cpu "))?;
+        let v: Vec<u64> = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+        let total: u64 = v.iter().take(8).sum();
+        let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
+        Some((total.saturating_sub(idle), total))
+    }
+
+    fn cpu_pct(&mut self) -> Option<f64> {
+        let now = self.cpu_jiffies()?;
+        let prev = self.prev_cpu.replace(now)?;
+        let dt = now.1.checked_sub(prev.1).filter(|d| *d > 0)?;
+        Some(100.0 * now.0.saturating_sub(prev.0) as f64 / dt as f64)
+    }
+
+    /// (used, total) bytes from /proc/meminfo: used = MemTotal − MemAvailable.
+    fn ram(&self) -> Option<(u64, u64)> {
+        let text = std::fs::read_to_string(self.procfs.join("meminfo")).ok()?;
+        let kib = |key: &str| -> Option<u64> {
+            text.lines()
+                .find(|l| l.starts_with(key))?
+                .split_whitespace()
+                .nth(1)?
+                .parse::<u64>()
+                .ok()
+                .map(|k| k * 1024)
+        };
+        let total = kib("MemTotal:")?;
+        let avail = kib("MemAvailable:")?;
+        Some((total.saturating_sub(avail), total))
+    }
+
+    /// CPU and RAM of the machine, and the group's usage when `pgid` is given.
+    pub fn sample(&mut self, pgid: Option<i32>) -> HostSample {
+        let ram = self.ram();
+        HostSample {
+            cpu_pct: self.cpu_pct(),
+            ram_used_bytes: ram.map(|r| r.0),
+            ram_total_bytes: ram.map(|r| r.1),
+            group: pgid.map(|g| self.group(g)),
+        }
+    }
+
+    /// Every process whose process group is `pgid`, with RSS and CPU since the last call.
+    pub fn group(&mut self, pgid: i32) -> GroupUsage {
+        let now = Instant::now();
+        let mut ticks = HashMap::new();
+        let mut usage = GroupUsage {
+            pgid,
+            ..GroupUsage::default()
+        };
+        let Ok(rd) = std::fs::read_dir(&self.procfs) else {
+            return usage;
+        };
+        for e in rd.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            let Some(st) = read_stat(&self.procfs.join(pid.to_string()).join("stat")) else {
+                continue;
+            };
+            if st.pgrp != pgid {
+                continue;
+            }
+            usage.processes += 1;
+            usage.pids.push(pid);
+            usage.rss_bytes += st.rss_pages * self.page_size;
+            ticks.insert(pid, st.utime + st.stime);
+        }
+        if let Some((t0, prev)) = &self.prev {
+            let dt = now.duration_since(*t0).as_secs_f64();
+            if dt > 0.0 {
+                let d: u64 = ticks
+                    .iter()
+                    .map(|(pid, t)| t.saturating_sub(prev.get(pid).copied().unwrap_or(*t)))
+                    .sum();
+                usage.cpu_pct = Some(100.0 * d as f64 / self.ticks_per_s / dt);
+            }
+        }
+        self.prev = Some((now, ticks));
+        usage.pids.sort_unstable();
+        usage
+    }
+}
+
+struct Stat {
+    pgrp: i32,
+    utime: u64,
+    stime: u64,
+    rss_pages: u64,
+}
+
+/// Fields of `/proc/<pid>/stat` (the command name in parentheses may hold spaces).
+fn read_stat(path: &Path) -> Option<Stat> {
+    let text = std::fs::read_to_string(path).ok()?;
+    parse_stat(&text)
+}
+
+fn parse_stat(text: &str) -> Option<Stat> {
+    let rest = &text[text.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // After the command: state(0) ppid(1) pgrp(2) ... utime(11) stime(12) ... rss(21).
+    Some(Stat {
+        pgrp: f.get(2)?.parse().ok()?,
+        utime: f.get(11)?.parse().ok()?,
+        stime: f.get(12)?.parse().ok()?,
+        rss_pages: f.get(21)?.parse().ok()?,
+    })
+}
+
+#[allow(unsafe_code)]
+fn sysconf(name: libc::c_int) -> Option<u64> {
+    // SAFETY: sysconf has no preconditions; a negative result means "unsupported".
+    let v = unsafe { libc::sysconf(name) };
+    (v > 0).then_some(v as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_with_spaces_in_the_name() {
+        let s = "4242 (my (weird) proc) S 1 4242 4242 0 -1 4194560 100 0 0 0 37 5 0 0 20 0 3 0 1234 123456 789 18446744073709551615";
+        let st = parse_stat(s).unwrap();
+        assert_eq!(st.pgrp, 4242);
+        assert_eq!((st.utime, st.stime), (37, 5));
+        assert_eq!(st.rss_pages, 789);
+    }
+
+    #[test]
+    fn group_usage_of_a_real_process_group() {
+        use std::os::unix::process::CommandExt;
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 5 & sleep 5 & wait"])
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let mut h = Host::new(Path::new("/proc"));
+        let u = h.group(child.id() as i32);
+        assert_eq!(u.processes, 3, "{u:?}");
+        assert!(u.rss_bytes > 0);
+        let s = h.sample(Some(child.id() as i32));
+        assert!(s.ram_total_bytes.unwrap() > 0);
+        assert!(s.group.unwrap().cpu_pct.is_some());
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        let _ = child.wait();
+    }
+}

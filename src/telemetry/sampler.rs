@@ -1,0 +1,361 @@
+//! The sampler: one thread that reads the GPU backend (blocking calls) at a fixed interval and the
+//! per-process scan at a slower one, and hands snapshots to whoever listens through a bounded
+//! channel (a slow listener loses samples; the sampler never blocks on it).
+
+use super::host::{Host, HostSample};
+use super::types::{Backend, GpuInfo, GpuSample, ProcessSample};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::mpsc;
+
+/// One reading of everything.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// Unix time in milliseconds.
+    pub ts_ms: u64,
+    pub gpus: Vec<GpuSample>,
+    /// Present on the samples where the (slower) process scan ran.
+    pub processes: Option<Vec<ProcessSample>>,
+    pub host: HostSample,
+    /// Wall time the sampler spent reading this snapshot, µs.
+    pub cost_us: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct SamplerConfig {
+    pub interval: Duration,
+    pub process_interval: Duration,
+}
+
+impl Default for SamplerConfig {
+    fn default() -> Self {
+        SamplerConfig {
+            interval: Duration::from_millis(500),
+            process_interval: Duration::from_secs(2),
+        }
+    }
+}
+
+/// A running sampler thread. Dropping it stops the thread.
+pub struct Sampler {
+    stop: Arc<AtomicBool>,
+    group: Arc<AtomicI32>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    pub gpus: Vec<GpuInfo>,
+    pub backend: Option<&'static str>,
+}
+
+impl Sampler {
+    /// Start sampling. `backend` is None when no GPU backend works (host only).
+    pub fn start(
+        backend: Option<Box<dyn Backend>>,
+        mut host: Host,
+        cfg: SamplerConfig,
+    ) -> (Sampler, mpsc::Receiver<Snapshot>) {
+        let (tx, rx) = mpsc::channel(256);
+        let stop = Arc::new(AtomicBool::new(false));
+        let group = Arc::new(AtomicI32::new(0));
+        let gpus = backend.as_ref().map(|b| b.gpus().to_vec()).unwrap_or_default();
+        let name = backend.as_ref().map(|b| b.name());
+        let (stop2, group2) = (stop.clone(), group.clone());
+        let thread = std::thread::Builder::new()
+            .name("telemetry".into())
+            .spawn(move || {
+                let mut backend = backend;
+                let mut next = Instant::now();
+                let mut next_procs = Instant::now();
+                while !stop2.load(Ordering::Relaxed) {
+                    let t0 = Instant::now();
+                    let gpus = backend
+                        .as_mut()
+                        .and_then(|b| b.sample().ok())
+                        .unwrap_or_default();
+                    let processes = if t0 >= next_procs {
+                        next_procs = t0 + cfg.process_interval;
+                        backend.as_mut().and_then(|b| b.processes().ok())
+                    } else {
+                        None
+                    };
+                    let pgid = group2.load(Ordering::Relaxed);
+                    let host = host.sample((pgid > 0).then_some(pgid));
+                    let snap = Snapshot {
+                        ts_ms: SystemTime::now()
+                            .duration_since(UNIX_EPOCH)
+                            .map(|d| d.as_millis() as u64)
+                            .unwrap_or(0),
+                        gpus,
+                        processes,
+                        host,
+                        cost_us: t0.elapsed().as_micros() as u64,
+                    };
+                    match tx.try_send(snap) {
+                        Ok(()) | Err(mpsc::error::TrySendError::Full(_)) => {}
+                        Err(mpsc::error::TrySendError::Closed(_)) => break,
+                    }
+                    next += cfg.interval;
+                    let now = Instant::now();
+                    if next < now {
+                        next = now;
+                    }
+                    // Sleep in short steps so a stop request is honoured quickly.
+                    while Instant::now() < next && !stop2.load(Ordering::Relaxed) {
+                        std::thread::sleep((next - Instant::now()).min(Duration::from_millis(50)));
+                    }
+                }
+            })
+            .ok();
+        (
+            Sampler {
+                stop,
+                group,
+                thread,
+                gpus,
+                backend: name,
+            },
+            rx,
+        )
+    }
+
+    /// Watch this process group's RSS and CPU (the running trial), or none with 0.
+    pub fn watch_group(&self, pgid: i32) {
+        self.group.store(pgid, Ordering::Relaxed);
+    }
+
+    pub fn stop(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+/// Bounded per-GPU history for live views.
+#[derive(Debug, Clone)]
+pub struct History {
+    cap: usize,
+    pub per_gpu: BTreeMap<u32, VecDeque<(u64, GpuSample)>>,
+    pub host: VecDeque<(u64, HostSample)>,
+}
+
+impl History {
+    pub fn new(cap: usize) -> History {
+        History {
+            cap: cap.max(1),
+            per_gpu: BTreeMap::new(),
+            host: VecDeque::new(),
+        }
+    }
+
+    pub fn push(&mut self, s: &Snapshot) {
+        for g in &s.gpus {
+            let q = self.per_gpu.entry(g.gpu).or_default();
+            if q.len() == self.cap {
+                q.pop_front();
+            }
+            q.push_back((s.ts_ms, g.clone()));
+        }
+        if self.host.len() == self.cap {
+            self.host.pop_front();
+        }
+        self.host.push_back((s.ts_ms, s.host.clone()));
+    }
+
+    /// `(seconds since the oldest sample, value)` points of one metric of one GPU.
+    pub fn series(&self, gpu: u32, metric: impl Fn(&GpuSample) -> Option<f64>) -> Vec<(f64, f64)> {
+        let Some(q) = self.per_gpu.get(&gpu) else {
+            return Vec::new();
+        };
+        let t0 = q.front().map_or(0, |(t, _)| *t);
+        q.iter()
+            .filter_map(|(t, s)| metric(s).map(|v| ((t - t0) as f64 / 1000.0, v)))
+            .collect()
+    }
+}
+
+/// What a trial's telemetry adds to its summary, per GPU.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct GpuSummary {
+    pub gpu: u32,
+    pub samples: usize,
+    pub util_mean_pct: Option<f64>,
+    pub util_max_pct: Option<f64>,
+    pub vram_peak_bytes: Option<u64>,
+    /// Peak VRAM held by the trial's own processes on this GPU.
+    pub trial_vram_peak_bytes: Option<u64>,
+    pub power_mean_w: Option<f64>,
+    pub power_max_w: Option<f64>,
+    pub temp_max_c: BTreeMap<String, f64>,
+    pub sclk_min_mhz: Option<f64>,
+    pub sclk_median_mhz: Option<f64>,
+    pub throttled: bool,
+    pub throttle_reasons: Vec<String>,
+}
+
+/// Summarise a trial's snapshots; `pids` are the trial's processes (per-process VRAM).
+pub fn summarize(snaps: &[Snapshot], pids: &std::collections::BTreeSet<u32>) -> Vec<GpuSummary> {
+    let mut by_gpu: BTreeMap<u32, Vec<&GpuSample>> = BTreeMap::new();
+    for s in snaps {
+        for g in &s.gpus {
+            by_gpu.entry(g.gpu).or_default().push(g);
+        }
+    }
+    let mut trial_vram: BTreeMap<u32, u64> = BTreeMap::new();
+    for s in snaps {
+        if let Some(ps) = &s.processes {
+            let mut per: BTreeMap<u32, u64> = BTreeMap::new();
+            for p in ps.iter().filter(|p| pids.is_empty() || pids.contains(&p.pid)) {
+                *per.entry(p.gpu).or_default() += p.vram_bytes;
+            }
+            for (g, v) in per {
+                let e = trial_vram.entry(g).or_default();
+                *e = (*e).max(v);
+            }
+        }
+    }
+    by_gpu
+        .into_iter()
+        .map(|(gpu, v)| {
+            let f = |m: fn(&GpuSample) -> Option<f64>| -> Vec<f64> { v.iter().filter_map(|s| m(s)).collect() };
+            let util = f(|s| s.util_pct);
+            let power = f(|s| s.power_w);
+            let mut sclk = f(|s| s.sclk_mhz);
+            sclk.sort_by(f64::total_cmp);
+            let mut temp_max_c: BTreeMap<String, f64> = BTreeMap::new();
+            let mut reasons: Vec<String> = Vec::new();
+            for s in &v {
+                for (k, t) in &s.temp_c {
+                    let e = temp_max_c.entry(k.clone()).or_insert(*t);
+                    *e = e.max(*t);
+                }
+                for r in s.throttle.iter().flatten() {
+                    if !reasons.contains(r) {
+                        reasons.push(r.clone());
+                    }
+                }
+            }
+            GpuSummary {
+                gpu,
+                samples: v.len(),
+                util_mean_pct: mean(&util),
+                util_max_pct: util.iter().copied().reduce(f64::max),
+                vram_peak_bytes: v.iter().filter_map(|s| s.vram_used_bytes).max(),
+                trial_vram_peak_bytes: trial_vram.get(&gpu).copied(),
+                power_mean_w: mean(&power),
+                power_max_w: power.iter().copied().reduce(f64::max),
+                temp_max_c,
+                sclk_min_mhz: sclk.first().copied(),
+                sclk_median_mhz: sclk.get(sclk.len() / 2).copied(),
+                throttled: !reasons.is_empty(),
+                throttle_reasons: reasons,
+            }
+        })
+        .collect()
+}
+
+fn mean(v: &[f64]) -> Option<f64> {
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::telemetry::types::TelemetryError;
+
+    /// A backend double at the hardware boundary: readings follow a script.
+    struct Scripted {
+        gpus: Vec<GpuInfo>,
+        n: u32,
+    }
+
+    impl Backend for Scripted {
+        fn name(&self) -> &'static str {
+            "scripted"
+        }
+        fn gpus(&self) -> &[GpuInfo] {
+            &self.gpus
+        }
+        fn sample(&mut self) -> Result<Vec<GpuSample>, TelemetryError> {
+            self.n += 1;
+            Ok(vec![GpuSample {
+                gpu: 0,
+                util_pct: Some(f64::from(self.n * 10)),
+                power_w: Some(100.0 + f64::from(self.n)),
+                vram_used_bytes: Some(u64::from(self.n) << 30),
+                sclk_mhz: Some(2000.0 - f64::from(self.n)),
+                throttle: Some(if self.n == 2 { vec!["hw-thermal".into()] } else { vec![] }),
+                ..GpuSample::default()
+            }])
+        }
+        fn processes(&mut self) -> Result<Vec<ProcessSample>, TelemetryError> {
+            Ok(vec![ProcessSample {
+                pid: 7,
+                gpu: 0,
+                vram_bytes: u64::from(self.n) << 20,
+                name: None,
+            }])
+        }
+    }
+
+    #[test]
+    fn sampler_thread_delivers_and_stops() {
+        let b = Scripted {
+            gpus: vec![GpuInfo::default()],
+            n: 0,
+        };
+        let (s, mut rx) = Sampler::start(
+            Some(Box::new(b)),
+            Host::new(std::path::Path::new("/proc")),
+            SamplerConfig {
+                interval: Duration::from_millis(20),
+                process_interval: Duration::from_millis(40),
+            },
+        );
+        let mut got = Vec::new();
+        while got.len() < 4 {
+            if let Some(x) = rx.blocking_recv() {
+                got.push(x);
+            }
+        }
+        s.stop();
+        assert_eq!(got[0].gpus[0].util_pct, Some(10.0));
+        assert!(got.iter().any(|s| s.processes.is_some()));
+        assert!(got.iter().any(|s| s.processes.is_none()));
+        let sum = summarize(&got[..3], &[7].into_iter().collect());
+        assert_eq!(sum[0].util_max_pct, Some(30.0));
+        assert_eq!(sum[0].util_mean_pct, Some(20.0));
+        assert_eq!(sum[0].vram_peak_bytes, Some(3 << 30));
+        assert!(sum[0].throttled);
+        assert_eq!(sum[0].sclk_min_mhz, Some(1997.0));
+    }
+
+    #[test]
+    fn history_is_bounded() {
+        let mut h = History::new(3);
+        for i in 0..5u64 {
+            h.push(&Snapshot {
+                ts_ms: i * 500,
+                gpus: vec![GpuSample {
+                    gpu: 0,
+                    util_pct: Some(i as f64),
+                    ..GpuSample::default()
+                }],
+                ..Snapshot::default()
+            });
+        }
+        let s = h.series(0, |g| g.util_pct);
+        assert_eq!(s, vec![(0.0, 2.0), (0.5, 3.0), (1.0, 4.0)]);
+    }
+}
