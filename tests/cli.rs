@@ -462,9 +462,18 @@ fn shared_show_all_on_torchtitan_keeps_keys_the_catalog_files_under_megatron() {
         eprintln!("skipped: {} is absent", exp.display());
         return;
     }
-    let out = bin().args(["show", "--all", "--json"]).arg(&exp).assert().success();
+    let out = bin()
+        .args(["show", "--all", "--json"])
+        .arg(&exp)
+        .assert()
+        .success();
     let v = json(&out.get_output().stdout);
-    let names: Vec<&str> = v.as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
     assert!(names.contains(&"stderr_sink_level"), "{names:?}");
     assert!(names.contains(&"training.local_batch_size"));
 }
