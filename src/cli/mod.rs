@@ -2,9 +2,15 @@
 //! and prints what the core returns (human text, or JSON with `--json`).
 
 mod checklist;
+mod gpus;
 mod lint;
+mod monitor;
+mod parse_log;
+mod proxy;
+mod run;
 mod set;
 mod show;
+mod trials;
 
 use crate::config::env::Env;
 use crate::config::overrides::parse_assignment;
@@ -40,6 +46,18 @@ enum Command {
     Set(set::SetArgs),
     /// The tuning guide's quick checklist for an experiment.
     Checklist(checklist::ChecklistArgs),
+    /// Run one short profiling trial: launch, watch the log, measure, store.
+    Run(run::RunArgs),
+    /// Parse a training log offline: iterations, steady state, failure.
+    ParseLog(parse_log::ParseLogArgs),
+    /// List stored trials, show one, export CSV.
+    Trials(trials::TrialsArgs),
+    /// Live GPU telemetry (table, JSON Lines or CSV).
+    Monitor(monitor::MonitorArgs),
+    /// Detected GPUs, the telemetry backend, and hardware facts.
+    Gpus(gpus::GpusArgs),
+    /// The built-in CPU workload the proxy-cpu profile runs.
+    Proxy(proxy::ProxyArgs),
 }
 
 /// How to load an experiment: shared by every subcommand that reads one.
@@ -83,6 +101,12 @@ pub fn run() -> ExitCode {
         Some(Command::Show(a)) => show::run(&a),
         Some(Command::Set(a)) => set::run(&a),
         Some(Command::Checklist(a)) => checklist::run(&a),
+        Some(Command::Run(a)) => run::run(&a),
+        Some(Command::ParseLog(a)) => parse_log::run(&a),
+        Some(Command::Trials(a)) => trials::run(&a),
+        Some(Command::Monitor(a)) => monitor::run(&a),
+        Some(Command::Gpus(a)) => gpus::run(&a),
+        Some(Command::Proxy(a)) => proxy::run(&a),
     };
     match result {
         Ok(code) => code,

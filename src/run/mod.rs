@@ -6,6 +6,8 @@ pub mod process;
 pub mod profile;
 pub mod proxy;
 pub mod steady;
+pub mod summary;
+pub mod trial;
 pub mod types;
 
 pub use types::*;

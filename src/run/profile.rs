@@ -13,10 +13,19 @@ use std::path::{Path, PathBuf};
 
 /// The profiles shipped in the binary.
 pub const BUILTIN: &[(&str, &str)] = &[
-    ("proxy-cpu", include_str!("../../presets/profiles/proxy-cpu.yaml")),
-    ("proxy-torch", include_str!("../../presets/profiles/proxy-torch.yaml")),
+    (
+        "proxy-cpu",
+        include_str!("../../presets/profiles/proxy-cpu.yaml"),
+    ),
+    (
+        "proxy-torch",
+        include_str!("../../presets/profiles/proxy-torch.yaml"),
+    ),
     ("primus", include_str!("../../presets/profiles/primus.yaml")),
-    ("megatron", include_str!("../../presets/profiles/megatron.yaml")),
+    (
+        "megatron",
+        include_str!("../../presets/profiles/megatron.yaml"),
+    ),
 ];
 
 /// The profile used when none is named.
@@ -55,9 +64,15 @@ pub struct Profile {
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
     #[error("profile `{name}` not found; available: {}", available.join(", "))]
-    NotFound { name: String, available: Vec<String> },
+    NotFound {
+        name: String,
+        available: Vec<String>,
+    },
     #[error("profile {source_name}: {message}")]
-    Invalid { source_name: String, message: String },
+    Invalid {
+        source_name: String,
+        message: String,
+    },
     #[error("profile `{profile}`: {message}")]
     Expand { profile: String, message: String },
 }
@@ -203,10 +218,13 @@ fn check_placeholders(t: &str) -> Result<(), String> {
     if WHOLE_ARG.contains(&t) {
         return Ok(());
     }
-    let mut rest = t;
+    let unescaped = t.replace("{{", "").replace("}}", "");
+    let mut rest = unescaped.as_str();
     while let Some(i) = rest.find('{') {
         let Some(j) = rest[i..].find('}') else {
-            return Err(format!("unclosed `{{` in `{t}`"));
+            return Err(format!(
+                "unclosed `{{` in `{t}` (write `{{{{` for a literal brace)"
+            ));
         };
         let name = &rest[i + 1..i + j];
         if !(PLACEHOLDERS.contains(&name) || name.starts_with("env:")) {
@@ -224,7 +242,18 @@ fn check_placeholders(t: &str) -> Result<(), String> {
 fn substitute(t: &str, cx: &TrialContext) -> Result<String, String> {
     let mut out = String::new();
     let mut rest = t;
-    while let Some(i) = rest.find('{') {
+    while let Some(i) = rest.find(['{', '}']) {
+        // `{{` and `}}` stand for literal braces.
+        if rest[i..].starts_with("{{") || rest[i..].starts_with("}}") {
+            out.push_str(&rest[..=i]);
+            rest = &rest[i + 2..];
+            continue;
+        }
+        if rest[i..].starts_with('}') {
+            out.push_str(&rest[..=i]);
+            rest = &rest[i + 1..];
+            continue;
+        }
         out.push_str(&rest[..i]);
         let j = rest[i..]
             .find('}')
@@ -243,10 +272,9 @@ fn substitute(t: &str, cx: &TrialContext) -> Result<String, String> {
             "python" => cx.python.clone(),
             n if n.starts_with("env:") => {
                 let var = &n[4..];
-                cx.process_env
-                    .get(var)
-                    .map(str::to_string)
-                    .ok_or_else(|| format!("`{{{n}}}` needs the environment variable {var}, which is not set"))?
+                cx.process_env.get(var).map(str::to_string).ok_or_else(|| {
+                    format!("`{{{n}}}` needs the environment variable {var}, which is not set")
+                })?
             }
             other => return Err(format!("unknown placeholder `{{{other}}}`")),
         };
@@ -317,7 +345,11 @@ fn python_literal(v: &Value) -> String {
         Value::Str(s) => format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'")),
         Value::List(items) => format!(
             "[{}]",
-            items.iter().map(python_literal).collect::<Vec<_>>().join(", ")
+            items
+                .iter()
+                .map(python_literal)
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
         Value::Map(m) => format!(
             "{{{}}}",
@@ -417,10 +449,16 @@ mod tests {
             gpus: 8,
             assets: "/a".into(),
             python: "python3".into(),
-            overrides: ["micro_batch_size=4", "lr=1.0e-5", "use_turbo_deepep=true", "recompute_layer_ids=[1, 2]", "x=a; rm -rf /"]
-                .iter()
-                .map(|s| parse_assignment(s).unwrap())
-                .collect(),
+            overrides: [
+                "micro_batch_size=4",
+                "lr=1.0e-5",
+                "use_turbo_deepep=true",
+                "recompute_layer_ids=[1, 2]",
+                "x=a; rm -rf /",
+            ]
+            .iter()
+            .map(|s| parse_assignment(s).unwrap())
+            .collect(),
             params,
             env: vec![("PRIMUS_HIPBLASLT_TUNING".into(), "1".into())],
             process_env: crate::config::env::Env::empty().with("MEGATRON_PATH", "/m"),
@@ -431,7 +469,10 @@ mod tests {
     fn builtin_profiles_parse() {
         let all = all(None).unwrap();
         let names: Vec<&str> = all.iter().map(|p| p.name.as_str()).collect();
-        assert_eq!(names, vec!["proxy-cpu", "proxy-torch", "primus", "megatron"]);
+        assert_eq!(
+            names,
+            vec!["proxy-cpu", "proxy-torch", "primus", "megatron"]
+        );
     }
 
     #[test]
@@ -441,9 +482,25 @@ mod tests {
         assert_eq!(
             argv,
             vec![
-                "/p/runner/primus-cli", "direct", "--env", "PRIMUS_HIPBLASLT_TUNING=1", "--", "train",
-                "pretrain", "--config", "/t/1/config.yaml", "--micro_batch_size", "4", "--lr", "1.0e-05",
-                "--use_turbo_deepep", "True", "--recompute_layer_ids", "[1, 2]", "--x", "a; rm -rf /"
+                "/p/runner/primus-cli",
+                "direct",
+                "--env",
+                "PRIMUS_HIPBLASLT_TUNING=1",
+                "--",
+                "train",
+                "pretrain",
+                "--config",
+                "/t/1/config.yaml",
+                "--micro_batch_size",
+                "4",
+                "--lr",
+                "1.0e-05",
+                "--use_turbo_deepep",
+                "True",
+                "--recompute_layer_ids",
+                "[1, 2]",
+                "--x",
+                "a; rm -rf /"
             ]
         );
         assert_eq!(wd, PathBuf::from("/p"));
@@ -458,15 +515,28 @@ mod tests {
     fn megatron_style_and_model_args() {
         let p = find("megatron", None).unwrap();
         let (argv, _) = p.expand(&cx()).unwrap();
-        assert!(argv.starts_with(&["torchrun".into(), "--nproc_per_node".into(), "8".into(), "/m/pretrain_gpt.py".into()]));
+        assert!(argv.starts_with(&[
+            "torchrun".into(),
+            "--nproc_per_node".into(),
+            "8".into(),
+            "/m/pretrain_gpt.py".into()
+        ]));
         let joined = argv.join(" ");
         assert!(joined.contains("--micro-batch-size 4"));
         assert!(joined.contains("--use-turbo-deepep"));
         let mut c = cx();
         c.process_env = crate::config::env::Env::empty();
-        assert!(p.expand(&c).unwrap_err().to_string().contains("MEGATRON_PATH"));
+        assert!(
+            p.expand(&c)
+                .unwrap_err()
+                .to_string()
+                .contains("MEGATRON_PATH")
+        );
         let rendered = render_overrides(
-            MODEL_ARGS.iter().filter_map(|k| c.params.get(*k).map(|v| (*k, v))).filter(|(_, v)| !v.is_null()),
+            MODEL_ARGS
+                .iter()
+                .filter_map(|k| c.params.get(*k).map(|v| (*k, v)))
+                .filter(|(_, v)| !v.is_null()),
             OverrideStyle::Megatron,
         );
         assert_eq!(rendered, vec!["--num-layers", "4", "--bf16"]);
@@ -475,22 +545,50 @@ mod tests {
     #[test]
     fn bad_profiles_are_refused_with_the_reason() {
         let e = Profile::parse("name: x\nargv: [\"{nope}\"]\n", "x.yaml").unwrap_err();
-        assert!(e.to_string().contains("unknown placeholder `{nope}`"), "{e}");
+        assert!(
+            e.to_string().contains("unknown placeholder `{nope}`"),
+            "{e}"
+        );
         let e = Profile::parse("name: x\nargv: []\n", "x.yaml").unwrap_err();
         assert!(e.to_string().contains("empty"));
         let e = Profile::parse("name: x\nargv: [a]\nshell: true\n", "x.yaml").unwrap_err();
         assert!(e.to_string().contains("shell"));
-        assert!(matches!(find("nope", None), Err(ProfileError::NotFound { .. })));
+        assert!(matches!(
+            find("nope", None),
+            Err(ProfileError::NotFound { .. })
+        ));
+    }
+
+    #[test]
+    fn doubled_braces_are_literal() {
+        let p = Profile::parse(
+            "name: x\nargv: [sh, -c, \"f() {{ echo {iters}; }}; f\"]\n",
+            "x.yaml",
+        )
+        .unwrap();
+        let (argv, _) = p.expand(&cx()).unwrap();
+        assert_eq!(argv[2], "f() { echo 30; }; f");
     }
 
     #[test]
     fn user_profiles_override_builtins() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("proxy-cpu.yaml"), "name: proxy-cpu\nargv: [\"{self}\", custom]\n").unwrap();
-        std::fs::write(dir.path().join("site.yaml"), "name: site\nargv: [/opt/run.sh, \"{config}\"]\n").unwrap();
+        std::fs::write(
+            dir.path().join("proxy-cpu.yaml"),
+            "name: proxy-cpu\nargv: [\"{self}\", custom]\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("site.yaml"),
+            "name: site\nargv: [/opt/run.sh, \"{config}\"]\n",
+        )
+        .unwrap();
         let p = find("proxy-cpu", Some(dir.path())).unwrap();
         assert_eq!(p.argv[1], "custom");
-        let (argv, _) = find("site", Some(dir.path())).unwrap().expand(&cx()).unwrap();
+        let (argv, _) = find("site", Some(dir.path()))
+            .unwrap()
+            .expand(&cx())
+            .unwrap();
         assert_eq!(argv, vec!["/opt/run.sh", "/t/1/config.yaml"]);
     }
 }

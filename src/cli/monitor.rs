@@ -1,0 +1,272 @@
+//! `primus-tune monitor`: live GPU telemetry as a refreshing table, JSON Lines or CSV.
+
+use super::CliError;
+use crate::telemetry::host::Host;
+use crate::telemetry::sampler::{Sampler, SamplerConfig, Snapshot};
+use crate::telemetry::select::{self, Roots};
+use crate::telemetry::{GpuInfo, GpuSample};
+use clap::Args;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Args, Clone)]
+pub struct TelemetryArgs {
+    /// GPU backend: auto, nvml, amdgpu-sysfs, amd-smi, host.
+    #[arg(long, default_value = "auto")]
+    pub backend: String,
+    /// Root of the sysfs tree to read (a recorded tree for tests and demos).
+    #[arg(long, value_name = "DIR", default_value = "/sys")]
+    pub sysfs_root: PathBuf,
+    /// Root of the procfs tree (per-process GPU memory, host figures).
+    #[arg(long, value_name = "DIR", default_value = "/proc")]
+    pub procfs_root: PathBuf,
+}
+
+impl TelemetryArgs {
+    pub fn roots(&self) -> Roots {
+        Roots {
+            sysfs: self.sysfs_root.clone(),
+            procfs: self.procfs_root.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct MonitorArgs {
+    #[command(flatten)]
+    pub telemetry: TelemetryArgs,
+    /// Sampling interval in milliseconds.
+    #[arg(long, default_value_t = 500)]
+    pub interval: u64,
+    /// Per-process scan interval in milliseconds.
+    #[arg(long, default_value_t = 2000)]
+    pub process_interval: u64,
+    /// Stop after this many seconds (default: until Ctrl-C).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// JSON Lines: one object per GPU per sample.
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// CSV (the default when stdout is not a terminal).
+    #[arg(long)]
+    pub csv: bool,
+}
+
+enum Mode {
+    Table,
+    Json,
+    Csv,
+}
+
+pub fn run(a: &MonitorArgs) -> Result<ExitCode, CliError> {
+    let (backend, notes) =
+        select::open(&a.telemetry.backend, &a.telemetry.roots()).map_err(CliError::Usage)?;
+    if backend.is_none() {
+        eprintln!(
+            "no GPU telemetry ({}); showing host figures only",
+            if notes.is_empty() {
+                "host backend chosen".into()
+            } else {
+                notes.join("; ")
+            }
+        );
+    }
+    let mode = if a.json {
+        Mode::Json
+    } else if a.csv || !std::io::stdout().is_terminal() {
+        Mode::Csv
+    } else {
+        Mode::Table
+    };
+    let host = Host::new(&a.telemetry.procfs_root);
+    let (sampler, mut rx) = Sampler::start(
+        backend,
+        host,
+        SamplerConfig {
+            interval: Duration::from_millis(a.interval.max(10)),
+            process_interval: Duration::from_millis(a.process_interval.max(10)),
+        },
+    );
+    let gpus = sampler.gpus.clone();
+    let name = sampler.backend.unwrap_or("host");
+    let end = a
+        .duration
+        .map(|d| Instant::now() + Duration::from_secs_f64(d));
+    let mut out = std::io::stdout().lock();
+    let mut csv_header: Option<Vec<String>> = None;
+    let mut lines_drawn = 0usize;
+    while let Some(s) = rx.blocking_recv() {
+        if end.is_some_and(|e| Instant::now() >= e) {
+            break;
+        }
+        let ok = match mode {
+            Mode::Json => write_json(&mut out, &s, &gpus),
+            Mode::Csv => write_csv(&mut out, &s, &gpus, &mut csv_header),
+            Mode::Table => {
+                let text = table(&s, &gpus, name);
+                let up = if lines_drawn > 0 {
+                    format!("\x1b[{lines_drawn}A")
+                } else {
+                    String::new()
+                };
+                lines_drawn = text.lines().count();
+                write!(out, "{up}{}", text.replace('\n', "\x1b[K\n"))
+            }
+        };
+        if ok.and_then(|()| out.flush()).is_err() {
+            break; // the reader went away
+        }
+    }
+    sampler.stop();
+    Ok(ExitCode::SUCCESS)
+}
+
+fn gib(b: Option<u64>) -> String {
+    b.map_or("-".into(), |b| {
+        format!("{:.1}", b as f64 / (1u64 << 30) as f64)
+    })
+}
+
+fn opt(v: Option<f64>, unit: &str) -> String {
+    v.map_or("-".into(), |x| format!("{x:.0}{unit}"))
+}
+
+/// The terminal view: one line per GPU and a host line.
+pub fn table(s: &Snapshot, gpus: &[GpuInfo], backend: &str) -> String {
+    let mut t = format!(
+        "{:<3} {:<22} {:>5} {:>15} {:>7} {:<18} {:>6} {:>6}\n",
+        "GPU", "NAME", "UTIL", "VRAM GiB", "POWER", "TEMP °C", "SCLK", "MCLK"
+    );
+    for g in &s.gpus {
+        let name = gpus
+            .iter()
+            .find(|i| i.index == g.gpu)
+            .map_or(String::new(), |i| i.name.clone());
+        let temps: Vec<String> = g
+            .temp_c
+            .iter()
+            .map(|(k, v)| format!("{}{v:.0}", short_label(k)))
+            .collect();
+        let throttle = match &g.throttle {
+            Some(r) if !r.is_empty() => format!(" [{}]", r.join(",")),
+            _ => String::new(),
+        };
+        t.push_str(&format!(
+            "{:<3} {:<22} {:>5} {:>15} {:>7} {:<18} {:>6} {:>6}{throttle}\n",
+            g.gpu,
+            name.chars().take(22).collect::<String>(),
+            opt(g.util_pct, "%"),
+            format!("{}/{}", gib(g.vram_used_bytes), gib(g.vram_total_bytes)),
+            opt(g.power_w, " W"),
+            if temps.is_empty() {
+                "-".into()
+            } else {
+                temps.join(" ")
+            },
+            opt(g.sclk_mhz, ""),
+            opt(g.mclk_mhz, ""),
+        ));
+    }
+    t.push_str(&format!(
+        "host CPU {} RAM {}/{} GiB | {backend} | sample {:.2} ms\n",
+        opt(s.host.cpu_pct, "%"),
+        gib(s.host.ram_used_bytes),
+        gib(s.host.ram_total_bytes),
+        s.cost_us as f64 / 1000.0
+    ));
+    t
+}
+
+fn short_label(k: &str) -> String {
+    match k {
+        "edge" => "E:".into(),
+        "junction" => "J:".into(),
+        "mem" | "memory" => "M:".into(),
+        "gpu" => String::new(),
+        other => format!("{other}:"),
+    }
+}
+
+fn gpu_json(s: &Snapshot, g: &GpuSample, gpus: &[GpuInfo]) -> serde_json::Value {
+    serde_json::json!({
+        "ts": s.ts_ms as f64 / 1000.0,
+        "gpu": g.gpu,
+        "name": gpus.iter().find(|i| i.index == g.gpu).map(|i| i.name.clone()),
+        "util_pct": g.util_pct,
+        "mem_util_pct": g.mem_util_pct,
+        "vram_used_bytes": g.vram_used_bytes,
+        "vram_total_bytes": g.vram_total_bytes,
+        "power_w": g.power_w,
+        "temp_c": g.temp_c,
+        "sclk_mhz": g.sclk_mhz,
+        "mclk_mhz": g.mclk_mhz,
+        "throttle": g.throttle,
+    })
+}
+
+fn write_json(out: &mut impl Write, s: &Snapshot, gpus: &[GpuInfo]) -> std::io::Result<()> {
+    if s.gpus.is_empty() {
+        let v = serde_json::json!({"ts": s.ts_ms as f64 / 1000.0, "host": s.host});
+        return writeln!(out, "{v}");
+    }
+    for g in &s.gpus {
+        writeln!(out, "{}", gpu_json(s, g, gpus))?;
+    }
+    Ok(())
+}
+
+fn write_csv(
+    out: &mut impl Write,
+    s: &Snapshot,
+    gpus: &[GpuInfo],
+    header: &mut Option<Vec<String>>,
+) -> std::io::Result<()> {
+    let sensors = header.get_or_insert_with(|| {
+        let mut labels: Vec<String> = s
+            .gpus
+            .iter()
+            .flat_map(|g| g.temp_c.keys().cloned())
+            .collect();
+        labels.sort();
+        labels.dedup();
+        let mut cols: Vec<String> = [
+            "ts",
+            "gpu",
+            "name",
+            "util_pct",
+            "vram_used_bytes",
+            "vram_total_bytes",
+            "power_w",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        cols.extend(labels.iter().map(|l| format!("temp_{l}_c")));
+        cols.extend(["sclk_mhz".into(), "mclk_mhz".into(), "host_cpu_pct".into()]);
+        let _ = writeln!(out, "{}", cols.join(","));
+        labels
+    });
+    let f = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x}"));
+    let u = |v: Option<u64>| v.map_or(String::new(), |x| x.to_string());
+    for g in &s.gpus {
+        let name = gpus
+            .iter()
+            .find(|i| i.index == g.gpu)
+            .map_or(String::new(), |i| i.name.replace([',', '"'], " "));
+        let mut row = vec![
+            format!("{:.3}", s.ts_ms as f64 / 1000.0),
+            g.gpu.to_string(),
+            name,
+            f(g.util_pct),
+            u(g.vram_used_bytes),
+            u(g.vram_total_bytes),
+            f(g.power_w),
+        ];
+        row.extend(sensors.iter().map(|l| f(g.temp_c.get(l).copied())));
+        row.extend([f(g.sclk_mhz), f(g.mclk_mhz), f(s.host.cpu_pct)]);
+        writeln!(out, "{}", row.join(","))?;
+    }
+    Ok(())
+}

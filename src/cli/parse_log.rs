@@ -1,0 +1,180 @@
+//! `primus-tune parse-log LOGFILE [--json]`: the trial log parser, offline.
+
+use super::{CliError, print_json};
+use crate::run::failure::FailureDetector;
+use crate::run::logparse::LogParser;
+use crate::run::steady::SteadyConfig;
+use crate::run::summary::Summary;
+use crate::run::types::{ExitInfo, Iteration, LogEvent, MemoryReport, RunShape};
+use clap::Args;
+use std::io::BufRead;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, Args)]
+pub struct ParseLogArgs {
+    /// A training log (Megatron, Primus or TorchTitan console output, or a Primus debug.log).
+    pub logfile: PathBuf,
+    /// Print JSON: {"iterations": [...], "summary": {...}, "failure": null | {class, line}}.
+    #[arg(long)]
+    pub json: bool,
+    /// Sequence length, to derive tokens/s/GPU when the log does not print it.
+    #[arg(long)]
+    pub seq_length: Option<u64>,
+    /// Global batch size, to derive tokens/s/GPU (default: from the log lines).
+    #[arg(long)]
+    pub global_batch_size: Option<u64>,
+    /// GPUs of the run, to derive tokens/s/GPU.
+    #[arg(long, default_value_t = 1)]
+    pub world_size: u64,
+    /// The early-stop target the summary reports against (CI half-width / median).
+    #[arg(long, default_value_t = 0.01)]
+    pub ci_target: f64,
+}
+
+pub fn run(a: &ParseLogArgs) -> Result<ExitCode, CliError> {
+    let file = std::fs::File::open(&a.logfile)
+        .map_err(|e| CliError::Usage(format!("{}: {e}", a.logfile.display())))?;
+    let mut parser = LogParser::new();
+    let mut detector = FailureDetector::new();
+    let mut iters: Vec<Iteration> = Vec::new();
+    let mut memory: Vec<MemoryReport> = Vec::new();
+    let mut reader = std::io::BufReader::new(file);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let n = reader
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| CliError::Usage(format!("{}: {e}", a.logfile.display())))?;
+        if n == 0 {
+            break;
+        }
+        let text = String::from_utf8_lossy(&buf);
+        let line = text.trim_end_matches(['\n', '\r']);
+        detector.feed(line);
+        for ev in parser.feed(line) {
+            match ev {
+                LogEvent::Iteration(i) => iters.push(i),
+                LogEvent::Memory(m) => memory.push(m),
+                LogEvent::Theoretical(_) => {}
+            }
+        }
+    }
+    let gbs = a
+        .global_batch_size
+        .or_else(|| iters.iter().rev().find_map(|i| i.global_batch_size));
+    let shape = match (a.seq_length, gbs) {
+        (Some(seq), Some(g)) => Some(RunShape {
+            seq_length: seq,
+            global_batch_size: g,
+            world_size: a.world_size.max(1),
+        }),
+        _ => None,
+    };
+    let cfg = SteadyConfig {
+        ci_target: a.ci_target,
+        ..SteadyConfig::default()
+    };
+    let summary = Summary::from_parts(&iters, &memory, shape, &cfg);
+    let failure = detector.finish(&ExitInfo::default(), iters.len() as u64);
+    if a.json {
+        print_json(&serde_json::json!({
+            "iterations": iters,
+            "memory_reports": memory,
+            "summary": summary,
+            "failure": failure,
+        }));
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{:>6} {:>11} {:>10} {:>12} {:>12} {:>9}",
+        "iter", "step ms", "TFLOP/s", "tokens/s/GPU", "loss", "mem GiB"
+    );
+    let f = |v: Option<f64>, p: usize| v.map_or("-".into(), |x| format!("{x:.p$}"));
+    for i in &iters {
+        println!(
+            "{:>6} {:>11} {:>10} {:>12} {:>12} {:>9}",
+            i.iteration,
+            f(i.elapsed_ms, 1),
+            f(i.tflops_per_gpu, 1),
+            f(i.tokens_per_s_per_gpu, 1),
+            i.loss.map_or("-".into(), |l| format!("{l:.4}")),
+            f(i.mem_used_gib.or(i.rocm_max_mem_used_gib), 2)
+        );
+    }
+    println!();
+    print_summary(&summary);
+    match &failure {
+        Some(fl) => println!(
+            "failure: {}{}",
+            fl.class.label(),
+            fl.line
+                .as_ref()
+                .map(|l| format!("\n  first line: {l}"))
+                .unwrap_or_default()
+        ),
+        None => println!("failure: none found"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The steady-state lines shared by `run` and `parse-log`.
+pub fn print_summary(s: &Summary) {
+    match (s.median_step_ms, s.ci95_ms) {
+        (Some(m), Some(ci)) => println!(
+            "  steady state: n={} after {} warm-up | median step {m:.1} ms ± {ci:.1} ms (95% CI, ±{:.2}%) | CV {:.1}%{}",
+            s.n,
+            s.warmup,
+            if m > 0.0 { 100.0 * ci / m } else { 0.0 },
+            100.0 * s.cv.unwrap_or(0.0),
+            if s.stable == Some(false) {
+                " | UNSTABLE"
+            } else {
+                ""
+            }
+        ),
+        _ => println!("  steady state: not enough iterations"),
+    }
+    let mut parts = Vec::new();
+    if let Some(t) = s.tokens_per_s_per_gpu {
+        parts.push(format!("{t:.0} tokens/s/GPU"));
+    }
+    if let Some(t) = s.tflops_per_gpu {
+        parts.push(format!("{t:.1} TFLOP/s/GPU"));
+    }
+    if let Some(m) = s.peak_mem_gib {
+        parts.push(format!(
+            "peak memory {m:.2} GiB ({})",
+            s.peak_mem_source.clone().unwrap_or_default()
+        ));
+    }
+    if !parts.is_empty() {
+        println!("  {}", parts.join(" | "));
+    }
+    for g in &s.telemetry {
+        let f = |v: Option<f64>, u: &str| v.map_or("-".into(), |x| format!("{x:.0}{u}"));
+        println!(
+            "  GPU {}: util mean {} max {} | VRAM peak {} (trial {}) | power mean {} max {} | sclk min {} median {}{}",
+            g.gpu,
+            f(g.util_mean_pct, "%"),
+            f(g.util_max_pct, "%"),
+            g.vram_peak_bytes.map_or("-".into(), |b| format!(
+                "{:.2} GiB",
+                b as f64 / (1u64 << 30) as f64
+            )),
+            g.trial_vram_peak_bytes.map_or("-".into(), |b| format!(
+                "{:.2} GiB",
+                b as f64 / (1u64 << 30) as f64
+            )),
+            f(g.power_mean_w, " W"),
+            f(g.power_max_w, " W"),
+            f(g.sclk_min_mhz, " MHz"),
+            f(g.sclk_median_mhz, " MHz"),
+            if g.throttled {
+                format!(" | THROTTLED: {}", g.throttle_reasons.join(", "))
+            } else {
+                String::new()
+            }
+        );
+    }
+}

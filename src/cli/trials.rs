@@ -1,0 +1,206 @@
+//! `primus-tune trials [--json | --csv]` and `primus-tune trials show ID`.
+
+use super::{CliError, display_path, print_json};
+use crate::run::trial::workspace_dir;
+use crate::store::{Store, TrialFilter, TrialRow, TrialStatus};
+use clap::{Args, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, Args)]
+pub struct TrialsArgs {
+    #[command(subcommand)]
+    pub command: Option<TrialsCommand>,
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Only trials with this status (running, completed, failed, stopped, interrupted).
+    #[arg(long)]
+    pub status: Option<String>,
+    /// Only the last N trials.
+    #[arg(long)]
+    pub last: Option<usize>,
+    /// Print JSON.
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// Export CSV.
+    #[arg(long)]
+    pub csv: bool,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct DbArgs {
+    /// The trial database (default: .primus-tune/trials.db beside --config, else in the current
+    /// folder, else the bundled example's).
+    #[arg(long, global = true)]
+    pub db: Option<PathBuf>,
+    /// The experiment whose trials to list.
+    #[arg(long, global = true)]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TrialsCommand {
+    /// One trial in detail: settings, figures, failure, iterations.
+    Show {
+        id: i64,
+        /// Print JSON (the trial with its iterations).
+        #[arg(long, conflicts_with = "csv")]
+        json: bool,
+        /// Export the trial's iterations as CSV.
+        #[arg(long)]
+        csv: bool,
+    },
+}
+
+impl DbArgs {
+    pub fn path(&self) -> Result<PathBuf, CliError> {
+        if let Some(p) = &self.db {
+            return Ok(p.clone());
+        }
+        if let Some(c) = &self.config {
+            return Ok(workspace_dir(&std::path::absolute(c)?).join("trials.db"));
+        }
+        let here = PathBuf::from(".primus-tune/trials.db");
+        if here.is_file() {
+            return Ok(here);
+        }
+        Ok(workspace_dir(&crate::bundled::default_experiment()?).join("trials.db"))
+    }
+
+    pub fn open(&self) -> Result<Store, CliError> {
+        let p = self.path()?;
+        if !p.is_file() {
+            return Err(CliError::Usage(format!(
+                "{}: no trial database yet (run a trial first: primus-tune run CONFIG)",
+                display_path(&p)
+            )));
+        }
+        Store::open(&p).map_err(|e| CliError::Usage(e.to_string()))
+    }
+}
+
+pub fn run(a: &TrialsArgs) -> Result<ExitCode, CliError> {
+    let store = a.db.open()?;
+    let usage = |e: crate::store::StoreError| CliError::Usage(e.to_string());
+    if let Some(TrialsCommand::Show { id, json, csv }) = &a.command {
+        let t = store.trial(*id).map_err(usage)?.ok_or_else(|| {
+            CliError::Usage(format!("no trial {id} in {}", display_path(store.path())))
+        })?;
+        if *csv {
+            let mut out = std::io::stdout().lock();
+            store.export_iterations_csv(&mut out, *id).map_err(usage)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        let iters = store.iterations(*id).map_err(usage)?;
+        if *json {
+            let mut v = serde_json::to_value(&t).unwrap_or_default();
+            v["iterations"] = serde_json::to_value(&iters).unwrap_or_default();
+            v["memory_reports"] =
+                serde_json::to_value(store.memory_reports(*id).map_err(usage)?).unwrap_or_default();
+            print_json(&v);
+            return Ok(ExitCode::SUCCESS);
+        }
+        print_detail(&t, iters.len());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut filter = TrialFilter::all();
+    if let Some(s) = &a.status {
+        let st: TrialStatus = s
+            .parse()
+            .map_err(|e: crate::store::ParseStatusError| CliError::Usage(e.to_string()))?;
+        filter = filter.status(st);
+    }
+    if let Some(n) = a.last {
+        filter = filter.last(n);
+    }
+    if a.csv {
+        let mut out = std::io::stdout().lock();
+        store.export_trials_csv(&mut out, &filter).map_err(usage)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rows = store.list_trials(&filter).map_err(usage)?;
+    if a.json {
+        print_json(&serde_json::to_value(&rows).unwrap_or_default());
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{:>4} {:<11} {:>10} {:>8} {:>11} {:>8} {:>8}  {:<10} overrides",
+        "id", "status", "median ms", "±CI %", "tokens/s/GPU", "TFLOP/s", "mem GiB", "profile"
+    );
+    for t in &rows {
+        let f = |v: Option<f64>, p: usize| v.map_or("-".into(), |x| format!("{x:.p$}"));
+        let ci = match (t.median_step_ms, t.ci95_ms) {
+            (Some(m), Some(c)) if m > 0.0 => format!("{:.2}", 100.0 * c / m),
+            _ => "-".into(),
+        };
+        let status = match &t.failure {
+            Some(fl) if t.status != TrialStatus::Completed => serde_json::to_value(fl.class)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_else(|| t.status.to_string()),
+            _ => t.status.to_string(),
+        };
+        println!(
+            "{:>4} {:<11} {:>10} {:>8} {:>11} {:>8} {:>8}  {:<10} {}",
+            t.id,
+            status,
+            f(t.median_step_ms, 1),
+            ci,
+            f(t.tokens_per_s_per_gpu, 0),
+            f(t.tflops_per_gpu, 1),
+            f(t.peak_mem_gib, 2),
+            t.profile.clone().unwrap_or_default(),
+            overrides_text(t)
+        );
+    }
+    if rows.is_empty() {
+        println!("(no trials)");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn overrides_text(t: &TrialRow) -> String {
+    t.overrides
+        .iter()
+        .map(|(k, v)| format!("{k}={}", v.as_str().map_or(v.to_string(), str::to_string)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn print_detail(t: &TrialRow, stored_iters: usize) {
+    println!("trial {} — {}", t.id, t.status);
+    if let Some(f) = &t.failure {
+        println!("  failure: {}", f.class.label());
+        if let Some(l) = &f.line {
+            println!("  cause:   {l}");
+        }
+    }
+    println!(
+        "  config:  {} (hash {})",
+        t.config_path.display(),
+        t.config_hash
+    );
+    println!("  profile: {}", t.profile.clone().unwrap_or_default());
+    println!("  overrides: {}", overrides_text(t));
+    println!("  argv:    {}", t.argv.join(" "));
+    println!("  folder:  {}", t.trial_dir.display());
+    println!(
+        "  started {} | finished {} | wall {} s | exit {}",
+        t.started_at.clone().unwrap_or_else(|| "-".into()),
+        t.finished_at.clone().unwrap_or_else(|| "-".into()),
+        t.wall_s.map_or("-".into(), |w| format!("{w:.1}")),
+        t.exit_code
+            .map(|c| c.to_string())
+            .or(t.exit_signal.map(|s| format!("signal {s}")))
+            .unwrap_or_else(|| "-".into())
+    );
+    println!(
+        "  iterations: {} seen, {stored_iters} stored",
+        t.iterations_seen
+    );
+    if let Some(s) = &t.summary
+        && let Ok(sum) = serde_json::from_value::<crate::run::summary::Summary>(s.clone())
+    {
+        super::parse_log::print_summary(&sum);
+    }
+}

@@ -1,0 +1,110 @@
+//! The figures of a trial (or a log parsed offline): steady-state step statistics plus peak memory.
+
+use super::steady::{self, SteadyConfig};
+use super::types::{Failure, Iteration, MemoryReport, RunShape, SteadyStats};
+use serde::{Deserialize, Serialize};
+
+/// What `run --json` and `parse-log --json` print as `summary`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Summary {
+    /// Iterations parsed (after de-duplication).
+    pub iterations: u64,
+    /// Steady-state samples used (after warm-up).
+    pub n: usize,
+    pub warmup: usize,
+    pub median_step_ms: Option<f64>,
+    /// Half-width of the 95 % CI of the median step time.
+    pub ci95_ms: Option<f64>,
+    pub ci95_low_ms: Option<f64>,
+    pub ci95_high_ms: Option<f64>,
+    pub cv: Option<f64>,
+    pub stable: Option<bool>,
+    pub tokens_per_s_per_gpu: Option<f64>,
+    pub tflops_per_gpu: Option<f64>,
+    /// Peak device memory seen (GiB) and where the figure comes from.
+    pub peak_mem_gib: Option<f64>,
+    pub peak_mem_source: Option<String>,
+    /// Last loss printed.
+    pub last_loss: Option<f64>,
+    /// Telemetry per GPU over the trial (empty when not sampled).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub telemetry: Vec<crate::telemetry::sampler::GpuSummary>,
+}
+
+impl Summary {
+    pub fn from_parts(
+        iters: &[Iteration],
+        memory: &[MemoryReport],
+        shape: Option<RunShape>,
+        cfg: &SteadyConfig,
+    ) -> Summary {
+        let s: Option<SteadyStats> = steady::stats(iters, shape, cfg);
+        let (peak, source) = peak_memory(iters, memory);
+        Summary {
+            iterations: iters.len() as u64,
+            n: s.as_ref().map_or(0, |s| s.n),
+            warmup: s.as_ref().map_or(0, |s| s.warmup),
+            median_step_ms: s.as_ref().map(|s| s.median_step_ms),
+            ci95_ms: s.as_ref().map(|s| s.ci95_ms),
+            ci95_low_ms: s.as_ref().map(|s| s.ci95_low_ms),
+            ci95_high_ms: s.as_ref().map(|s| s.ci95_high_ms),
+            cv: s.as_ref().map(|s| s.cv),
+            stable: s.as_ref().map(|s| s.stable),
+            tokens_per_s_per_gpu: s.as_ref().and_then(|s| s.tokens_per_s_per_gpu),
+            tflops_per_gpu: s.as_ref().and_then(|s| s.tflops_per_gpu),
+            peak_mem_gib: peak,
+            peak_mem_source: source,
+            last_loss: iters.iter().rev().find_map(|i| i.loss),
+            telemetry: Vec::new(),
+        }
+    }
+}
+
+/// The highest memory figure the log reports: Primus' max over ranks (`rank-R rocm max mem`),
+/// device-wide use (`hip mem usage`, TorchTitan's peak reserved), Megatron's `max reserved`.
+pub fn peak_memory(iters: &[Iteration], memory: &[MemoryReport]) -> (Option<f64>, Option<String>) {
+    let mut best: Option<(f64, String)> = None;
+    let mut consider = |v: Option<f64>, what: &str| {
+        if let Some(v) = v
+            && v.is_finite()
+            && best.as_ref().is_none_or(|(b, _)| v > *b)
+        {
+            best = Some((v, what.to_string()));
+        }
+    };
+    for i in iters {
+        consider(i.rocm_max_mem_used_gib, "rocm max mem usage over ranks");
+        consider(i.rocm_mem_used_gib, "rocm mem usage");
+        consider(i.mem_used_gib, "device memory in use (log)");
+        if let (Some(f), Some(t)) = (i.mem_usage_fraction, i.mem_total_gib) {
+            consider(Some(f * t), "mem usages fraction × total");
+        }
+    }
+    for m in memory {
+        consider(
+            Some(m.max_reserved_mb / 1024.0),
+            "max reserved (report_memory)",
+        );
+    }
+    match best {
+        Some((v, s)) => (Some(v), Some(s)),
+        None => (None, None),
+    }
+}
+
+/// The result of one trial.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrialResult {
+    pub trial_id: Option<i64>,
+    /// `completed`, `failed` or `stopped`.
+    pub status: String,
+    pub failure: Option<Failure>,
+    /// Why the runner ended it: `ci-target`, `max-iters`, `exited`, `max-seconds`, `hang`, `user`.
+    pub stop_reason: String,
+    pub exit_code: Option<i32>,
+    pub exit_signal: Option<i32>,
+    pub wall_s: f64,
+    pub trial_dir: Option<String>,
+    #[serde(flatten)]
+    pub summary: Summary,
+}

@@ -1,0 +1,368 @@
+//! Trials end to end with real processes: the CPU proxy, and test workloads (shell scripts that
+//! print Megatron lines) that run out of memory, hang, crash or ignore SIGINT. After every trial
+//! no process of its group may survive, and the database keeps every trial.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use assert_cmd::Command;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    exp: PathBuf,
+    config_home: PathBuf,
+}
+
+/// A copy of the bundled example and a config folder for test profiles.
+fn setup() -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("ex");
+    primus_tune::bundled::extract(&root).unwrap();
+    let exp = root.join("experiments/llama3_8B-BF16-pretrain.yaml");
+    let config_home = dir.path().join("config");
+    std::fs::create_dir_all(config_home.join("primus-tune/profiles")).unwrap();
+    Setup {
+        _dir: dir,
+        root,
+        exp,
+        config_home,
+    }
+}
+
+/// A test profile running `script` with sh (the script is the test's own, not user input).
+fn profile(s: &Setup, name: &str, script: &str) {
+    let text = format!(
+        "name: {name}\nargv: [sh, -c, {}, workload, \"{{trial_dir}}\"]\n",
+        serde_json::to_string(script).unwrap()
+    );
+    std::fs::write(
+        s.config_home
+            .join(format!("primus-tune/profiles/{name}.yaml")),
+        text,
+    )
+    .unwrap();
+}
+
+/// Shell code printing Megatron iteration line $i with a step time of $ms.
+const ITER_FN: &str = r#"it() {{ printf ' [2026-11-29 22:59:27.865632] iteration %8d/%8d | consumed samples: %12d | elapsed time per iteration (ms): %s | throughput per GPU (TFLOP/s/GPU): 100.0 | learning rate: 1.000000E-04 | global batch size:    16 | lm loss: 9.800000E+00 | loss scale: 1.0 | grad norm: 1.000 | number of skipped iterations:   0 | number of nan iterations:   0 |\n' "$1" 50 "$1" "$2"; }}
+echo $$ > "$1/workload.pid"
+"#;
+
+fn bin(s: &Setup) -> Command {
+    let mut c = Command::cargo_bin("primus-tune").unwrap();
+    c.env("XDG_CONFIG_HOME", &s.config_home)
+        .env_remove("PRIMUS_ROOT")
+        .env_remove("GPUS_PER_NODE");
+    c
+}
+
+fn run_json(s: &Setup, profile: &str, extra: &[&str]) -> (i32, serde_json::Value) {
+    let out = bin(s)
+        .arg("run")
+        .arg(&s.exp)
+        .args([
+            "--profile",
+            profile,
+            "--json",
+            "--no-telemetry",
+            "--grace-seconds",
+            "0.3",
+        ])
+        .args(extra)
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: stdout {} stderr {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap_or(-1), v)
+}
+
+/// No process of the trial's group is alive (zombies aside).
+fn group_gone(trial_dir: &Path) -> bool {
+    let pid: i32 = std::fs::read_to_string(trial_dir.join("workload.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    !primus_tune::run::process::group_alive(pid)
+}
+
+fn trial_dir(v: &serde_json::Value) -> PathBuf {
+    PathBuf::from(v["trial_dir"].as_str().unwrap())
+}
+
+#[test]
+fn proxy_cpu_trial_completes_and_is_stored() {
+    let s = setup();
+    let (code, v) = run_json(
+        &s,
+        "proxy-cpu",
+        &[
+            "--set",
+            "num_layers=2",
+            "--set",
+            "hidden_size=512",
+            "--set",
+            "ffn_hidden_size=1024",
+            "--set",
+            "num_attention_heads=8",
+            "--set",
+            "seq_length=512",
+            "--set",
+            "max_position_embeddings=512",
+            "--set",
+            "global_batch_size=16",
+            "--max-iters",
+            "12",
+        ],
+    );
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["status"], "completed");
+    assert_eq!(v["iterations"], 12);
+    assert!(v["median_step_ms"].as_f64().unwrap() > 0.0);
+    assert!(v["ci95_ms"].as_f64().is_some());
+    let dir = trial_dir(&v);
+    for f in [
+        "config.yaml",
+        "resolved.json",
+        "argv.json",
+        "env.json",
+        "stdout.log",
+        "stderr.log",
+    ] {
+        assert!(dir.join(f).is_file(), "{f} missing");
+    }
+    // The effective config keeps the experiment's comments and carries the overrides.
+    let cfg = std::fs::read_to_string(dir.join("config.yaml")).unwrap();
+    assert!(cfg.contains("# Llama 3 8B"));
+    assert!(cfg.contains("num_layers: 2"));
+    // The user's experiment is untouched.
+    let original = primus_tune::bundled::FILES
+        .iter()
+        .find(|(p, _)| *p == "experiments/llama3_8B-BF16-pretrain.yaml")
+        .unwrap()
+        .1;
+    assert_eq!(std::fs::read_to_string(&s.exp).unwrap(), original);
+    // Stored: listed, with its iterations.
+    let out = bin(&s)
+        .args(["trials", "--json", "--config"])
+        .arg(&s.exp)
+        .output()
+        .unwrap();
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rows[0]["status"], "completed");
+    assert_eq!(rows[0]["iterations_stored"], 12);
+    let _ = s.root;
+}
+
+#[test]
+fn early_stop_ends_a_steady_trial_before_max_iters() {
+    let s = setup();
+    profile(
+        &s,
+        "steady",
+        &format!("{ITER_FN}i=1; while true; do it $i 100.0; i=$((i+1)); sleep 0.02; done"),
+    );
+    let (code, v) = run_json(&s, "steady", &["--max-iters", "50"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["status"], "completed");
+    assert_eq!(v["stop_reason"], "ci-target");
+    let n = v["iterations"].as_u64().unwrap();
+    assert!((10..50).contains(&n), "{n}");
+    assert_eq!(v["median_step_ms"], 100.0);
+    assert!(group_gone(&trial_dir(&v)));
+}
+
+#[test]
+fn oom_is_classified_with_its_first_line() {
+    let s = setup();
+    profile(
+        &s,
+        "oom",
+        &format!(
+            "{ITER_FN}it 1 900.0; it 2 300.0; echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 12.00 GiB.' >&2; exit 1"
+        ),
+    );
+    let (code, v) = run_json(&s, "oom", &[]);
+    assert_eq!(code, 3, "{v}");
+    assert_eq!(v["status"], "failed");
+    assert_eq!(v["failure"]["class"], "oom");
+    assert!(
+        v["failure"]["line"]
+            .as_str()
+            .unwrap()
+            .contains("CUDA out of memory")
+    );
+    assert!(group_gone(&trial_dir(&v)));
+}
+
+#[test]
+fn crash_reports_the_last_exception_line() {
+    let s = setup();
+    profile(
+        &s,
+        "crash",
+        &format!(
+            "{ITER_FN}it 1 500.0; printf 'Traceback (most recent call last):\\n  File \"train.py\", line 3, in <module>\\nRuntimeError: boom in the data loader\\n' >&2; exit 1"
+        ),
+    );
+    let (code, v) = run_json(&s, "crash", &[]);
+    assert_eq!(code, 3);
+    assert_eq!(v["failure"]["class"], "traceback");
+    assert_eq!(
+        v["failure"]["line"],
+        "RuntimeError: boom in the data loader"
+    );
+}
+
+#[test]
+fn a_hang_is_detected_and_the_group_killed() {
+    let s = setup();
+    // Three iterations, then silence; a child of the workload sleeps too.
+    profile(
+        &s,
+        "hang",
+        &format!("{ITER_FN}it 1 100.0; it 2 100.0; it 3 100.0; sleep 60 & wait"),
+    );
+    let t = Instant::now();
+    let (code, v) = run_json(&s, "hang", &["--hang-seconds", "1"]);
+    assert_eq!(code, 3, "{v}");
+    assert_eq!(v["failure"]["class"], "hang");
+    assert_eq!(v["stop_reason"], "hang");
+    assert!(t.elapsed() < Duration::from_secs(30));
+    assert!(group_gone(&trial_dir(&v)));
+}
+
+#[test]
+fn no_first_iteration_is_a_hang_too() {
+    let s = setup();
+    profile(&s, "silent", &format!("{ITER_FN}sleep 60"));
+    let (code, v) = run_json(&s, "silent", &["--first-iteration-seconds", "1"]);
+    assert_eq!(code, 3);
+    assert_eq!(v["failure"]["class"], "hang");
+    assert!(group_gone(&trial_dir(&v)));
+}
+
+#[test]
+fn a_workload_ignoring_sigint_and_sigterm_is_killed() {
+    let s = setup();
+    profile(
+        &s,
+        "stubborn",
+        &format!(
+            "{ITER_FN}trap '' INT TERM; (trap '' INT TERM; sleep 60) & i=1; while true; do it $i 100.0; i=$((i+1)); sleep 0.02; done"
+        ),
+    );
+    let (code, v) = run_json(&s, "stubborn", &["--max-iters", "50"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["status"], "completed");
+    assert_eq!(v["exit_signal"], 9, "{v}");
+    assert!(group_gone(&trial_dir(&v)));
+}
+
+#[test]
+fn max_seconds_without_enough_samples_is_a_timeout() {
+    let s = setup();
+    profile(&s, "slow", &format!("{ITER_FN}it 1 900.0; sleep 60"));
+    let (code, v) = run_json(&s, "slow", &["--max-seconds", "1.5"]);
+    assert_eq!(code, 3);
+    assert_eq!(v["failure"]["class"], "timeout");
+    assert!(group_gone(&trial_dir(&v)));
+}
+
+#[test]
+fn killing_primus_tune_mid_trial_leaves_no_child_and_keeps_earlier_trials() {
+    let s = setup();
+    profile(
+        &s,
+        "quick",
+        &format!("{ITER_FN}it 1 100.0; it 2 100.0; it 3 100.0"),
+    );
+    let (_, first) = run_json(&s, "quick", &[]);
+    let first_id = first["trial_id"].as_i64().unwrap();
+    profile(
+        &s,
+        "long",
+        &format!(
+            "{ITER_FN}(sleep 60) & i=1; while true; do it $i 100.$i; i=$((i+1)); sleep 0.3; done"
+        ),
+    );
+    let exe = assert_cmd::cargo::cargo_bin("primus-tune");
+    let child = std::process::Command::new(exe)
+        .arg("run")
+        .arg(&s.exp)
+        .args([
+            "--profile",
+            "long",
+            "--json",
+            "--no-telemetry",
+            "--grace-seconds",
+            "0.3",
+        ])
+        .env("XDG_CONFIG_HOME", &s.config_home)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait for the second trial's workload to start, then interrupt primus-tune.
+    let trials = s.exp.parent().unwrap().join(".primus-tune/trials");
+    let pid_file = trials.join((first_id + 1).to_string()).join("workload.pid");
+    let t = Instant::now();
+    while !pid_file.is_file() && t.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(800));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["status"], "stopped");
+    assert_eq!(v["failure"]["class"], "killed-by-user");
+    assert!(group_gone(pid_file.parent().unwrap()));
+    // The database opens with the earlier trial intact.
+    let store =
+        primus_tune::store::Store::open(&s.exp.parent().unwrap().join(".primus-tune/trials.db"))
+            .unwrap();
+    let t1 = store.trial(first_id).unwrap().unwrap();
+    assert_eq!(t1.status.to_string(), "completed");
+    assert_eq!(store.iterations(first_id).unwrap().len(), 3);
+    let t2 = store.trial(first_id + 1).unwrap().unwrap();
+    assert_eq!(t2.status.to_string(), "stopped");
+}
+
+#[test]
+fn parse_log_json_has_iterations_summary_and_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("train.log");
+    let mut text = String::new();
+    for i in 1..=12 {
+        text.push_str(&format!(" [2026-11-29 22:59:27.865632] iteration {i:8}/      30 | consumed samples: {:12} | elapsed time per iteration (ms): {} | throughput per GPU (TFLOP/s/GPU): 100.0 | learning rate: 1.000000E-04 | global batch size:    16 | lm loss: 9.800000E+00 | loss scale: 1.0 | grad norm: 1.000 | number of skipped iterations:   0 | number of nan iterations:   0 |\n", i * 16, if i <= 2 { 900.0 } else { 180.0 }));
+    }
+    text.push_str("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB\n");
+    std::fs::write(&log, text).unwrap();
+    let out = Command::cargo_bin("primus-tune")
+        .unwrap()
+        .args(["parse-log", "--json", "--seq-length", "2048"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["iterations"].as_array().unwrap().len(), 12);
+    assert_eq!(v["iterations"][0]["elapsed_ms"], 900.0);
+    assert_eq!(v["summary"]["median_step_ms"], 180.0);
+    // 2048 × 16 tokens per 0.18 s on one GPU.
+    let tps = v["summary"]["tokens_per_s_per_gpu"].as_f64().unwrap();
+    assert!((tps - 2048.0 * 16.0 / 0.18).abs() < 1.0, "{tps}");
+    assert_eq!(v["failure"]["class"], "oom");
+}
