@@ -203,6 +203,7 @@ fn gpu_json(s: &Snapshot, g: &GpuSample, gpus: &[GpuInfo]) -> serde_json::Value 
         "sclk_mhz": g.sclk_mhz,
         "mclk_mhz": g.mclk_mhz,
         "throttle": g.throttle,
+        "sample_us": s.cost_us,
     })
 }
 

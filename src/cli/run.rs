@@ -204,11 +204,9 @@ async fn run_with_progress(
                     trial_id,
                     argv,
                     trial_dir,
-                } => {
-                    if !json {
-                        let _ = writeln!(err, "trial {trial_id}: {}", argv.join(" "));
-                        let _ = writeln!(err, "  folder {}", display_path(&trial_dir));
-                    }
+                } if !json => {
+                    let _ = writeln!(err, "trial {trial_id}: {}", argv.join(" "));
+                    let _ = writeln!(err, "  folder {}", display_path(&trial_dir));
                 }
                 TrialEvent::Iteration { it, summary } if tty => {
                     let step = it.elapsed_ms.map_or("-".into(), |s| format!("{s:.1} ms"));

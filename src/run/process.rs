@@ -225,8 +225,11 @@ mod tests {
     #[tokio::test]
     async fn lines_are_streamed_and_logged() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut r, mut rx) =
-            spawn(&launch(dir.path(), "echo one; echo \"$PT_TEST\" >&2; printf 'p1\\rp2\\n'")).unwrap();
+        let (mut r, mut rx) = spawn(&launch(
+            dir.path(),
+            "echo one; echo \"$PT_TEST\" >&2; printf 'p1\\rp2\\n'",
+        ))
+        .unwrap();
         let mut got = Vec::new();
         while let Some(l) = rx.recv().await {
             got.push(l);
@@ -237,7 +240,10 @@ mod tests {
         assert!(got.contains(&(Stream::Stdout, "one".into())));
         assert!(got.contains(&(Stream::Stderr, "yes".into())));
         assert!(got.contains(&(Stream::Stdout, "p2".into())));
-        assert_eq!(std::fs::read_to_string(dir.path().join("stderr.log")).unwrap(), "yes\n");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("stderr.log")).unwrap(),
+            "yes\n"
+        );
     }
 
     #[tokio::test]
@@ -280,7 +286,10 @@ mod tests {
     #[test]
     fn spawn_errors_name_the_program() {
         let dir = tempfile::tempdir().unwrap();
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         let e = rt.block_on(async {
             let mut l = launch(dir.path(), "");
             l.argv = vec!["/nonexistent/prog".into()];

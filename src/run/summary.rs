@@ -38,6 +38,14 @@ impl Summary {
         shape: Option<RunShape>,
         cfg: &SteadyConfig,
     ) -> Summary {
+        // The batch a line reports is the batch that ran (a proxy may run fewer micro batches
+        // than the config asks): derive tokens from it when the log prints it.
+        let shape = shape.map(|mut sh| {
+            if let Some(g) = iters.iter().rev().find_map(|i| i.global_batch_size) {
+                sh.global_batch_size = g;
+            }
+            sh
+        });
         let s: Option<SteadyStats> = steady::stats(iters, shape, cfg);
         let (peak, source) = peak_memory(iters, memory);
         Summary {
@@ -57,6 +65,30 @@ impl Summary {
             last_loss: iters.iter().rev().find_map(|i| i.loss),
             telemetry: Vec::new(),
         }
+    }
+}
+
+impl Summary {
+    /// Fill peak memory from telemetry when the log reported none: the most GPU memory the
+    /// trial's own processes held, else the device's peak use during the trial.
+    pub fn with_telemetry(mut self, telemetry: Vec<crate::telemetry::sampler::GpuSummary>) -> Self {
+        if self.peak_mem_gib.is_none() {
+            let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+            let trial = telemetry
+                .iter()
+                .filter_map(|g| g.trial_vram_peak_bytes)
+                .max();
+            let device = telemetry.iter().filter_map(|g| g.vram_peak_bytes).max();
+            if let Some(b) = trial {
+                self.peak_mem_gib = Some(gib(b));
+                self.peak_mem_source = Some("telemetry: trial processes' GPU memory".into());
+            } else if let Some(b) = device {
+                self.peak_mem_gib = Some(gib(b));
+                self.peak_mem_source = Some("telemetry: device memory in use".into());
+            }
+        }
+        self.telemetry = telemetry;
+        self
     }
 }
 

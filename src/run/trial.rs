@@ -68,6 +68,8 @@ impl Default for TelemetrySetup {
 }
 
 /// What a running trial reports to its frontend.
+// Events are short-lived messages on a channel; the large ones are already boxed.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum TrialEvent {
     Started {
@@ -516,8 +518,7 @@ pub async fn run_trial(
         exit.signal = status.and_then(|s| s.signal());
     }
     let wall_s = started.elapsed().as_secs_f64();
-    let mut summary = Summary::from_parts(&iters, &memory, shape, &cfg);
-    summary.telemetry = telemetry;
+    let summary = Summary::from_parts(&iters, &memory, shape, &cfg).with_telemetry(telemetry);
     let failure = detector.finish(&exit, iters.len() as u64);
     let status = match (&failure, exit.stopped_by_user) {
         (None, _) if summary.n > 0 => TrialStatus::Completed,

@@ -4,9 +4,9 @@ use rusqlite::params;
 
 use super::error::StoreResult;
 use super::{Ctx, Store};
+use crate::telemetry::host::HostSample;
 use crate::telemetry::sampler::Snapshot;
 use crate::telemetry::{GpuSample, ProcessSample};
-use crate::telemetry::host::HostSample;
 
 /// What the host row (`gpu` = -1) holds.
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -142,7 +142,10 @@ mod tests {
             ts_ms: 1500,
             ..snap.clone()
         };
-        assert_eq!(s.add_samples(id, &[snap.clone(), later.clone()]).unwrap(), 4);
+        assert_eq!(
+            s.add_samples(id, &[snap.clone(), later.clone()]).unwrap(),
+            4
+        );
         assert_eq!(s.add_samples(id, std::slice::from_ref(&snap)).unwrap(), 0);
         assert_eq!(s.samples(id).unwrap(), vec![snap, later]);
     }

@@ -60,9 +60,15 @@ mod tests {
     #[test]
     fn table_parses_and_matches_names() {
         assert!(table().len() >= 5);
-        assert_eq!(lookup("AMD Instinct MI300X").unwrap().peak_bf16_tflops, 1307.4);
+        assert_eq!(
+            lookup("AMD Instinct MI300X").unwrap().peak_bf16_tflops,
+            1307.4
+        );
         assert_eq!(lookup("NVIDIA H200").unwrap().compute_units, 132);
-        assert_eq!(lookup("AMD Instinct MI355X OAM").unwrap().peak_fp8_tflops, 5033.2);
+        assert_eq!(
+            lookup("AMD Instinct MI355X OAM").unwrap().peak_fp8_tflops,
+            5033.2
+        );
         assert!(lookup("Radeon RX 6900 XT").is_none());
     }
 }

@@ -53,7 +53,11 @@ impl Host {
     fn cpu_jiffies(&self) -> Option<(u64, u64)> {
         let text = std::fs::read_to_string(self.procfs.join("stat")).ok()?;
         let line = text.lines().find(|l| l.starts_with("cpu "))?;
-        let v: Vec<u64> = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+        let v: Vec<u64> = line
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|x| x.parse().ok())
+            .collect();
         let total: u64 = v.iter().take(8).sum();
         let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
         Some((total.saturating_sub(idle), total))

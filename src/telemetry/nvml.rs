@@ -39,14 +39,28 @@ impl Nvml {
                 Err(e) => errors.push(format!("{c}: {e}")),
             }
         }
-        let lib = lib.ok_or_else(|| TelemetryError::Unavailable {
-            backend: NAME,
-            message: format!("NVML could not be loaded ({})", errors.join("; ")),
+        let lib = lib.ok_or_else(|| {
+            let not_found = errors
+                .iter()
+                .all(|e| e.contains("cannot open shared object file"));
+            TelemetryError::Unavailable {
+                backend: NAME,
+                message: if not_found {
+                    format!(
+                        "libnvidia-ml.so.1 not found (no NVIDIA driver; tried {})",
+                        CANDIDATES.join(", ")
+                    )
+                } else {
+                    format!("NVML could not be loaded ({})", errors.join("; "))
+                },
+            }
         })?;
-        let n = lib.device_count().map_err(|e| TelemetryError::Unavailable {
-            backend: NAME,
-            message: format!("device count: {e}"),
-        })?;
+        let n = lib
+            .device_count()
+            .map_err(|e| TelemetryError::Unavailable {
+                backend: NAME,
+                message: format!("device count: {e}"),
+            })?;
         if n == 0 {
             return Err(TelemetryError::Unavailable {
                 backend: NAME,
@@ -68,7 +82,10 @@ impl Nvml {
                 uuid: d.uuid().ok(),
                 vram_total_bytes: d.memory_info().ok().map(|m| m.total),
                 compute_units: None,
-                power_cap_w: d.enforced_power_limit().ok().map(|mw| f64::from(mw) / 1000.0),
+                power_cap_w: d
+                    .enforced_power_limit()
+                    .ok()
+                    .map(|mw| f64::from(mw) / 1000.0),
                 ..GpuInfo::default()
             });
         }
@@ -88,7 +105,10 @@ fn throttle_names(r: ThrottleReasons) -> Vec<String> {
         (ThrottleReasons::SW_THERMAL_SLOWDOWN, "sw-thermal"),
         (ThrottleReasons::HW_THERMAL_SLOWDOWN, "hw-thermal"),
         (ThrottleReasons::HW_POWER_BRAKE_SLOWDOWN, "hw-power-brake"),
-        (ThrottleReasons::APPLICATIONS_CLOCKS_SETTING, "applications-clocks"),
+        (
+            ThrottleReasons::APPLICATIONS_CLOCKS_SETTING,
+            "applications-clocks",
+        ),
         (ThrottleReasons::SYNC_BOOST, "sync-boost"),
     ];
     table

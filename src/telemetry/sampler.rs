@@ -58,7 +58,10 @@ impl Sampler {
         let (tx, rx) = mpsc::channel(256);
         let stop = Arc::new(AtomicBool::new(false));
         let group = Arc::new(AtomicI32::new(0));
-        let gpus = backend.as_ref().map(|b| b.gpus().to_vec()).unwrap_or_default();
+        let gpus = backend
+            .as_ref()
+            .map(|b| b.gpus().to_vec())
+            .unwrap_or_default();
         let name = backend.as_ref().map(|b| b.name());
         let (stop2, group2) = (stop.clone(), group.clone());
         let thread = std::thread::Builder::new()
@@ -216,7 +219,10 @@ pub fn summarize(snaps: &[Snapshot], pids: &std::collections::BTreeSet<u32>) -> 
     for s in snaps {
         if let Some(ps) = &s.processes {
             let mut per: BTreeMap<u32, u64> = BTreeMap::new();
-            for p in ps.iter().filter(|p| pids.is_empty() || pids.contains(&p.pid)) {
+            for p in ps
+                .iter()
+                .filter(|p| pids.is_empty() || pids.contains(&p.pid))
+            {
                 *per.entry(p.gpu).or_default() += p.vram_bytes;
             }
             for (g, v) in per {
@@ -228,7 +234,9 @@ pub fn summarize(snaps: &[Snapshot], pids: &std::collections::BTreeSet<u32>) -> 
     by_gpu
         .into_iter()
         .map(|(gpu, v)| {
-            let f = |m: fn(&GpuSample) -> Option<f64>| -> Vec<f64> { v.iter().filter_map(|s| m(s)).collect() };
+            let f = |m: fn(&GpuSample) -> Option<f64>| -> Vec<f64> {
+                v.iter().filter_map(|s| m(s)).collect()
+            };
             let util = f(|s| s.util_pct);
             let power = f(|s| s.power_w);
             let mut sclk = f(|s| s.sclk_mhz);
@@ -295,7 +303,11 @@ mod tests {
                 power_w: Some(100.0 + f64::from(self.n)),
                 vram_used_bytes: Some(u64::from(self.n) << 30),
                 sclk_mhz: Some(2000.0 - f64::from(self.n)),
-                throttle: Some(if self.n == 2 { vec!["hw-thermal".into()] } else { vec![] }),
+                throttle: Some(if self.n == 2 {
+                    vec!["hw-thermal".into()]
+                } else {
+                    vec![]
+                }),
                 ..GpuSample::default()
             }])
         }

@@ -71,7 +71,10 @@ pub struct ProcessSample {
 #[derive(Debug, thiserror::Error)]
 pub enum TelemetryError {
     #[error("{backend}: {message}")]
-    Unavailable { backend: &'static str, message: String },
+    Unavailable {
+        backend: &'static str,
+        message: String,
+    },
     #[error("{backend}: reading {what}: {message}")]
     Read {
         backend: &'static str,
