@@ -159,12 +159,13 @@ class Moe(nn.Module):
         flat = x.reshape(-1, x.shape[-1])
         probs = torch.softmax(self.router(flat).float(), dim=-1)
         weights, chosen = probs.topk(self.topk, dim=-1)
-        out = torch.zeros_like(flat)
-        for e, expert in enumerate(self.experts):
-            token, slot = (chosen == e).nonzero(as_tuple=True)
-            if token.numel():
-                y = expert(flat[token]) * weights[token, slot, None]
-                out.index_add_(0, token, y.to(out.dtype))
+        # Permute the (token, expert) pairs by expert, run each expert on its rows, scatter back.
+        order = chosen.reshape(-1).argsort(stable=True)
+        counts = torch.bincount(chosen.reshape(-1), minlength=len(self.experts)).tolist()
+        token = order // self.topk
+        y = torch.cat([expert(r) for expert, r in zip(self.experts, flat[token].split(counts))])
+        y = y * weights.reshape(-1)[order, None]
+        out = torch.zeros_like(flat).index_add_(0, token, y.to(flat.dtype))
         if self.shared is not None:
             out = out + self.shared(flat)
         return out.view_as(x)
@@ -220,15 +221,11 @@ class Gpt(nn.Module):
         return [(i, min(i + k, n)) for i in range(0, n, k)]
 
     def forward(self, tokens):
-        x = self.embed(tokens)
-        segments = {start: end for start, end in self.recomputed()}
-        i = 0
+        x, segments, i = self.embed(tokens), dict(self.recomputed()), 0
         while i < len(self.blocks):
-            end = segments.get(i)
-            if end is None:
-                x, i = self.blocks[i](x), i + 1
-            else:
-                x, i = checkpoint(self.run_blocks, x, i, end, use_reentrant=False), end
+            end, run = segments.get(i, i + 1), self.run_blocks
+            x = checkpoint(run, x, i, end, use_reentrant=False) if i in segments else run(x, i, end)
+            i = end
         return self.head(self.norm(x))
 
     def run_blocks(self, x, start, end):
@@ -241,10 +238,7 @@ def flops_per_micro_batch(model):
     """Matmul FLOPs of one micro batch's forward + backward as this model executes them."""
     s, tokens = model.s, model.s["micro_batch"] * model.s["seq"]
     h, width, kv_width = s["hidden"], s["heads"] * s["head_dim"], s["kv_heads"] * s["head_dim"]
-
-    def mlp(ffn):
-        return 2 * h * ffn * (3 if s["swiglu"] else 2)
-
+    mlp = lambda ffn: 2 * h * ffn * (3 if s["swiglu"] else 2)  # noqa: E731
     per_layer = []  # (forward FLOPs, of which core attention)
     for block in model.blocks:
         core = 2 * tokens * s["seq"] * width  # QK^T and P.V, causal: half of 4 * s * s * width
@@ -296,7 +290,8 @@ def main():
         s = shape_from(json.load(f), max(1, args.scale))
     device = torch.device(args.device)
     torch.manual_seed(s["seed"])
-    model = Gpt(s).to(device=device, dtype=torch.bfloat16 if s["bf16"] else torch.float32)
+    with device:  # build the weights where they live: initialising billions on the host is slow
+        model = Gpt(s).to(dtype=torch.bfloat16 if s["bf16"] else torch.float32)
     optimizer = torch.optim.AdamW(model.parameters(), lr=s["lr"], betas=s["betas"], eps=s["eps"],
                                   weight_decay=s["weight_decay"], fused=device.type == "cuda")
     micro_batches = min(s["config_micro_batches"], max(1, args.max_microbatches))

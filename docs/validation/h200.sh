@@ -25,12 +25,12 @@ EXP="$OUT/ex/experiments/llama3_8B-BF16-pretrain.yaml"
 SMALL=(--set num_layers=4 --set seq_length=4096 --set max_position_embeddings=4096 --set global_batch_size=64)
 
 echo "== monitor during trials (JSON Lines, 2 Hz)"
-"$B" monitor --json --interval 500 --duration 150 > "$OUT/monitor.jsonl" &
+"$B" monitor --json --interval 500 --duration 120 > "$OUT/monitor.jsonl" &
 MON=$!
 sleep 2
 for MBS in 1 4; do
   echo "== trial proxy-torch micro_batch_size=$MBS"
-  "$B" run "$EXP" --profile proxy-torch "${SMALL[@]}" --set micro_batch_size=$MBS --max-iters 30 \
+  "$B" run "$EXP" --profile proxy-torch "${SMALL[@]}" --set micro_batch_size=$MBS --max-iters 25 \
       --json > "$OUT/trial_mbs$MBS.json" 2> "$OUT/trial_mbs$MBS.err"
   echo "exit $?"; head -c 1500 "$OUT/trial_mbs$MBS.json"; echo
 done
@@ -68,11 +68,11 @@ PY
 
 echo "== proxy-torch step time with and without sampling at 2 Hz"
 R="$OUT/ex/experiments/.primus-tune/trials/1/resolved.json"
-python3 assets/proxy/proxy_torch.py --resolved "$R" --iters 40 > "$OUT/step_nosampling.log" 2>&1
+python3 assets/proxy/proxy_torch.py --resolved "$R" --iters 30 > "$OUT/step_nosampling.log" 2>&1
 "$B" monitor --json --interval 500 > /dev/null &
 M2=$!
 sleep 1
-python3 assets/proxy/proxy_torch.py --resolved "$R" --iters 40 > "$OUT/step_sampling.log" 2>&1
+python3 assets/proxy/proxy_torch.py --resolved "$R" --iters 30 > "$OUT/step_sampling.log" 2>&1
 kill -TERM $M2; wait $M2 2>/dev/null
 for f in nosampling sampling; do
   "$B" parse-log "$OUT/step_$f.log" --json | python3 -c "import json,sys; s=json.load(sys.stdin)['summary']; print('$f', json.dumps({k: s[k] for k in ('n','median_step_ms','ci95_ms','cv')}))"
@@ -82,7 +82,7 @@ echo "== a trial stopped by SIGTERM to primus-tune while NVML is loaded: no proc
 "$B" run "$EXP" --profile proxy-torch "${SMALL[@]}" --set micro_batch_size=1 --max-iters 200 --ci-target 0.0001 \
     --json > "$OUT/trial_sigterm.json" 2> "$OUT/trial_sigterm.err" &
 RP=$!
-sleep 25
+sleep 20
 kill -TERM $RP; wait $RP; echo "exit $?"
 sleep 1
 pgrep -af proxy_torch.py && echo "SURVIVOR" || echo "no proxy_torch.py process left"
