@@ -140,7 +140,9 @@ pub fn print_summary(s: &Summary) {
         parts.push(format!("{t:.0} tokens/s/GPU"));
     }
     if let Some(t) = s.tflops_per_gpu {
-        parts.push(format!("{t:.1} TFLOP/s/GPU"));
+        // A CPU proxy runs at GFLOP/s: keep its digits.
+        let p = if t < 1.0 { 4 } else { 1 };
+        parts.push(format!("{t:.p$} TFLOP/s/GPU"));
     }
     if let Some(m) = s.peak_mem_gib {
         parts.push(format!(

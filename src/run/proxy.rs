@@ -1765,7 +1765,8 @@ impl IterationLine<'_> {
             self.train_iters,
             self.consumed_samples,
             py_f(self.elapsed_ms, 1),
-            py_f(self.tflops, 1),
+            // Megatron prints one decimal; a CPU runs at a few GFLOP/s, which would print 0.0.
+            py_f(self.tflops, if self.tflops < 1.0 { 4 } else { 1 }),
             py_e(self.learning_rate, 6),
             self.global_batch,
             py_e(self.loss, 6),
@@ -1978,7 +1979,7 @@ mod tests {
         assert_eq!(lines.len(), 5, "{text}");
         assert!(lines[0].starts_with("primus-tune proxy-cpu: hidden 32"));
         let re = regex::Regex::new(
-            r"^ \[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{6}\] iteration[ ]{8}(\d)/[ ]{7}3 \| consumed samples:[ ]{12}(\d) \| elapsed time per iteration \(ms\): \d+\.\d \| throughput per GPU \(TFLOP/s/GPU\): \d+\.\d \| learning rate: 1\.000000E-03 \| global batch size:[ ]{5}2 \| lm loss: \d\.\d{6}E\+00 \| loss scale: 1\.0 \| grad norm: \d+\.\d{3} \| number of skipped iterations:[ ]{3}0 \| number of nan iterations:[ ]{3}0 \|$",
+            r"^ \[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{6}\] iteration[ ]{8}(\d)/[ ]{7}3 \| consumed samples:[ ]{12}(\d) \| elapsed time per iteration \(ms\): \d+\.\d \| throughput per GPU \(TFLOP/s/GPU\): \d+\.(?:\d|\d{4}) \| learning rate: 1\.000000E-03 \| global batch size:[ ]{5}2 \| lm loss: \d\.\d{6}E\+00 \| loss scale: 1\.0 \| grad norm: \d+\.\d{3} \| number of skipped iterations:[ ]{3}0 \| number of nan iterations:[ ]{3}0 \|$",
         )
         .unwrap();
         for (i, line) in lines[1..4].iter().enumerate() {

@@ -373,6 +373,16 @@ pub async fn run_trial(
             .unwrap_or(0) as u64,
         world_size: opts.gpus.max(1),
     };
+    // The CPU proxy runs a scaled-down sequence: tokens per second count what really ran.
+    let shape = if opts.profile.name == "proxy-cpu" {
+        RunShape {
+            seq_length: super::proxy::ProxyShape::from_resolved(&resolved).seq as u64,
+            world_size: 1,
+            ..shape
+        }
+    } else {
+        shape
+    };
     let shape = (shape.seq_length > 0 && shape.global_batch_size > 0).then_some(shape);
     let cfg = SteadyConfig {
         ci_target: opts.ci_target,
