@@ -36,15 +36,19 @@ pub fn examples_root() -> std::io::Result<PathBuf> {
     if source.join(DEFAULT_EXPERIMENT).is_file() {
         return Ok(source);
     }
-    let base = std::env::var_os("XDG_DATA_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
-        .unwrap_or_else(std::env::temp_dir);
-    let root = base
-        .join("primus-tune")
-        .join(format!("examples-{}", env!("CARGO_PKG_VERSION")));
+    let root = data_dir(&format!("examples-{}", env!("CARGO_PKG_VERSION")));
     extract(&root)?;
     Ok(root)
+}
+
+/// `<data dir>/primus-tune/<name>`: `$XDG_DATA_HOME`, else `~/.local/share`, else the temp folder.
+pub fn data_dir(name: &str) -> PathBuf {
+    std::env::var_os("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("primus-tune")
+        .join(name)
 }
 
 /// Write the bundled files under `root`, leaving files that already exist untouched.

@@ -201,15 +201,10 @@ pub fn assets_dir() -> std::io::Result<PathBuf> {
     if source.join("proxy/proxy_torch.py").is_file() {
         return Ok(source);
     }
-    let base = std::env::var_os("XDG_DATA_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
-        .unwrap_or_else(std::env::temp_dir);
-    let root = base
-        .join("primus-tune")
-        .join(format!("assets-{}", env!("CARGO_PKG_VERSION")));
+    let root = crate::bundled::data_dir(&format!("assets-{}", env!("CARGO_PKG_VERSION")));
     let p = root.join("proxy/proxy_torch.py");
-    if !p.is_file() {
+    // Not a user file: keep it equal to the shipped script.
+    if std::fs::read_to_string(&p).ok().as_deref() != Some(TORCH_PROXY) {
         std::fs::create_dir_all(root.join("proxy"))?;
         std::fs::write(&p, TORCH_PROXY)?;
     }
