@@ -209,26 +209,28 @@ async fn run_with_progress(
                     let _ = writeln!(err, "  folder {}", display_path(&trial_dir));
                 }
                 TrialEvent::Iteration { it, summary } if tty => {
-                    let step = it.elapsed_ms.map_or("-".into(), |s| format!("{s:.1} ms"));
+                    // Kept under 80 columns so `\r` redraws one line on any terminal.
+                    let step = it.elapsed_ms.map_or("-".into(), |s| format!("{s:.1}ms"));
                     let med = match (summary.median_step_ms, summary.ci95_ms) {
                         (Some(m), Some(ci)) if m > 0.0 => {
-                            format!("median {m:.1} ms ±{:.1}%", 100.0 * ci / m)
+                            format!("med {m:.1}ms ±{:.1}%", 100.0 * ci / m)
                         }
                         _ => "warming up".into(),
                     };
                     let eta = summary
                         .median_step_ms
                         .map(|m| m * max_iters.saturating_sub(it.iteration) as f64 / 1000.0)
-                        .map_or(String::new(), |s| format!(" | ETA ≤ {s:.0} s"));
+                        .map_or(String::new(), |s| format!(" ETA≤{s:.0}s"));
                     let done = (it.iteration as f64 / max_iters as f64).clamp(0.0, 1.0);
-                    let bar: String = (0..20)
-                        .map(|i| if (i as f64) < done * 20.0 { '#' } else { '.' })
+                    let bar: String = (0..10)
+                        .map(|i| if (i as f64) < done * 10.0 { '#' } else { '.' })
                         .collect();
-                    let _ = write!(
-                        err,
-                        "\r\x1b[2K[{bar}] iter {}/{max_iters} | step {step} | {med}{eta}",
+                    let line = format!(
+                        "[{bar}] {}/{max_iters} step {step} {med}{eta}",
                         it.iteration
                     );
+                    let line: String = line.chars().take(79).collect();
+                    let _ = write!(err, "\r\x1b[2K{line}");
                     let _ = err.flush();
                 }
                 TrialEvent::TelemetryUnavailable(why) if !json => {

@@ -47,8 +47,8 @@ impl Nvml {
                 backend: NAME,
                 message: if not_found {
                     format!(
-                        "libnvidia-ml.so.1 not found (no NVIDIA driver; tried {})",
-                        CANDIDATES.join(", ")
+                        "libnvidia-ml.so.1 not found ({} places tried)",
+                        CANDIDATES.len()
                     )
                 } else {
                     format!("NVML could not be loaded ({})", errors.join("; "))
