@@ -103,9 +103,13 @@ impl Sampler {
                     if next < now {
                         next = now;
                     }
-                    // Sleep in short steps so a stop request is honoured quickly.
-                    while Instant::now() < next && !stop2.load(Ordering::Relaxed) {
-                        std::thread::sleep((next - Instant::now()).min(Duration::from_millis(50)));
+                    // Sleep until the next sample; `halt` unparks the thread to stop it at once.
+                    while !stop2.load(Ordering::Relaxed) {
+                        let now = Instant::now();
+                        if now >= next {
+                            break;
+                        }
+                        std::thread::park_timeout(next - now);
                     }
                 }
             })
@@ -134,6 +138,7 @@ impl Sampler {
     fn halt(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
+            t.thread().unpark();
             let _ = t.join();
         }
     }
