@@ -118,15 +118,24 @@ pub fn run() -> ExitCode {
 }
 
 impl LoadArgs {
+    /// The `--env KEY=VALUE` pairs, checked.
+    pub fn env_pairs(&self) -> Result<Vec<(String, String)>, CliError> {
+        self.env
+            .iter()
+            .map(|kv| match kv.split_once('=') {
+                Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+                _ => Err(CliError::Usage(format!(
+                    "--env `{kv}` is not of the form KEY=VALUE"
+                ))),
+            })
+            .collect()
+    }
+
+    /// The process environment with the `--env` pairs applied.
     pub fn env(&self) -> Result<Env, CliError> {
         let mut env = Env::from_process();
-        for kv in &self.env {
-            let Some((k, v)) = kv.split_once('=') else {
-                return Err(CliError::Usage(format!(
-                    "--env `{kv}` is not of the form KEY=VALUE"
-                )));
-            };
-            env.set(k.trim(), v);
+        for (k, v) in self.env_pairs()? {
+            env.set(&k, &v);
         }
         Ok(env)
     }

@@ -112,14 +112,7 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, CliError> {
     }
     let profile = profile::find(&a.profile, profile::user_dir().as_deref())
         .map_err(|e| CliError::Usage(e.to_string()))?;
-    let env_pairs: Vec<(String, String)> = a
-        .env
-        .iter()
-        .filter_map(|kv| {
-            kv.split_once('=')
-                .map(|(k, v)| (k.trim().to_string(), v.to_string()))
-        })
-        .collect();
+    let env_pairs = load.env_pairs()?;
     let gpus = a.gpus.unwrap_or_else(|| default_gpus(&opts, &profile.name));
     let topts = TrialOptions {
         profile,
