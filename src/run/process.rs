@@ -4,7 +4,7 @@
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
@@ -157,24 +157,10 @@ pub fn group_alive(pgid: i32) -> bool {
     if pgid <= 0 || killpg(Pid::from_raw(pgid), None).is_err() {
         return false;
     }
-    let Ok(rd) = std::fs::read_dir("/proc") else {
-        return true;
-    };
-    rd.flatten().any(|e| {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            return false;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            return false;
-        };
-        // After the command name: state, ppid, pgrp.
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-            return false;
-        };
-        let mut f = rest.split_whitespace();
-        let state = f.next().unwrap_or("");
-        let pgrp = f.nth(1).and_then(|p| p.parse::<i32>().ok());
-        pgrp == Some(pgid) && state != "Z" && state != "X"
+    let proc_root = Path::new("/proc");
+    crate::procfs::pids(proc_root).into_iter().any(|pid| {
+        crate::procfs::read_stat(&proc_root.join(pid.to_string()).join("stat"))
+            .is_some_and(|st| st.pgrp == pgid && !st.is_gone())
     })
 }
 

@@ -2,6 +2,7 @@
 //! the resident memory and CPU use of one process group (the trial's). Reading procfs directly
 //! keeps the root injectable for tests and avoids a dependency for three files.
 
+use crate::procfs::read_stat;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -106,13 +107,7 @@ impl Host {
             pgid,
             ..GroupUsage::default()
         };
-        let Ok(rd) = std::fs::read_dir(&self.procfs) else {
-            return usage;
-        };
-        for e in rd.flatten() {
-            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-                continue;
-            };
+        for pid in crate::procfs::pids(&self.procfs) {
             let Some(st) = read_stat(&self.procfs.join(pid.to_string()).join("stat")) else {
                 continue;
             };
@@ -140,31 +135,6 @@ impl Host {
     }
 }
 
-struct Stat {
-    pgrp: i32,
-    utime: u64,
-    stime: u64,
-    rss_pages: u64,
-}
-
-/// Fields of `/proc/<pid>/stat` (the command name in parentheses may hold spaces).
-fn read_stat(path: &Path) -> Option<Stat> {
-    let text = std::fs::read_to_string(path).ok()?;
-    parse_stat(&text)
-}
-
-fn parse_stat(text: &str) -> Option<Stat> {
-    let rest = &text[text.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // After the command: state(0) ppid(1) pgrp(2) ... utime(11) stime(12) ... rss(21).
-    Some(Stat {
-        pgrp: f.get(2)?.parse().ok()?,
-        utime: f.get(11)?.parse().ok()?,
-        stime: f.get(12)?.parse().ok()?,
-        rss_pages: f.get(21)?.parse().ok()?,
-    })
-}
-
 #[allow(unsafe_code)]
 fn sysconf(name: libc::c_int) -> Option<u64> {
     // SAFETY: sysconf has no preconditions; a negative result means "unsupported".
@@ -175,15 +145,6 @@ fn sysconf(name: libc::c_int) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stat_with_spaces_in_the_name() {
-        let s = "4242 (my (weird) proc) S 1 4242 4242 0 -1 4194560 100 0 0 0 37 5 0 0 20 0 3 0 1234 123456 789 18446744073709551615";
-        let st = parse_stat(s).unwrap();
-        assert_eq!(st.pgrp, 4242);
-        assert_eq!((st.utime, st.stime), (37, 5));
-        assert_eq!(st.rss_pages, 789);
-    }
 
     #[test]
     fn group_usage_of_a_real_process_group() {

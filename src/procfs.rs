@@ -1,0 +1,69 @@
+//! `/proc/<pid>/stat`, read by the host sampler (a trial's process group) and by the run engine
+//! (is any member of a trial's group still alive?).
+
+use std::path::Path;
+
+/// The fields of `/proc/<pid>/stat` this project uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcStat {
+    /// `R`, `S`, `D`, `Z` (zombie), `X` (dead), ...
+    pub state: char,
+    pub pgrp: i32,
+    /// CPU time in clock ticks.
+    pub utime: u64,
+    pub stime: u64,
+    pub rss_pages: u64,
+}
+
+impl ProcStat {
+    /// A process that has exited and only waits to be reaped.
+    pub fn is_gone(&self) -> bool {
+        matches!(self.state, 'Z' | 'X')
+    }
+}
+
+pub fn read_stat(path: &Path) -> Option<ProcStat> {
+    parse_stat(&std::fs::read_to_string(path).ok()?)
+}
+
+/// Parse a stat line; the command name in parentheses may hold spaces and parentheses.
+pub fn parse_stat(text: &str) -> Option<ProcStat> {
+    let rest = text.get(text.rfind(')')? + 2..)?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // After the command: state(0) ppid(1) pgrp(2) ... utime(11) stime(12) ... rss(21).
+    Some(ProcStat {
+        state: f.first()?.chars().next()?,
+        pgrp: f.get(2)?.parse().ok()?,
+        utime: f.get(11)?.parse().ok()?,
+        stime: f.get(12)?.parse().ok()?,
+        rss_pages: f.get(21)?.parse().ok()?,
+    })
+}
+
+/// Pids listed under a procfs root.
+pub fn pids(procfs: &Path) -> Vec<u32> {
+    std::fs::read_dir(procfs)
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_with_spaces_and_parentheses_in_the_name() {
+        let s = "4242 (my (weird) proc) Z 1 4242 4242 0 -1 4194560 100 0 0 0 37 5 0 0 20 0 3 0 1234 123456 789 18446744073709551615";
+        let st = parse_stat(s).unwrap();
+        assert_eq!(st.state, 'Z');
+        assert!(st.is_gone());
+        assert_eq!(st.pgrp, 4242);
+        assert_eq!((st.utime, st.stime), (37, 5));
+        assert_eq!(st.rss_pages, 789);
+        assert!(parse_stat("12 (x) S 1").is_none());
+    }
+}
