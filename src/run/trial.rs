@@ -391,17 +391,17 @@ pub async fn run_trial(
     let mut exit = ExitInfo::default();
     let mut stop_reason = String::from("exited");
     let mut last_progress = Instant::now();
+    // Median steady step (ms) so far: the hang threshold scales with it.
+    let mut median_ms = 0.0_f64;
     let deadline = opts
         .max_seconds
         .map(|s| started + Duration::from_secs_f64(s));
     let mut pending: Vec<Iteration> = Vec::new();
 
     let status = loop {
-        let hang_after = if iters.is_empty() {
-            Duration::from_secs_f64(opts.first_iteration_seconds)
-        } else {
-            let med = median_step_s(&iters);
-            Duration::from_secs_f64((3.0 * med).max(opts.hang_seconds))
+        let hang_after = match (iters.is_empty(), median_ms) {
+            (true, _) => Duration::from_secs_f64(opts.first_iteration_seconds),
+            (false, med) => Duration::from_secs_f64((3.0 * med / 1000.0).max(opts.hang_seconds)),
         };
         let hang_at = last_progress + hang_after;
         let wake = deadline.map_or(hang_at, |d| d.min(hang_at));
@@ -423,6 +423,7 @@ pub async fn run_trial(
                                 pending.clear();
                             }
                             let summary = Summary::from_parts(&iters, &memory, shape, &cfg);
+                            median_ms = summary.median_step_ms.or(it.elapsed_ms).unwrap_or(median_ms);
                             let _ = events.send(TrialEvent::Iteration { it, summary: Box::new(summary) }).await;
                         }
                         LogEvent::Memory(m) => {
@@ -577,13 +578,4 @@ async fn recv_snapshot(rx: &mut Option<tokio::sync::mpsc::Receiver<Snapshot>>) -
         Some(r) => r.recv().await,
         None => std::future::pending().await,
     }
-}
-
-fn median_step_s(iters: &[Iteration]) -> f64 {
-    let mut v: Vec<f64> = iters.iter().filter_map(|i| i.elapsed_ms).collect();
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2] / 1000.0
 }
