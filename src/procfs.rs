@@ -40,6 +40,39 @@ pub fn parse_stat(text: &str) -> Option<ProcStat> {
     })
 }
 
+/// A procfs file kept open and re-read from offset 0 on each call: one `pread` instead of
+/// open, stat, two reads and close (what a sampler reads every few seconds, e.g. /proc/stat).
+/// procfs fills the whole buffer when the file fits, so a short read is the end of the file.
+pub struct ProcFile {
+    file: std::fs::File,
+    buf: Vec<u8>,
+}
+
+impl ProcFile {
+    pub fn open(path: &Path) -> std::io::Result<ProcFile> {
+        Ok(ProcFile {
+            file: std::fs::File::open(path)?,
+            buf: vec![0; 16 * 1024],
+        })
+    }
+
+    /// The whole file as it is now (invalid UTF-8 is replaced).
+    pub fn read(&mut self) -> std::io::Result<std::borrow::Cow<'_, str>> {
+        use std::os::unix::fs::FileExt;
+        let mut len = 0;
+        loop {
+            let n = self.file.read_at(&mut self.buf[len..], len as u64)?;
+            len += n;
+            if n == 0 || len < self.buf.len() {
+                break;
+            }
+            // A full buffer: the file may be longer; grow and read on.
+            self.buf.resize(self.buf.len() * 2, 0);
+        }
+        Ok(String::from_utf8_lossy(&self.buf[..len]))
+    }
+}
+
 /// Pids listed under a procfs root.
 pub fn pids(procfs: &Path) -> Vec<u32> {
     std::fs::read_dir(procfs)
@@ -54,6 +87,28 @@ pub fn pids(procfs: &Path) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proc_file_sees_new_contents_and_grows() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, "short").unwrap();
+        let mut f = ProcFile::open(&p).unwrap();
+        assert_eq!(f.read().unwrap(), "short");
+        let long = "x".repeat(40_000);
+        std::fs::write(&p, &long).unwrap();
+        assert_eq!(f.read().unwrap().len(), 40_000);
+        std::fs::write(&p, "again").unwrap();
+        assert_eq!(f.read().unwrap(), "again");
+    }
+
+    #[test]
+    fn proc_file_reads_a_real_proc_file_twice() {
+        let mut f = ProcFile::open(Path::new("/proc/self/stat")).unwrap();
+        let a = parse_stat(&f.read().unwrap()).expect("first read parses");
+        let b = parse_stat(&f.read().unwrap()).expect("second read parses");
+        assert_eq!(a.pgrp, b.pgrp);
+    }
 
     #[test]
     fn stat_with_spaces_and_parentheses_in_the_name() {

@@ -2,7 +2,7 @@
 
 use super::CliError;
 use crate::telemetry::host::Host;
-use crate::telemetry::sampler::{Sampler, SamplerConfig, Snapshot};
+use crate::telemetry::sampler::{Collector, SamplerConfig, Snapshot, Ticker};
 use crate::telemetry::select::{self, Roots};
 use crate::telemetry::{GpuInfo, GpuSample};
 use clap::Args;
@@ -81,26 +81,25 @@ pub fn run(a: &MonitorArgs) -> Result<ExitCode, CliError> {
         Mode::Table
     };
     let host = Host::new(&a.telemetry.procfs_root);
-    let (sampler, mut rx) = Sampler::start(
-        backend,
-        host,
-        SamplerConfig {
-            interval: Duration::from_millis(a.interval.max(10)),
-            process_interval: Duration::from_millis(a.process_interval.max(10)),
-        },
-    );
-    let gpus = sampler.gpus.clone();
-    let name = sampler.backend.unwrap_or("host");
+    let cfg = SamplerConfig {
+        interval: Duration::from_millis(a.interval.max(10)),
+        process_interval: Duration::from_millis(a.process_interval.max(10)),
+    };
+    // No sampler thread here: the reads and the writes take turns on this thread, which saves
+    // two wake-ups per sample (monitor has nothing else to do meanwhile).
+    let mut collector = Collector::new(backend, host, &cfg);
+    let gpus = collector.gpus();
+    let name = collector.backend_name().unwrap_or("host");
     let end = a
         .duration
         .map(|d| Instant::now() + Duration::from_secs_f64(d));
-    let mut out = std::io::stdout().lock();
+    // One write per sample, however many GPUs (flushed below).
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut csv_header: Option<Vec<String>> = None;
     let mut lines_drawn = 0usize;
-    while let Some(s) = rx.blocking_recv() {
-        if end.is_some_and(|e| Instant::now() >= e) {
-            break;
-        }
+    let mut ticker = Ticker::new(cfg.interval);
+    loop {
+        let s = collector.collect(0);
         let ok = match mode {
             Mode::Json => write_json(&mut out, &s, &gpus),
             Mode::Csv => write_csv(&mut out, &s, &gpus, &mut csv_header),
@@ -118,8 +117,12 @@ pub fn run(a: &MonitorArgs) -> Result<ExitCode, CliError> {
         if ok.and_then(|()| out.flush()).is_err() {
             break; // the reader went away
         }
+        let wait = ticker.advance();
+        if end.is_some_and(|e| ticker.next() >= e) {
+            break;
+        }
+        std::thread::sleep(wait);
     }
-    sampler.stop();
     Ok(ExitCode::SUCCESS)
 }
 
@@ -189,22 +192,43 @@ fn short_label(k: &str) -> String {
     }
 }
 
-fn gpu_json(s: &Snapshot, g: &GpuSample, gpus: &[GpuInfo]) -> serde_json::Value {
-    serde_json::json!({
-        "ts": s.ts_ms as f64 / 1000.0,
-        "gpu": g.gpu,
-        "name": gpus.iter().find(|i| i.index == g.gpu).map(|i| i.name.clone()),
-        "util_pct": g.util_pct,
-        "mem_util_pct": g.mem_util_pct,
-        "vram_used_bytes": g.vram_used_bytes,
-        "vram_total_bytes": g.vram_total_bytes,
-        "power_w": g.power_w,
-        "temp_c": g.temp_c,
-        "sclk_mhz": g.sclk_mhz,
-        "mclk_mhz": g.mclk_mhz,
-        "throttle": g.throttle,
-        "sample_us": s.cost_us,
-    })
+/// One JSON Lines record (borrowed: nothing is copied to print a sample).
+#[derive(serde::Serialize)]
+struct GpuRecord<'a> {
+    ts: f64,
+    gpu: u32,
+    name: Option<&'a str>,
+    util_pct: Option<f64>,
+    mem_util_pct: Option<f64>,
+    vram_used_bytes: Option<u64>,
+    vram_total_bytes: Option<u64>,
+    power_w: Option<f64>,
+    temp_c: &'a std::collections::BTreeMap<String, f64>,
+    sclk_mhz: Option<f64>,
+    mclk_mhz: Option<f64>,
+    throttle: Option<&'a [String]>,
+    sample_us: u64,
+}
+
+fn gpu_record<'a>(s: &'a Snapshot, g: &'a GpuSample, gpus: &'a [GpuInfo]) -> GpuRecord<'a> {
+    GpuRecord {
+        ts: s.ts_ms as f64 / 1000.0,
+        gpu: g.gpu,
+        name: gpus
+            .iter()
+            .find(|i| i.index == g.gpu)
+            .map(|i| i.name.as_str()),
+        util_pct: g.util_pct,
+        mem_util_pct: g.mem_util_pct,
+        vram_used_bytes: g.vram_used_bytes,
+        vram_total_bytes: g.vram_total_bytes,
+        power_w: g.power_w,
+        temp_c: &g.temp_c,
+        sclk_mhz: g.sclk_mhz,
+        mclk_mhz: g.mclk_mhz,
+        throttle: g.throttle.as_deref(),
+        sample_us: s.cost_us,
+    }
 }
 
 fn write_json(out: &mut impl Write, s: &Snapshot, gpus: &[GpuInfo]) -> std::io::Result<()> {
@@ -213,7 +237,8 @@ fn write_json(out: &mut impl Write, s: &Snapshot, gpus: &[GpuInfo]) -> std::io::
         return writeln!(out, "{v}");
     }
     for g in &s.gpus {
-        writeln!(out, "{}", gpu_json(s, g, gpus))?;
+        serde_json::to_writer(&mut *out, &gpu_record(s, g, gpus))?;
+        out.write_all(b"\n")?;
     }
     Ok(())
 }

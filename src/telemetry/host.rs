@@ -2,7 +2,7 @@
 //! the resident memory and CPU use of one process group (the trial's). Reading procfs directly
 //! keeps the root injectable for tests and avoids a dependency for three files.
 
-use crate::procfs::read_stat;
+use crate::procfs::{ProcFile, read_stat};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -29,6 +29,9 @@ pub struct GroupUsage {
 
 pub struct Host {
     procfs: PathBuf,
+    /// /proc/stat and /proc/meminfo, kept open (None when missing: the figure is then absent).
+    stat: Option<ProcFile>,
+    meminfo: Option<ProcFile>,
     /// Previous (busy, total) jiffies of the whole machine.
     prev_cpu: Option<(u64, u64)>,
     page_size: u64,
@@ -41,6 +44,8 @@ impl Host {
     pub fn new(procfs_root: &Path) -> Host {
         let mut h = Host {
             procfs: procfs_root.to_path_buf(),
+            stat: ProcFile::open(&procfs_root.join("stat")).ok(),
+            meminfo: ProcFile::open(&procfs_root.join("meminfo")).ok(),
             prev_cpu: None,
             page_size: sysconf(libc::_SC_PAGESIZE).unwrap_or(4096),
             ticks_per_s: sysconf(libc::_SC_CLK_TCK).unwrap_or(100) as f64,
@@ -51,8 +56,8 @@ impl Host {
     }
 
     /// (busy, total) jiffies from the `cpu` line of /proc/stat.
-    fn cpu_jiffies(&self) -> Option<(u64, u64)> {
-        let text = std::fs::read_to_string(self.procfs.join("stat")).ok()?;
+    fn cpu_jiffies(&mut self) -> Option<(u64, u64)> {
+        let text = self.stat.as_mut()?.read().ok()?;
         let line = text.lines().find(|l| l.starts_with("cpu "))?;
         let v: Vec<u64> = line
             .split_whitespace()
@@ -72,8 +77,8 @@ impl Host {
     }
 
     /// (used, total) bytes from /proc/meminfo: used = MemTotal − MemAvailable.
-    fn ram(&self) -> Option<(u64, u64)> {
-        let text = std::fs::read_to_string(self.procfs.join("meminfo")).ok()?;
+    fn ram(&mut self) -> Option<(u64, u64)> {
+        let text = self.meminfo.as_mut()?.read().ok()?;
         let kib = |key: &str| -> Option<u64> {
             text.lines()
                 .find(|l| l.starts_with(key))?

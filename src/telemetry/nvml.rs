@@ -22,7 +22,49 @@ const CANDIDATES: &[&str] = &[
 pub struct Nvml {
     lib: Lib,
     gpus: Vec<GpuInfo>,
+    /// NVML's device handles, looked up once at open (one per entry of `gpus`).
+    handles: Vec<Handle>,
     procfs: std::path::PathBuf,
+    /// Samples taken. The slow-changing figures (memory clock, throttle reasons) are read every
+    /// `SLOW_EVERY` samples and repeated in between, so a sample costs the same five NVML calls
+    /// as `nvidia-smi --query-gpu=utilization.gpu,memory.used,power.draw,temperature.gpu,clocks.sm`.
+    count: u64,
+    slow: Vec<Slow>,
+}
+
+/// The figures read every `SLOW_EVERY` samples (every 2 s at the default 500 ms interval).
+#[derive(Clone, Default)]
+struct Slow {
+    mclk_mhz: Option<f64>,
+    throttle: Option<Vec<String>>,
+}
+
+const SLOW_EVERY: u64 = 4;
+
+/// A device handle from `nvmlDeviceGetHandleByIndex`. NVML documents its handles as valid until
+/// `nvmlShutdown` and its calls as thread-safe, so one may move to the sampler thread.
+struct Handle(nvml_wrapper_sys::bindings::nvmlDevice_t);
+
+// SAFETY: see `Handle`; the handle is only used with the `Lib` that made it, which outlives it.
+#[allow(unsafe_code)]
+unsafe impl Send for Handle {}
+
+/// NVML's initialisation allocates and frees several MB; hand the freed pages back to the system
+/// so a long-running monitor does not keep them resident.
+#[allow(unsafe_code)]
+fn release_free_heap() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only returns free heap memory to the kernel; no pointer is touched.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// The device behind a cached handle, without a lookup in NVML.
+#[allow(unsafe_code)]
+fn device<'a>(lib: &'a Lib, h: &Handle) -> nvml_wrapper::Device<'a> {
+    // SAFETY: every `Handle` came from the `Lib` it is used with (both live in one `Nvml`).
+    unsafe { nvml_wrapper::Device::new(h.0, lib) }
 }
 
 impl Nvml {
@@ -68,6 +110,7 @@ impl Nvml {
             });
         }
         let mut gpus = Vec::new();
+        let mut handles = Vec::new();
         for i in 0..n {
             let d = lib.device_by_index(i).map_err(|e| TelemetryError::Read {
                 backend: NAME,
@@ -88,11 +131,18 @@ impl Nvml {
                     .map(|mw| f64::from(mw) / 1000.0),
                 ..GpuInfo::default()
             });
+            #[allow(unsafe_code)]
+            // SAFETY: reading the raw handle out of a live device; it stays valid (see `Handle`).
+            handles.push(Handle(unsafe { d.handle() }));
         }
+        release_free_heap();
         Ok(Nvml {
             lib,
             gpus,
+            slow: vec![Slow::default(); handles.len()],
+            handles,
             procfs: procfs_root.to_path_buf(),
+            count: 0,
         })
     }
 }
@@ -129,15 +179,16 @@ impl Backend for Nvml {
 
     fn sample(&mut self) -> Result<Vec<GpuSample>, TelemetryError> {
         let mut out = Vec::with_capacity(self.gpus.len());
-        for g in &self.gpus {
-            let d = self
-                .lib
-                .device_by_index(g.index)
-                .map_err(|e| TelemetryError::Read {
-                    backend: NAME,
-                    what: format!("device {}", g.index),
-                    message: e.to_string(),
-                })?;
+        let read_slow = self.count.is_multiple_of(SLOW_EVERY);
+        self.count += 1;
+        for (i, g) in self.gpus.iter().enumerate() {
+            let d = device(&self.lib, &self.handles[i]);
+            if read_slow {
+                self.slow[i] = Slow {
+                    mclk_mhz: d.clock_info(Clock::Memory).ok().map(f64::from),
+                    throttle: d.current_throttle_reasons().ok().map(throttle_names),
+                };
+            }
             let util = d.utilization_rates().ok();
             let mem = d.memory_info().ok();
             let mut temp_c = std::collections::BTreeMap::new();
@@ -155,8 +206,8 @@ impl Backend for Nvml {
                 power_kind: Some(PowerKind::Average),
                 temp_c,
                 sclk_mhz: d.clock_info(Clock::SM).ok().map(f64::from),
-                mclk_mhz: d.clock_info(Clock::Memory).ok().map(f64::from),
-                throttle: d.current_throttle_reasons().ok().map(throttle_names),
+                mclk_mhz: self.slow[i].mclk_mhz,
+                throttle: self.slow[i].throttle.clone(),
             });
         }
         Ok(out)
@@ -164,10 +215,8 @@ impl Backend for Nvml {
 
     fn processes(&mut self) -> Result<Vec<ProcessSample>, TelemetryError> {
         let mut out = Vec::new();
-        for g in &self.gpus {
-            let Ok(d) = self.lib.device_by_index(g.index) else {
-                continue;
-            };
+        for (i, g) in self.gpus.iter().enumerate() {
+            let d = device(&self.lib, &self.handles[i]);
             for p in d.running_compute_processes().unwrap_or_default() {
                 let vram = match p.used_gpu_memory {
                     UsedGpuMemory::Used(b) => b,

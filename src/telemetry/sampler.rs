@@ -48,68 +48,133 @@ pub struct Sampler {
     pub backend: Option<&'static str>,
 }
 
+/// Reads one snapshot at a time: the GPU backend every call, and the process scan, the host figures
+/// and the watched group's usage at the slower process interval (they walk procfs: whole-machine
+/// files and every pid), repeating the last host reading in between. Used by the sampler thread
+/// and, without a thread, by `monitor`.
+pub struct Collector {
+    backend: Option<Box<dyn Backend>>,
+    host: Host,
+    process_interval: Duration,
+    next_procs: Instant,
+    last_host: HostSample,
+    last_pgid: i32,
+}
+
+impl Collector {
+    pub fn new(backend: Option<Box<dyn Backend>>, host: Host, cfg: &SamplerConfig) -> Collector {
+        Collector {
+            backend,
+            host,
+            process_interval: cfg.process_interval,
+            next_procs: Instant::now(),
+            last_host: HostSample::default(),
+            last_pgid: 0,
+        }
+    }
+
+    pub fn gpus(&self) -> Vec<GpuInfo> {
+        self.backend
+            .as_ref()
+            .map(|b| b.gpus().to_vec())
+            .unwrap_or_default()
+    }
+
+    pub fn backend_name(&self) -> Option<&'static str> {
+        self.backend.as_ref().map(|b| b.name())
+    }
+
+    /// One snapshot; `pgid` > 0 is the process group to watch (a newly watched group is read at
+    /// once).
+    pub fn collect(&mut self, pgid: i32) -> Snapshot {
+        let t0 = Instant::now();
+        let gpus = self
+            .backend
+            .as_mut()
+            .and_then(|b| b.sample().ok())
+            .unwrap_or_default();
+        let processes = if t0 >= self.next_procs || pgid != self.last_pgid {
+            self.next_procs = t0 + self.process_interval;
+            self.last_pgid = pgid;
+            self.last_host = self.host.sample((pgid > 0).then_some(pgid));
+            self.backend.as_mut().and_then(|b| b.processes().ok())
+        } else {
+            None
+        };
+        Snapshot {
+            ts_ms: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0),
+            gpus,
+            processes,
+            host: self.last_host.clone(),
+            cost_us: t0.elapsed().as_micros() as u64,
+        }
+    }
+}
+
+/// Fixed-rate ticks that never pile up: a late tick moves the schedule instead of bursting.
+pub struct Ticker {
+    interval: Duration,
+    next: Instant,
+}
+
+impl Ticker {
+    pub fn new(interval: Duration) -> Ticker {
+        Ticker {
+            interval,
+            next: Instant::now(),
+        }
+    }
+
+    /// Advance to the next tick; the time until it (zero when late).
+    pub fn advance(&mut self) -> Duration {
+        self.next += self.interval;
+        let now = Instant::now();
+        if self.next < now {
+            self.next = now;
+        }
+        self.next - now
+    }
+
+    pub fn next(&self) -> Instant {
+        self.next
+    }
+}
+
 impl Sampler {
     /// Start sampling. `backend` is None when no GPU backend works (host only).
     pub fn start(
         backend: Option<Box<dyn Backend>>,
-        mut host: Host,
+        host: Host,
         cfg: SamplerConfig,
     ) -> (Sampler, mpsc::Receiver<Snapshot>) {
         let (tx, rx) = mpsc::channel(256);
         let stop = Arc::new(AtomicBool::new(false));
         let group = Arc::new(AtomicI32::new(0));
-        let gpus = backend
-            .as_ref()
-            .map(|b| b.gpus().to_vec())
-            .unwrap_or_default();
-        let name = backend.as_ref().map(|b| b.name());
+        let mut collector = Collector::new(backend, host, &cfg);
+        let gpus = collector.gpus();
+        let name = collector.backend_name();
         let (stop2, group2) = (stop.clone(), group.clone());
         let thread = std::thread::Builder::new()
             .name("telemetry".into())
             .spawn(move || {
-                let mut backend = backend;
-                let mut next = Instant::now();
-                let mut next_procs = Instant::now();
+                let mut ticker = Ticker::new(cfg.interval);
                 while !stop2.load(Ordering::Relaxed) {
-                    let t0 = Instant::now();
-                    let gpus = backend
-                        .as_mut()
-                        .and_then(|b| b.sample().ok())
-                        .unwrap_or_default();
-                    let processes = if t0 >= next_procs {
-                        next_procs = t0 + cfg.process_interval;
-                        backend.as_mut().and_then(|b| b.processes().ok())
-                    } else {
-                        None
-                    };
-                    let pgid = group2.load(Ordering::Relaxed);
-                    let host = host.sample((pgid > 0).then_some(pgid));
-                    let snap = Snapshot {
-                        ts_ms: SystemTime::now()
-                            .duration_since(UNIX_EPOCH)
-                            .map(|d| d.as_millis() as u64)
-                            .unwrap_or(0),
-                        gpus,
-                        processes,
-                        host,
-                        cost_us: t0.elapsed().as_micros() as u64,
-                    };
+                    let snap = collector.collect(group2.load(Ordering::Relaxed));
                     match tx.try_send(snap) {
                         Ok(()) | Err(mpsc::error::TrySendError::Full(_)) => {}
                         Err(mpsc::error::TrySendError::Closed(_)) => break,
                     }
-                    next += cfg.interval;
-                    let now = Instant::now();
-                    if next < now {
-                        next = now;
-                    }
+                    ticker.advance();
                     // Sleep until the next sample; `halt` unparks the thread to stop it at once.
                     while !stop2.load(Ordering::Relaxed) {
                         let now = Instant::now();
-                        if now >= next {
+                        if now >= ticker.next() {
                             break;
                         }
-                        std::thread::park_timeout(next - now);
+                        std::thread::park_timeout(ticker.next() - now);
                     }
                 }
             })
@@ -356,6 +421,55 @@ mod tests {
         assert_eq!(sum[0].vram_peak_bytes, Some(3 << 30));
         assert!(sum[0].throttled);
         assert_eq!(sum[0].sclk_min_mhz, Some(1997.0));
+    }
+
+    #[test]
+    fn collector_reads_procfs_at_the_slow_rate_and_a_new_group_at_once() {
+        let b = Scripted {
+            gpus: vec![GpuInfo::default()],
+            n: 0,
+        };
+        let cfg = SamplerConfig {
+            interval: Duration::from_millis(1),
+            process_interval: Duration::from_secs(3600),
+        };
+        let mut c = Collector::new(
+            Some(Box::new(b)),
+            Host::new(std::path::Path::new("/proc")),
+            &cfg,
+        );
+        let first = c.collect(0);
+        assert!(first.processes.is_some(), "the first sample scans");
+        assert!(first.host.ram_total_bytes.is_some());
+        let second = c.collect(0);
+        assert!(second.processes.is_none(), "not due for an hour");
+        assert_eq!(second.host, first.host, "the host reading is repeated");
+        assert_eq!(
+            second.gpus[0].util_pct,
+            Some(20.0),
+            "GPUs are read every time"
+        );
+        // Watching our own process group: read at once, with this process in it.
+        #[allow(unsafe_code)]
+        // SAFETY: getpgrp has no preconditions.
+        let me = unsafe { libc::getpgrp() };
+        let third = c.collect(me);
+        assert!(third.processes.is_some());
+        let g = third.host.group.expect("group read at once");
+        assert!(g.pids.contains(&std::process::id()), "{g:?}");
+        assert!(c.collect(me).processes.is_none());
+    }
+
+    #[test]
+    fn ticker_never_bursts_after_a_late_tick() {
+        let mut t = Ticker::new(Duration::from_millis(5));
+        let start = t.next();
+        std::thread::sleep(Duration::from_millis(30));
+        // Late by six intervals: the next tick is now, not six ticks in a row.
+        assert_eq!(t.advance(), Duration::ZERO);
+        let wait = t.advance();
+        assert!(wait > Duration::ZERO && wait <= Duration::from_millis(5));
+        assert!(t.next() >= start + Duration::from_millis(35));
     }
 
     #[test]
