@@ -66,6 +66,14 @@ pub fn extract(root: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The bundled example as a file the user may edit: always the copy under the data folder, so
+/// the interactive editor never writes into a source checkout.
+pub fn editable_default_experiment() -> std::io::Result<PathBuf> {
+    let root = data_dir(&format!("examples-{}", env!("CARGO_PKG_VERSION")));
+    extract(&root)?;
+    Ok(root.join(DEFAULT_EXPERIMENT))
+}
+
 pub fn default_experiment() -> std::io::Result<PathBuf> {
     Ok(examples_root()?.join(DEFAULT_EXPERIMENT))
 }

@@ -13,3 +13,4 @@ pub mod procfs;
 pub mod run;
 pub mod store;
 pub mod telemetry;
+pub mod tui;

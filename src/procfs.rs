@@ -73,6 +73,17 @@ impl ProcFile {
     }
 }
 
+/// A `kB` figure of this process from /proc/self/status (`VmHWM`, `VmRSS`, ...).
+pub fn status_kb(key: &str) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/status").ok()?;
+    text.lines()
+        .find(|l| l.strip_prefix(key).is_some_and(|r| r.starts_with(':')))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
 /// Pids listed under a procfs root.
 pub fn pids(procfs: &Path) -> Vec<u32> {
     std::fs::read_dir(procfs)

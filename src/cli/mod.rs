@@ -16,6 +16,7 @@ use crate::config::env::Env;
 use crate::config::overrides::parse_assignment;
 use crate::config::{ConfigError, Experiment, LoadOptions};
 use clap::{Args, Parser, Subcommand};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -34,6 +35,15 @@ pub struct Cli {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+    /// Print the checklist instead of opening the interactive TUI (the default when stdout is
+    /// not a terminal).
+    #[arg(long)]
+    no_tui: bool,
+    /// Do not show the guided tour on the first start.
+    #[arg(long)]
+    no_tour: bool,
+    #[command(flatten)]
+    telemetry: monitor::TelemetryArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -92,7 +102,12 @@ pub enum CliError {
 
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
+    let interactive = !cli.json
+        && !cli.no_tui
+        && std::io::stdout().is_terminal()
+        && std::io::stdin().is_terminal();
     let result = match cli.command {
+        None if interactive => run_tui(&cli),
         None => checklist::run(&checklist::ChecklistArgs {
             load: cli.load,
             json: cli.json,
@@ -115,6 +130,25 @@ pub fn run() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// `primus-tune [CONFIG]` on a terminal: the TUI (no CONFIG: an editable copy of the bundled
+/// example).
+fn run_tui(cli: &Cli) -> Result<ExitCode, CliError> {
+    let config = match &cli.load.config {
+        Some(_) => cli.load.config_path()?,
+        None => crate::bundled::editable_default_experiment()?,
+    };
+    let opts = crate::tui::TuiOptions {
+        config,
+        load: cli.load.options()?,
+        env: cli.load.env_pairs()?,
+        telemetry_backend: cli.telemetry.backend.clone(),
+        roots: cli.telemetry.roots(),
+        tour: !cli.no_tour && !crate::tui::toured_marker().exists(),
+    };
+    crate::tui::run(opts)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 impl LoadArgs {

@@ -113,7 +113,9 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, CliError> {
     let profile = profile::find(&a.profile, profile::user_dir().as_deref())
         .map_err(|e| CliError::Usage(e.to_string()))?;
     let env_pairs = load.env_pairs()?;
-    let gpus = a.gpus.unwrap_or_else(|| default_gpus(&opts, &profile.name));
+    let gpus = a
+        .gpus
+        .unwrap_or_else(|| trial::default_gpus(&opts.env, &profile.name));
     let topts = TrialOptions {
         profile,
         overrides,
@@ -149,16 +151,6 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, CliError> {
     } else {
         ExitCode::from(3)
     })
-}
-
-/// GPUs of the trial when not given: the launcher's variables, else 1 for the proxies, 8 for Primus.
-fn default_gpus(opts: &LoadOptions, profile: &str) -> u64 {
-    let get = |k: &str| opts.env.get(k).and_then(|s| s.parse::<u64>().ok());
-    match get("GPUS_PER_NODE") {
-        Some(g) => g * get("NNODES").unwrap_or(1),
-        None if profile.starts_with("proxy") => 1,
-        None => 8,
-    }
 }
 
 async fn run_with_progress(

@@ -116,6 +116,17 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TrialError + '_ {
     }
 }
 
+/// GPUs of a trial when not given: the launcher's variables (`GPUS_PER_NODE` × `NNODES`), else 1
+/// for the proxies and 8 for Primus.
+pub fn default_gpus(env: &crate::config::env::Env, profile: &str) -> u64 {
+    let get = |k: &str| env.get(k).and_then(|s| s.parse::<u64>().ok());
+    match get("GPUS_PER_NODE") {
+        Some(g) => g * get("NNODES").unwrap_or(1),
+        None if profile.starts_with("proxy") => 1,
+        None => 8,
+    }
+}
+
 /// The folder primus-tune keeps beside an experiment: `<dir>/.primus-tune/`.
 pub fn workspace_dir(experiment: &Path) -> PathBuf {
     experiment
@@ -166,6 +177,10 @@ pub fn config_hash(params: &BTreeMap<String, Value>) -> String {
 
 /// Overrides every trial gets: the iteration budget, and for Primus the DEBUG console level its
 /// iteration lines need.
+/// Keys the runner adds to trials by itself (the iteration budget, the log level the parser
+/// needs): stored with the trial, but not settings a user would apply to the experiment.
+pub const RUNNER_KEYS: [&str; 2] = ["train_iters", "stderr_sink_level"];
+
 fn trial_overrides(exp: &Experiment, opts: &TrialOptions) -> Vec<Override> {
     let mut out: Vec<Override> = opts.overrides.clone();
     let has = |out: &[Override], k: &str| out.iter().any(|o| o.key == k);

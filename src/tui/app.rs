@@ -1,0 +1,905 @@
+//! The TUI's state and its pure update: `update(&mut App, Msg) -> Vec<Effect>`. No I/O happens
+//! here; the event loop (`mod.rs`) performs the effects by calling the core and feeds the results
+//! back as messages. Key handling goes through `keymap::action` first.
+
+use super::keymap::{self, Action};
+use super::model::{ConfigView, FlagRow, PendingEdit, PlanView};
+use crate::config::catalog::{FlagType, Step};
+use crate::run::process::Stream;
+use crate::run::summary::{Summary, TrialResult};
+use crate::run::trial::TrialEvent;
+use crate::run::types::Iteration;
+use crate::store::TrialRow;
+use crate::telemetry::GpuInfo;
+use crate::telemetry::sampler::{History, Snapshot};
+use crossterm::event::KeyEvent;
+use std::collections::VecDeque;
+use std::path::PathBuf;
+
+/// Samples of telemetry history kept per GPU: 10 minutes at 2 Hz.
+pub const HISTORY: usize = 1200;
+/// Log lines kept for the Run screen.
+pub const LOG_LINES: usize = 500;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tab {
+    Checklist,
+    Flags,
+    Run,
+    Trials,
+}
+
+impl Tab {
+    pub const ALL: [Tab; 4] = [Tab::Checklist, Tab::Flags, Tab::Run, Tab::Trials];
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Tab::Checklist => "Checklist",
+            Tab::Flags => "Flags",
+            Tab::Run => "Run",
+            Tab::Trials => "Trials",
+        }
+    }
+
+    fn index(self) -> usize {
+        Tab::ALL.iter().position(|t| *t == self).unwrap_or(0)
+    }
+}
+
+/// What the loop feeds into `update`.
+#[derive(Debug)]
+pub enum Msg {
+    Key(KeyEvent),
+    /// The config view was (re)built; `plan` is set when edits are pending.
+    Loaded(Result<(Box<ConfigView>, Option<PlanView>), String>),
+    Saved(Result<String, String>),
+    Trial(TrialEvent),
+    TrialDone(Result<Box<TrialResult>, String>),
+    Telemetry(Box<Snapshot>),
+    /// The GPUs the live sampler reads, its backend, and a note when no GPU backend works.
+    TelemetryReady {
+        gpus: Vec<GpuInfo>,
+        backend: String,
+        note: Option<String>,
+    },
+    Trials(Result<Vec<TrialRow>, String>),
+    /// The experiment file changed on disk (another program wrote it).
+    DiskChanged,
+    /// SIGTERM or SIGHUP: stop everything and leave.
+    Terminate,
+}
+
+/// What `update` asks the loop to do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Rebuild the config view with these unsaved edits.
+    Load(Vec<PendingEdit>),
+    Save(Vec<PendingEdit>),
+    StartTrial { profile: String },
+    StopTrial,
+    LoadTrials,
+    Quit,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Overlay {
+    Help,
+    /// The guided tour, at this step.
+    Tour(usize),
+    ConfirmQuit,
+    /// The diff of the unsaved edits; `save` asks to confirm writing.
+    Diff {
+        save: bool,
+    },
+}
+
+/// The value being typed for a flag.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Editor {
+    pub key: String,
+    pub text: String,
+    pub ty: FlagType,
+    pub choices: Vec<String>,
+    /// What is wrong with `text`, checked as the user types.
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct FlagsState {
+    pub selected: usize,
+    /// The search being typed (`/`), and the one in force.
+    pub searching: bool,
+    pub query: String,
+    pub editor: Option<Editor>,
+    /// Only this step's flags (set when coming from the checklist).
+    pub step: Option<Step>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct LiveTrial {
+    pub id: Option<i64>,
+    pub profile: String,
+    pub argv: Vec<String>,
+    pub dir: Option<PathBuf>,
+    pub iters: Vec<Iteration>,
+    pub summary: Option<Summary>,
+    pub log: VecDeque<(Stream, String)>,
+    pub stopping: Option<String>,
+    /// Set when the trial has ended.
+    pub result: Option<Result<TrialResult, String>>,
+}
+
+impl LiveTrial {
+    pub fn running(&self) -> bool {
+        self.result.is_none()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortKey {
+    Id,
+    Status,
+    Step,
+    Tflops,
+    Tokens,
+    Memory,
+}
+
+impl SortKey {
+    pub fn label(self) -> &'static str {
+        match self {
+            SortKey::Id => "id",
+            SortKey::Status => "status",
+            SortKey::Step => "median step",
+            SortKey::Tflops => "TFLOP/s",
+            SortKey::Tokens => "tokens/s",
+            SortKey::Memory => "peak memory",
+        }
+    }
+
+    fn next(self) -> SortKey {
+        match self {
+            SortKey::Id => SortKey::Status,
+            SortKey::Status => SortKey::Step,
+            SortKey::Step => SortKey::Tflops,
+            SortKey::Tflops => SortKey::Tokens,
+            SortKey::Tokens => SortKey::Memory,
+            SortKey::Memory => SortKey::Id,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct TrialsState {
+    pub rows: Vec<TrialRow>,
+    pub selected: usize,
+    pub sort: SortKey,
+    pub descending: bool,
+    /// Marked for comparison (space).
+    pub marked: Option<i64>,
+    /// Show the selected trial in detail / compare the marked one with the selected one.
+    pub detail: bool,
+    pub compare: bool,
+    pub error: Option<String>,
+}
+
+impl Default for TrialsState {
+    fn default() -> Self {
+        TrialsState {
+            rows: Vec::new(),
+            selected: 0,
+            sort: SortKey::Id,
+            descending: true,
+            marked: None,
+            detail: false,
+            compare: false,
+            error: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Telemetry {
+    pub gpus: Vec<GpuInfo>,
+    pub backend: String,
+    pub note: Option<String>,
+    pub history: Option<History>,
+    pub last: Option<Snapshot>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    Info,
+    Error,
+}
+
+pub struct App {
+    pub tab: Tab,
+    pub config: Option<ConfigView>,
+    /// Why the config could not be read (shown instead of the screens that need it).
+    pub load_error: Option<String>,
+    pub pending: Vec<PendingEdit>,
+    pub plan: Option<PlanView>,
+    pub checklist_selected: usize,
+    pub flags: FlagsState,
+    pub profiles: Vec<String>,
+    pub profile: usize,
+    pub trial: Option<LiveTrial>,
+    pub telemetry: Telemetry,
+    pub trials: TrialsState,
+    pub overlay: Option<Overlay>,
+    pub status: Option<(Level, String)>,
+    pub disk_changed: bool,
+    pub quitting: bool,
+    /// Rows of the flag table that fit on screen (set by the view each frame; for paging).
+    pub page: usize,
+}
+
+/// The guided tour's pages: title and text.
+pub const TOUR: [(&str, &str); 5] = [
+    (
+        "Welcome to primus-tune",
+        "This walks you through the Primus performance-tuning checklist for the experiment \
+         shown at the top. Nothing is written to your files until you save, and every figure \
+         shown was measured or is labelled as a rule. Esc skips the tour; t shows it again.",
+    ),
+    (
+        "1 Checklist",
+        "Six steps from the tuning guide: GEMMs (HipBLASLt tuning), kernels (Primus-Turbo), \
+         precision, memory, communication overlap and MoE. Each says done, needs attention, \
+         not applicable or not measured, and why. Enter opens the step's flags.",
+    ),
+    (
+        "2 Flags",
+        "Every flag the guide cares about: effective value, default and the file:line it comes \
+         from. Enter edits (booleans toggle, enums cycle with Left/Right), u undoes, d shows \
+         the diff, s saves with comments and layout kept. / searches.",
+    ),
+    (
+        "3 Run",
+        "Starts a short profiling trial of the current config with a launch profile \
+         (proxy-cpu runs on any laptop). Step time, TFLOP/s, tokens/s, loss and memory come \
+         from the training log; GPU charts from live telemetry. x stops the trial.",
+    ),
+    (
+        "4 Trials",
+        "Every trial stored beside the experiment: sort with s, Enter for detail, Space marks \
+         one and c compares it with the selected one, a applies a trial's settings to the \
+         config (shown as unsaved edits first). ? shows all keys.",
+    ),
+];
+
+impl App {
+    pub fn new(profiles: Vec<String>, default_profile: &str, tour: bool) -> App {
+        let profile = profiles
+            .iter()
+            .position(|p| p == default_profile)
+            .unwrap_or(0);
+        App {
+            tab: Tab::Checklist,
+            config: None,
+            load_error: None,
+            pending: Vec::new(),
+            plan: None,
+            checklist_selected: 0,
+            flags: FlagsState::default(),
+            profiles,
+            profile,
+            trial: None,
+            telemetry: Telemetry::default(),
+            trials: TrialsState::default(),
+            overlay: tour.then_some(Overlay::Tour(0)),
+            status: None,
+            disk_changed: false,
+            quitting: false,
+            page: 10,
+        }
+    }
+
+    pub fn trial_running(&self) -> bool {
+        self.trial.as_ref().is_some_and(LiveTrial::running)
+    }
+
+    /// The flag rows the Flags screen lists (step filter and search applied).
+    pub fn visible_flags(&self) -> Vec<&FlagRow> {
+        let Some(c) = &self.config else {
+            return Vec::new();
+        };
+        let q = self.flags.query.to_lowercase();
+        let mut rows: Vec<&FlagRow> = c
+            .flags
+            .iter()
+            .filter(|f| self.flags.step.is_none_or(|s| f.step == s))
+            .filter(|f| q.is_empty() || f.name.to_lowercase().contains(&q))
+            .collect();
+        rows.sort_by_key(|f| (Step::ALL.iter().position(|s| *s == f.step), f.env_var));
+        rows
+    }
+
+    /// The trials in the chosen order.
+    pub fn sorted_trials(&self) -> Vec<&TrialRow> {
+        let mut rows: Vec<&TrialRow> = self.trials.rows.iter().collect();
+        let key = |r: &TrialRow| -> f64 {
+            match self.trials.sort {
+                SortKey::Id | SortKey::Status => r.id as f64,
+                SortKey::Step => r.median_step_ms.unwrap_or(f64::INFINITY),
+                SortKey::Tflops => r.tflops_per_gpu.unwrap_or(f64::NEG_INFINITY),
+                SortKey::Tokens => r.tokens_per_s_per_gpu.unwrap_or(f64::NEG_INFINITY),
+                SortKey::Memory => r.peak_mem_gib.unwrap_or(f64::INFINITY),
+            }
+        };
+        rows.sort_by(|a, b| {
+            let o = if self.trials.sort == SortKey::Status {
+                a.status.as_str().cmp(b.status.as_str())
+            } else {
+                key(a).total_cmp(&key(b))
+            };
+            o.then(a.id.cmp(&b.id))
+        });
+        if self.trials.descending {
+            rows.reverse();
+        }
+        rows
+    }
+
+    pub fn selected_trial(&self) -> Option<&TrialRow> {
+        self.sorted_trials().get(self.trials.selected).copied()
+    }
+
+    fn info(&mut self, s: impl Into<String>) {
+        self.status = Some((Level::Info, s.into()));
+    }
+
+    fn error(&mut self, s: impl Into<String>) {
+        self.status = Some((Level::Error, s.into()));
+    }
+}
+
+/// Apply one message; return what the loop must do.
+pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
+    match msg {
+        Msg::Key(k) => {
+            let action = keymap::action(app, k);
+            apply(app, action)
+        }
+        Msg::Loaded(Ok((view, plan))) => {
+            app.config = Some(*view);
+            app.plan = plan;
+            app.load_error = None;
+            app.disk_changed = false;
+            clamp_selection(app);
+            vec![]
+        }
+        Msg::Loaded(Err(e)) => {
+            app.load_error = Some(e.clone());
+            app.error(e);
+            vec![]
+        }
+        Msg::Saved(Ok(what)) => {
+            app.pending.clear();
+            app.plan = None;
+            app.info(what);
+            vec![Effect::Load(Vec::new())]
+        }
+        Msg::Saved(Err(e)) => {
+            app.error(e);
+            vec![]
+        }
+        Msg::Trial(ev) => {
+            on_trial_event(app, ev);
+            vec![]
+        }
+        Msg::TrialDone(r) => {
+            let ended = match &r {
+                Ok(t) => format!(
+                    "trial {} {} ({})",
+                    t.trial_id.map_or("-".into(), |i| i.to_string()),
+                    t.status,
+                    t.stop_reason
+                ),
+                Err(e) => format!("the trial could not run: {e}"),
+            };
+            let trial = app.trial.get_or_insert_with(LiveTrial::default);
+            if let Ok(t) = &r {
+                trial.summary = Some(t.summary.clone());
+            }
+            trial.result = Some(r.map(|b| *b));
+            app.info(ended);
+            let mut fx = vec![Effect::LoadTrials];
+            if app.quitting {
+                fx.push(Effect::Quit);
+            }
+            fx
+        }
+        Msg::Telemetry(s) => {
+            let h = app
+                .telemetry
+                .history
+                .get_or_insert_with(|| History::new(HISTORY));
+            h.push(&s);
+            app.telemetry.last = Some(*s);
+            vec![]
+        }
+        Msg::TelemetryReady {
+            gpus,
+            backend,
+            note,
+        } => {
+            app.telemetry.gpus = gpus;
+            app.telemetry.backend = backend;
+            app.telemetry.note = note;
+            vec![]
+        }
+        Msg::Trials(Ok(rows)) => {
+            app.trials.rows = rows;
+            app.trials.error = None;
+            let n = app.trials.rows.len();
+            app.trials.selected = app.trials.selected.min(n.saturating_sub(1));
+            vec![]
+        }
+        Msg::Trials(Err(e)) => {
+            app.trials.error = Some(e);
+            vec![]
+        }
+        Msg::DiskChanged => {
+            if app.pending.is_empty() {
+                app.info("the experiment changed on disk; reloaded");
+                vec![Effect::Load(Vec::new())]
+            } else {
+                app.disk_changed = true;
+                app.error("the experiment changed on disk: R reloads it (drops your unsaved edits)");
+                vec![]
+            }
+        }
+        Msg::Terminate => quit_now(app),
+    }
+}
+
+fn quit_now(app: &mut App) -> Vec<Effect> {
+    app.quitting = true;
+    if app.trial_running() {
+        vec![Effect::StopTrial]
+    } else {
+        vec![Effect::Quit]
+    }
+}
+
+fn on_trial_event(app: &mut App, ev: TrialEvent) {
+    let t = app.trial.get_or_insert_with(LiveTrial::default);
+    match ev {
+        TrialEvent::Started {
+            trial_id,
+            argv,
+            trial_dir,
+        } => {
+            t.id = Some(trial_id);
+            t.argv = argv;
+            t.dir = Some(trial_dir);
+        }
+        TrialEvent::Line(s, line) => {
+            if t.log.len() == LOG_LINES {
+                t.log.pop_front();
+            }
+            t.log.push_back((s, line));
+        }
+        TrialEvent::Iteration { it, summary } => {
+            t.iters.push(it);
+            t.summary = Some(*summary);
+        }
+        TrialEvent::Stopping(why) => t.stopping = Some(why),
+        TrialEvent::Telemetry(_) => {} // the live sampler feeds the charts
+        TrialEvent::TelemetryUnavailable(why) => {
+            app.telemetry.note.get_or_insert(why);
+        }
+    }
+}
+
+fn clamp_selection(app: &mut App) {
+    let n = app.visible_flags().len();
+    app.flags.selected = app.flags.selected.min(n.saturating_sub(1));
+    let steps = app
+        .config
+        .as_ref()
+        .map_or(0, |c| c.checklist.steps.len());
+    app.checklist_selected = app.checklist_selected.min(steps.saturating_sub(1));
+}
+
+fn move_by(sel: &mut usize, delta: isize, len: usize) {
+    if len == 0 {
+        *sel = 0;
+        return;
+    }
+    let v = (*sel as isize + delta).clamp(0, len as isize - 1);
+    *sel = v as usize;
+}
+
+/// Perform one user action.
+pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
+    match action {
+        Action::None => vec![],
+        Action::Quit => {
+            if app.trial_running() {
+                app.overlay = Some(Overlay::ConfirmQuit);
+                vec![]
+            } else {
+                vec![Effect::Quit]
+            }
+        }
+        Action::ForceQuit => quit_now(app),
+        Action::CloseOverlay => {
+            app.overlay = None;
+            vec![]
+        }
+        Action::Help => {
+            app.overlay = Some(Overlay::Help);
+            vec![]
+        }
+        Action::Tour => {
+            app.overlay = Some(Overlay::Tour(0));
+            vec![]
+        }
+        Action::TourNext => {
+            if let Some(Overlay::Tour(i)) = app.overlay {
+                app.overlay = (i + 1 < TOUR.len()).then_some(Overlay::Tour(i + 1));
+            }
+            vec![]
+        }
+        Action::TourBack => {
+            if let Some(Overlay::Tour(i)) = app.overlay {
+                app.overlay = Some(Overlay::Tour(i.saturating_sub(1)));
+            }
+            vec![]
+        }
+        Action::GoTab(t) => {
+            app.tab = t;
+            if t == Tab::Trials {
+                return vec![Effect::LoadTrials];
+            }
+            vec![]
+        }
+        Action::NextTab | Action::PrevTab => {
+            let n = Tab::ALL.len();
+            let i = app.tab.index();
+            let j = if action == Action::NextTab {
+                (i + 1) % n
+            } else {
+                (i + n - 1) % n
+            };
+            apply(app, Action::GoTab(Tab::ALL[j]))
+        }
+        Action::Up(n) | Action::Down(n) => {
+            let d = if matches!(action, Action::Up(_)) {
+                -(n as isize)
+            } else {
+                n as isize
+            };
+            match app.tab {
+                Tab::Checklist => {
+                    let len = app
+                        .config
+                        .as_ref()
+                        .map_or(0, |c| c.checklist.steps.len());
+                    move_by(&mut app.checklist_selected, d, len);
+                }
+                Tab::Flags => {
+                    let len = app.visible_flags().len();
+                    move_by(&mut app.flags.selected, d, len);
+                }
+                Tab::Trials => {
+                    let len = app.trials.rows.len();
+                    move_by(&mut app.trials.selected, d, len);
+                }
+                Tab::Run => {}
+            }
+            vec![]
+        }
+        Action::Top | Action::Bottom => {
+            let top = action == Action::Top;
+            let last = |len: usize| if top { 0 } else { len.saturating_sub(1) };
+            match app.tab {
+                Tab::Checklist => {
+                    let len = app
+                        .config
+                        .as_ref()
+                        .map_or(0, |c| c.checklist.steps.len());
+                    app.checklist_selected = last(len);
+                }
+                Tab::Flags => app.flags.selected = last(app.visible_flags().len()),
+                Tab::Trials => app.trials.selected = last(app.trials.rows.len()),
+                Tab::Run => {}
+            }
+            vec![]
+        }
+        Action::OpenStep => {
+            let step = app
+                .config
+                .as_ref()
+                .and_then(|c| c.checklist.steps.get(app.checklist_selected))
+                .map(|s| s.step);
+            app.flags.step = step;
+            app.flags.query.clear();
+            app.flags.selected = 0;
+            app.tab = Tab::Flags;
+            vec![]
+        }
+        Action::ClearFilter => {
+            app.flags.step = None;
+            app.flags.query.clear();
+            app.flags.selected = 0;
+            vec![]
+        }
+        Action::SearchStart => {
+            app.flags.searching = true;
+            app.flags.query.clear();
+            app.flags.step = None;
+            app.flags.selected = 0;
+            vec![]
+        }
+        Action::SearchInput(c) => {
+            app.flags.query.push(c);
+            app.flags.selected = 0;
+            vec![]
+        }
+        Action::SearchBackspace => {
+            app.flags.query.pop();
+            vec![]
+        }
+        Action::SearchDone => {
+            app.flags.searching = false;
+            vec![]
+        }
+        Action::SearchCancel => {
+            app.flags.searching = false;
+            app.flags.query.clear();
+            vec![]
+        }
+        Action::Edit => start_edit(app),
+        Action::EditInput(c) => {
+            if let Some(e) = &mut app.flags.editor {
+                e.text.push(c);
+                e.error = super::load::check_value(&e.key, &e.text).err();
+            }
+            vec![]
+        }
+        Action::EditBackspace => {
+            if let Some(e) = &mut app.flags.editor {
+                e.text.pop();
+                e.error = super::load::check_value(&e.key, &e.text).err();
+            }
+            vec![]
+        }
+        Action::EditCycle(step) => {
+            if let Some(e) = &mut app.flags.editor
+                && !e.choices.is_empty()
+            {
+                let n = e.choices.len() as isize;
+                let i = e.choices.iter().position(|c| *c == e.text).map_or(
+                    if step > 0 { -1 } else { 0 },
+                    |i| i as isize,
+                );
+                let j = (i + step).rem_euclid(n) as usize;
+                e.text = e.choices[j].clone();
+                e.error = super::load::check_value(&e.key, &e.text).err();
+            }
+            vec![]
+        }
+        Action::EditCancel => {
+            app.flags.editor = None;
+            vec![]
+        }
+        Action::EditCommit => {
+            let Some(e) = app.flags.editor.take() else {
+                return vec![];
+            };
+            if let Some(err) = &e.error {
+                let msg = err.clone();
+                app.flags.editor = Some(e);
+                app.error(msg);
+                return vec![];
+            }
+            add_pending(app, e.key, e.text)
+        }
+        Action::Undo => {
+            match app.pending.pop() {
+                Some(p) => app.info(format!("undid {} = {}", p.key, p.text)),
+                None => app.info("nothing to undo"),
+            }
+            if app.pending.is_empty() {
+                app.plan = None;
+            }
+            vec![Effect::Load(app.pending.clone())]
+        }
+        Action::ShowDiff => {
+            if app.pending.is_empty() {
+                app.info("no unsaved edits");
+            } else {
+                app.overlay = Some(Overlay::Diff { save: false });
+            }
+            vec![]
+        }
+        Action::Save => {
+            if app.pending.is_empty() {
+                app.info("no unsaved edits");
+                return vec![];
+            }
+            if app.disk_changed {
+                app.error("the file changed on disk since it was read: R reloads it first");
+                return vec![];
+            }
+            app.overlay = Some(Overlay::Diff { save: true });
+            vec![]
+        }
+        Action::ConfirmYes => match app.overlay.take() {
+            Some(Overlay::Diff { save: true }) => {
+                if app.plan.as_ref().is_some_and(|p| p.refused) {
+                    app.error("not saved: the edits break a rule (see the diagnostics)");
+                    return vec![];
+                }
+                vec![Effect::Save(app.pending.clone())]
+            }
+            Some(Overlay::ConfirmQuit) => quit_now(app),
+            other => {
+                app.overlay = other;
+                vec![]
+            }
+        },
+        Action::Reload => {
+            app.pending.clear();
+            app.plan = None;
+            app.disk_changed = false;
+            app.info("reloaded from disk");
+            vec![Effect::Load(Vec::new())]
+        }
+        Action::ProfileNext | Action::ProfilePrev => {
+            if !app.profiles.is_empty() && !app.trial_running() {
+                let n = app.profiles.len();
+                app.profile = if action == Action::ProfileNext {
+                    (app.profile + 1) % n
+                } else {
+                    (app.profile + n - 1) % n
+                };
+            }
+            vec![]
+        }
+        Action::StartTrial => {
+            if app.trial_running() {
+                app.info("a trial is already running (x stops it)");
+                return vec![];
+            }
+            if !app.pending.is_empty() {
+                app.error("save or undo your edits first: a trial runs the file on disk");
+                return vec![];
+            }
+            let Some(profile) = app.profiles.get(app.profile).cloned() else {
+                app.error("no launch profile found");
+                return vec![];
+            };
+            app.trial = Some(LiveTrial {
+                profile: profile.clone(),
+                ..LiveTrial::default()
+            });
+            app.tab = Tab::Run;
+            app.info(format!("starting a trial with {profile}"));
+            vec![Effect::StartTrial { profile }]
+        }
+        Action::StopTrial => {
+            if app.trial_running() {
+                app.info("stopping the trial (SIGINT, then SIGTERM, then SIGKILL)");
+                vec![Effect::StopTrial]
+            } else {
+                vec![]
+            }
+        }
+        Action::SortNext => {
+            app.trials.sort = app.trials.sort.next();
+            app.trials.descending = app.trials.sort != SortKey::Step
+                && app.trials.sort != SortKey::Memory
+                && app.trials.sort != SortKey::Status;
+            vec![]
+        }
+        Action::SortReverse => {
+            app.trials.descending = !app.trials.descending;
+            vec![]
+        }
+        Action::ToggleDetail => {
+            app.trials.detail = !app.trials.detail;
+            app.trials.compare = false;
+            vec![]
+        }
+        Action::Mark => {
+            let id = app.selected_trial().map(|t| t.id);
+            app.trials.marked = if app.trials.marked == id { None } else { id };
+            vec![]
+        }
+        Action::Compare => {
+            match (app.trials.marked, app.selected_trial().map(|t| t.id)) {
+                (Some(a), Some(b)) if a != b => {
+                    app.trials.compare = !app.trials.compare;
+                    app.trials.detail = false;
+                }
+                _ => app.info("mark a trial with Space, select another, then press c"),
+            }
+            vec![]
+        }
+        Action::ApplyTrial => {
+            let Some(t) = app.selected_trial() else {
+                return vec![];
+            };
+            let own = trial_settings(t);
+            if own.is_empty() {
+                let id = t.id;
+                app.info(format!("trial {id} ran the config as it is: nothing to apply"));
+                return vec![];
+            }
+            let edits: Vec<(String, String)> = own
+                .iter()
+                .map(|(k, v)| (k.clone(), json_text(v)))
+                .collect();
+            let id = t.id;
+            for (k, v) in edits {
+                app.pending.retain(|p| p.key != k);
+                app.pending.push(PendingEdit { key: k, text: v });
+            }
+            app.info(format!(
+                "trial {id}'s settings are unsaved edits now: d shows the diff, s saves, u undoes"
+            ));
+            app.tab = Tab::Flags;
+            vec![Effect::Load(app.pending.clone())]
+        }
+        Action::RefreshTrials => vec![Effect::LoadTrials],
+    }
+}
+
+/// A trial's own settings: its overrides without the keys the runner adds to every trial.
+pub fn trial_settings(t: &TrialRow) -> Vec<(String, serde_json::Value)> {
+    t.overrides
+        .iter()
+        .filter(|(k, _)| !crate::run::trial::RUNNER_KEYS.contains(&k.as_str()))
+        .cloned()
+        .collect()
+}
+
+/// A stored override as the text `set` would take.
+fn json_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn add_pending(app: &mut App, key: String, text: String) -> Vec<Effect> {
+    app.pending.retain(|p| p.key != key);
+    app.info(format!("{key} = {text} (unsaved: s saves, u undoes)"));
+    app.pending.push(PendingEdit { key, text });
+    vec![Effect::Load(app.pending.clone())]
+}
+
+fn start_edit(app: &mut App) -> Vec<Effect> {
+    let Some(row) = app.visible_flags().get(app.flags.selected).map(|r| (*r).clone()) else {
+        return vec![];
+    };
+    if row.env_var {
+        app.info(format!(
+            "{} is an environment variable: set it in the launch environment or the run profile",
+            row.name
+        ));
+        return vec![];
+    }
+    if row.ty == FlagType::Bool {
+        let new = if row.value == "true" { "false" } else { "true" };
+        return add_pending(app, row.name, new.to_string());
+    }
+    let text = if row.value == "-" {
+        String::new()
+    } else {
+        row.value.clone()
+    };
+    app.flags.editor = Some(Editor {
+        error: super::load::check_value(&row.name, &text).err(),
+        key: row.name,
+        text,
+        ty: row.ty,
+        choices: row.choices,
+    });
+    vec![]
+}

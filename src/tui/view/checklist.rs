@@ -1,0 +1,126 @@
+//! Checklist screen: the six steps with status on the left, the selected step's why, flags,
+//! problems and actions on the right (stacked when the terminal is narrow).
+
+use super::fit;
+use crate::checklist::{FindingKind, Status, StepReport};
+use crate::tui::app::App;
+use crate::tui::theme::Theme;
+use crate::tui::model::show_json;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, List, ListItem, ListState, Paragraph, Wrap};
+
+fn status_style(theme: &Theme, s: Status) -> Style {
+    match s {
+        Status::Done => theme.ok(),
+        Status::NeedsAttention => theme.warn(),
+        Status::NotApplicable | Status::NotMeasured => theme.dim(),
+    }
+}
+
+fn status_mark(s: Status) -> &'static str {
+    match s {
+        Status::Done => "[x]",
+        Status::NeedsAttention => "[!]",
+        Status::NotApplicable => "[-]",
+        Status::NotMeasured => "[?]",
+    }
+}
+
+pub fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+    let Some(c) = &app.config else { return };
+    let steps = &c.checklist.steps;
+    let narrow = area.width < 70;
+    let (left, right) = if narrow {
+        let [a, b] =
+            Layout::vertical([Constraint::Length(steps.len() as u16 + 2), Constraint::Min(3)])
+                .areas(area);
+        (a, b)
+    } else {
+        let [a, b] = Layout::horizontal([Constraint::Length(36), Constraint::Min(30)]).areas(area);
+        (a, b)
+    };
+    let items: Vec<ListItem> = steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let w = left.width.saturating_sub(8) as usize;
+            ListItem::new(Line::from(vec![
+                Span::styled(status_mark(s.status), status_style(theme, s.status)),
+                Span::raw(format!(" {}", fit(&format!("{}. {}", i + 1, s.title), w))),
+            ]))
+        })
+        .collect();
+    let mut state = ListState::default().with_selected(Some(app.checklist_selected));
+    f.render_stateful_widget(
+        List::new(items)
+            .block(
+                Block::default()
+                    .borders(Borders::ALL)
+                    .title(" Quick checklist ")
+                    .title_bottom(" [x] done [!] to do [?] not measured "),
+            )
+            .highlight_style(theme.selected()),
+        left,
+        &mut state,
+    );
+    if let Some(step) = steps.get(app.checklist_selected) {
+        draw_step(f, step, theme, right);
+    }
+}
+
+fn draw_step(f: &mut Frame, s: &StepReport, theme: &Theme, area: Rect) {
+    let mut lines: Vec<Line> = Vec::new();
+    lines.push(Line::from(vec![
+        Span::styled(s.title, theme.title()),
+        Span::raw(" — "),
+        Span::styled(s.status.label(), status_style(theme, s.status)),
+    ]));
+    for p in &s.problems {
+        lines.push(Line::styled(
+            format!("{} {}", p.severity.label(), p.message),
+            if p.severity == crate::config::diag::Severity::Error {
+                theme.error()
+            } else {
+                theme.warn()
+            },
+        ));
+    }
+    for finding in &s.findings {
+        let (mark, style) = match finding.kind {
+            FindingKind::Ok => ("ok ", theme.ok()),
+            FindingKind::Todo => ("to do ", theme.warn()),
+            FindingKind::Info => ("· ", theme.dim()),
+        };
+        lines.push(Line::from(vec![
+            Span::styled(mark, style),
+            Span::raw(finding.text.clone()),
+        ]));
+    }
+    if !s.flags.is_empty() {
+        lines.push(Line::raw(""));
+        lines.push(Line::styled("Flags (Enter to edit)", theme.title()));
+        for fl in &s.flags {
+            lines.push(Line::from(vec![
+                Span::raw(format!("  {} = ", fl.name)),
+                Span::styled(show_json(&fl.value), theme.text()),
+                Span::styled(format!("  {}", fl.source), theme.dim()),
+            ]));
+        }
+    }
+    if !s.actions.is_empty() {
+        lines.push(Line::raw(""));
+        lines.push(Line::styled("Next", theme.title()));
+        for a in &s.actions {
+            lines.push(Line::raw(format!("  {a}")));
+        }
+    }
+    f.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .block(Block::default().borders(Borders::ALL)),
+        area,
+    );
+}

@@ -1,0 +1,174 @@
+//! Drawing: a pure function of the state. One file per screen; the frame (tabs, file line,
+//! status line) and the overlays live here.
+
+mod checklist;
+mod flags;
+mod overlay;
+mod run;
+mod trials;
+
+use super::app::{App, Level, Tab};
+use super::theme::Theme;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme) {
+    let [top, file, body, status] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(1),
+        Constraint::Min(3),
+        Constraint::Length(1),
+    ])
+    .areas(f.area());
+    draw_tabs(f, app, theme, top);
+    draw_file_line(f, app, theme, file);
+    match (app.tab, &app.config) {
+        (Tab::Checklist | Tab::Flags, None) => {
+            let why = app.load_error.clone().unwrap_or_else(|| "reading…".into());
+            f.render_widget(
+                Paragraph::new(vec![
+                    Line::styled("The experiment could not be read:", theme.error()),
+                    Line::raw(why),
+                    Line::raw(""),
+                    Line::raw("Fix the file and press R to read it again."),
+                ])
+                .wrap(ratatui::widgets::Wrap { trim: false }),
+                body,
+            );
+        }
+        (Tab::Checklist, Some(_)) => checklist::draw(f, app, theme, body),
+        (Tab::Flags, Some(_)) => flags::draw(f, app, theme, body),
+        (Tab::Run, _) => run::draw(f, app, theme, body),
+        (Tab::Trials, _) => trials::draw(f, app, theme, body),
+    }
+    draw_status(f, app, theme, status);
+    overlay::draw(f, app, theme);
+}
+
+fn draw_tabs(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+    let mut spans = vec![Span::styled(" primus-tune ", theme.title())];
+    for (i, t) in Tab::ALL.iter().enumerate() {
+        let label = format!(" {} {} ", i + 1, t.title());
+        let style = if *t == app.tab {
+            theme.tab_active()
+        } else {
+            theme.dim()
+        };
+        spans.push(Span::styled(label, style));
+    }
+    if app.trial_running() {
+        spans.push(Span::styled(" ● trial running", theme.warn()));
+    }
+    let used: usize = spans.iter().map(|s| s.width()).sum();
+    let help = " ? help ";
+    if used + help.len() <= area.width as usize {
+        spans.push(Span::raw(" ".repeat(area.width as usize - used - help.len())));
+        spans.push(Span::styled(help, theme.dim()));
+    }
+    f.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+fn draw_file_line(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+    let Some(c) = &app.config else {
+        f.render_widget(Paragraph::new(" no experiment loaded"), area);
+        return;
+    };
+    let what = format!(
+        " · {} ({}){} ",
+        c.module,
+        c.framework,
+        c.model
+            .as_ref()
+            .map_or(String::new(), |m| format!(" · {m}"))
+    );
+    // The path gives way first (its start), the figures after it must stay visible.
+    let room = (area.width as usize).saturating_sub(what.chars().count() + 30);
+    let mut spans = vec![
+        Span::raw(format!(" {}", fit_left(&crate::cli::display_path(&c.path), room))),
+        Span::raw(what),
+    ];
+    let (e, w) = (c.errors(), c.warnings());
+    if e > 0 {
+        spans.push(Span::styled(format!("{e} error(s) "), theme.error()));
+    }
+    if w > 0 {
+        spans.push(Span::styled(format!("{w} warning(s) "), theme.warn()));
+    }
+    if e == 0 && w == 0 {
+        spans.push(Span::styled("lint clean ", theme.ok()));
+    }
+    if !app.pending.is_empty() {
+        spans.push(Span::styled(
+            format!("{} unsaved ", app.pending.len()),
+            theme.pending(),
+        ));
+    }
+    if app.disk_changed {
+        spans.push(Span::styled("changed on disk ", theme.error()));
+    }
+    f.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+fn draw_status(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+    let line = match &app.status {
+        Some((Level::Error, s)) => Line::styled(format!(" {s}"), theme.error()),
+        Some((Level::Info, s)) => Line::raw(format!(" {s}")),
+        None => Line::styled(format!(" {}", hints(app)), theme.dim()),
+    };
+    f.render_widget(Paragraph::new(line), area);
+}
+
+/// The keys that matter on this screen, for the status line.
+fn hints(app: &App) -> &'static str {
+    if app.flags.editor.is_some() && app.tab == Tab::Flags {
+        return "type a value · ←→ cycle choices · Enter keep · Esc cancel";
+    }
+    match app.tab {
+        Tab::Checklist => "↑↓ step · Enter flags · r run a trial · ? keys · q quit",
+        Tab::Flags => "Enter edit · / search · u undo · d diff · s save · ? keys",
+        Tab::Run => "←→ profile · r start · x stop · ? keys · q quit",
+        Tab::Trials => "s sort · Enter detail · Space mark · c compare · a apply · ? keys",
+    }
+}
+
+/// Cut `s` to `w` columns, with `…` when cut.
+pub fn fit(s: &str, w: usize) -> String {
+    if s.chars().count() <= w {
+        return s.to_string();
+    }
+    if w == 0 {
+        return String::new();
+    }
+    let mut out: String = s.chars().take(w - 1).collect();
+    out.push('…');
+    out
+}
+
+/// Cut `s` to `w` columns from the left, with `…` in front when cut (for paths).
+pub fn fit_left(s: &str, w: usize) -> String {
+    let n = s.chars().count();
+    if n <= w {
+        return s.to_string();
+    }
+    if w == 0 {
+        return String::new();
+    }
+    let mut out = String::from("…");
+    out.extend(s.chars().skip(n - (w - 1)));
+    out
+}
+
+/// A figure with a unit, or `-`.
+pub fn num(v: Option<f64>, prec: usize, unit: &str) -> String {
+    v.map_or("-".into(), |x| format!("{x:.prec$}{unit}"))
+}
+
+/// The short name of a failure class, as stored (`oom`, `nccl`, ...).
+pub fn class_name(c: crate::run::types::FailureClass) -> String {
+    serde_json::to_value(c)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}

@@ -1,0 +1,130 @@
+//! Boxes drawn over the screen: help, the guided tour, the diff before saving, quit confirmation.
+
+use crate::config::diag::Severity;
+use crate::tui::app::{App, Overlay, TOUR};
+use crate::tui::keymap::HELP;
+use crate::tui::theme::Theme;
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
+
+/// A box of at most `w`×`h` centred in `area`.
+fn centered(area: Rect, w: u16, h: u16) -> Rect {
+    let w = w.min(area.width);
+    let h = h.min(area.height);
+    Rect {
+        x: area.x + (area.width - w) / 2,
+        y: area.y + (area.height - h) / 2,
+        width: w,
+        height: h,
+    }
+}
+
+fn boxed(f: &mut Frame, area: Rect, title: &str, lines: Vec<Line>, theme: &Theme) {
+    f.render_widget(Clear, area);
+    f.render_widget(
+        Paragraph::new(lines).wrap(Wrap { trim: false }).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title(Span::styled(format!(" {title} "), theme.title())),
+        ),
+        area,
+    );
+}
+
+pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
+    let full = f.area();
+    match &app.overlay {
+        None => {}
+        Some(Overlay::Help) => {
+            let mut lines = Vec::new();
+            for (section, keys) in HELP {
+                lines.push(Line::styled(*section, theme.title()));
+                for (k, what) in *keys {
+                    lines.push(Line::raw(format!("  {k:<20} {what}")));
+                }
+            }
+            lines.push(Line::styled("Esc closes", theme.dim()));
+            let area = centered(full, 76, lines.len() as u16 + 2);
+            boxed(f, area, "Keys", lines, theme);
+        }
+        Some(Overlay::Tour(i)) => {
+            let (title, text) = TOUR[(*i).min(TOUR.len() - 1)];
+            let lines = vec![
+                Line::raw(text),
+                Line::raw(""),
+                Line::styled(
+                    format!(
+                        "{}/{} · Enter next · ← back · Esc skip the tour",
+                        i + 1,
+                        TOUR.len()
+                    ),
+                    theme.dim(),
+                ),
+            ];
+            // Height: the wrapped text plus the blank line, the hint line and the border.
+            let w = 70u16.min(full.width);
+            let text_rows = (text.chars().count() as u16).div_ceil(w.saturating_sub(4).max(1)) + 1;
+            let area = centered(full, w, text_rows + 4);
+            boxed(f, area, title, lines, theme);
+        }
+        Some(Overlay::ConfirmQuit) => {
+            let lines = vec![
+                Line::raw("A trial is running. Stop it (its whole process group) and quit?"),
+                Line::raw(""),
+                Line::styled("y stop and quit · n keep running", theme.warn()),
+            ];
+            let area = centered(full, 56, 6);
+            boxed(f, area, "Quit", lines, theme);
+        }
+        Some(Overlay::Diff { save }) => {
+            let mut lines: Vec<Line> = Vec::new();
+            if let Some(plan) = &app.plan {
+                for d in &plan.diagnostics {
+                    let style = match d.severity {
+                        Severity::Error => theme.error(),
+                        Severity::Warning => theme.warn(),
+                        Severity::Info => theme.dim(),
+                    };
+                    lines.push(Line::styled(
+                        format!("{}: {}", d.severity.label(), d.message),
+                        style,
+                    ));
+                }
+                for l in plan.diff.lines() {
+                    let style = if l.starts_with('+') && !l.starts_with("+++") {
+                        theme.ok()
+                    } else if l.starts_with('-') && !l.starts_with("---") {
+                        theme.error()
+                    } else {
+                        theme.text()
+                    };
+                    lines.push(Line::styled(l.to_string(), style));
+                }
+                lines.push(Line::raw(""));
+                let refused = plan.refused;
+                lines.push(match (save, refused) {
+                    (true, false) => Line::styled(
+                        "y writes the file (atomically, .bak kept) · n cancels",
+                        theme.warn(),
+                    ),
+                    (true, true) => Line::styled(
+                        "cannot be saved: fix the errors above (u undoes) · Esc",
+                        theme.error(),
+                    ),
+                    (false, _) => Line::styled("Esc closes", theme.dim()),
+                });
+            } else {
+                lines.push(Line::raw("checking the edits…"));
+            }
+            let area = centered(
+                full,
+                full.width.saturating_sub(4),
+                full.height.saturating_sub(2),
+            );
+            let title = if *save { "Save these changes?" } else { "Unsaved changes" };
+            boxed(f, area, title, lines, theme);
+        }
+    }
+}

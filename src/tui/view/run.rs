@@ -1,0 +1,306 @@
+//! Run screen: the launch profile, the live trial (progress, step time and TFLOP/s charts,
+//! tokens/s, loss, memory), per-GPU telemetry with sparklines and charts, and the log tail with
+//! failure lines marked. Telemetry shows whether or not a trial runs.
+
+use super::{fit, num};
+use crate::run::process::Stream;
+use crate::tui::app::{App, LiveTrial};
+use crate::tui::theme::Theme;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::symbols;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Axis, Block, Borders, Chart, Dataset, GraphType, Paragraph, Sparkline};
+
+pub fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+    let ngpu = app.telemetry.gpus.len().max(1) as u16;
+    let tall = area.height >= 36;
+    let gpu_h = (ngpu + 3).min(if tall { 12 } else { 6 });
+    let chart_h = if tall { 12 } else { 7 };
+    let [head, charts, gpus, log] = Layout::vertical([
+        Constraint::Length(4),
+        Constraint::Length(chart_h),
+        Constraint::Length(gpu_h),
+        Constraint::Min(3),
+    ])
+    .areas(area);
+    draw_head(f, app, theme, head);
+    draw_charts(f, app, theme, charts);
+    draw_gpus(f, app, theme, gpus);
+    draw_log(f, app.trial.as_ref(), theme, log);
+}
+
+fn draw_head(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+    let profile = app.profiles.get(app.profile).map_or("-", String::as_str);
+    let mut first = vec![
+        Span::raw("profile "),
+        Span::styled(format!("◀ {profile} ▶"), theme.title()),
+    ];
+    let mut second = Vec::new();
+    match &app.trial {
+        None => first.push(Span::styled(
+            "  no trial yet: r starts one of the config on disk",
+            theme.dim(),
+        )),
+        Some(t) => {
+            let id = t.id.map_or("-".into(), |i| i.to_string());
+            let max = t.iters.last().and_then(|i| i.train_iters);
+            let it = t.iters.last().map_or(0, |i| i.iteration);
+            let state = match (&t.result, &t.stopping) {
+                (Some(Ok(r)), _) => {
+                    let fail = r
+                        .failure
+                        .as_ref()
+                        .map_or(String::new(), |f| format!(" ({})", super::class_name(f.class)));
+                    format!("{}{fail}", r.status)
+                }
+                (Some(Err(e)), _) => format!("could not run: {e}"),
+                (None, Some(why)) => format!("stopping ({why})"),
+                (None, None) => "running".into(),
+            };
+            let style = match &t.result {
+                Some(Ok(r)) if r.status == "completed" => theme.ok(),
+                Some(_) => theme.error(),
+                None => theme.warn(),
+            };
+            first.push(Span::raw(format!("  trial {id} ")));
+            first.push(Span::styled(state, style));
+            second.push(Span::raw(format!(
+                "it {it}{} · ",
+                max.map_or(String::new(), |m| format!("/{m}"))
+            )));
+            if let Some(s) = &t.summary {
+                let ci = match (s.median_step_ms, s.ci95_ms) {
+                    (Some(m), Some(c)) if m > 0.0 => format!(" ±{:.1}%", 100.0 * c / m),
+                    _ => String::new(),
+                };
+                second.push(Span::raw(format!(
+                    "median {}{ci} · {} tok/s · {} TFLOP/s · loss {} · {}",
+                    num(s.median_step_ms, 1, " ms"),
+                    num(s.tokens_per_s_per_gpu, 0, ""),
+                    num(s.tflops_per_gpu, 1, ""),
+                    num(s.last_loss, 3, ""),
+                    num(s.peak_mem_gib, 1, " GiB"),
+                )));
+                if s.n == 0 {
+                    second.push(Span::styled("  (warming up)", theme.dim()));
+                }
+            }
+        }
+    }
+    f.render_widget(
+        Paragraph::new(vec![Line::from(first), Line::from(second)])
+            .block(Block::default().borders(Borders::ALL).title(" Trial ")),
+        area,
+    );
+}
+
+fn bounds(points: &[(f64, f64)]) -> ([f64; 2], [f64; 2]) {
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+    for (x, y) in points {
+        x0 = x0.min(*x);
+        x1 = x1.max(*x);
+        y0 = y0.min(*y);
+        y1 = y1.max(*y);
+    }
+    if points.is_empty() {
+        return ([0.0, 1.0], [0.0, 1.0]);
+    }
+    let pad = ((y1 - y0) * 0.1).max(y1.abs() * 0.01).max(1e-9);
+    ([x0, x1.max(x0 + 1.0)], [(y0 - pad).max(0.0), y1 + pad])
+}
+
+fn chart<'a>(
+    title: String,
+    points: &'a [(f64, f64)],
+    x_label: &'a str,
+    theme: &Theme,
+    color: usize,
+) -> Chart<'a> {
+    let (xb, yb) = bounds(points);
+    let data = Dataset::default()
+        .marker(symbols::Marker::Braille)
+        .graph_type(GraphType::Line)
+        .style(theme.series(color))
+        .data(points);
+    Chart::new(vec![data])
+        .block(Block::default().borders(Borders::ALL).title(title))
+        .x_axis(Axis::default().bounds(xb).labels(vec![
+            Span::raw(format!("{:.0}", xb[0])),
+            Span::raw(x_label),
+            Span::raw(format!("{:.0}", xb[1])),
+        ]))
+        .y_axis(Axis::default().bounds(yb).labels(vec![
+            Span::raw(format!("{:.0}", yb[0])),
+            Span::raw(format!("{:.0}", yb[1])),
+        ]))
+}
+
+fn draw_charts(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+    let empty = LiveTrial::default();
+    let t = app.trial.as_ref().unwrap_or(&empty);
+    let step: Vec<(f64, f64)> = t
+        .iters
+        .iter()
+        .filter_map(|i| i.elapsed_ms.map(|v| (i.iteration as f64, v)))
+        .collect();
+    let tflops: Vec<(f64, f64)> = t
+        .iters
+        .iter()
+        .filter_map(|i| i.tflops_per_gpu.map(|v| (i.iteration as f64, v)))
+        .collect();
+    let last = |v: &[(f64, f64)]| v.last().map(|p| p.1);
+    let step_title = format!(" step time ms (last {}) ", num(last(&step), 1, ""));
+    let tf_title = format!(" TFLOP/s/GPU (last {}) ", num(last(&tflops), 1, ""));
+    if area.width >= 100 {
+        let [a, b] =
+            Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)])
+                .areas(area);
+        f.render_widget(chart(step_title, &step, "iteration", theme, 0), a);
+        f.render_widget(chart(tf_title, &tflops, "iteration", theme, 1), b);
+    } else {
+        f.render_widget(chart(step_title, &step, "iteration", theme, 0), area);
+    }
+}
+
+fn draw_gpus(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+    let tel = &app.telemetry;
+    let title = format!(
+        " GPUs · {} ",
+        if tel.backend.is_empty() {
+            "starting telemetry…"
+        } else {
+            &tel.backend
+        }
+    );
+    let block = Block::default().borders(Borders::ALL).title(title);
+    let inner = block.inner(area);
+    f.render_widget(block, area);
+    let mut lines = Vec::new();
+    if let Some(note) = &tel.note {
+        lines.push(Line::styled(fit(note, inner.width as usize), theme.dim()));
+    }
+    let host = tel.last.as_ref().map(|s| &s.host);
+    lines.push(Line::styled(
+        format!(
+            "host CPU {} · RAM {}/{} GiB",
+            num(host.and_then(|h| h.cpu_pct), 0, "%"),
+            num(host.and_then(|h| h.ram_used_bytes).map(gib), 1, ""),
+            num(host.and_then(|h| h.ram_total_bytes).map(gib), 1, ""),
+        ),
+        theme.dim(),
+    ));
+    let para_h = lines.len() as u16;
+    let [text_area, rows_area] =
+        Layout::vertical([Constraint::Length(para_h), Constraint::Min(0)]).areas(inner);
+    f.render_widget(Paragraph::new(lines), text_area);
+    let Some(last) = &tel.last else { return };
+    let spark_w = if inner.width >= 120 { 40 } else { 12 };
+    for (row, g) in last.gpus.iter().enumerate() {
+        if row as u16 >= rows_area.height {
+            break;
+        }
+        let r = Rect {
+            x: rows_area.x,
+            y: rows_area.y + row as u16,
+            width: rows_area.width,
+            height: 1,
+        };
+        let name = tel
+            .gpus
+            .iter()
+            .find(|i| i.index == g.gpu)
+            .map_or(String::new(), |i| i.name.clone());
+        let temps: Vec<String> = g.temp_c.values().map(|t| format!("{t:.0}")).collect();
+        let throttle = match &g.throttle {
+            Some(t) if !t.is_empty() => format!(" [{}]", t.join(",")),
+            _ => String::new(),
+        };
+        let text = format!(
+            "{} {:<14} util {:>4} vram {:>5}/{:<5} GiB {:>5} {:>6} °C {:>5} MHz{throttle}",
+            g.gpu,
+            fit(&name, 14),
+            num(g.util_pct, 0, "%"),
+            num(g.vram_used_bytes.map(gib), 1, ""),
+            num(g.vram_total_bytes.map(gib), 0, ""),
+            num(g.power_w, 0, "W"),
+            if temps.is_empty() {
+                "-".into()
+            } else {
+                temps.join("/")
+            },
+            num(g.sclk_mhz, 0, ""),
+        );
+        let text_w = r.width.saturating_sub(spark_w + 1);
+        let [ta, sa] = Layout::horizontal([Constraint::Length(text_w), Constraint::Min(0)])
+            .areas(r);
+        f.render_widget(Paragraph::new(fit(&text, text_w as usize)), ta);
+        if let Some(h) = &tel.history {
+            let util: Vec<u64> = h
+                .series(g.gpu, |s| s.util_pct)
+                .iter()
+                .rev()
+                .take(sa.width as usize)
+                .rev()
+                .map(|(_, v)| *v as u64)
+                .collect();
+            f.render_widget(
+                Sparkline::default()
+                    .data(&util)
+                    .max(100)
+                    .style(theme.series(row)),
+                sa,
+            );
+        }
+    }
+}
+
+fn gib(b: u64) -> f64 {
+    b as f64 / (1u64 << 30) as f64
+}
+
+/// A line that tells of a failure (marked in the log tail).
+pub fn is_failure_line(l: &str) -> bool {
+    const MARKS: [&str; 7] = [
+        "Traceback",
+        "Error",
+        "error:",
+        "OutOfMemory",
+        "out of memory",
+        "NCCL WARN",
+        "Killed",
+    ];
+    MARKS.iter().any(|m| l.contains(m))
+}
+
+fn draw_log(f: &mut Frame, t: Option<&LiveTrial>, theme: &Theme, area: Rect) {
+    let h = area.height.saturating_sub(2) as usize;
+    let w = area.width.saturating_sub(2) as usize;
+    let lines: Vec<Line> = t
+        .map(|t| {
+            let n = t.log.len();
+            t.log
+                .iter()
+                .skip(n.saturating_sub(h))
+                .map(|(s, l)| {
+                    let style = if is_failure_line(l) {
+                        theme.error()
+                    } else if *s == Stream::Stderr {
+                        theme.dim()
+                    } else {
+                        theme.text()
+                    };
+                    Line::styled(fit(l, w), style)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let title = match t.and_then(|t| t.dir.as_ref()) {
+        Some(d) => format!(" log · {} ", crate::cli::display_path(d)),
+        None => " log ".into(),
+    };
+    f.render_widget(
+        Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(title)),
+        area,
+    );
+}

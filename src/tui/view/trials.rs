@@ -1,0 +1,271 @@
+//! Trials screen: the stored trials as a sortable table; the selected one in detail, or two side
+//! by side (settings that differ, and the figures).
+
+use super::{class_name, fit, num};
+use crate::store::TrialRow;
+use crate::tui::app::App;
+use crate::tui::theme::Theme;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, TableState, Wrap};
+use std::collections::BTreeSet;
+
+/// `key=value` of a trial's overrides, comma-separated.
+pub fn overrides_text(t: &TrialRow) -> String {
+    let own = crate::tui::app::trial_settings(t);
+    if own.is_empty() {
+        return "(as the config is)".into();
+    }
+    own.iter()
+        .map(|(k, v)| format!("{k}={}", crate::tui::model::show_json(v)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn status_text(t: &TrialRow) -> String {
+    match &t.failure {
+        Some(f) => class_name(f.class),
+        None => t.status.as_str().to_string(),
+    }
+}
+
+pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
+    let split = app.trials.detail || app.trials.compare;
+    let (top, bottom) = if split {
+        let [a, b] =
+            Layout::vertical([Constraint::Percentage(45), Constraint::Percentage(55)]).areas(area);
+        (a, Some(b))
+    } else {
+        (area, None)
+    };
+    app.page = top.height.saturating_sub(3) as usize;
+    let wide = area.width >= 120;
+    let rows_data = app.sorted_trials();
+    let marked = app.trials.marked;
+    let rows: Vec<Row> = rows_data
+        .iter()
+        .map(|t| {
+            let ci = match (t.median_step_ms, t.ci95_ms) {
+                (Some(m), Some(c)) if m > 0.0 => format!("±{:.1}%", 100.0 * c / m),
+                _ => "-".into(),
+            };
+            let status_style = match t.status.as_str() {
+                "completed" => theme.ok(),
+                "running" => theme.warn(),
+                _ => theme.error(),
+            };
+            let mut cells = vec![
+                Cell::from(if marked == Some(t.id) { "▸" } else { " " }),
+                Cell::from(t.id.to_string()),
+                Cell::from(Span::styled(status_text(t), status_style)),
+                Cell::from(num(t.median_step_ms, 1, "")),
+                Cell::from(ci),
+                Cell::from(num(t.tflops_per_gpu, 1, "")),
+                Cell::from(num(t.tokens_per_s_per_gpu, 0, "")),
+                Cell::from(num(t.peak_mem_gib, 1, "")),
+            ];
+            if wide {
+                cells.push(Cell::from(t.profile.clone().unwrap_or_default()));
+            }
+            cells.push(Cell::from(overrides_text(t)));
+            Row::new(cells)
+        })
+        .collect();
+    let mut widths = vec![
+        Constraint::Length(1),
+        Constraint::Length(4),
+        Constraint::Length(14),
+        Constraint::Length(8),
+        Constraint::Length(6),
+        Constraint::Length(7),
+        Constraint::Length(8),
+        Constraint::Length(6),
+    ];
+    let mut header = vec!["", "id", "status", "step ms", "CI", "TFLOP/s", "tok/s", "GiB"];
+    if wide {
+        widths.push(Constraint::Length(12));
+        header.push("profile");
+    }
+    widths.push(Constraint::Min(10));
+    header.push("settings");
+    let order = if app.trials.descending { "↓" } else { "↑" };
+    let title = format!(
+        " Trials · {} · sorted by {} {order} ",
+        rows_data.len(),
+        app.trials.sort.label()
+    );
+    let n = rows.len();
+    let empty = rows.is_empty();
+    let table = Table::new(rows, widths)
+        .header(Row::new(header).style(theme.title()))
+        .block(Block::default().borders(Borders::ALL).title(title))
+        .row_highlight_style(theme.selected());
+    let mut state = TableState::default().with_selected((n > 0).then_some(app.trials.selected));
+    f.render_stateful_widget(table, top, &mut state);
+    if empty {
+        let msg = app.trials.error.clone().unwrap_or_else(|| {
+            "No trials yet. r starts one (profile chosen on the Run screen).".into()
+        });
+        let inner = Rect {
+            x: top.x + 2,
+            y: top.y + 2,
+            width: top.width.saturating_sub(4),
+            height: 1,
+        };
+        f.render_widget(Paragraph::new(msg).style(theme.dim()), inner);
+    }
+    let Some(bottom) = bottom else { return };
+    let selected = app.selected_trial().cloned();
+    if app.trials.compare {
+        let other = app
+            .trials
+            .rows
+            .iter()
+            .find(|t| Some(t.id) == app.trials.marked)
+            .cloned();
+        if let (Some(a), Some(b)) = (other, selected) {
+            draw_compare(f, &a, &b, theme, bottom);
+        }
+    } else if let Some(t) = selected {
+        draw_detail(f, &t, theme, bottom);
+    }
+}
+
+fn draw_detail(f: &mut Frame, t: &TrialRow, theme: &Theme, area: Rect) {
+    let mut lines = vec![
+        Line::from(vec![
+            Span::styled(format!("trial {} ", t.id), theme.title()),
+            Span::raw(format!(
+                "{} · {} · {} iterations · {}",
+                status_text(t),
+                t.profile.clone().unwrap_or_default(),
+                t.iterations_seen,
+                t.created_at
+            )),
+        ]),
+        Line::raw(format!("settings: {}", overrides_text(t))),
+        Line::raw(format!(
+            "median step {} (CI ±{}) · {} tok/s/GPU · {} TFLOP/s/GPU · peak {} GiB · wall {}",
+            num(t.median_step_ms, 1, " ms"),
+            num(t.ci95_ms, 2, " ms"),
+            num(t.tokens_per_s_per_gpu, 0, ""),
+            num(t.tflops_per_gpu, 1, ""),
+            num(t.peak_mem_gib, 2, ""),
+            num(t.wall_s, 1, " s"),
+        )),
+    ];
+    if let Some(fl) = &t.failure {
+        lines.push(Line::styled(
+            format!(
+                "failure: {}{}",
+                fl.class.label(),
+                fl.line
+                    .as_ref()
+                    .map_or(String::new(), |l| format!(" — {l}"))
+            ),
+            theme.error(),
+        ));
+    }
+    lines.push(Line::styled(
+        format!("folder {}", crate::cli::display_path(&t.trial_dir)),
+        theme.dim(),
+    ));
+    lines.push(Line::styled(
+        fit(&format!("argv {}", t.argv.join(" ")), 400),
+        theme.dim(),
+    ));
+    lines.push(Line::styled(
+        "a applies these settings to the config (as unsaved edits)",
+        theme.dim(),
+    ));
+    f.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .block(Block::default().borders(Borders::ALL).title(" Detail ")),
+        area,
+    );
+}
+
+/// Settings that differ between two trials: (key, value in a, value in b).
+pub fn settings_diff(a: &TrialRow, b: &TrialRow) -> Vec<(String, String, String)> {
+    let (sa, sb) = (
+        crate::tui::app::trial_settings(a),
+        crate::tui::app::trial_settings(b),
+    );
+    let keys: BTreeSet<&String> = sa.iter().chain(sb.iter()).map(|(k, _)| k).collect();
+    let get = |t: &[(String, serde_json::Value)], k: &str| {
+        t.iter()
+            .find(|(x, _)| x == k)
+            .map_or("(config)".to_string(), |(_, v)| {
+                crate::tui::model::show_json(v)
+            })
+    };
+    keys.into_iter()
+        .map(|k| (k.clone(), get(&sa, k), get(&sb, k)))
+        .filter(|(_, x, y)| x != y)
+        .collect()
+}
+
+fn draw_compare(f: &mut Frame, a: &TrialRow, b: &TrialRow, theme: &Theme, area: Rect) {
+    let pct = |x: Option<f64>, y: Option<f64>| match (x, y) {
+        (Some(x), Some(y)) if x != 0.0 => format!("{:+.1}%", 100.0 * (y - x) / x),
+        _ => String::new(),
+    };
+    let row = |name: &str, x: Option<f64>, y: Option<f64>, prec: usize| {
+        Row::new(vec![
+            Cell::from(name.to_string()),
+            Cell::from(num(x, prec, "")),
+            Cell::from(num(y, prec, "")),
+            Cell::from(pct(x, y)),
+        ])
+    };
+    let mut rows = vec![
+        Row::new(vec![
+            Cell::from("status"),
+            Cell::from(status_text(a)),
+            Cell::from(status_text(b)),
+            Cell::from(""),
+        ]),
+        row("median step ms", a.median_step_ms, b.median_step_ms, 1),
+        row("CI ± ms", a.ci95_ms, b.ci95_ms, 2),
+        row("tokens/s/GPU", a.tokens_per_s_per_gpu, b.tokens_per_s_per_gpu, 0),
+        row("TFLOP/s/GPU", a.tflops_per_gpu, b.tflops_per_gpu, 1),
+        row("peak GiB", a.peak_mem_gib, b.peak_mem_gib, 2),
+    ];
+    let diff = settings_diff(a, b);
+    if diff.is_empty() {
+        rows.push(Row::new(vec![
+            Cell::from("settings"),
+            Cell::from("same"),
+            Cell::from("same"),
+            Cell::from(""),
+        ]));
+    }
+    for (k, x, y) in diff {
+        rows.push(
+            Row::new(vec![Cell::from(k), Cell::from(x), Cell::from(y), Cell::from("")])
+                .style(theme.pending()),
+        );
+    }
+    let table = Table::new(
+        rows,
+        [
+            Constraint::Length(26),
+            Constraint::Length(16),
+            Constraint::Length(16),
+            Constraint::Min(8),
+        ],
+    )
+    .header(
+        Row::new(vec![
+            String::new(),
+            format!("trial {}", a.id),
+            format!("trial {}", b.id),
+            "change".into(),
+        ])
+        .style(theme.title()),
+    )
+    .block(Block::default().borders(Borders::ALL).title(" Compare "));
+    f.render_widget(table, area);
+}
