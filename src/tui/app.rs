@@ -47,6 +47,8 @@ impl Tab {
 }
 
 /// What the loop feeds into `update`.
+// Messages live briefly on a channel; the big trial results are boxed already.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Msg {
     Key(KeyEvent),
@@ -132,6 +134,43 @@ pub struct LiveTrial {
 impl LiveTrial {
     pub fn running(&self) -> bool {
         self.result.is_none()
+    }
+}
+
+/// What the Run screen's telemetry chart shows (and, on short terminals, whether the bottom
+/// panel is the log or that chart).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunPanel {
+    Log,
+    Util,
+    Vram,
+    Power,
+    Temp,
+    Clock,
+}
+
+impl RunPanel {
+    pub fn next(self) -> RunPanel {
+        match self {
+            RunPanel::Log => RunPanel::Util,
+            RunPanel::Util => RunPanel::Vram,
+            RunPanel::Vram => RunPanel::Power,
+            RunPanel::Power => RunPanel::Temp,
+            RunPanel::Temp => RunPanel::Clock,
+            RunPanel::Clock => RunPanel::Log,
+        }
+    }
+
+    /// Title and unit of the chart.
+    pub fn label(self) -> &'static str {
+        match self {
+            RunPanel::Log => "log",
+            RunPanel::Util => "utilisation %",
+            RunPanel::Vram => "VRAM used GiB",
+            RunPanel::Power => "power W",
+            RunPanel::Temp => "hottest sensor °C",
+            RunPanel::Clock => "shader clock MHz",
+        }
     }
 }
 
@@ -225,6 +264,7 @@ pub struct App {
     pub profiles: Vec<String>,
     pub profile: usize,
     pub trial: Option<LiveTrial>,
+    pub run_panel: RunPanel,
     pub telemetry: Telemetry,
     pub trials: TrialsState,
     pub overlay: Option<Overlay>,
@@ -286,6 +326,7 @@ impl App {
             profiles,
             profile,
             trial: None,
+            run_panel: RunPanel::Log,
             telemetry: Telemetry::default(),
             trials: TrialsState::default(),
             overlay: tour.then_some(Overlay::Tour(0)),
@@ -789,6 +830,10 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
             } else {
                 vec![]
             }
+        }
+        Action::NextPanel => {
+            app.run_panel = app.run_panel.next();
+            vec![]
         }
         Action::SortNext => {
             app.trials.sort = app.trials.sort.next();

@@ -44,6 +44,7 @@ pub enum Action {
     ProfilePrev,
     StartTrial,
     StopTrial,
+    NextPanel,
     SortNext,
     SortReverse,
     ToggleDetail,
@@ -97,6 +98,7 @@ pub const HELP: &[(&str, &[(&str, &str)])] = &[
             ("Left Right  [ ]", "choose the launch profile"),
             ("r  Enter", "start the trial"),
             ("x", "stop the trial"),
+            ("m", "telemetry chart: utilisation, VRAM, power, temperature, clock, log"),
         ],
     ),
     (
@@ -183,6 +185,7 @@ pub fn action(app: &App, k: KeyEvent) -> Action {
         (Tab::Run, KeyCode::Right | KeyCode::Char(']')) => Action::ProfileNext,
         (Tab::Run, KeyCode::Enter | KeyCode::Char('r')) => Action::StartTrial,
         (Tab::Run, KeyCode::Char('x')) => Action::StopTrial,
+        (Tab::Run, KeyCode::Char('m')) => Action::NextPanel,
         (Tab::Trials, KeyCode::Char('s')) => Action::SortNext,
         (Tab::Trials, KeyCode::Char('S')) => Action::SortReverse,
         (Tab::Trials, KeyCode::Enter) => Action::ToggleDetail,

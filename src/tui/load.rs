@@ -130,18 +130,18 @@ pub fn check_value(key: &str, text: &str) -> Result<(), String> {
     if let Some(f) = flag {
         if !f.values.is_empty() && !v.is_null() {
             let s = v.to_string();
-            if !f.values.iter().any(|c| *c == s) {
+            if !f.values.contains(&s) {
                 return Err(format!("`{key}` is one of {}", f.values.join(", ")));
             }
         }
-        if let Some(x) = v.as_f64() {
-            if f.min.is_some_and(|m| x < m) || f.max.is_some_and(|m| x > m) {
-                return Err(format!(
-                    "`{key}` must be within {}..{}",
-                    f.min.map_or("".into(), |m| m.to_string()),
-                    f.max.map_or("".into(), |m| m.to_string())
-                ));
-            }
+        if let Some(x) = v.as_f64()
+            && (f.min.is_some_and(|m| x < m) || f.max.is_some_and(|m| x > m))
+        {
+            return Err(format!(
+                "`{key}` must be within {}..{}",
+                f.min.map_or("".into(), |m| m.to_string()),
+                f.max.map_or("".into(), |m| m.to_string())
+            ));
         }
     }
     Ok(())

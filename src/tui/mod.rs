@@ -14,6 +14,9 @@ pub mod model;
 pub mod theme;
 pub mod view;
 
+#[cfg(test)]
+mod update_tests;
+
 use crate::config::LoadOptions;
 use crate::run::profile;
 use crate::run::trial::{self, TelemetrySetup, TrialEvent, TrialOptions};
@@ -116,6 +119,10 @@ fn db_path(config: &Path) -> PathBuf {
 /// first frame with the experiment loaded is drawn, and quits (for the start-up benchmark).
 pub const FIRST_FRAME_ENV: &str = "PRIMUS_TUNE_FIRST_FRAME_REPORT";
 
+/// Set, the TUI panics right after its first frame: lets a real-terminal test check that a panic
+/// restores the terminal and stops a trial (tests/tui_tmux.rs).
+pub const PANIC_ENV: &str = "PRIMUS_TUNE_PANIC_AFTER_FIRST_FRAME";
+
 pub fn run(opts: TuiOptions) -> std::io::Result<()> {
     let started = std::time::Instant::now();
     init_logging();
@@ -156,9 +163,12 @@ async fn event_loop(
     let report = std::env::var_os(FIRST_FRAME_ENV).map(PathBuf::from);
     let theme = Theme::new(Palette::from_env());
     let mut app = App::new(profile_names(), profile::DEFAULT_PROFILE, opts.tour);
+    // Declared before the channel so that, on every way out (return, error, panic unwinding),
+    // the receiver is dropped first: the trial thread's sends then fail at once instead of
+    // waiting for a loop that no longer drains them, and the handle's Drop stops the trial.
+    let mut trial: Option<TrialHandle> = None;
     let (tx, mut rx) = mpsc::channel::<Msg>(1024);
     let mut keys = EventStream::new();
-    let mut trial: Option<TrialHandle> = None;
     // Live telemetry, whether or not a trial runs.
     let _sampler = start_sampler(opts, tx.clone());
     let mut pending_fx: Vec<Effect> = vec![Effect::Load(Vec::new()), Effect::LoadTrials];
@@ -187,6 +197,7 @@ async fn event_loop(
                     });
                 }
                 Effect::Save(pending) => {
+                    tracing::info!(edits = pending.len(), "saving");
                     let (o, t) = (opts.clone(), tx.clone());
                     tokio::task::spawn_blocking(move || {
                         let r = load::save(&o.config, &o.load, &pending);
@@ -207,9 +218,11 @@ async fn event_loop(
                     });
                 }
                 Effect::StartTrial { profile } => {
+                    tracing::info!(profile, config = %opts.config.display(), "trial started");
                     trial = Some(start_trial(opts, &profile, tx.clone()));
                 }
                 Effect::StopTrial => {
+                    tracing::info!("trial stop requested");
                     if let Some(h) = &trial {
                         let _ = h.cancel.send(true);
                     }
@@ -228,8 +241,13 @@ async fn event_loop(
                 Some(Err(_)) | None => pending_fx = app::update(&mut app, Msg::Terminate),
             },
             Some(msg) = rx.recv() => {
-                if let Msg::TrialDone(_) = &msg {
-                    drop(trial.take());
+                match &msg {
+                    Msg::TrialDone(r) => {
+                        tracing::info!(ok = r.is_ok(), "trial ended");
+                        drop(trial.take());
+                    }
+                    Msg::Saved(Err(e)) | Msg::Trials(Err(e)) => tracing::warn!("{e}"),
+                    _ => {}
                 }
                 pending_fx = app::update(&mut app, msg);
                 dirty = true;
@@ -249,17 +267,25 @@ async fn event_loop(
                     dirty = true;
                 }
             }
-            _ = term_sig.recv() => pending_fx = app::update(&mut app, Msg::Terminate),
-            _ = hup_sig.recv() => pending_fx = app::update(&mut app, Msg::Terminate),
+            _ = term_sig.recv() => {
+                tracing::info!("SIGTERM: stopping");
+                pending_fx = app::update(&mut app, Msg::Terminate);
+            }
+            _ = hup_sig.recv() => {
+                tracing::info!("SIGHUP (terminal gone): stopping");
+                pending_fx = app::update(&mut app, Msg::Terminate);
+            }
             _ = frame.tick() => {
                 if dirty {
                     if let Err(e) = term.draw(|f| view::draw(f, &mut app, &theme)) {
                         // The terminal went away (SSH drop): stop the trial and leave.
                         tracing::warn!("drawing failed: {e}");
-                        drop(trial.take());
-                        return Ok(());
+                        return Ok(()); // the receiver drops, then the trial handle stops it
                     }
                     dirty = false;
+                    if app.config.is_some() && std::env::var_os(PANIC_ENV).is_some() {
+                        panic!("{PANIC_ENV} is set: panicking after the first frame");
+                    }
                     if let Some(path) = &report
                         && app.config.is_some()
                     {

@@ -60,7 +60,7 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
                 Block::default()
                     .borders(Borders::ALL)
                     .title(" Quick checklist ")
-                    .title_bottom(" [x] done [!] to do [?] not measured "),
+                    .title_bottom(" [x] done [!] to do [?] unmeasured"),
             )
             .highlight_style(theme.selected()),
         left,

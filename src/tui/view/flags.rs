@@ -67,7 +67,7 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
     let mut header = vec!["", "flag", "value"];
     if wide {
         widths.push(Constraint::Length(12));
-        widths.push(Constraint::Length(22));
+        widths.push(Constraint::Length(24));
         header.extend(["default", "step"]);
     }
     widths.push(Constraint::Min(10));

@@ -7,6 +7,8 @@ mod overlay;
 mod run;
 mod trials;
 
+pub use trials::settings_diff as trials_settings_diff;
+
 use super::app::{App, Level, Tab};
 use super::theme::Theme;
 use ratatui::Frame;
@@ -75,7 +77,7 @@ fn draw_file_line(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         f.render_widget(Paragraph::new(" no experiment loaded"), area);
         return;
     };
-    let what = format!(
+    let mut what = format!(
         " · {} ({}){} ",
         c.module,
         c.framework,
@@ -83,31 +85,41 @@ fn draw_file_line(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             .as_ref()
             .map_or(String::new(), |m| format!(" · {m}"))
     );
-    // The path gives way first (its start), the figures after it must stay visible.
-    let room = (area.width as usize).saturating_sub(what.chars().count() + 30);
-    let mut spans = vec![
-        Span::raw(format!(" {}", fit_left(&crate::cli::display_path(&c.path), room))),
-        Span::raw(what),
-    ];
+    let mut figures = Vec::new();
     let (e, w) = (c.errors(), c.warnings());
     if e > 0 {
-        spans.push(Span::styled(format!("{e} error(s) "), theme.error()));
+        figures.push(Span::styled(format!("{e} error(s) "), theme.error()));
     }
     if w > 0 {
-        spans.push(Span::styled(format!("{w} warning(s) "), theme.warn()));
+        figures.push(Span::styled(format!("{w} warning(s) "), theme.warn()));
     }
     if e == 0 && w == 0 {
-        spans.push(Span::styled("lint clean ", theme.ok()));
+        figures.push(Span::styled("lint clean ", theme.ok()));
     }
     if !app.pending.is_empty() {
-        spans.push(Span::styled(
+        figures.push(Span::styled(
             format!("{} unsaved ", app.pending.len()),
             theme.pending(),
         ));
     }
     if app.disk_changed {
-        spans.push(Span::styled("changed on disk ", theme.error()));
+        figures.push(Span::styled("changed on disk ", theme.error()));
     }
+    // The path gives way first (its start), the figures after it must stay visible; the model
+    // preset's name goes when even the experiment's file name would be cut.
+    let path = crate::cli::display_path(&c.path);
+    let name_w = c.path.file_name().map_or(0, |n| n.to_string_lossy().chars().count());
+    let figures_w: usize = figures.iter().map(Span::width).sum();
+    let mut room = (area.width as usize).saturating_sub(1 + what.chars().count() + figures_w);
+    if room < name_w && c.model.is_some() {
+        what = format!(" · {} ({}) ", c.module, c.framework);
+        room = (area.width as usize).saturating_sub(1 + what.chars().count() + figures_w);
+    }
+    let mut spans = vec![
+        Span::raw(format!(" {}", fit_left(&path, room))),
+        Span::raw(what),
+    ];
+    spans.extend(figures);
     f.render_widget(Paragraph::new(Line::from(spans)), area);
 }
 
@@ -128,7 +140,7 @@ fn hints(app: &App) -> &'static str {
     match app.tab {
         Tab::Checklist => "↑↓ step · Enter flags · r run a trial · ? keys · q quit",
         Tab::Flags => "Enter edit · / search · u undo · d diff · s save · ? keys",
-        Tab::Run => "←→ profile · r start · x stop · ? keys · q quit",
+        Tab::Run => "←→ profile · r start · x stop · m charts · ? keys · q quit",
         Tab::Trials => "s sort · Enter detail · Space mark · c compare · a apply · ? keys",
     }
 }

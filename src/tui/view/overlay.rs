@@ -46,7 +46,8 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
                 }
             }
             lines.push(Line::styled("Esc closes", theme.dim()));
-            let area = centered(full, 76, lines.len() as u16 + 2);
+            // 80 wide: the longest line (`a`, Trials) is not wrapped, so the height fits.
+            let area = centered(full, 80, lines.len() as u16 + 2);
             boxed(f, area, "Keys", lines, theme);
         }
         Some(Overlay::Tour(i)) => {

@@ -4,7 +4,7 @@
 
 use super::{fit, num};
 use crate::run::process::Stream;
-use crate::tui::app::{App, LiveTrial};
+use crate::tui::app::{App, LiveTrial, RunPanel};
 use crate::tui::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -17,7 +17,7 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     let tall = area.height >= 36;
     let gpu_h = (ngpu + 3).min(if tall { 12 } else { 6 });
     let chart_h = if tall { 12 } else { 7 };
-    let [head, charts, gpus, log] = Layout::vertical([
+    let [head, charts, gpus, rest] = Layout::vertical([
         Constraint::Length(4),
         Constraint::Length(chart_h),
         Constraint::Length(gpu_h),
@@ -27,7 +27,75 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     draw_head(f, app, theme, head);
     draw_charts(f, app, theme, charts);
     draw_gpus(f, app, theme, gpus);
-    draw_log(f, app.trial.as_ref(), theme, log);
+    if tall {
+        // Room for both: the telemetry chart (utilisation unless another was chosen) and the log.
+        let [chart_area, log] =
+            Layout::vertical([Constraint::Length(12), Constraint::Min(3)]).areas(rest);
+        let panel = if app.run_panel == RunPanel::Log {
+            RunPanel::Util
+        } else {
+            app.run_panel
+        };
+        draw_telemetry_chart(f, app, theme, panel, chart_area);
+        draw_log(f, app.trial.as_ref(), theme, log);
+    } else if app.run_panel == RunPanel::Log {
+        draw_log(f, app.trial.as_ref(), theme, rest);
+    } else {
+        draw_telemetry_chart(f, app, theme, app.run_panel, rest);
+    }
+}
+
+/// One telemetry figure over the kept history, one line per GPU.
+fn draw_telemetry_chart(f: &mut Frame, app: &App, theme: &Theme, panel: RunPanel, area: Rect) {
+    let metric = |s: &crate::telemetry::GpuSample| -> Option<f64> {
+        match panel {
+            RunPanel::Log | RunPanel::Util => s.util_pct,
+            RunPanel::Vram => s.vram_used_bytes.map(gib),
+            RunPanel::Power => s.power_w,
+            RunPanel::Temp => s.temp_c.values().copied().reduce(f64::max),
+            RunPanel::Clock => s.sclk_mhz,
+        }
+    };
+    let series: Vec<(u32, Vec<(f64, f64)>)> = match &app.telemetry.history {
+        Some(h) => h
+            .per_gpu
+            .keys()
+            .map(|g| (*g, h.series(*g, metric)))
+            .collect(),
+        None => Vec::new(),
+    };
+    let all: Vec<(f64, f64)> = series.iter().flat_map(|(_, v)| v.iter().copied()).collect();
+    let (xb, yb) = bounds(&all);
+    let datasets: Vec<Dataset> = series
+        .iter()
+        .enumerate()
+        .map(|(i, (g, pts))| {
+            Dataset::default()
+                .name(format!("GPU {g}"))
+                .marker(symbols::Marker::Braille)
+                .graph_type(GraphType::Line)
+                .style(theme.series(i))
+                .data(pts)
+        })
+        .collect();
+    let title = format!(
+        " {} · {} GPU(s) · last {:.0} s · m: next chart ",
+        panel.label(),
+        series.len(),
+        xb[1] - xb[0]
+    );
+    let chart = Chart::new(datasets)
+        .block(Block::default().borders(Borders::ALL).title(title))
+        .x_axis(Axis::default().bounds(xb).labels(vec![
+            Span::raw(format!("{:.0}", xb[0])),
+            Span::raw("seconds"),
+            Span::raw(format!("{:.0}", xb[1])),
+        ]))
+        .y_axis(Axis::default().bounds(yb).labels(vec![
+            Span::raw(format!("{:.0}", yb[0])),
+            Span::raw(format!("{:.0}", yb[1])),
+        ]));
+    f.render_widget(chart, area);
 }
 
 fn draw_head(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
@@ -173,13 +241,19 @@ fn draw_gpus(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             &tel.backend
         }
     );
-    let block = Block::default().borders(Borders::ALL).title(title);
+    let mut block = Block::default().borders(Borders::ALL).title(title);
     let inner = block.inner(area);
-    f.render_widget(block, area);
     let mut lines = Vec::new();
     if let Some(note) = &tel.note {
         lines.push(Line::styled(fit(note, inner.width as usize), theme.dim()));
     }
+    // Say so when the terminal is too short for every GPU's row.
+    let fits = (inner.height as usize).saturating_sub(lines.len() + 1);
+    let ngpus = tel.last.as_ref().map_or(0, |s| s.gpus.len());
+    if ngpus > fits {
+        block = block.title(format!(" {fits} of {ngpus} shown (a taller terminal shows all) "));
+    }
+    f.render_widget(block, area);
     let host = tel.last.as_ref().map(|s| &s.host);
     lines.push(Line::styled(
         format!(
@@ -210,7 +284,7 @@ fn draw_gpus(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             .gpus
             .iter()
             .find(|i| i.index == g.gpu)
-            .map_or(String::new(), |i| i.name.clone());
+            .map_or(String::new(), |i| short_gpu_name(&i.name).to_string());
         let temps: Vec<String> = g.temp_c.values().map(|t| format!("{t:.0}")).collect();
         let throttle = match &g.throttle {
             Some(t) if !t.is_empty() => format!(" [{}]", t.join(",")),
@@ -253,6 +327,15 @@ fn draw_gpus(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             );
         }
     }
+}
+
+/// The GPU's name without the vendor's brand words, which leave no room for the model
+/// (`AMD Instinct MI300X` -> `MI300X`).
+fn short_gpu_name(name: &str) -> &str {
+    ["AMD Instinct ", "AMD Radeon ", "NVIDIA "]
+        .iter()
+        .find_map(|p| name.strip_prefix(p))
+        .unwrap_or(name)
 }
 
 fn gib(b: u64) -> f64 {

@@ -1,0 +1,507 @@
+//! Update tests: key sequences applied to the state give the expected state and effects, with
+//! no terminal. The config view is built by the real config engine from the bundled example.
+
+use super::app::{App, Effect, LiveTrial, Msg, Overlay, SortKey, Tab, update};
+use super::load;
+use super::model::{PendingEdit, PlanView};
+use crate::config::LoadOptions;
+use crate::config::env::Env;
+use crate::run::summary::TrialResult;
+use crate::store::{TrialRow, TrialStatus};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use std::path::{Path, PathBuf};
+
+const EXAMPLE: &str = "presets/examples/experiments/moe_16B-BF16-pretrain.yaml";
+
+fn opts() -> LoadOptions {
+    LoadOptions {
+        env: Env::default(),
+        ..LoadOptions::default()
+    }
+}
+
+fn loaded_app() -> App {
+    let mut app = App::new(vec!["proxy-cpu".into(), "proxy-torch".into()], "proxy-cpu", false);
+    let (view, plan) = load::build(Path::new(EXAMPLE), &opts(), &[]).unwrap();
+    let fx = update(&mut app, Msg::Loaded(Ok((Box::new(view), plan))));
+    assert!(fx.is_empty());
+    app
+}
+
+fn key(app: &mut App, code: KeyCode) -> Vec<Effect> {
+    update(app, Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)))
+}
+
+fn keys(app: &mut App, text: &str) -> Vec<Effect> {
+    let mut fx = Vec::new();
+    for c in text.chars() {
+        fx.extend(key(app, KeyCode::Char(c)));
+    }
+    fx
+}
+
+/// Search for a flag by name on the Flags screen and leave it selected.
+fn select_flag(app: &mut App, name: &str) {
+    key(app, KeyCode::Char('2'));
+    key(app, KeyCode::Char('/'));
+    keys(app, name);
+    key(app, KeyCode::Enter);
+    let rows = app.visible_flags();
+    let i = rows.iter().position(|r| r.name == name).expect("flag listed");
+    app.flags.selected = i;
+}
+
+/// Feed the effects' Load back through the real engine, as the loop does.
+fn run_load(app: &mut App, fx: &[Effect]) {
+    for f in fx {
+        if let Effect::Load(p) = f {
+            let r = load::build(Path::new(EXAMPLE), &opts(), p)
+                .map(|(v, plan)| (Box::new(v), plan));
+            update(app, Msg::Loaded(r));
+        }
+    }
+}
+
+#[test]
+fn enter_on_a_boolean_toggles_it_as_an_unsaved_edit() {
+    let mut app = loaded_app();
+    select_flag(&mut app, "use_turbo_attention");
+    let before = app.visible_flags()[app.flags.selected].value.clone();
+    assert_eq!(before, "true");
+    let fx = key(&mut app, KeyCode::Enter);
+    let want = vec![PendingEdit {
+        key: "use_turbo_attention".into(),
+        text: "false".into(),
+    }];
+    assert_eq!(fx, vec![Effect::Load(want.clone())]);
+    assert_eq!(app.pending, want);
+    // The engine's view of the edit: the value, the mark and a diff of the file.
+    run_load(&mut app, &fx);
+    let row = app
+        .visible_flags()
+        .into_iter()
+        .find(|r| r.name == "use_turbo_attention")
+        .cloned()
+        .unwrap();
+    assert_eq!(row.value, "false");
+    assert!(row.pending);
+    let plan = app.plan.as_ref().expect("planned");
+    assert!(plan.diff.contains("-      use_turbo_attention: true"), "{}", plan.diff);
+    assert!(plan.diff.contains("+      use_turbo_attention: false"), "{}", plan.diff);
+    assert!(!plan.refused);
+}
+
+#[test]
+fn the_editor_checks_the_value_as_it_is_typed() {
+    let mut app = loaded_app();
+    select_flag(&mut app, "micro_batch_size");
+    assert!(key(&mut app, KeyCode::Enter).is_empty(), "an editor opens");
+    let current = app.flags.editor.as_ref().unwrap().text.clone();
+    for _ in 0..current.len() {
+        key(&mut app, KeyCode::Backspace);
+    }
+    keys(&mut app, "x");
+    let e = app.flags.editor.as_ref().unwrap();
+    assert!(e.error.as_deref().unwrap().contains("micro_batch_size"), "{e:?}");
+    // Enter does not keep a wrong value.
+    assert!(key(&mut app, KeyCode::Enter).is_empty());
+    assert!(app.flags.editor.is_some());
+    assert!(app.pending.is_empty());
+    key(&mut app, KeyCode::Backspace);
+    keys(&mut app, "3");
+    assert_eq!(app.flags.editor.as_ref().unwrap().error, None);
+    let fx = key(&mut app, KeyCode::Enter);
+    assert_eq!(
+        fx,
+        vec![Effect::Load(vec![PendingEdit {
+            key: "micro_batch_size".into(),
+            text: "3".into()
+        }])]
+    );
+    assert!(app.flags.editor.is_none());
+}
+
+#[test]
+fn escape_leaves_the_editor_without_an_edit() {
+    let mut app = loaded_app();
+    select_flag(&mut app, "micro_batch_size");
+    key(&mut app, KeyCode::Enter);
+    keys(&mut app, "9");
+    assert!(key(&mut app, KeyCode::Esc).is_empty());
+    assert!(app.flags.editor.is_none());
+    assert!(app.pending.is_empty());
+}
+
+#[test]
+fn enums_cycle_through_their_values() {
+    let mut app = loaded_app();
+    let row = app
+        .visible_flags()
+        .into_iter()
+        .find(|r| r.choices.len() >= 2 && !r.env_var)
+        .cloned()
+        .expect("an enum flag");
+    select_flag(&mut app, &row.name);
+    key(&mut app, KeyCode::Enter);
+    let start = app.flags.editor.as_ref().unwrap().text.clone();
+    key(&mut app, KeyCode::Right);
+    let next = app.flags.editor.as_ref().unwrap().text.clone();
+    assert!(row.choices.contains(&next), "{next} in {:?}", row.choices);
+    assert_ne!(next, start);
+    key(&mut app, KeyCode::Left);
+    let back = app.flags.editor.as_ref().unwrap().text.clone();
+    if row.choices.contains(&start) {
+        assert_eq!(back, start);
+    }
+}
+
+#[test]
+fn undo_removes_the_last_edit() {
+    let mut app = loaded_app();
+    select_flag(&mut app, "use_turbo_attention");
+    key(&mut app, KeyCode::Enter);
+    assert_eq!(app.pending.len(), 1);
+    let fx = key(&mut app, KeyCode::Char('u'));
+    assert_eq!(fx, vec![Effect::Load(vec![])]);
+    assert!(app.pending.is_empty());
+    assert!(app.plan.is_none());
+}
+
+#[test]
+fn save_shows_the_diff_then_writes_on_yes() {
+    let mut app = loaded_app();
+    select_flag(&mut app, "use_turbo_attention");
+    let fx = key(&mut app, KeyCode::Enter);
+    run_load(&mut app, &fx);
+    assert!(key(&mut app, KeyCode::Char('s')).is_empty());
+    assert_eq!(app.overlay, Some(Overlay::Diff { save: true }));
+    let fx = key(&mut app, KeyCode::Char('y'));
+    assert_eq!(fx, vec![Effect::Save(app.pending.clone())]);
+    assert_eq!(app.overlay, None);
+    let fx = update(&mut app, Msg::Saved(Ok("saved 1 change(s)".into())));
+    assert_eq!(fx, vec![Effect::Load(vec![])]);
+    assert!(app.pending.is_empty());
+}
+
+#[test]
+fn a_refused_plan_is_not_saved() {
+    let mut app = loaded_app();
+    app.pending.push(PendingEdit {
+        key: "micro_batch_size".into(),
+        text: "3".into(),
+    });
+    app.plan = Some(PlanView {
+        refused: true,
+        ..PlanView::default()
+    });
+    app.tab = Tab::Flags;
+    key(&mut app, KeyCode::Char('s'));
+    let fx = key(&mut app, KeyCode::Char('y'));
+    assert!(fx.is_empty());
+    assert!(app.status.as_ref().unwrap().1.contains("not saved"));
+}
+
+#[test]
+fn n_cancels_the_save() {
+    let mut app = loaded_app();
+    select_flag(&mut app, "use_turbo_attention");
+    key(&mut app, KeyCode::Enter);
+    key(&mut app, KeyCode::Char('s'));
+    assert!(key(&mut app, KeyCode::Char('n')).is_empty());
+    assert_eq!(app.overlay, None);
+    assert_eq!(app.pending.len(), 1, "the edit stays unsaved");
+}
+
+#[test]
+fn quit_asks_while_a_trial_runs_and_waits_for_it_to_stop() {
+    let mut app = loaded_app();
+    assert_eq!(key(&mut app, KeyCode::Char('q')), vec![Effect::Quit]);
+    let mut app = loaded_app();
+    app.trial = Some(LiveTrial::default());
+    assert!(key(&mut app, KeyCode::Char('q')).is_empty());
+    assert_eq!(app.overlay, Some(Overlay::ConfirmQuit));
+    assert!(key(&mut app, KeyCode::Char('n')).is_empty());
+    assert_eq!(app.overlay, None);
+    key(&mut app, KeyCode::Char('q'));
+    assert_eq!(key(&mut app, KeyCode::Char('y')), vec![Effect::StopTrial]);
+    assert!(app.quitting);
+    let done = TrialResult {
+        trial_id: Some(1),
+        status: "stopped".into(),
+        failure: None,
+        stop_reason: "user".into(),
+        exit_code: None,
+        exit_signal: None,
+        wall_s: 1.0,
+        trial_dir: None,
+        summary: Default::default(),
+    };
+    let fx = update(&mut app, Msg::TrialDone(Ok(Box::new(done))));
+    assert_eq!(fx, vec![Effect::LoadTrials, Effect::Quit]);
+}
+
+#[test]
+fn ctrl_c_twice_and_sigterm_stop_the_trial_without_asking() {
+    let mut app = loaded_app();
+    app.trial = Some(LiveTrial::default());
+    let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+    assert!(update(&mut app, Msg::Key(ctrl_c)).is_empty());
+    assert_eq!(update(&mut app, Msg::Key(ctrl_c)), vec![Effect::StopTrial]);
+    let mut app = loaded_app();
+    app.trial = Some(LiveTrial::default());
+    assert_eq!(update(&mut app, Msg::Terminate), vec![Effect::StopTrial]);
+    let mut app = loaded_app();
+    assert_eq!(update(&mut app, Msg::Terminate), vec![Effect::Quit]);
+}
+
+#[test]
+fn a_trial_does_not_start_over_unsaved_edits() {
+    let mut app = loaded_app();
+    select_flag(&mut app, "use_turbo_attention");
+    key(&mut app, KeyCode::Enter);
+    assert!(key(&mut app, KeyCode::Char('r')).is_empty());
+    assert!(app.trial.is_none());
+    key(&mut app, KeyCode::Char('u'));
+    key(&mut app, KeyCode::Char('3'));
+    key(&mut app, KeyCode::Right);
+    assert_eq!(
+        key(&mut app, KeyCode::Char('r')),
+        vec![Effect::StartTrial {
+            profile: "proxy-torch".into()
+        }]
+    );
+    assert!(app.trial_running());
+    // A second start while one runs does nothing.
+    assert!(key(&mut app, KeyCode::Char('r')).is_empty());
+    assert_eq!(key(&mut app, KeyCode::Char('x')), vec![Effect::StopTrial]);
+}
+
+#[test]
+fn enter_on_a_step_lists_its_flags_only() {
+    let mut app = loaded_app();
+    key(&mut app, KeyCode::Down);
+    let step = app.config.as_ref().unwrap().checklist.steps[1].step;
+    key(&mut app, KeyCode::Enter);
+    assert_eq!(app.tab, Tab::Flags);
+    assert_eq!(app.flags.step, Some(step));
+    let rows = app.visible_flags();
+    assert!(!rows.is_empty());
+    assert!(rows.iter().all(|r| r.step == step));
+    key(&mut app, KeyCode::Char('a'));
+    assert!(app.visible_flags().len() > rows_len(&app, step));
+}
+
+fn rows_len(app: &App, step: crate::config::catalog::Step) -> usize {
+    app.config.as_ref().unwrap().flags_of(step).count()
+}
+
+#[test]
+fn tabs_cycle_and_the_trials_screen_asks_for_trials() {
+    let mut app = loaded_app();
+    assert_eq!(app.tab, Tab::Checklist);
+    key(&mut app, KeyCode::Tab);
+    assert_eq!(app.tab, Tab::Flags);
+    key(&mut app, KeyCode::BackTab);
+    key(&mut app, KeyCode::BackTab);
+    assert_eq!(app.tab, Tab::Trials);
+    assert_eq!(key(&mut app, KeyCode::Char('4')), vec![Effect::LoadTrials]);
+}
+
+#[test]
+fn outside_changes_reload_or_wait_for_the_user() {
+    let mut app = loaded_app();
+    assert_eq!(update(&mut app, Msg::DiskChanged), vec![Effect::Load(vec![])]);
+    select_flag(&mut app, "use_turbo_attention");
+    key(&mut app, KeyCode::Enter);
+    assert!(update(&mut app, Msg::DiskChanged).is_empty());
+    assert!(app.disk_changed);
+    // Saving over an outside change is refused; R reloads and drops the edits.
+    assert!(key(&mut app, KeyCode::Char('s')).is_empty());
+    assert_eq!(app.overlay, None);
+    assert_eq!(key(&mut app, KeyCode::Char('R')), vec![Effect::Load(vec![])]);
+    assert!(app.pending.is_empty());
+    assert!(!app.disk_changed);
+}
+
+fn trial_row(id: i64, overrides: &[(&str, serde_json::Value)], step: f64) -> TrialRow {
+    TrialRow {
+        id,
+        study_id: None,
+        status: TrialStatus::Completed,
+        created_at: "2026-11-30T00:00:00Z".into(),
+        started_at: None,
+        finished_at: None,
+        updated_at: "2026-11-30T00:00:00Z".into(),
+        config_path: PathBuf::from(EXAMPLE),
+        config_hash: "h".into(),
+        overrides: overrides
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect(),
+        profile: Some("proxy-cpu".into()),
+        argv: vec![],
+        env: vec![],
+        trial_dir: PathBuf::from("t"),
+        runner_pid: None,
+        failure: None,
+        exit_code: Some(0),
+        exit_signal: None,
+        iterations_seen: 10,
+        iterations_stored: 10,
+        wall_s: Some(1.0),
+        summary: None,
+        median_step_ms: Some(step),
+        ci95_ms: Some(1.0),
+        tokens_per_s_per_gpu: Some(1000.0 / step),
+        tflops_per_gpu: Some(10_000.0 / step),
+        peak_mem_gib: Some(step / 10.0),
+    }
+}
+
+#[test]
+fn trials_sort_mark_compare_and_apply() {
+    use serde_json::json;
+    let mut app = loaded_app();
+    let rows = vec![
+        trial_row(1, &[("train_iters", json!(50))], 300.0),
+        trial_row(
+            2,
+            &[("train_iters", json!(50)), ("micro_batch_size", json!(2))],
+            200.0,
+        ),
+        trial_row(
+            3,
+            &[("train_iters", json!(50)), ("micro_batch_size", json!(4))],
+            250.0,
+        ),
+    ];
+    update(&mut app, Msg::Trials(Ok(rows)));
+    key(&mut app, KeyCode::Char('4'));
+    let ids = |app: &App| app.sorted_trials().iter().map(|t| t.id).collect::<Vec<_>>();
+    assert_eq!(ids(&app), vec![3, 2, 1], "newest first");
+    key(&mut app, KeyCode::Char('s')); // status
+    key(&mut app, KeyCode::Char('s')); // median step, fastest first
+    assert_eq!(app.trials.sort, SortKey::Step);
+    assert_eq!(ids(&app), vec![2, 3, 1]);
+    key(&mut app, KeyCode::Char('S'));
+    assert_eq!(ids(&app), vec![1, 3, 2]);
+    // Trial 1 ran the config as it is (train_iters is the runner's budget): nothing to apply.
+    app.trials.selected = 0;
+    assert!(key(&mut app, KeyCode::Char('a')).is_empty());
+    assert!(app.pending.is_empty());
+    // Compare: mark 1, select 2.
+    key(&mut app, KeyCode::Char(' '));
+    assert_eq!(app.trials.marked, Some(1));
+    key(&mut app, KeyCode::End);
+    key(&mut app, KeyCode::Char('c'));
+    assert!(app.trials.compare);
+    let a = app.trials.rows[0].clone();
+    let b = app.trials.rows[1].clone();
+    let d = super::view::trials_settings_diff(&a, &b);
+    assert_eq!(
+        d,
+        vec![(
+            "micro_batch_size".to_string(),
+            "(config)".to_string(),
+            "2".to_string()
+        )]
+    );
+    // Apply trial 2: its own settings become unsaved edits, not the runner's keys.
+    let fx = key(&mut app, KeyCode::Char('a'));
+    let want = vec![PendingEdit {
+        key: "micro_batch_size".into(),
+        text: "2".into(),
+    }];
+    assert_eq!(fx, vec![Effect::Load(want.clone())]);
+    assert_eq!(app.pending, want);
+    assert_eq!(app.tab, Tab::Flags);
+}
+
+#[test]
+fn live_trial_events_fill_the_run_state() {
+    use crate::run::process::Stream;
+    use crate::run::trial::TrialEvent;
+    let mut app = loaded_app();
+    key(&mut app, KeyCode::Char('r'));
+    update(
+        &mut app,
+        Msg::Trial(TrialEvent::Started {
+            trial_id: 7,
+            argv: vec!["x".into()],
+            trial_dir: PathBuf::from("d"),
+        }),
+    );
+    for i in 0..(super::app::LOG_LINES + 5) {
+        update(
+            &mut app,
+            Msg::Trial(TrialEvent::Line(Stream::Stdout, format!("line {i}"))),
+        );
+    }
+    let t = app.trial.as_ref().unwrap();
+    assert_eq!(t.id, Some(7));
+    assert_eq!(t.log.len(), super::app::LOG_LINES, "the log tail is bounded");
+    assert_eq!(t.log.front().unwrap().1, "line 5");
+    assert!(app.trial_running());
+}
+
+#[test]
+fn load_build_shows_refused_edits_with_the_reason() {
+    let pending = vec![PendingEdit {
+        key: "micro_batch_size".into(),
+        text: "-4".into(),
+    }];
+    let (_, plan) = load::build(Path::new(EXAMPLE), &opts(), &pending).unwrap();
+    let plan = plan.unwrap();
+    assert!(plan.refused);
+    assert!(
+        plan.diagnostics
+            .iter()
+            .any(|d| d.flag.as_deref() == Some("micro_batch_size")),
+        "{:?}",
+        plan.diagnostics
+    );
+}
+
+#[test]
+fn check_value_types_by_the_catalog() {
+    assert!(load::check_value("micro_batch_size", "4").is_ok());
+    assert!(load::check_value("micro_batch_size", "four").is_err());
+    assert!(load::check_value("use_turbo_attention", "maybe").is_err());
+    assert!(load::check_value("use_turbo_attention", "false").is_ok());
+}
+
+#[test]
+fn load_save_writes_the_edit_and_keeps_everything_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("examples");
+    crate::bundled::extract(&root).unwrap();
+    let path = root.join("experiments/moe_16B-BF16-pretrain.yaml");
+    let before = std::fs::read_to_string(&path).unwrap();
+    let pending = vec![PendingEdit {
+        key: "use_turbo_attention".into(),
+        text: "false".into(),
+    }];
+    let msg = load::save(&path, &opts(), &pending).unwrap();
+    assert!(msg.contains("saved 1 change"), "{msg}");
+    let after = std::fs::read_to_string(&path).unwrap();
+    let changed: Vec<(&str, &str)> = before
+        .lines()
+        .zip(after.lines())
+        .filter(|(a, b)| a != b)
+        .collect();
+    assert_eq!(
+        changed,
+        vec![(
+            "      use_turbo_attention: true",
+            "      use_turbo_attention: false"
+        )]
+    );
+    assert_eq!(before.lines().count(), after.lines().count());
+    // A refused edit writes nothing.
+    let bad = vec![PendingEdit {
+        key: "micro_batch_size".into(),
+        text: "-4".into(),
+    }];
+    assert!(load::save(&path, &opts(), &bad).is_err());
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), after);
+}
