@@ -46,8 +46,13 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
                 }
             }
             lines.push(Line::styled("Esc closes", theme.dim()));
-            // 80 wide: the longest line (`a`, Trials) is not wrapped, so the height fits.
-            let area = centered(full, 80, lines.len() as u16 + 2);
+            // As wide as the longest line where the screen allows; the height counts wrapped
+            // lines, so that the last ones are not cut.
+            let longest = lines.iter().map(Line::width).max().unwrap_or(0) as u16;
+            let w = (longest + 2).max(40).min(full.width);
+            let inner = usize::from(w.saturating_sub(2).max(1));
+            let rows: usize = lines.iter().map(|l| l.width().div_ceil(inner).max(1)).sum();
+            let area = centered(full, w, rows as u16 + 2);
             boxed(f, area, "Keys", lines, theme);
         }
         Some(Overlay::Tour(i)) => {

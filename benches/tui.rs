@@ -1,0 +1,388 @@
+//! Benchmark: the TUI's frame render time and its start-up.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! `cargo bench --bench tui` prints, per screen, the median and p95 time to draw one 200×60 frame
+//! (ratatui `TestBackend`) with 8 GPUs × 10 minutes of telemetry at 2 Hz (1200 snapshots each)
+//! and 1000 stored trials; then the time from start to the first frame with the experiment
+//! loaded, and the peak RSS then, of the release binary run in tmux (skipped without tmux).
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use primus_tune::config::LoadOptions;
+use primus_tune::config::env::Env;
+use primus_tune::run::process::Stream;
+use primus_tune::run::summary::Summary;
+use primus_tune::run::trial::TrialEvent;
+use primus_tune::run::types::{Failure, FailureClass, Iteration};
+use primus_tune::store::{TrialRow, TrialStatus};
+use primus_tune::telemetry::host::HostSample;
+use primus_tune::telemetry::sampler::Snapshot;
+use primus_tune::telemetry::{GpuInfo, GpuSample};
+use primus_tune::tui::app::{self, App, HISTORY, Msg};
+use primus_tune::tui::load;
+use primus_tune::tui::theme::{Palette, Theme};
+use primus_tune::tui::view;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const W: u16 = 200;
+const H: u16 = 60;
+const FRAMES: usize = 200;
+const GPUS: u32 = 8;
+const TRIALS: i64 = 1000;
+const STARTS: usize = 10;
+
+fn experiment() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("presets/examples/experiments/moe_16B-BF16-pretrain.yaml")
+}
+
+fn key(app: &mut App, code: KeyCode) {
+    app::update(app, Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)));
+}
+
+fn sample(g: u32, k: u64) -> GpuSample {
+    let mut temp = BTreeMap::new();
+    temp.insert("edge".to_string(), 45.0 + f64::from(g));
+    temp.insert("junction".to_string(), 70.0 + f64::from(g) + (k % 7) as f64);
+    GpuSample {
+        gpu: g,
+        util_pct: Some(((k * 7 + u64::from(g) * 13) % 40 + 60) as f64),
+        mem_util_pct: Some(40.0),
+        vram_used_bytes: Some((140 << 30) + (k % 100) * (1 << 24)),
+        vram_total_bytes: Some(192 << 30),
+        power_w: Some(500.0 + f64::from(g) * 10.0 + (k % 13) as f64),
+        power_kind: None,
+        temp_c: temp,
+        sclk_mhz: Some(2100.0 - (k % 5) as f64 * 10.0),
+        mclk_mhz: Some(1300.0),
+        throttle: None,
+    }
+}
+
+fn snapshot(k: u64) -> Snapshot {
+    Snapshot {
+        ts_ms: 1_750_000_000_000 + k * 500,
+        gpus: (0..GPUS).map(|g| sample(g, k)).collect(),
+        processes: None,
+        host: HostSample {
+            cpu_pct: Some(30.0 + (k % 10) as f64),
+            ram_used_bytes: Some(400 << 30),
+            ram_total_bytes: Some(1511 << 30),
+            group: None,
+        },
+        cost_us: 800,
+    }
+}
+
+fn trial_row(id: i64) -> TrialRow {
+    let failed = id % 10 == 0;
+    let step = 1100.0 + (id * 37 % 300) as f64;
+    TrialRow {
+        id,
+        study_id: None,
+        status: if failed {
+            TrialStatus::Failed
+        } else {
+            TrialStatus::Completed
+        },
+        created_at: "2025-06-15T14:00:00Z".into(),
+        started_at: Some("2025-06-15T14:00:02Z".into()),
+        finished_at: Some("2025-06-15T14:01:10Z".into()),
+        updated_at: "2025-06-15T14:01:10Z".into(),
+        config_path: experiment(),
+        config_hash: format!("{id:08x}"),
+        overrides: vec![
+            ("train_iters".into(), json!(50)),
+            ("micro_batch_size".into(), json!(1 + id % 8)),
+            ("use_turbo_grouped_gemm".into(), json!(id % 2 == 0)),
+        ],
+        profile: Some("proxy-cpu".into()),
+        argv: vec!["bash".into(), "examples/run_pretrain.sh".into()],
+        env: Vec::new(),
+        trial_dir: PathBuf::from(format!("trials/{id:04}")),
+        runner_pid: None,
+        failure: failed.then(|| Failure {
+            class: FailureClass::Oom,
+            line: Some("torch.OutOfMemoryError: HIP out of memory".into()),
+        }),
+        exit_code: Some(i32::from(failed)),
+        exit_signal: None,
+        iterations_seen: 50,
+        iterations_stored: 50,
+        wall_s: Some(68.0),
+        summary: None,
+        median_step_ms: (!failed).then_some(step),
+        ci95_ms: (!failed).then_some(2.0),
+        tokens_per_s_per_gpu: (!failed).then_some(131_072_000.0 / step),
+        tflops_per_gpu: (!failed).then_some(163_000.0 / step),
+        peak_mem_gib: (!failed).then_some(140.0),
+    }
+}
+
+/// The app with the example loaded, a trial of 50 iterations and a full log, 8 GPUs × 1200
+/// telemetry snapshots, and 1000 trials.
+fn full_app() -> App {
+    let mut app = App::new(
+        vec!["proxy-cpu".into(), "proxy-torch".into()],
+        "proxy-cpu",
+        false,
+    );
+    let opts = LoadOptions {
+        env: Env::default(),
+        ..Default::default()
+    };
+    let (cv, _) = load::build(&experiment(), &opts, &[]).expect("example loads");
+    app::update(&mut app, Msg::Loaded(Ok((Box::new(cv), None))));
+    app::update(
+        &mut app,
+        Msg::TelemetryReady {
+            gpus: (0..GPUS)
+                .map(|i| GpuInfo {
+                    index: i,
+                    backend: "amdgpu-sysfs".into(),
+                    name: "AMD Instinct MI300X".into(),
+                    vram_total_bytes: Some(192 << 30),
+                    ..Default::default()
+                })
+                .collect(),
+            backend: "amdgpu-sysfs".into(),
+            note: None,
+        },
+    );
+    for k in 0..HISTORY as u64 {
+        app::update(&mut app, Msg::Telemetry(Box::new(snapshot(k))));
+    }
+    app::update(
+        &mut app,
+        Msg::Trial(TrialEvent::Started {
+            trial_id: 1001,
+            argv: vec!["bash".into()],
+            trial_dir: PathBuf::from("trials/1001"),
+        }),
+    );
+    for i in 1..=50u64 {
+        let step = 1200.0 + (i % 7) as f64;
+        app::update(
+            &mut app,
+            Msg::Trial(TrialEvent::Iteration {
+                it: Iteration {
+                    iteration: i,
+                    train_iters: Some(50),
+                    elapsed_ms: Some(step),
+                    tflops_per_gpu: Some(163_000.0 / step),
+                    loss: Some(11.0 - 0.05 * i as f64),
+                    ..Default::default()
+                },
+                summary: Box::new(Summary {
+                    iterations: i,
+                    n: i as usize,
+                    median_step_ms: Some(1203.0),
+                    ci95_ms: Some(1.5),
+                    tflops_per_gpu: Some(135.5),
+                    tokens_per_s_per_gpu: Some(108_900.0),
+                    last_loss: Some(8.5),
+                    peak_mem_gib: Some(140.0),
+                    ..Default::default()
+                }),
+            }),
+        );
+    }
+    for i in 0..app::LOG_LINES {
+        app::update(
+            &mut app,
+            Msg::Trial(TrialEvent::Line(
+                Stream::Stdout,
+                format!(" iteration {i:>8}/50 | elapsed time per iteration (ms): 1203.0/1203.0"),
+            )),
+        );
+    }
+    app::update(
+        &mut app,
+        Msg::Trials(Ok((1..=TRIALS).map(trial_row).collect())),
+    );
+    app
+}
+
+fn frames(label: &str, app: &mut App) {
+    let theme = Theme::new(Palette::TrueColor);
+    let mut term = Terminal::new(TestBackend::new(W, H)).expect("test terminal");
+    for _ in 0..FRAMES / 10 {
+        term.draw(|f| view::draw(f, app, &theme)).expect("draws");
+    }
+    let mut times: Vec<Duration> = (0..FRAMES)
+        .map(|_| {
+            let t = Instant::now();
+            term.draw(|f| view::draw(f, app, &theme)).expect("draws");
+            t.elapsed()
+        })
+        .collect();
+    times.sort();
+    let median = times[times.len() / 2];
+    let p95 = times[times.len() * 95 / 100];
+    println!(
+        "  {label:<36} n={FRAMES:<4} median {:>8.3} ms   p95 {:>8.3} ms",
+        median.as_secs_f64() * 1e3,
+        p95.as_secs_f64() * 1e3
+    );
+}
+
+fn bench_frames() {
+    println!(
+        "frame render time at {W}×{H}, {GPUS} GPUs × {HISTORY} snapshots, {TRIALS} trials, \
+         true colour"
+    );
+    let mut app = full_app();
+    frames("Checklist", &mut app);
+    key(&mut app, KeyCode::Char('2'));
+    frames("Flags", &mut app);
+    key(&mut app, KeyCode::Char('3'));
+    frames("Run", &mut app);
+    key(&mut app, KeyCode::Char('4'));
+    frames("Trials (1000 rows)", &mut app);
+    key(&mut app, KeyCode::Enter);
+    frames("Trials + detail", &mut app);
+    key(&mut app, KeyCode::Enter);
+    key(&mut app, KeyCode::Char(' '));
+    key(&mut app, KeyCode::Down);
+    key(&mut app, KeyCode::Char('c'));
+    frames("Trials + compare", &mut app);
+    key(&mut app, KeyCode::Char('?'));
+    frames("Help overlay (over Trials)", &mut app);
+    // The update side: one telemetry snapshot into a full history.
+    let mut k = HISTORY as u64;
+    let mut times: Vec<Duration> = (0..2000)
+        .map(|_| {
+            let s = Box::new(snapshot(k));
+            k += 1;
+            let t = Instant::now();
+            app::update(&mut app, Msg::Telemetry(s));
+            t.elapsed()
+        })
+        .collect();
+    times.sort();
+    println!(
+        "  {:<36} n={:<4} median {:>8.3} ms   p95 {:>8.3} ms",
+        "update(Msg::Telemetry), full history",
+        times.len(),
+        times[times.len() / 2].as_secs_f64() * 1e3,
+        times[times.len() * 95 / 100].as_secs_f64() * 1e3
+    );
+}
+
+fn binary() -> PathBuf {
+    let built = PathBuf::from(env!("CARGO_BIN_EXE_primus-tune"));
+    if built.is_file() {
+        built
+    } else {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/primus-tune")
+    }
+}
+
+/// One start in tmux: `(first_frame_ms, rss_kb)`, or why it failed.
+fn one_start(bin: &Path, run: usize, tmp: &Path) -> Result<(f64, u64), String> {
+    let report = tmp.join(format!("first-frame-{run}.json"));
+    let socket = format!("primus-tune-bench-{}", std::process::id());
+    let session = format!("start{run}");
+    let cmd = format!(
+        "env {}={} XDG_DATA_HOME={} {} {} --no-tour",
+        primus_tune::tui::FIRST_FRAME_ENV,
+        report.display(),
+        tmp.join("data").display(),
+        bin.display(),
+        experiment().display()
+    );
+    let ok = Command::new("tmux")
+        .args(["-L", &socket, "new-session", "-d", "-s", &session])
+        .args(["-x", &W.to_string(), "-y", &H.to_string(), &cmd])
+        .status()
+        .map_err(|e| e.to_string())?
+        .success();
+    if !ok {
+        return Err("tmux new-session failed".into());
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let result = loop {
+        if let Ok(text) = std::fs::read_to_string(&report)
+            && let Ok(v) = serde_json::from_str::<serde_json::Value>(&text)
+        {
+            break Ok((
+                v["first_frame_ms"].as_f64().unwrap_or(f64::NAN),
+                v["rss_kb"].as_u64().unwrap_or(0),
+            ));
+        }
+        if Instant::now() > deadline {
+            break Err(format!("no report in {} after 20 s", report.display()));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    // The program quits after writing the report; the server goes with its last session. Stop
+    // this bench's own server in case it did not.
+    std::thread::sleep(Duration::from_millis(50));
+    let _ = Command::new("tmux")
+        .args(["-L", &socket, "kill-server"])
+        .stderr(std::process::Stdio::null())
+        .status();
+    result
+}
+
+fn bench_start() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        println!("start-up: skipped (tmux is not installed; it needs a real terminal)");
+        return;
+    }
+    let bin = binary();
+    if !bin.is_file() {
+        println!("start-up: skipped ({} is absent)", bin.display());
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("temp dir");
+    println!(
+        "start-up in tmux ({W}×{H}): {} {} --no-tour",
+        bin.display(),
+        experiment().display()
+    );
+    let mut ms = Vec::new();
+    let mut rss = Vec::new();
+    // One start first, not counted (page cache).
+    if let Err(e) = one_start(&bin, 0, tmp.path()) {
+        println!("start-up: skipped ({e})");
+        return;
+    }
+    for run in 1..=STARTS {
+        match one_start(&bin, run, tmp.path()) {
+            Ok((m, r)) => {
+                ms.push(m);
+                rss.push(r);
+            }
+            Err(e) => println!("  run {run}: {e}"),
+        }
+    }
+    if ms.is_empty() {
+        return;
+    }
+    ms.sort_by(f64::total_cmp);
+    rss.sort();
+    println!(
+        "  start to first frame (config loaded)  n={:<4} median {:>8.1} ms   min {:>6.1}   max {:>6.1}",
+        ms.len(),
+        ms[ms.len() / 2],
+        ms[0],
+        ms[ms.len() - 1]
+    );
+    println!(
+        "  peak RSS at the first frame (VmHWM)   n={:<4} median {:>8.1} MiB  min {:>6.1}   max {:>6.1}",
+        rss.len(),
+        rss[rss.len() / 2] as f64 / 1024.0,
+        rss[0] as f64 / 1024.0,
+        rss[rss.len() - 1] as f64 / 1024.0
+    );
+}
+
+fn main() {
+    bench_frames();
+    bench_start();
+}

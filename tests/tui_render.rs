@@ -1,0 +1,740 @@
+//! Render tests of the TUI's screens on ratatui's `TestBackend`, with fixed data and no colour:
+//! each screen is snapshotted (insta, `tests/snapshots/`) at 80×24 and at 160×48, and a few
+//! properties are asserted outright (what must stay visible, no colour under `NO_COLOR`).
+//!
+//! Regenerate the snapshots with `INSTA_UPDATE=always cargo test -q --test tui_render`, then
+//! read every changed `.snap` file before committing it.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use primus_tune::config::LoadOptions;
+use primus_tune::config::env::Env;
+use primus_tune::run::process::Stream;
+use primus_tune::run::summary::Summary;
+use primus_tune::run::trial::TrialEvent;
+use primus_tune::run::types::{Failure, FailureClass, Iteration};
+use primus_tune::store::{TrialRow, TrialStatus};
+use primus_tune::telemetry::GpuInfo;
+use primus_tune::telemetry::GpuSample;
+use primus_tune::telemetry::host::HostSample;
+use primus_tune::telemetry::sampler::Snapshot;
+use primus_tune::tui::app::{self, App, Msg, Tab};
+use primus_tune::tui::load;
+use primus_tune::tui::theme::{Palette, Theme};
+use primus_tune::tui::view;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::buffer::Buffer;
+use ratatui::style::Color;
+use ratatui::text::Span;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+const EXPERIMENT: &str = "presets/examples/experiments/moe_16B-BF16-pretrain.yaml";
+/// Fixed start of the telemetry history (Unix ms).
+const T0_MS: u64 = 1_750_000_000_000;
+const SIZES: [(u16, u16); 2] = [(80, 24), (160, 48)];
+
+// ---------------------------------------------------------------------------------------------
+// Fixed data
+// ---------------------------------------------------------------------------------------------
+
+fn key(code: KeyCode) -> Msg {
+    Msg::Key(KeyEvent::new(code, KeyModifiers::NONE))
+}
+
+fn press(app: &mut App, codes: &[KeyCode]) {
+    for c in codes {
+        app::update(app, key(*c));
+    }
+}
+
+fn type_text(app: &mut App, s: &str) {
+    for c in s.chars() {
+        app::update(app, key(KeyCode::Char(c)));
+    }
+}
+
+/// The app with the bundled example loaded (empty environment: the output does not depend on
+/// the machine), on the Checklist screen, no overlay.
+fn loaded_app() -> App {
+    let mut app = App::new(
+        vec!["proxy-cpu".into(), "proxy-torch".into()],
+        "proxy-cpu",
+        false,
+    );
+    let opts = LoadOptions {
+        env: Env::default(),
+        ..Default::default()
+    };
+    let (view, plan) = load::build(Path::new(EXPERIMENT), &opts, &[]).expect("example loads");
+    assert!(plan.is_none());
+    app::update(&mut app, Msg::Loaded(Ok((Box::new(view), None))));
+    app
+}
+
+fn iteration(i: u64) -> Iteration {
+    // A warm-up of two slow steps, then a steady step time with a small fixed wobble.
+    let wobble = [0.0, 3.5, -2.0, 1.5, -4.0, 2.5, -1.0][(i % 7) as usize];
+    let step = match i {
+        1 => 4120.0,
+        2 => 1630.0,
+        _ => 1212.0 + wobble,
+    };
+    let tflops = 1_000_000.0 / step * 0.163;
+    Iteration {
+        iteration: i,
+        train_iters: Some(50),
+        elapsed_ms: Some(step),
+        elapsed_avg_ms: Some(step),
+        tflops_per_gpu: Some(tflops),
+        tokens_per_s_per_gpu: Some(256.0 * 4096.0 / 8.0 / (step / 1000.0)),
+        loss: Some(11.2 - 0.12 * i as f64),
+        learning_rate: Some(1.0e-5),
+        global_batch_size: Some(256),
+        mem_used_gib: Some(141.5),
+        mem_total_gib: Some(191.98),
+        timestamp: Some(format!("2025-06-15 16:{:02}:{:02}", 10 + i / 60, i % 60)),
+        ..Default::default()
+    }
+}
+
+fn summary(iters: u64) -> Summary {
+    Summary {
+        iterations: iters,
+        n: iters.saturating_sub(2) as usize,
+        warmup: 2,
+        median_step_ms: Some(1212.5),
+        ci95_ms: Some(1.9),
+        ci95_low_ms: Some(1210.6),
+        ci95_high_ms: Some(1214.4),
+        cv: Some(0.0021),
+        stable: Some(true),
+        tokens_per_s_per_gpu: Some(108_104.0),
+        tflops_per_gpu: Some(134.4),
+        peak_mem_gib: Some(141.5),
+        peak_mem_source: Some("hip mem usage".into()),
+        last_loss: Some(7.6),
+        telemetry: Vec::new(),
+    }
+}
+
+/// A running trial: 30 iterations, its summary, and a log tail that ends in a traceback.
+fn feed_trial(app: &mut App) {
+    app::update(
+        app,
+        Msg::Trial(TrialEvent::Started {
+            trial_id: 7,
+            argv: vec![
+                "bash".into(),
+                "examples/run_pretrain.sh".into(),
+                "--train_iters".into(),
+                "50".into(),
+            ],
+            trial_dir: PathBuf::from("presets/examples/experiments/.primus-tune/trials/0007"),
+        }),
+    );
+    for i in 1..=30 {
+        app::update(
+            app,
+            Msg::Trial(TrialEvent::Iteration {
+                it: iteration(i),
+                summary: Box::new(summary(i)),
+            }),
+        );
+    }
+    let log = [
+        (
+            Stream::Stdout,
+            " [2025-06-15 16:10:27] iteration       28/      50 | elapsed time per iteration (ms): 1213.5/1212.9 | throughput per GPU (TFLOP/s/GPU): 134.3",
+        ),
+        (
+            Stream::Stdout,
+            " [2025-06-15 16:10:28] iteration       29/      50 | elapsed time per iteration (ms): 1210.0/1212.8 | throughput per GPU (TFLOP/s/GPU): 134.7",
+        ),
+        (
+            Stream::Stdout,
+            " [2025-06-15 16:10:29] iteration       30/      50 | elapsed time per iteration (ms): 1213.5/1212.8 | throughput per GPU (TFLOP/s/GPU): 134.3",
+        ),
+        (
+            Stream::Stderr,
+            "[rank3]: W0615 16:10:29 torch/distributed: slow collective (1.2 s)",
+        ),
+        (Stream::Stderr, "Traceback (most recent call last):"),
+        (
+            Stream::Stderr,
+            "  File \"primus/train.py\", line 88, in <module>",
+        ),
+        (
+            Stream::Stderr,
+            "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB",
+        ),
+    ];
+    for (s, l) in log {
+        app::update(app, Msg::Trial(TrialEvent::Line(s, l.to_string())));
+    }
+}
+
+fn gpu_info(i: u32) -> GpuInfo {
+    GpuInfo {
+        index: i,
+        backend: "amdgpu-sysfs".into(),
+        name: "AMD Instinct MI300X".into(),
+        bus_id: Some(format!("0000:{:02x}:00.0", 0x0c + 0x10 * i)),
+        vram_total_bytes: Some(192 << 30),
+        compute_units: Some(304),
+        power_cap_w: Some(750.0),
+        ..Default::default()
+    }
+}
+
+/// Sample `k` (2 Hz) of GPU `g`: fixed, different per GPU, with GPU 5 throttling.
+fn gpu_sample(g: u32, k: u64) -> GpuSample {
+    let util = ((k * 7 + u64::from(g) * 13) % 40 + 60) as f64;
+    let mut temp = BTreeMap::new();
+    temp.insert("edge".to_string(), 48.0 + f64::from(g));
+    temp.insert("junction".to_string(), 71.0 + f64::from(g) + (k % 5) as f64);
+    GpuSample {
+        gpu: g,
+        util_pct: Some(util),
+        mem_util_pct: Some(util / 2.0),
+        vram_used_bytes: Some((140 << 30) + u64::from(g) * (1 << 28)),
+        vram_total_bytes: Some(192 << 30),
+        power_w: Some(520.0 + f64::from(g) * 11.0 + (k % 9) as f64),
+        power_kind: None,
+        temp_c: temp,
+        sclk_mhz: Some(2100.0 - f64::from(g) * 10.0),
+        mclk_mhz: Some(1300.0),
+        throttle: (g == 5).then(|| vec!["power".to_string()]),
+    }
+}
+
+fn snapshot(k: u64, gpus: u32) -> Snapshot {
+    Snapshot {
+        ts_ms: T0_MS + k * 500,
+        gpus: (0..gpus).map(|g| gpu_sample(g, k)).collect(),
+        processes: None,
+        host: HostSample {
+            cpu_pct: Some(35.0 + (k % 4) as f64),
+            ram_used_bytes: Some(412 << 30),
+            ram_total_bytes: Some(1511 << 30),
+            group: None,
+        },
+        cost_us: 900,
+    }
+}
+
+fn feed_telemetry(app: &mut App, samples: u64) {
+    app::update(
+        app,
+        Msg::TelemetryReady {
+            gpus: (0..8).map(gpu_info).collect(),
+            backend: "amdgpu-sysfs".into(),
+            note: None,
+        },
+    );
+    for k in 0..samples {
+        app::update(app, Msg::Telemetry(Box::new(snapshot(k, 8))));
+    }
+}
+
+fn trial_row(id: i64, status: TrialStatus, overrides: Vec<(&str, Value)>) -> TrialRow {
+    let minute = 10 + 7 * id;
+    let mut all: Vec<(String, Value)> = vec![
+        ("train_iters".into(), json!(50)),
+        ("stderr_sink_level".into(), json!("DEBUG")),
+    ];
+    all.extend(overrides.into_iter().map(|(k, v)| (k.to_string(), v)));
+    let dir = format!("presets/examples/experiments/.primus-tune/trials/{id:04}");
+    TrialRow {
+        id,
+        study_id: None,
+        status,
+        created_at: format!("2025-06-15T{:02}:{:02}:00Z", 14 + minute / 60, minute % 60),
+        started_at: Some(format!(
+            "2025-06-15T{:02}:{:02}:02Z",
+            14 + minute / 60,
+            minute % 60
+        )),
+        finished_at: Some(format!(
+            "2025-06-15T{:02}:{:02}:40Z",
+            14 + minute / 60,
+            minute % 60 + 3
+        )),
+        updated_at: format!(
+            "2025-06-15T{:02}:{:02}:40Z",
+            14 + minute / 60,
+            minute % 60 + 3
+        ),
+        config_path: PathBuf::from(EXPERIMENT),
+        config_hash: format!("9f3c{id:04}"),
+        overrides: all,
+        profile: Some(
+            if id % 2 == 0 {
+                "proxy-torch"
+            } else {
+                "proxy-cpu"
+            }
+            .into(),
+        ),
+        argv: vec![
+            "bash".into(),
+            "examples/run_pretrain.sh".into(),
+            "--train_iters".into(),
+            "50".into(),
+        ],
+        env: vec![("PRIMUS_TP".into(), "1".into())],
+        trial_dir: PathBuf::from(dir),
+        runner_pid: None,
+        failure: None,
+        exit_code: Some(0),
+        exit_signal: None,
+        iterations_seen: 50,
+        iterations_stored: 50,
+        wall_s: Some(71.4),
+        summary: None,
+        median_step_ms: Some(1212.5),
+        ci95_ms: Some(1.9),
+        tokens_per_s_per_gpu: Some(108_104.0),
+        tflops_per_gpu: Some(134.4),
+        peak_mem_gib: Some(141.5),
+    }
+}
+
+/// Five stored trials: the baseline, three variants (one faster), and one that ran out of
+/// memory.
+fn trial_rows() -> Vec<TrialRow> {
+    let base = trial_row(1, TrialStatus::Completed, vec![]);
+    let mut mbs2 = trial_row(
+        2,
+        TrialStatus::Completed,
+        vec![("micro_batch_size", json!(2))],
+    );
+    mbs2.median_step_ms = Some(1301.2);
+    mbs2.ci95_ms = Some(3.1);
+    mbs2.tokens_per_s_per_gpu = Some(100_731.0);
+    mbs2.tflops_per_gpu = Some(125.2);
+    mbs2.peak_mem_gib = Some(98.3);
+    let mut turbo = trial_row(
+        3,
+        TrialStatus::Completed,
+        vec![
+            ("enable_primus_turbo", json!(true)),
+            ("use_turbo_grouped_gemm", json!(true)),
+        ],
+    );
+    turbo.median_step_ms = Some(1104.8);
+    turbo.ci95_ms = Some(2.4);
+    turbo.tokens_per_s_per_gpu = Some(118_645.0);
+    turbo.tflops_per_gpu = Some(147.5);
+    turbo.peak_mem_gib = Some(139.9);
+    let mut oom = trial_row(4, TrialStatus::Failed, vec![("micro_batch_size", json!(8))]);
+    oom.failure = Some(Failure {
+        class: FailureClass::Oom,
+        line: Some("torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB".into()),
+    });
+    oom.exit_code = Some(1);
+    oom.iterations_seen = 0;
+    oom.iterations_stored = 0;
+    oom.wall_s = Some(38.2);
+    oom.median_step_ms = None;
+    oom.ci95_ms = None;
+    oom.tokens_per_s_per_gpu = None;
+    oom.tflops_per_gpu = None;
+    oom.peak_mem_gib = None;
+    let mut stopped = trial_row(
+        5,
+        TrialStatus::Stopped,
+        vec![("recompute_granularity", json!("full"))],
+    );
+    stopped.iterations_seen = 9;
+    stopped.iterations_stored = 9;
+    stopped.wall_s = Some(20.5);
+    stopped.median_step_ms = Some(1388.0);
+    stopped.ci95_ms = Some(40.2);
+    stopped.tokens_per_s_per_gpu = Some(94_426.0);
+    stopped.tflops_per_gpu = Some(117.4);
+    stopped.peak_mem_gib = Some(61.0);
+    vec![base, mbs2, turbo, oom, stopped]
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rendering
+// ---------------------------------------------------------------------------------------------
+
+fn draw(app: &mut App, w: u16, h: u16, palette: Palette) -> Buffer {
+    let theme = Theme::new(palette);
+    let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("test terminal");
+    terminal
+        .draw(|f| view::draw(f, app, &theme))
+        .expect("draws");
+    terminal.backend().buffer().clone()
+}
+
+/// The buffer as text: one line per row, trailing spaces trimmed (the cells a wide symbol
+/// covers are skipped, as a terminal shows them).
+fn text(buf: &Buffer) -> String {
+    let w = buf.area.width as usize;
+    let mut out = String::new();
+    for row in buf.content.chunks(w) {
+        let mut line = String::new();
+        let mut skip = 0usize;
+        for cell in row {
+            if skip == 0 {
+                line.push_str(cell.symbol());
+            }
+            skip = Span::raw(cell.symbol()).width().max(skip).saturating_sub(1);
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn screen(app: &mut App, w: u16, h: u16) -> String {
+    text(&draw(app, w, h, Palette::None))
+}
+
+/// Snapshot `app` at both sizes as `<name>_<w>x<h>`.
+fn snap_both(name: &str, mut app: impl FnMut() -> App) {
+    for (w, h) in SIZES {
+        let mut a = app();
+        let s = screen(&mut a, w, h);
+        insta::assert_snapshot!(format!("{name}_{w}x{h}"), s);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The states each snapshot shows
+// ---------------------------------------------------------------------------------------------
+
+fn checklist_app() -> App {
+    let mut app = loaded_app();
+    press(&mut app, &[KeyCode::Down]);
+    assert_eq!(app.checklist_selected, 1);
+    app
+}
+
+fn flags_app() -> App {
+    let mut app = loaded_app();
+    press(&mut app, &[KeyCode::Char('2')]);
+    assert_eq!(app.tab, Tab::Flags);
+    app
+}
+
+/// The Flags screen with `micro_batch_size` found by search and an out-of-range value typed.
+fn flags_editor_app() -> App {
+    let mut app = flags_app();
+    press(&mut app, &[KeyCode::Char('/')]);
+    type_text(&mut app, "micro_batch");
+    press(&mut app, &[KeyCode::Enter, KeyCode::Enter]);
+    let e = app.flags.editor.as_ref().expect("editor open");
+    assert_eq!(e.key, "micro_batch_size");
+    assert_eq!(e.text, "4");
+    press(&mut app, &[KeyCode::Backspace]);
+    type_text(&mut app, "0");
+    app
+}
+
+fn run_app() -> App {
+    let mut app = loaded_app();
+    feed_telemetry(&mut app, 100);
+    feed_trial(&mut app);
+    press(&mut app, &[KeyCode::Char('3')]);
+    assert_eq!(app.tab, Tab::Run);
+    app
+}
+
+fn trials_app() -> App {
+    let mut app = loaded_app();
+    press(&mut app, &[KeyCode::Char('4')]);
+    app::update(&mut app, Msg::Trials(Ok(trial_rows())));
+    assert_eq!(app.tab, Tab::Trials);
+    app
+}
+
+/// The failed (out-of-memory) trial in detail: rows are listed newest first, so it is second.
+fn trials_detail_app() -> App {
+    let mut app = trials_app();
+    press(&mut app, &[KeyCode::Down, KeyCode::Enter]);
+    assert_eq!(app.selected_trial().map(|t| t.id), Some(4));
+    assert!(app.trials.detail);
+    app
+}
+
+/// Trial 1 (the baseline) marked and compared with trial 3 (Turbo).
+fn trials_compare_app() -> App {
+    let mut app = trials_app();
+    press(&mut app, &[KeyCode::End, KeyCode::Char(' ')]);
+    press(&mut app, &[KeyCode::Up, KeyCode::Up, KeyCode::Char('c')]);
+    assert_eq!(app.trials.marked, Some(1));
+    assert_eq!(app.selected_trial().map(|t| t.id), Some(3));
+    assert!(app.trials.compare);
+    app
+}
+
+fn help_app() -> App {
+    let mut app = loaded_app();
+    press(&mut app, &[KeyCode::Char('?')]);
+    app
+}
+
+fn tour_app(page: usize) -> App {
+    let mut app = loaded_app();
+    press(&mut app, &[KeyCode::Char('t')]);
+    for _ in 0..page {
+        press(&mut app, &[KeyCode::Enter]);
+    }
+    app
+}
+
+// ---------------------------------------------------------------------------------------------
+// Snapshots
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn checklist_screen() {
+    snap_both("checklist", checklist_app);
+}
+
+#[test]
+fn flags_screen() {
+    snap_both("flags", flags_app);
+}
+
+#[test]
+fn flags_screen_with_invalid_edit() {
+    snap_both("flags_edit_invalid", flags_editor_app);
+}
+
+#[test]
+fn run_screen() {
+    snap_both("run", run_app);
+}
+
+#[test]
+fn trials_screen() {
+    snap_both("trials", trials_app);
+}
+
+#[test]
+fn trials_detail_screen() {
+    snap_both("trials_detail", trials_detail_app);
+}
+
+#[test]
+fn trials_compare_screen() {
+    snap_both("trials_compare", trials_compare_app);
+}
+
+#[test]
+fn help_overlay() {
+    snap_both("help", help_app);
+}
+
+#[test]
+fn tour_overlay() {
+    snap_both("tour", || tour_app(0));
+    // Every page at the small size: the box is sized from the text, so check each one.
+    for page in 1..app::TOUR.len() {
+        let s = screen(&mut tour_app(page), 80, 24);
+        insta::assert_snapshot!(format!("tour_page{}_80x24", page + 1), s);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Properties
+// ---------------------------------------------------------------------------------------------
+
+/// On 80×24 the Flags screen shows the selected flag's name and the `file:line` it comes from.
+#[test]
+fn flags_80x24_shows_name_and_source_of_selected_flag() {
+    let mut app = flags_app();
+    let file = Path::new(EXPERIMENT)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("file name");
+    let (i, row) = app
+        .visible_flags()
+        .iter()
+        .enumerate()
+        .find(|(_, r)| r.name == "micro_batch_size")
+        .map(|(i, r)| (i, (*r).clone()))
+        .expect("micro_batch_size is listed");
+    assert!(
+        row.source.starts_with(&format!("{file}:")),
+        "set in the experiment: {}",
+        row.source
+    );
+    app.flags.selected = i;
+    let s = screen(&mut app, 80, 24);
+    let line = s
+        .lines()
+        .find(|l| l.contains(" micro_batch_size "))
+        .unwrap_or_else(|| panic!("the selected flag is on screen:\n{s}"));
+    assert!(
+        line.contains(&row.source),
+        "its source `{}` is shown whole:\n{s}",
+        row.source
+    );
+    // The detail box below names it too.
+    assert!(s.matches("micro_batch_size").count() >= 2, "{s}");
+}
+
+/// With the editor open on a bad value, the error is on screen at 80×24.
+#[test]
+fn flags_editor_error_is_visible_at_80x24() {
+    let mut app = flags_editor_app();
+    let err = app
+        .flags
+        .editor
+        .as_ref()
+        .and_then(|e| e.error.clone())
+        .expect("0 is out of range for micro_batch_size");
+    let s = screen(&mut app, 80, 24);
+    assert!(s.contains("micro_batch_size = 0"), "{s}");
+    assert!(s.contains(&err), "error `{err}` shown:\n{s}");
+}
+
+/// `NO_COLOR`: no cell of any screen has a foreground or background colour.
+#[test]
+fn no_color_sets_no_colour_on_any_screen() {
+    let apps: [fn() -> App; 9] = [
+        checklist_app,
+        flags_app,
+        flags_editor_app,
+        run_app,
+        trials_app,
+        trials_detail_app,
+        trials_compare_app,
+        help_app,
+        || tour_app(0),
+    ];
+    for make in apps {
+        for (w, h) in SIZES {
+            let buf = draw(&mut make(), w, h, Palette::None);
+            for (i, c) in buf.content.iter().enumerate() {
+                assert!(
+                    c.fg == Color::Reset && c.bg == Color::Reset,
+                    "cell {i} `{}` has colour {:?}/{:?}",
+                    c.symbol(),
+                    c.fg,
+                    c.bg
+                );
+            }
+        }
+    }
+    // And the colour palettes do colour something (the check above is not vacuous).
+    let buf = draw(&mut run_app(), 160, 48, Palette::Indexed);
+    assert!(buf.content.iter().any(|c| c.fg != Color::Reset));
+}
+
+/// At 160×48 the Run screen lists all 8 GPUs, each with its figures.
+#[test]
+fn run_160x48_shows_every_gpu() {
+    let s = screen(&mut run_app(), 160, 48);
+    for g in 0..8 {
+        let row = s
+            .lines()
+            .find(|l| l.starts_with(&format!("│{g} MI300X ")))
+            .unwrap_or_else(|| panic!("GPU {g} has a row:\n{s}"));
+        assert!(row.contains("util") && row.contains("MHz"), "{row}");
+    }
+    assert!(s.contains("[power]"), "GPU 5's throttle is shown:\n{s}");
+    assert!(s.contains("Traceback (most recent call last):"), "{s}");
+    assert!(s.contains("trial 7"), "{s}");
+}
+
+/// Each tour page shows its whole text and its key hint at 80×24 (the box is sized from the
+/// text, so a page whose words wrap badly must not lose its last line).
+#[test]
+fn tour_pages_fit_at_80x24() {
+    for (page, (title, _)) in app::TOUR.iter().enumerate() {
+        let s = screen(&mut tour_app(page), 80, 24);
+        assert!(s.contains(title), "page {page} title:\n{s}");
+        let hint = format!("{}/{} · Enter next", page + 1, app::TOUR.len());
+        assert!(s.contains(&hint), "page {page} hint `{hint}`:\n{s}");
+    }
+}
+
+/// The Trials screen at 80×24 shows every trial and the failed one's class.
+#[test]
+fn trials_80x24_lists_every_trial() {
+    let s = screen(&mut trials_app(), 80, 24);
+    for id in 1..=5 {
+        assert!(
+            s.lines().any(|l| l.starts_with(&format!("│  {id}    "))),
+            "trial {id} listed:\n{s}"
+        );
+    }
+    assert!(s.contains("oom"), "{s}");
+}
+
+/// The file line keeps the experiment's file name at 80×24 (the path gives way from its start),
+/// and the checklist's legend and the help box are whole.
+#[test]
+fn frame_lines_and_boxes_are_whole() {
+    let s = screen(&mut checklist_app(), 80, 24);
+    let file_line = s.lines().nth(1).expect("file line");
+    assert!(
+        file_line.contains("moe_16B-BF16-pretrain.yaml ·") && file_line.contains("lint clean"),
+        "{file_line}"
+    );
+    assert!(s.contains("[x] done [!] to do [?] unmeasured"), "{s}");
+    let s = screen(&mut help_app(), 160, 48);
+    assert!(s.contains("F5") && s.contains("Esc closes"), "{s}");
+    assert!(
+        s.contains("apply the selected trial's settings (as unsaved edits)"),
+        "not wrapped:\n{s}"
+    );
+}
+
+/// The selected row is marked without colour (reverse video) under `NO_COLOR`.
+#[test]
+fn selection_is_reverse_video_without_colour() {
+    use ratatui::style::Modifier;
+    let mut app = flags_app();
+    let name = app.visible_flags()[0].name.clone();
+    let buf = draw(&mut app, 80, 24, Palette::None);
+    let w = buf.area.width as usize;
+    let row = buf
+        .content
+        .chunks(w)
+        .position(|r| {
+            r.iter()
+                .map(|c| c.symbol())
+                .collect::<String>()
+                .contains(&name)
+        })
+        .expect("selected flag on screen");
+    let cells = &buf.content[row * w..(row + 1) * w];
+    assert!(
+        cells[1..w - 1]
+            .iter()
+            .all(|c| c.modifier.contains(Modifier::REVERSED)),
+        "row {row} reversed"
+    );
+}
+
+/// At 80×24 the Run screen says how many GPUs its rows leave out.
+#[test]
+fn run_80x24_says_which_gpus_are_hidden() {
+    let s = screen(&mut run_app(), 80, 24);
+    let shown = (0..8)
+        .filter(|g| s.lines().any(|l| l.starts_with(&format!("│{g} MI300X "))))
+        .count();
+    assert!(shown >= 1, "{s}");
+    if shown < 8 {
+        assert!(s.contains(&format!("{shown} of 8 shown")), "{s}");
+    }
+}
+
+/// Rendering is a pure function of the state: the same app draws the same text twice.
+#[test]
+fn drawing_is_deterministic() {
+    let mut app = run_app();
+    let a = screen(&mut app, 160, 48);
+    let b = screen(&mut app, 160, 48);
+    assert_eq!(a, b);
+    assert_eq!(a, screen(&mut run_app(), 160, 48));
+}
