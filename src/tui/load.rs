@@ -137,11 +137,12 @@ pub fn check_value(key: &str, text: &str) -> Result<(), String> {
         if let Some(x) = v.as_f64()
             && (f.min.is_some_and(|m| x < m) || f.max.is_some_and(|m| x > m))
         {
-            return Err(format!(
-                "`{key}` must be within {}..{}",
-                f.min.map_or("".into(), |m| m.to_string()),
-                f.max.map_or("".into(), |m| m.to_string())
-            ));
+            return Err(match (f.min, f.max) {
+                (Some(lo), Some(hi)) => format!("`{key}` must be between {lo} and {hi}"),
+                (Some(lo), None) => format!("`{key}` must be at least {lo}"),
+                (None, Some(hi)) => format!("`{key}` must be at most {hi}"),
+                (None, None) => unreachable!("checked above"),
+            });
         }
     }
     Ok(())

@@ -99,28 +99,55 @@ fn draw_step(f: &mut Frame, s: &StepReport, theme: &Theme, area: Rect) {
             Span::raw(finding.text.clone()),
         ]));
     }
-    if !s.flags.is_empty() {
-        lines.push(Line::raw(""));
-        lines.push(Line::styled("Flags (Enter to edit)", theme.title()));
-        for fl in &s.flags {
-            lines.push(Line::from(vec![
-                Span::raw(format!("  {} = ", fl.name)),
-                Span::styled(show_json(&fl.value), theme.text()),
-                Span::styled(format!("  {}", fl.source), theme.dim()),
-            ]));
-        }
-    }
     if !s.actions.is_empty() {
-        lines.push(Line::raw(""));
         lines.push(Line::styled("Next", theme.title()));
         for a in &s.actions {
             lines.push(Line::raw(format!("  {a}")));
         }
     }
-    f.render_widget(
-        Paragraph::new(lines)
-            .wrap(Wrap { trim: false })
-            .block(Block::default().borders(Borders::ALL)),
-        area,
-    );
+    // The why and what next wrap; the flags below take one line each and what is left.
+    let block = Block::default().borders(Borders::ALL);
+    let inner = block.inner(area);
+    f.render_widget(block, area);
+    let w = usize::from(inner.width.max(1));
+    let text_rows: usize = lines.iter().map(|l| l.width().div_ceil(w).max(1)).sum();
+    let [top, bottom] = Layout::vertical([
+        Constraint::Length(text_rows as u16),
+        Constraint::Min(0),
+    ])
+    .areas(inner);
+    f.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), top);
+    if s.flags.is_empty() || bottom.height < 2 {
+        return;
+    }
+    let room = usize::from(bottom.height) - 1;
+    let mut flags = vec![Line::styled(
+        format!("Flags ({}; Enter edits them)", s.flags.len()),
+        theme.title(),
+    )];
+    let shown = if s.flags.len() > room {
+        room.saturating_sub(1)
+    } else {
+        s.flags.len()
+    };
+    for fl in s.flags.iter().take(shown) {
+        let head = format!("  {} = {}", fl.name, show_json(&fl.value));
+        let head = fit(&head, w);
+        let rest = w.saturating_sub(head.chars().count() + 2);
+        lines_push_flag(&mut flags, head, fit(&fl.source, rest), theme);
+    }
+    if shown < s.flags.len() {
+        flags.push(Line::styled(
+            format!("  … {} more on the Flags screen", s.flags.len() - shown),
+            theme.dim(),
+        ));
+    }
+    f.render_widget(Paragraph::new(flags), bottom);
+}
+
+fn lines_push_flag(out: &mut Vec<Line<'static>>, head: String, source: String, theme: &Theme) {
+    out.push(Line::from(vec![
+        Span::raw(head),
+        Span::styled(format!("  {source}"), theme.dim()),
+    ]));
 }

@@ -27,6 +27,9 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
     }
     let name_w = if wide { 34 } else { 28 };
     let value_w = if wide { 18 } else { 14 };
+    // What is left for the `from` column (borders, the mark, the gaps between columns).
+    let fixed = 2 + 1 + name_w + value_w + 3 + if wide { 12 + 24 + 2 } else { 0 };
+    let from_w = (top.width as usize).saturating_sub(fixed).max(8);
     let rows: Vec<Row> = rows_data
         .iter()
         .map(|r| {
@@ -55,7 +58,7 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
                 cells.push(Cell::from(Span::styled(fit(&r.default, 12), theme.dim())));
                 cells.push(Cell::from(Span::styled(r.step.title(), theme.dim())));
             }
-            cells.push(Cell::from(Span::styled(r.source.clone(), theme.dim())));
+            cells.push(Cell::from(Span::styled(fit(&r.source, from_w), theme.dim())));
             Row::new(cells)
         })
         .collect();
@@ -116,11 +119,11 @@ fn draw_detail(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             Span::styled(r.name.clone(), theme.title()),
             Span::styled(
                 format!(
-                    "  {} · {} · default {} · {}",
+                    "  {} · {} · default {} · from {}",
                     r.step.title(),
                     r.ty.label(),
                     r.default,
-                    if r.env_var { "environment" } else { "config" }
+                    r.source
                 ),
                 theme.dim(),
             ),

@@ -134,8 +134,14 @@ fn draw_status(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
 
 /// The keys that matter on this screen, for the status line.
 fn hints(app: &App) -> &'static str {
-    if app.flags.editor.is_some() && app.tab == Tab::Flags {
-        return "type a value · ←→ cycle choices · Enter keep · Esc cancel";
+    if let Some(e) = &app.flags.editor
+        && app.tab == Tab::Flags
+    {
+        return if e.choices.is_empty() {
+            "type a value · Enter keep · Esc cancel"
+        } else {
+            "type a value · ←→ cycle choices · Enter keep · Esc cancel"
+        };
     }
     match app.tab {
         Tab::Checklist => "↑↓ step · Enter flags · r run a trial · ? keys · q quit",

@@ -33,28 +33,67 @@ fn boxed(f: &mut Frame, area: Rect, title: &str, lines: Vec<Line>, theme: &Theme
     );
 }
 
+/// The key map: one column when it fits the height, else two (80×24 shows it all).
+fn draw_help(f: &mut Frame, full: Rect, theme: &Theme) {
+    let section_lines = |(section, keys): &(&str, &[(&str, &str)]), key_w: usize| {
+        let mut v = vec![Line::styled(section.to_string(), theme.title())];
+        for (k, what) in *keys {
+            v.push(Line::raw(format!(" {k:<key_w$} {what}")));
+        }
+        v
+    };
+    let total: usize = HELP.iter().map(|(_, k)| k.len() + 1).sum::<usize>() + 1;
+    let fits_one = total + 2 <= usize::from(full.height);
+    if fits_one {
+        let mut lines: Vec<Line> = HELP.iter().flat_map(|s| section_lines(s, 20)).collect();
+        lines.push(Line::styled("Esc closes", theme.dim()));
+        let longest = lines.iter().map(Line::width).max().unwrap_or(0) as u16;
+        let w = (longest + 2).max(40).min(full.width);
+        let inner = usize::from(w.saturating_sub(2).max(1));
+        let rows: usize = lines.iter().map(|l| l.width().div_ceil(inner).max(1)).sum();
+        let area = centered(full, w, rows as u16 + 2);
+        boxed(f, area, "Keys", lines, theme);
+        return;
+    }
+    // Two columns: sections split where the taller column is shortest; key names narrower.
+    let sizes: Vec<usize> = HELP.iter().map(|(_, k)| k.len() + 1).collect();
+    let split = (1..HELP.len())
+        .min_by_key(|&i| {
+            let left: usize = sizes[..i].iter().sum();
+            let right: usize = sizes[i..].iter().sum::<usize>() + 1;
+            left.max(right)
+        })
+        .unwrap_or(HELP.len());
+    let col = |secs: &[(&str, &[(&str, &str)])]| -> Vec<Line> {
+        secs.iter().flat_map(|s| section_lines(s, 14)).collect()
+    };
+    let left = col(&HELP[..split]);
+    let mut right = col(&HELP[split..]);
+    right.push(Line::styled("Esc closes", theme.dim()));
+    let h = left.len().max(right.len()) as u16 + 2;
+    let area = centered(full, full.width, h);
+    f.render_widget(Clear, area);
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .title(Span::styled(" Keys ", theme.title()));
+    let inner = block.inner(area);
+    f.render_widget(block, area);
+    let half = inner.width / 2;
+    let l = Rect { width: half, ..inner };
+    let r = Rect {
+        x: inner.x + half,
+        width: inner.width - half,
+        ..inner
+    };
+    f.render_widget(Paragraph::new(left).wrap(Wrap { trim: false }), l);
+    f.render_widget(Paragraph::new(right).wrap(Wrap { trim: false }), r);
+}
+
 pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
     let full = f.area();
     match &app.overlay {
         None => {}
-        Some(Overlay::Help) => {
-            let mut lines = Vec::new();
-            for (section, keys) in HELP {
-                lines.push(Line::styled(*section, theme.title()));
-                for (k, what) in *keys {
-                    lines.push(Line::raw(format!("  {k:<20} {what}")));
-                }
-            }
-            lines.push(Line::styled("Esc closes", theme.dim()));
-            // As wide as the longest line where the screen allows; the height counts wrapped
-            // lines, so that the last ones are not cut.
-            let longest = lines.iter().map(Line::width).max().unwrap_or(0) as u16;
-            let w = (longest + 2).max(40).min(full.width);
-            let inner = usize::from(w.saturating_sub(2).max(1));
-            let rows: usize = lines.iter().map(|l| l.width().div_ceil(inner).max(1)).sum();
-            let area = centered(full, w, rows as u16 + 2);
-            boxed(f, area, "Keys", lines, theme);
-        }
+        Some(Overlay::Help) => draw_help(f, full, theme),
         Some(Overlay::Tour(i)) => {
             let (title, text) = TOUR[(*i).min(TOUR.len() - 1)];
             let lines = vec![

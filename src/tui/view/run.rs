@@ -15,8 +15,8 @@ use ratatui::widgets::{Axis, Block, Borders, Chart, Dataset, GraphType, Paragrap
 pub fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     let ngpu = app.telemetry.gpus.len().max(1) as u16;
     let tall = area.height >= 36;
-    let gpu_h = (ngpu + 3).min(if tall { 12 } else { 6 });
-    let chart_h = if tall { 12 } else { 7 };
+    let gpu_h = (ngpu + 3).min(if tall { 12 } else { 5 });
+    let chart_h = if tall { 12 } else { 6 };
     let [head, charts, gpus, rest] = Layout::vertical([
         Constraint::Length(4),
         Constraint::Length(chart_h),
@@ -65,7 +65,10 @@ fn draw_telemetry_chart(f: &mut Frame, app: &App, theme: &Theme, panel: RunPanel
         None => Vec::new(),
     };
     let all: Vec<(f64, f64)> = series.iter().flat_map(|(_, v)| v.iter().copied()).collect();
-    let (xb, yb) = bounds(&all);
+    let (xb, mut yb) = bounds(&all);
+    if matches!(panel, RunPanel::Log | RunPanel::Util) {
+        yb = [yb[0].max(0.0), yb[1].min(100.0)];
+    }
     let datasets: Vec<Dataset> = series
         .iter()
         .enumerate()
@@ -156,8 +159,18 @@ fn draw_head(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             }
         }
     }
+    // A failure's first line matters more than the figures so far.
+    let failure = app.trial.as_ref().and_then(|t| match &t.result {
+        Some(Ok(r)) => r.failure.as_ref().and_then(|f| f.line.clone()),
+        Some(Err(e)) => Some(e.clone()),
+        None => None,
+    });
+    let second = match failure {
+        Some(l) => Line::styled(l, theme.error()),
+        None => Line::from(second),
+    };
     f.render_widget(
-        Paragraph::new(vec![Line::from(first), Line::from(second)])
+        Paragraph::new(vec![Line::from(first), second])
             .block(Block::default().borders(Borders::ALL).title(" Trial ")),
         area,
     );
@@ -181,11 +194,18 @@ fn bounds(points: &[(f64, f64)]) -> ([f64; 2], [f64; 2]) {
 fn chart<'a>(
     title: String,
     points: &'a [(f64, f64)],
+    skip: usize,
     x_label: &'a str,
     theme: &Theme,
     color: usize,
 ) -> Chart<'a> {
-    let (xb, yb) = bounds(points);
+    let (xb, _) = bounds(points);
+    let steady = if points.len() > skip + 1 {
+        &points[skip..]
+    } else {
+        points
+    };
+    let (_, yb) = bounds(steady);
     let data = Dataset::default()
         .marker(symbols::Marker::Braille)
         .graph_type(GraphType::Line)
@@ -218,16 +238,19 @@ fn draw_charts(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         .filter_map(|i| i.tflops_per_gpu.map(|v| (i.iteration as f64, v)))
         .collect();
     let last = |v: &[(f64, f64)]| v.last().map(|p| p.1);
+    // Warm-up steps (often several times the steady ones) would flatten the chart: the y range
+    // comes from the steady part once there is one.
+    let warm = t.summary.as_ref().map_or(0, |s| s.warmup);
     let step_title = format!(" step time ms (last {}) ", num(last(&step), 1, ""));
     let tf_title = format!(" TFLOP/s/GPU (last {}) ", num(last(&tflops), 1, ""));
     if area.width >= 100 {
         let [a, b] =
             Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)])
                 .areas(area);
-        f.render_widget(chart(step_title, &step, "iteration", theme, 0), a);
-        f.render_widget(chart(tf_title, &tflops, "iteration", theme, 1), b);
+        f.render_widget(chart(step_title, &step, warm, "iteration", theme, 0), a);
+        f.render_widget(chart(tf_title, &tflops, warm, "iteration", theme, 1), b);
     } else {
-        f.render_widget(chart(step_title, &step, "iteration", theme, 0), area);
+        f.render_widget(chart(step_title, &step, warm, "iteration", theme, 0), area);
     }
 }
 
@@ -291,9 +314,9 @@ fn draw_gpus(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             _ => String::new(),
         };
         let text = format!(
-            "{} {:<14} util {:>4} vram {:>5}/{:<5} GiB {:>5} {:>6} °C {:>5} MHz{throttle}",
+            "{} {:<12} {:>4} {:>5}/{:<3}GiB {:>5} {:>5}°C {:>4}MHz{throttle}",
             g.gpu,
-            fit(&name, 14),
+            fit(&name, 12),
             num(g.util_pct, 0, "%"),
             num(g.vram_used_bytes.map(gib), 1, ""),
             num(g.vram_total_bytes.map(gib), 0, ""),

@@ -43,6 +43,8 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
     let wide = area.width >= 120;
     let rows_data = app.sorted_trials();
     let marked = app.trials.marked;
+    let fixed = 2 + 1 + 4 + 14 + 8 + 6 + 7 + 8 + 6 + 8 + if wide { 13 } else { 0 };
+    let settings_w = (top.width as usize).saturating_sub(fixed).max(8);
     let rows: Vec<Row> = rows_data
         .iter()
         .map(|t| {
@@ -68,7 +70,7 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
             if wide {
                 cells.push(Cell::from(t.profile.clone().unwrap_or_default()));
             }
-            cells.push(Cell::from(overrides_text(t)));
+            cells.push(Cell::from(fit(&overrides_text(t), settings_w)));
             Row::new(cells)
         })
         .collect();
@@ -145,15 +147,21 @@ fn draw_detail(f: &mut Frame, t: &TrialRow, theme: &Theme, area: Rect) {
             )),
         ]),
         Line::raw(format!("settings: {}", overrides_text(t))),
-        Line::raw(format!(
-            "median step {} (CI ±{}) · {} tok/s/GPU · {} TFLOP/s/GPU · peak {} GiB · wall {}",
-            num(t.median_step_ms, 1, " ms"),
-            num(t.ci95_ms, 2, " ms"),
-            num(t.tokens_per_s_per_gpu, 0, ""),
-            num(t.tflops_per_gpu, 1, ""),
-            num(t.peak_mem_gib, 2, ""),
-            num(t.wall_s, 1, " s"),
-        )),
+        Line::raw(match t.median_step_ms {
+            Some(m) => format!(
+                "median step {m:.1} ms (CI ±{}) · {} tok/s/GPU · {} TFLOP/s/GPU · peak {} GiB · wall {}",
+                num(t.ci95_ms, 2, " ms"),
+                num(t.tokens_per_s_per_gpu, 0, ""),
+                num(t.tflops_per_gpu, 1, ""),
+                num(t.peak_mem_gib, 2, ""),
+                num(t.wall_s, 1, " s"),
+            ),
+            None => format!(
+                "no steady measurement · peak {} GiB · wall {}",
+                num(t.peak_mem_gib, 2, ""),
+                num(t.wall_s, 1, " s"),
+            ),
+        }),
     ];
     if let Some(fl) = &t.failure {
         lines.push(Line::styled(
