@@ -401,6 +401,11 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
     match msg {
         Msg::Key(k) => {
             let action = keymap::action(app, k);
+            // A message stays until the next key (then the key hints come back), unless that
+            // key sets a new one.
+            if action != Action::None {
+                app.status = None;
+            }
             apply(app, action)
         }
         Msg::Loaded(Ok((view, plan))) => {
@@ -559,7 +564,7 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
     match action {
         Action::None => vec![],
         Action::Quit => {
-            if app.trial_running() {
+            if app.trial_running() || !app.pending.is_empty() {
                 app.overlay = Some(Overlay::ConfirmQuit);
                 vec![]
             } else {
@@ -736,6 +741,15 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
                 let msg = err.clone();
                 app.flags.editor = Some(e);
                 app.error(msg);
+                return vec![];
+            }
+            let current = app
+                .visible_flags()
+                .into_iter()
+                .find(|r| r.name == e.key)
+                .map(|r| r.value.clone());
+            if current.as_deref() == Some(e.text.as_str()) && !app.pending.iter().any(|p| p.key == e.key) {
+                app.info(format!("{} unchanged", e.key));
                 return vec![];
             }
             add_pending(app, e.key, e.text)

@@ -124,6 +124,9 @@ pub fn build(
 /// Check one typed value the way `set` types it (catalog type, enum, range); the message names
 /// what is wrong. Pure: used while the user types.
 pub fn check_value(key: &str, text: &str) -> Result<(), String> {
+    if text.trim().is_empty() {
+        return Err("type a value (null for none)".into());
+    }
     let catalog = Catalog::builtin();
     let flag = catalog.flag(key);
     let v = edit::interpret(key, text, flag, None).map_err(|d| d.message)?;

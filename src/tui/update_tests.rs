@@ -505,3 +505,33 @@ fn load_save_writes_the_edit_and_keeps_everything_else() {
     assert!(load::save(&path, &opts(), &bad).is_err());
     assert_eq!(std::fs::read_to_string(&path).unwrap(), after);
 }
+
+#[test]
+fn quit_asks_before_dropping_unsaved_edits() {
+    let mut app = loaded_app();
+    select_flag(&mut app, "use_turbo_attention");
+    key(&mut app, KeyCode::Enter);
+    assert!(key(&mut app, KeyCode::Char('q')).is_empty());
+    assert_eq!(app.overlay, Some(Overlay::ConfirmQuit));
+    assert_eq!(key(&mut app, KeyCode::Char('y')), vec![Effect::Quit]);
+}
+
+#[test]
+fn keeping_the_current_value_is_not_an_edit() {
+    let mut app = loaded_app();
+    select_flag(&mut app, "micro_batch_size");
+    key(&mut app, KeyCode::Enter);
+    assert!(key(&mut app, KeyCode::Enter).is_empty());
+    assert!(app.pending.is_empty());
+    assert!(app.status.as_ref().unwrap().1.contains("unchanged"));
+}
+
+#[test]
+fn a_message_lasts_until_the_next_key() {
+    let mut app = loaded_app();
+    key(&mut app, KeyCode::Char('2'));
+    key(&mut app, KeyCode::Char('u')); // nothing to undo: says so
+    assert!(app.status.is_some());
+    key(&mut app, KeyCode::Down);
+    assert!(app.status.is_none(), "the key hints come back");
+}

@@ -110,7 +110,13 @@ fn draw_step(f: &mut Frame, s: &StepReport, theme: &Theme, area: Rect) {
     let inner = block.inner(area);
     f.render_widget(block, area);
     let w = usize::from(inner.width.max(1));
-    let text_rows: usize = lines.iter().map(|l| l.width().div_ceil(w).max(1)).sum();
+    let text_rows: usize = lines
+        .iter()
+        .map(|l| {
+            let text: String = l.spans.iter().map(|s| s.content.as_ref()).collect();
+            wrapped_rows(&text, w)
+        })
+        .sum();
     let [top, bottom] = Layout::vertical([
         Constraint::Length(text_rows as u16),
         Constraint::Min(0),
@@ -143,6 +149,27 @@ fn draw_step(f: &mut Frame, s: &StepReport, theme: &Theme, area: Rect) {
         ));
     }
     f.render_widget(Paragraph::new(flags), bottom);
+}
+
+/// Rows a line takes when wrapped at word boundaries to `w` columns (as the paragraph wraps).
+fn wrapped_rows(text: &str, w: usize) -> usize {
+    let (mut rows, mut col) = (1, 0usize);
+    for word in text.split(' ') {
+        let n = word.chars().count();
+        let need = if col == 0 { n } else { col + 1 + n };
+        if need <= w {
+            col = need;
+        } else if n > w {
+            // A word longer than the line is broken across rows.
+            let first = if col == 0 { 0 } else { 1 };
+            rows += first + (n.saturating_sub(1)) / w;
+            col = n % w;
+        } else {
+            rows += 1;
+            col = n;
+        }
+    }
+    rows
 }
 
 fn lines_push_flag(out: &mut Vec<Line<'static>>, head: String, source: String, theme: &Theme) {

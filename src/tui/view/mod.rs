@@ -124,9 +124,12 @@ fn draw_file_line(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
 }
 
 fn draw_status(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+    let w = usize::from(area.width.saturating_sub(1));
     let line = match &app.status {
-        Some((Level::Error, s)) => Line::styled(format!(" {s}"), theme.error()),
-        Some((Level::Info, s)) => Line::raw(format!(" {s}")),
+        Some((Level::Error, s)) => {
+            Line::styled(format!(" {}", fit(s, w)), theme.error())
+        }
+        Some((Level::Info, s)) => Line::raw(format!(" {}", fit(s, w))),
         None => Line::styled(format!(" {}", hints(app)), theme.dim()),
     };
     f.render_widget(Paragraph::new(line), area);
@@ -176,6 +179,17 @@ pub fn fit_left(s: &str, w: usize) -> String {
     let mut out = String::from("…");
     out.extend(s.chars().skip(n - (w - 1)));
     out
+}
+
+/// A figure with three significant digits (small ones keep their decimals), or `-`.
+pub fn sig(v: Option<f64>, unit: &str) -> String {
+    match v {
+        None => "-".into(),
+        Some(x) if x.abs() >= 100.0 || x == 0.0 => format!("{x:.0}{unit}"),
+        Some(x) if x.abs() >= 10.0 => format!("{x:.1}{unit}"),
+        Some(x) if x.abs() >= 1.0 => format!("{x:.2}{unit}"),
+        Some(x) => format!("{x:.3}{unit}"),
+    }
 }
 
 /// A figure with a unit, or `-`.

@@ -115,13 +115,22 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
             boxed(f, area, title, lines, theme);
         }
         Some(Overlay::ConfirmQuit) => {
-            let lines = vec![
-                Line::raw("A trial is running. Stop it (its whole process group) and quit?"),
-                Line::raw(""),
-                Line::styled("y stop and quit · n keep running", theme.warn()),
-            ];
-            let area = centered(full, 56, 6);
-            boxed(f, area, "Quit", lines, theme);
+            let mut lines = Vec::new();
+            if app.trial_running() {
+                lines.push(Line::raw(
+                    "A trial is running. Stop it (its whole process group) and quit?",
+                ));
+            }
+            if !app.pending.is_empty() {
+                lines.push(Line::raw(format!(
+                    "{} unsaved edit(s) will be lost (s saves them first).",
+                    app.pending.len()
+                )));
+            }
+            lines.push(Line::raw(""));
+            lines.push(Line::styled("y quit · n stay", theme.warn()));
+            let area = centered(full, 60, lines.len() as u16 + 4);
+            boxed(f, area, "Quit?", lines, theme);
         }
         Some(Overlay::Diff { save }) => {
             let mut lines: Vec<Line> = Vec::new();

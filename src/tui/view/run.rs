@@ -64,6 +64,24 @@ fn draw_telemetry_chart(f: &mut Frame, app: &App, theme: &Theme, panel: RunPanel
             .collect(),
         None => Vec::new(),
     };
+    if series.is_empty() {
+        let why = app
+            .telemetry
+            .note
+            .clone()
+            .unwrap_or_else(|| "no GPU telemetry yet".into());
+        f.render_widget(
+            Paragraph::new(why)
+                .wrap(ratatui::widgets::Wrap { trim: true })
+                .block(
+                    Block::default()
+                        .borders(Borders::ALL)
+                        .title(format!(" {} · m: next chart ", panel.label())),
+                ),
+            area,
+        );
+        return;
+    }
     let all: Vec<(f64, f64)> = series.iter().flat_map(|(_, v)| v.iter().copied()).collect();
     let (xb, mut yb) = bounds(&all);
     if matches!(panel, RunPanel::Log | RunPanel::Util) {
@@ -149,7 +167,7 @@ fn draw_head(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
                     "median {}{ci} · {} tok/s · {} TFLOP/s · loss {} · {}",
                     num(s.median_step_ms, 1, " ms"),
                     num(s.tokens_per_s_per_gpu, 0, ""),
-                    num(s.tflops_per_gpu, 1, ""),
+                    super::sig(s.tflops_per_gpu, ""),
                     num(s.last_loss, 3, ""),
                     num(s.peak_mem_gib, 1, " GiB"),
                 )));
@@ -165,9 +183,13 @@ fn draw_head(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         Some(Err(e)) => Some(e.clone()),
         None => None,
     });
+    let w = usize::from(area.width.saturating_sub(2));
     let second = match failure {
-        Some(l) => Line::styled(l, theme.error()),
-        None => Line::from(second),
+        Some(l) => Line::styled(fit(&l, w), theme.error()),
+        None => {
+            let text: String = second.iter().map(|s| s.content.as_ref()).collect();
+            Line::raw(fit(&text, w))
+        }
     };
     f.render_widget(
         Paragraph::new(vec![Line::from(first), second])

@@ -1,7 +1,7 @@
 //! Trials screen: the stored trials as a sortable table; the selected one in detail, or two side
 //! by side (settings that differ, and the figures).
 
-use super::{class_name, fit, num};
+use super::{class_name, fit, num, sig};
 use crate::store::TrialRow;
 use crate::tui::app::App;
 use crate::tui::theme::Theme;
@@ -63,9 +63,9 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
                 Cell::from(Span::styled(status_text(t), status_style)),
                 Cell::from(num(t.median_step_ms, 1, "")),
                 Cell::from(ci),
-                Cell::from(num(t.tflops_per_gpu, 1, "")),
+                Cell::from(sig(t.tflops_per_gpu, "")),
                 Cell::from(num(t.tokens_per_s_per_gpu, 0, "")),
-                Cell::from(num(t.peak_mem_gib, 1, "")),
+                Cell::from(sig(t.peak_mem_gib, "")),
             ];
             if wide {
                 cells.push(Cell::from(t.profile.clone().unwrap_or_default()));
@@ -183,10 +183,12 @@ fn draw_detail(f: &mut Frame, t: &TrialRow, theme: &Theme, area: Rect) {
         fit(&format!("argv {}", t.argv.join(" ")), 400),
         theme.dim(),
     ));
-    lines.push(Line::styled(
-        "a applies these settings to the config (as unsaved edits)",
-        theme.dim(),
-    ));
+    if !crate::tui::app::trial_settings(t).is_empty() {
+        lines.push(Line::styled(
+            "a applies these settings to the config (as unsaved edits)",
+            theme.dim(),
+        ));
+    }
     f.render_widget(
         Paragraph::new(lines)
             .wrap(Wrap { trim: false })
