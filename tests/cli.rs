@@ -477,3 +477,114 @@ fn shared_show_all_on_torchtitan_keeps_keys_the_catalog_files_under_megatron() {
     assert!(names.contains(&"stderr_sink_level"), "{names:?}");
     assert!(names.contains(&"training.local_batch_size"));
 }
+
+#[test]
+fn recommend_json_fixes_the_deepep_cu_for_ep16_as_a_rule() {
+    let (_d, exp) = tree();
+    let out = bin()
+        .args([
+            "recommend",
+            exp.to_str().unwrap(),
+            "--json",
+            "--gpu",
+            "MI300X",
+        ])
+        .args(["--set", "expert_model_parallel_size=16"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json(&out.stdout);
+    let list = v.as_array().unwrap();
+    let cu = list
+        .iter()
+        .find(|r| r["flag"] == "turbo_deepep_num_cu")
+        .expect("a CU recommendation");
+    assert_eq!(cu["value"], 32);
+    assert_eq!(cu["current"], 64);
+    assert_eq!(cu["basis"], "rule");
+    assert!(cu["reason"].as_str().unwrap().contains("32"));
+    let stage = list
+        .iter()
+        .find(|r| r["flag"] == "turbo_sync_free_moe_stage")
+        .expect("MI300X: a sync-free stage");
+    assert_eq!(stage["value"], 2);
+    for r in list {
+        for k in ["flag", "value", "current", "basis", "reason"] {
+            assert!(r.get(k).is_some(), "{k} missing in {r}");
+        }
+    }
+}
+
+#[test]
+fn recommend_apply_writes_config_values_only_and_keeps_comments() {
+    let (_d, exp) = tree();
+    let before = std::fs::read_to_string(&exp).unwrap();
+    let out = bin()
+        .args([
+            "recommend",
+            exp.to_str().unwrap(),
+            "--apply",
+            "--gpu",
+            "MI355X",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("turbo_sync_free_moe_stage"), "{text}");
+    assert!(
+        text.contains("for the launch environment: export "),
+        "{text}"
+    );
+    assert!(text.contains(" PRIMUS_HIPBLASLT_TUNING=1"), "{text}");
+    let after = std::fs::read_to_string(&exp).unwrap();
+    assert!(after.contains("turbo_sync_free_moe_stage: 1"), "{after}");
+    assert!(
+        !after.contains("PRIMUS_HIPBLASLT_TUNING"),
+        "env vars are not written"
+    );
+    let changed = before
+        .lines()
+        .zip(after.lines())
+        .filter(|(a, b)| a != b)
+        .count();
+    assert_eq!(changed, 1, "only the stage line changes");
+    assert_eq!(before.lines().count(), after.lines().count());
+    assert!(exp.with_extension("yaml.bak").exists());
+    // Applying again has nothing left to write for the stage.
+    let again = bin()
+        .args([
+            "recommend",
+            exp.to_str().unwrap(),
+            "--json",
+            "--gpu",
+            "MI355X",
+        ])
+        .output()
+        .unwrap();
+    let v = json(&again.stdout);
+    assert!(
+        !v.as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["flag"] == "turbo_sync_free_moe_stage")
+    );
+}
+
+#[test]
+fn recommend_unknown_gpu_is_a_usage_error() {
+    let (_d, exp) = tree();
+    bin()
+        .args(["recommend", exp.to_str().unwrap(), "--gpu", "RTX9999"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("unknown GPU"));
+}

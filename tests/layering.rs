@@ -29,5 +29,8 @@ fn terminal_crates_are_used_only_by_the_tui() {
         })
         .map(|p| p.display().to_string())
         .collect();
-    assert!(offenders.is_empty(), "terminal crates used in {offenders:?}");
+    assert!(
+        offenders.is_empty(),
+        "terminal crates used in {offenders:?}"
+    );
 }

@@ -638,7 +638,10 @@ fn run_160x48_shows_every_gpu() {
             .lines()
             .find(|l| l.starts_with(&format!("│{g} MI300X ")))
             .unwrap_or_else(|| panic!("GPU {g} has a row:\n{s}"));
-        assert!(row.contains('%') && row.contains("MHz") && row.contains("GiB"), "{row}");
+        assert!(
+            row.contains('%') && row.contains("MHz") && row.contains("GiB"),
+            "{row}"
+        );
     }
     assert!(s.contains("[power]"), "GPU 5's throttle is shown:\n{s}");
     assert!(s.contains("Traceback (most recent call last):"), "{s}");
@@ -683,8 +686,14 @@ fn frame_lines_and_boxes_are_whole() {
     assert!(s.contains("[x] done [!] to do [?] unmeasured"), "{s}");
     for (w, h) in [(160, 48), (80, 24)] {
         let s = screen(&mut help_app(), w, h);
-        assert!(s.contains("F5") && s.contains("Esc closes"), "{w}x{h}:\n{s}");
-        assert!(s.contains("apply its settings"), "{w}x{h} not wrapped:\n{s}");
+        assert!(
+            s.contains("F5") && s.contains("Esc closes"),
+            "{w}x{h}:\n{s}"
+        );
+        assert!(
+            s.contains("apply its settings"),
+            "{w}x{h} not wrapped:\n{s}"
+        );
         assert!(s.contains("reload from disk"), "{w}x{h}:\n{s}");
     }
 }

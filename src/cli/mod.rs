@@ -1,15 +1,19 @@
 //! The headless frontend: clap definitions and dispatch. Each subcommand lives in its own file
 //! and prints what the core returns (human text, or JSON with `--json`).
 
+mod bench_replay;
 mod checklist;
 mod gpus;
 mod lint;
 mod monitor;
 mod parse_log;
 mod proxy;
+mod recommend;
+mod report;
 mod run;
 mod set;
 mod show;
+mod sweep;
 mod trials;
 
 use crate::config::env::Env;
@@ -68,6 +72,14 @@ enum Command {
     Gpus(gpus::GpusArgs),
     /// The built-in CPU workload the proxy-cpu profile runs.
     Proxy(proxy::ProxyArgs),
+    /// Recommended settings: rules without measurements, with their sources (--apply writes them).
+    Recommend(recommend::RecommendArgs),
+    /// Replay recorded studies: the search against the exhaustive grid (GPU-seconds, gap).
+    BenchReplay(bench_replay::BenchReplayArgs),
+    /// Sweep a knob space with short trials: noise-aware successive halving, memory pruning.
+    Sweep(sweep::SweepArgs),
+    /// A finished sweep as report.md plus charts (PNG and SVG): evidence, memory, telemetry.
+    Report(report::ReportArgs),
 }
 
 /// How to load an experiment: shared by every subcommand that reads one.
@@ -122,6 +134,10 @@ pub fn run() -> ExitCode {
         Some(Command::Monitor(a)) => monitor::run(&a),
         Some(Command::Gpus(a)) => gpus::run(&a),
         Some(Command::Proxy(a)) => proxy::run(&a),
+        Some(Command::BenchReplay(a)) => bench_replay::run(&a),
+        Some(Command::Recommend(a)) => recommend::run(&a),
+        Some(Command::Sweep(a)) => sweep::run(&a),
+        Some(Command::Report(a)) => report::run(&a),
     };
     match result {
         Ok(code) => code,

@@ -77,7 +77,9 @@ pub enum Effect {
     /// Rebuild the config view with these unsaved edits.
     Load(Vec<PendingEdit>),
     Save(Vec<PendingEdit>),
-    StartTrial { profile: String },
+    StartTrial {
+        profile: String,
+    },
     StopTrial,
     LoadTrials,
     Quit,
@@ -493,7 +495,9 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
                 vec![Effect::Load(Vec::new())]
             } else {
                 app.disk_changed = true;
-                app.error("the experiment changed on disk: R reloads it (drops your unsaved edits)");
+                app.error(
+                    "the experiment changed on disk: R reloads it (drops your unsaved edits)",
+                );
                 vec![]
             }
         }
@@ -543,10 +547,7 @@ fn on_trial_event(app: &mut App, ev: TrialEvent) {
 fn clamp_selection(app: &mut App) {
     let n = app.visible_flags().len();
     app.flags.selected = app.flags.selected.min(n.saturating_sub(1));
-    let steps = app
-        .config
-        .as_ref()
-        .map_or(0, |c| c.checklist.steps.len());
+    let steps = app.config.as_ref().map_or(0, |c| c.checklist.steps.len());
     app.checklist_selected = app.checklist_selected.min(steps.saturating_sub(1));
 }
 
@@ -621,10 +622,7 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
             };
             match app.tab {
                 Tab::Checklist => {
-                    let len = app
-                        .config
-                        .as_ref()
-                        .map_or(0, |c| c.checklist.steps.len());
+                    let len = app.config.as_ref().map_or(0, |c| c.checklist.steps.len());
                     move_by(&mut app.checklist_selected, d, len);
                 }
                 Tab::Flags => {
@@ -644,10 +642,7 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
             let last = |len: usize| if top { 0 } else { len.saturating_sub(1) };
             match app.tab {
                 Tab::Checklist => {
-                    let len = app
-                        .config
-                        .as_ref()
-                        .map_or(0, |c| c.checklist.steps.len());
+                    let len = app.config.as_ref().map_or(0, |c| c.checklist.steps.len());
                     app.checklist_selected = last(len);
                 }
                 Tab::Flags => app.flags.selected = last(app.visible_flags().len()),
@@ -719,10 +714,11 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
                 && !e.choices.is_empty()
             {
                 let n = e.choices.len() as isize;
-                let i = e.choices.iter().position(|c| *c == e.text).map_or(
-                    if step > 0 { -1 } else { 0 },
-                    |i| i as isize,
-                );
+                let i = e
+                    .choices
+                    .iter()
+                    .position(|c| *c == e.text)
+                    .map_or(if step > 0 { -1 } else { 0 }, |i| i as isize);
                 let j = (i + step).rem_euclid(n) as usize;
                 e.text = e.choices[j].clone();
                 e.error = super::load::check_value(&e.key, &e.text).err();
@@ -748,7 +744,9 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
                 .into_iter()
                 .find(|r| r.name == e.key)
                 .map(|r| r.value.clone());
-            if current.as_deref() == Some(e.text.as_str()) && !app.pending.iter().any(|p| p.key == e.key) {
+            if current.as_deref() == Some(e.text.as_str())
+                && !app.pending.iter().any(|p| p.key == e.key)
+            {
                 app.info(format!("{} unchanged", e.key));
                 return vec![];
             }
@@ -887,13 +885,13 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
             let own = trial_settings(t);
             if own.is_empty() {
                 let id = t.id;
-                app.info(format!("trial {id} ran the config as it is: nothing to apply"));
+                app.info(format!(
+                    "trial {id} ran the config as it is: nothing to apply"
+                ));
                 return vec![];
             }
-            let edits: Vec<(String, String)> = own
-                .iter()
-                .map(|(k, v)| (k.clone(), json_text(v)))
-                .collect();
+            let edits: Vec<(String, String)> =
+                own.iter().map(|(k, v)| (k.clone(), json_text(v))).collect();
             let id = t.id;
             for (k, v) in edits {
                 app.pending.retain(|p| p.key != k);
@@ -934,7 +932,11 @@ fn add_pending(app: &mut App, key: String, text: String) -> Vec<Effect> {
 }
 
 fn start_edit(app: &mut App) -> Vec<Effect> {
-    let Some(row) = app.visible_flags().get(app.flags.selected).map(|r| (*r).clone()) else {
+    let Some(row) = app
+        .visible_flags()
+        .get(app.flags.selected)
+        .map(|r| (*r).clone())
+    else {
         return vec![];
     };
     if row.env_var {

@@ -152,11 +152,7 @@ pub fn check_value(key: &str, text: &str) -> Result<(), String> {
 }
 
 /// Plan and write the edits (atomic write, `.bak` kept). Ok: what was saved, in words.
-pub fn save(
-    path: &Path,
-    opts: &LoadOptions,
-    pending: &[PendingEdit],
-) -> Result<String, LoadError> {
+pub fn save(path: &Path, opts: &LoadOptions, pending: &[PendingEdit]) -> Result<String, LoadError> {
     let exp = Experiment::load(path, opts).map_err(|e| e.to_string())?;
     let mut plan = edit::plan(
         &exp,

@@ -383,9 +383,10 @@ fn run_one(
     tx: &mpsc::Sender<Msg>,
     cancel: watch::Receiver<bool>,
 ) -> Result<crate::run::summary::TrialResult, String> {
-    let profile = profile::find(profile_name, profile::user_dir().as_deref())
-        .map_err(|e| e.to_string())?;
-    let exp = crate::config::Experiment::load(&opts.config, &opts.load).map_err(|e| e.to_string())?;
+    let profile =
+        profile::find(profile_name, profile::user_dir().as_deref()).map_err(|e| e.to_string())?;
+    let exp =
+        crate::config::Experiment::load(&opts.config, &opts.load).map_err(|e| e.to_string())?;
     let store = Store::open(&db_path(&exp.path)).map_err(|e| e.to_string())?;
     let topts = trial_options(opts, profile);
     let rt = tokio::runtime::Builder::new_current_thread()

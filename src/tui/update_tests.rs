@@ -21,7 +21,11 @@ fn opts() -> LoadOptions {
 }
 
 fn loaded_app() -> App {
-    let mut app = App::new(vec!["proxy-cpu".into(), "proxy-torch".into()], "proxy-cpu", false);
+    let mut app = App::new(
+        vec!["proxy-cpu".into(), "proxy-torch".into()],
+        "proxy-cpu",
+        false,
+    );
     let (view, plan) = load::build(Path::new(EXAMPLE), &opts(), &[]).unwrap();
     let fx = update(&mut app, Msg::Loaded(Ok((Box::new(view), plan))));
     assert!(fx.is_empty());
@@ -47,7 +51,10 @@ fn select_flag(app: &mut App, name: &str) {
     keys(app, name);
     key(app, KeyCode::Enter);
     let rows = app.visible_flags();
-    let i = rows.iter().position(|r| r.name == name).expect("flag listed");
+    let i = rows
+        .iter()
+        .position(|r| r.name == name)
+        .expect("flag listed");
     app.flags.selected = i;
 }
 
@@ -55,8 +62,8 @@ fn select_flag(app: &mut App, name: &str) {
 fn run_load(app: &mut App, fx: &[Effect]) {
     for f in fx {
         if let Effect::Load(p) = f {
-            let r = load::build(Path::new(EXAMPLE), &opts(), p)
-                .map(|(v, plan)| (Box::new(v), plan));
+            let r =
+                load::build(Path::new(EXAMPLE), &opts(), p).map(|(v, plan)| (Box::new(v), plan));
             update(app, Msg::Loaded(r));
         }
     }
@@ -86,8 +93,16 @@ fn enter_on_a_boolean_toggles_it_as_an_unsaved_edit() {
     assert_eq!(row.value, "false");
     assert!(row.pending);
     let plan = app.plan.as_ref().expect("planned");
-    assert!(plan.diff.contains("-      use_turbo_attention: true"), "{}", plan.diff);
-    assert!(plan.diff.contains("+      use_turbo_attention: false"), "{}", plan.diff);
+    assert!(
+        plan.diff.contains("-      use_turbo_attention: true"),
+        "{}",
+        plan.diff
+    );
+    assert!(
+        plan.diff.contains("+      use_turbo_attention: false"),
+        "{}",
+        plan.diff
+    );
     assert!(!plan.refused);
 }
 
@@ -102,7 +117,10 @@ fn the_editor_checks_the_value_as_it_is_typed() {
     }
     keys(&mut app, "x");
     let e = app.flags.editor.as_ref().unwrap();
-    assert!(e.error.as_deref().unwrap().contains("micro_batch_size"), "{e:?}");
+    assert!(
+        e.error.as_deref().unwrap().contains("micro_batch_size"),
+        "{e:?}"
+    );
     // Enter does not keep a wrong value.
     assert!(key(&mut app, KeyCode::Enter).is_empty());
     assert!(app.flags.editor.is_some());
@@ -310,7 +328,10 @@ fn tabs_cycle_and_the_trials_screen_asks_for_trials() {
 #[test]
 fn outside_changes_reload_or_wait_for_the_user() {
     let mut app = loaded_app();
-    assert_eq!(update(&mut app, Msg::DiskChanged), vec![Effect::Load(vec![])]);
+    assert_eq!(
+        update(&mut app, Msg::DiskChanged),
+        vec![Effect::Load(vec![])]
+    );
     select_flag(&mut app, "use_turbo_attention");
     key(&mut app, KeyCode::Enter);
     assert!(update(&mut app, Msg::DiskChanged).is_empty());
@@ -318,7 +339,10 @@ fn outside_changes_reload_or_wait_for_the_user() {
     // Saving over an outside change is refused; R reloads and drops the edits.
     assert!(key(&mut app, KeyCode::Char('s')).is_empty());
     assert_eq!(app.overlay, None);
-    assert_eq!(key(&mut app, KeyCode::Char('R')), vec![Effect::Load(vec![])]);
+    assert_eq!(
+        key(&mut app, KeyCode::Char('R')),
+        vec![Effect::Load(vec![])]
+    );
     assert!(app.pending.is_empty());
     assert!(!app.disk_changed);
 }
@@ -439,7 +463,11 @@ fn live_trial_events_fill_the_run_state() {
     }
     let t = app.trial.as_ref().unwrap();
     assert_eq!(t.id, Some(7));
-    assert_eq!(t.log.len(), super::app::LOG_LINES, "the log tail is bounded");
+    assert_eq!(
+        t.log.len(),
+        super::app::LOG_LINES,
+        "the log tail is bounded"
+    );
     assert_eq!(t.log.front().unwrap().1, "line 5");
     assert!(app.trial_running());
 }

@@ -4,8 +4,8 @@
 use super::fit;
 use crate::checklist::{FindingKind, Status, StepReport};
 use crate::tui::app::App;
-use crate::tui::theme::Theme;
 use crate::tui::model::show_json;
+use crate::tui::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
@@ -34,9 +34,11 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     let steps = &c.checklist.steps;
     let narrow = area.width < 70;
     let (left, right) = if narrow {
-        let [a, b] =
-            Layout::vertical([Constraint::Length(steps.len() as u16 + 2), Constraint::Min(3)])
-                .areas(area);
+        let [a, b] = Layout::vertical([
+            Constraint::Length(steps.len() as u16 + 2),
+            Constraint::Min(3),
+        ])
+        .areas(area);
         (a, b)
     } else {
         let [a, b] = Layout::horizontal([Constraint::Length(36), Constraint::Min(30)]).areas(area);
@@ -117,11 +119,8 @@ fn draw_step(f: &mut Frame, s: &StepReport, theme: &Theme, area: Rect) {
             wrapped_rows(&text, w)
         })
         .sum();
-    let [top, bottom] = Layout::vertical([
-        Constraint::Length(text_rows as u16),
-        Constraint::Min(0),
-    ])
-    .areas(inner);
+    let [top, bottom] =
+        Layout::vertical([Constraint::Length(text_rows as u16), Constraint::Min(0)]).areas(inner);
     f.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), top);
     if s.flags.is_empty() || bottom.height < 2 {
         return;

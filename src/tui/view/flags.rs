@@ -58,7 +58,10 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
                 cells.push(Cell::from(Span::styled(fit(&r.default, 12), theme.dim())));
                 cells.push(Cell::from(Span::styled(r.step.title(), theme.dim())));
             }
-            cells.push(Cell::from(Span::styled(fit(&r.source, from_w), theme.dim())));
+            cells.push(Cell::from(Span::styled(
+                fit(&r.source, from_w),
+                theme.dim(),
+            )));
             Row::new(cells)
         })
         .collect();

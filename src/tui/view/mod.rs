@@ -66,7 +66,9 @@ fn draw_tabs(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     let used: usize = spans.iter().map(|s| s.width()).sum();
     let help = " ? help ";
     if used + help.len() <= area.width as usize {
-        spans.push(Span::raw(" ".repeat(area.width as usize - used - help.len())));
+        spans.push(Span::raw(
+            " ".repeat(area.width as usize - used - help.len()),
+        ));
         spans.push(Span::styled(help, theme.dim()));
     }
     f.render_widget(Paragraph::new(Line::from(spans)), area);
@@ -108,7 +110,10 @@ fn draw_file_line(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     // The path gives way first (its start), the figures after it must stay visible; the model
     // preset's name goes when even the experiment's file name would be cut.
     let path = crate::cli::display_path(&c.path);
-    let name_w = c.path.file_name().map_or(0, |n| n.to_string_lossy().chars().count());
+    let name_w = c
+        .path
+        .file_name()
+        .map_or(0, |n| n.to_string_lossy().chars().count());
     let figures_w: usize = figures.iter().map(Span::width).sum();
     let mut room = (area.width as usize).saturating_sub(1 + what.chars().count() + figures_w);
     if room < name_w && c.model.is_some() {
@@ -126,9 +131,7 @@ fn draw_file_line(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
 fn draw_status(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     let w = usize::from(area.width.saturating_sub(1));
     let line = match &app.status {
-        Some((Level::Error, s)) => {
-            Line::styled(format!(" {}", fit(s, w)), theme.error())
-        }
+        Some((Level::Error, s)) => Line::styled(format!(" {}", fit(s, w)), theme.error()),
         Some((Level::Info, s)) => Line::raw(format!(" {}", fit(s, w))),
         None => Line::styled(format!(" {}", hints(app)), theme.dim()),
     };

@@ -79,7 +79,10 @@ fn draw_help(f: &mut Frame, full: Rect, theme: &Theme) {
     let inner = block.inner(area);
     f.render_widget(block, area);
     let half = inner.width / 2;
-    let l = Rect { width: half, ..inner };
+    let l = Rect {
+        width: half,
+        ..inner
+    };
     let r = Rect {
         x: inner.x + half,
         width: inner.width - half,
@@ -177,7 +180,11 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
                 full.width.saturating_sub(4),
                 full.height.saturating_sub(2),
             );
-            let title = if *save { "Save these changes?" } else { "Unsaved changes" };
+            let title = if *save {
+                "Save these changes?"
+            } else {
+                "Unsaved changes"
+            };
             boxed(f, area, title, lines, theme);
         }
     }

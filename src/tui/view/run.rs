@@ -137,10 +137,9 @@ fn draw_head(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             let it = t.iters.last().map_or(0, |i| i.iteration);
             let state = match (&t.result, &t.stopping) {
                 (Some(Ok(r)), _) => {
-                    let fail = r
-                        .failure
-                        .as_ref()
-                        .map_or(String::new(), |f| format!(" ({})", super::class_name(f.class)));
+                    let fail = r.failure.as_ref().map_or(String::new(), |f| {
+                        format!(" ({})", super::class_name(f.class))
+                    });
                     format!("{}{fail}", r.status)
                 }
                 (Some(Err(e)), _) => format!("could not run: {e}"),
@@ -266,9 +265,8 @@ fn draw_charts(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     let step_title = format!(" step time ms (last {}) ", num(last(&step), 1, ""));
     let tf_title = format!(" TFLOP/s/GPU (last {}) ", num(last(&tflops), 1, ""));
     if area.width >= 100 {
-        let [a, b] =
-            Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)])
-                .areas(area);
+        let [a, b] = Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)])
+            .areas(area);
         f.render_widget(chart(step_title, &step, warm, "iteration", theme, 0), a);
         f.render_widget(chart(tf_title, &tflops, warm, "iteration", theme, 1), b);
     } else {
@@ -296,7 +294,9 @@ fn draw_gpus(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     let fits = (inner.height as usize).saturating_sub(lines.len() + 1);
     let ngpus = tel.last.as_ref().map_or(0, |s| s.gpus.len());
     if ngpus > fits {
-        block = block.title(format!(" {fits} of {ngpus} shown (a taller terminal shows all) "));
+        block = block.title(format!(
+            " {fits} of {ngpus} shown (a taller terminal shows all) "
+        ));
     }
     f.render_widget(block, area);
     let host = tel.last.as_ref().map(|s| &s.host);
@@ -351,8 +351,8 @@ fn draw_gpus(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             num(g.sclk_mhz, 0, ""),
         );
         let text_w = r.width.saturating_sub(spark_w + 1);
-        let [ta, sa] = Layout::horizontal([Constraint::Length(text_w), Constraint::Min(0)])
-            .areas(r);
+        let [ta, sa] =
+            Layout::horizontal([Constraint::Length(text_w), Constraint::Min(0)]).areas(r);
         f.render_widget(Paragraph::new(fit(&text, text_w as usize)), ta);
         if let Some(h) = &tel.history {
             let util: Vec<u64> = h

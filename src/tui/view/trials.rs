@@ -84,7 +84,9 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
         Constraint::Length(8),
         Constraint::Length(6),
     ];
-    let mut header = vec!["", "id", "status", "step ms", "CI", "TFLOP/s", "tok/s", "GiB"];
+    let mut header = vec![
+        "", "id", "status", "step ms", "CI", "TFLOP/s", "tok/s", "GiB",
+    ];
     if wide {
         widths.push(Constraint::Length(12));
         header.push("profile");
@@ -239,7 +241,12 @@ fn draw_compare(f: &mut Frame, a: &TrialRow, b: &TrialRow, theme: &Theme, area: 
         ]),
         row("median step ms", a.median_step_ms, b.median_step_ms, 1),
         row("CI ± ms", a.ci95_ms, b.ci95_ms, 2),
-        row("tokens/s/GPU", a.tokens_per_s_per_gpu, b.tokens_per_s_per_gpu, 0),
+        row(
+            "tokens/s/GPU",
+            a.tokens_per_s_per_gpu,
+            b.tokens_per_s_per_gpu,
+            0,
+        ),
         row("TFLOP/s/GPU", a.tflops_per_gpu, b.tflops_per_gpu, 1),
         row("peak GiB", a.peak_mem_gib, b.peak_mem_gib, 2),
     ];
@@ -254,8 +261,13 @@ fn draw_compare(f: &mut Frame, a: &TrialRow, b: &TrialRow, theme: &Theme, area: 
     }
     for (k, x, y) in diff {
         rows.push(
-            Row::new(vec![Cell::from(k), Cell::from(x), Cell::from(y), Cell::from("")])
-                .style(theme.pending()),
+            Row::new(vec![
+                Cell::from(k),
+                Cell::from(x),
+                Cell::from(y),
+                Cell::from(""),
+            ])
+            .style(theme.pending()),
         );
     }
     let table = Table::new(

@@ -1,0 +1,260 @@
+//! `primus-tune bench-replay TABLE.json… [--synthetic N] [--json]`: the search replayed against
+//! recorded studies, compared with the exhaustive grid of fixed 50-iteration trials.
+
+use super::{CliError, display_path, print_json};
+use crate::tune::Overrides;
+use crate::tune::replay::{ReplayReport, ReplayTable, replay, synthetic_suite};
+use crate::tune::search::SearchConfig;
+use clap::Args;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// The benchmark's goal: within this gap of the best (%) ...
+const GOAL_GAP_PCT: f64 = 1.0;
+/// ... at no more than this share of the grid's GPU-seconds.
+const GOAL_RATIO: f64 = 0.25;
+
+#[derive(Debug, Args)]
+pub struct BenchReplayArgs {
+    /// Recorded studies: {"capacity_bytes": N, "candidates": [{"overrides": {flag: value},
+    /// "per_iter_ms": [...], "peak_memory_bytes": N, "oom": bool, "startup_s": S}]}.
+    pub table: Vec<PathBuf>,
+    /// Print JSON: one study's report as an object ({pick, gpu_seconds, best, gap_pct,
+    /// grid_pick, grid_gpu_seconds, ...}); several as {"studies": [...], "summary": {...}}.
+    #[arg(long)]
+    pub json: bool,
+    /// Also replay N synthetic studies with a known optimum.
+    #[arg(long, value_name = "N")]
+    pub synthetic: Option<usize>,
+    /// Seconds from launch to the first iteration in every trial of the synthetic studies.
+    #[arg(long, value_name = "S", default_value_t = 0.0)]
+    pub startup_s: f64,
+    /// Print every study's decision log (with --json: also "log" and "verdicts").
+    #[arg(long)]
+    pub verbose: bool,
+    /// The search's first-rung trial length, iterations (default 6).
+    #[arg(long, value_name = "N")]
+    pub first_iters: Option<u64>,
+    /// Trial-length growth per rung (default 3).
+    #[arg(long, value_name = "N")]
+    pub growth: Option<u64>,
+    /// Longest trial, iterations (default 18).
+    #[arg(long, value_name = "N")]
+    pub max_iters: Option<u64>,
+    /// Candidates confirmed in fresh processes (default 2).
+    #[arg(long, value_name = "N")]
+    pub confirm_top: Option<usize>,
+    /// Length of a confirmation trial, iterations (default 12).
+    #[arg(long, value_name = "N")]
+    pub confirm_iters: Option<u64>,
+    /// Indifference zone for ties, % (default 1).
+    #[arg(long, value_name = "PCT")]
+    pub tolerance_pct: Option<f64>,
+}
+
+impl BenchReplayArgs {
+    /// The search configuration: the defaults with this command's changes.
+    fn config(&self) -> Result<SearchConfig, CliError> {
+        let d = SearchConfig::default();
+        let cfg = SearchConfig {
+            first_iters: self.first_iters.unwrap_or(d.first_iters),
+            growth: self.growth.unwrap_or(d.growth),
+            max_iters: self.max_iters.unwrap_or(d.max_iters),
+            confirm_top: self.confirm_top.unwrap_or(d.confirm_top),
+            confirm_iters: self.confirm_iters.unwrap_or(d.confirm_iters),
+            tolerance: self.tolerance_pct.map_or(d.tolerance, |p| p / 100.0),
+            ..d
+        };
+        if cfg.first_iters < 3 || cfg.growth < 2 || cfg.max_iters < cfg.first_iters {
+            return Err(CliError::Usage(
+                "need --first-iters >= 3, --growth >= 2 and --max-iters >= --first-iters".into(),
+            ));
+        }
+        if !(cfg.tolerance.is_finite() && cfg.tolerance >= 0.0) {
+            return Err(CliError::Usage(
+                "--tolerance-pct must be a non-negative number".into(),
+            ));
+        }
+        Ok(cfg)
+    }
+}
+
+pub fn run(a: &BenchReplayArgs) -> Result<ExitCode, CliError> {
+    if a.table.is_empty() && a.synthetic.unwrap_or(0) == 0 {
+        return Err(CliError::Usage(
+            "bench-replay needs a TABLE.json or --synthetic N".into(),
+        ));
+    }
+    if !(a.startup_s.is_finite() && a.startup_s >= 0.0) {
+        return Err(CliError::Usage(format!(
+            "--startup-s {} is not a duration",
+            a.startup_s
+        )));
+    }
+    let mut studies: Vec<(String, ReplayTable)> = Vec::new();
+    for p in &a.table {
+        let name = display_path(p);
+        let text =
+            std::fs::read_to_string(p).map_err(|e| CliError::Usage(format!("{name}: {e}")))?;
+        let t =
+            ReplayTable::from_json(&text).map_err(|e| CliError::Usage(format!("{name}: {e}")))?;
+        studies.push((name, t));
+    }
+    studies.extend(synthetic_suite(a.synthetic.unwrap_or(0), a.startup_s));
+
+    let cfg = a.config()?;
+    let reports: Vec<(String, ReplayReport)> = studies
+        .iter()
+        .map(|(name, t)| (name.clone(), replay(t, &cfg)))
+        .collect();
+    let summary = Summary::of(&reports);
+
+    if a.json {
+        let study_json = |name: &str, r: &ReplayReport| {
+            let mut v = serde_json::to_value(r).unwrap_or_default();
+            if let Some(o) = v.as_object_mut() {
+                o.insert("study".into(), serde_json::json!(name));
+                if a.verbose {
+                    o.insert("log".into(), serde_json::json!(r.search.log));
+                    o.insert("verdicts".into(), serde_json::json!(r.search.verdicts));
+                }
+            }
+            v
+        };
+        match reports.as_slice() {
+            [(name, r)] => print_json(&study_json(name, r)),
+            _ => print_json(&serde_json::json!({
+                "studies": reports.iter().map(|(n, r)| study_json(n, r)).collect::<Vec<_>>(),
+                "summary": summary,
+            })),
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+
+    for (name, r) in &reports {
+        println!("{name}");
+        println!(
+            "  {:<7} {:>9} {:>8} {:>7}  pick",
+            "", "GPU-s", "gap %", "trials"
+        );
+        println!(
+            "  {:<7} {:>9.1} {:>8} {:>7}  {}",
+            "search",
+            r.gpu_seconds,
+            pct(r.gap_pct),
+            r.trials,
+            overrides(r.pick.as_ref())
+        );
+        println!(
+            "  {:<7} {:>9.1} {:>8} {:>7}  {}",
+            "grid",
+            r.grid_gpu_seconds,
+            pct(r.grid_gap_pct),
+            r.grid_trials,
+            overrides(r.grid_pick.as_ref())
+        );
+        println!(
+            "  ratio {:.2} of the grid's GPU-seconds; {} ruled out without a trial, {} OOM trials; best {}",
+            r.ratio,
+            r.ruled_out,
+            r.oom_trials,
+            overrides(r.best.as_ref())
+        );
+        if a.verbose {
+            for l in &r.search.log {
+                println!("    {l}");
+            }
+        }
+        println!();
+    }
+    println!("{}", summary.line());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn pct(v: Option<f64>) -> String {
+    v.map_or("-".into(), |x| format!("{x:.2}"))
+}
+
+fn overrides(o: Option<&Overrides>) -> String {
+    match o {
+        None => "none".into(),
+        Some(o) => o
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" "),
+    }
+}
+
+/// Figures over all studies.
+#[derive(Debug, serde::Serialize)]
+struct Summary {
+    studies: usize,
+    /// Picks within 1 % of the best.
+    within_gap: usize,
+    /// Picks within 1 % of the best at ≤ 25 % of the grid's GPU-seconds (the goal).
+    within_goal: usize,
+    /// The grid's picks within 1 % of the best (the grid measures noise too).
+    grid_within_gap: usize,
+    /// Total GPU-seconds of the search over the grid's.
+    total_ratio: f64,
+    median_ratio: f64,
+    max_ratio: f64,
+    mean_gap_pct: f64,
+    max_gap_pct: f64,
+}
+
+impl Summary {
+    fn of(reports: &[(String, ReplayReport)]) -> Summary {
+        let gaps: Vec<f64> = reports
+            .iter()
+            .map(|(_, r)| r.gap_pct.unwrap_or(f64::INFINITY))
+            .collect();
+        let ok_gap = |g: f64| g <= GOAL_GAP_PCT;
+        let mut ratios: Vec<f64> = reports.iter().map(|(_, r)| r.ratio).collect();
+        ratios.sort_by(f64::total_cmp);
+        let spent: f64 = reports.iter().map(|(_, r)| r.gpu_seconds).sum();
+        let grid: f64 = reports.iter().map(|(_, r)| r.grid_gpu_seconds).sum();
+        let finite: Vec<f64> = gaps.iter().copied().filter(|g| g.is_finite()).collect();
+        Summary {
+            studies: reports.len(),
+            within_gap: gaps.iter().filter(|&&g| ok_gap(g)).count(),
+            within_goal: reports
+                .iter()
+                .zip(&gaps)
+                .filter(|((_, r), g)| ok_gap(**g) && r.ratio <= GOAL_RATIO)
+                .count(),
+            grid_within_gap: reports
+                .iter()
+                .filter(|(_, r)| r.grid_gap_pct.is_some_and(ok_gap))
+                .count(),
+            total_ratio: if grid > 0.0 { spent / grid } else { f64::NAN },
+            median_ratio: ratios.get(ratios.len() / 2).copied().unwrap_or(f64::NAN),
+            max_ratio: ratios.last().copied().unwrap_or(f64::NAN),
+            mean_gap_pct: if finite.is_empty() {
+                f64::NAN
+            } else {
+                finite.iter().sum::<f64>() / finite.len() as f64
+            },
+            max_gap_pct: gaps.iter().copied().fold(0.0, f64::max),
+        }
+    }
+
+    fn line(&self) -> String {
+        format!(
+            "{} of {} studies within {GOAL_GAP_PCT} % of the best at ≤ {:.0} % of the grid's GPU-seconds; \
+             {} within {GOAL_GAP_PCT} % (grid: {}); GPU-seconds vs grid: {:.1} % in total, median {:.1} %, worst {:.1} %; \
+             gap: mean {:.2} %, worst {:.2} %",
+            self.within_goal,
+            self.studies,
+            GOAL_RATIO * 100.0,
+            self.within_gap,
+            self.grid_within_gap,
+            self.total_ratio * 100.0,
+            self.median_ratio * 100.0,
+            self.max_ratio * 100.0,
+            self.mean_gap_pct,
+            self.max_gap_pct
+        )
+    }
+}

@@ -1,0 +1,883 @@
+//! The memory model the sweep uses to prune candidates before running them: peak bytes per GPU
+//! of the most loaded rank (the first pipeline stage), from a module's resolved Megatron params.
+//!
+//! Sources (`shared/research/tuners.md` §7, §6.2; `primus.md` §5):
+//! * weights, gradients, optimizer: Megatron `theoretical_memory_usage.py`
+//!   (`compute_weight_and_optimizer_memory`): 2 + 4 + 12 = 18 bytes/param, 6 + 12/d with the
+//!   distributed optimizer; routed experts split over EP×ETP and sharded over the expert
+//!   data-parallel size `world / (ETP·EP·PP)`.
+//! * activations: Korthikanti et al. 2022, Table 2, term by term (so GQA, SwiGLU, flash attention
+//!   and selective recompute change the right terms), Megatron's in-flight microbatch factors.
+//! * MoE activations: Primus projection `moe_mlp.py` (top-k routed tokens through the expert MLP).
+//! * DeepEP: Primus projection `estimate_deepep_buffer_bytes`, plus the worst-case sizes Primus'
+//!   flex dispatcher uses from sync-free stage 2 (`num_worst_tokens`) and 3
+//!   (`permute_max_token_num`).
+//!
+//! What no closed form sees (allocator, RCCL, workspaces) is left to [`Calibration`].
+
+use crate::config::value::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+
+type Params = BTreeMap<String, Value>;
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// Predicted peak memory of one GPU, by term, in bytes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemoryEstimate {
+    pub weights_bytes: f64,
+    pub grads_bytes: f64,
+    pub optimizer_bytes: f64,
+    pub activations_bytes: f64,
+    pub moe_buffers_bytes: f64,
+    pub total_bytes: f64,
+    /// the terms that could not be modeled, in words (e.g. "optimizer offload fraction ignored")
+    pub notes: Vec<String>,
+}
+
+fn num(p: &Params, key: &str) -> Option<f64> {
+    match p.get(key)? {
+        Value::Int(i) => Some(*i as f64),
+        Value::Float(f) => Some(*f),
+        Value::Str(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+fn need(p: &Params, key: &str) -> Result<f64, String> {
+    let ok = |x: &f64| x.is_finite() && *x > 0.0;
+    num(p, key)
+        .filter(ok)
+        .ok_or(format!("missing `{key}` (a positive number)"))
+}
+
+/// A value, else the default when absent, null or not positive.
+fn or(p: &Params, key: &str, default: f64) -> f64 {
+    num(p, key).filter(|x| *x > 0.0).unwrap_or(default)
+}
+
+/// A parallel size: absent or null means 1.
+fn size(p: &Params, key: &str) -> f64 {
+    or(p, key, 1.0).max(1.0).floor()
+}
+
+fn on(p: &Params, key: &str) -> bool {
+    p.get(key).is_some_and(Value::truthy)
+}
+
+fn text<'a>(p: &'a Params, key: &str) -> Option<&'a str> {
+    p.get(key).and_then(Value::as_str)
+}
+
+/// Tokenizers whose vocabulary presets leave to Megatron (it reads the tokenizer at start-up).
+const TOKENIZER_VOCAB: &str =
+    "llama-3=128256 llama-2=32000 deepseek-v2=102400 deepseek-v3=129280 mixtral=32000";
+
+/// `padded_vocab_size`, else `vocab_size` (or the tokenizer's) padded as Megatron does: up to a
+/// multiple of `make_vocab_size_divisible_by` × TP.
+fn vocab(p: &Params, t: f64, notes: &mut Vec<String>) -> Result<f64, String> {
+    if let Some(v) = num(p, "padded_vocab_size").filter(|v| *v > 0.0) {
+        return Ok(v);
+    }
+    let tok = text(p, "tokenizer_model").unwrap_or("");
+    let known = TOKENIZER_VOCAB.split(' ').filter_map(|e| e.split_once('='));
+    let mut known = known.filter(|(name, _)| tok.to_lowercase().contains(name));
+    let raw = match (num(p, "vocab_size").filter(|v| *v > 0.0), known.next()) {
+        (Some(v), _) => v,
+        (None, Some((_, v))) => {
+            notes.push(format!("vocab {v} from the tokenizer name `{tok}`"));
+            v.parse().unwrap_or(0.0)
+        }
+        (None, None) => return Err("missing `padded_vocab_size` or `vocab_size`".into()),
+    };
+    let multiple = or(p, "make_vocab_size_divisible_by", 128.0) * t;
+    Ok((raw / multiple).ceil() * multiple)
+}
+
+/// Which layers are MoE, from `moe_layer_freq`: an int k (every k-th), a 0/1 list, or Megatron's
+/// Python string such as `([0]*1+[1]*26)`.
+fn moe_pattern(p: &Params, layers: usize) -> Result<Vec<bool>, String> {
+    let pattern = match p.get("moe_layer_freq") {
+        None | Some(Value::Null) => Some(vec![true; layers]),
+        Some(Value::Int(k)) if *k >= 1 => Some((0..layers).map(|i| i % *k as usize == 0).collect()),
+        Some(Value::List(xs)) => xs.iter().map(|x| x.as_i64().map(|i| i != 0)).collect(),
+        Some(Value::Str(s)) => parse_pattern(s),
+        Some(_) => None,
+    };
+    match pattern {
+        Some(v) if v.len() == layers => Ok(v),
+        Some(v) => Err(format!("`moe_layer_freq` has {} entries", v.len())),
+        None => Err("cannot read `moe_layer_freq` (e.g. 1, [0,1,1], ([0]*1+[1]*26))".into()),
+    }
+}
+
+fn parse_pattern(s: &str) -> Option<Vec<bool>> {
+    let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+    let mut out = Vec::new();
+    for term in s.trim_start_matches('(').trim_end_matches(')').split('+') {
+        let (list, times) = match term.rsplit_once('*') {
+            Some((l, n)) => (l, n.parse::<usize>().ok().filter(|n| *n <= 1 << 20)?),
+            None => (term, 1),
+        };
+        let inner = list.strip_prefix('[')?.strip_suffix(']')?;
+        let one = |x: &str| x.parse::<i64>().ok().map(|i| i != 0);
+        let items: Vec<bool> = inner
+            .split(',')
+            .filter(|x| !x.is_empty())
+            .map(one)
+            .collect::<Option<_>>()?;
+        out.extend(items.iter().cycle().take(items.len() * times));
+    }
+    Some(out)
+}
+
+/// The layers of the first pipeline stage, one range per virtual (interleaved) chunk.
+fn stage0_chunks(layers: usize, pp: usize, vpp: usize) -> Vec<Range<usize>> {
+    let per = layers.div_ceil(pp * vpp).max(1);
+    let chunk = |k: usize| (k * pp * per).min(layers)..(k * pp * per + per).min(layers);
+    (0..vpp).map(chunk).collect()
+}
+
+/// How the layers of the first stage keep their activations.
+enum Recompute {
+    /// No recompute, or selective: the names of the recomputed modules (`core_attn`, ...).
+    Stored(BTreeSet<String>),
+    /// Full, one checkpoint per group of n layers.
+    Uniform(usize),
+    /// Full, the first n layers of each chunk checkpointed one by one.
+    Block(usize),
+    /// Full, these global layer ids checkpointed (Primus `recompute_layer_ids`).
+    Ids(BTreeSet<usize>),
+}
+
+/// A list given as a YAML list or as a comma-separated string (`"0,3,4"`), item by item.
+fn items(v: &Value) -> Vec<String> {
+    match v {
+        Value::List(xs) => xs.iter().flat_map(items).collect(),
+        Value::Str(s) => s.split(',').map(|x| x.trim().to_string()).collect(),
+        Value::Int(i) => vec![i.to_string()],
+        _ => Vec::new(),
+    }
+}
+
+const SELECTIVE: &str = "core_attn mlp layernorm moe moe_act shared_experts";
+
+fn recompute(p: &Params, notes: &mut Vec<String>) -> Result<Recompute, String> {
+    let list = |key: &str| p.get(key).filter(|v| !v.is_null()).map(items);
+    let n = || need(p, "recompute_num_layers").map(|n| n as usize);
+    match (
+        text(p, "recompute_granularity"),
+        text(p, "recompute_method"),
+    ) {
+        (None, _) => Ok(Recompute::Stored(BTreeSet::new())),
+        (Some("selective"), _) => {
+            let modules = list("recompute_modules").unwrap_or(vec!["core_attn".into()]);
+            for m in modules
+                .iter()
+                .filter(|m| !SELECTIVE.split(' ').any(|k| k == *m))
+            {
+                notes.push(format!("selective recompute of `{m}` not modeled (kept)"));
+            }
+            Ok(Recompute::Stored(modules.into_iter().collect()))
+        }
+        (Some("full"), _) if list("recompute_layer_ids").is_some() => {
+            let ids = list("recompute_layer_ids").unwrap_or_default();
+            let ids: Result<_, _> = ids.iter().map(|x| x.parse::<usize>()).collect();
+            let ids = ids.map_err(|_| "cannot read `recompute_layer_ids`".to_string())?;
+            Ok(Recompute::Ids(ids))
+        }
+        (Some("full"), Some("uniform")) => Ok(Recompute::Uniform(n()?)),
+        (Some("full"), Some("block")) => Ok(Recompute::Block(n()?)),
+        (Some("full"), _) => Err("missing `recompute_method` (uniform or block)".into()),
+        (Some(g), _) => Err(format!("unknown recompute_granularity `{g}`")),
+    }
+}
+
+/// Peak memory per GPU of the most loaded rank (first pipeline stage), Megatron's formulas with
+/// the gaps of tuners.md §7.5 filled: full recompute (2·s·b·h/t per layer input + one layer's
+/// working set), selective, none (Korthikanti table), SwiGLU, MoE expert weights split over EP×ETP
+/// with the expert data-parallel size for the optimizer, MoE activations (top-k routed tokens
+/// through the expert MLP), DeepEP/sync-free stage ≥ 2 buffers from primus.md, distributed
+/// optimizer 6 + 12/d bytes, CPU offload moving optimizer state off the GPU.
+pub fn estimate(
+    params: &BTreeMap<String, Value>,
+    world_size: u64,
+) -> Result<MemoryEstimate, String> {
+    let p = params;
+    let mut notes = Vec::new();
+    let h = need(p, "hidden_size")?;
+    let layers = need(p, "num_layers")? as usize;
+    let heads = need(p, "num_attention_heads")?;
+    let s = need(p, "seq_length")?;
+    let b = need(p, "micro_batch_size")?;
+    let swiglu = on(p, "swiglu");
+    let (gl, glu) = if swiglu { (1.5, 2.0) } else { (1.0, 1.0) }; // params, fc1 outputs per F
+    let f = or(
+        p,
+        "ffn_hidden_size",
+        if swiglu {
+            (8.0 * h / 192.0).floor() * 64.0
+        } else {
+            4.0 * h
+        },
+    );
+    let kv = or(p, "kv_channels", h / heads);
+    let gqa = on(p, "group_query_attention");
+    let q_groups = or(p, "num_query_groups", 1.0); // Megatron's default with GQA
+    let groups = if gqa { q_groups } else { heads };
+    let rms = text(p, "normalization") == Some("RMSNorm");
+    let norm = if rms { 1.0 } else { 2.0 }; // weight (+ bias)
+    let t = size(p, "tensor_model_parallel_size");
+    let pp = size(p, "pipeline_model_parallel_size");
+    let cp = size(p, "context_parallel_size");
+    let ep = size(p, "expert_model_parallel_size");
+    let etp = or(p, "expert_tensor_parallel_size", t);
+    let per_vstage = num(p, "num_layers_per_virtual_pipeline_stage").filter(|n| *n >= 1.0);
+    let vpp_default = per_vstage.map_or(1.0, |n| (layers as f64 / (pp * n)).floor());
+    let vpp = or(p, "virtual_pipeline_model_parallel_size", vpp_default);
+    let vpp = vpp.max(1.0).floor();
+    let sp = on(p, "sequence_parallel") && t > 1.0; // Megatron turns SP off at TP 1
+    let spd = if sp { t } else { 1.0 }; // divides the LayerNorm/dropout region
+    let vocab = vocab(p, t, &mut notes)?;
+    let w = world_size as f64;
+    let (d, edp) = (w / (t * pp * cp), w / (etp * ep * pp)); // data, expert data parallel
+    let (model, experts_group) = (t * pp * cp, etp * ep * pp);
+    if d < 1.0 || d.fract() != 0.0 {
+        return Err(format!(
+            "world size {world_size} not divisible by TP×PP×CP {model}"
+        ));
+    }
+
+    // Mixture of experts.
+    let experts = num(p, "num_experts").filter(|e| *e >= 1.0);
+    let pattern = match experts {
+        Some(_) => moe_pattern(p, layers)?,
+        None => vec![false; layers],
+    };
+    let e = experts.unwrap_or(0.0);
+    let f_moe = or(p, "moe_ffn_hidden_size", f);
+    let f_sh = or(p, "moe_shared_expert_intermediate_size", 0.0);
+    let topk = or(p, "moe_router_topk", 2.0);
+    if experts.is_some() && (edp < 1.0 || edp.fract() != 0.0) {
+        return Err(format!(
+            "world size {world_size} not divisible by ETP×EP×PP {experts_group}"
+        ));
+    }
+
+    // Parameters held by the first stage: TP-sharded, replicated, and routed experts.
+    let chunks = stage0_chunks(layers, pp as usize, vpp as usize);
+    let (mut sharded, mut replicated, mut expert) = (h * vocab, 0.0, 0.0); // input embedding
+    for i in chunks.iter().flat_map(Range::clone) {
+        sharded += 2.0 * h * kv * (heads + groups); // Q, O: h·kv·a each; K, V: h·kv·g each
+        replicated += 2.0 * norm * h;
+        if pattern[i] {
+            sharded += 2.0 * h * f_sh * gl;
+            replicated += h * e; // router
+            expert += 2.0 * h * f_moe * e * gl;
+        } else {
+            sharded += 2.0 * h * f * gl;
+        }
+    }
+    if text(p, "position_embedding_type").unwrap_or("learned_absolute") == "learned_absolute" {
+        replicated += or(p, "max_position_embeddings", s) * h;
+    }
+    if pp == 1.0 {
+        replicated += norm * h; // final norm
+        if on(p, "untie_embeddings_and_output_weights") {
+            sharded += h * vocab; // output layer
+        }
+    }
+    let dense_params = sharded / t + replicated;
+    let expert_params = expert / (ep * etp);
+
+    // Bytes per parameter: bf16 weights, fp32 main grads, fp32 main params + Adam m and v.
+    let weights = 2.0 * (dense_params + expert_params);
+    let grads = 4.0 * (dense_params + expert_params);
+    let dist = on(p, "use_distributed_optimizer");
+    let (od, oe) = if dist { (d, edp) } else { (1.0, 1.0) };
+    let mut optimizer = 12.0 * (dense_params / od + expert_params / oe);
+    if on(p, "optimizer_cpu_offload") {
+        let frac = num(p, "optimizer_offload_fraction")
+            .unwrap_or(1.0)
+            .clamp(0.0, 1.0);
+        optimizer *= 1.0 - frac;
+        let pct = frac * 100.0;
+        notes.push(format!(
+            "{pct:.0}% of optimizer state offloaded, staging not modeled"
+        ));
+    }
+
+    // Activations of one microbatch, per layer: Korthikanti's Table 2 term by term.
+    let tok = s * b / cp; // tokens of the microbatch on this context-parallel rank
+    let dropout = |key: &str| num(p, key).unwrap_or(0.1) > 0.0; // Megatron's default 0.1
+    let mask = if dropout("hidden_dropout") { 1.0 } else { 0.0 }; // 1-byte masks
+    let local = text(p, "transformer_impl") == Some("local") && !on(p, "use_flash_attn");
+    // without flash/fused attention: softmax output (+ dropout mask and output), 5·a·s²·b/t
+    let attn_dropout = dropout("attention_dropout");
+    let per_score = if attn_dropout { 5.0 } else { 2.0 };
+    let score_bytes = per_score * heads * s * tok / t;
+    let scores = if local { score_bytes } else { 0.0 };
+    let (seq, tp) = (|x: f64| x / spd, |x: f64| x / t);
+    let th = tok * h;
+    let layer = |moe: bool, rows: f64, sel: &BTreeSet<String>| -> f64 {
+        let no = |m: &str| !sel.contains(m);
+        let ln_out = if no("layernorm") { seq(2.0 * th) } else { 0.0 };
+        let ffn = |width: f64| tp(2.0 * tok * width * (glu + 1.0)); // fc1 out + activation out
+        // LN input, LN output (QKV input), Q K V, context (out-projection input), dropout mask
+        let mut x = seq(2.0 * th) + ln_out + tp(2.0 * tok * kv * (heads + 2.0 * groups));
+        x += tp(2.0 * tok * kv * heads) + seq(mask * th);
+        if no("core_attn") {
+            x += scores;
+        }
+        x += seq(2.0 * th) + ln_out + seq(mask * th); // MLP: LN input, LN output, dropout mask
+        if !moe && no("mlp") {
+            x += ffn(f);
+        } else if moe && no("moe") {
+            let fe = f_moe / etp;
+            let act = if no("moe_act") { 2.0 * fe } else { 0.0 };
+            // fp32 router probs; per routed row: permuted input, fc1 output, activation output,
+            // its prob; the combined output
+            x += seq(4.0 * tok * e) + rows * (2.0 * h + 2.0 * fe * glu + act + 4.0) + seq(2.0 * th);
+            if no("shared_experts") {
+                x += ffn(f_sh);
+            }
+        }
+        x
+    };
+    let rc = recompute(p, &mut notes)?;
+    let ckpt = seq(2.0 * th); // a full-recompute checkpoint: the layer input
+    let none = BTreeSet::new();
+    // (stored bytes of one microbatch over the stage's layers, working set of one recompute)
+    let stage = |rows: f64| -> (f64, f64) {
+        let full = |i: usize| layer(pattern[i], rows, &none);
+        let (mut stored, mut working) = (0.0, 0.0f64);
+        for ids in chunks.iter().map(|c| c.clone().collect::<Vec<usize>>()) {
+            if let Recompute::Uniform(n) = rc {
+                for g in ids.chunks(n.max(1)) {
+                    stored += ckpt; // a whole group is live while it is recomputed
+                    working = working.max(g.iter().map(|&i| full(i)).sum());
+                }
+                continue;
+            }
+            for (j, &i) in ids.iter().enumerate() {
+                match &rc {
+                    Recompute::Stored(sel) => stored += layer(pattern[i], rows, sel),
+                    Recompute::Block(n) if j >= *n => stored += full(i),
+                    Recompute::Ids(set) if !set.contains(&i) => stored += full(i),
+                    _ => {
+                        // checkpointed: only its input is kept; it is all live while recomputed
+                        stored += ckpt;
+                        working = working.max(full(i));
+                    }
+                }
+            }
+        }
+        (stored, working)
+    };
+    let rows = tok * topk * etp / t; // expected routed rows per rank, balanced routing
+    let (stored, working) = stage(rows);
+    let microbatches = num(p, "global_batch_size").map(|g| g / (b * d));
+    let inflight = if pp == 1.0 {
+        1.0
+    } else if vpp > 1.0 {
+        pp * (1.0 + (pp - 1.0) / (pp * vpp)) // interleaved-schedule penalty
+    } else {
+        microbatches.map_or(pp, |m| m.min(pp))
+    }
+    .max(1.0);
+    let embedding = 8.0 * tok + seq(mask * th); // token ids, embedding dropout mask
+    let fused_ce = on(p, "cross_entropy_loss_fusion"); // no fp32 copy of the logits
+    let logit_b = if fused_ce { 2.0 } else { 4.0 };
+    let output = 4.0 * seq(th) + tp(tok * vocab) * logit_b; // final LN in/out, logits
+    let output = if pp == 1.0 { output } else { 0.0 };
+    let activations = (stored + embedding) * inflight + working + output;
+
+    // DeepEP and sync-free MoE buffers.
+    let mut moe_buffers = 0.0;
+    if experts.is_some() {
+        let stage_n = or(p, "turbo_sync_free_moe_stage", 0.0);
+        let deepep = on(p, "use_turbo_deepep") || stage_n >= 2.0;
+        if deepep && ep * etp > 1.0 {
+            // Primus projection upper bound: dispatch + combine, 2× over-provisioned, bf16
+            moe_buffers += 2.0 * (s * b / (t * cp)) * topk * 2.0 * h * 2.0;
+        } else if deepep {
+            notes.push("DeepEP needs TP×EP > 1: its buffers are not counted".into());
+        } else {
+            notes.push("all-to-all dispatcher transient buffers not modeled".into());
+        }
+        if stage_n >= 2.0 {
+            // num_worst_tokens = seq(/ETP with SP) // CP · mbs · ETP·EP rows of a bf16 token,
+            // fp32 probs and int64 indices; one layer at a time
+            let s_loc = if sp { (s / etp).floor() } else { s };
+            let worst = (s_loc / cp).floor() * b * etp * ep;
+            moe_buffers += worst * (2.0 * h + 12.0 * topk);
+            if stage_n >= 3.0 {
+                // permute_max_token_num = worst · top-k rows: expert MLP tensors take that size
+                let (st3, wk3) = stage(worst * topk);
+                moe_buffers += ((st3 - stored) * inflight + wk3 - working).max(0.0);
+            }
+        }
+        notes.push("routed-token activations assume balanced routing".into());
+    }
+
+    let unmodeled = [
+        ("fp8", "fp8: weights and activations counted as bf16"),
+        ("fp4", "fp4: weights and activations counted as bf16"),
+        (
+            "use_precision_aware_optimizer",
+            "optimizer dtypes other than fp32 not modeled",
+        ),
+        (
+            "mtp_num_layers",
+            "multi-token-prediction layers not modeled",
+        ),
+        (
+            "multi_latent_attention",
+            "multi-latent attention modeled as standard attention",
+        ),
+        (
+            "use_torch_fsdp2",
+            "FSDP2 parameter and gradient sharding not modeled",
+        ),
+        (
+            "decoder_first_pipeline_num_layers",
+            "uneven pipeline split not modeled",
+        ),
+    ];
+    notes.extend(
+        unmodeled
+            .iter()
+            .filter(|(k, _)| on(p, k))
+            .map(|(_, what)| what.to_string()),
+    );
+    if pp > 1.0 {
+        notes.push("only the first pipeline stage is modeled".into());
+    }
+    notes.push("allocator fragmentation, RCCL buffers, workspaces not modeled".into());
+    let total_bytes = weights + grads + optimizer + activations + moe_buffers;
+    Ok(MemoryEstimate {
+        weights_bytes: weights,
+        grads_bytes: grads,
+        optimizer_bytes: optimizer,
+        activations_bytes: activations,
+        moe_buffers_bytes: moe_buffers,
+        total_bytes,
+        notes,
+    })
+}
+
+/// Calibration from measured trials: measured = a · predicted + c fitted by least squares over the
+/// points (with one point: c = measured − predicted, a = 1). predict(x) applies it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Calibration {
+    pub scale: f64,
+    pub offset_bytes: f64,
+    pub points: usize,
+}
+
+impl Calibration {
+    pub fn identity() -> Self {
+        Calibration::fit(&[]) // no points: a = 1, c = 0
+    }
+
+    /// Least squares over the finite points; a = 1 (offset only) with one point, with predictions
+    /// that do not vary, or when the slope would not be positive.
+    pub fn fit(points: &[(f64 /*predicted*/, f64 /*measured*/)]) -> Calibration {
+        let finite = |(x, y): &&(f64, f64)| x.is_finite() && y.is_finite();
+        let pts: Vec<(f64, f64)> = points.iter().filter(finite).copied().collect();
+        let n = pts.len().max(1) as f64;
+        let mx = pts.iter().map(|p| p.0).sum::<f64>() / n;
+        let my = pts.iter().map(|p| p.1).sum::<f64>() / n;
+        let sxx: f64 = pts.iter().map(|(x, _)| (x - mx) * (x - mx)).sum();
+        let sxy: f64 = pts.iter().map(|(x, y)| (x - mx) * (y - my)).sum();
+        let spread = sxx > 1e-12 * (mx * mx).max(1.0) && sxy > 0.0;
+        let scale = if spread { sxy / sxx } else { 1.0 };
+        let (offset_bytes, points) = (my - scale * mx, pts.len());
+        Calibration {
+            scale,
+            offset_bytes,
+            points,
+        }
+    }
+
+    pub fn predict(&self, model_bytes: f64) -> f64 {
+        self.scale * model_bytes + self.offset_bytes
+    }
+
+    /// mean absolute relative error over points
+    pub fn error(&self, points: &[(f64, f64)]) -> Option<f64> {
+        let usable = |(x, y): &&(f64, f64)| x.is_finite() && y.is_finite() && *y > 0.0;
+        let errs: Vec<f64> = points
+            .iter()
+            .filter(usable)
+            .map(|(x, y)| (self.predict(*x) - y).abs() / y)
+            .collect();
+        (!errs.is_empty()).then(|| errs.iter().sum::<f64>() / errs.len() as f64)
+    }
+}
+
+/// Would this fit? capacity × (1 − headroom) vs the calibrated prediction; Err(reason in words
+/// with both numbers in GiB).
+pub fn fits(predicted_bytes: f64, capacity_bytes: f64, headroom: f64) -> Result<(), String> {
+    let (pred, cap, budget) = (predicted_bytes / GIB, capacity_bytes / GIB, 1.0 - headroom);
+    if !(cap.is_finite() && cap > 0.0 && (0.0..1.0).contains(&headroom) && pred.is_finite()) {
+        return Err(format!(
+            "cannot compare {pred:.2} GiB with {cap:.2} GiB at headroom {headroom}"
+        ));
+    }
+    if predicted_bytes <= capacity_bytes * budget {
+        return Ok(());
+    }
+    let pct = headroom * 100.0;
+    Err(format!(
+        "predicted {pred:.2} GiB per GPU exceeds the {:.2} GiB usable ({cap:.2} GiB less \
+         {pct:.0}% headroom)",
+        cap * budget
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Env, Experiment, LoadOptions};
+    use proptest::prelude::*;
+
+    /// Set `key=value ...` (ints, floats, true/false/null, else strings).
+    fn with(p: &Params, kv: &str) -> Params {
+        let mut p = p.clone();
+        for (k, v) in kv.split_whitespace().filter_map(|a| a.split_once('=')) {
+            let value = if let Ok(i) = v.parse() {
+                Value::Int(i)
+            } else if let Ok(f) = v.parse() {
+                Value::Float(f)
+            } else {
+                match v {
+                    "true" | "false" => Value::Bool(v == "true"),
+                    "null" => Value::Null,
+                    _ => Value::Str(v.into()),
+                }
+            };
+            p.insert(k.into(), value);
+        }
+        p
+    }
+
+    /// h=1024, F=4096, a=16, L=4, V=32000 (a multiple of 128), s=2048, b=1, t=p=d=1, GELU,
+    /// LayerNorm, tied embeddings, rope, Megatron's default dropout 0.1, TE (flash) attention.
+    fn tiny() -> Params {
+        let kv = "hidden_size=1024 ffn_hidden_size=4096 num_attention_heads=16 num_layers=4 \
+            vocab_size=32000 seq_length=2048 micro_batch_size=1 global_batch_size=8 \
+            position_embedding_type=rope normalization=LayerNorm";
+        with(&Params::new(), kv)
+    }
+
+    fn est(p: &Params, world: u64) -> MemoryEstimate {
+        estimate(p, world).unwrap()
+    }
+
+    fn weights_grads_optimizer(m: &MemoryEstimate) -> f64 {
+        m.weights_bytes + m.grads_bytes + m.optimizer_bytes
+    }
+
+    // Parameters: attention 2·h·kv·(a+g) = 2·1024·64·32 = 4,194,304; MLP 2·h·F = 8,388,608;
+    // norms 2·2·h = 4,096 → 12,587,008 per layer, ×4 = 50,348,032; embedding h·V =
+    // 32,768,000; final norm 2h = 2,048 → N = 83,118,080.
+    const N: f64 = 83_118_080.0;
+
+    #[test]
+    fn tiny_dense_weights_and_optimizer_by_hand() {
+        let m = est(&tiny(), 1);
+        let terms = (m.weights_bytes, m.grads_bytes, m.optimizer_bytes);
+        assert_eq!(terms, (2.0 * N, 4.0 * N, 12.0 * N));
+        // 18 bytes/param without the distributed optimizer: 1,496,125,440
+        assert_eq!(weights_grads_optimizer(&m), 1_496_125_440.0);
+        // distributed optimizer over d = 8: 6 + 12/8 = 7.5 bytes/param = 623,385,600
+        let dist = with(&tiny(), "use_distributed_optimizer=true");
+        assert_eq!(weights_grads_optimizer(&est(&dist, 8)), 623_385_600.0);
+        // CPU offload of half the optimizer state: 12/8/2 bytes/param left on the GPU
+        let half = "optimizer_cpu_offload=true optimizer_offload_fraction=0.5";
+        let m = est(&with(&dist, half), 8);
+        assert_eq!(m.optimizer_bytes, 0.75 * N);
+        assert!(m.notes.iter().any(|n| n.contains("50% of optimizer state")));
+    }
+
+    // s·b·h = 2,097,152. Per layer (Table 2, TP+SP+selective, t = 1): 34·s·b·h = 71,303,168;
+    // ×4 = 285,212,672. Embedding: 8·s·b = 16,384 and dropout mask s·b·h = 2,097,152. Output
+    // (p = 1): 4·s·b·h·(1 + V/h) = 8,388,608 + 262,144,000 = 270,532,608. Sum 557,858,816,
+    // which is Megatron's compute_activation_memory.
+    const SELECTIVE_ACT: f64 = 557_858_816.0;
+
+    fn act(kv: &str) -> f64 {
+        est(&with(&tiny(), kv), 1).activations_bytes
+    }
+
+    #[test]
+    fn tiny_dense_activations_match_the_table() {
+        assert_eq!(act("recompute_granularity=selective"), SELECTIVE_ACT);
+        // none with flash attention stores no scores: the same
+        assert_eq!(act(""), SELECTIVE_ACT);
+        // none without flash attention: + 5·a·s²·b = 335,544,320 per layer, ×4 = 1,342,177,280
+        assert_eq!(
+            act("transformer_impl=local"),
+            SELECTIVE_ACT + 1_342_177_280.0
+        );
+        // ... and selective recompute drops exactly that term (table: 34·s·b·h/t)
+        let local = "transformer_impl=local recompute_granularity=selective";
+        assert_eq!(act(local), SELECTIVE_ACT);
+        // full, uniform 1: 4 inputs of 2·s·b·h = 16,777,216 + one layer live 71,303,168
+        // + embedding 2,113,536 + output 270,532,608 = 360,726,528
+        let full = "recompute_granularity=full recompute_num_layers";
+        assert_eq!(
+            act(&format!("{full}=1 recompute_method=uniform")),
+            360_726_528.0
+        );
+        // full, block 2: 2 inputs 8,388,608 + 2 stored layers 142,606,336 + one live
+        // 71,303,168 + 272,646,144 = 494,944,256; Primus layer ids 0 and 1: the same
+        assert_eq!(
+            act(&format!("{full}=2 recompute_method=block")),
+            494_944_256.0
+        );
+        let ids = "recompute_granularity=full recompute_layer_ids=0,1";
+        assert_eq!(act(ids), 494_944_256.0);
+    }
+
+    /// The tiny model with 8 experts of width 512 in every layer, top-2, EP 4, world 8 (d = 8,
+    /// expert data-parallel 8/(1·4·1) = 2), distributed optimizer.
+    fn tiny_moe() -> Params {
+        let kv = "num_experts=8 moe_ffn_hidden_size=512 moe_router_topk=2 \
+            expert_model_parallel_size=4 use_distributed_optimizer=true";
+        with(&tiny(), kv)
+    }
+
+    #[test]
+    fn tiny_moe_by_hand() {
+        let m = est(&tiny_moe(), 8);
+        // dense: 4·(attention 4,194,304 + router 8·1024 + norms 4,096) + 32,768,000 + 2,048
+        //      = 49,596,416; experts: 4·2·1024·512·8 / EP 4 = 8,388,608
+        let (dense, expert) = (49_596_416.0, 8_388_608.0);
+        assert_eq!(m.weights_bytes, 2.0 * (dense + expert));
+        assert_eq!(m.grads_bytes, 4.0 * (dense + expert));
+        assert_eq!(m.optimizer_bytes, 12.0 * (dense / 8.0 + expert / 2.0)); // 124,726,272
+        // per layer: attention 13·s·b·h = 27,262,976; MLP part: LN in + out + mask 5·s·b·h =
+        // 10,485,760, router probs 4·2048·8 = 65,536, 4,096 routed rows × (2h + 2F + 2F + 4)
+        // = 16,793,600, combined output 2·s·b·h = 4,194,304 → 58,802,176; ×4 + 2,113,536
+        // + 270,532,608 = 507,854,848
+        assert_eq!(m.activations_bytes, 507_854_848.0);
+        assert_eq!(m.moe_buffers_bytes, 0.0);
+    }
+
+    #[test]
+    fn deepep_and_sync_free_buffers_by_hand() {
+        let buf = |kv: &str| est(&with(&tiny_moe(), kv), 8).moe_buffers_bytes;
+        // DeepEP: 2 · 2048 tokens · top-2 · 2.0 · h · 2 bytes = 33,554,432
+        assert_eq!(buf("use_turbo_deepep=true"), 33_554_432.0);
+        assert_eq!(buf("turbo_sync_free_moe_stage=1"), 0.0);
+        // stage 2: + worst 2048 · 1 · (1·4) = 8,192 rows × (2h + 12·2) = 16,973,824
+        assert_eq!(buf("turbo_sync_free_moe_stage=2"), 50_528_256.0);
+        // stage 3: expert rows 8,192·2 = 16,384 instead of 4,096: 12,288 × 4,100 × 4 layers
+        // = 201,523,200 more
+        assert_eq!(buf("turbo_sync_free_moe_stage=3"), 252_051_456.0);
+    }
+
+    #[test]
+    fn vocab_layer_pattern_and_errors() {
+        // 32,001 pads to a multiple of 128·2 = 32,256
+        let untied = "tensor_model_parallel_size=2 untie_embeddings_and_output_weights=true";
+        let p = with(&tiny(), untied);
+        let padded = |v: i64| est(&with(&p, &format!("vocab_size={v}")), 2).weights_bytes;
+        assert_eq!(padded(32_001), padded(32_256));
+        assert!(padded(32_257) > padded(32_256));
+        let mut p = p;
+        p.remove("vocab_size");
+        assert!(estimate(&p, 2).unwrap_err().contains("vocab_size"));
+        let p = with(&p, "tokenizer_model=meta-llama/Meta-Llama-3-8B");
+        assert!(est(&p, 2).notes.iter().any(|n| n.contains("128256")));
+        for key in [
+            "hidden_size",
+            "num_layers",
+            "seq_length",
+            "micro_batch_size",
+        ] {
+            let mut q = tiny();
+            q.remove(key);
+            assert!(estimate(&q, 1).unwrap_err().contains(key));
+        }
+        let err = |p: &Params, kv: &str, w: u64| estimate(&with(p, kv), w).unwrap_err();
+        assert!(err(&tiny(), "recompute_granularity=full", 1).contains("recompute_method"));
+        assert!(err(&tiny(), "tensor_model_parallel_size=2", 3).contains("TP×PP×CP 2"));
+        let e = err(&tiny_moe(), "moe_layer_freq=[1]*3", 8);
+        assert!(e.contains("3 entries"), "{e}");
+        let pat = parse_pattern("([0]*1+[1]*26)").unwrap();
+        assert_eq!(
+            (pat.len(), pat[0], pat[1], pat[26]),
+            (27, false, true, true)
+        );
+        assert_eq!(
+            parse_pattern("[1,0]*2"),
+            Some(vec![true, false, true, false])
+        );
+        assert_eq!(parse_pattern("[1]*x"), None);
+    }
+
+    /// A small config picked by one number (mixed radix): h, L, TP, PP, VPP, dense or MoE
+    /// (first layer dense, EP 2, SwiGLU), recompute mode, sync-free stage.
+    fn config(mut n: u32) -> Params {
+        let mut pick = |k: u32| {
+            let r = n % k;
+            n /= k;
+            i64::from(r)
+        };
+        let (h, l, tp, pp) = (256 << pick(3), 4 << pick(2), 1 + pick(2), 1 + pick(2));
+        let (vpp, moe, rc, stage) = (pick(2) == 1, pick(2) == 1, pick(5), pick(4));
+        let mut kv = vec![
+            format!("hidden_size={h} ffn_hidden_size={} num_layers={l}", 3 * h),
+            format!("tensor_model_parallel_size={tp} pipeline_model_parallel_size={pp}"),
+            "sequence_parallel=true global_batch_size=64".into(),
+        ];
+        if vpp && pp > 1 {
+            kv.push("virtual_pipeline_model_parallel_size=2".into());
+        }
+        if moe {
+            kv.push(format!(
+                "num_experts=8 moe_ffn_hidden_size={} swiglu=true",
+                h / 2
+            ));
+            kv.push(format!("moe_shared_expert_intermediate_size={h}"));
+            kv.push(format!("moe_layer_freq=([0]*1+[1]*{})", l - 1));
+            kv.push(format!(
+                "expert_model_parallel_size=2 turbo_sync_free_moe_stage={stage}"
+            ));
+        }
+        let full = "recompute_granularity=full recompute_method";
+        kv.push(match rc {
+            0 => String::new(),
+            1 => "recompute_granularity=selective".into(),
+            2 => format!("{full}=uniform recompute_num_layers=1"),
+            _ => format!("{full}=block recompute_num_layers={}", rc - 2),
+        });
+        with(&tiny(), &kv.join(" "))
+    }
+
+    fn total(p: &Params, kv: &str, world: u64) -> f64 {
+        est(&with(p, kv), world).total_bytes
+    }
+
+    proptest! {
+        #[test]
+        fn more_micro_batch_or_sequence_never_less(n: u32, b in 1i64..8, s in 1i64..8) {
+            let p = config(n);
+            let mb = |b: i64| total(&p, &format!("micro_batch_size={b}"), 16);
+            prop_assert!(mb(b) <= mb(b + 1));
+            let seq = |s: i64| total(&p, &format!("seq_length={}", 256 * s), 16);
+            prop_assert!(seq(s) <= seq(s + 1));
+        }
+
+        #[test]
+        fn more_block_recomputed_layers_never_more(n: u32, k in 1i64..8) {
+            let full = "recompute_granularity=full recompute_method=block recompute_num_layers";
+            let rc = |k: i64| total(&config(n), &format!("{full}={k}"), 16);
+            prop_assert!(rc(k + 1) <= rc(k));
+        }
+
+        #[test]
+        fn distributed_optimizer_and_more_data_parallel_never_more(n: u32, k in 1u64..4) {
+            let p = config(n);
+            let dist = |on: bool, w: u64| total(&p, &format!("use_distributed_optimizer={on}"), w);
+            prop_assert!(dist(true, 16 * k) <= dist(false, 16 * k));
+            prop_assert!(dist(true, 16 * (k + 1)) <= dist(true, 16 * k));
+            prop_assert!(dist(false, 16 * (k + 1)) <= dist(false, 16 * k));
+        }
+
+        #[test]
+        fn sync_free_stages_order_buffers(n: u32) {
+            let p = config(n);
+            prop_assume!(p.contains_key("num_experts"));
+            let stage = |st: i64| format!("turbo_sync_free_moe_stage={st}");
+            let buf = |st: i64| est(&with(&p, &stage(st)), 16).moe_buffers_bytes;
+            prop_assert!(buf(1) <= buf(2) && buf(2) <= buf(3) && buf(2) > 0.0);
+        }
+    }
+
+    #[test]
+    fn calibration_recovers_scale_and_offset() {
+        // measured = 1.25 · predicted + 2 GiB, exactly representable
+        let line = |x: &f64| (x * GIB, 1.25 * x * GIB + 2.0 * GIB);
+        let pts: Vec<(f64, f64)> = [10.0, 20.0, 40.0, 64.0].iter().map(line).collect();
+        let c = Calibration::fit(&pts);
+        assert_eq!((c.scale, c.offset_bytes, c.points), (1.25, 2.0 * GIB, 4));
+        assert_eq!(c.error(&pts), Some(0.0));
+        assert_eq!(c.predict(8.0 * GIB), 12.0 * GIB);
+        // one point: offset only
+        let c = Calibration::fit(&[(50.0 * GIB, 56.0 * GIB)]);
+        assert_eq!((c.scale, c.offset_bytes, c.points), (1.0, 6.0 * GIB, 1));
+        // no points: identity; predictions that do not vary: offset only
+        assert_eq!(Calibration::fit(&[]), Calibration::identity());
+        let c = Calibration::fit(&[(GIB, 2.0 * GIB), (GIB, 4.0 * GIB)]);
+        assert_eq!((c.scale, c.offset_bytes), (1.0, 2.0 * GIB));
+        // identity on points 10 % over: error 1/11
+        let id = Calibration::identity();
+        let e = id.error(&[(10.0, 11.0), (20.0, 22.0)]).unwrap();
+        assert!((e - 1.0 / 11.0).abs() < 1e-12);
+        assert_eq!(id.error(&[]), None);
+    }
+
+    #[test]
+    fn fits_boundaries() {
+        let cap = 192.0 * GIB;
+        assert!(fits(cap, cap, 0.0).is_ok());
+        assert!(fits(cap * 0.9, cap, 0.1).is_ok());
+        let err = fits(cap * 0.9 + 1024.0, cap, 0.1).unwrap_err();
+        assert!(
+            err.contains("172.80 GiB") && err.contains("192.00 GiB"),
+            "{err}"
+        );
+        assert!(fits(cap + 1.0, cap, 0.0).is_err());
+        let nonsense = [
+            (0.0, cap, 1.0),
+            (0.0, cap, -0.1),
+            (0.0, 0.0, 0.1),
+            (f64::NAN, cap, 0.1),
+        ];
+        for (pred, cap, room) in nonsense {
+            assert!(fits(pred, cap, room).is_err());
+        }
+    }
+
+    fn example(name: &str) -> Params {
+        let opts = LoadOptions {
+            env: Env::default(),
+            ..LoadOptions::default()
+        };
+        let path = format!("presets/examples/experiments/{name}");
+        let exp = Experiment::load(path.as_ref(), &opts).unwrap();
+        let leaves = exp.main_module().params.leaves();
+        leaves
+            .into_iter()
+            .map(|(k, l)| (k, l.value.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn bundled_examples_estimate_plausibly() {
+        let gib = |x: f64| x / GIB;
+        // Llama 3 8B on 8 GPUs, TP = PP = 1, distributed optimizer: 8.03 B params × 7.5 bytes
+        // ≈ 56 GiB; no recompute at 2 × 8192 tokens: 139,264 bytes/token/layer × 16,384 × 32
+        // ≈ 68 GiB + 4 GiB of logits. Meant for one MI300X node (192 GiB): 100–192 GiB.
+        let dense = est(&example("llama3_8B-BF16-pretrain.yaml"), 8);
+        assert!(
+            (50.0..60.0).contains(&gib(weights_grads_optimizer(&dense))),
+            "{dense:?}"
+        );
+        assert!(
+            (100.0..192.0).contains(&gib(dense.total_bytes)),
+            "{dense:?}"
+        );
+        // MoE 16B, EP 8: 1.39 B dense params × 7.5 bytes + 1.80 B expert params (26 layers × 64
+        // experts / 8) × 18 bytes (expert DP 1) ≈ 40 GiB; 4 × 4096 tokens through 26 MoE
+        // layers at ~2.1 GB each ≈ 55 GiB; DeepEP 1.5 GiB. Also sized for one node: 60–192 GiB.
+        let moe = est(&example("moe_16B-BF16-pretrain.yaml"), 8);
+        assert!((60.0..192.0).contains(&gib(moe.total_bytes)), "{moe:?}");
+        assert!((1.0..2.0).contains(&gib(moe.moe_buffers_bytes)), "{moe:?}");
+        assert!(moe.notes.iter().any(|n| n.contains("102400")));
+    }
+}

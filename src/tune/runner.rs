@@ -1,0 +1,255 @@
+//! The real trial launcher behind the search: each `run` is one trial through the run engine
+//! (its own process group, early stop once steady, stored with the study). A resumed sweep first
+//! replays the study's finished trials in the order the search asks for them, so nothing
+//! finished is run again and the search takes the same decisions as before the interruption.
+
+use super::search::Runner;
+use super::space::as_overrides;
+use super::types::{Candidate, Outcome, Overrides};
+use crate::config::{Experiment, LoadOptions};
+use crate::run::summary::TrialResult;
+use crate::run::trial::{self, TrialEvent, TrialOptions};
+use crate::run::types::FailureClass;
+use crate::store::{Store, TrialFilter, TrialRow, TrialStatus};
+use tokio::sync::{mpsc, watch};
+
+/// One line of progress for the frontend.
+pub type Progress<'a> = Box<dyn FnMut(&str) + 'a>;
+
+pub struct TrialRunner<'a> {
+    exp: &'a Experiment,
+    load: &'a LoadOptions,
+    store: &'a Store,
+    base: TrialOptions,
+    study_id: i64,
+    rt: tokio::runtime::Runtime,
+    cancel: watch::Receiver<bool>,
+    /// Finished trials of the study not yet replayed, in id order.
+    stored: Vec<TrialRow>,
+    progress: Progress<'a>,
+    pub replayed: usize,
+    pub launched: usize,
+}
+
+impl<'a> TrialRunner<'a> {
+    #[allow(clippy::too_many_arguments)] // the pieces of a trial; built once per sweep
+    pub fn new(
+        exp: &'a Experiment,
+        load: &'a LoadOptions,
+        store: &'a Store,
+        base: TrialOptions,
+        study_id: i64,
+        cancel: watch::Receiver<bool>,
+        progress: Progress<'a>,
+    ) -> std::io::Result<TrialRunner<'a>> {
+        let stored = store
+            .list_trials(&TrialFilter {
+                study_id: Some(study_id),
+                ..TrialFilter::all()
+            })
+            .map_err(std::io::Error::other)?
+            .into_iter()
+            .filter(reusable)
+            .collect::<Vec<_>>();
+        let mut stored = stored;
+        stored.sort_by_key(|t| t.id);
+        Ok(TrialRunner {
+            exp,
+            load,
+            store,
+            base,
+            study_id,
+            rt: tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?,
+            cancel,
+            stored,
+            progress,
+            replayed: 0,
+            launched: 0,
+        })
+    }
+
+    pub fn cancelled(&self) -> bool {
+        *self.cancel.borrow()
+    }
+
+    /// The stored trial of this candidate and length, if the study has one left to replay.
+    fn take_stored(&mut self, o: &Overrides, iters: u64) -> Option<TrialRow> {
+        let i = self
+            .stored
+            .iter()
+            .position(|t| own_overrides(t) == *o && trial_iters(t) == Some(iters))?;
+        Some(self.stored.remove(i))
+    }
+}
+
+/// A trial a resumed sweep may reuse: it ended by itself (not interrupted or stopped by the
+/// user, whose measurement is incomplete).
+fn reusable(t: &TrialRow) -> bool {
+    match t.status {
+        TrialStatus::Completed | TrialStatus::Failed => true,
+        TrialStatus::Stopped => t
+            .failure
+            .as_ref()
+            .is_none_or(|f| f.class != FailureClass::KilledByUser),
+        TrialStatus::Running | TrialStatus::Interrupted => false,
+    }
+}
+
+fn own_overrides(t: &TrialRow) -> Overrides {
+    t.overrides
+        .iter()
+        .filter(|(k, _)| !trial::RUNNER_KEYS.contains(&k.as_str()))
+        .cloned()
+        .collect()
+}
+
+fn trial_iters(t: &TrialRow) -> Option<u64> {
+    t.overrides
+        .iter()
+        .find(|(k, _)| k == "train_iters")
+        .and_then(|(_, v)| v.as_u64())
+}
+
+/// The configured global batch of a trial (its `resolved.json`).
+fn config_global_batch(t: &TrialRow) -> Option<f64> {
+    let text = std::fs::read_to_string(t.trial_dir.join("resolved.json")).ok()?;
+    let j: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let params = crate::run::profile::read_resolved(&j);
+    params
+        .get("global_batch_size")
+        .and_then(|v| v.as_f64())
+        .filter(|g| *g > 0.0)
+}
+
+/// The outcome of a stored trial: its steady iterations (after the warm-up its summary names).
+/// Step times are normalised to the configured global batch: a workload that processes only
+/// part of it per step (the proxies cap the micro batches per step) reports `global batch size`
+/// in its log, and its step time is scaled up to the full batch, so candidates with different
+/// micro batch sizes compare by the time of the same work.
+fn outcome_of(store: &Store, t: &TrialRow, gpus: u64) -> Outcome {
+    let target = config_global_batch(t);
+    let warmup = t
+        .summary
+        .as_ref()
+        .and_then(|s| s.get("warmup"))
+        .and_then(|w| w.as_u64())
+        .unwrap_or(0) as usize;
+    let step_ms: Vec<f64> = store
+        .iterations(t.id)
+        .unwrap_or_default()
+        .iter()
+        .skip(warmup)
+        .filter_map(|i| {
+            let ms = i.elapsed_ms?;
+            let scale = match (target, i.global_batch_size) {
+                (Some(want), Some(ran)) if ran > 0 => want / ran as f64,
+                _ => 1.0,
+            };
+            Some(ms * scale)
+        })
+        .collect();
+    let class = t.failure.as_ref().map(|f| f.class);
+    let oom = matches!(class, Some(FailureClass::Oom | FailureClass::HostOom));
+    let failed = match (class, t.status) {
+        (_, _) if oom => None,
+        (Some(c), TrialStatus::Failed | TrialStatus::Stopped) => Some(c.label().to_string()),
+        _ => None,
+    };
+    Outcome {
+        step_ms,
+        oom,
+        failed,
+        peak_memory_bytes: t.peak_mem_gib.map(|g| (g * (1u64 << 30) as f64) as u64),
+        gpu_seconds: t.wall_s.unwrap_or(0.0) * gpus as f64,
+    }
+}
+
+impl Runner for TrialRunner<'_> {
+    fn run(&mut self, c: &Candidate, iters: u64) -> Outcome {
+        let label = c
+            .overrides
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        // What a stored trial of this candidate carries: the `--set` values, then the candidate's.
+        let mut expected: Overrides = self
+            .base
+            .overrides
+            .iter()
+            .map(|o| (o.key.clone(), o.value.to_json()))
+            .collect();
+        expected.extend(c.overrides.clone());
+        if let Some(t) = self.take_stored(&expected, iters) {
+            self.replayed += 1;
+            (self.progress)(&format!(
+                "candidate {} ({label}), {iters} iterations: trial {} already done",
+                c.id, t.id
+            ));
+            return outcome_of(self.store, &t, self.base.gpus);
+        }
+        if self.cancelled() {
+            return Outcome {
+                failed: Some("the sweep was stopped".into()),
+                ..Outcome::default()
+            };
+        }
+        let mut opts = self.base.clone();
+        // The command line's `--set` values (in `base`), then the candidate's, which win.
+        opts.overrides.retain(|o| !c.overrides.contains_key(&o.key));
+        opts.overrides.extend(as_overrides(&c.overrides));
+        opts.max_iters = iters;
+        opts.study_id = Some(self.study_id);
+        (self.progress)(&format!(
+            "candidate {} ({label}), {iters} iterations: launching",
+            c.id
+        ));
+        self.launched += 1;
+        let (tx, mut rx) = mpsc::channel::<TrialEvent>(256);
+        let (exp, load, store, cancel) = (self.exp, self.load, self.store, self.cancel.clone());
+        let result: Result<TrialResult, String> = self.rt.block_on(async {
+            let drain = async { while rx.recv().await.is_some() {} };
+            let (r, ()) =
+                tokio::join!(trial::run_trial(exp, load, store, &opts, tx, cancel), drain);
+            r.map_err(|e| e.to_string())
+        });
+        match result {
+            Ok(r) => {
+                let line = format!(
+                    "  trial {}: {}{} · median {} · peak {}",
+                    r.trial_id.map_or("-".into(), |i| i.to_string()),
+                    r.status,
+                    r.failure
+                        .as_ref()
+                        .map_or(String::new(), |f| format!(" ({})", f.class.label())),
+                    r.summary
+                        .median_step_ms
+                        .map_or("-".into(), |m| format!("{m:.1} ms")),
+                    r.summary
+                        .peak_mem_gib
+                        .map_or("-".into(), |m| format!("{m:.2} GiB")),
+                );
+                (self.progress)(&line);
+                match r
+                    .trial_id
+                    .and_then(|id| self.store.trial(id).ok().flatten())
+                {
+                    Some(row) => outcome_of(self.store, &row, self.base.gpus),
+                    None => Outcome {
+                        failed: Some("the trial was not stored".into()),
+                        ..Outcome::default()
+                    },
+                }
+            }
+            Err(e) => {
+                (self.progress)(&format!("  the trial could not run: {e}"));
+                Outcome {
+                    failed: Some(e),
+                    ..Outcome::default()
+                }
+            }
+        }
+    }
+}

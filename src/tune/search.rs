@@ -1,0 +1,1307 @@
+//! The noise-aware search over a space's candidates: memory pruning, successive halving on
+//! trial length, ties by cost order, confirmation in fresh processes.
+//!
+//! Pure: trials go through a [`Runner`] (a real trial launcher, or a recorded table in
+//! [`super::replay`]), so the whole decision procedure runs in tests without a GPU.
+//!
+//! The procedure ([`search`]):
+//!
+//! 1. **Predicted OOM.** With a known capacity, a candidate whose predicted peak exceeds
+//!    `capacity × (1 − headroom)` is never run ([`Verdict::PredictedOom`]).
+//! 2. **First rung.** Every other candidate gets a short trial of `first_iters` iterations,
+//!    lowest memory first (a linear extension of the memory-dominance order, so a candidate runs
+//!    only after every candidate it dominates). A candidate that OOMs rules out every candidate
+//!    that dominates it in memory ([`dominates_in_memory`]; Paddle's history pruning, extended
+//!    to all knobs at once); a ruled-out candidate is never run ([`Verdict::RuledOut`]).
+//! 3. **Halving.** The leader is the lowest median step time. A candidate whose 95 % CI of the
+//!    median lies entirely above the leader's is out of contention. The next rung keeps the
+//!    contenders among the best `1/growth` (by median; at least two) and gives each a fresh
+//!    trial `growth` times longer (capped at `max_iters`); samples are pooled across a
+//!    candidate's trials. Keeping `1/growth` (rather than a half) makes every rung cost about
+//!    the same, as in standard successive halving; `growth = 2` halves. It stops when
+//!    * the leader's CI is separated from every other candidate's (non-overlapping 95 % CIs),
+//!    * or the tie is resolved: some candidate tied with the leader is, even in the worst case
+//!      the CIs allow, at most `tolerance` (relative) slower than every tied candidate (an
+//!      indifference zone: closer than that, telling them apart is not worth a trial),
+//!    * or the longest trials have run (a rung capped at `max_iters` runs only if it at least
+//!      doubles the trial length), or the budget (`budget_gpu_seconds`, `max_trials`) is spent.
+//! 4. **Confirmation.** The provisional pick and the best others (`confirm_top` in all) get one
+//!    more trial of `confirm_iters` in a fresh process, pooled, before the final verdict.
+//! 5. **Ties.** Candidates whose CI overlaps the leader's are ties. The cheapest in cost order
+//!    (lexicographic on `ranks`, earlier knobs first) wins among the tied candidates that are
+//!    within `tolerance` in the worst case; while none is (the CIs are still too wide to say),
+//!    the leader wins. So a cheaper setting is preferred only when it is known not to cost more
+//!    than the tolerance.
+//!
+//! Every decision is written to [`SearchResult::log`], one line each, for the report.
+
+use super::types::{Candidate, Knob, MemoryTrend, Outcome};
+use crate::run::steady::median_ci95;
+use serde::Serialize;
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+/// Runs one trial of a candidate.
+pub trait Runner {
+    /// A trial of `iters` iterations in a fresh process. `Outcome::step_ms` are the steady
+    /// samples it measured (after its warm-up); a runner may stop early once the figure is
+    /// steady, so it can return fewer than `iters`.
+    fn run(&mut self, c: &Candidate, iters: u64) -> Outcome;
+}
+
+/// How the search spends trials.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchConfig {
+    /// Iterations of the first rung's trials (warm-up included).
+    pub first_iters: u64,
+    /// Each later rung's trials are this many times longer, and it keeps the best `1/growth`
+    /// of the contenders (at least 2).
+    pub growth: u64,
+    /// Longest trial, iterations: rung lengths are capped here, and a capped rung runs only
+    /// if it at least doubles the previous length (else the halving ends).
+    pub max_iters: u64,
+    /// Stop launching after this many trials (OOMs and failures count).
+    pub max_trials: Option<usize>,
+    /// Stop launching once this many GPU-seconds are spent (the trial in flight finishes, so
+    /// the total exceeds it by at most one trial).
+    pub budget_gpu_seconds: Option<f64>,
+    /// How many of the top candidates get a confirmation trial before the verdict.
+    pub confirm_top: usize,
+    /// Length of a confirmation trial, iterations (a fresh process checks for a shift in
+    /// level, which a short trial shows; the samples are pooled with the rest).
+    pub confirm_iters: u64,
+    /// GPU memory, bytes; with it, predicted peaks above `capacity × (1 − headroom)` are
+    /// pruned before any trial.
+    pub capacity_bytes: Option<f64>,
+    /// Share of the capacity kept free (0.05: predictions may use 95 %).
+    pub headroom: f64,
+    /// Indifference zone (relative, 0.01 = 1 %): a tie whose worst case costs at most this
+    /// much needs no more trials.
+    pub tolerance: f64,
+}
+
+/// The defaults, tuned on the replay benchmark (`primus-tune bench-replay --synthetic 100`):
+/// a 6-iteration screen (4 steady samples after the 2 warm-up iterations), one rung of 18
+/// iterations for the best third, 2 confirmations of 12 iterations, a 1 % indifference zone.
+/// Longer ladders (6 → 18 → 54) bought no accuracy there (96 against 95 of 100 studies within
+/// 1 % of the best) for 30 % more GPU-seconds.
+impl Default for SearchConfig {
+    fn default() -> Self {
+        SearchConfig {
+            first_iters: 6,
+            growth: 3,
+            max_iters: 18,
+            max_trials: None,
+            budget_gpu_seconds: None,
+            confirm_top: 2,
+            confirm_iters: 12,
+            capacity_bytes: None,
+            headroom: 0.05,
+            tolerance: 0.01,
+        }
+    }
+}
+
+/// The search's verdict on one candidate.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "verdict", content = "detail", rename_all = "kebab-case")]
+pub enum Verdict {
+    /// The recommendation.
+    Winner,
+    /// Within the noise of the leader; the winner is cheaper in cost order (or faster).
+    Tie { with: usize },
+    /// Slower than the winner by `pct` % of its median, ± `ci_pct` (the two CIs' half-widths
+    /// added, as % of the winner's median).
+    Slower { pct: f64, ci_pct: f64 },
+    /// Ran out of memory.
+    Oom,
+    /// Never run: it dominates candidate `by` in memory, which ran out of memory.
+    RuledOut { by: usize, reason: String },
+    /// Never run: the memory model puts it over the usable capacity.
+    PredictedOom { reason: String },
+    /// A trial failed for another reason (crash, hang, no steady samples).
+    Failed(String),
+    /// Never run: the budget ended first.
+    NotRun,
+}
+
+/// What was measured of one candidate, pooled over its trials.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Evidence {
+    /// Steady samples pooled over all trials.
+    pub n: usize,
+    pub median_ms: Option<f64>,
+    /// 95 % CI of the median ([`median_ci95`]; the full range below 6 samples).
+    pub ci_low_ms: Option<f64>,
+    pub ci_high_ms: Option<f64>,
+    pub trials: usize,
+    /// Iterations asked for, summed over trials (a trial that stopped early ran fewer).
+    pub iters: u64,
+    /// Largest peak any trial reported.
+    pub peak_memory_bytes: Option<u64>,
+}
+
+/// The outcome of a search. Candidates are named by `Candidate::id`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct SearchResult {
+    /// The recommendation; `None` when no candidate produced a measurement.
+    pub pick: Option<usize>,
+    /// Measured candidates: the pick first, then by median step time.
+    pub ranking: Vec<usize>,
+    /// One verdict per candidate, in the order given.
+    pub verdicts: Vec<(usize, Verdict)>,
+    /// Per candidate that had at least one trial.
+    pub evidence: BTreeMap<usize, Evidence>,
+    pub gpu_seconds: f64,
+    pub trials: usize,
+    /// One line per decision.
+    pub log: Vec<String>,
+}
+
+/// Whether `a` dominates `b` in memory: on every knob with a memory trend, `a`'s value needs
+/// at least as much memory as `b`'s (`Increasing`: rank ≥; `Decreasing`: rank ≤), knobs
+/// without a trend are equal, and `a ≠ b`. If `b` runs out of memory, so will `a` (when memory
+/// is monotone in each knob, as the trends claim). Candidates whose `ranks` do not match the
+/// knobs are never comparable.
+pub fn dominates_in_memory(knobs: &[Knob], a: &Candidate, b: &Candidate) -> bool {
+    if a.ranks.len() != knobs.len() || b.ranks.len() != knobs.len() || a.ranks == b.ranks {
+        return false;
+    }
+    knobs
+        .iter()
+        .zip(a.ranks.iter().zip(&b.ranks))
+        .all(|(k, (&ra, &rb))| match k.memory {
+            MemoryTrend::Increasing => ra >= rb,
+            MemoryTrend::Decreasing => ra <= rb,
+            MemoryTrend::None => ra == rb,
+        })
+}
+
+/// Cost order: lexicographic on `ranks` (earlier knobs first, lower rank cheaper), then id.
+pub fn cost_cmp(a: &Candidate, b: &Candidate) -> Ordering {
+    a.ranks.cmp(&b.ranks).then(a.id.cmp(&b.id))
+}
+
+/// A memory level that grows along every trend: if `a` dominates `b`, `a`'s level is higher.
+fn memory_level(knobs: &[Knob], c: &Candidate) -> usize {
+    knobs
+        .iter()
+        .zip(&c.ranks)
+        .map(|(k, &r)| match k.memory {
+            MemoryTrend::Increasing => r,
+            MemoryTrend::Decreasing => k.values.len().saturating_sub(1).saturating_sub(r),
+            MemoryTrend::None => 0,
+        })
+        .sum()
+}
+
+/// Median and 95 % CI of pooled samples.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Stat {
+    median: f64,
+    lo: f64,
+    hi: f64,
+}
+
+impl Stat {
+    fn of(samples: &[f64]) -> Option<Stat> {
+        if samples.is_empty() {
+            return None;
+        }
+        let mut v = samples.to_vec();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        let (lo, hi) = median_ci95(&v);
+        Some(Stat { median, lo, hi })
+    }
+
+    fn overlaps(&self, o: &Stat) -> bool {
+        self.lo <= o.hi && o.lo <= self.hi
+    }
+
+    fn half(&self) -> f64 {
+        (self.hi - self.lo) / 2.0
+    }
+}
+
+/// Where a candidate stands during the search.
+#[derive(Debug, Clone, PartialEq)]
+enum State {
+    /// Not run yet.
+    Pending,
+    /// Measured, no failure.
+    Measured,
+    /// Out for good, with its final verdict.
+    Out(Verdict),
+}
+
+struct Search<'a> {
+    knobs: &'a [Knob],
+    cands: &'a [Candidate],
+    cfg: &'a SearchConfig,
+    state: Vec<State>,
+    samples: Vec<Vec<f64>>,
+    evidence: Vec<Evidence>,
+    gpu_seconds: f64,
+    trials: usize,
+    log: Vec<String>,
+    budget_note_logged: bool,
+}
+
+impl<'a> Search<'a> {
+    fn label(&self, i: usize) -> String {
+        let c = &self.cands[i];
+        let kv: Vec<String> = c
+            .overrides
+            .iter()
+            .map(|(k, v)| match v {
+                serde_json::Value::String(s) => format!("{k}={s}"),
+                other => format!("{k}={other}"),
+            })
+            .collect();
+        format!("#{} ({})", c.id, kv.join(", "))
+    }
+
+    fn stat(&self, i: usize) -> Option<Stat> {
+        Stat::of(&self.samples[i])
+    }
+
+    /// Whether another trial may be launched; logs the reason once when not.
+    fn can_launch(&mut self) -> bool {
+        let why = if self.cfg.max_trials.is_some_and(|m| self.trials >= m) {
+            Some(format!("max trials reached ({})", self.trials))
+        } else if self
+            .cfg
+            .budget_gpu_seconds
+            .is_some_and(|b| self.gpu_seconds >= b)
+        {
+            Some(format!(
+                "budget spent ({:.0} GPU-s of {:.0})",
+                self.gpu_seconds,
+                self.cfg.budget_gpu_seconds.unwrap_or_default()
+            ))
+        } else {
+            None
+        };
+        match why {
+            None => true,
+            Some(w) => {
+                if !self.budget_note_logged {
+                    self.log.push(format!("stop: {w}"));
+                    self.budget_note_logged = true;
+                }
+                false
+            }
+        }
+    }
+
+    /// One trial of candidate `i`; `false` when the budget forbids it.
+    fn trial(&mut self, runner: &mut dyn Runner, i: usize, iters: u64) -> bool {
+        if !self.can_launch() {
+            return false;
+        }
+        let out = runner.run(&self.cands[i], iters);
+        self.trials += 1;
+        if out.gpu_seconds.is_finite() && out.gpu_seconds > 0.0 {
+            self.gpu_seconds += out.gpu_seconds;
+        }
+        let ev = &mut self.evidence[i];
+        ev.trials += 1;
+        ev.iters += iters;
+        if let Some(p) = out.peak_memory_bytes {
+            ev.peak_memory_bytes = Some(ev.peak_memory_bytes.map_or(p, |q| q.max(p)));
+        }
+        if out.oom {
+            self.state[i] = State::Out(Verdict::Oom);
+            self.log.push(format!("{}: out of memory", self.label(i)));
+            self.rule_out_dominators(i);
+            return true;
+        }
+        if let Some(msg) = out.failed {
+            self.log.push(format!("{}: failed: {msg}", self.label(i)));
+            self.state[i] = State::Out(Verdict::Failed(msg));
+            return true;
+        }
+        let good: Vec<f64> = out
+            .step_ms
+            .iter()
+            .copied()
+            .filter(|v| v.is_finite() && *v > 0.0)
+            .collect();
+        if good.is_empty() {
+            let msg = "no steady step times".to_string();
+            self.log.push(format!("{}: failed: {msg}", self.label(i)));
+            self.state[i] = State::Out(Verdict::Failed(msg));
+            return true;
+        }
+        self.samples[i].extend(good);
+        self.state[i] = State::Measured;
+        if let Some(s) = self.stat(i) {
+            let ev = &mut self.evidence[i];
+            ev.n = self.samples[i].len();
+            ev.median_ms = Some(s.median);
+            ev.ci_low_ms = Some(s.lo);
+            ev.ci_high_ms = Some(s.hi);
+        }
+        true
+    }
+
+    /// Candidate `b` ran out of memory: every candidate that dominates it in memory and has not
+    /// run successfully is ruled out (a measured one evidently fits and keeps its evidence).
+    fn rule_out_dominators(&mut self, b: usize) {
+        let mut ruled = Vec::new();
+        for a in 0..self.cands.len() {
+            if a == b || !matches!(self.state[a], State::Pending) {
+                continue;
+            }
+            if dominates_in_memory(self.knobs, &self.cands[a], &self.cands[b]) {
+                let reason = format!(
+                    "needs at least the memory of #{}, which ran out of memory",
+                    self.cands[b].id
+                );
+                self.state[a] = State::Out(Verdict::RuledOut {
+                    by: self.cands[b].id,
+                    reason,
+                });
+                ruled.push(format!("#{}", self.cands[a].id));
+            }
+        }
+        if !ruled.is_empty() {
+            self.log.push(format!(
+                "#{} OOM rules out {} (they dominate it in memory; never run)",
+                self.cands[b].id,
+                ruled.join(", ")
+            ));
+        }
+    }
+
+    fn measured(&self) -> Vec<usize> {
+        (0..self.cands.len())
+            .filter(|&i| self.state[i] == State::Measured)
+            .collect()
+    }
+
+    /// Sort measured candidates by median (then cost order).
+    fn by_median(&self, set: &[usize]) -> Vec<(usize, Stat)> {
+        let mut v: Vec<(usize, Stat)> = set
+            .iter()
+            .filter(|&&i| self.state[i] == State::Measured)
+            .filter_map(|&i| self.stat(i).map(|s| (i, s)))
+            .collect();
+        v.sort_by(|a, b| {
+            a.1.median
+                .total_cmp(&b.1.median)
+                .then_with(|| cost_cmp(&self.cands[a.0], &self.cands[b.0]))
+        });
+        v
+    }
+
+    /// Leader, candidates tied with it (leader included, by median), the tie rule's pick.
+    ///
+    /// A tied candidate is *eligible* when choosing it costs at most `tolerance` in the worst
+    /// case: its CI's upper bound is within `tolerance × leader's median` of the lowest CI bound
+    /// among the tied. The pick is the cheapest eligible candidate in cost order; with none
+    /// eligible (the tie is not resolved yet), the leader.
+    fn decide(&self, set: &[usize]) -> Option<Decision> {
+        let sorted = self.by_median(set);
+        let &(leader, ls) = sorted.first()?;
+        let tied: Vec<(usize, Stat)> = sorted
+            .iter()
+            .copied()
+            .filter(|(_, s)| s.overlaps(&ls))
+            .collect();
+        let best_lo = tied.iter().map(|t| t.1.lo).fold(f64::INFINITY, f64::min);
+        let loss = |s: &Stat| (s.hi - best_lo) / ls.median;
+        let eligible: Vec<usize> = tied
+            .iter()
+            .filter(|t| loss(&t.1) <= self.cfg.tolerance)
+            .map(|t| t.0)
+            .collect();
+        let pick = eligible
+            .iter()
+            .copied()
+            .min_by(|&a, &b| cost_cmp(&self.cands[a], &self.cands[b]))
+            .unwrap_or(leader);
+        let pick_loss = tied
+            .iter()
+            .find(|t| t.0 == pick)
+            .map_or(f64::INFINITY, |t| loss(&t.1));
+        Some(Decision {
+            sorted,
+            leader,
+            tied,
+            pick,
+            resolved: !eligible.is_empty(),
+            pick_loss,
+        })
+    }
+
+    /// Logs what a stage cost: the GPU-seconds since `since`, and the total.
+    fn note_spent(&mut self, stage: &str, since: f64) {
+        self.log.push(format!(
+            "{stage} spent {:.1} GPU-s (total {:.1} GPU-s, {} trials)",
+            self.gpu_seconds - since,
+            self.gpu_seconds,
+            self.trials
+        ));
+    }
+
+    fn fmt_stat(s: &Stat) -> String {
+        format!("{:.2} ms [{:.2}, {:.2}]", s.median, s.lo, s.hi)
+    }
+}
+
+struct Decision {
+    sorted: Vec<(usize, Stat)>,
+    leader: usize,
+    tied: Vec<(usize, Stat)>,
+    pick: usize,
+    /// Some tied candidate is within the tolerance in the worst case.
+    resolved: bool,
+    /// The pick's worst-case loss (relative to the leader's median).
+    pick_loss: f64,
+}
+
+/// Runs the search. `knobs` are the space's knobs (their order and memory trends define cost
+/// order and dominance); `predicted_bytes` is the memory model's peak for a candidate (`None`:
+/// no prediction). See the module docs for the procedure.
+pub fn search(
+    knobs: &[Knob],
+    cands: &[Candidate],
+    runner: &mut dyn Runner,
+    cfg: &SearchConfig,
+    predicted_bytes: &dyn Fn(&Candidate) -> Option<f64>,
+) -> SearchResult {
+    let n = cands.len();
+    let mut s = Search {
+        knobs,
+        cands,
+        cfg,
+        state: vec![State::Pending; n],
+        samples: vec![Vec::new(); n],
+        evidence: vec![Evidence::default(); n],
+        gpu_seconds: 0.0,
+        trials: 0,
+        log: Vec::new(),
+        budget_note_logged: false,
+    };
+    let max_iters = cfg.max_iters.max(1);
+    let mut iters = cfg.first_iters.clamp(1, max_iters);
+    let growth = cfg.growth.max(2);
+
+    // 1. Predicted OOM.
+    let mut predicted: Vec<Option<f64>> = vec![None; n];
+    for (i, c) in cands.iter().enumerate() {
+        predicted[i] = predicted_bytes(c).filter(|p| p.is_finite());
+        if let (Some(cap), Some(p)) = (cfg.capacity_bytes, predicted[i]) {
+            let usable = cap * (1.0 - cfg.headroom.clamp(0.0, 1.0));
+            if p > usable {
+                let reason = format!(
+                    "predicted peak {:.1} GiB > {:.1} GiB usable ({:.0} % of {:.1} GiB)",
+                    p / GIB,
+                    usable / GIB,
+                    (1.0 - cfg.headroom.clamp(0.0, 1.0)) * 100.0,
+                    cap / GIB
+                );
+                s.log
+                    .push(format!("{}: predicted OOM: {reason}", s.label(i)));
+                s.state[i] = State::Out(Verdict::PredictedOom { reason });
+            }
+        }
+    }
+
+    // 2. First rung, lowest memory first.
+    let mut order: Vec<usize> = (0..n).filter(|&i| s.state[i] == State::Pending).collect();
+    order.sort_by(|&a, &b| {
+        memory_level(knobs, &cands[a])
+            .cmp(&memory_level(knobs, &cands[b]))
+            .then_with(|| {
+                let (pa, pb) = (predicted[a], predicted[b]);
+                pa.unwrap_or(0.0).total_cmp(&pb.unwrap_or(0.0))
+            })
+            .then_with(|| cost_cmp(&cands[a], &cands[b]))
+    });
+    s.log.push(format!(
+        "rung 1: {} iterations for each of {} candidates, lowest memory first",
+        iters,
+        order.len()
+    ));
+    let mut exhausted = false;
+    for &i in &order {
+        if s.state[i] != State::Pending {
+            continue;
+        }
+        if !s.trial(runner, i, iters) {
+            exhausted = true;
+            break;
+        }
+    }
+    s.note_spent("rung 1", 0.0);
+    for i in 0..n {
+        if s.state[i] == State::Pending {
+            s.state[i] = State::Out(Verdict::NotRun);
+        }
+    }
+
+    // 3. Halving.
+    let mut contenders: Vec<usize> = s.measured();
+    let mut rung = 1;
+    while !exhausted {
+        let Some(d) = s.decide(&contenders) else {
+            break;
+        };
+        let ls = d.sorted[0].1;
+        if d.tied.len() == 1 {
+            let next = d.sorted.get(1).map_or(String::new(), |&(j, js)| {
+                format!("; next {} {}", s.label(j), Search::fmt_stat(&js))
+            });
+            s.log.push(format!(
+                "separated: {} {}{next}",
+                s.label(d.leader),
+                Search::fmt_stat(&ls)
+            ));
+            break;
+        }
+        if d.resolved {
+            s.log.push(format!(
+                "tie resolved: {} is at most {:.2} % slower than any of the {} tied candidates",
+                s.label(d.pick),
+                d.pick_loss * 100.0,
+                d.tied.len()
+            ));
+            break;
+        }
+        // The next rung's length: `growth` times longer, capped at `max_iters`; a capped rung
+        // that would not at least double the length is not worth its start-up.
+        let next_iters = iters.saturating_mul(growth).min(max_iters);
+        if next_iters < iters.saturating_mul(2) {
+            s.log.push(format!(
+                "longest trials ({iters} iterations) done; {} candidates still tied",
+                d.tied.len()
+            ));
+            break;
+        }
+        // The better 1/growth (by median) among those still tied with the leader; at least two.
+        let keep = d
+            .sorted
+            .len()
+            .div_ceil(usize::try_from(growth).unwrap_or(usize::MAX))
+            .max(2);
+        let top: Vec<usize> = d.sorted.iter().take(keep).map(|t| t.0).collect();
+        let mut next: Vec<usize> = d
+            .tied
+            .iter()
+            .map(|t| t.0)
+            .filter(|i| top.contains(i))
+            .collect();
+        if next.len() < 2
+            && let Some(t) = d.tied.iter().find(|t| !next.contains(&t.0))
+        {
+            next.push(t.0);
+        }
+        let dropped: Vec<String> = d
+            .sorted
+            .iter()
+            .filter(|t| !next.contains(&t.0))
+            .map(|t| format!("#{}", s.cands[t.0].id))
+            .collect();
+        iters = next_iters;
+        rung += 1;
+        s.log.push(format!(
+            "rung {rung}: {iters} iterations for {}{}",
+            next.iter()
+                .map(|&i| format!("#{}", s.cands[i].id))
+                .collect::<Vec<_>>()
+                .join(", "),
+            if dropped.is_empty() {
+                String::new()
+            } else {
+                format!(" (out of contention: {})", dropped.join(", "))
+            }
+        ));
+        let since = s.gpu_seconds;
+        for &i in &next {
+            if s.state[i] == State::Measured && !s.trial(runner, i, iters) {
+                exhausted = true;
+                break;
+            }
+        }
+        s.note_spent(&format!("rung {rung}"), since);
+        contenders = next
+            .into_iter()
+            .filter(|&i| s.state[i] == State::Measured)
+            .collect();
+    }
+
+    // 4. Confirmation: the provisional pick and the best others, once more each.
+    let confirm_iters = cfg.confirm_iters.max(1);
+    if cfg.confirm_top > 0
+        && !exhausted
+        && let Some(d) = s.decide(&contenders)
+    {
+        let mut confirm = vec![d.pick];
+        let all = s.by_median(&s.measured());
+        for &(i, _) in d.sorted.iter().chain(all.iter()) {
+            if confirm.len() >= cfg.confirm_top {
+                break;
+            }
+            if !confirm.contains(&i) {
+                confirm.push(i);
+            }
+        }
+        s.log.push(format!(
+            "confirm: {} iterations for {} in fresh processes",
+            confirm_iters,
+            confirm
+                .iter()
+                .map(|&i| format!("#{}", s.cands[i].id))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        let since = s.gpu_seconds;
+        for &i in &confirm {
+            if !s.trial(runner, i, confirm_iters) {
+                break;
+            }
+            if !contenders.contains(&i) {
+                contenders.push(i);
+            }
+        }
+        s.note_spent("confirmation", since);
+        contenders.retain(|&i| s.state[i] == State::Measured);
+    }
+
+    // 5. Verdicts.
+    finish(s, &contenders)
+}
+
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+fn finish(s: Search<'_>, contenders: &[usize]) -> SearchResult {
+    let mut contenders = contenders.to_vec();
+    if contenders.is_empty() {
+        // Every contender failed late: fall back to everything measured.
+        contenders = s.measured();
+    }
+    let decision = s.decide(&contenders);
+    let mut log = s.log.clone();
+    let n = s.cands.len();
+    let mut verdicts: Vec<Verdict> = s
+        .state
+        .iter()
+        .map(|st| match st {
+            State::Out(v) => v.clone(),
+            State::Pending | State::Measured => Verdict::NotRun,
+        })
+        .collect();
+    let mut ranking = Vec::new();
+    let mut pick = None;
+    if let Some(d) = &decision {
+        let ls = d.sorted[0].1;
+        let ps = s.stat(d.pick).unwrap_or(ls);
+        pick = Some(s.cands[d.pick].id);
+        ranking.push(s.cands[d.pick].id);
+        for (i, st) in s.by_median(&s.measured()) {
+            if i == d.pick {
+                verdicts[i] = Verdict::Winner;
+                continue;
+            }
+            ranking.push(s.cands[i].id);
+            // Overlapping either CI is a tie; so is a faster median that was not a final
+            // contender (dropped earlier on fewer samples).
+            verdicts[i] = if st.overlaps(&ls) || st.overlaps(&ps) || st.median < ps.median {
+                Verdict::Tie {
+                    with: s.cands[d.pick].id,
+                }
+            } else {
+                Verdict::Slower {
+                    pct: (st.median / ps.median - 1.0) * 100.0,
+                    ci_pct: (st.half() + ps.half()) / ps.median * 100.0,
+                }
+            };
+        }
+        if d.pick == d.leader {
+            log.push(format!(
+                "pick: {} {}",
+                s.label(d.pick),
+                Search::fmt_stat(&ps)
+            ));
+        } else {
+            log.push(format!(
+                "pick: {} {}: tied with the fastest, {} {}, and cheaper in cost order",
+                s.label(d.pick),
+                Search::fmt_stat(&ps),
+                s.label(d.leader),
+                Search::fmt_stat(&ls)
+            ));
+        }
+    } else {
+        log.push("pick: none (no candidate was measured)".to_string());
+    }
+    let evidence = (0..n)
+        .filter(|&i| s.evidence[i].trials > 0)
+        .map(|i| (s.cands[i].id, s.evidence[i].clone()))
+        .collect();
+    SearchResult {
+        pick,
+        ranking,
+        verdicts: s
+            .cands
+            .iter()
+            .zip(verdicts)
+            .map(|(c, v)| (c.id, v))
+            .collect(),
+        evidence,
+        gpu_seconds: s.gpu_seconds,
+        trials: s.trials,
+        log,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tune::Overrides;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    /// SplitMix64 for test noise.
+    struct Rng(u64);
+
+    impl Rng {
+        fn uniform(&mut self) -> f64 {
+            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+        }
+        fn normal(&mut self) -> f64 {
+            let u1 = 1.0 - self.uniform();
+            let u2 = self.uniform();
+            (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+        }
+    }
+
+    /// A fake trainer: candidate `id` steps `step_ms[id]` with relative noise `cv`; `iters`
+    /// iterations give `iters − 2` samples and cost `iters × step` seconds (÷ 1000) plus
+    /// `startup_s`. Records every launch.
+    struct Fake {
+        step_ms: Vec<f64>,
+        cv: f64,
+        startup_s: f64,
+        oom: BTreeSet<usize>,
+        fail: BTreeSet<usize>,
+        rng: Rng,
+        launched: Vec<(usize, u64)>,
+    }
+
+    impl Fake {
+        fn new(step_ms: Vec<f64>, cv: f64, seed: u64) -> Self {
+            Fake {
+                step_ms,
+                cv,
+                startup_s: 0.0,
+                oom: BTreeSet::new(),
+                fail: BTreeSet::new(),
+                rng: Rng(seed),
+                launched: Vec::new(),
+            }
+        }
+    }
+
+    impl Runner for Fake {
+        fn run(&mut self, c: &Candidate, iters: u64) -> Outcome {
+            self.launched.push((c.id, iters));
+            let step = self.step_ms[c.id];
+            if self.oom.contains(&c.id) {
+                return Outcome {
+                    oom: true,
+                    gpu_seconds: self.startup_s + step / 1000.0,
+                    ..Outcome::default()
+                };
+            }
+            if self.fail.contains(&c.id) {
+                return Outcome {
+                    failed: Some("NCCL timeout".into()),
+                    gpu_seconds: self.startup_s,
+                    ..Outcome::default()
+                };
+            }
+            let n = iters.saturating_sub(2) as usize;
+            let step_ms: Vec<f64> = (0..n)
+                .map(|_| step * (1.0 + self.cv * self.rng.normal()).max(0.5))
+                .collect();
+            Outcome {
+                gpu_seconds: self.startup_s + iters as f64 * step / 1000.0,
+                step_ms,
+                peak_memory_bytes: Some(1 << 30),
+                ..Outcome::default()
+            }
+        }
+    }
+
+    fn knob(flag: &str, n: usize, memory: MemoryTrend) -> Knob {
+        Knob {
+            flag: flag.into(),
+            values: (0..n).map(|v| serde_json::json!(v)).collect(),
+            memory,
+        }
+    }
+
+    /// Every point of the knobs' grid, id = position.
+    fn grid(knobs: &[Knob]) -> Vec<Candidate> {
+        let mut ranks: Vec<Vec<usize>> = vec![vec![]];
+        for k in knobs {
+            ranks = ranks
+                .into_iter()
+                .flat_map(|r| {
+                    (0..k.values.len()).map(move |v| {
+                        let mut r = r.clone();
+                        r.push(v);
+                        r
+                    })
+                })
+                .collect();
+        }
+        ranks
+            .into_iter()
+            .enumerate()
+            .map(|(id, ranks)| Candidate {
+                id,
+                overrides: knobs
+                    .iter()
+                    .zip(&ranks)
+                    .map(|(k, &r)| (k.flag.clone(), k.values[r].clone()))
+                    .collect(),
+                ranks,
+            })
+            .collect()
+    }
+
+    fn no_model(_: &Candidate) -> Option<f64> {
+        None
+    }
+
+    fn verdict(r: &SearchResult, id: usize) -> &Verdict {
+        &r.verdicts.iter().find(|(i, _)| *i == id).unwrap().1
+    }
+
+    fn mbs_recompute() -> Vec<Knob> {
+        vec![
+            knob("micro_batch_size", 4, MemoryTrend::Increasing),
+            knob("recompute_num_layers", 3, MemoryTrend::Decreasing),
+            knob("turbo_deepep_num_cu", 2, MemoryTrend::None),
+        ]
+    }
+
+    #[test]
+    fn dominance_follows_the_trends() {
+        let knobs = mbs_recompute();
+        let c = |ranks: [usize; 3]| Candidate {
+            id: 0,
+            overrides: Overrides::new(),
+            ranks: ranks.to_vec(),
+        };
+        // Larger micro batch, same recompute and CUs: more memory.
+        assert!(dominates_in_memory(&knobs, &c([2, 1, 0]), &c([1, 1, 0])));
+        // Larger micro batch and less recompute: more memory.
+        assert!(dominates_in_memory(&knobs, &c([2, 0, 0]), &c([1, 1, 0])));
+        // Larger micro batch but more recompute: not comparable.
+        assert!(!dominates_in_memory(&knobs, &c([2, 2, 0]), &c([1, 1, 0])));
+        // A knob without a trend must be equal.
+        assert!(!dominates_in_memory(&knobs, &c([2, 1, 1]), &c([1, 1, 0])));
+        // Not itself, not the other way.
+        assert!(!dominates_in_memory(&knobs, &c([1, 1, 0]), &c([1, 1, 0])));
+        assert!(!dominates_in_memory(&knobs, &c([1, 1, 0]), &c([2, 1, 0])));
+        // Ranks that do not fit the knobs compare with nothing.
+        assert!(!dominates_in_memory(
+            &knobs,
+            &c([2, 1, 0]),
+            &Candidate {
+                id: 1,
+                overrides: Overrides::new(),
+                ranks: vec![1],
+            }
+        ));
+    }
+
+    #[test]
+    fn oom_rules_out_the_dominating_candidates_without_running_them() {
+        let knobs = mbs_recompute();
+        let cands = grid(&knobs);
+        let steps: Vec<f64> = cands
+            .iter()
+            .map(|c| 300.0 - 20.0 * c.ranks[0] as f64)
+            .collect();
+        let mut fake = Fake::new(steps, 0.01, 1);
+        // micro batch 2 (rank 1) without recompute, 16 CUs, runs out of memory.
+        let oom = cands.iter().find(|c| c.ranks == [1, 0, 0]).unwrap().id;
+        fake.oom.insert(oom);
+        let r = search(
+            &knobs,
+            &cands,
+            &mut fake,
+            &SearchConfig::default(),
+            &no_model,
+        );
+        let ruled: BTreeSet<usize> = r
+            .verdicts
+            .iter()
+            .filter(|(_, v)| matches!(v, Verdict::RuledOut { by, .. } if *by == oom))
+            .map(|(i, _)| *i)
+            .collect();
+        // Micro batch 4 and 8 without recompute, same CUs.
+        let expect: BTreeSet<usize> = cands
+            .iter()
+            .filter(|c| c.ranks[0] >= 2 && c.ranks[1] == 0 && c.ranks[2] == 0)
+            .map(|c| c.id)
+            .collect();
+        assert_eq!(ruled, expect);
+        assert_eq!(verdict(&r, oom), &Verdict::Oom);
+        for id in &ruled {
+            assert!(fake.launched.iter().all(|(i, _)| i != id), "{id} ran");
+        }
+        assert!(r.log.iter().any(|l| l.contains("rules out")), "{:?}", r.log);
+        // The fastest that fits: micro batch 8 with some recompute.
+        let pick = r.pick.unwrap();
+        assert_eq!(cands[pick].ranks[0], 3, "{:?}", r.log);
+        assert_eq!(verdict(&r, pick), &Verdict::Winner);
+    }
+
+    #[test]
+    fn predicted_oom_is_never_run() {
+        let knobs = vec![knob("micro_batch_size", 4, MemoryTrend::Increasing)];
+        let cands = grid(&knobs);
+        let mut fake = Fake::new(vec![400.0, 300.0, 200.0, 100.0], 0.01, 2);
+        let cfg = SearchConfig {
+            capacity_bytes: Some(100.0 * GIB),
+            headroom: 0.1,
+            ..SearchConfig::default()
+        };
+        // 40 GiB per micro batch step: 40, 80, 120, 160 → the last two exceed 90 GiB.
+        let model = |c: &Candidate| Some(40.0 * GIB * (c.ranks[0] + 1) as f64);
+        let r = search(&knobs, &cands, &mut fake, &cfg, &model);
+        assert!(matches!(verdict(&r, 2), Verdict::PredictedOom { .. }));
+        assert!(matches!(verdict(&r, 3), Verdict::PredictedOom { .. }));
+        assert!(fake.launched.iter().all(|(i, _)| *i < 2));
+        assert_eq!(r.pick, Some(1));
+        assert!(!r.evidence.contains_key(&3));
+    }
+
+    #[test]
+    fn ties_go_to_the_cheapest_in_cost_order() {
+        // Four CU counts: 16 and 24 are slow; 32 and 48 are the same speed.
+        let knobs = vec![knob("turbo_deepep_num_cu", 4, MemoryTrend::None)];
+        let cands = grid(&knobs);
+        let mut fake = Fake::new(vec![130.0, 120.0, 100.0, 100.0], 0.002, 3);
+        let r = search(
+            &knobs,
+            &cands,
+            &mut fake,
+            &SearchConfig::default(),
+            &no_model,
+        );
+        assert_eq!(r.pick, Some(2), "{:?}", r.log);
+        assert_eq!(verdict(&r, 3), &Verdict::Tie { with: 2 });
+        assert!(matches!(verdict(&r, 0), Verdict::Slower { pct, .. } if *pct > 20.0));
+        assert_eq!(r.ranking[0], 2);
+        // The same with the cheap one listed last: order of listing does not matter.
+        let mut rev = cands.clone();
+        rev.reverse();
+        let mut fake = Fake::new(vec![130.0, 120.0, 100.0, 100.0], 0.002, 3);
+        let r = search(&knobs, &rev, &mut fake, &SearchConfig::default(), &no_model);
+        assert_eq!(r.pick, Some(2), "{:?}", r.log);
+    }
+
+    #[test]
+    fn a_wide_tie_does_not_go_to_a_cheaper_but_slower_candidate() {
+        // 16 CUs are 3 % slower, under 4 % noise; 24 CUs are the fastest. With a tolerance of
+        // 1 % the cheaper value may only win once the CIs say it costs at most 1 %.
+        let knobs = vec![knob("turbo_deepep_num_cu", 2, MemoryTrend::None)];
+        let cands = grid(&knobs);
+        for seed in 0..20 {
+            let mut fake = Fake::new(vec![103.0, 100.0], 0.04, seed);
+            let r = search(
+                &knobs,
+                &cands,
+                &mut fake,
+                &SearchConfig::default(),
+                &no_model,
+            );
+            assert_eq!(r.pick, Some(1), "seed {seed}: {:?}", r.log);
+        }
+    }
+
+    #[test]
+    fn verdicts_serialize_with_a_tag() {
+        let v = |x: &Verdict| serde_json::to_value(x).unwrap();
+        assert_eq!(
+            v(&Verdict::Winner),
+            serde_json::json!({"verdict": "winner"})
+        );
+        assert_eq!(
+            v(&Verdict::Tie { with: 3 }),
+            serde_json::json!({"verdict": "tie", "detail": {"with": 3}})
+        );
+        assert_eq!(
+            v(&Verdict::Failed("hang".into())),
+            serde_json::json!({"verdict": "failed", "detail": "hang"})
+        );
+        assert_eq!(
+            v(&Verdict::PredictedOom { reason: "r".into() })["verdict"],
+            "predicted-oom"
+        );
+        assert_eq!(
+            v(&Verdict::NotRun),
+            serde_json::json!({"verdict": "not-run"})
+        );
+    }
+
+    #[test]
+    fn failures_are_reported_and_not_picked() {
+        let knobs = vec![knob("micro_batch_size", 3, MemoryTrend::Increasing)];
+        let cands = grid(&knobs);
+        let mut fake = Fake::new(vec![300.0, 200.0, 100.0], 0.01, 4);
+        fake.fail.insert(2);
+        let r = search(
+            &knobs,
+            &cands,
+            &mut fake,
+            &SearchConfig::default(),
+            &no_model,
+        );
+        assert_eq!(r.pick, Some(1));
+        assert_eq!(verdict(&r, 2), &Verdict::Failed("NCCL timeout".into()));
+        let j = serde_json::to_value(&r).unwrap();
+        assert_eq!(
+            j["verdicts"][2],
+            serde_json::json!([2, {"verdict": "failed", "detail": "NCCL timeout"}])
+        );
+        // A failure is not an OOM: it rules nothing out.
+        assert!(
+            r.verdicts
+                .iter()
+                .all(|(_, v)| !matches!(v, Verdict::RuledOut { .. }))
+        );
+    }
+
+    #[test]
+    fn evidence_pools_samples_over_trials() {
+        let knobs = vec![knob("turbo_deepep_num_cu", 2, MemoryTrend::None)];
+        let cands = grid(&knobs);
+        let mut fake = Fake::new(vec![100.0, 100.5], 0.02, 5);
+        let r = search(
+            &knobs,
+            &cands,
+            &mut fake,
+            &SearchConfig::default(),
+            &no_model,
+        );
+        for (id, ev) in &r.evidence {
+            let runs: Vec<u64> = fake
+                .launched
+                .iter()
+                .filter(|(i, _)| i == id)
+                .map(|t| t.1)
+                .collect();
+            assert_eq!(ev.trials, runs.len());
+            assert_eq!(ev.iters, runs.iter().sum::<u64>());
+            assert_eq!(ev.n as u64, runs.iter().map(|k| k - 2).sum::<u64>());
+            let (lo, m, hi) = (
+                ev.ci_low_ms.unwrap(),
+                ev.median_ms.unwrap(),
+                ev.ci_high_ms.unwrap(),
+            );
+            assert!(lo <= m && m <= hi);
+        }
+        assert_eq!(r.trials, fake.launched.len());
+        // Both were confirmed in a fresh trial.
+        let confirms = fake
+            .launched
+            .iter()
+            .filter(|t| t.1 == SearchConfig::default().confirm_iters)
+            .count();
+        assert_eq!(confirms, 2, "{:?}", fake.launched);
+    }
+
+    #[test]
+    fn max_trials_is_respected_and_the_rest_is_not_run() {
+        let knobs = vec![knob("micro_batch_size", 4, MemoryTrend::Increasing)];
+        let cands = grid(&knobs);
+        let mut fake = Fake::new(vec![100.0, 101.0, 102.0, 103.0], 0.01, 6);
+        let cfg = SearchConfig {
+            max_trials: Some(2),
+            ..SearchConfig::default()
+        };
+        let r = search(&knobs, &cands, &mut fake, &cfg, &no_model);
+        assert_eq!(r.trials, 2);
+        assert_eq!(verdict(&r, 3), &Verdict::NotRun);
+        assert_eq!(r.pick, Some(0));
+        assert!(r.log.iter().any(|l| l.contains("max trials")));
+    }
+
+    #[test]
+    fn nothing_measured_means_no_pick() {
+        let knobs = vec![knob("micro_batch_size", 2, MemoryTrend::Increasing)];
+        let cands = grid(&knobs);
+        let mut fake = Fake::new(vec![100.0, 90.0], 0.01, 7);
+        fake.oom.insert(0);
+        let r = search(
+            &knobs,
+            &cands,
+            &mut fake,
+            &SearchConfig::default(),
+            &no_model,
+        );
+        assert_eq!(r.pick, None);
+        assert!(r.ranking.is_empty());
+        assert_eq!(
+            verdict(&r, 1),
+            &Verdict::RuledOut {
+                by: 0,
+                reason: "needs at least the memory of #0, which ran out of memory".into()
+            }
+        );
+        assert_eq!(fake.launched.len(), 1);
+        let empty = search(&knobs, &[], &mut fake, &SearchConfig::default(), &no_model);
+        assert_eq!((empty.pick, empty.trials), (None, 0));
+    }
+
+    fn trend() -> impl Strategy<Value = MemoryTrend> {
+        prop_oneof![
+            Just(MemoryTrend::Increasing),
+            Just(MemoryTrend::Decreasing),
+            Just(MemoryTrend::None)
+        ]
+    }
+
+    fn space() -> impl Strategy<Value = Vec<Knob>> {
+        proptest::collection::vec((2usize..5, trend()), 1..4).prop_map(|ks| {
+            ks.into_iter()
+                .enumerate()
+                .map(|(i, (n, t))| knob(&format!("k{i}"), n, t))
+                .collect()
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Whatever fails with OOM (even against the trends), exactly the candidates that
+        /// dominate an OOM are ruled out, none of them is ever launched, and every other
+        /// candidate runs.
+        #[test]
+        fn prop_oom_rules_out_exactly_the_dominating(
+            knobs in space(),
+            oom_bits in proptest::collection::vec(any::<bool>(), 64),
+            seed in any::<u64>(),
+        ) {
+            let cands = grid(&knobs);
+            let steps: Vec<f64> = (0..cands.len()).map(|i| 100.0 + (i * 7 % 13) as f64).collect();
+            let mut fake = Fake::new(steps, 0.01, seed);
+            for c in &cands {
+                if oom_bits[c.id % oom_bits.len()] && c.id % 3 == 0 {
+                    fake.oom.insert(c.id);
+                }
+            }
+            let r = search(&knobs, &cands, &mut fake, &SearchConfig::default(), &no_model);
+            let oomed: Vec<&Candidate> = cands
+                .iter()
+                .filter(|c| verdict(&r, c.id) == &Verdict::Oom)
+                .collect();
+            for c in &cands {
+                let dominated_oom = oomed.iter().any(|b| dominates_in_memory(&knobs, c, b));
+                let ruled = matches!(verdict(&r, c.id), Verdict::RuledOut { .. });
+                prop_assert_eq!(ruled, dominated_oom, "candidate {:?}", c.ranks);
+                let ran = fake.launched.iter().any(|(i, _)| *i == c.id);
+                prop_assert_eq!(ran, !ruled);
+                if let Verdict::RuledOut { by, .. } = verdict(&r, c.id) {
+                    prop_assert_eq!(verdict(&r, *by), &Verdict::Oom);
+                    prop_assert!(dominates_in_memory(&knobs, c, &cands[*by]));
+                }
+            }
+        }
+
+        /// Well separated candidates (5 % apart, 2 % noise): the true best is picked.
+        #[test]
+        fn prop_well_separated_best_is_picked(
+            n in 2usize..24,
+            best in 0usize..24,
+            seed in any::<u64>(),
+        ) {
+            let best = best % n;
+            let knobs = vec![knob("k", n, MemoryTrend::None)];
+            let cands = grid(&knobs);
+            let steps: Vec<f64> = (0..n)
+                .map(|i| 100.0 * (1.0 + 0.05 * ((i + n - best) % n) as f64))
+                .collect();
+            let mut fake = Fake::new(steps, 0.02, seed);
+            let r = search(&knobs, &cands, &mut fake, &SearchConfig::default(), &no_model);
+            prop_assert_eq!(r.pick, Some(best), "{:?}", r.log);
+        }
+
+        /// The budget is never exceeded by more than one trial, and no trial starts after it.
+        #[test]
+        fn prop_budget_is_respected(
+            budget in 0.0f64..30.0,
+            n in 1usize..16,
+            startup in 0.0f64..3.0,
+            seed in any::<u64>(),
+        ) {
+            let knobs = vec![knob("k", n, MemoryTrend::None)];
+            let cands = grid(&knobs);
+            let steps: Vec<f64> = (0..n).map(|i| 100.0 + i as f64).collect();
+            let mut fake = Fake::new(steps.clone(), 0.03, seed);
+            fake.startup_s = startup;
+            let cfg = SearchConfig { budget_gpu_seconds: Some(budget), ..SearchConfig::default() };
+            let r = search(&knobs, &cands, &mut fake, &cfg, &no_model);
+            let max_trial = startup + cfg.max_iters.max(cfg.confirm_iters) as f64 * 115.0 / 1000.0;
+            prop_assert!(r.gpu_seconds <= budget + max_trial, "{} > {budget}", r.gpu_seconds);
+            prop_assert_eq!(r.trials, fake.launched.len());
+            // Trials only start below the budget: without the last, the total is below it.
+            let costs: Vec<f64> = fake
+                .launched
+                .iter()
+                .map(|&(i, k)| startup + k as f64 * steps[i] / 1000.0)
+                .collect();
+            if let Some((_, before)) = costs.split_last() {
+                prop_assert!(before.iter().sum::<f64>() < budget + 1e-9 || before.is_empty());
+            }
+        }
+
+        /// Whatever the outcomes, the result is consistent: one verdict per candidate, one
+        /// winner exactly when there is a pick, evidence only for what ran.
+        #[test]
+        fn prop_result_is_consistent(
+            knobs in space(),
+            cv in 0.0f64..0.1,
+            fail_every in 2usize..9,
+            seed in any::<u64>(),
+        ) {
+            let cands = grid(&knobs);
+            let mut rng = Rng(seed);
+            let steps: Vec<f64> = (0..cands.len()).map(|_| 100.0 + 20.0 * rng.uniform()).collect();
+            let mut fake = Fake::new(steps, cv, seed);
+            for c in cands.iter().filter(|c| c.id % fail_every == 1) {
+                fake.fail.insert(c.id);
+            }
+            let r = search(&knobs, &cands, &mut fake, &SearchConfig::default(), &no_model);
+            prop_assert_eq!(r.verdicts.len(), cands.len());
+            let winners = r.verdicts.iter().filter(|(_, v)| *v == Verdict::Winner).count();
+            prop_assert_eq!(winners, usize::from(r.pick.is_some()));
+            if let Some(p) = r.pick {
+                prop_assert_eq!(r.ranking.first(), Some(&p));
+                prop_assert!(!fake.fail.contains(&p));
+            }
+            for id in r.evidence.keys() {
+                prop_assert!(fake.launched.iter().any(|(i, _)| i == id));
+            }
+        }
+    }
+}

@@ -1,0 +1,387 @@
+//! Knob spaces (data: `presets/spaces/*.yaml`, and the user's in
+//! `~/.config/primus-tune/spaces/`), their candidates, and legality. Legality is the lint engine's
+//! verdict on the experiment with the candidate's overrides applied as Primus applies command-line
+//! overrides: a candidate is illegal when it brings a lint error the base config does not have.
+
+use super::types::{Candidate, Knob, Overrides};
+use crate::config::catalog::json_to_value;
+use crate::config::diag::Severity;
+use crate::config::overrides::Override;
+use crate::config::{Experiment, LoadOptions, lint};
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+/// A named set of knobs to sweep.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Space {
+    pub name: String,
+    pub description: String,
+    /// What the config must have for the space to mean anything: `moe`, `deepep`, `megatron`.
+    #[serde(default)]
+    pub requires: Option<String>,
+    pub knobs: Vec<Knob>,
+}
+
+const BUILTIN: [&str; 4] = [
+    include_str!("../../presets/spaces/deepep-cu.yaml"),
+    include_str!("../../presets/spaces/sync-free-stage.yaml"),
+    include_str!("../../presets/spaces/memory-fit.yaml"),
+    include_str!("../../presets/spaces/precision.yaml"),
+];
+
+impl Space {
+    pub fn parse(text: &str, source: &str) -> Result<Space, String> {
+        let node = crate::config::yaml::parse(text)
+            .map_err(|e| format!("{source}: {e}"))?
+            .ok_or_else(|| format!("{source}: empty file"))?;
+        let s: Space =
+            serde_json::from_value(node.typed().to_json()).map_err(|e| format!("{source}: {e}"))?;
+        if s.knobs.is_empty() || s.knobs.iter().any(|k| k.values.is_empty()) {
+            return Err(format!("{source}: every space needs knobs with values"));
+        }
+        for k in &s.knobs {
+            if k.flag.starts_with('@') && k.values.iter().any(|v| !v.is_object()) {
+                return Err(format!(
+                    "{source}: the values of `{}` must be maps of flag: value (a name starting with @ sets several flags)",
+                    k.flag
+                ));
+            }
+        }
+        Ok(s)
+    }
+
+    /// Every combination of knob values, in cost order (the first knob varies slowest).
+    pub fn candidates(&self) -> Vec<Candidate> {
+        let mut ranks: Vec<Vec<usize>> = vec![Vec::new()];
+        for k in &self.knobs {
+            ranks = ranks
+                .into_iter()
+                .flat_map(|r| {
+                    (0..k.values.len()).map(move |i| {
+                        let mut r = r.clone();
+                        r.push(i);
+                        r
+                    })
+                })
+                .collect();
+        }
+        ranks
+            .into_iter()
+            .enumerate()
+            .map(|(id, ranks)| Candidate {
+                id,
+                overrides: self.overrides(&ranks),
+                ranks,
+            })
+            .collect()
+    }
+
+    fn overrides(&self, ranks: &[usize]) -> Overrides {
+        let mut out = Overrides::new();
+        for (k, &i) in self.knobs.iter().zip(ranks) {
+            let v = &k.values[i];
+            match (k.flag.starts_with('@'), v.as_object()) {
+                (true, Some(map)) => {
+                    for (f, x) in map {
+                        out.insert(f.clone(), x.clone());
+                    }
+                }
+                _ => {
+                    out.insert(k.flag.clone(), v.clone());
+                }
+            }
+        }
+        out
+    }
+
+    /// Why the space does not apply to this experiment, if it does not.
+    pub fn not_applicable(&self, exp: &Experiment) -> Option<String> {
+        let m = exp.main_module();
+        let int = |k: &str| m.value(k).and_then(|v| v.as_i64()).unwrap_or(0);
+        let on = |k: &str| m.value(k).is_some_and(|v| v.truthy());
+        let moe = int("num_experts") > 0;
+        match self.requires.as_deref() {
+            Some("megatron") if !m.is_megatron() => {
+                Some(format!("`{}` is for Megatron configs", self.name))
+            }
+            Some("moe") if !moe => {
+                Some(format!("`{}` needs an MoE model (num_experts)", self.name))
+            }
+            Some("deepep")
+                if !moe || !(on("use_turbo_deepep") || int("turbo_sync_free_moe_stage") >= 2) =>
+            {
+                Some(format!(
+                    "`{}` needs Primus-Turbo DeepEP (use_turbo_deepep: true or turbo_sync_free_moe_stage >= 2) on an MoE model",
+                    self.name
+                ))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The built-in spaces.
+pub fn builtin() -> Vec<Space> {
+    BUILTIN
+        .iter()
+        .filter_map(|t| Space::parse(t, "presets/spaces").ok())
+        .collect()
+}
+
+/// `~/.config/primus-tune/spaces` (or `$XDG_CONFIG_HOME/primus-tune/spaces`).
+pub fn user_dir() -> Option<PathBuf> {
+    std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+        .map(|c| c.join("primus-tune").join("spaces"))
+}
+
+/// Built-in spaces and the user's (a user space with a built-in name replaces it).
+pub fn all(user: Option<&Path>) -> Result<Vec<Space>, String> {
+    let mut out = builtin();
+    if let Some(dir) = user
+        && let Ok(rd) = std::fs::read_dir(dir)
+    {
+        let mut files: Vec<PathBuf> = rd
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+            .collect();
+        files.sort();
+        for p in files {
+            let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+            let s = Space::parse(&text, &p.display().to_string())?;
+            out.retain(|b| b.name != s.name);
+            out.push(s);
+        }
+    }
+    Ok(out)
+}
+
+/// A space by name, or from a YAML file path.
+pub fn find(name: &str, user: Option<&Path>) -> Result<Space, String> {
+    let p = Path::new(name);
+    if p.extension().is_some_and(|x| x == "yaml" || x == "yml") {
+        let text = std::fs::read_to_string(p).map_err(|e| format!("{name}: {e}"))?;
+        return Space::parse(&text, name);
+    }
+    let spaces = all(user)?;
+    let names: Vec<String> = spaces.iter().map(|s| s.name.clone()).collect();
+    spaces
+        .into_iter()
+        .find(|s| s.name == name)
+        .ok_or_else(|| format!("no space `{name}` (known: {})", names.join(", ")))
+}
+
+/// The candidate's overrides as Primus command-line overrides.
+pub fn as_overrides(o: &Overrides) -> Vec<Override> {
+    o.iter()
+        .map(|(k, v)| Override {
+            key: k.clone(),
+            value: json_to_value(v),
+            text: format!("{k}={v}"),
+        })
+        .collect()
+}
+
+/// Legality of each candidate: Ok, or the new lint errors it brings (in words).
+pub fn legality(
+    exp: &Experiment,
+    opts: &LoadOptions,
+    cands: &[Candidate],
+) -> Vec<Result<(), String>> {
+    let catalog = crate::config::catalog::Catalog::builtin();
+    let base: HashSet<(&str, Option<String>)> = lint::lint(exp, &opts.env, catalog)
+        .into_iter()
+        .filter(|d| d.severity == Severity::Error)
+        .map(|d| (d.code, d.flag))
+        .collect();
+    cands
+        .iter()
+        .map(|c| {
+            let mut with = opts.clone();
+            with.overrides.extend(as_overrides(&c.overrides));
+            let e = Experiment::load(&exp.path, &with).map_err(|e| e.to_string())?;
+            let new: Vec<String> = lint::lint(&e, &opts.env, catalog)
+                .into_iter()
+                .filter(|d| d.severity == Severity::Error)
+                .filter(|d| !base.contains(&(d.code, d.flag.clone())))
+                .map(|d| d.message)
+                .collect();
+            if new.is_empty() {
+                Ok(())
+            } else {
+                Err(new.join("; "))
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::env::Env;
+
+    fn opts() -> LoadOptions {
+        LoadOptions {
+            env: Env::default(),
+            ..LoadOptions::default()
+        }
+    }
+
+    const MOE: &str = "presets/examples/experiments/moe_16B-BF16-pretrain.yaml";
+    const DENSE: &str = "presets/examples/experiments/llama3_8B-BF16-pretrain.yaml";
+
+    #[test]
+    fn builtin_spaces_parse() {
+        let names: Vec<String> = builtin().into_iter().map(|s| s.name).collect();
+        assert_eq!(
+            names,
+            ["deepep-cu", "sync-free-stage", "memory-fit", "precision"]
+        );
+    }
+
+    #[test]
+    fn candidates_are_the_product_in_cost_order_with_maps_flattened() {
+        let s = find("memory-fit", None).unwrap();
+        let c = s.candidates();
+        assert_eq!(c.len(), 4 * 5);
+        assert_eq!(c[0].ranks, vec![0, 0]);
+        assert_eq!(c[1].ranks, vec![0, 1]);
+        assert_eq!(c[5].ranks, vec![1, 0]);
+        assert_eq!(c[2].overrides["recompute_granularity"], "full");
+        assert_eq!(c[2].overrides["recompute_method"], "block");
+        assert_eq!(c[2].overrides["recompute_num_layers"], 2);
+        assert_eq!(c[4].overrides["recompute_method"], "uniform");
+        assert_eq!(c[2].overrides["micro_batch_size"], 1);
+        assert!(c[0].overrides["recompute_granularity"].is_null());
+    }
+
+    #[test]
+    fn bad_space_files_are_refused_with_the_reason() {
+        let e = Space::parse("name: x\ndescription: y\nknobs: []\n", "s.yaml").unwrap_err();
+        assert!(e.contains("s.yaml"), "{e}");
+        let e = Space::parse(
+            "name: x\ndescription: y\nknobs:\n  - flag: '@r'\n    values: [1]\n",
+            "s.yaml",
+        )
+        .unwrap_err();
+        assert!(e.contains("maps"), "{e}");
+        let e = Space::parse("name: x\ndescription: y\nknob: []\n", "s.yaml").unwrap_err();
+        assert!(e.contains("unknown field"), "{e}");
+        assert!(
+            find("no-such-space", None)
+                .unwrap_err()
+                .contains("deepep-cu")
+        );
+    }
+
+    #[test]
+    fn spaces_say_when_they_do_not_apply() {
+        let dense = Experiment::load(Path::new(DENSE), &opts()).unwrap();
+        let moe = Experiment::load(Path::new(MOE), &opts()).unwrap();
+        let sf = find("sync-free-stage", None).unwrap();
+        assert!(sf.not_applicable(&dense).unwrap().contains("MoE"));
+        assert_eq!(sf.not_applicable(&moe), None);
+        assert_eq!(
+            find("memory-fit", None).unwrap().not_applicable(&dense),
+            None
+        );
+    }
+
+    #[test]
+    fn deepep_cu_above_32_is_illegal_with_ep_16() {
+        let mut o = opts();
+        o.overrides = as_overrides(
+            &[
+                (
+                    "expert_model_parallel_size".to_string(),
+                    serde_json::json!(16),
+                ),
+                ("use_turbo_deepep".to_string(), serde_json::json!(true)),
+                (
+                    "moe_shared_expert_overlap".to_string(),
+                    serde_json::json!(false),
+                ),
+                ("moe_router_dtype".to_string(), serde_json::json!("fp32")),
+                ("turbo_deepep_num_cu".to_string(), serde_json::json!(32)),
+            ]
+            .into_iter()
+            .collect(),
+        );
+        let exp = Experiment::load(Path::new(MOE), &o).unwrap();
+        let s = find("deepep-cu", None).unwrap();
+        let cands = s.candidates();
+        let legal = legality(&exp, &o, &cands);
+        let ok: Vec<i64> = cands
+            .iter()
+            .zip(&legal)
+            .filter(|(_, l)| l.is_ok())
+            .map(|(c, _)| c.overrides["turbo_deepep_num_cu"].as_i64().unwrap())
+            .collect();
+        assert_eq!(ok, vec![16, 24, 32]);
+        let why = legal[3].as_ref().unwrap_err();
+        assert!(why.contains("32"), "{why}");
+    }
+
+    #[test]
+    fn recompute_layers_beyond_the_stage_are_illegal() {
+        let exp = Experiment::load(Path::new(DENSE), &opts()).unwrap();
+        let layers = exp
+            .main_module()
+            .value("num_layers")
+            .and_then(|v| v.as_i64())
+            .unwrap();
+        let s = find("memory-fit", None).unwrap();
+        let cands = s.candidates();
+        let legal = legality(&exp, &opts(), &cands);
+        for (c, l) in cands.iter().zip(&legal) {
+            let n = c.overrides["recompute_num_layers"].as_i64().unwrap_or(0);
+            assert_eq!(l.is_ok(), n <= layers, "{:?}: {l:?}", c.overrides);
+        }
+    }
+}
+
+#[cfg(test)]
+mod memory_order {
+    use super::*;
+    use crate::config::env::Env;
+    use crate::config::value::Value;
+    use std::collections::BTreeMap;
+
+    /// The memory-fit space lists recompute from least to most recomputation; the memory model
+    /// must agree (never more memory further along), or OOM dominance pruning would be wrong.
+    #[test]
+    fn memory_fit_recompute_order_is_decreasing_in_the_model() {
+        let opts = LoadOptions {
+            env: Env::default(),
+            ..LoadOptions::default()
+        };
+        let exp = Experiment::load(
+            Path::new("presets/examples/experiments/llama3_8B-BF16-pretrain.yaml"),
+            &opts,
+        )
+        .unwrap();
+        let base: BTreeMap<String, Value> = exp
+            .main_module()
+            .params
+            .leaves()
+            .into_iter()
+            .map(|(k, l)| (k, l.value.clone()))
+            .collect();
+        let s = find("memory-fit", None).unwrap();
+        let recompute = &s.knobs[1];
+        let mut last = f64::INFINITY;
+        for v in &recompute.values {
+            let mut p = base.clone();
+            for (k, x) in v.as_object().unwrap() {
+                p.insert(k.clone(), json_to_value(x));
+            }
+            let m = crate::tune::memory::estimate(&p, 8).unwrap().total_bytes;
+            assert!(m <= last + 1.0, "{v}: {m} after {last}");
+            last = m;
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! `primus-tune bench-replay`: the search replayed against recorded studies, as a user runs it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+
+fn bin() -> Command {
+    Command::cargo_bin("primus-tune").expect("binary")
+}
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/replay")
+        .join(name)
+}
+
+fn json_out(out: &[u8]) -> Value {
+    serde_json::from_slice(out).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(out)))
+}
+
+fn close(a: f64, b: f64, tol: f64) -> bool {
+    (a - b).abs() <= tol
+}
+
+/// The grid's cost, computed from the table here (independently of the crate): every
+/// candidate 50 iterations (the 2 recorded warm-up iterations, then the steady ones, wrapping),
+/// an OOM start-up plus one iteration (the median first iteration of those that ran).
+fn grid_cost(table: &Value) -> f64 {
+    let rows = table["candidates"].as_array().unwrap();
+    let mut firsts: Vec<f64> = rows
+        .iter()
+        .filter(|r| !r["oom"].as_bool().unwrap_or(false))
+        .map(|r| r["per_iter_ms"][0].as_f64().unwrap())
+        .collect();
+    firsts.sort_by(f64::total_cmp);
+    let oom_iter = firsts[firsts.len() / 2];
+    rows.iter()
+        .map(|r| {
+            let startup = r["startup_s"].as_f64().unwrap_or(0.0);
+            let it: Vec<f64> = r["per_iter_ms"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_f64().unwrap())
+                .collect();
+            if r["oom"].as_bool().unwrap_or(false) {
+                return startup + it.first().copied().unwrap_or(oom_iter) / 1000.0;
+            }
+            let steady = &it[2..];
+            let ms: f64 = it[0] + it[1] + (0..48).map(|k| steady[k % steady.len()]).sum::<f64>();
+            startup + ms / 1000.0
+        })
+        .sum()
+}
+
+#[test]
+fn oom_prunes_the_dominating_candidate_and_the_best_is_found() {
+    let path = fixture("oom-dominance.json");
+    let out = bin()
+        .args(["bench-replay", "--json"])
+        .arg(&path)
+        .assert()
+        .success();
+    let v = json_out(&out.get_output().stdout);
+    let best = json!({"micro_batch_size": 4, "recompute_num_layers": 0});
+    assert_eq!(v["pick"], best, "{v:#}");
+    assert_eq!(v["best"], best);
+    assert_eq!(v["grid_pick"], best);
+    assert_eq!(v["gap_pct"].as_f64(), Some(0.0));
+    // Micro batch 8 without recompute OOMs and rules out 16 without recompute, which is never
+    // launched; 16 with recompute is not dominated, runs and OOMs. The grid runs all ten.
+    assert_eq!(v["ruled_out"], 1);
+    assert_eq!(v["oom_trials"], 2);
+    assert_eq!(v["grid_trials"], 10);
+    // 9 first-rung trials and 2 confirmations.
+    assert_eq!(v["trials"], 11);
+    let table: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let grid = v["grid_gpu_seconds"].as_f64().unwrap();
+    assert!(
+        close(grid, grid_cost(&table), 1e-6),
+        "{grid} vs {}",
+        grid_cost(&table)
+    );
+    let spent = v["gpu_seconds"].as_f64().unwrap();
+    assert!(spent > 0.0 && spent < grid, "{spent} vs {grid}");
+    assert!(close(v["ratio"].as_f64().unwrap(), spent / grid, 1e-9));
+    assert!(v["study"].as_str().unwrap().ends_with("oom-dominance.json"));
+}
+
+#[test]
+fn a_tie_goes_to_the_cheaper_cu_count() {
+    let path = fixture("tie.json");
+    let out = bin()
+        .args(["bench-replay", "--json", "--verbose"])
+        .arg(&path)
+        .assert()
+        .success();
+    let v = json_out(&out.get_output().stdout);
+    // 24 and 32 CUs are equally fast within the noise (32 by 1 ms of 1200): the fewer CUs win.
+    assert_eq!(v["pick"], json!({"turbo_deepep_num_cu": 24}), "{v:#}");
+    assert_eq!(v["best"], json!({"turbo_deepep_num_cu": 32}));
+    assert_eq!(v["grid_pick"], json!({"turbo_deepep_num_cu": 32}));
+    // 1201 against 1200 ms (× the same noise, recorded to 0.1 ms).
+    assert!(
+        close(v["gap_pct"].as_f64().unwrap(), 100.0 / 1200.0, 0.001),
+        "{v:#}"
+    );
+    assert_eq!(v["grid_gap_pct"].as_f64(), Some(0.0));
+    let table: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert!(close(
+        v["grid_gpu_seconds"].as_f64().unwrap(),
+        grid_cost(&table),
+        1e-6
+    ));
+    let log: Vec<&str> = v["log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    assert!(
+        log.iter().any(|l| l.contains("cheaper in cost order")),
+        "{log:?}"
+    );
+}
+
+#[test]
+fn several_studies_give_a_summary() {
+    let out = bin()
+        .args(["bench-replay", "--json", "--synthetic", "2"])
+        .arg(fixture("oom-dominance.json"))
+        .arg(fixture("tie.json"))
+        .assert()
+        .success();
+    let v = json_out(&out.get_output().stdout);
+    let studies = v["studies"].as_array().unwrap();
+    assert_eq!(studies.len(), 4);
+    assert!(
+        studies[2]["study"]
+            .as_str()
+            .unwrap()
+            .starts_with("synthetic-1")
+    );
+    for s in studies {
+        for key in ["pick", "gpu_seconds", "best", "gap_pct", "grid_gpu_seconds"] {
+            assert!(!s[key].is_null(), "{key} in {s:#}");
+        }
+    }
+    assert_eq!(v["summary"]["studies"], 4);
+    assert_eq!(v["summary"]["within_gap"], 4, "{v:#}");
+
+    bin()
+        .args(["bench-replay"])
+        .arg(fixture("oom-dominance.json"))
+        .arg(fixture("tie.json"))
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("search"))
+        .stdout(predicate::str::contains("grid"))
+        .stdout(predicate::str::contains("2 within 1 %"))
+        .stdout(predicate::str::contains(
+            "of 2 studies within 1 % of the best",
+        ));
+}
+
+#[test]
+fn a_malformed_table_is_a_usage_error_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("broken-study.json");
+    std::fs::write(&bad, "{\"candidates\": [\n  {\"overrides\": {}, }\n]}\n").unwrap();
+    bin()
+        .args(["bench-replay", "--json"])
+        .arg(&bad)
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr(predicate::str::contains("broken-study.json"))
+        .stderr(predicate::str::contains("line 2 column"));
+
+    let empty = dir.path().join("empty.json");
+    std::fs::write(&empty, r#"{"capacity_bytes": 1, "candidates": []}"#).unwrap();
+    bin()
+        .args(["bench-replay"])
+        .arg(&empty)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("empty.json: no candidates"));
+
+    bin()
+        .args(["bench-replay"])
+        .arg(dir.path().join("missing.json"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("missing.json"));
+
+    bin()
+        .args(["bench-replay"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("TABLE.json or --synthetic"));
+}

@@ -1,0 +1,251 @@
+//! `sweep` end to end with real processes: a test workload (a shell script printing Megatron
+//! lines, its step time set by the micro batch size it is given, out of memory at 4) swept over
+//! a user space; Ctrl-C-style interruption and `--resume`; `recommend --study`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    exp: PathBuf,
+    space: PathBuf,
+    config_home: PathBuf,
+}
+
+/// Step time 120 ms at micro batch 1, 100 ms at 2 (±1 ms of alternating noise); out of memory
+/// at 4 and above.
+const WORKLOAD: &str = r#"mbs=$(grep -o '"micro_batch_size": *[0-9]*' "$1/resolved.json" | grep -o '[0-9]*$')
+if [ "$mbs" -ge 4 ]; then echo "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB" >&2; exit 1; fi
+base=$((140 - 20 * mbs))
+i=1
+while [ $i -le 200 ]; do
+  ms=$((base + (i % 2) * 2 - 1))
+  printf ' [2026-11-29 22:59:27.865632] iteration %8d/%8d | consumed samples: %12d | elapsed time per iteration (ms): %s.0 | throughput per GPU (TFLOP/s/GPU): 100.0 | learning rate: 1.000000E-04 | global batch size:    16 | lm loss: 9.800000E+00 | loss scale: 1.0 | grad norm: 1.000 | number of skipped iterations:   0 | number of nan iterations:   0 |\n' $i 200 $i $ms
+  i=$((i + 1))
+  sleep 0.01
+done
+"#;
+
+fn setup() -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("ex");
+    primus_tune::bundled::extract(&root).unwrap();
+    let exp = root.join("experiments/llama3_8B-BF16-pretrain.yaml");
+    let config_home = dir.path().join("config");
+    let profiles = config_home.join("primus-tune/profiles");
+    std::fs::create_dir_all(&profiles).unwrap();
+    std::fs::write(
+        profiles.join("mbs-workload.yaml"),
+        format!(
+            "name: mbs-workload\nargv: [sh, -c, {}, workload, \"{{trial_dir}}\"]\n",
+            serde_json::to_string(WORKLOAD).unwrap()
+        ),
+    )
+    .unwrap();
+    let space = dir.path().join("mbs.yaml");
+    std::fs::write(
+        &space,
+        "name: mbs\ndescription: micro batch only\nknobs:\n  - flag: micro_batch_size\n    values: [1, 2, 4, 8]\n    memory: increasing\n",
+    )
+    .unwrap();
+    Setup {
+        _dir: dir,
+        exp,
+        space,
+        config_home,
+    }
+}
+
+fn cmd(s: &Setup) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_primus-tune"));
+    c.env("XDG_CONFIG_HOME", &s.config_home)
+        .env_remove("PRIMUS_ROOT")
+        .env_remove("GPUS_PER_NODE");
+    c
+}
+
+fn sweep_args<'a>(s: &'a Setup, extra: &[&'a str]) -> Vec<String> {
+    let mut v: Vec<String> = vec![
+        "sweep".into(),
+        s.exp.display().to_string(),
+        "--profile".into(),
+        "mbs-workload".into(),
+        "--first-iters".into(),
+        "12".into(),
+        "--max-iters".into(),
+        "36".into(),
+        // A command-line override reaches every trial (and resume still matches them).
+        "--set".into(),
+        "seq_length=2048".into(),
+    ];
+    v.extend(extra.iter().map(|x| x.to_string()));
+    v
+}
+
+/// (micro batch, train_iters, status) of every stored trial.
+fn trials(s: &Setup) -> Vec<(i64, i64, String)> {
+    let db = s.exp.parent().unwrap().join(".primus-tune/trials.db");
+    let store = primus_tune::store::Store::open(&db).unwrap();
+    store
+        .list_trials(&primus_tune::store::TrialFilter::all())
+        .unwrap()
+        .into_iter()
+        .map(|t| {
+            let get = |k: &str| {
+                t.overrides
+                    .iter()
+                    .find(|(x, _)| x == k)
+                    .and_then(|(_, v)| v.as_i64())
+                    .unwrap_or(-1)
+            };
+            (
+                get("micro_batch_size"),
+                get("train_iters"),
+                t.status.as_str().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn sweep_prunes_what_an_oom_rules_out_resumes_and_recommends() {
+    let s = setup();
+    // 1. Start the sweep and stop it (SIGTERM) once its first trial is stored.
+    let mut child = cmd(&s)
+        .args(sweep_args(
+            &s,
+            &["--space", s.space.to_str().unwrap(), "--name", "mbs1"],
+        ))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(
+            err.read_line(&mut line).unwrap() > 0,
+            "sweep ended early:\n{seen}"
+        );
+        seen.push_str(&line);
+        if line.trim_start().starts_with("trial 1:") {
+            break;
+        }
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let mut rest = String::new();
+    for line in err.lines() {
+        rest.push_str(&line.unwrap());
+        rest.push('\n');
+    }
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(3), "{seen}{rest}");
+    assert!(rest.contains("--resume mbs1"), "{rest}");
+    let before = trials(&s);
+    assert_eq!(before[0], (1, 12, "completed".into()), "{before:?}");
+
+    // 2. Resume: the finished trial is reused, nothing finished runs twice, 8 never runs.
+    let out = cmd(&s)
+        .args(sweep_args(&s, &["--resume", "mbs1"]))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let errs = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{text}\n{errs}");
+    assert!(text.contains("finished trial(s) reused"), "{text}");
+    let after = trials(&s);
+    // Exactly the trials an uninterrupted sweep runs (the workload is deterministic): the
+    // finished first trial was reused, not run again.
+    let fresh = setup();
+    let out2 = cmd(&fresh)
+        .args(sweep_args(
+            &fresh,
+            &["--space", fresh.space.to_str().unwrap(), "--name", "mbs2"],
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(out2.status.code(), Some(0));
+    // (A trial the interruption cut short is stored as stopped, and run again on resume.)
+    let mut a: Vec<_> = after.iter().filter(|t| t.2 != "stopped").cloned().collect();
+    let mut b = trials(&fresh);
+    a.sort();
+    b.sort();
+    assert_eq!(a, b, "resumed vs uninterrupted");
+    assert!(
+        after.iter().all(|t| t.0 != 8),
+        "8 dominates the OOM at 4: {after:?}"
+    );
+    assert!(
+        after.iter().any(|t| t.0 == 4 && t.2 == "failed"),
+        "{after:?}"
+    );
+    assert!(text.contains("pick: micro_batch_size=2"), "{text}");
+    let dirs = s.exp.parent().unwrap().join(".primus-tune/trials");
+    for d in std::fs::read_dir(&dirs).unwrap() {
+        let r = std::fs::read_to_string(d.unwrap().path().join("resolved.json")).unwrap();
+        assert!(r.contains("\"seq_length\": 2048"), "{r}");
+    }
+    assert!(text.contains("ruled-out"), "{text}");
+
+    // 3. The measured recommendation, and --apply writes it.
+    let out = cmd(&s)
+        .args([
+            "recommend",
+            s.exp.to_str().unwrap(),
+            "--study",
+            "mbs1",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mbs = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["flag"] == "micro_batch_size")
+        .expect("measured micro batch");
+    assert_eq!(mbs["basis"], "measured");
+    assert_eq!(mbs["value"], 2);
+    assert!(mbs["reason"].as_str().unwrap().contains("median"), "{mbs}");
+    let out = cmd(&s)
+        .args([
+            "recommend",
+            s.exp.to_str().unwrap(),
+            "--study",
+            "mbs1",
+            "--apply",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&s.exp).unwrap();
+    assert!(text.contains("micro_batch_size: 2"), "{text}");
+}
+
+#[test]
+fn sweep_refuses_a_space_that_does_not_apply() {
+    let s = setup();
+    let out = cmd(&s)
+        .args(sweep_args(&s, &["--space", "sync-free-stage"]))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("MoE"));
+}
