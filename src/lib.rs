@@ -11,6 +11,7 @@ pub mod cli;
 pub mod config;
 pub mod procfs;
 pub mod report;
+pub mod rng;
 pub mod run;
 pub mod store;
 pub mod telemetry;

@@ -76,10 +76,7 @@ pub fn run(a: &ReportArgs) -> Result<ExitCode, CliError> {
         .pick
         .and_then(|p| record.candidates.iter().find(|c| c.id == p))
     {
-        for t in trials
-            .iter()
-            .filter(|t| report::trial_overrides(t) == pick.overrides)
-        {
+        for t in trials.iter().filter(|t| report::ran(t, &pick.overrides)) {
             samples.insert(t.id, store.samples(t.id).map_err(usage)?);
         }
     }

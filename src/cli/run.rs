@@ -164,19 +164,7 @@ async fn run_with_progress(
     let (cancel_tx, cancel_rx) = watch::channel(false);
     // Ctrl-C, SIGTERM and SIGHUP (SSH drop) stop the trial's whole process group.
     tokio::spawn(async move {
-        use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::terminate()),
-            signal(SignalKind::hangup()),
-        ) else {
-            return;
-        };
-        tokio::select! {
-            _ = int.recv() => {}
-            _ = term.recv() => {}
-            _ = hup.recv() => {}
-        }
+        crate::run::process::stop_signal().await;
         let _ = cancel_tx.send(true);
     });
     let tty = std::io::stderr().is_terminal() && !json;

@@ -121,19 +121,7 @@ fn cancel_on_signals() -> tokio::sync::watch::Receiver<bool> {
             return;
         };
         rt.block_on(async move {
-            use tokio::signal::unix::{SignalKind, signal};
-            let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
-                signal(SignalKind::interrupt()),
-                signal(SignalKind::terminate()),
-                signal(SignalKind::hangup()),
-            ) else {
-                return;
-            };
-            tokio::select! {
-                _ = int.recv() => {}
-                _ = term.recv() => {}
-                _ = hup.recv() => {}
-            }
+            crate::run::process::stop_signal().await;
             let _ = tx.send(true);
         });
     });

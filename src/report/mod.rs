@@ -157,19 +157,11 @@ pub struct Inputs<'a> {
 }
 
 /// A trial's own overrides: the candidate's, without what the runner adds.
-pub fn trial_overrides(t: &TrialRow) -> Overrides {
-    t.overrides
-        .iter()
-        .filter(|(k, _)| !crate::run::trial::RUNNER_KEYS.contains(&k.as_str()))
-        .cloned()
-        .collect()
-}
-
-fn trial_iters(t: &TrialRow) -> Option<u64> {
-    t.overrides
-        .iter()
-        .find(|(k, _)| k == "train_iters")
-        .and_then(|(_, v)| v.as_u64())
+/// Whether a stored trial ran this candidate: it carries every one of the candidate's values
+/// (command-line `--set` values may come with them).
+pub fn ran(t: &TrialRow, c: &Overrides) -> bool {
+    let own = crate::run::trial::trial_settings(t);
+    c.iter().all(|(k, v)| own.get(k) == Some(v))
 }
 
 /// A value as short text: strings without quotes, null as `none`.
@@ -298,16 +290,13 @@ pub fn build(i: &Inputs<'_>) -> Report {
         .iter()
         .zip(labels)
         .map(|(c, label)| {
-            let mut mine: Vec<&TrialRow> = i
-                .trials
-                .iter()
-                .filter(|t| trial_overrides(t) == c.overrides)
-                .collect();
+            let mut mine: Vec<&TrialRow> =
+                i.trials.iter().filter(|t| ran(t, &c.overrides)).collect();
             mine.sort_by_key(|t| t.id);
             let tokens_per_s = mine
                 .iter()
                 .filter(|t| t.tokens_per_s_per_gpu.is_some())
-                .max_by_key(|t| (trial_iters(t), t.id))
+                .max_by_key(|t| (crate::run::trial::trial_iters(t), t.id))
                 .and_then(|t| t.tokens_per_s_per_gpu);
             Row {
                 id: c.id,
@@ -368,7 +357,11 @@ pub fn build(i: &Inputs<'_>) -> Report {
                 telemetry_gpus.max(snaps.iter().map(|s| s.gpus.len()).max().unwrap_or(0));
             telemetry.push(TrialSeries {
                 trial_id: *id,
-                iters: i.trials.iter().find(|t| t.id == *id).and_then(trial_iters),
+                iters: i
+                    .trials
+                    .iter()
+                    .find(|t| t.id == *id)
+                    .and_then(crate::run::trial::trial_iters),
                 points,
             });
         }

@@ -194,6 +194,24 @@ pub async fn stop_group(running: &mut Running, grace: Duration) -> Option<Signal
     last
 }
 
+/// Resolves on the first SIGINT, SIGTERM or SIGHUP (the terminal went away): what stops a trial
+/// or a sweep. Never resolves when the handlers cannot be installed.
+pub async fn stop_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => {}
+        _ = term.recv() => {}
+        _ = hup.recv() => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

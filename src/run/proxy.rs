@@ -728,25 +728,7 @@ fn softmax_backward_rows(p: &[f32], d: &mut [f32], cols: usize) {
 // ---------------------------------------------------------------------------------------------
 // Model
 
-/// SplitMix64: a tiny deterministic generator for weights and mock data.
-#[derive(Debug, Clone)]
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn uniform(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n.max(1) as u64) as usize
-    }
-}
+use crate::rng::Rng;
 
 /// A weight with its gradient and Adam moments.
 #[derive(Debug, Clone)]

@@ -181,6 +181,23 @@ pub fn config_hash(params: &BTreeMap<String, Value>) -> String {
 /// needs): stored with the trial, but not settings a user would apply to the experiment.
 pub const RUNNER_KEYS: [&str; 2] = ["train_iters", "stderr_sink_level"];
 
+/// A stored trial's own settings: its overrides without the runner's keys.
+pub fn trial_settings(t: &crate::store::TrialRow) -> BTreeMap<String, serde_json::Value> {
+    t.overrides
+        .iter()
+        .filter(|(k, _)| !RUNNER_KEYS.contains(&k.as_str()))
+        .cloned()
+        .collect()
+}
+
+/// The iteration budget a stored trial ran with (`train_iters`).
+pub fn trial_iters(t: &crate::store::TrialRow) -> Option<u64> {
+    t.overrides
+        .iter()
+        .find(|(k, _)| k == "train_iters")
+        .and_then(|(_, v)| v.as_u64())
+}
+
 fn trial_overrides(exp: &Experiment, opts: &TrialOptions) -> Vec<Override> {
     let mut out: Vec<Override> = opts.overrides.clone();
     let has = |out: &[Override], k: &str| out.iter().any(|o| o.key == k);

@@ -882,7 +882,7 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
             let Some(t) = app.selected_trial() else {
                 return vec![];
             };
-            let own = trial_settings(t);
+            let own = crate::run::trial::trial_settings(t);
             if own.is_empty() {
                 let id = t.id;
                 app.info(format!(
@@ -905,15 +905,6 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
         }
         Action::RefreshTrials => vec![Effect::LoadTrials],
     }
-}
-
-/// A trial's own settings: its overrides without the keys the runner adds to every trial.
-pub fn trial_settings(t: &TrialRow) -> Vec<(String, serde_json::Value)> {
-    t.overrides
-        .iter()
-        .filter(|(k, _)| !crate::run::trial::RUNNER_KEYS.contains(&k.as_str()))
-        .cloned()
-        .collect()
 }
 
 /// A stored override as the text `set` would take.

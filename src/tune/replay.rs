@@ -504,34 +504,7 @@ pub fn replay(table: &ReplayTable, cfg: &SearchConfig) -> ReplayReport {
     }
 }
 
-/// SplitMix64: a tiny deterministic generator for synthetic studies.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [0, 1).
-    fn uniform(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    fn range(&mut self, lo: f64, hi: f64) -> f64 {
-        lo + (hi - lo) * self.uniform()
-    }
-    fn below(&mut self, n: usize) -> usize {
-        ((self.uniform() * n as f64) as usize).min(n.saturating_sub(1))
-    }
-    /// Standard normal (Box–Muller).
-    fn normal(&mut self) -> f64 {
-        let u1 = 1.0 - self.uniform();
-        let u2 = self.uniform();
-        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
-    }
-}
+use crate::rng::Rng;
 
 /// Recorded iterations per synthetic candidate (warm-up included).
 pub const SYNTHETIC_ITERS: usize = 300;

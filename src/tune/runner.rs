@@ -79,7 +79,7 @@ impl<'a> TrialRunner<'a> {
         let i = self
             .stored
             .iter()
-            .position(|t| own_overrides(t) == *o && trial_iters(t) == Some(iters))?;
+            .position(|t| trial::trial_settings(t) == *o && trial::trial_iters(t) == Some(iters))?;
         Some(self.stored.remove(i))
     }
 }
@@ -95,21 +95,6 @@ fn reusable(t: &TrialRow) -> bool {
             .is_none_or(|f| f.class != FailureClass::KilledByUser),
         TrialStatus::Running | TrialStatus::Interrupted => false,
     }
-}
-
-fn own_overrides(t: &TrialRow) -> Overrides {
-    t.overrides
-        .iter()
-        .filter(|(k, _)| !trial::RUNNER_KEYS.contains(&k.as_str()))
-        .cloned()
-        .collect()
-}
-
-fn trial_iters(t: &TrialRow) -> Option<u64> {
-    t.overrides
-        .iter()
-        .find(|(k, _)| k == "train_iters")
-        .and_then(|(_, v)| v.as_u64())
 }
 
 /// The configured global batch of a trial (its `resolved.json`).

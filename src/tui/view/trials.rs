@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 
 /// `key=value` of a trial's overrides, comma-separated.
 pub fn overrides_text(t: &TrialRow) -> String {
-    let own = crate::tui::app::trial_settings(t);
+    let own = crate::run::trial::trial_settings(t);
     if own.is_empty() {
         return "(as the config is)".into();
     }
@@ -185,7 +185,7 @@ fn draw_detail(f: &mut Frame, t: &TrialRow, theme: &Theme, area: Rect) {
         fit(&format!("argv {}", t.argv.join(" ")), 400),
         theme.dim(),
     ));
-    if !crate::tui::app::trial_settings(t).is_empty() {
+    if !crate::run::trial::trial_settings(t).is_empty() {
         lines.push(Line::styled(
             "a applies these settings to the config (as unsaved edits)",
             theme.dim(),
@@ -202,16 +202,13 @@ fn draw_detail(f: &mut Frame, t: &TrialRow, theme: &Theme, area: Rect) {
 /// Settings that differ between two trials: (key, value in a, value in b).
 pub fn settings_diff(a: &TrialRow, b: &TrialRow) -> Vec<(String, String, String)> {
     let (sa, sb) = (
-        crate::tui::app::trial_settings(a),
-        crate::tui::app::trial_settings(b),
+        crate::run::trial::trial_settings(a),
+        crate::run::trial::trial_settings(b),
     );
     let keys: BTreeSet<&String> = sa.iter().chain(sb.iter()).map(|(k, _)| k).collect();
-    let get = |t: &[(String, serde_json::Value)], k: &str| {
-        t.iter()
-            .find(|(x, _)| x == k)
-            .map_or("(config)".to_string(), |(_, v)| {
-                crate::tui::model::show_json(v)
-            })
+    let get = |t: &std::collections::BTreeMap<String, serde_json::Value>, k: &str| {
+        t.get(k)
+            .map_or("(config)".to_string(), crate::tui::model::show_json)
     };
     keys.into_iter()
         .map(|k| (k.clone(), get(&sa, k), get(&sb, k)))
