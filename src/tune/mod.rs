@@ -10,6 +10,7 @@ pub mod runner;
 pub mod search;
 pub mod space;
 pub mod study;
+pub mod sweep;
 pub mod types;
 
 pub use types::*;
