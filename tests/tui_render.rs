@@ -747,3 +747,69 @@ fn drawing_is_deterministic() {
     assert_eq!(a, b);
     assert_eq!(a, screen(&mut run_app(), 160, 48));
 }
+
+/// The Sweep screen with a finished study: the spaces on one side, the ranked candidates.
+fn sweep_app() -> App {
+    use primus_tune::tune::study::{CandidateRecord, StudyRecord};
+    let mut app = loaded_app();
+    press(&mut app, &[KeyCode::Char('5')]);
+    let cand =
+        |id: usize, mbs: i64, verdict: &str, why: &str, median: Option<f64>| CandidateRecord {
+            id,
+            overrides: [("micro_batch_size".to_string(), serde_json::json!(mbs))]
+                .into_iter()
+                .collect(),
+            verdict: verdict.into(),
+            why: why.into(),
+            n: if median.is_some() { 24 } else { 0 },
+            median_ms: median,
+            ci_low_ms: median.map(|m| m - 2.0),
+            ci_high_ms: median.map(|m| m + 2.0),
+            peak_memory_bytes: median.map(|_| 40 << 30),
+            predicted_bytes: None,
+        };
+    let rec = StudyRecord {
+        space: "memory-fit".into(),
+        config: "x.yaml".into(),
+        profile: "proxy-torch".into(),
+        gpus: 1,
+        capacity_bytes: Some(140.0 * (1u64 << 30) as f64),
+        candidates: vec![
+            cand(0, 1, "slower", "slower by 6.0 ± 1.1 %", Some(424.0)),
+            cand(
+                1,
+                2,
+                "winner",
+                "fastest (ties broken by cost order)",
+                Some(400.0),
+            ),
+            cand(2, 4, "oom", "ran out of GPU memory", None),
+            cand(
+                3,
+                8,
+                "ruled-out",
+                "not run: needs more memory than candidate 2",
+                None,
+            ),
+        ],
+        pick: Some(1),
+        gpu_seconds: 180.0,
+        trials: 5,
+        log: vec![],
+        memory_error: None,
+    };
+    app::update(
+        &mut app,
+        Msg::SweepDone(Ok(("memfit-1".into(), Some(Box::new(rec))))),
+    );
+    assert_eq!(app.tab, Tab::Sweep);
+    app
+}
+
+#[test]
+fn sweep_snapshots() {
+    snap_both("sweep", sweep_app);
+    let s = screen(&mut sweep_app(), 80, 24);
+    assert!(s.contains("winner") && s.contains("ruled-out"), "{s}");
+    assert!(s.contains("deepep-cu"), "{s}");
+}

@@ -12,6 +12,7 @@ use crate::run::types::Iteration;
 use crate::store::TrialRow;
 use crate::telemetry::GpuInfo;
 use crate::telemetry::sampler::{History, Snapshot};
+use crate::tune::study::StudyRecord;
 use crossterm::event::KeyEvent;
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -27,10 +28,17 @@ pub enum Tab {
     Flags,
     Run,
     Trials,
+    Sweep,
 }
 
 impl Tab {
-    pub const ALL: [Tab; 4] = [Tab::Checklist, Tab::Flags, Tab::Run, Tab::Trials];
+    pub const ALL: [Tab; 5] = [
+        Tab::Checklist,
+        Tab::Flags,
+        Tab::Run,
+        Tab::Trials,
+        Tab::Sweep,
+    ];
 
     pub fn title(self) -> &'static str {
         match self {
@@ -38,6 +46,7 @@ impl Tab {
             Tab::Flags => "Flags",
             Tab::Run => "Run",
             Tab::Trials => "Trials",
+            Tab::Sweep => "Sweep",
         }
     }
 
@@ -65,6 +74,10 @@ pub enum Msg {
         note: Option<String>,
     },
     Trials(Result<Vec<TrialRow>, String>),
+    /// One line of a running sweep's progress.
+    SweepLine(String),
+    /// The sweep ended: the study's name and its record (None when it was stopped).
+    SweepDone(Result<(String, Option<Box<StudyRecord>>), String>),
     /// The experiment file changed on disk (another program wrote it).
     DiskChanged,
     /// SIGTERM or SIGHUP: stop everything and leave.
@@ -81,6 +94,11 @@ pub enum Effect {
         profile: String,
     },
     StopTrial,
+    StartSweep {
+        space: String,
+        profile: String,
+    },
+    StopSweep,
     LoadTrials,
     Quit,
 }
@@ -248,6 +266,16 @@ pub struct Telemetry {
     pub last: Option<Snapshot>,
 }
 
+/// The Sweep screen: the spaces, a running sweep's progress, the last result.
+#[derive(Debug, Clone, Default)]
+pub struct SweepState {
+    pub selected: usize,
+    pub running: bool,
+    pub log: VecDeque<String>,
+    /// The last finished sweep: study name and record.
+    pub result: Option<(String, StudyRecord)>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Level {
     Info,
@@ -269,6 +297,7 @@ pub struct App {
     pub run_panel: RunPanel,
     pub telemetry: Telemetry,
     pub trials: TrialsState,
+    pub sweep: SweepState,
     pub overlay: Option<Overlay>,
     pub status: Option<(Level, String)>,
     pub disk_changed: bool,
@@ -331,6 +360,7 @@ impl App {
             run_panel: RunPanel::Log,
             telemetry: Telemetry::default(),
             trials: TrialsState::default(),
+            sweep: SweepState::default(),
             overlay: tour.then_some(Overlay::Tour(0)),
             status: None,
             disk_changed: false,
@@ -341,6 +371,11 @@ impl App {
 
     pub fn trial_running(&self) -> bool {
         self.trial.as_ref().is_some_and(LiveTrial::running)
+    }
+
+    /// A trial or a sweep is running (their processes must be stopped before leaving).
+    pub fn busy(&self) -> bool {
+        self.trial_running() || self.sweep.running
     }
 
     /// The flag rows the Flags screen lists (step filter and search applied).
@@ -454,7 +489,34 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
             trial.result = Some(r.map(|b| *b));
             app.info(ended);
             let mut fx = vec![Effect::LoadTrials];
-            if app.quitting {
+            if app.quitting && !app.busy() {
+                fx.push(Effect::Quit);
+            }
+            fx
+        }
+        Msg::SweepLine(line) => {
+            if app.sweep.log.len() == LOG_LINES {
+                app.sweep.log.pop_front();
+            }
+            app.sweep.log.push_back(line);
+            vec![]
+        }
+        Msg::SweepDone(r) => {
+            app.sweep.running = false;
+            match r {
+                Ok((study, Some(rec))) => {
+                    app.info(format!(
+                        "sweep {study} done: a applies its pick (as unsaved edits)"
+                    ));
+                    app.sweep.result = Some((study, *rec));
+                }
+                Ok((study, None)) => app.info(format!(
+                    "sweep {study} stopped; `primus-tune sweep --resume {study}` continues it"
+                )),
+                Err(e) => app.error(format!("the sweep could not run: {e}")),
+            }
+            let mut fx = vec![Effect::LoadTrials];
+            if app.quitting && !app.busy() {
                 fx.push(Effect::Quit);
             }
             fx
@@ -507,11 +569,17 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
 
 fn quit_now(app: &mut App) -> Vec<Effect> {
     app.quitting = true;
+    let mut fx = Vec::new();
     if app.trial_running() {
-        vec![Effect::StopTrial]
-    } else {
-        vec![Effect::Quit]
+        fx.push(Effect::StopTrial);
     }
+    if app.sweep.running {
+        fx.push(Effect::StopSweep);
+    }
+    if fx.is_empty() {
+        fx.push(Effect::Quit);
+    }
+    fx
 }
 
 fn on_trial_event(app: &mut App, ev: TrialEvent) {
@@ -565,7 +633,7 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
     match action {
         Action::None => vec![],
         Action::Quit => {
-            if app.trial_running() || !app.pending.is_empty() {
+            if app.busy() || !app.pending.is_empty() {
                 app.overlay = Some(Overlay::ConfirmQuit);
                 vec![]
             } else {
@@ -633,6 +701,10 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
                     let len = app.trials.rows.len();
                     move_by(&mut app.trials.selected, d, len);
                 }
+                Tab::Sweep => {
+                    let len = app.config.as_ref().map_or(0, |c| c.spaces.len());
+                    move_by(&mut app.sweep.selected, d, len);
+                }
                 Tab::Run => {}
             }
             vec![]
@@ -647,6 +719,9 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
                 }
                 Tab::Flags => app.flags.selected = last(app.visible_flags().len()),
                 Tab::Trials => app.trials.selected = last(app.trials.rows.len()),
+                Tab::Sweep => {
+                    app.sweep.selected = last(app.config.as_ref().map_or(0, |c| c.spaces.len()))
+                }
                 Tab::Run => {}
             }
             vec![]
@@ -904,7 +979,76 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
             vec![Effect::Load(app.pending.clone())]
         }
         Action::RefreshTrials => vec![Effect::LoadTrials],
+        Action::StartSweep => start_sweep(app),
+        Action::StopSweep => {
+            if app.sweep.running {
+                app.info("stopping the sweep (the trial in flight is stopped; resume later)");
+                vec![Effect::StopSweep]
+            } else {
+                vec![]
+            }
+        }
+        Action::ApplySweep => {
+            let Some((study, rec)) = &app.sweep.result else {
+                app.info("no finished sweep yet");
+                return vec![];
+            };
+            let Some(pick) = rec
+                .pick
+                .and_then(|p| rec.candidates.iter().find(|c| c.id == p))
+            else {
+                app.info(format!("sweep {study} has no pick"));
+                return vec![];
+            };
+            let study = study.clone();
+            let edits: Vec<(String, String)> = pick
+                .overrides
+                .iter()
+                .map(|(k, v)| (k.clone(), json_text(v)))
+                .collect();
+            for (k, v) in edits {
+                app.pending.retain(|p| p.key != k);
+                app.pending.push(PendingEdit { key: k, text: v });
+            }
+            app.info(format!(
+                "sweep {study}'s pick is unsaved edits now: d shows the diff, s saves, u undoes"
+            ));
+            app.tab = Tab::Flags;
+            vec![Effect::Load(app.pending.clone())]
+        }
     }
+}
+
+fn start_sweep(app: &mut App) -> Vec<Effect> {
+    if app.busy() {
+        app.info("a trial or a sweep is running (x stops it)");
+        return vec![];
+    }
+    if !app.pending.is_empty() {
+        app.error("save or undo your edits first: a sweep runs the file on disk");
+        return vec![];
+    }
+    let Some(row) = app
+        .config
+        .as_ref()
+        .and_then(|c| c.spaces.get(app.sweep.selected))
+    else {
+        return vec![];
+    };
+    if let Some(why) = &row.not_applicable {
+        let why = why.clone();
+        app.error(why);
+        return vec![];
+    }
+    let space = row.name.clone();
+    let Some(profile) = app.profiles.get(app.profile).cloned() else {
+        app.error("no launch profile found");
+        return vec![];
+    };
+    app.sweep.running = true;
+    app.sweep.log.clear();
+    app.info(format!("sweeping {space} with {profile} (x stops it)"));
+    vec![Effect::StartSweep { space, profile }]
 }
 
 /// A stored override as the text `set` would take.

@@ -52,6 +52,9 @@ pub enum Action {
     Compare,
     ApplyTrial,
     RefreshTrials,
+    StartSweep,
+    StopSweep,
+    ApplySweep,
 }
 
 /// The key map as the help screen lists it: (keys, what they do), by section.
@@ -59,9 +62,8 @@ pub const HELP: &[(&str, &[(&str, &str)])] = &[
     (
         "everywhere",
         &[
-            ("1-4 Tab S-Tab", "switch screen"),
-            ("?", "this help"),
-            ("t", "the guided tour"),
+            ("1-5 Tab S-Tab", "switch screen"),
+            ("?  t", "keys, the guided tour"),
             ("q  Ctrl-C", "quit (asks if running)"),
             ("Esc", "close, cancel"),
             ("r", "start a trial"),
@@ -75,10 +77,7 @@ pub const HELP: &[(&str, &[(&str, &str)])] = &[
             ("Home End g G", "first, last"),
         ],
     ),
-    (
-        "Checklist",
-        &[("Enter", "the step's flags"), ("r", "start a trial")],
-    ),
+    ("Checklist", &[("Enter", "the step's flags")]),
     (
         "Flags",
         &[
@@ -96,7 +95,6 @@ pub const HELP: &[(&str, &[(&str, &str)])] = &[
         "Run",
         &[
             ("Left Right [ ]", "launch profile"),
-            ("r  Enter", "start a trial"),
             ("x", "stop the trial"),
             ("m", "next telemetry chart"),
         ],
@@ -109,6 +107,14 @@ pub const HELP: &[(&str, &[(&str, &str)])] = &[
             ("Space  c", "mark, compare"),
             ("a", "apply its settings"),
             ("F5", "refresh"),
+        ],
+    ),
+    (
+        "Sweep",
+        &[
+            ("r  Enter", "sweep the space"),
+            ("x", "stop the sweep"),
+            ("a", "apply the pick"),
         ],
     ),
 ];
@@ -157,6 +163,7 @@ pub fn action(app: &App, k: KeyEvent) -> Action {
         KeyCode::Char('2') => Some(Action::GoTab(Tab::Flags)),
         KeyCode::Char('3') => Some(Action::GoTab(Tab::Run)),
         KeyCode::Char('4') => Some(Action::GoTab(Tab::Trials)),
+        KeyCode::Char('5') => Some(Action::GoTab(Tab::Sweep)),
         KeyCode::Tab => Some(Action::NextTab),
         KeyCode::BackTab => Some(Action::PrevTab),
         KeyCode::Up | KeyCode::Char('k') => Some(Action::Up(1)),
@@ -194,6 +201,9 @@ pub fn action(app: &App, k: KeyEvent) -> Action {
         (Tab::Trials, KeyCode::Char('a')) => Action::ApplyTrial,
         (Tab::Trials, KeyCode::F(5)) => Action::RefreshTrials,
         (Tab::Trials, KeyCode::Char('r')) => Action::StartTrial,
+        (Tab::Sweep, KeyCode::Enter | KeyCode::Char('r')) => Action::StartSweep,
+        (Tab::Sweep, KeyCode::Char('x')) => Action::StopSweep,
+        (Tab::Sweep, KeyCode::Char('a')) => Action::ApplySweep,
         _ => Action::None,
     }
 }

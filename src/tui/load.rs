@@ -2,7 +2,7 @@
 //! plan them (the same checks as `primus-tune set`), save them. Run by the event loop, never by
 //! `update` or the views.
 
-use super::model::{ConfigView, FileStamp, FlagRow, PendingEdit, PlanView, show_json};
+use super::model::{ConfigView, FileStamp, FlagRow, PendingEdit, PlanView, SpaceRow, show_json};
 use crate::checklist;
 use crate::config::catalog::{Backend, Catalog, Kind};
 use crate::config::diag::Severity;
@@ -106,8 +106,19 @@ pub fn build(
             }
         })
         .collect();
+    let spaces = crate::tune::space::all(crate::tune::space::user_dir().as_deref())
+        .unwrap_or_else(|_| crate::tune::space::builtin())
+        .into_iter()
+        .map(|sp| SpaceRow {
+            candidates: sp.candidates().len(),
+            not_applicable: sp.not_applicable(&exp),
+            name: sp.name,
+            description: sp.description,
+        })
+        .collect();
     Ok((
         ConfigView {
+            spaces,
             path: exp.path.clone(),
             module: m.name.clone(),
             framework: m.framework.clone(),

@@ -167,6 +167,7 @@ async fn event_loop(
     // the receiver is dropped first: the trial thread's sends then fail at once instead of
     // waiting for a loop that no longer drains them, and the handle's Drop stops the trial.
     let mut trial: Option<TrialHandle> = None;
+    let mut sweep: Option<TrialHandle> = None;
     let (tx, mut rx) = mpsc::channel::<Msg>(1024);
     let mut keys = EventStream::new();
     // Live telemetry, whether or not a trial runs.
@@ -185,6 +186,7 @@ async fn event_loop(
             match fx {
                 Effect::Quit => {
                     drop(trial.take());
+                    drop(sweep.take());
                     return Ok(());
                 }
                 Effect::Load(pending) => {
@@ -221,6 +223,16 @@ async fn event_loop(
                     tracing::info!(profile, config = %opts.config.display(), "trial started");
                     trial = Some(start_trial(opts, &profile, tx.clone()));
                 }
+                Effect::StartSweep { space, profile } => {
+                    tracing::info!(space, profile, "sweep started");
+                    sweep = Some(start_sweep(opts, &space, &profile, tx.clone()));
+                }
+                Effect::StopSweep => {
+                    tracing::info!("sweep stop requested");
+                    if let Some(h) = &sweep {
+                        let _ = h.cancel.send(true);
+                    }
+                }
                 Effect::StopTrial => {
                     tracing::info!("trial stop requested");
                     if let Some(h) = &trial {
@@ -245,6 +257,10 @@ async fn event_loop(
                     Msg::TrialDone(r) => {
                         tracing::info!(ok = r.is_ok(), "trial ended");
                         drop(trial.take());
+                    }
+                    Msg::SweepDone(r) => {
+                        tracing::info!(ok = r.is_ok(), "sweep ended");
+                        drop(sweep.take());
                     }
                     Msg::Saved(Err(e)) | Msg::Trials(Err(e)) => tracing::warn!("{e}"),
                     _ => {}
@@ -372,6 +388,47 @@ fn start_trial(opts: &TuiOptions, profile_name: &str, tx: mpsc::Sender<Msg>) -> 
         .spawn(move || {
             let r = run_one(&opts, &name, &tx, cancel_rx);
             let _ = tx.blocking_send(Msg::TrialDone(r.map(Box::new)));
+        })
+        .ok();
+    TrialHandle { cancel, thread }
+}
+
+/// A sweep on its own thread, like a trial; its progress lines and end come back as messages.
+fn start_sweep(
+    opts: &TuiOptions,
+    space: &str,
+    profile: &str,
+    tx: mpsc::Sender<Msg>,
+) -> TrialHandle {
+    let (cancel, cancel_rx) = watch::channel(false);
+    let opts = opts.clone();
+    let req = crate::tune::sweep::SweepRequest {
+        space: Some(space.to_string()),
+        profile: profile.to_string(),
+        first_iters: 8,
+        max_iters: 24,
+        env: opts.env.clone(),
+        ..Default::default()
+    };
+    let thread = std::thread::Builder::new()
+        .name("sweep".into())
+        .spawn(move || {
+            let lines = tx.clone();
+            let r = crate::config::Experiment::load(&opts.config, &opts.load)
+                .map_err(|e| e.to_string())
+                .and_then(|exp| {
+                    crate::tune::sweep::run_sweep(
+                        &exp,
+                        &opts.load,
+                        &req,
+                        cancel_rx,
+                        Box::new(move |l: &str| {
+                            let _ = lines.blocking_send(Msg::SweepLine(l.to_string()));
+                        }),
+                    )
+                })
+                .map(|o| (o.study, o.record.map(Box::new)));
+            let _ = tx.blocking_send(Msg::SweepDone(r));
         })
         .ok();
     TrialHandle { cancel, thread }

@@ -19,6 +19,17 @@ pub struct ConfigView {
     pub diagnostics: Vec<Diagnostic>,
     /// The file's modification time and length when it was read (to notice outside changes).
     pub stamp: Option<FileStamp>,
+    /// The knob spaces a sweep can use, and why one does not apply to this experiment.
+    pub spaces: Vec<SpaceRow>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpaceRow {
+    pub name: String,
+    pub description: String,
+    /// Candidates before legality.
+    pub candidates: usize,
+    pub not_applicable: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -321,6 +321,8 @@ fn tabs_cycle_and_the_trials_screen_asks_for_trials() {
     assert_eq!(app.tab, Tab::Flags);
     key(&mut app, KeyCode::BackTab);
     key(&mut app, KeyCode::BackTab);
+    assert_eq!(app.tab, Tab::Sweep);
+    key(&mut app, KeyCode::BackTab);
     assert_eq!(app.tab, Tab::Trials);
     assert_eq!(key(&mut app, KeyCode::Char('4')), vec![Effect::LoadTrials]);
 }
@@ -562,4 +564,101 @@ fn a_message_lasts_until_the_next_key() {
     assert!(app.status.is_some());
     key(&mut app, KeyCode::Down);
     assert!(app.status.is_none(), "the key hints come back");
+}
+
+#[test]
+fn sweep_screen_starts_only_applicable_spaces_and_applies_the_pick() {
+    use crate::tune::study::{CandidateRecord, StudyRecord};
+    let mut app = loaded_app();
+    key(&mut app, KeyCode::Char('5'));
+    assert_eq!(app.tab, Tab::Sweep);
+    let spaces = app.config.as_ref().unwrap().spaces.clone();
+    let names: Vec<&str> = spaces.iter().map(|s| s.name.as_str()).collect();
+    assert!(
+        names.contains(&"deepep-cu") && names.contains(&"memory-fit"),
+        "{names:?}"
+    );
+    // The MoE example: every built-in space applies.
+    let i = names.iter().position(|n| *n == "sync-free-stage").unwrap();
+    app.sweep.selected = i;
+    assert_eq!(
+        key(&mut app, KeyCode::Enter),
+        vec![Effect::StartSweep {
+            space: "sync-free-stage".into(),
+            profile: "proxy-cpu".into()
+        }]
+    );
+    assert!(app.sweep.running && app.busy());
+    assert!(key(&mut app, KeyCode::Enter).is_empty(), "one at a time");
+    update(&mut app, Msg::SweepLine("candidate 0 ...".into()));
+    assert_eq!(app.sweep.log.len(), 1);
+    // Quitting while it runs stops it first.
+    key(&mut app, KeyCode::Char('q'));
+    assert_eq!(key(&mut app, KeyCode::Char('y')), vec![Effect::StopSweep]);
+    let cand = |id: usize, stage: i64, verdict: &str| CandidateRecord {
+        id,
+        overrides: [(
+            "turbo_sync_free_moe_stage".to_string(),
+            serde_json::json!(stage),
+        )]
+        .into_iter()
+        .collect(),
+        verdict: verdict.into(),
+        why: String::new(),
+        n: 10,
+        median_ms: Some(100.0),
+        ci_low_ms: Some(99.0),
+        ci_high_ms: Some(101.0),
+        peak_memory_bytes: None,
+        predicted_bytes: None,
+    };
+    let rec = StudyRecord {
+        space: "sync-free-stage".into(),
+        config: EXAMPLE.into(),
+        profile: "proxy-cpu".into(),
+        gpus: 1,
+        capacity_bytes: None,
+        candidates: vec![cand(0, 0, "slower"), cand(1, 1, "winner")],
+        pick: Some(1),
+        gpu_seconds: 10.0,
+        trials: 2,
+        log: vec![],
+        memory_error: None,
+    };
+    let fx = update(
+        &mut app,
+        Msg::SweepDone(Ok(("sf1".into(), Some(Box::new(rec))))),
+    );
+    assert_eq!(fx, vec![Effect::LoadTrials, Effect::Quit], "then it leaves");
+    assert!(!app.sweep.running);
+    let mut app2 = loaded_app();
+    app2.sweep.result = app.sweep.result.clone();
+    app2.tab = Tab::Sweep;
+    let fx = key(&mut app2, KeyCode::Char('a'));
+    let want = vec![PendingEdit {
+        key: "turbo_sync_free_moe_stage".into(),
+        text: "1".into(),
+    }];
+    assert_eq!(fx, vec![Effect::Load(want.clone())]);
+    assert_eq!(app2.pending, want);
+}
+
+#[test]
+fn a_space_that_does_not_apply_is_refused_with_its_reason() {
+    let mut app = App::new(vec!["proxy-cpu".into()], "proxy-cpu", false);
+    let dense = "presets/examples/experiments/llama3_8B-BF16-pretrain.yaml";
+    let (view, _) = load::build(Path::new(dense), &opts(), &[]).unwrap();
+    update(&mut app, Msg::Loaded(Ok((Box::new(view), None))));
+    key(&mut app, KeyCode::Char('5'));
+    let i = app
+        .config
+        .as_ref()
+        .unwrap()
+        .spaces
+        .iter()
+        .position(|s| s.name == "sync-free-stage")
+        .unwrap();
+    app.sweep.selected = i;
+    assert!(key(&mut app, KeyCode::Enter).is_empty());
+    assert!(app.status.as_ref().unwrap().1.contains("MoE"));
 }

@@ -120,7 +120,6 @@ fn capacity(gib_given: Option<f64>) -> Option<f64> {
         .map(|b| b as f64)
 }
 
-
 /// Run a sweep. `progress` gets one line per step (study, model, each trial); `cancel` stops the
 /// trial in flight and the sweep (the study can be resumed).
 pub fn run_sweep(
@@ -173,7 +172,8 @@ pub fn run_sweep(
     if let Some(why) = space.not_applicable(exp) {
         return Err(format!("{}: {why}", crate::cli::display_path(&exp.path)));
     }
-    let prof = profile::find(&req.profile, profile::user_dir().as_deref()).map_err(|e| e.to_string())?;
+    let prof =
+        profile::find(&req.profile, profile::user_dir().as_deref()).map_err(|e| e.to_string())?;
     let gpus = req
         .gpus
         .unwrap_or_else(|| trial::default_gpus(&opts.env, &prof.name));

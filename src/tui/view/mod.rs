@@ -5,6 +5,7 @@ mod checklist;
 mod flags;
 mod overlay;
 mod run;
+mod sweep;
 mod trials;
 
 pub use trials::settings_diff as trials_settings_diff;
@@ -44,6 +45,7 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme) {
         (Tab::Flags, Some(_)) => flags::draw(f, app, theme, body),
         (Tab::Run, _) => run::draw(f, app, theme, body),
         (Tab::Trials, _) => trials::draw(f, app, theme, body),
+        (Tab::Sweep, _) => sweep::draw(f, app, theme, body),
     }
     draw_status(f, app, theme, status);
     overlay::draw(f, app, theme);
@@ -61,7 +63,10 @@ fn draw_tabs(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         spans.push(Span::styled(label, style));
     }
     if app.trial_running() {
-        spans.push(Span::styled(" ● trial running", theme.warn()));
+        spans.push(Span::styled(" ● trial", theme.warn()));
+    }
+    if app.sweep.running {
+        spans.push(Span::styled(" ● sweep", theme.warn()));
     }
     let used: usize = spans.iter().map(|s| s.width()).sum();
     let help = " ? help ";
@@ -154,6 +159,7 @@ fn hints(app: &App) -> &'static str {
         Tab::Flags => "Enter edit · / search · u undo · d diff · s save · ? keys",
         Tab::Run => "←→ profile · r start · x stop · m charts · ? keys · q quit",
         Tab::Trials => "s sort · Enter detail · Space mark · c compare · a apply · ? keys",
+        Tab::Sweep => "↑↓ space · r sweep · x stop · a apply the pick · ? keys",
     }
 }
 
