@@ -109,9 +109,8 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
                 Cell::from(num(c.median_ms, 1, "")),
                 Cell::from(ci),
                 Cell::from(c.n.to_string()),
-                Cell::from(num(
+                Cell::from(super::sig(
                     c.peak_memory_bytes.map(|b| b as f64 / (1u64 << 30) as f64),
-                    1,
                     "",
                 )),
                 Cell::from(format!(
