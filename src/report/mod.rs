@@ -332,14 +332,10 @@ pub fn build(i: &Inputs<'_>) -> Report {
         .unwrap_or(0);
     // Along the bottom while the labels fit side by side; else down the side.
     let horizontal = rows.len() > 8 || rows.len() * longest.max(4) > 90;
-    let pairs: Vec<(f64, f64)> = rows
-        .iter()
-        .filter_map(|r| Some((r.predicted_gib?, r.peak_gib?)))
-        .collect();
-    let memory_error = (!pairs.is_empty()).then(|| {
-        let e = pairs.iter().map(|(p, m)| ((p - m) / m).abs()).sum::<f64>();
-        (e / pairs.len() as f64, pairs.len())
-    });
+    let memory_error = crate::tune::study::mean_relative_error(
+        rows.iter()
+            .filter_map(|r| Some((r.predicted_gib?, r.peak_gib?))),
+    );
     let winner = rec.pick.and_then(|p| rows.iter().position(|r| r.id == p));
     let mut telemetry = Vec::new();
     let mut telemetry_gpus = 0;

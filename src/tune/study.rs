@@ -108,14 +108,12 @@ pub fn record(
             }
         })
         .collect();
-    let pairs: Vec<(f64, f64)> = candidates
-        .iter()
-        // An OOM trial may report no real peak (0): only finite, positive pairs count.
-        .filter_map(|c| Some((c.predicted_bytes?, c.peak_memory_bytes? as f64)))
-        .filter(|(p, m)| m.is_finite() && *m > 0.0 && p.is_finite() && *p > 0.0)
-        .collect();
-    let memory_error = (!pairs.is_empty())
-        .then(|| pairs.iter().map(|(p, m)| ((p - m) / m).abs()).sum::<f64>() / pairs.len() as f64);
+    let memory_error = mean_relative_error(
+        candidates
+            .iter()
+            .filter_map(|c| Some((c.predicted_bytes?, c.peak_memory_bytes? as f64))),
+    )
+    .map(|(e, _)| e);
     StudyRecord {
         space: space.name.clone(),
         config: config.display().to_string(),
@@ -129,6 +127,18 @@ pub fn record(
         log: r.log.clone(),
         memory_error,
     }
+}
+
+/// Mean relative error of predictions against measurements, and how many pairs it used. Only
+/// finite, positive pairs count (an OOM trial may report a peak of 0).
+pub fn mean_relative_error(pairs: impl Iterator<Item = (f64, f64)>) -> Option<(f64, usize)> {
+    let ok: Vec<(f64, f64)> = pairs
+        .filter(|(p, m)| m.is_finite() && *m > 0.0 && p.is_finite() && *p > 0.0)
+        .collect();
+    (!ok.is_empty()).then(|| {
+        let e: f64 = ok.iter().map(|(p, m)| ((p - m) / m).abs()).sum();
+        (e / ok.len() as f64, ok.len())
+    })
 }
 
 /// `k=v k=v` of a candidate, short.
@@ -194,5 +204,19 @@ pub fn print_record(name: &str, r: &StudyRecord) {
             "memory model vs measured: mean error {:.1} % over the measured candidates",
             100.0 * e
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_error_skips_oom_peaks_of_zero() {
+        let pairs = [(110.0, 100.0), (90.0, 100.0), (50.0, 0.0), (f64::NAN, 10.0)];
+        let (e, n) = mean_relative_error(pairs.into_iter()).unwrap();
+        assert_eq!(n, 2);
+        assert!((e - 0.1).abs() < 1e-12, "{e}");
+        assert_eq!(mean_relative_error([(1.0, 0.0)].into_iter()), None);
     }
 }
