@@ -130,10 +130,11 @@ pub fn record(
 }
 
 /// Mean relative error of predictions against measurements, and how many pairs it used. Only
-/// finite, positive pairs count (an OOM trial may report a peak of 0).
+/// finite pairs with a positive measurement count (an OOM trial may report a peak of 0); a
+/// prediction at or below 0 counts, as the bad calibration it shows.
 pub fn mean_relative_error(pairs: impl Iterator<Item = (f64, f64)>) -> Option<(f64, usize)> {
     let ok: Vec<(f64, f64)> = pairs
-        .filter(|(p, m)| m.is_finite() && *m > 0.0 && p.is_finite() && *p > 0.0)
+        .filter(|(p, m)| m.is_finite() && *m > 0.0 && p.is_finite())
         .collect();
     (!ok.is_empty()).then(|| {
         let e: f64 = ok.iter().map(|(p, m)| ((p - m) / m).abs()).sum();
