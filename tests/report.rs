@@ -4,15 +4,12 @@
 //! stored; the error cases.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-struct Setup {
-    dir: tempfile::TempDir,
-    exp: PathBuf,
-    space: PathBuf,
-    config_home: PathBuf,
-}
+use common::{Setup, cmd};
+
+use std::path::Path;
+use std::process::Output;
 
 /// Step time 120 ms at micro batch 1, 100 ms at 2, 95 ms at 4 (±1 ms of noise); tokens/s from
 /// the step time; peak memory 20 + 12 × micro batch GB; out of memory at 8.
@@ -31,41 +28,7 @@ done
 "#;
 
 fn setup() -> Setup {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("ex");
-    primus_tune::bundled::extract(&root).unwrap();
-    let exp = root.join("experiments/llama3_8B-BF16-pretrain.yaml");
-    let config_home = dir.path().join("config");
-    let profiles = config_home.join("primus-tune/profiles");
-    std::fs::create_dir_all(&profiles).unwrap();
-    std::fs::write(
-        profiles.join("report-workload.yaml"),
-        format!(
-            "name: report-workload\nargv: [sh, -c, {}, workload, \"{{trial_dir}}\"]\n",
-            serde_json::to_string(WORKLOAD).unwrap()
-        ),
-    )
-    .unwrap();
-    let space = dir.path().join("mbs-report.yaml");
-    std::fs::write(
-        &space,
-        "name: mbs-report\ndescription: micro batch only\nknobs:\n  - flag: micro_batch_size\n    values: [1, 2, 4, 8]\n    memory: increasing\n",
-    )
-    .unwrap();
-    Setup {
-        dir,
-        exp,
-        space,
-        config_home,
-    }
-}
-
-fn cmd(s: &Setup) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_primus-tune"));
-    c.env("XDG_CONFIG_HOME", &s.config_home)
-        .env_remove("PRIMUS_ROOT")
-        .env_remove("GPUS_PER_NODE");
-    c
+    common::setup("report-workload", WORKLOAD, "mbs-report")
 }
 
 fn sweep(s: &Setup, name: &str) {

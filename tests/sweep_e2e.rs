@@ -3,16 +3,12 @@
 //! a user space; Ctrl-C-style interruption and `--resume`; `recommend --study`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+mod common;
 
-struct Setup {
-    _dir: tempfile::TempDir,
-    exp: PathBuf,
-    space: PathBuf,
-    config_home: PathBuf,
-}
+use common::{Setup, cmd};
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
 
 /// Step time 120 ms at micro batch 1, 100 ms at 2 (±1 ms of alternating noise); out of memory
 /// at 4 and above.
@@ -29,41 +25,7 @@ done
 "#;
 
 fn setup() -> Setup {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("ex");
-    primus_tune::bundled::extract(&root).unwrap();
-    let exp = root.join("experiments/llama3_8B-BF16-pretrain.yaml");
-    let config_home = dir.path().join("config");
-    let profiles = config_home.join("primus-tune/profiles");
-    std::fs::create_dir_all(&profiles).unwrap();
-    std::fs::write(
-        profiles.join("mbs-workload.yaml"),
-        format!(
-            "name: mbs-workload\nargv: [sh, -c, {}, workload, \"{{trial_dir}}\"]\n",
-            serde_json::to_string(WORKLOAD).unwrap()
-        ),
-    )
-    .unwrap();
-    let space = dir.path().join("mbs.yaml");
-    std::fs::write(
-        &space,
-        "name: mbs\ndescription: micro batch only\nknobs:\n  - flag: micro_batch_size\n    values: [1, 2, 4, 8]\n    memory: increasing\n",
-    )
-    .unwrap();
-    Setup {
-        _dir: dir,
-        exp,
-        space,
-        config_home,
-    }
-}
-
-fn cmd(s: &Setup) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_primus-tune"));
-    c.env("XDG_CONFIG_HOME", &s.config_home)
-        .env_remove("PRIMUS_ROOT")
-        .env_remove("GPUS_PER_NODE");
-    c
+    common::setup("mbs-workload", WORKLOAD, "mbs")
 }
 
 fn sweep_args<'a>(s: &'a Setup, extra: &[&'a str]) -> Vec<String> {
