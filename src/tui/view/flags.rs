@@ -4,6 +4,7 @@
 use super::fit;
 use crate::config::diag::Severity;
 use crate::tui::app::App;
+use crate::tui::model::FlagRow;
 use crate::tui::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -85,12 +86,14 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
         .row_highlight_style(theme.selected());
     let mut state = TableState::default().with_selected((n > 0).then_some(app.flags.selected));
     f.render_stateful_widget(table, top, &mut state);
-    draw_detail(f, app, theme, bottom);
+    let selected = rows_data.get(app.flags.selected).copied();
+    draw_detail(f, app, selected, theme, bottom);
 }
 
-fn draw_detail(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
-    let rows = app.visible_flags();
-    let Some(r) = rows.get(app.flags.selected) else {
+/// The selected flag's help, problems and the value being typed (`row`: the selected row of
+/// the list just drawn, not filtered and sorted again).
+fn draw_detail(f: &mut Frame, app: &App, row: Option<&FlagRow>, theme: &Theme, area: Rect) {
+    let Some(r) = row else {
         f.render_widget(
             Paragraph::new("no flag matches").block(Block::default().borders(Borders::ALL)),
             area,

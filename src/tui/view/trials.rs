@@ -120,7 +120,8 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
         f.render_widget(Paragraph::new(msg).style(theme.dim()), inner);
     }
     let Some(bottom) = bottom else { return };
-    let selected = app.selected_trial().cloned();
+    // The selected row of the list just sorted (not sorted again).
+    let selected = rows_data.get(app.trials.selected).map(|t| (*t).clone());
     if app.trials.compare {
         let other = app
             .trials
