@@ -5,7 +5,7 @@
 //!
 //! The terminal is restored on every way out: normal exit, error, panic (the hook is installed
 //! before the terminal is taken), SIGTERM and SIGHUP; a running trial's process group is stopped
-//! in each case (`TrialHandle`'s Drop covers unwinding).
+//! in each case (`Worker`'s Drop covers unwinding).
 
 pub mod app;
 pub mod keymap;
@@ -95,14 +95,15 @@ fn take_terminal() -> std::io::Result<Term> {
     Terminal::new(CrosstermBackend::new(std::io::stdout()))
 }
 
-/// A trial running on its own thread (the store's connection is not `Sync`, so the trial gets a
-/// runtime of its own). Dropping the handle stops the trial's process group and waits for it.
-struct TrialHandle {
+/// A trial or a sweep running on its own thread (the store's connection is not `Sync`, so it gets
+/// a runtime of its own). Dropping the handle cancels it — the trial in flight has its process
+/// group stopped — and waits for the thread.
+struct Worker {
     cancel: watch::Sender<bool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-impl Drop for TrialHandle {
+impl Drop for Worker {
     fn drop(&mut self) {
         let _ = self.cancel.send(true);
         if let Some(t) = self.thread.take() {
@@ -166,8 +167,8 @@ async fn event_loop(
     // Declared before the channel so that, on every way out (return, error, panic unwinding),
     // the receiver is dropped first: the trial thread's sends then fail at once instead of
     // waiting for a loop that no longer drains them, and the handle's Drop stops the trial.
-    let mut trial: Option<TrialHandle> = None;
-    let mut sweep: Option<TrialHandle> = None;
+    let mut trial: Option<Worker> = None;
+    let mut sweep: Option<Worker> = None;
     let (tx, mut rx) = mpsc::channel::<Msg>(1024);
     let mut keys = EventStream::new();
     // Live telemetry, whether or not a trial runs.
@@ -379,7 +380,7 @@ pub fn trial_options(opts: &TuiOptions, profile: profile::Profile) -> TrialOptio
     }
 }
 
-fn start_trial(opts: &TuiOptions, profile_name: &str, tx: mpsc::Sender<Msg>) -> TrialHandle {
+fn start_trial(opts: &TuiOptions, profile_name: &str, tx: mpsc::Sender<Msg>) -> Worker {
     let (cancel, cancel_rx) = watch::channel(false);
     let opts = opts.clone();
     let name = profile_name.to_string();
@@ -390,7 +391,7 @@ fn start_trial(opts: &TuiOptions, profile_name: &str, tx: mpsc::Sender<Msg>) -> 
             let _ = tx.blocking_send(Msg::TrialDone(r.map(Box::new)));
         })
         .ok();
-    TrialHandle { cancel, thread }
+    Worker { cancel, thread }
 }
 
 /// A sweep on its own thread, like a trial; its progress lines and end come back as messages.
@@ -399,7 +400,7 @@ fn start_sweep(
     space: &str,
     profile: &str,
     tx: mpsc::Sender<Msg>,
-) -> TrialHandle {
+) -> Worker {
     let (cancel, cancel_rx) = watch::channel(false);
     let opts = opts.clone();
     let req = crate::tune::sweep::SweepRequest {
@@ -431,7 +432,7 @@ fn start_sweep(
             let _ = tx.blocking_send(Msg::SweepDone(r));
         })
         .ok();
-    TrialHandle { cancel, thread }
+    Worker { cancel, thread }
 }
 
 fn run_one(
