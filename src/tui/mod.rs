@@ -395,12 +395,7 @@ fn start_trial(opts: &TuiOptions, profile_name: &str, tx: mpsc::Sender<Msg>) -> 
 }
 
 /// A sweep on its own thread, like a trial; its progress lines and end come back as messages.
-fn start_sweep(
-    opts: &TuiOptions,
-    space: &str,
-    profile: &str,
-    tx: mpsc::Sender<Msg>,
-) -> Worker {
+fn start_sweep(opts: &TuiOptions, space: &str, profile: &str, tx: mpsc::Sender<Msg>) -> Worker {
     let (cancel, cancel_rx) = watch::channel(false);
     let opts = opts.clone();
     let req = crate::tune::sweep::SweepRequest {
