@@ -203,24 +203,20 @@ impl Cx<'_> {
         }
     }
 
-    /// The folder the HipBLASLt hook uses: output/tune_hipblaslt/<PRIMUS_MODEL or config stem>.
-    fn tune_root(&self) -> PathBuf {
-        let tag = self
-            .env
-            .get("PRIMUS_MODEL")
-            .map(str::to_string)
-            .unwrap_or_else(|| {
-                self.exp
-                    .path
-                    .file_stem()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_default()
-            });
-        self.exp.primus_root.join("output/tune_hipblaslt").join(tag)
-    }
-
+    /// Step 1 from [`crate::gemm::status`]: the stage files on disk and the environment's
+    /// traps. The next stage is offered as a `gemm-tune` command (and the export it stands for).
     fn gemms(&self) -> StepEval {
-        if !self.megatron() {
+        use crate::gemm::status::{Level, StatusInput, status};
+        let st = status(&StatusInput {
+            primus_root: &self.exp.primus_root,
+            experiment: &self.exp.path,
+            framework: &self.m.framework,
+            env: self.env,
+            installed: None,
+            profiler_on: self.on("profile"),
+            comparison: None,
+        });
+        if !st.applicable {
             return (
                 Some(Status::NotApplicable),
                 vec![info(
@@ -229,13 +225,6 @@ impl Cx<'_> {
                 Vec::new(),
             );
         }
-        let root = self.tune_root();
-        let shapes = root.join("gemm_shape");
-        let result = root.join("gemm_tune/tune_hipblas_gemm_results.txt");
-        let has_shapes = std::fs::read_dir(&shapes).is_ok_and(|mut d| d.next().is_some());
-        let has_result = result.is_file();
-        let master = self.env.get("PRIMUS_HIPBLASLT_TUNING") == Some("1");
-        let stage = self.env.get("PRIMUS_HIPBLASLT_TUNING_STAGE").unwrap_or("0");
         let rel = |p: &std::path::Path| {
             p.strip_prefix(&self.exp.primus_root)
                 .unwrap_or(p)
@@ -244,27 +233,48 @@ impl Cx<'_> {
         };
         let mut f = Vec::new();
         let mut actions = Vec::new();
-        if has_result && master && stage == "3" {
+        if let Some(d) = st.dumps.as_ref().filter(|d| d.gemm_lines > 0) {
+            f.push(ok(format!(
+                "stage 1 done: {} unique shapes in {}",
+                d.unique_shapes,
+                rel(&st.layout.shapes_dir)
+            )));
+        }
+        if let Some(r) = st.results.as_ref().filter(|r| r.entries > 0) {
+            f.push(ok(format!(
+                "stage 2 done: {} tuned GEMMs in {}",
+                r.entries,
+                rel(&r.path)
+            )));
+        }
+        if st.in_use {
+            let file = st.override_file.as_ref().unwrap_or(&st.layout.result_file);
             f.push(ok(format!(
                 "training uses the tuned GEMMs in {}",
-                rel(&result)
+                rel(file)
             )));
-        } else if has_result {
-            f.push(ok(format!("stage 2 done: {}", rel(&result))));
-            f.push(todo("train with the tuned file: stage 3 (PRIMUS_HIPBLASLT_TUNING=1 PRIMUS_HIPBLASLT_TUNING_STAGE=3)"));
-            actions.push("export PRIMUS_HIPBLASLT_TUNING=1 PRIMUS_HIPBLASLT_TUNING_STAGE=3".into());
-        } else if has_shapes {
-            f.push(ok(format!("stage 1 done: shapes in {}", rel(&shapes))));
-            f.push(todo("tune offline: stage 2 (often 10–30 minutes)"));
-            actions.push("export PRIMUS_HIPBLASLT_TUNING=1 PRIMUS_HIPBLASLT_TUNING_STAGE=2".into());
-        } else {
-            f.push(todo("GEMMs are not tuned: run stage 1 (a short run that dumps GEMM shapes), then 2 and 3"));
-            actions.push("export PRIMUS_HIPBLASLT_TUNING=1 PRIMUS_HIPBLASLT_TUNING_STAGE=1".into());
+        } else if let Some(n) = st.next {
+            f.push(todo(match n {
+                1 => "GEMMs are not tuned: run stage 1 (a short run that dumps GEMM shapes), then 2 and 3".to_string(),
+                2 => "tune the dumped shapes offline: stage 2 (often 10–30 minutes)".to_string(),
+                _ => "train with the tuned file: stage 3 (compare it against the untuned baseline)".to_string(),
+            }));
+            actions.push(format!(
+                "primus-tune gemm-tune stage {n} {}",
+                self.exp.path.display()
+            ));
+            actions.push(format!(
+                "or by hand: export PRIMUS_HIPBLASLT_TUNING=1 PRIMUS_HIPBLASLT_TUNING_STAGE={n}"
+            ));
         }
-        if stage != "0" && !master {
-            f.push(info(format!("PRIMUS_HIPBLASLT_TUNING_STAGE={stage} is set without PRIMUS_HIPBLASLT_TUNING=1, so it is ignored")));
+        for n in &st.notes {
+            match n.level {
+                Level::Warning | Level::Error => f.push(todo(n.text.clone())),
+                Level::Ok | Level::Info => {}
+            }
         }
-        (None, f, actions)
+        let status = st.in_use.then_some(Status::Done);
+        (status, f, actions)
     }
 
     fn kernels(&self) -> StepEval {

@@ -9,6 +9,7 @@ pub mod bundled;
 pub mod checklist;
 pub mod cli;
 pub mod config;
+pub mod gemm;
 pub mod procfs;
 pub mod report;
 pub mod rng;

@@ -66,7 +66,7 @@ fn checklist_sees_hipblaslt_files_on_disk() {
     write(
         d.path(),
         "output/tune_hipblaslt/moe_16B-BF16-pretrain/gemm_tune/tune_hipblas_gemm_results.txt",
-        "Git Version: abc\n",
+        "Git Version: abc\n    transA,transB,batch_count,m,n,k,a_type,b_type,c_type,d_type,compute_type,hipblaslt-Gflops,us,solution_index,gcnArchName,CUs\n    T,N,1,64,32,16,bf16_r,bf16_r,bf16_r,bf16_r,f32_r,1,1,7,gfx942:sramecc+:xnack-,304\n",
     );
     let out = bin()
         .args(["checklist", "--json"])

@@ -3,6 +3,7 @@
 
 mod bench_replay;
 mod checklist;
+mod gemm_tune;
 mod gpus;
 mod lint;
 mod monitor;
@@ -78,6 +79,8 @@ enum Command {
     BenchReplay(bench_replay::BenchReplayArgs),
     /// Sweep a knob space with short trials: noise-aware successive halving, memory pruning.
     Sweep(sweep::SweepArgs),
+    /// HipBLASLt GEMM tuning (the guide's step 1): status, dumped shapes, results, stages.
+    GemmTune(gemm_tune::GemmTuneArgs),
     /// A finished sweep as report.md plus charts (PNG and SVG): evidence, memory, telemetry.
     Report(report::ReportArgs),
 }
@@ -138,6 +141,7 @@ pub fn run() -> ExitCode {
         Some(Command::Recommend(a)) => recommend::run(&a),
         Some(Command::Sweep(a)) => sweep::run(&a),
         Some(Command::Report(a)) => report::run(&a),
+        Some(Command::GemmTune(a)) => gemm_tune::run(&a),
     };
     match result {
         Ok(code) => code,

@@ -16,22 +16,23 @@ use std::process::ExitCode;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     /// Experiment YAML (default: the bundled example).
     pub config: Option<PathBuf>,
-    /// Launch profile: proxy-cpu (default), proxy-torch, primus, megatron, or one of yours.
-    #[arg(long, default_value = profile::DEFAULT_PROFILE)]
-    pub profile: String,
+    /// Launch profile: proxy-cpu, proxy-torch, primus, megatron, or one of yours [default:
+    /// proxy-cpu; gemm-tune stage: primus].
+    #[arg(long)]
+    pub profile: Option<String>,
     /// Override for this trial (repeatable), typed as Primus types `--key value`.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub overrides: Vec<String>,
     /// Environment for the trial and for `${VAR}` in the config (repeatable).
     #[arg(long = "env", value_name = "KEY=VALUE")]
     pub env: Vec<String>,
-    /// Iteration budget (becomes train_iters).
-    #[arg(long, default_value_t = 50)]
-    pub max_iters: u64,
+    /// Iteration budget (becomes train_iters) [default: 50; gemm-tune stage 1: 10].
+    #[arg(long)]
+    pub max_iters: Option<u64>,
     /// Wall-clock budget of the trial.
     #[arg(long)]
     pub max_seconds: Option<f64>,
@@ -71,9 +72,33 @@ pub struct RunArgs {
     /// Do not sample telemetry during the trial.
     #[arg(long)]
     pub no_telemetry: bool,
+    /// Train with the tuned GEMMs of `gemm-tune stage 2` (HipBLASLt stage 3).
+    #[arg(long)]
+    pub gemm_tuned: bool,
+}
+
+/// A trial ready to launch: the experiment, its load options, the engine's options and the
+/// trial database.
+pub struct Prepared {
+    pub exp: Experiment,
+    pub opts: LoadOptions,
+    pub topts: TrialOptions,
+    pub db: PathBuf,
 }
 
 pub fn run(a: &RunArgs) -> Result<ExitCode, CliError> {
+    let p = prepare(a)?;
+    let result = execute(&p, a.json)?;
+    print_result(&result, a.json);
+    Ok(if result.status == "completed" {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(3)
+    })
+}
+
+/// Loads and lints the trial's config and builds the engine's options from the arguments.
+pub fn prepare(a: &RunArgs) -> Result<Prepared, CliError> {
     let load = super::LoadArgs {
         config: a.config.clone(),
         primus_root: a.primus_root.clone(),
@@ -110,9 +135,18 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, CliError> {
             errors.len()
         )));
     }
-    let profile = profile::find(&a.profile, profile::user_dir().as_deref())
-        .map_err(|e| CliError::Usage(e.to_string()))?;
-    let env_pairs = load.env_pairs()?;
+    let profile = profile::find(
+        a.profile.as_deref().unwrap_or(profile::DEFAULT_PROFILE),
+        profile::user_dir().as_deref(),
+    )
+    .map_err(|e| CliError::Usage(e.to_string()))?;
+    let mut env_pairs = load.env_pairs()?;
+    if a.gemm_tuned {
+        env_pairs.extend(
+            crate::gemm::tuned_env_for(&exp.primus_root, &exp.path, &opts.env)
+                .map_err(CliError::Usage)?,
+        );
+    }
     let gpus = a
         .gpus
         .unwrap_or_else(|| trial::default_gpus(&opts.env, &profile.name));
@@ -120,7 +154,7 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, CliError> {
         profile,
         overrides,
         env: env_pairs,
-        max_iters: a.max_iters.max(1),
+        max_iters: a.max_iters.unwrap_or(50).max(1),
         max_seconds: a.max_seconds,
         ci_target: a.ci_target,
         hang_seconds: a.hang_seconds,
@@ -136,21 +170,26 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, CliError> {
                 process_interval: Duration::from_millis(2000),
             },
         }),
+        trains: true,
     };
     let db =
         a.db.clone()
             .unwrap_or_else(|| trial::workspace_dir(&exp.path).join("trials.db"));
-    let store = Store::open(&db).map_err(|e| CliError::Usage(e.to_string()))?;
+    Ok(Prepared {
+        exp,
+        opts,
+        topts,
+        db,
+    })
+}
+
+/// Runs a prepared trial with progress on stderr (Ctrl-C, SIGTERM and SIGHUP stop it).
+pub fn execute(p: &Prepared, json: bool) -> Result<TrialResult, CliError> {
+    let store = Store::open(&p.db).map_err(|e| CliError::Usage(e.to_string()))?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let result = rt.block_on(run_with_progress(&exp, &opts, &store, &topts, a.json))?;
-    print_result(&result, a.json);
-    Ok(if result.status == "completed" {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(3)
-    })
+    rt.block_on(run_with_progress(&p.exp, &p.opts, &store, &p.topts, json))
 }
 
 async fn run_with_progress(
@@ -169,6 +208,7 @@ async fn run_with_progress(
     });
     let tty = std::io::stderr().is_terminal() && !json;
     let max_iters = topts.max_iters;
+    let trains = topts.trains;
     let printer = async move {
         let mut err = std::io::stderr();
         while let Some(ev) = rx.recv().await {
@@ -205,6 +245,10 @@ async fn run_with_progress(
                     let line: String = line.chars().take(79).collect();
                     let _ = write!(err, "\r\x1b[2K{line}");
                     let _ = err.flush();
+                }
+                // A job (offline GEMM tuning) prints no iterations: its output is the progress.
+                TrialEvent::Line(_, line) if !json && !trains => {
+                    let _ = writeln!(err, "  | {line}");
                 }
                 TrialEvent::TelemetryUnavailable(why) if !json => {
                     let _ = writeln!(err, "no GPU telemetry ({why}); sampling host figures only");

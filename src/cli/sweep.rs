@@ -47,6 +47,9 @@ pub struct SweepArgs {
     /// Print the study as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Train every trial with the tuned GEMMs of `gemm-tune stage 2` (HipBLASLt stage 3).
+    #[arg(long)]
+    pub gemm_tuned: bool,
 }
 
 /// SIGINT, SIGTERM and SIGHUP stop the trial in flight and the sweep.
@@ -69,6 +72,13 @@ fn cancel_on_signals() -> tokio::sync::watch::Receiver<bool> {
 
 pub fn run(a: &SweepArgs) -> Result<ExitCode, CliError> {
     let (exp, opts) = a.load.load()?;
+    let mut env = a.load.env_pairs()?;
+    if a.gemm_tuned {
+        env.extend(
+            crate::gemm::tuned_env_for(&exp.primus_root, &exp.path, &opts.env)
+                .map_err(CliError::Usage)?,
+        );
+    }
     let req = SweepRequest {
         space: a.space.clone(),
         name: a.name.clone(),
@@ -81,7 +91,7 @@ pub fn run(a: &SweepArgs) -> Result<ExitCode, CliError> {
         max_trials: a.max_trials,
         capacity_gib: a.capacity_gib,
         headroom: a.headroom,
-        env: a.load.env_pairs()?,
+        env,
     };
     if req.space.is_none() && req.resume.is_none() {
         return Err(CliError::Usage(

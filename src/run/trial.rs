@@ -46,6 +46,10 @@ pub struct TrialOptions {
     pub study_id: Option<i64>,
     /// Sample GPU/host telemetry during the trial (None: no sampling).
     pub telemetry: Option<TelemetrySetup>,
+    /// The workload trains and prints iterations (false: a job such as offline GEMM tuning,
+    /// which completes by exiting 0; it has no first-iteration hang limit, only
+    /// `max_seconds`).
+    pub trains: bool,
 }
 
 /// How the trial samples telemetry.
@@ -432,6 +436,9 @@ pub async fn run_trial(
 
     let status = loop {
         let hang_after = match (iters.is_empty(), median_ms) {
+            // A job prints no iterations: only its deadline stops it (a day when none is set,
+            // so the timer stays representable).
+            (true, _) if !opts.trains => Duration::from_secs(86_400),
             (true, _) => Duration::from_secs_f64(opts.first_iteration_seconds),
             (false, med) => Duration::from_secs_f64((3.0 * med / 1000.0).max(opts.hang_seconds)),
         };
@@ -560,6 +567,7 @@ pub async fn run_trial(
     let failure = detector.finish(&exit, iters.len() as u64);
     let status = match (&failure, exit.stopped_by_user) {
         (None, _) if summary.n > 0 => TrialStatus::Completed,
+        (None, false) if !opts.trains && exit.code == Some(0) => TrialStatus::Completed,
         (Some(f), _) if f.class == FailureClass::KilledByUser => TrialStatus::Stopped,
         (_, true) => TrialStatus::Stopped,
         _ => TrialStatus::Failed,

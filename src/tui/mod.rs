@@ -377,6 +377,7 @@ pub fn trial_options(opts: &TuiOptions, profile: profile::Profile) -> TrialOptio
             roots: opts.roots.clone(),
             config: SamplerConfig::default(),
         }),
+        trains: true,
     }
 }
 

@@ -232,6 +232,7 @@ pub fn run_sweep(
         gpus,
         study_id: Some(study_id),
         telemetry: Some(TelemetrySetup::default()),
+        trains: true,
     };
     let mut runner = TrialRunner::new(exp, opts, &store, base, study_id, cancel, progress)
         .map_err(|e| e.to_string())?;

@@ -1,0 +1,630 @@
+//! `primus-tune gemm-tune status|shapes|results|stage`: the seed guide's three HipBLASLt
+//! stages, checked and run as trials.
+
+use super::run::{Prepared, RunArgs, execute, prepare, print_result};
+use super::{CliError, LoadArgs, display_path, print_json};
+use crate::gemm::dump::{self, DumpSummary};
+use crate::gemm::stage::{self, StageContext, StagePlan};
+use crate::gemm::status::{self, Comparison, GemmStatus, Level, StatusInput, TuneLayout};
+use crate::gemm::{probe, results};
+use crate::run::profile::Profile;
+use crate::run::summary::TrialResult;
+use crate::store::{Store, TrialFilter};
+use clap::{Args, Subcommand};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+#[derive(Debug, Args)]
+pub struct GemmTuneArgs {
+    #[command(subcommand)]
+    cmd: GemmCmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum GemmCmd {
+    /// Which stage is done, what comes next, and the environment's traps.
+    Status(StatusArgs),
+    /// The GEMM shapes stage 1 dumped: unique shapes with counts (what stage 2 will tune).
+    Shapes(ShapesArgs),
+    /// A stage-2 result file: per GEMM the chosen solution, its speed and time.
+    Results(ResultsArgs),
+    /// Run a stage as a trial: 1 dumps the shapes, 2 tunes them offline, 3 compares the tuned
+    /// GEMMs against an untuned baseline.
+    Stage(Box<StageArgs>),
+}
+
+#[derive(Debug, Args)]
+struct StatusArgs {
+    #[command(flatten)]
+    load: LoadArgs,
+    /// Do not run hipblaslt-bench to learn the installed hipBLASLt build.
+    #[arg(long)]
+    no_probe: bool,
+    /// The trial database (default: .primus-tune/trials.db beside the experiment).
+    #[arg(long)]
+    db: Option<PathBuf>,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct ShapesArgs {
+    #[command(flatten)]
+    load: LoadArgs,
+    /// A dump file or folder to read instead of the experiment's stage-1 folder.
+    #[arg(long, value_name = "PATH")]
+    dump: Option<PathBuf>,
+    /// GPUs stage 2 would tune on (for the time estimate; default as `run`).
+    #[arg(long)]
+    gpus: Option<u64>,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct ResultsArgs {
+    /// A result file (`tune_hipblas_gemm_results.txt`).
+    file: PathBuf,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct StageArgs {
+    /// 1 (dump shapes), 2 (tune offline) or 3 (train with the tuned file vs the baseline).
+    stage: u8,
+    #[command(flatten)]
+    run: RunArgs,
+    /// Python for Primus' offline tuning script (stage 2 with a profile other than primus).
+    #[arg(long, default_value = "python3")]
+    python: String,
+    /// Stage 3: this result file instead of the experiment's.
+    #[arg(long, value_name = "FILE")]
+    override_file: Option<PathBuf>,
+}
+
+pub fn run(a: &GemmTuneArgs) -> Result<ExitCode, CliError> {
+    match &a.cmd {
+        GemmCmd::Status(s) => run_status(s),
+        GemmCmd::Shapes(s) => run_shapes(s),
+        GemmCmd::Results(r) => run_results(r),
+        GemmCmd::Stage(s) => run_stage(s),
+    }
+}
+
+/// The study kind of stage `n`'s trials.
+fn kind(n: u8) -> String {
+    format!("gemm-stage-{n}")
+}
+
+fn open_store(db: Option<&Path>, experiment: &Path) -> Option<Store> {
+    let path = db
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| crate::run::trial::workspace_dir(experiment).join("trials.db"));
+    path.exists().then(|| Store::open(&path).ok()).flatten()
+}
+
+/// The latest finished stage-3 comparison of this experiment in the store.
+pub fn latest_comparison(store: &Store, experiment: &Path) -> Option<Comparison> {
+    let studies = store.list_studies().ok()?;
+    let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let want = canon(experiment);
+    studies
+        .iter()
+        .rev()
+        .filter(|s| s.kind == kind(3) && canon(&s.config_path) == want)
+        .find_map(|s| {
+            let notes: serde_json::Value = serde_json::from_str(s.notes.as_deref()?).ok()?;
+            let b = store.trial(notes["baseline"].as_i64()?).ok()??;
+            let t = store.trial(notes["tuned"].as_i64()?).ok()??;
+            let (bm, bc, tm, tc) = (
+                b.median_step_ms?,
+                b.ci95_ms.unwrap_or(0.0),
+                t.median_step_ms?,
+                t.ci95_ms.unwrap_or(0.0),
+            );
+            let (change, change_ci) = stage::compare(bm, bc, tm, tc);
+            Some(Comparison {
+                baseline_trial: b.id,
+                tuned_trial: t.id,
+                baseline_ms: bm,
+                tuned_ms: tm,
+                change,
+                change_ci,
+            })
+        })
+}
+
+fn run_status(a: &StatusArgs) -> Result<ExitCode, CliError> {
+    let (exp, opts) = a.load.load()?;
+    let installed = if a.no_probe {
+        None
+    } else {
+        probe::find_bench(&opts.env).and_then(|b| match probe::probe(&b, Duration::from_secs(60)) {
+            Ok(build) => Some(build),
+            Err(e) => {
+                eprintln!("note: could not learn the hipBLASLt build: {e}");
+                None
+            }
+        })
+    };
+    let m = exp.main_module();
+    let comparison =
+        open_store(a.db.as_deref(), &exp.path).and_then(|s| latest_comparison(&s, &exp.path));
+    let st = status::status(&StatusInput {
+        primus_root: &exp.primus_root,
+        experiment: &exp.path,
+        framework: &m.framework,
+        env: &opts.env,
+        installed: installed.as_ref(),
+        profiler_on: m
+            .get("profile")
+            .is_some_and(|l| l.value.as_bool() == Some(true)),
+        comparison,
+    });
+    if a.json {
+        print_json(&serde_json::to_value(&st).unwrap_or_default());
+    } else {
+        print_status(&st);
+    }
+    let errors = st.notes.iter().any(|n| n.level == Level::Error);
+    Ok(if errors {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// The status as text (also what `stage` prints at its end).
+pub fn print_status(st: &GemmStatus) {
+    println!("HipBLASLt GEMM tuning — {}", st.layout.model_tag);
+    println!("  folder   {}", display_path(&st.layout.root));
+    match &st.dumps {
+        Some(d) if d.gemm_lines > 0 => println!(
+            "  stage 1  done: {} dump file(s), {} GEMM calls, {} unique shapes",
+            d.files, d.gemm_lines, d.unique_shapes
+        ),
+        _ => println!("  stage 1  not done (no shapes in gemm_shape/)"),
+    }
+    match &st.results {
+        Some(r) => println!(
+            "  stage 2  {}: {} tuned GEMMs, hipBLASLt {}, {}{}",
+            if r.entries > 0 { "done" } else { "empty" },
+            r.entries,
+            r.git_version,
+            r.archs.join(", "),
+            r.covered
+                .zip(st.dumps.as_ref())
+                .map(|(c, d)| format!("; covers {c} of {} dumped shapes", d.unique_shapes))
+                .unwrap_or_default()
+        ),
+        None => println!("  stage 2  not done (no {})", status::RESULT_FILE),
+    }
+    match (&st.comparison, st.in_use) {
+        (Some(c), _) => println!(
+            "  stage 3  measured (trials {} vs {}): {}",
+            c.baseline_trial,
+            c.tuned_trial,
+            stage::comparison_text(c.change, c.change_ci)
+        ),
+        (None, true) => println!("  stage 3  on in this environment (not measured here)"),
+        (None, false) => println!("  stage 3  not measured"),
+    }
+    if let Some(b) = &st.installed {
+        println!(
+            "  hipBLASLt here: {}{}",
+            b.git_version,
+            b.arch
+                .as_ref()
+                .map(|a| format!(" on {a}"))
+                .unwrap_or_default()
+        );
+    }
+    println!("  next     {}", st.next_text);
+    for n in &st.notes {
+        let tag = match n.level {
+            Level::Ok => "ok",
+            Level::Info => "info",
+            Level::Warning => "warning",
+            Level::Error => "error",
+        };
+        println!("  {tag}: {}", n.text);
+    }
+}
+
+/// Billions of floating-point operations of one call of a shape (2·m·n·k per batch).
+fn gflop(s: &dump::GemmShape) -> f64 {
+    2.0 * s.m as f64 * s.n as f64 * s.k as f64 * s.batch_count.max(1) as f64 / 1e9
+}
+
+/// Seconds per shape per GPU that stage 2 took here last time (from the store), if it ran.
+fn measured_rate(store: &Store, experiment: &Path) -> Option<f64> {
+    let studies = store.list_studies().ok()?;
+    studies
+        .iter()
+        .rev()
+        .filter(|s| s.kind == kind(2))
+        .find_map(|s| {
+            let _ = experiment;
+            let notes: serde_json::Value = serde_json::from_str(s.notes.as_deref()?).ok()?;
+            let shapes = notes["shapes"].as_f64()?;
+            let gpus = notes["gpus"].as_f64()?;
+            let trials = store.list_trials(&TrialFilter::all().study(s.id)).ok()?;
+            let t = trials
+                .iter()
+                .find(|t| t.status == crate::store::TrialStatus::Completed)?;
+            (shapes > 0.0).then(|| t.wall_s.unwrap_or(0.0) * gpus / shapes)
+        })
+}
+
+fn run_shapes(a: &ShapesArgs) -> Result<ExitCode, CliError> {
+    let (path, exp_path, env, rate) = match &a.dump {
+        Some(p) => (p.clone(), None, a.load.env()?, None),
+        None => {
+            let (exp, opts) = a.load.load()?;
+            let layout = TuneLayout::new(&exp.primus_root, &exp.path, &opts.env);
+            let rate = open_store(None, &exp.path).and_then(|s| measured_rate(&s, &exp.path));
+            (layout.shapes_dir, Some(exp.path), opts.env, rate)
+        }
+    };
+    let summary = dump::read_dumps(&path).map_err(|e| {
+        CliError::Usage(match (&e, &exp_path) {
+            (dump::DumpError::Io { .. } | dump::DumpError::Empty { .. }, Some(x)) => format!(
+                "{e}\n  no stage-1 dump for {}: run `primus-tune gemm-tune stage 1 {}` first",
+                display_path(x),
+                display_path(x)
+            ),
+            _ => e.to_string(),
+        })
+    })?;
+    let gpus = a
+        .gpus
+        .unwrap_or_else(|| crate::run::trial::default_gpus(&env, "primus"))
+        .max(1);
+    if a.json {
+        let mut v = dump::shapes_json(&summary);
+        v["gemm_lines"] = summary.gemm_lines.into();
+        v["files"] = summary
+            .files
+            .iter()
+            .map(|f| f.display().to_string())
+            .collect::<Vec<_>>()
+            .into();
+        print_json(&v);
+        return Ok(ExitCode::SUCCESS);
+    }
+    print_shapes(&summary, gpus, rate);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_shapes(s: &DumpSummary, gpus: u64, rate: Option<f64>) {
+    let total: f64 = s
+        .shapes
+        .iter()
+        .map(|c| c.count as f64 * gflop(&c.shape))
+        .sum();
+    println!(
+        "{} unique GEMM shapes in {} call(s) from {} file(s)",
+        s.shapes.len(),
+        s.gemm_lines,
+        s.files.len()
+    );
+    println!(
+        "{:>7} {:>7} {:>7} {:>7} {:>3} {:>5} {:<16} {:>6} {:>6}",
+        "calls", "m", "n", "k", "op", "batch", "types a/b→d", "GFLOP", "share"
+    );
+    for c in &s.shapes {
+        let g = gflop(&c.shape);
+        println!(
+            "{:>7} {:>7} {:>7} {:>7} {:>3} {:>5} {:<16} {:>6.1} {:>5.1}%",
+            c.count,
+            c.shape.m,
+            c.shape.n,
+            c.shape.k,
+            format!("{}{}", c.shape.trans_a, c.shape.trans_b),
+            c.shape.batch_count,
+            format!(
+                "{}/{}→{}",
+                short_type(&c.shape.a_type),
+                short_type(&c.shape.b_type),
+                short_type(&c.shape.d_type)
+            ),
+            g,
+            if total > 0.0 {
+                100.0 * c.count as f64 * g / total
+            } else {
+                0.0
+            }
+        );
+    }
+    let per_gpu = (s.shapes.len() as u64).div_ceil(gpus);
+    match rate {
+        Some(r) => println!(
+            "stage 2: {} shapes on {gpus} GPU(s), {per_gpu} each; at the {r:.0} s per shape measured in the last stage 2 here, about {:.0} min",
+            s.shapes.len(),
+            per_gpu as f64 * r / 60.0
+        ),
+        None => println!(
+            "stage 2: {} shapes on {gpus} GPU(s), {per_gpu} each; the guide's rule: often 10–30 minutes (hipblaslt-bench times every solution of each shape)",
+            s.shapes.len()
+        ),
+    }
+}
+
+fn short_type(t: &str) -> &str {
+    t.strip_suffix("_r").unwrap_or(t)
+}
+
+fn run_results(a: &ResultsArgs) -> Result<ExitCode, CliError> {
+    let r = results::read(&a.file).map_err(|e| CliError::Usage(e.to_string()))?;
+    if a.json {
+        print_json(&results::results_json(&r));
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{}: {} tuned GEMMs, hipBLASLt {}",
+        display_path(&a.file),
+        r.entries.len(),
+        r.git_version
+    );
+    println!(
+        "{:>6} {:>6} {:>6} {:>3} {:>5} {:<14} {:>8} {:>9} {:>9} {:<8} {:>4}",
+        "m", "n", "k", "op", "batch", "types a/b→d", "TFLOP/s", "µs", "solution", "arch", "CUs"
+    );
+    for e in &r.entries {
+        println!(
+            "{:>6} {:>6} {:>6} {:>3} {:>5} {:<14} {:>8.1} {:>9.1} {:>9} {:<8} {:>4}",
+            e.m,
+            e.n,
+            e.k,
+            format!("{}{}", e.trans_a, e.trans_b),
+            e.batch_count,
+            format!(
+                "{}/{}→{}",
+                short_type(&e.a_type),
+                short_type(&e.b_type),
+                short_type(&e.d_type)
+            ),
+            e.gflops / 1000.0,
+            e.us,
+            e.solution_index,
+            e.arch.split(':').next().unwrap_or(&e.arch),
+            e.cus
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Polls the result file while stage 2 runs and prints how many shapes are tuned.
+fn watch_results(
+    file: PathBuf,
+    shapes: usize,
+    done: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut last = usize::MAX;
+        while !done.load(Ordering::Relaxed) {
+            let n = std::fs::read_to_string(&file)
+                .map(|t| count_entries(&t))
+                .unwrap_or(0);
+            if n != last {
+                eprintln!("  tuned {n} of {shapes} shapes");
+                last = n;
+            }
+            std::thread::park_timeout(Duration::from_secs(2));
+        }
+    })
+}
+
+/// Tuned GEMMs in a result file being written: its CSV header lines (one per entry).
+fn count_entries(text: &str) -> usize {
+    text.lines()
+        .filter(|l| l.trim_start().starts_with("transA,"))
+        .count()
+}
+
+fn run_stage(a: &StageArgs) -> Result<ExitCode, CliError> {
+    let mut run = a.run.clone();
+    if run.profile.is_none() {
+        run.profile = Some("primus".into());
+    }
+    let mut p = prepare(&run)?;
+    let layout = TuneLayout::new(&p.exp.primus_root, &p.exp.path, &p.opts.env);
+    let plan = stage::plan(
+        a.stage,
+        &StageContext {
+            layout: &layout,
+            primus_root: &p.exp.primus_root,
+            profile: &p.topts.profile.name,
+            gpus: p.topts.gpus,
+            env: &p.opts.env,
+            python: &a.python,
+            override_file: a.override_file.as_deref(),
+        },
+    )
+    .map_err(|e| CliError::Usage(e.to_string()))?;
+    for d in &plan.mkdirs {
+        std::fs::create_dir_all(d).map_err(|e| CliError::Usage(format!("{}: {e}", d.display())))?;
+    }
+    apply_plan(&mut p, &plan, run.max_iters.is_some());
+    let store = Store::open(&p.db).map_err(|e| CliError::Usage(e.to_string()))?;
+    let study = store
+        .create_study(
+            &format!(
+                "gemm-{}-stage{}-{}",
+                layout.model_tag,
+                a.stage,
+                crate::store::now_rfc3339()
+            ),
+            &p.exp.path,
+            &kind(a.stage),
+        )
+        .map_err(|e| CliError::Usage(e.to_string()))?;
+    p.topts.study_id = Some(study);
+    drop(store);
+    let json = run.json;
+    let code = match a.stage {
+        1 => {
+            let r = execute(&p, json)?;
+            finish(&r, json);
+            let dumped = dump::read_dumps(&layout.shapes_dir).ok();
+            match dumped.filter(|d| d.gemm_lines > 0) {
+                Some(d) if !json => println!(
+                    "stage 1: {} unique GEMM shapes dumped to {}; next: primus-tune gemm-tune stage 2",
+                    d.shapes.len(),
+                    display_path(&layout.shapes_dir)
+                ),
+                Some(d) => print_json(&serde_json::json!({
+                    "stage": 1, "trials": [r], "unique_shapes": d.shapes.len(),
+                    "gemm_lines": d.gemm_lines, "folder": layout.shapes_dir,
+                })),
+                None => eprintln!(
+                    "stage 1: no GEMM shape was dumped to {} — the workload did not call hipBLASLt (the proxy profiles do not), or it ignored HIPBLASLT_LOG_FILE",
+                    display_path(&layout.shapes_dir)
+                ),
+            }
+            exit_of(&r)
+        }
+        2 => {
+            let shapes = dump::read_dumps(&layout.shapes_dir)
+                .map(|d| d.shapes.len())
+                .unwrap_or(0);
+            if let Some(old) = stage::set_aside_old_result(&layout.result_file)? {
+                eprintln!("the earlier result file is kept as {}", display_path(&old));
+            }
+            let store = Store::open(&p.db).map_err(|e| CliError::Usage(e.to_string()))?;
+            let notes = serde_json::json!({"shapes": shapes, "gpus": p.topts.gpus});
+            store
+                .set_study_notes(study, Some(&notes.to_string()))
+                .map_err(|e| CliError::Usage(e.to_string()))?;
+            drop(store);
+            let done = Arc::new(AtomicBool::new(false));
+            let watcher =
+                (!json).then(|| watch_results(layout.result_file.clone(), shapes, done.clone()));
+            let r = execute(&p, json);
+            done.store(true, Ordering::Relaxed);
+            if let Some(w) = watcher {
+                w.thread().unpark();
+                let _ = w.join();
+            }
+            let r = r?;
+            finish(&r, json);
+            match results::read(&layout.result_file) {
+                Ok(res) if !json => println!(
+                    "stage 2: {} GEMMs tuned into {} (hipBLASLt {}); next: primus-tune gemm-tune stage 3",
+                    res.entries.len(),
+                    display_path(&layout.result_file),
+                    res.git_version
+                ),
+                Ok(res) => print_json(&serde_json::json!({
+                    "stage": 2, "trials": [r], "entries": res.entries.len(),
+                    "git_version": res.git_version, "file": layout.result_file,
+                })),
+                Err(e) => eprintln!("stage 2: no usable result file: {e}"),
+            }
+            exit_of(&r)
+        }
+        _ => {
+            let tuned_env = std::mem::take(&mut p.topts.env);
+            let mut base_env = tuned_env.clone();
+            // The tuned trial's variables replaced by the baseline's.
+            base_env.retain(|(k, _)| !plan.env.iter().any(|(pk, _)| pk == k));
+            base_env.extend(plan.baseline_env.clone().unwrap_or_default());
+            p.topts.env = base_env;
+            eprintln!("stage 3: baseline (untuned) trial");
+            let base = execute(&p, json)?;
+            finish(&base, json);
+            if base.status != "completed" {
+                eprintln!("stage 3: the baseline trial did not complete; no comparison");
+                if json {
+                    print_json(&serde_json::json!({"stage": 3, "trials": [base]}));
+                }
+                return Ok(exit_of(&base));
+            }
+            p.topts.env = tuned_env;
+            eprintln!(
+                "stage 3: tuned trial with {}",
+                plan.override_file
+                    .as_deref()
+                    .map(display_path)
+                    .unwrap_or_default()
+            );
+            let tuned = execute(&p, json)?;
+            finish(&tuned, json);
+            let store = Store::open(&p.db).map_err(|e| CliError::Usage(e.to_string()))?;
+            let notes = serde_json::json!({
+                "baseline": base.trial_id,
+                "tuned": tuned.trial_id,
+                "override_file": plan.override_file,
+            });
+            store
+                .set_study_notes(study, Some(&notes.to_string()))
+                .map_err(|e| CliError::Usage(e.to_string()))?;
+            let comparison = (tuned.status == "completed")
+                .then(|| latest_comparison(&store, &p.exp.path))
+                .flatten();
+            if json {
+                print_json(&serde_json::json!({
+                    "stage": 3, "trials": [base, tuned], "comparison": comparison,
+                    "override_file": plan.override_file,
+                }));
+            } else if let Some(c) = &comparison {
+                println!(
+                    "stage 3: baseline {:.1} ms, tuned {:.1} ms per step: {}",
+                    c.baseline_ms,
+                    c.tuned_ms,
+                    stage::comparison_text(c.change, c.change_ci)
+                );
+                if c.change < -c.change_ci {
+                    println!(
+                        "use it in later trials: primus-tune run --gemm-tuned / sweep --gemm-tuned"
+                    );
+                }
+            }
+            exit_of(&tuned)
+        }
+    };
+    Ok(code)
+}
+
+/// The plan applied to a prepared trial: its environment, length and (stage 2) command.
+fn apply_plan(p: &mut Prepared, plan: &StagePlan, iters_given: bool) {
+    p.topts.env.extend(plan.env.iter().cloned());
+    if let (Some(n), false) = (plan.iters, iters_given) {
+        p.topts.max_iters = n;
+    }
+    if !plan.trains {
+        p.topts.trains = false;
+        // Offline tuning takes minutes to hours; a day unless --max-seconds says otherwise.
+        p.topts.max_seconds.get_or_insert(86_400.0);
+    }
+    if let Some(cmd) = &plan.command {
+        p.topts.profile = Profile {
+            name: format!("{}+offline-tune", p.topts.profile.name),
+            description: "Primus' offline_tune_gemm.py (HipBLASLt stage 2)".into(),
+            argv: cmd.clone(),
+            overrides: p.topts.profile.overrides,
+            workdir: Some(p.exp.primus_root.display().to_string()),
+            env: p.topts.profile.env.clone(),
+            source: "gemm-tune stage 2".into(),
+        };
+    }
+}
+
+/// A stage's trial result as text (with `--json` the stage prints one object at its end).
+fn finish(r: &TrialResult, json: bool) {
+    if !json {
+        print_result(r, false);
+    }
+}
+
+fn exit_of(r: &TrialResult) -> ExitCode {
+    if r.status == "completed" {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(3)
+    }
+}

@@ -1,0 +1,37 @@
+//! HipBLASLt GEMM tuning, the seed guide's step 1: the stage-1 shape dumps, the stage-2 result
+//! file, where Primus keeps them, which stage is done and what comes next, and the environment
+//! each stage runs with.
+
+pub mod dump;
+pub mod probe;
+pub mod results;
+pub mod stage;
+pub mod status;
+
+use crate::config::env::Env;
+use std::path::Path;
+
+/// The environment that makes a trial train with the stage-2 result file
+/// (`run --gemm-tuned`, `sweep --gemm-tuned`, the TUI's choice): the file named by
+/// `HIPBLASLT_TUNING_OVERRIDE_FILE` when set, else the experiment's result file. Fails, naming
+/// the file, when it is missing or unreadable.
+pub fn tuned_env_for(
+    primus_root: &Path,
+    experiment: &Path,
+    env: &Env,
+) -> Result<Vec<(String, String)>, String> {
+    let layout = status::TuneLayout::new(primus_root, experiment, env);
+    let file = env
+        .get("HIPBLASLT_TUNING_OVERRIDE_FILE")
+        .filter(|s| !s.is_empty())
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| layout.result_file.clone());
+    if !file.is_file() {
+        return Err(format!(
+            "{}: no tuned GEMM file; run `primus-tune gemm-tune stage 2` first",
+            file.display()
+        ));
+    }
+    results::read(&file).map_err(|e| e.to_string())?;
+    Ok(stage::tuned_env(&layout, &file))
+}
