@@ -259,9 +259,12 @@ impl Cx<'_> {
                 2 => "tune the dumped shapes offline: stage 2 (often 10–30 minutes)".to_string(),
                 _ => "train with the tuned file: stage 3 (compare it against the untuned baseline)".to_string(),
             }));
+            // Relative to the current folder when below it, as the user would type it.
+            let cwd = std::env::current_dir().unwrap_or_default();
+            let shown = self.exp.path.strip_prefix(&cwd).unwrap_or(&self.exp.path);
             actions.push(format!(
                 "primus-tune gemm-tune stage {n} {}",
-                self.exp.path.display()
+                shown.display()
             ));
             actions.push(format!(
                 "or by hand: export PRIMUS_HIPBLASLT_TUNING=1 PRIMUS_HIPBLASLT_TUNING_STAGE={n}"

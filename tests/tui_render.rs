@@ -497,6 +497,56 @@ fn checklist_screen() {
     snap_both("checklist", checklist_app);
 }
 
+/// The GEMM step after stages 1 and 2: a copy of the example under the target folder (so its
+/// path shows relative, the same on every machine) with 12 shapes dumped 40 times each and all
+/// 12 tuned, and the primus profile chosen, so `n` offers stage 3.
+fn gemm_stages_app() -> App {
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tui-gemm");
+    let _ = std::fs::remove_dir_all(&root);
+    primus_tune::bundled::extract(&root).expect("example copied");
+    let tune = root.join("output/tune_hipblaslt/moe_16B-BF16-pretrain");
+    std::fs::create_dir_all(tune.join("gemm_shape")).expect("folder");
+    std::fs::create_dir_all(tune.join("gemm_tune")).expect("folder");
+    let mut dump = String::new();
+    let mut result = String::from("Git Version: de5c1aebb6-dirty\n");
+    for rep in 0..40 {
+        for i in 0..12u64 {
+            let m = 1024 * (i + 1);
+            dump.push_str(&format!("hipblaslt-bench --api_method c -m {m} -n 4096 -k 2048 --transA T --transB N --batch_count 1 --a_type bf16_r --b_type bf16_r --c_type bf16_r --d_type bf16_r --compute_type f32_r\n"));
+            if rep == 0 {
+                result.push_str("    transA,transB,batch_count,m,n,k,a_type,b_type,c_type,d_type,compute_type,hipblaslt-Gflops,us,solution_index,gcnArchName,CUs\n");
+                result.push_str(&format!("    T,N,1,{m},4096,2048,bf16_r,bf16_r,bf16_r,bf16_r,f32_r,600000,100,{},gfx942:sramecc+:xnack-,304\n", 1000 + i));
+            }
+        }
+    }
+    std::fs::write(
+        tune.join("gemm_shape/dump_hipblaslt_gemm_shape_0.txt"),
+        dump,
+    )
+    .expect("dump");
+    std::fs::write(tune.join("gemm_tune/tune_hipblas_gemm_results.txt"), result).expect("result");
+    let cwd = std::env::current_dir().expect("cwd");
+    let exp = root.join("experiments/moe_16B-BF16-pretrain.yaml");
+    let exp = exp.strip_prefix(&cwd).unwrap_or(&exp).to_path_buf();
+    let mut app = App::new(vec!["proxy-cpu".into(), "primus".into()], "primus", false);
+    let opts = LoadOptions {
+        env: Env::default(),
+        ..Default::default()
+    };
+    let (view, _) = load::build(&exp, &opts, &[]).expect("example loads");
+    app::update(&mut app, Msg::Loaded(Ok((Box::new(view), None))));
+    app
+}
+
+#[test]
+fn checklist_gemm_stages() {
+    snap_both("checklist_gemm", gemm_stages_app);
+    let mut app = gemm_stages_app();
+    let text = screen(&mut app, 80, 24);
+    assert!(text.contains("[x] 2 tuned: 12 GEMMs"), "{text}");
+    assert!(text.contains("n runs stage 3 with primus"), "{text}");
+}
+
 #[test]
 fn flags_screen() {
     snap_both("flags", flags_app);

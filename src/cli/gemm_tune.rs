@@ -1,15 +1,13 @@
 //! `primus-tune gemm-tune status|shapes|results|stage`: the seed guide's three HipBLASLt
 //! stages, checked and run as trials.
 
-use super::run::{Prepared, RunArgs, execute, prepare, print_result};
+use super::run::{RunArgs, prepare, print_result, with_progress};
 use super::{CliError, LoadArgs, display_path, print_json};
 use crate::gemm::dump::{self, DumpSummary};
-use crate::gemm::stage::{self, StageContext, StagePlan};
-use crate::gemm::status::{self, Comparison, GemmStatus, Level, StatusInput, TuneLayout};
-use crate::gemm::{probe, results};
-use crate::run::profile::Profile;
-use crate::run::summary::TrialResult;
-use crate::store::{Store, TrialFilter};
+use crate::gemm::stage::{self, StageContext};
+use crate::gemm::status::{self, GemmStatus, Level, StatusInput, TuneLayout};
+use crate::gemm::{probe, results, runner};
+use crate::store::Store;
 use clap::{Args, Subcommand};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -95,47 +93,11 @@ pub fn run(a: &GemmTuneArgs) -> Result<ExitCode, CliError> {
     }
 }
 
-/// The study kind of stage `n`'s trials.
-fn kind(n: u8) -> String {
-    format!("gemm-stage-{n}")
-}
-
 fn open_store(db: Option<&Path>, experiment: &Path) -> Option<Store> {
     let path = db
         .map(Path::to_path_buf)
         .unwrap_or_else(|| crate::run::trial::workspace_dir(experiment).join("trials.db"));
     path.exists().then(|| Store::open(&path).ok()).flatten()
-}
-
-/// The latest finished stage-3 comparison of this experiment in the store.
-pub fn latest_comparison(store: &Store, experiment: &Path) -> Option<Comparison> {
-    let studies = store.list_studies().ok()?;
-    let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
-    let want = canon(experiment);
-    studies
-        .iter()
-        .rev()
-        .filter(|s| s.kind == kind(3) && canon(&s.config_path) == want)
-        .find_map(|s| {
-            let notes: serde_json::Value = serde_json::from_str(s.notes.as_deref()?).ok()?;
-            let b = store.trial(notes["baseline"].as_i64()?).ok()??;
-            let t = store.trial(notes["tuned"].as_i64()?).ok()??;
-            let (bm, bc, tm, tc) = (
-                b.median_step_ms?,
-                b.ci95_ms.unwrap_or(0.0),
-                t.median_step_ms?,
-                t.ci95_ms.unwrap_or(0.0),
-            );
-            let (change, change_ci) = stage::compare(bm, bc, tm, tc);
-            Some(Comparison {
-                baseline_trial: b.id,
-                tuned_trial: t.id,
-                baseline_ms: bm,
-                tuned_ms: tm,
-                change,
-                change_ci,
-            })
-        })
 }
 
 fn run_status(a: &StatusArgs) -> Result<ExitCode, CliError> {
@@ -152,8 +114,8 @@ fn run_status(a: &StatusArgs) -> Result<ExitCode, CliError> {
         })
     };
     let m = exp.main_module();
-    let comparison =
-        open_store(a.db.as_deref(), &exp.path).and_then(|s| latest_comparison(&s, &exp.path));
+    let comparison = open_store(a.db.as_deref(), &exp.path)
+        .and_then(|s| runner::latest_comparison(&s, &exp.path));
     let st = status::status(&StatusInput {
         primus_root: &exp.primus_root,
         experiment: &exp.path,
@@ -240,33 +202,14 @@ fn gflop(s: &dump::GemmShape) -> f64 {
     2.0 * s.m as f64 * s.n as f64 * s.k as f64 * s.batch_count.max(1) as f64 / 1e9
 }
 
-/// Seconds per shape per GPU that stage 2 took here last time (from the store), if it ran.
-fn measured_rate(store: &Store, experiment: &Path) -> Option<f64> {
-    let studies = store.list_studies().ok()?;
-    studies
-        .iter()
-        .rev()
-        .filter(|s| s.kind == kind(2))
-        .find_map(|s| {
-            let _ = experiment;
-            let notes: serde_json::Value = serde_json::from_str(s.notes.as_deref()?).ok()?;
-            let shapes = notes["shapes"].as_f64()?;
-            let gpus = notes["gpus"].as_f64()?;
-            let trials = store.list_trials(&TrialFilter::all().study(s.id)).ok()?;
-            let t = trials
-                .iter()
-                .find(|t| t.status == crate::store::TrialStatus::Completed)?;
-            (shapes > 0.0).then(|| t.wall_s.unwrap_or(0.0) * gpus / shapes)
-        })
-}
-
 fn run_shapes(a: &ShapesArgs) -> Result<ExitCode, CliError> {
     let (path, exp_path, env, rate) = match &a.dump {
         Some(p) => (p.clone(), None, a.load.env()?, None),
         None => {
             let (exp, opts) = a.load.load()?;
             let layout = TuneLayout::new(&exp.primus_root, &exp.path, &opts.env);
-            let rate = open_store(None, &exp.path).and_then(|s| measured_rate(&s, &exp.path));
+            let rate =
+                open_store(None, &exp.path).and_then(|s| runner::measured_rate(&s, &exp.path));
             (layout.shapes_dir, Some(exp.path), opts.env, rate)
         }
     };
@@ -431,7 +374,7 @@ fn run_stage(a: &StageArgs) -> Result<ExitCode, CliError> {
     if run.profile.is_none() {
         run.profile = Some("primus".into());
     }
-    let mut p = prepare(&run)?;
+    let p = prepare(&run)?;
     let layout = TuneLayout::new(&p.exp.primus_root, &p.exp.path, &p.opts.env);
     let plan = stage::plan(
         a.stage,
@@ -446,185 +389,123 @@ fn run_stage(a: &StageArgs) -> Result<ExitCode, CliError> {
         },
     )
     .map_err(|e| CliError::Usage(e.to_string()))?;
-    for d in &plan.mkdirs {
-        std::fs::create_dir_all(d).map_err(|e| CliError::Usage(format!("{}: {e}", d.display())))?;
-    }
-    apply_plan(&mut p, &plan, run.max_iters.is_some());
-    let store = Store::open(&p.db).map_err(|e| CliError::Usage(e.to_string()))?;
-    let study = store
-        .create_study(
-            &format!(
-                "gemm-{}-stage{}-{}",
-                layout.model_tag,
-                a.stage,
-                crate::store::now_rfc3339()
-            ),
-            &p.exp.path,
-            &kind(a.stage),
-        )
-        .map_err(|e| CliError::Usage(e.to_string()))?;
-    p.topts.study_id = Some(study);
-    drop(store);
     let json = run.json;
-    let code = match a.stage {
-        1 => {
-            let r = execute(&p, json)?;
-            finish(&r, json);
-            let dumped = dump::read_dumps(&layout.shapes_dir).ok();
-            match dumped.filter(|d| d.gemm_lines > 0) {
-                Some(d) if !json => println!(
-                    "stage 1: {} unique GEMM shapes dumped to {}; next: primus-tune gemm-tune stage 2",
-                    d.shapes.len(),
-                    display_path(&layout.shapes_dir)
-                ),
-                Some(d) => print_json(&serde_json::json!({
-                    "stage": 1, "trials": [r], "unique_shapes": d.shapes.len(),
-                    "gemm_lines": d.gemm_lines, "folder": layout.shapes_dir,
-                })),
-                None => eprintln!(
-                    "stage 1: no GEMM shape was dumped to {} — the workload did not call hipBLASLt (the proxy profiles do not), or it ignored HIPBLASLT_LOG_FILE",
-                    display_path(&layout.shapes_dir)
-                ),
-            }
-            exit_of(&r)
+    let shapes = dump::read_dumps(&layout.shapes_dir)
+        .map(|d| d.shapes.len())
+        .unwrap_or(0);
+    if a.stage == 3 && !json {
+        eprintln!(
+            "stage 3: an untuned baseline trial, then one with {}",
+            plan.override_file
+                .as_deref()
+                .map(display_path)
+                .unwrap_or_default()
+        );
+    }
+    let store = Store::open(&p.db).map_err(|e| CliError::Usage(e.to_string()))?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let iters_given = run.max_iters.is_some();
+    let mut shown = p.topts.clone();
+    runner::apply_plan(&mut shown, &plan, &p.exp.primus_root, iters_given);
+    // Stage 2 prints no iterations: the result file growing is its progress.
+    let done = Arc::new(AtomicBool::new(false));
+    let watcher = (a.stage == 2 && !json)
+        .then(|| watch_results(layout.result_file.clone(), shapes, done.clone()));
+    let out = rt.block_on(with_progress(&shown, json, |tx, cancel| {
+        runner::run_stage(
+            &p.exp,
+            &p.opts,
+            &store,
+            &p.topts,
+            &plan,
+            &layout,
+            iters_given,
+            tx,
+            cancel,
+        )
+    }));
+    done.store(true, Ordering::Relaxed);
+    if let Some(w) = watcher {
+        w.thread().unpark();
+        let _ = w.join();
+    }
+    let out = out.map_err(|e| CliError::Usage(e.to_string()))?;
+    if let Some(old) = &out.set_aside {
+        eprintln!("the earlier result file is kept as {}", display_path(old));
+    }
+    if !json {
+        for r in &out.trials {
+            print_result(r, false);
         }
-        2 => {
-            let shapes = dump::read_dumps(&layout.shapes_dir)
-                .map(|d| d.shapes.len())
-                .unwrap_or(0);
-            if let Some(old) = stage::set_aside_old_result(&layout.result_file)? {
-                eprintln!("the earlier result file is kept as {}", display_path(&old));
-            }
-            let store = Store::open(&p.db).map_err(|e| CliError::Usage(e.to_string()))?;
-            let notes = serde_json::json!({"shapes": shapes, "gpus": p.topts.gpus});
-            store
-                .set_study_notes(study, Some(&notes.to_string()))
-                .map_err(|e| CliError::Usage(e.to_string()))?;
-            drop(store);
-            let done = Arc::new(AtomicBool::new(false));
-            let watcher =
-                (!json).then(|| watch_results(layout.result_file.clone(), shapes, done.clone()));
-            let r = execute(&p, json);
-            done.store(true, Ordering::Relaxed);
-            if let Some(w) = watcher {
-                w.thread().unpark();
-                let _ = w.join();
-            }
-            let r = r?;
-            finish(&r, json);
-            match results::read(&layout.result_file) {
-                Ok(res) if !json => println!(
-                    "stage 2: {} GEMMs tuned into {} (hipBLASLt {}); next: primus-tune gemm-tune stage 3",
-                    res.entries.len(),
-                    display_path(&layout.result_file),
-                    res.git_version
-                ),
-                Ok(res) => print_json(&serde_json::json!({
-                    "stage": 2, "trials": [r], "entries": res.entries.len(),
-                    "git_version": res.git_version, "file": layout.result_file,
-                })),
-                Err(e) => eprintln!("stage 2: no usable result file: {e}"),
-            }
-            exit_of(&r)
-        }
-        _ => {
-            let tuned_env = std::mem::take(&mut p.topts.env);
-            let mut base_env = tuned_env.clone();
-            // The tuned trial's variables replaced by the baseline's.
-            base_env.retain(|(k, _)| !plan.env.iter().any(|(pk, _)| pk == k));
-            base_env.extend(plan.baseline_env.clone().unwrap_or_default());
-            p.topts.env = base_env;
-            eprintln!("stage 3: baseline (untuned) trial");
-            let base = execute(&p, json)?;
-            finish(&base, json);
-            if base.status != "completed" {
-                eprintln!("stage 3: the baseline trial did not complete; no comparison");
-                if json {
-                    print_json(&serde_json::json!({"stage": 3, "trials": [base]}));
-                }
-                return Ok(exit_of(&base));
-            }
-            p.topts.env = tuned_env;
-            eprintln!(
-                "stage 3: tuned trial with {}",
-                plan.override_file
-                    .as_deref()
-                    .map(display_path)
-                    .unwrap_or_default()
-            );
-            let tuned = execute(&p, json)?;
-            finish(&tuned, json);
-            let store = Store::open(&p.db).map_err(|e| CliError::Usage(e.to_string()))?;
-            let notes = serde_json::json!({
-                "baseline": base.trial_id,
-                "tuned": tuned.trial_id,
-                "override_file": plan.override_file,
-            });
-            store
-                .set_study_notes(study, Some(&notes.to_string()))
-                .map_err(|e| CliError::Usage(e.to_string()))?;
-            let comparison = (tuned.status == "completed")
-                .then(|| latest_comparison(&store, &p.exp.path))
-                .flatten();
-            if json {
-                print_json(&serde_json::json!({
-                    "stage": 3, "trials": [base, tuned], "comparison": comparison,
-                    "override_file": plan.override_file,
-                }));
-            } else if let Some(c) = &comparison {
-                println!(
-                    "stage 3: baseline {:.1} ms, tuned {:.1} ms per step: {}",
-                    c.baseline_ms,
-                    c.tuned_ms,
-                    stage::comparison_text(c.change, c.change_ci)
-                );
-                if c.change < -c.change_ci {
+    }
+    let mut doc =
+        serde_json::json!({"stage": a.stage, "study": out.study_id, "trials": out.trials});
+    match a.stage {
+        1 => match dump::read_dumps(&layout.shapes_dir)
+            .ok()
+            .filter(|d| d.gemm_lines > 0)
+        {
+            Some(d) => {
+                doc["unique_shapes"] = d.shapes.len().into();
+                doc["gemm_lines"] = d.gemm_lines.into();
+                if !json {
                     println!(
-                        "use it in later trials: primus-tune run --gemm-tuned / sweep --gemm-tuned"
+                        "stage 1: {} unique GEMM shapes dumped to {}; next: primus-tune gemm-tune stage 2",
+                        d.shapes.len(),
+                        display_path(&layout.shapes_dir)
                     );
                 }
             }
-            exit_of(&tuned)
+            None => eprintln!(
+                "stage 1: no GEMM shape was dumped to {} — the workload did not call hipBLASLt (the proxy profiles do not), or it ignored HIPBLASLT_LOG_FILE",
+                display_path(&layout.shapes_dir)
+            ),
+        },
+        2 => match results::read(&layout.result_file) {
+            Ok(res) => {
+                doc["entries"] = res.entries.len().into();
+                doc["git_version"] = res.git_version.clone().into();
+                if !json {
+                    println!(
+                        "stage 2: {} GEMMs tuned into {} (hipBLASLt {}); next: primus-tune gemm-tune stage 3",
+                        res.entries.len(),
+                        display_path(&layout.result_file),
+                        res.git_version
+                    );
+                }
+            }
+            Err(e) => eprintln!("stage 2: no usable result file: {e}"),
+        },
+        _ => {
+            doc["comparison"] = serde_json::to_value(&out.comparison).unwrap_or_default();
+            doc["override_file"] = serde_json::to_value(&plan.override_file).unwrap_or_default();
+            match &out.comparison {
+                Some(c) if !json => {
+                    println!(
+                        "stage 3: baseline {:.1} ms, tuned {:.1} ms per step: {}",
+                        c.baseline_ms,
+                        c.tuned_ms,
+                        stage::comparison_text(c.change, c.change_ci)
+                    );
+                    if c.change < -c.change_ci {
+                        println!(
+                            "use it in later trials: primus-tune run --gemm-tuned / sweep --gemm-tuned"
+                        );
+                    }
+                }
+                Some(_) => {}
+                None => eprintln!("stage 3: no comparison (a trial did not complete)"),
+            }
         }
-    };
-    Ok(code)
-}
-
-/// The plan applied to a prepared trial: its environment, length and (stage 2) command.
-fn apply_plan(p: &mut Prepared, plan: &StagePlan, iters_given: bool) {
-    p.topts.env.extend(plan.env.iter().cloned());
-    if let (Some(n), false) = (plan.iters, iters_given) {
-        p.topts.max_iters = n;
     }
-    if !plan.trains {
-        p.topts.trains = false;
-        // Offline tuning takes minutes to hours; a day unless --max-seconds says otherwise.
-        p.topts.max_seconds.get_or_insert(86_400.0);
+    if json {
+        print_json(&doc);
     }
-    if let Some(cmd) = &plan.command {
-        p.topts.profile = Profile {
-            name: format!("{}+offline-tune", p.topts.profile.name),
-            description: "Primus' offline_tune_gemm.py (HipBLASLt stage 2)".into(),
-            argv: cmd.clone(),
-            overrides: p.topts.profile.overrides,
-            workdir: Some(p.exp.primus_root.display().to_string()),
-            env: p.topts.profile.env.clone(),
-            source: "gemm-tune stage 2".into(),
-        };
-    }
-}
-
-/// A stage's trial result as text (with `--json` the stage prints one object at its end).
-fn finish(r: &TrialResult, json: bool) {
-    if !json {
-        print_result(r, false);
-    }
-}
-
-fn exit_of(r: &TrialResult) -> ExitCode {
-    if r.status == "completed" {
+    Ok(if out.completed() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(3)
-    }
+    })
 }

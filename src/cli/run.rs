@@ -199,6 +199,20 @@ async fn run_with_progress(
     topts: &TrialOptions,
     json: bool,
 ) -> Result<TrialResult, CliError> {
+    with_progress(topts, json, |tx, cancel_rx| {
+        trial::run_trial(exp, opts, store, topts, tx, cancel_rx)
+    })
+    .await
+    .map_err(|e| CliError::Usage(e.to_string()))
+}
+
+/// Runs `work` (one trial or several in a row) with its events printed to stderr as they come
+/// (a progress line on a terminal); Ctrl-C, SIGTERM and SIGHUP cancel it.
+pub async fn with_progress<T, F, Fut>(topts: &TrialOptions, json: bool, work: F) -> T
+where
+    F: FnOnce(mpsc::Sender<TrialEvent>, watch::Receiver<bool>) -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
     let (tx, mut rx) = mpsc::channel::<TrialEvent>(256);
     let (cancel_tx, cancel_rx) = watch::channel(false);
     // Ctrl-C, SIGTERM and SIGHUP (SSH drop) stop the trial's whole process group.
@@ -266,9 +280,8 @@ async fn run_with_progress(
             let _ = writeln!(err);
         }
     };
-    let runner = trial::run_trial(exp, opts, store, topts, tx, cancel_rx);
-    let (result, ()) = tokio::join!(runner, printer);
-    result.map_err(|e| CliError::Usage(e.to_string()))
+    let (result, ()) = tokio::join!(work(tx, cancel_rx), printer);
+    result
 }
 
 pub fn print_result(r: &TrialResult, json: bool) {

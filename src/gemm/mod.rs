@@ -5,6 +5,7 @@
 pub mod dump;
 pub mod probe;
 pub mod results;
+pub mod runner;
 pub mod stage;
 pub mod status;
 

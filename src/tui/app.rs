@@ -66,6 +66,8 @@ pub enum Msg {
     Saved(Result<String, String>),
     Trial(TrialEvent),
     TrialDone(Result<Box<TrialResult>, String>),
+    /// A GEMM stage ended: its last trial, and one line on what it produced.
+    GemmDone(Result<(Box<TrialResult>, String), String>),
     Telemetry(Box<Snapshot>),
     /// The GPUs the live sampler reads, its backend, and a note when no GPU backend works.
     TelemetryReady {
@@ -91,6 +93,11 @@ pub enum Effect {
     Load(Vec<PendingEdit>),
     Save(Vec<PendingEdit>),
     StartTrial {
+        profile: String,
+    },
+    /// Run HipBLASLt stage `stage` (1–3) as trial(s) with this profile.
+    StartGemmStage {
+        stage: u8,
         profile: String,
     },
     StopTrial,
@@ -492,6 +499,19 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
             if app.quitting && !app.busy() {
                 fx.push(Effect::Quit);
             }
+            fx
+        }
+        Msg::GemmDone(r) => {
+            let (trial, summary) = match r {
+                Ok((t, summary)) => (Ok(t), Some(summary)),
+                Err(e) => (Err(e), None),
+            };
+            let mut fx = update(app, Msg::TrialDone(trial));
+            if let Some(summary) = summary {
+                app.info(summary);
+            }
+            // The stage's files changed: the GEMM step's status is read again.
+            fx.push(Effect::Load(app.pending.clone()));
             fx
         }
         Msg::SweepLine(line) => {
@@ -910,6 +930,7 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
             app.info(format!("starting a trial with {profile}"));
             vec![Effect::StartTrial { profile }]
         }
+        Action::GemmStage => start_gemm_stage(app),
         Action::StopTrial => {
             if app.trial_running() {
                 app.info("stopping the trial (SIGINT, then SIGTERM, then SIGKILL)");
@@ -1098,4 +1119,51 @@ fn start_edit(app: &mut App) -> Vec<Effect> {
         choices: row.choices,
     });
     vec![]
+}
+
+/// `n` on the Checklist's GEMM step: the next HipBLASLt stage as trial(s) with the Run
+/// screen's profile (not a proxy: the proxies never call hipBLASLt).
+fn start_gemm_stage(app: &mut App) -> Vec<Effect> {
+    let Some(c) = &app.config else { return vec![] };
+    let on_gemms = c
+        .checklist
+        .steps
+        .get(app.checklist_selected)
+        .is_some_and(|s| s.step == crate::config::catalog::Step::Gemms);
+    if !on_gemms {
+        return vec![];
+    }
+    let Some(st) = &c.gemm else {
+        app.info("HipBLASLt tuning through Primus' hook is for Megatron experiments");
+        return vec![];
+    };
+    let Some(stage) = st.next else {
+        app.info("all three GEMM stages are done");
+        return vec![];
+    };
+    if app.trial_running() {
+        app.info("a trial is already running (x stops it)");
+        return vec![];
+    }
+    if !app.pending.is_empty() {
+        app.error("save or undo your edits first: a trial runs the file on disk");
+        return vec![];
+    }
+    let Some(profile) = app.profiles.get(app.profile).cloned() else {
+        app.error("no launch profile found");
+        return vec![];
+    };
+    if profile.starts_with("proxy") {
+        app.error(format!(
+            "GEMM stage {stage} needs hipBLASLt: pick the primus or megatron profile on the Run screen (3, then [ ])"
+        ));
+        return vec![];
+    }
+    app.trial = Some(LiveTrial {
+        profile: profile.clone(),
+        ..LiveTrial::default()
+    });
+    app.tab = Tab::Run;
+    app.info(format!("GEMM stage {stage} with {profile}"));
+    vec![Effect::StartGemmStage { stage, profile }]
 }

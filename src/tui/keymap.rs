@@ -43,6 +43,8 @@ pub enum Action {
     ProfileNext,
     ProfilePrev,
     StartTrial,
+    /// Run the next HipBLASLt stage (Checklist, GEMM step).
+    GemmStage,
     StopTrial,
     NextPanel,
     SortNext,
@@ -77,7 +79,10 @@ pub const HELP: &[(&str, &[(&str, &str)])] = &[
             ("Home End g G", "first, last"),
         ],
     ),
-    ("Checklist", &[("Enter", "the step's flags")]),
+    (
+        "Checklist",
+        &[("Enter", "the step's flags"), ("n", "run next GEMM stage")],
+    ),
     (
         "Flags",
         &[
@@ -180,6 +185,7 @@ pub fn action(app: &App, k: KeyEvent) -> Action {
     }
     match (app.tab, k.code) {
         (Tab::Checklist, KeyCode::Enter) => Action::OpenStep,
+        (Tab::Checklist, KeyCode::Char('n')) => Action::GemmStage,
         (Tab::Checklist | Tab::Flags, KeyCode::Char('r')) => Action::StartTrial,
         (Tab::Flags, KeyCode::Enter | KeyCode::Char('e') | KeyCode::Char(' ')) => Action::Edit,
         (Tab::Flags, KeyCode::Char('/')) => Action::SearchStart,

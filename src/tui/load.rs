@@ -116,8 +116,10 @@ pub fn build(
             description: sp.description,
         })
         .collect();
+    let gemm = gemm_status(&exp, &opts.env);
     Ok((
         ConfigView {
+            gemm,
             spaces,
             path: exp.path.clone(),
             module: m.name.clone(),
@@ -130,6 +132,37 @@ pub fn build(
         },
         plan,
     ))
+}
+
+/// The HipBLASLt stages for the Checklist's GEMM step (Megatron only): the files, the
+/// environment, and the last stage-3 comparison in the trial store. No hipblaslt-bench probe
+/// (it would launch a GPU program on every reload).
+fn gemm_status(
+    exp: &Experiment,
+    env: &crate::config::env::Env,
+) -> Option<crate::gemm::status::GemmStatus> {
+    use crate::gemm::status::{StatusInput, status};
+    let m = exp.main_module();
+    if m.framework != "megatron" {
+        return None;
+    }
+    let db = crate::run::trial::workspace_dir(&exp.path).join("trials.db");
+    let comparison = db
+        .exists()
+        .then(|| crate::store::Store::open(&db).ok())
+        .flatten()
+        .and_then(|s| crate::gemm::runner::latest_comparison(&s, &exp.path));
+    Some(status(&StatusInput {
+        primus_root: &exp.primus_root,
+        experiment: &exp.path,
+        framework: &m.framework,
+        env,
+        installed: None,
+        profiler_on: m
+            .value("profile")
+            .is_some_and(crate::config::value::Value::truthy),
+        comparison,
+    }))
 }
 
 /// Check one typed value the way `set` types it (catalog type, enum, range); the message names

@@ -224,6 +224,10 @@ async fn event_loop(
                     tracing::info!(profile, config = %opts.config.display(), "trial started");
                     trial = Some(start_trial(opts, &profile, tx.clone()));
                 }
+                Effect::StartGemmStage { stage, profile } => {
+                    tracing::info!(stage, profile, "GEMM stage started");
+                    trial = Some(start_gemm_stage(opts, stage, &profile, tx.clone()));
+                }
                 Effect::StartSweep { space, profile } => {
                     tracing::info!(space, profile, "sweep started");
                     sweep = Some(start_sweep(opts, &space, &profile, tx.clone()));
@@ -257,6 +261,10 @@ async fn event_loop(
                 match &msg {
                     Msg::TrialDone(r) => {
                         tracing::info!(ok = r.is_ok(), "trial ended");
+                        drop(trial.take());
+                    }
+                    Msg::GemmDone(r) => {
+                        tracing::info!(ok = r.is_ok(), "GEMM stage ended");
                         drop(trial.take());
                     }
                     Msg::SweepDone(r) => {
@@ -443,13 +451,25 @@ fn run_one(
         crate::config::Experiment::load(&opts.config, &opts.load).map_err(|e| e.to_string())?;
     let store = Store::open(&db_path(&exp.path)).map_err(|e| e.to_string())?;
     let topts = trial_options(opts, profile);
+    forwarding(tx, |etx| {
+        trial::run_trial(&exp, &opts.load, &store, &topts, etx, cancel)
+    })?
+    .map_err(|e| e.to_string())
+}
+
+/// Runs `work` on a runtime of this thread, its trial events forwarded to the TUI as they come.
+fn forwarding<T, F, Fut>(tx: &mpsc::Sender<Msg>, work: F) -> Result<T, String>
+where
+    F: FnOnce(mpsc::Sender<TrialEvent>) -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
     let (etx, mut erx) = mpsc::channel::<TrialEvent>(256);
     let fwd = tx.clone();
-    rt.block_on(async move {
+    Ok(rt.block_on(async move {
         let forward = async move {
             while let Some(ev) = erx.recv().await {
                 if fwd.send(Msg::Trial(ev)).await.is_err() {
@@ -457,10 +477,83 @@ fn run_one(
                 }
             }
         };
-        let (r, ()) = tokio::join!(
-            trial::run_trial(&exp, &opts.load, &store, &topts, etx, cancel),
-            forward
-        );
-        r.map_err(|e| e.to_string())
-    })
+        let (r, ()) = tokio::join!(work(etx), forward);
+        r
+    }))
+}
+
+/// A HipBLASLt stage on its own thread, like a trial.
+fn start_gemm_stage(
+    opts: &TuiOptions,
+    stage: u8,
+    profile_name: &str,
+    tx: mpsc::Sender<Msg>,
+) -> Worker {
+    let (cancel, cancel_rx) = watch::channel(false);
+    let opts = opts.clone();
+    let name = profile_name.to_string();
+    let thread = std::thread::Builder::new()
+        .name("gemm-stage".into())
+        .spawn(move || {
+            let r = run_gemm_stage(&opts, stage, &name, &tx, cancel_rx);
+            let _ = tx.blocking_send(Msg::GemmDone(r));
+        })
+        .ok();
+    Worker { cancel, thread }
+}
+
+fn run_gemm_stage(
+    opts: &TuiOptions,
+    stage: u8,
+    profile_name: &str,
+    tx: &mpsc::Sender<Msg>,
+    cancel: watch::Receiver<bool>,
+) -> Result<(Box<crate::run::summary::TrialResult>, String), String> {
+    use crate::gemm::{runner, stage as gstage, status::TuneLayout};
+    let profile =
+        profile::find(profile_name, profile::user_dir().as_deref()).map_err(|e| e.to_string())?;
+    let exp =
+        crate::config::Experiment::load(&opts.config, &opts.load).map_err(|e| e.to_string())?;
+    let store = Store::open(&db_path(&exp.path)).map_err(|e| e.to_string())?;
+    let topts = trial_options(opts, profile);
+    let layout = TuneLayout::new(&exp.primus_root, &exp.path, &opts.load.env);
+    let plan = gstage::plan(
+        stage,
+        &gstage::StageContext {
+            layout: &layout,
+            primus_root: &exp.primus_root,
+            profile: &topts.profile.name,
+            gpus: topts.gpus,
+            env: &opts.load.env,
+            python: "python3",
+            override_file: None,
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let run = forwarding(tx, |etx| {
+        runner::run_stage(
+            &exp, &opts.load, &store, &topts, &plan, &layout, false, etx, cancel,
+        )
+    })?
+    .map_err(|e| e.to_string())?;
+    let summary = match (stage, &run.comparison) {
+        (3, Some(c)) => gstage::comparison_text(c.change, c.change_ci),
+        (3, None) => "GEMM stage 3: no comparison (a trial did not complete)".to_string(),
+        (1, _) => match crate::gemm::dump::read_dumps(&layout.shapes_dir) {
+            Ok(d) if d.gemm_lines > 0 => {
+                format!("GEMM stage 1: {} unique shapes dumped", d.shapes.len())
+            }
+            _ => "GEMM stage 1: no shape was dumped (the workload did not call hipBLASLt)".into(),
+        },
+        _ => match crate::gemm::results::read(&layout.result_file) {
+            Ok(r) => format!("GEMM stage 2: {} GEMMs tuned", r.entries.len()),
+            Err(e) => format!("GEMM stage 2: no usable result file: {e}"),
+        },
+    };
+    let last = run
+        .trials
+        .last()
+        .cloned()
+        .ok_or_else(|| "the stage ran no trial".to_string())?;
+    Ok((Box::new(last), summary))
 }

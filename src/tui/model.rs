@@ -21,6 +21,8 @@ pub struct ConfigView {
     pub stamp: Option<FileStamp>,
     /// The knob spaces a sweep can use, and why one does not apply to this experiment.
     pub spaces: Vec<SpaceRow>,
+    /// The HipBLASLt tuning stages (Megatron experiments).
+    pub gemm: Option<crate::gemm::status::GemmStatus>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

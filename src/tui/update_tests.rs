@@ -662,3 +662,65 @@ fn a_space_that_does_not_apply_is_refused_with_its_reason() {
     assert!(key(&mut app, KeyCode::Enter).is_empty());
     assert!(app.status.as_ref().unwrap().1.contains("MoE"));
 }
+
+#[test]
+fn n_on_the_gemm_step_runs_the_next_stage_with_a_real_profile() {
+    let mut app = App::new(
+        vec!["proxy-cpu".into(), "primus".into()],
+        "proxy-cpu",
+        false,
+    );
+    let (view, plan) = load::build(Path::new(EXAMPLE), &opts(), &[]).unwrap();
+    update(&mut app, Msg::Loaded(Ok((Box::new(view), plan))));
+    let g = app
+        .config
+        .as_ref()
+        .unwrap()
+        .gemm
+        .clone()
+        .expect("megatron: stages shown");
+    let next = g.next.expect("a next stage");
+    // The proxies never call hipBLASLt: refused, with the way out.
+    assert!(key(&mut app, KeyCode::Char('n')).is_empty());
+    assert!(!app.trial_running());
+    let (_, msg) = app.status.clone().unwrap();
+    assert!(msg.contains("primus or megatron profile"), "{msg}");
+    // Not on the GEMM step: `n` does nothing.
+    key(&mut app, KeyCode::Down);
+    app.profile = 1;
+    assert!(key(&mut app, KeyCode::Char('n')).is_empty());
+    key(&mut app, KeyCode::Up);
+    assert_eq!(
+        key(&mut app, KeyCode::Char('n')),
+        vec![Effect::StartGemmStage {
+            stage: next,
+            profile: "primus".into()
+        }]
+    );
+    assert!(app.trial_running());
+    assert_eq!(app.tab, Tab::Run);
+    // Its end reloads the config (the stage's files changed) and says what it produced.
+    let fx = update(
+        &mut app,
+        Msg::GemmDone(Ok((
+            Box::new(TrialResult {
+                trial_id: Some(2),
+                status: "completed".into(),
+                failure: None,
+                stop_reason: "max-iters".into(),
+                exit_code: Some(0),
+                exit_signal: None,
+                wall_s: 1.0,
+                trial_dir: None,
+                summary: Default::default(),
+            }),
+            "GEMM stage 1: 12 unique shapes dumped".into(),
+        ))),
+    );
+    assert!(fx.contains(&Effect::LoadTrials));
+    assert!(fx.contains(&Effect::Load(Vec::new())));
+    assert_eq!(
+        app.status.as_ref().unwrap().1,
+        "GEMM stage 1: 12 unique shapes dumped"
+    );
+}

@@ -3,6 +3,8 @@
 
 use super::fit;
 use crate::checklist::{FindingKind, Status, StepReport};
+use crate::config::catalog::Step;
+use crate::gemm::status::GemmStatus;
 use crate::tui::app::App;
 use crate::tui::model::show_json;
 use crate::tui::theme::Theme;
@@ -69,11 +71,79 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         &mut state,
     );
     if let Some(step) = steps.get(app.checklist_selected) {
-        draw_step(f, step, theme, right);
+        let stages = c
+            .gemm
+            .as_ref()
+            .filter(|_| step.step == Step::Gemms)
+            .map(|g| {
+                let profile = app.profiles.get(app.profile).map_or("", String::as_str);
+                stage_lines(g, profile, theme)
+            })
+            .unwrap_or_default();
+        draw_step(f, step, stages, theme, right);
     }
 }
 
-fn draw_step(f: &mut Frame, s: &StepReport, theme: &Theme, area: Rect) {
+/// The GEMM step's three stages, one line each, and the key that runs the next.
+fn stage_lines(g: &GemmStatus, profile: &str, theme: &Theme) -> Vec<Line<'static>> {
+    let mark = |done: bool| {
+        if done {
+            Span::styled("[x] ", theme.ok())
+        } else {
+            Span::styled("[ ] ", theme.dim())
+        }
+    };
+    let mut out = vec![Line::styled("Stages", theme.title())];
+    let one = match g.dumps.as_ref().filter(|d| d.gemm_lines > 0) {
+        Some(d) => format!(
+            "1 shapes: {} unique in {} call(s)",
+            d.unique_shapes, d.gemm_lines
+        ),
+        None => "1 shapes: not dumped".to_string(),
+    };
+    out.push(Line::from(vec![mark(g.done >= 1), Span::raw(one)]));
+    let two = match &g.results {
+        Some(r) => format!(
+            "2 tuned: {} GEMMs, hipBLASLt {}{}",
+            r.entries,
+            r.git_version,
+            r.covered
+                .zip(g.dumps.as_ref())
+                .map(|(c, d)| format!(", {c}/{} shapes", d.unique_shapes))
+                .unwrap_or_default()
+        ),
+        None => "2 tuned: no result file".to_string(),
+    };
+    out.push(Line::from(vec![mark(g.done >= 2), Span::raw(two)]));
+    let three = match &g.comparison {
+        Some(c) => format!(
+            "3 measured: {:+.1} ± {:.1} % step time (trials {} vs {})",
+            100.0 * c.change,
+            100.0 * c.change_ci,
+            c.baseline_trial,
+            c.tuned_trial
+        ),
+        None if g.in_use => "3 on in this environment (not measured)".to_string(),
+        None => "3 tuned vs untuned: not measured".to_string(),
+    };
+    out.push(Line::from(vec![mark(g.done >= 3), Span::raw(three)]));
+    if let Some(n) = g.next {
+        let how = if profile.starts_with("proxy") {
+            format!(
+                " runs stage {n} once the Run screen's profile is primus or megatron ([ ] there)"
+            )
+        } else {
+            format!(" runs stage {n} with {profile} (the Run screen's profile)")
+        };
+        out.push(Line::from(vec![
+            Span::styled("n", theme.title()),
+            Span::raw(how),
+        ]));
+    }
+    out
+}
+
+fn draw_step(f: &mut Frame, s: &StepReport, stages: Vec<Line<'static>>, theme: &Theme, area: Rect) {
     let mut lines: Vec<Line> = Vec::new();
     lines.push(Line::from(vec![
         Span::styled(s.title, theme.title()),
@@ -90,7 +160,14 @@ fn draw_step(f: &mut Frame, s: &StepReport, theme: &Theme, area: Rect) {
             },
         ));
     }
-    for finding in &s.findings {
+    // On the GEMM step the Stages block says what is done; the step's own "ok" lines would
+    // repeat it.
+    let has_stages = !stages.is_empty();
+    for finding in s
+        .findings
+        .iter()
+        .filter(|x| !(has_stages && x.kind == FindingKind::Ok))
+    {
         let (mark, style) = match finding.kind {
             FindingKind::Ok => ("ok ", theme.ok()),
             FindingKind::Todo => ("to do ", theme.warn()),
@@ -101,6 +178,7 @@ fn draw_step(f: &mut Frame, s: &StepReport, theme: &Theme, area: Rect) {
             Span::raw(finding.text.clone()),
         ]));
     }
+    lines.extend(stages);
     if !s.actions.is_empty() {
         lines.push(Line::styled("Next", theme.title()));
         for a in &s.actions {
