@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Turn stored trials into a replay table for `primus-tune bench-replay`.
+
+    python3 docs/validation/replay_table.py GRID.db --knobs micro_batch_size,recompute_granularity \
+        --capacity-gib 139.8 > table.json
+
+Every trial of the database is one recorded candidate, named by its values of --knobs (a knob a
+trial does not set is recorded as null, the config's default). `per_iter_ms` are the trial's
+iteration times as its log printed them, in order; `startup_s` is the trial's wall time minus
+the sum of those (launch, start-up and shutdown, as measured); `peak_memory_bytes` the peak the
+trial reported; `oom` whether it failed out of GPU memory. Two trials of one candidate: the
+longer one is kept.
+"""
+import argparse
+import json
+import sqlite3
+import sys
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("db")
+    ap.add_argument("--knobs", required=True, help="comma-separated flags naming a candidate")
+    ap.add_argument("--capacity-gib", type=float, required=True, help="GPU memory, GiB")
+    a = ap.parse_args()
+    knobs = a.knobs.split(",")
+    con = sqlite3.connect(a.db)
+    rows = con.execute(
+        "select id, overrides, status, failure_class, wall_s, peak_mem_gib from trials order by id"
+    ).fetchall()
+    best = {}
+    for tid, overrides, status, failure, wall_s, peak_gib in rows:
+        given = {o["key"]: o["value"] for o in json.loads(overrides)}
+        cand = {k: given.get(k) for k in knobs}
+        iters = [
+            ms
+            for (ms,) in con.execute(
+                "select elapsed_ms from iterations where trial_id = ? order by iteration", (tid,)
+            )
+            if ms is not None
+        ]
+        oom = failure == "oom"
+        if status != "completed" and not oom:
+            print(f"trial {tid}: {status} ({failure}), left out", file=sys.stderr)
+            continue
+        row = {
+            "overrides": cand,
+            "per_iter_ms": iters,
+            "peak_memory_bytes": round(peak_gib * 2**30) if peak_gib is not None else None,
+            "oom": oom,
+            "startup_s": round(max((wall_s or 0.0) - sum(iters) / 1000.0, 0.0), 2),
+        }
+        key = json.dumps(cand, sort_keys=True)
+        if key not in best or len(iters) > len(best[key]["per_iter_ms"]):
+            best[key] = row
+    table = {"capacity_bytes": round(a.capacity_gib * 2**30), "candidates": list(best.values())}
+    json.dump(table, sys.stdout, indent=1)
+    print()
+
+
+if __name__ == "__main__":
+    main()
