@@ -47,22 +47,7 @@ pub struct DumpSummary {
 }
 
 /// A dump that cannot be read or a `hipblaslt-bench` line that cannot be parsed.
-#[derive(Debug, thiserror::Error)]
-pub enum DumpError {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{path}:{line}: {message}")]
-    Parse {
-        path: PathBuf,
-        line: usize,
-        message: String,
-    },
-    #[error("{path}: no shape dump files found")]
-    Empty { path: PathBuf },
-}
+pub type DumpError = super::FileError;
 
 /// The first token of every shape line.
 const BENCH: &str = "hipblaslt-bench";

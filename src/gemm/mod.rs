@@ -10,7 +10,27 @@ pub mod stage;
 pub mod status;
 
 use crate::config::env::Env;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// A tuning file (a shape dump or a result file) that cannot be read or parsed; the message
+/// names the file and, for a parse error, the 1-based line.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}: {message}")]
+    Parse {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+    /// A dump folder with no file in it.
+    #[error("{path}: no shape dump files found")]
+    Empty { path: PathBuf },
+}
 
 /// The environment that makes a trial train with the stage-2 result file
 /// (`run --gemm-tuned`, `sweep --gemm-tuned`, the TUI's choice): the file named by

@@ -45,20 +45,7 @@ pub struct TuneResults {
 }
 
 /// A result file that cannot be read or is malformed or truncated.
-#[derive(Debug, thiserror::Error)]
-pub enum ResultsError {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{path}:{line}: {message}")]
-    Parse {
-        path: PathBuf,
-        line: usize,
-        message: String,
-    },
-}
+pub type ResultsError = super::FileError;
 
 /// The columns a result row must carry, by header name.
 const REQUIRED: [&str; 16] = [

@@ -181,39 +181,39 @@ pub fn study_comparison(store: &Store, study_id: i64) -> Option<Comparison> {
     })
 }
 
-/// The latest finished stage-3 comparison of this experiment in the store.
-pub fn latest_comparison(store: &Store, experiment: &Path) -> Option<Comparison> {
+/// The studies of stage `n` of this experiment, newest first.
+fn stage_studies(store: &Store, experiment: &Path, n: u8) -> Vec<crate::store::StudyRow> {
     let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
     let want = canon(experiment);
-    store
+    let mut v: Vec<_> = store
         .list_studies()
-        .ok()?
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|s| s.kind == study_kind(n) && canon(&s.config_path) == want)
+        .collect();
+    v.reverse();
+    v
+}
+
+/// The latest finished stage-3 comparison of this experiment in the store.
+pub fn latest_comparison(store: &Store, experiment: &Path) -> Option<Comparison> {
+    stage_studies(store, experiment, 3)
         .iter()
-        .rev()
-        .filter(|s| s.kind == study_kind(3) && canon(&s.config_path) == want)
         .find_map(|s| study_comparison(store, s.id))
 }
 
 /// Seconds per shape per GPU that the last completed stage 2 of this experiment took.
 pub fn measured_rate(store: &Store, experiment: &Path) -> Option<f64> {
-    let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
-    let want = canon(experiment);
-    store
-        .list_studies()
-        .ok()?
-        .iter()
-        .rev()
-        .filter(|s| s.kind == study_kind(2) && canon(&s.config_path) == want)
-        .find_map(|s| {
-            let notes: serde_json::Value = serde_json::from_str(s.notes.as_deref()?).ok()?;
-            let shapes = notes["shapes"].as_f64()?;
-            let gpus = notes["gpus"].as_f64()?;
-            let trials = store
-                .list_trials(&crate::store::TrialFilter::all().study(s.id))
-                .ok()?;
-            let t = trials
-                .iter()
-                .find(|t| t.status == crate::store::TrialStatus::Completed)?;
-            (shapes > 0.0).then(|| t.wall_s.unwrap_or(0.0) * gpus / shapes)
-        })
+    stage_studies(store, experiment, 2).iter().find_map(|s| {
+        let notes: serde_json::Value = serde_json::from_str(s.notes.as_deref()?).ok()?;
+        let shapes = notes["shapes"].as_f64()?;
+        let gpus = notes["gpus"].as_f64()?;
+        let trials = store
+            .list_trials(&crate::store::TrialFilter::all().study(s.id))
+            .ok()?;
+        let t = trials
+            .iter()
+            .find(|t| t.status == crate::store::TrialStatus::Completed)?;
+        (shapes > 0.0).then(|| t.wall_s.unwrap_or(0.0) * gpus / shapes)
+    })
 }

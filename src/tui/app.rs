@@ -910,16 +910,7 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
             vec![]
         }
         Action::StartTrial => {
-            if app.trial_running() {
-                app.info("a trial is already running (x stops it)");
-                return vec![];
-            }
-            if !app.pending.is_empty() {
-                app.error("save or undo your edits first: a trial runs the file on disk");
-                return vec![];
-            }
-            let Some(profile) = app.profiles.get(app.profile).cloned() else {
-                app.error("no launch profile found");
+            let Some(profile) = launch_profile(app) else {
                 return vec![];
             };
             app.trial = Some(LiveTrial {
@@ -1141,16 +1132,7 @@ fn start_gemm_stage(app: &mut App) -> Vec<Effect> {
         app.info("all three GEMM stages are done");
         return vec![];
     };
-    if app.trial_running() {
-        app.info("a trial is already running (x stops it)");
-        return vec![];
-    }
-    if !app.pending.is_empty() {
-        app.error("save or undo your edits first: a trial runs the file on disk");
-        return vec![];
-    }
-    let Some(profile) = app.profiles.get(app.profile).cloned() else {
-        app.error("no launch profile found");
+    let Some(profile) = launch_profile(app) else {
         return vec![];
     };
     if profile.starts_with("proxy") {
@@ -1166,4 +1148,22 @@ fn start_gemm_stage(app: &mut App) -> Vec<Effect> {
     app.tab = Tab::Run;
     app.info(format!("GEMM stage {stage} with {profile}"));
     vec![Effect::StartGemmStage { stage, profile }]
+}
+
+/// The Run screen's profile, when a trial may start now (none running, no unsaved edits);
+/// otherwise says why on the status line.
+fn launch_profile(app: &mut App) -> Option<String> {
+    if app.trial_running() {
+        app.info("a trial is already running (x stops it)");
+        return None;
+    }
+    if !app.pending.is_empty() {
+        app.error("save or undo your edits first: a trial runs the file on disk");
+        return None;
+    }
+    let profile = app.profiles.get(app.profile).cloned();
+    if profile.is_none() {
+        app.error("no launch profile found");
+    }
+    profile
 }

@@ -390,22 +390,26 @@ pub fn trial_options(opts: &TuiOptions, profile: profile::Profile) -> TrialOptio
 }
 
 fn start_trial(opts: &TuiOptions, profile_name: &str, tx: mpsc::Sender<Msg>) -> Worker {
-    let (cancel, cancel_rx) = watch::channel(false);
     let opts = opts.clone();
     let name = profile_name.to_string();
+    spawn_worker("trial", move |cancel_rx| {
+        let r = run_one(&opts, &name, &tx, cancel_rx);
+        let _ = tx.blocking_send(Msg::TrialDone(r.map(Box::new)));
+    })
+}
+
+/// A named thread running `work` with a cancel signal; the handle stops and joins it.
+fn spawn_worker(name: &str, work: impl FnOnce(watch::Receiver<bool>) + Send + 'static) -> Worker {
+    let (cancel, cancel_rx) = watch::channel(false);
     let thread = std::thread::Builder::new()
-        .name("trial".into())
-        .spawn(move || {
-            let r = run_one(&opts, &name, &tx, cancel_rx);
-            let _ = tx.blocking_send(Msg::TrialDone(r.map(Box::new)));
-        })
+        .name(name.into())
+        .spawn(move || work(cancel_rx))
         .ok();
     Worker { cancel, thread }
 }
 
 /// A sweep on its own thread, like a trial; its progress lines and end come back as messages.
 fn start_sweep(opts: &TuiOptions, space: &str, profile: &str, tx: mpsc::Sender<Msg>) -> Worker {
-    let (cancel, cancel_rx) = watch::channel(false);
     let opts = opts.clone();
     let req = crate::tune::sweep::SweepRequest {
         space: Some(space.to_string()),
@@ -415,28 +419,24 @@ fn start_sweep(opts: &TuiOptions, space: &str, profile: &str, tx: mpsc::Sender<M
         env: opts.env.clone(),
         ..Default::default()
     };
-    let thread = std::thread::Builder::new()
-        .name("sweep".into())
-        .spawn(move || {
-            let lines = tx.clone();
-            let r = crate::config::Experiment::load(&opts.config, &opts.load)
-                .map_err(|e| e.to_string())
-                .and_then(|exp| {
-                    crate::tune::sweep::run_sweep(
-                        &exp,
-                        &opts.load,
-                        &req,
-                        cancel_rx,
-                        Box::new(move |l: &str| {
-                            let _ = lines.blocking_send(Msg::SweepLine(l.to_string()));
-                        }),
-                    )
-                })
-                .map(|o| (o.study, o.record.map(Box::new)));
-            let _ = tx.blocking_send(Msg::SweepDone(r));
-        })
-        .ok();
-    Worker { cancel, thread }
+    spawn_worker("sweep", move |cancel_rx| {
+        let lines = tx.clone();
+        let r = crate::config::Experiment::load(&opts.config, &opts.load)
+            .map_err(|e| e.to_string())
+            .and_then(|exp| {
+                crate::tune::sweep::run_sweep(
+                    &exp,
+                    &opts.load,
+                    &req,
+                    cancel_rx,
+                    Box::new(move |l: &str| {
+                        let _ = lines.blocking_send(Msg::SweepLine(l.to_string()));
+                    }),
+                )
+            })
+            .map(|o| (o.study, o.record.map(Box::new)));
+        let _ = tx.blocking_send(Msg::SweepDone(r));
+    })
 }
 
 fn run_one(
@@ -489,17 +489,12 @@ fn start_gemm_stage(
     profile_name: &str,
     tx: mpsc::Sender<Msg>,
 ) -> Worker {
-    let (cancel, cancel_rx) = watch::channel(false);
     let opts = opts.clone();
     let name = profile_name.to_string();
-    let thread = std::thread::Builder::new()
-        .name("gemm-stage".into())
-        .spawn(move || {
-            let r = run_gemm_stage(&opts, stage, &name, &tx, cancel_rx);
-            let _ = tx.blocking_send(Msg::GemmDone(r));
-        })
-        .ok();
-    Worker { cancel, thread }
+    spawn_worker("gemm-stage", move |cancel_rx| {
+        let r = run_gemm_stage(&opts, stage, &name, &tx, cancel_rx);
+        let _ = tx.blocking_send(Msg::GemmDone(r));
+    })
 }
 
 fn run_gemm_stage(
