@@ -439,18 +439,28 @@ fn start_sweep(opts: &TuiOptions, space: &str, profile: &str, tx: mpsc::Sender<M
     })
 }
 
-fn run_one(
+/// What every trial started from the TUI needs: the profile, the experiment as on disk, the
+/// store beside it and the engine's options.
+fn trial_setup(
     opts: &TuiOptions,
     profile_name: &str,
-    tx: &mpsc::Sender<Msg>,
-    cancel: watch::Receiver<bool>,
-) -> Result<crate::run::summary::TrialResult, String> {
+) -> Result<(crate::config::Experiment, Store, TrialOptions), String> {
     let profile =
         profile::find(profile_name, profile::user_dir().as_deref()).map_err(|e| e.to_string())?;
     let exp =
         crate::config::Experiment::load(&opts.config, &opts.load).map_err(|e| e.to_string())?;
     let store = Store::open(&db_path(&exp.path)).map_err(|e| e.to_string())?;
     let topts = trial_options(opts, profile);
+    Ok((exp, store, topts))
+}
+
+fn run_one(
+    opts: &TuiOptions,
+    profile_name: &str,
+    tx: &mpsc::Sender<Msg>,
+    cancel: watch::Receiver<bool>,
+) -> Result<crate::run::summary::TrialResult, String> {
+    let (exp, store, topts) = trial_setup(opts, profile_name)?;
     forwarding(tx, |etx| {
         trial::run_trial(&exp, &opts.load, &store, &topts, etx, cancel)
     })?
@@ -505,12 +515,7 @@ fn run_gemm_stage(
     cancel: watch::Receiver<bool>,
 ) -> Result<(Box<crate::run::summary::TrialResult>, String), String> {
     use crate::gemm::{runner, stage as gstage, status::TuneLayout};
-    let profile =
-        profile::find(profile_name, profile::user_dir().as_deref()).map_err(|e| e.to_string())?;
-    let exp =
-        crate::config::Experiment::load(&opts.config, &opts.load).map_err(|e| e.to_string())?;
-    let store = Store::open(&db_path(&exp.path)).map_err(|e| e.to_string())?;
-    let topts = trial_options(opts, profile);
+    let (exp, store, topts) = trial_setup(opts, profile_name)?;
     let layout = TuneLayout::new(&exp.primus_root, &exp.path, &opts.load.env);
     let plan = gstage::plan(
         stage,
