@@ -325,7 +325,8 @@ pub const TOUR: [(&str, &str); 5] = [
         "1 Checklist",
         "Six steps from the tuning guide: GEMMs (HipBLASLt tuning), kernels (Primus-Turbo), \
          precision, memory, communication overlap and MoE. Each says done, needs attention, \
-         not applicable or not measured, and why. Enter opens the step's flags.",
+         not applicable or not measured, and why. Enter opens the step's flags; on the GEMM \
+         step n runs the next HipBLASLt tuning stage.",
     ),
     (
         "2 Flags",
