@@ -201,3 +201,64 @@ fn a_malformed_table_is_a_usage_error_naming_the_file() {
         .code(2)
         .stderr(predicate::str::contains("TABLE.json or --synthetic"));
 }
+
+#[test]
+fn candidates_predicted_slower_are_skipped_and_said_so() {
+    let run = |extra: &[&str]| {
+        let out = bin()
+            .args(["bench-replay", "--json", "--verbose", "--synthetic", "5"])
+            .args(extra)
+            .assert()
+            .success();
+        json_out(&out.get_output().stdout)
+    };
+    let v = run(&[]);
+    // synthetic-5: 48 candidates, four knobs.
+    let s = &v["studies"][4];
+    assert!(s["study"].as_str().unwrap().starts_with("synthetic-5 (48"));
+    let skipped: Vec<&Value> = s["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p[1]["verdict"] == "predicted-slower")
+        .collect();
+    assert!(!skipped.is_empty(), "{s:#}");
+    assert_eq!(s["predicted_slower"], skipped.len());
+    let log: Vec<&str> = s["log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    for p in &skipped {
+        let id = p[0].as_u64().unwrap();
+        assert!(
+            p[1]["detail"]["reason"]
+                .as_str()
+                .unwrap()
+                .contains("by the additive model"),
+            "{p}"
+        );
+        assert!(
+            log.iter()
+                .any(|l| l.starts_with(&format!("#{id} "))
+                    && l.contains("predicted slower, not run")),
+            "{log:?}"
+        );
+    }
+    assert!(s["gap_pct"].as_f64().unwrap() <= 1.0, "{s:#}");
+    // Without the predictions every candidate that fits gets a first trial: more GPU-seconds.
+    let all = run(&["--no-prune"]);
+    let a = &all["studies"][4];
+    assert_eq!(a["predicted_slower"], 0);
+    assert!(a["gpu_seconds"].as_f64().unwrap() > s["gpu_seconds"].as_f64().unwrap());
+    // Another seed draws other studies of the same sizes.
+    let other = run(&["--seed", "7"]);
+    let o = &other["studies"][4];
+    assert!(o["study"].as_str().unwrap().starts_with("synthetic-5 (48"));
+    assert_ne!(o["grid_gpu_seconds"], s["grid_gpu_seconds"]);
+    assert_eq!(
+        v["summary"]["studies"].as_u64(),
+        other["summary"]["studies"].as_u64()
+    );
+}

@@ -1,4 +1,4 @@
-//! `primus-tune bench-replay TABLE.json… [--synthetic N] [--json]`: the search replayed against
+//! `primus-tune bench-replay TABLE.json… [--synthetic N [--seed S]] [--json]`: the search replayed against
 //! recorded studies, compared with the exhaustive grid of fixed 50-iteration trials.
 
 use super::{CliError, display_path, print_json};
@@ -50,6 +50,17 @@ pub struct BenchReplayArgs {
     /// Indifference zone for ties, % (default 1).
     #[arg(long, value_name = "PCT")]
     pub tolerance_pct: Option<f64>,
+    /// Standard errors beyond the tolerance by which the additive model must predict a
+    /// candidate slower than the leader to skip its first trial (default 2).
+    #[arg(long, value_name = "Z", conflicts_with = "no_prune")]
+    pub prune_sigmas: Option<f64>,
+    /// Give every candidate a first trial (no skipping on the additive model's prediction).
+    #[arg(long)]
+    pub no_prune: bool,
+    /// Seed of the synthetic studies (0, the default, is the documented suite; another seed
+    /// draws other studies of the same sizes and noise levels).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub seed: u64,
 }
 
 impl BenchReplayArgs {
@@ -63,8 +74,21 @@ impl BenchReplayArgs {
             confirm_top: self.confirm_top.unwrap_or(d.confirm_top),
             confirm_iters: self.confirm_iters.unwrap_or(d.confirm_iters),
             tolerance: self.tolerance_pct.map_or(d.tolerance, |p| p / 100.0),
+            prune_sigmas: if self.no_prune {
+                None
+            } else {
+                self.prune_sigmas.or(d.prune_sigmas)
+            },
             ..d
         };
+        if cfg
+            .prune_sigmas
+            .is_some_and(|z| !(z.is_finite() && z >= 0.0))
+        {
+            return Err(CliError::Usage(
+                "--prune-sigmas must be a non-negative number".into(),
+            ));
+        }
         if cfg.first_iters < 3 || cfg.growth < 2 || cfg.max_iters < cfg.first_iters {
             return Err(CliError::Usage(
                 "need --first-iters >= 3, --growth >= 2 and --max-iters >= --first-iters".into(),
@@ -100,7 +124,11 @@ pub fn run(a: &BenchReplayArgs) -> Result<ExitCode, CliError> {
             ReplayTable::from_json(&text).map_err(|e| CliError::Usage(format!("{name}: {e}")))?;
         studies.push((name, t));
     }
-    studies.extend(synthetic_suite(a.synthetic.unwrap_or(0), a.startup_s));
+    studies.extend(synthetic_suite(
+        a.synthetic.unwrap_or(0),
+        a.startup_s,
+        a.seed,
+    ));
 
     let cfg = a.config()?;
     let reports: Vec<(String, ReplayReport)> = studies
@@ -154,9 +182,10 @@ pub fn run(a: &BenchReplayArgs) -> Result<ExitCode, CliError> {
             overrides(r.grid_pick.as_ref())
         );
         println!(
-            "  ratio {:.2} of the grid's GPU-seconds; {} ruled out without a trial, {} OOM trials; best {}",
+            "  ratio {:.2} of the grid's GPU-seconds; {} ruled out by memory and {} predicted slower without a trial, {} OOM trials; best {}",
             r.ratio,
             r.ruled_out,
+            r.predicted_slower,
             r.oom_trials,
             overrides(r.best.as_ref())
         );

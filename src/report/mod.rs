@@ -76,6 +76,7 @@ impl Row {
             "oom" => "OOM",
             "ruled-out" => "ruled out",
             "predicted-oom" => "predicted OOM",
+            "predicted-slower" => "predicted slower",
             "illegal" => "illegal",
             "failed" => "failed",
             "not-run" => "not run",
@@ -423,10 +424,11 @@ fn verdict_rank(v: &str) -> u8 {
         "failed" => 3,
         "oom" => 4,
         "ruled-out" => 5,
-        "predicted-oom" => 6,
-        "illegal" => 7,
-        "not-run" => 8,
-        _ => 9,
+        "predicted-slower" => 6,
+        "predicted-oom" => 7,
+        "illegal" => 8,
+        "not-run" => 9,
+        _ => 10,
     }
 }
 

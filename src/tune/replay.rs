@@ -435,6 +435,8 @@ pub struct ReplayReport {
     pub ratio: f64,
     /// Candidates ruled out without a trial (dominating an OOM, or predicted to OOM).
     pub ruled_out: usize,
+    /// Candidates not run because the additive model predicted them slower than the leader.
+    pub predicted_slower: usize,
     /// Trials that ran out of memory.
     pub oom_trials: usize,
     /// The search itself (verdicts, evidence, log).
@@ -478,6 +480,11 @@ pub fn replay(table: &ReplayTable, cfg: &SearchConfig) -> ReplayReport {
             )
         })
         .count();
+    let predicted_slower = res
+        .verdicts
+        .iter()
+        .filter(|(_, v)| matches!(v, super::search::Verdict::PredictedSlower { .. }))
+        .count();
     let oom_trials = runner
         .launched
         .iter()
@@ -499,6 +506,7 @@ pub fn replay(table: &ReplayTable, cfg: &SearchConfig) -> ReplayReport {
             f64::NAN
         },
         ruled_out,
+        predicted_slower,
         oom_trials,
         search: res,
     }
@@ -647,9 +655,10 @@ pub fn synthetic(seed: u64, n_candidates: usize, noise_cv: f64, startup_s: f64) 
 }
 
 /// The synthetic studies of the replay benchmark: study `i` (from 0) is [`synthetic`] with seed
-/// `i + 1`, 12, 16, 24, 32 or 48 candidates in turn, and a noise CV spread over 1–5 % (a
-/// golden-ratio sequence, so any prefix covers the range). Returns (name, table).
-pub fn synthetic_suite(n: usize, startup_s: f64) -> Vec<(String, ReplayTable)> {
+/// `i + 1` (with a `suite_seed` other than 0: `suite_seed × 1 000 000 + i + 1`, other studies of
+/// the same shapes), 12, 16, 24, 32 or 48 candidates in turn, and a noise CV spread over 1–5 %
+/// (a golden-ratio sequence, so any prefix covers the range). Returns (name, table).
+pub fn synthetic_suite(n: usize, startup_s: f64, suite_seed: u64) -> Vec<(String, ReplayTable)> {
     const SIZES: [usize; 5] = [12, 16, 24, 32, 48];
     (0..n)
         .map(|i| {
@@ -660,7 +669,10 @@ pub fn synthetic_suite(n: usize, startup_s: f64) -> Vec<(String, ReplayTable)> {
                 i + 1,
                 cv * 100.0
             );
-            (name, synthetic(i as u64 + 1, size, cv, startup_s))
+            let seed = suite_seed
+                .wrapping_mul(1_000_000)
+                .wrapping_add(i as u64 + 1);
+            (name, synthetic(seed, size, cv, startup_s))
         })
         .collect()
 }
@@ -922,7 +934,12 @@ mod tests {
         assert!(a.candidates.iter().any(|c| !c.oom));
         // Sizes beyond the grid are capped.
         assert_eq!(synthetic(1, 1000, 0.02, 0.0).candidates.len(), 256);
-        assert_eq!(synthetic_suite(7, 0.0).len(), 7);
+        assert_eq!(synthetic_suite(7, 0.0, 0).len(), 7);
+        assert!(
+            synthetic_suite(2, 0.0, 0)[1].1
+                == synthetic(2, 16, 0.01 + 0.04 * 0.618_033_988_749_895, 0.0)
+        );
+        assert!(synthetic_suite(2, 0.0, 3)[1].1 != synthetic_suite(2, 0.0, 0)[1].1);
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! The noise-aware search over a space's candidates: memory pruning, successive halving on
-//! trial length, ties by cost order, confirmation in fresh processes.
+//! The noise-aware search over a space's candidates: memory pruning, first trials steered and
+//! skipped by an additive model over knob values, successive halving on trial length, ties by
+//! cost order, confirmation in fresh processes.
 //!
 //! Pure: trials go through a [`Runner`] (a real trial launcher, or a recorded table in
 //! [`super::replay`]), so the whole decision procedure runs in tests without a GPU.
@@ -8,11 +9,29 @@
 //!
 //! 1. **Predicted OOM.** With a known capacity, a candidate whose predicted peak exceeds
 //!    `capacity × (1 − headroom)` is never run ([`Verdict::PredictedOom`]).
-//! 2. **First rung.** Every other candidate gets a short trial of `first_iters` iterations,
-//!    lowest memory first (a linear extension of the memory-dominance order, so a candidate runs
-//!    only after every candidate it dominates). A candidate that OOMs rules out every candidate
-//!    that dominates it in memory ([`dominates_in_memory`]; Paddle's history pruning, extended
-//!    to all knobs at once); a ruled-out candidate is never run ([`Verdict::RuledOut`]).
+//! 2. **First rung.** Candidates get a short trial of `first_iters` iterations, one at a time:
+//!    * *Design.* Lowest memory first (a linear extension of the memory-dominance order),
+//!      every candidate that widens what the additive model can tell apart: the model is
+//!      `ln(step) = b₀ + Σ_knob b_knob[value]`, one parameter per knob value beyond each knob's
+//!      first; a candidate widens it when its row raises the rank of the measured candidates'
+//!      design (so the first trials cover every knob value once the others allow).
+//!    * *Prediction.* Then the model is fit by least squares to the measured candidates' log
+//!      medians, and the pending candidate it predicts fastest runs next (finding a fast
+//!      candidate early sets the bar). Once the fit has `min_df` residual degrees of freedom, a
+//!      pending candidate predicted slower than the reference (the measured candidate the model
+//!      puts fastest) by more than `ln(1 + tolerance) + prune_sigmas · t/1.96 · σ · √(1 + h)` is
+//!      never run ([`Verdict::PredictedSlower`], with the prediction, the reference and the
+//!      margin in its reason): σ is the residual standard deviation (at least the typical
+//!      standard error of a first trial's median), t Student's 97.5 % quantile for the
+//!      residual degrees of freedom, h the leverage of the difference from the reference (huge
+//!      for a knob value no measured candidate has, so such a candidate always runs). A space
+//!      whose candidates are no more than the model's parameters plus `min_df` (one knob, or a
+//!      few candidates) is never pruned this way. The fit is redone after every trial.
+//!    * A candidate that OOMs rules out every pending candidate that dominates it in memory
+//!      ([`dominates_in_memory`]; Paddle's history pruning, extended to all knobs at once); a
+//!      ruled-out candidate is never run ([`Verdict::RuledOut`]). In the design stage a
+//!      candidate runs only after those it dominates; in the prediction stage a fast (often
+//!      high-memory) candidate may run first, so an OOM there costs a trial it could have saved.
 //! 3. **Halving.** The leader is the lowest median step time. A candidate whose 95 % CI of the
 //!    median lies entirely above the leader's is out of contention. The next rung keeps the
 //!    contenders among the best `1/growth` (by median; at least two) and gives each a fresh
@@ -78,13 +97,25 @@ pub struct SearchConfig {
     /// Indifference zone (relative, 0.01 = 1 %): a tie whose worst case costs at most this
     /// much needs no more trials.
     pub tolerance: f64,
+    /// Skipping first trials on the additive model's prediction: a pending candidate is not
+    /// run when it is predicted slower than the leader by more than the tolerance plus this
+    /// many standard errors of the prediction (scaled up to Student's t for few residual
+    /// degrees of freedom; see [`SearchConfig::min_df`]). `None`: every candidate gets a
+    /// first trial.
+    pub prune_sigmas: Option<f64>,
+    /// Residual degrees of freedom the additive model needs (measured candidates beyond its
+    /// parameters) before any prediction may skip a candidate.
+    pub min_df: usize,
 }
 
 /// The defaults, tuned on the replay benchmark (`primus-tune bench-replay --synthetic 100`):
 /// a 6-iteration screen (4 steady samples after the 2 warm-up iterations), one rung of 18
 /// iterations for the best third, 2 confirmations of 12 iterations, a 1 % indifference zone.
 /// Longer ladders (6 → 18 → 54) bought no accuracy there (96 against 95 of 100 studies within
-/// 1 % of the best) for 30 % more GPU-seconds.
+/// 1 % of the best) for 30 % more GPU-seconds. Skipping on the additive model's prediction at
+/// 1.5 standard errors (`--synthetic 50`, seeds 0 and 7): 22.8 % and 21.4 % of the grid's
+/// GPU-seconds against 29.3 % and 28.9 % without, the same 51 of 54 studies within 1 %; 2
+/// standard errors cost about 1.4 points more, 1 saved about 2 points but lost a study.
 impl Default for SearchConfig {
     fn default() -> Self {
         SearchConfig {
@@ -98,6 +129,8 @@ impl Default for SearchConfig {
             capacity_bytes: None,
             headroom: 0.05,
             tolerance: 0.01,
+            prune_sigmas: Some(1.5),
+            min_df: 3,
         }
     }
 }
@@ -119,6 +152,9 @@ pub enum Verdict {
     RuledOut { by: usize, reason: String },
     /// Never run: the memory model puts it over the usable capacity.
     PredictedOom { reason: String },
+    /// Never run: the additive model fit to the measured candidates predicts it slower than
+    /// the leader by more than the margin (a prediction, not a measurement).
+    PredictedSlower { reason: String },
     /// A trial failed for another reason (crash, hang, no steady samples).
     Failed(String),
     /// Never run: the budget ended first.
@@ -226,6 +262,186 @@ impl Stat {
 
     fn half(&self) -> f64 {
         (self.hi - self.lo) / 2.0
+    }
+}
+
+/// The additive model of the log step time over knob values: `ln(step) = b₀ + Σ_k b_k[value]`,
+/// one dummy column per knob value other than the knob's first (lowest rank) among the
+/// candidates. Fit by least squares on the measured candidates' log medians.
+struct Additive {
+    /// Dummy columns, (knob index, rank).
+    cols: Vec<(usize, usize)>,
+    nknobs: usize,
+}
+
+/// A least-squares fit of [`Additive`].
+struct Fit {
+    beta: Vec<f64>,
+    /// `(XᵀX + ridge)⁻¹`: a prediction's variance is `s² · xᵀ A x`.
+    ainv: Vec<Vec<f64>>,
+    /// Residual standard deviation (log scale).
+    s: f64,
+    /// Residual degrees of freedom: measured candidates minus the design's rank.
+    df: usize,
+}
+
+/// A direction the measured candidates do not determine gets this (tiny) ridge, so its
+/// prediction variance is huge (about `1/RIDGE` × s²) and it is never pruned on.
+const RIDGE: f64 = 1e-9;
+
+impl Additive {
+    fn new(cands: &[Candidate], nknobs: usize) -> Additive {
+        let mut cols = Vec::new();
+        for k in 0..nknobs {
+            let mut ranks: Vec<usize> = cands
+                .iter()
+                .filter(|c| c.ranks.len() == nknobs)
+                .map(|c| c.ranks[k])
+                .collect();
+            ranks.sort_unstable();
+            ranks.dedup();
+            cols.extend(ranks.into_iter().skip(1).map(|r| (k, r)));
+        }
+        Additive { cols, nknobs }
+    }
+
+    fn p(&self) -> usize {
+        self.cols.len() + 1
+    }
+
+    /// The candidate's row of the design; `None` when its ranks do not fit the knobs.
+    fn x(&self, c: &Candidate) -> Option<Vec<f64>> {
+        if c.ranks.len() != self.nknobs {
+            return None;
+        }
+        let mut x = Vec::with_capacity(self.p());
+        x.push(1.0);
+        x.extend(
+            self.cols
+                .iter()
+                .map(|&(k, r)| if c.ranks[k] == r { 1.0 } else { 0.0 }),
+        );
+        Some(x)
+    }
+
+    /// The rank of the rows' design.
+    fn rank(&self, rows: &[Vec<f64>]) -> usize {
+        let p = self.p();
+        let mut m: Vec<Vec<f64>> = rows.to_vec();
+        let mut rank = 0;
+        for col in 0..p {
+            let Some(piv) = (rank..m.len()).find(|&r| m[r][col].abs() > 1e-9) else {
+                continue;
+            };
+            m.swap(rank, piv);
+            let pr = m[rank].clone();
+            for row in m.iter_mut().skip(rank + 1) {
+                let f = row[col] / pr[col];
+                if f != 0.0 {
+                    for (a, b) in row.iter_mut().zip(&pr) {
+                        *a -= f * b;
+                    }
+                }
+            }
+            rank += 1;
+        }
+        rank
+    }
+
+    fn fit(&self, rows: &[(Vec<f64>, f64)]) -> Option<Fit> {
+        let p = self.p();
+        let n = rows.len();
+        if n == 0 {
+            return None;
+        }
+        let mut a = vec![vec![0.0; p]; p];
+        let mut xty = vec![0.0; p];
+        for (x, y) in rows {
+            for i in 0..p {
+                xty[i] += x[i] * y;
+                for j in 0..p {
+                    a[i][j] += x[i] * x[j];
+                }
+            }
+        }
+        for (i, row) in a.iter_mut().enumerate() {
+            row[i] += RIDGE;
+        }
+        let ainv = invert(a)?;
+        let beta: Vec<f64> = (0..p)
+            .map(|i| (0..p).map(|j| ainv[i][j] * xty[j]).sum())
+            .collect();
+        let rank = self.rank(&rows.iter().map(|r| r.0.clone()).collect::<Vec<_>>());
+        let df = n.saturating_sub(rank);
+        let rss: f64 = rows.iter().map(|(x, y)| (y - dot(x, &beta)).powi(2)).sum();
+        let s = if df > 0 {
+            (rss / df as f64).sqrt()
+        } else {
+            0.0
+        };
+        Some(Fit { beta, ainv, s, df })
+    }
+}
+
+impl Fit {
+    fn predict(&self, x: &[f64]) -> f64 {
+        dot(x, &self.beta)
+    }
+
+    /// `xᵀ A x`: the prediction's variance over `s²`.
+    fn leverage(&self, x: &[f64]) -> f64 {
+        let ax: Vec<f64> = self.ainv.iter().map(|row| dot(row, x)).collect();
+        dot(x, &ax).max(0.0)
+    }
+}
+
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+/// Gauss–Jordan inverse with partial pivoting; `None` when singular.
+fn invert(mut a: Vec<Vec<f64>>) -> Option<Vec<Vec<f64>>> {
+    let n = a.len();
+    let mut inv: Vec<Vec<f64>> = (0..n)
+        .map(|i| (0..n).map(|j| f64::from(u8::from(i == j))).collect())
+        .collect();
+    for col in 0..n {
+        let piv = (col..n).max_by(|&x, &y| a[x][col].abs().total_cmp(&a[y][col].abs()))?;
+        if a[piv][col].abs() < 1e-300 {
+            return None;
+        }
+        a.swap(col, piv);
+        inv.swap(col, piv);
+        let d = a[col][col];
+        for j in 0..n {
+            a[col][j] /= d;
+            inv[col][j] /= d;
+        }
+        for r in 0..n {
+            if r != col {
+                let f = a[r][col];
+                if f != 0.0 {
+                    for j in 0..n {
+                        a[r][j] -= f * a[col][j];
+                        inv[r][j] -= f * inv[col][j];
+                    }
+                }
+            }
+        }
+    }
+    Some(inv)
+}
+
+/// Student's t, two-sided 95 % (one-sided 97.5 %), for `df` degrees of freedom.
+fn t975(df: usize) -> f64 {
+    const T: [f64; 10] = [12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23];
+    match df {
+        0 => f64::INFINITY,
+        1..=10 => T[df - 1],
+        11..=15 => 2.16,
+        16..=20 => 2.10,
+        21..=30 => 2.05,
+        _ => 1.96,
     }
 }
 
@@ -380,6 +596,103 @@ impl<'a> Search<'a> {
         }
     }
 
+    /// The measured candidates' design rows and log medians.
+    fn model_rows(&self, model: &Additive) -> Vec<(usize, Vec<f64>, f64)> {
+        self.measured()
+            .into_iter()
+            .filter_map(|i| {
+                let x = model.x(&self.cands[i])?;
+                let m = self.stat(i)?.median;
+                (m > 0.0).then(|| (i, x, m.ln()))
+            })
+            .collect()
+    }
+
+    /// The measurement noise of a first trial's median, relative (log scale): the median over
+    /// measured candidates of `1.25 · sd / mean / √n`. A floor for the model's residual σ, which
+    /// with few degrees of freedom can come out small by chance.
+    fn median_noise(&self) -> f64 {
+        let mut v: Vec<f64> = self
+            .measured()
+            .into_iter()
+            .filter_map(|i| {
+                let xs = &self.samples[i];
+                let n = xs.len();
+                if n < 2 {
+                    return None;
+                }
+                let mean = xs.iter().sum::<f64>() / n as f64;
+                let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+                (mean > 0.0).then(|| 1.2533 * var.sqrt() / mean / (n as f64).sqrt())
+            })
+            .collect();
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(0.0)
+    }
+
+    /// Fits the additive model to the measured candidates and marks every pending candidate
+    /// it predicts slower than the leader by more than the margin ([`Verdict::PredictedSlower`]).
+    /// Returns the fit's prediction (log ms) per pending candidate that is still pending.
+    fn prune_predicted(&mut self, model: &Additive) -> Vec<(usize, f64)> {
+        let rows = self.model_rows(model);
+        let fit_rows: Vec<(Vec<f64>, f64)> = rows.iter().map(|r| (r.1.clone(), r.2)).collect();
+        let Some(fit) = model.fit(&fit_rows) else {
+            return Vec::new();
+        };
+        let pending: Vec<(usize, Vec<f64>)> = (0..self.cands.len())
+            .filter(|&i| self.state[i] == State::Pending)
+            .filter_map(|i| model.x(&self.cands[i]).map(|x| (i, x)))
+            .collect();
+        let preds: Vec<(usize, f64)> = pending.iter().map(|(i, x)| (*i, fit.predict(x))).collect();
+        let Some(z) = self.cfg.prune_sigmas.filter(|z| z.is_finite() && *z >= 0.0) else {
+            return preds;
+        };
+        if fit.df < self.cfg.min_df.max(1) {
+            return preds;
+        }
+        // The reference: the measured candidate the model puts fastest.
+        let Some((ref_i, ref_x, ref_pred)) = rows
+            .iter()
+            .map(|(i, x, _)| (*i, x.clone(), fit.predict(x)))
+            .min_by(|a, b| a.2.total_cmp(&b.2))
+        else {
+            return preds;
+        };
+        let sigma = fit.s.max(self.median_noise());
+        let mult = z * t975(fit.df) / 1.96;
+        let tol = (1.0 + self.cfg.tolerance.max(0.0)).ln();
+        let mut kept = Vec::new();
+        let mut pruned = Vec::new();
+        for ((i, x), (_, pred)) in pending.iter().zip(&preds) {
+            let d: Vec<f64> = x.iter().zip(&ref_x).map(|(a, b)| a - b).collect();
+            let margin = tol + mult * sigma * (1.0 + fit.leverage(&d)).sqrt();
+            if pred - ref_pred > margin {
+                let reason = format!(
+                    "predicted {:.1} ms, {:.1} % slower than #{} (predicted {:.1} ms, measured \
+                     {:.1} ms) by the additive model over {} measured candidates (residual σ \
+                     {:.1} %); the margin is {:.1} %",
+                    pred.exp(),
+                    ((pred - ref_pred).exp() - 1.0) * 100.0,
+                    self.cands[ref_i].id,
+                    ref_pred.exp(),
+                    self.stat(ref_i).map_or(f64::NAN, |s| s.median),
+                    rows.len(),
+                    sigma * 100.0,
+                    (margin.exp() - 1.0) * 100.0
+                );
+                self.log.push(format!(
+                    "{}: predicted slower, not run: {reason}",
+                    self.label(*i)
+                ));
+                self.state[*i] = State::Out(Verdict::PredictedSlower { reason });
+                pruned.push(*i);
+            } else {
+                kept.push((*i, *pred));
+            }
+        }
+        kept
+    }
+
     fn measured(&self) -> Vec<usize> {
         (0..self.cands.len())
             .filter(|&i| self.state[i] == State::Measured)
@@ -526,17 +839,65 @@ pub fn search(
             })
             .then_with(|| cost_cmp(&cands[a], &cands[b]))
     });
+    let model = Additive::new(cands, knobs.len());
     s.log.push(format!(
-        "rung 1: {} iterations for each of {} candidates, lowest memory first",
+        "rung 1: {} iterations for each of up to {} candidates: lowest memory first until the \
+         additive model over knob values ({} parameters) is determined, then the most promising \
+         by its prediction; one predicted slower than the leader beyond the margin is not run",
         iters,
-        order.len()
+        order.len(),
+        model.p()
     ));
     let mut exhausted = false;
-    for &i in &order {
-        if s.state[i] != State::Pending {
-            continue;
+    // Once no pending candidate adds to the design's rank, none will (the measured rows only
+    // grow), so the rank is not checked again.
+    let mut saturated = false;
+    loop {
+        let pending: Vec<usize> = order
+            .iter()
+            .copied()
+            .filter(|&i| s.state[i] == State::Pending)
+            .collect();
+        if pending.is_empty() {
+            break;
         }
-        if !s.trial(runner, i, iters) {
+        // Lowest memory first, while a candidate adds to what the model can tell apart.
+        let widens = if saturated {
+            None
+        } else {
+            let rows: Vec<Vec<f64>> = s.model_rows(&model).into_iter().map(|r| r.1).collect();
+            let rank = model.rank(&rows);
+            let w = pending.iter().copied().find(|&i| {
+                model.x(&cands[i]).is_none_or(|x| {
+                    let mut r = rows.clone();
+                    r.push(x);
+                    model.rank(&r) > rank
+                })
+            });
+            saturated = w.is_none();
+            w
+        };
+        let next = match widens {
+            Some(i) => i,
+            None => {
+                let preds = s.prune_predicted(&model);
+                let pending: Vec<usize> = pending
+                    .into_iter()
+                    .filter(|&i| s.state[i] == State::Pending)
+                    .collect();
+                let Some(&first) = pending.first() else {
+                    break;
+                };
+                // The most promising: the lowest predicted step time. (Not held to memory order:
+                // finding a fast candidate early sets the bar the predictions are held to; an
+                // OOM still rules out every pending candidate that dominates it.)
+                preds
+                    .iter()
+                    .min_by(|a, b| a.1.total_cmp(&b.1))
+                    .map_or(first, |t| t.0)
+            }
+        };
+        if !s.trial(runner, next, iters) {
             exhausted = true;
             break;
         }
@@ -931,18 +1292,233 @@ mod tests {
         ));
     }
 
+    /// The dominance rule, checked on a finished search: a ruled-out candidate dominates its
+    /// `by`, which ran out of memory, and never ran; no candidate that dominates an OOM had its
+    /// first trial after that OOM; and exactly the candidates with a "never run" verdict did
+    /// not run.
+    fn check_dominance(knobs: &[Knob], cands: &[Candidate], r: &SearchResult, fake: &Fake) {
+        for (t, &(a, _)) in fake.launched.iter().enumerate() {
+            if fake.launched[..t].iter().any(|(i, _)| *i == a) {
+                continue;
+            }
+            for &(b, _) in &fake.launched[..t] {
+                assert!(
+                    !(verdict(r, b) == &Verdict::Oom
+                        && dominates_in_memory(knobs, &cands[a], &cands[b])),
+                    "#{a} ran after #{b}, which it dominates, ran out of memory"
+                );
+            }
+        }
+        for c in cands {
+            let ran = fake.launched.iter().any(|(i, _)| *i == c.id);
+            let never = matches!(
+                verdict(r, c.id),
+                Verdict::RuledOut { .. }
+                    | Verdict::PredictedOom { .. }
+                    | Verdict::PredictedSlower { .. }
+                    | Verdict::NotRun
+            );
+            assert_eq!(ran, !never, "#{}: {:?}", c.id, verdict(r, c.id));
+            if let Verdict::RuledOut { by, .. } = verdict(r, c.id) {
+                assert_eq!(verdict(r, *by), &Verdict::Oom);
+                assert!(dominates_in_memory(knobs, c, &cands[*by]));
+            }
+        }
+    }
+
     #[test]
     fn oom_rules_out_the_dominating_candidates_without_running_them() {
-        let knobs = mbs_recompute();
+        // Micro batch × CUs; micro batch 4 and 8 (ranks 2, 3) run out of memory. The first
+        // trials go lowest memory first while they widen the model's design, so micro batch 4
+        // runs (and OOMs) before 8, which dominates it at the same CU count.
+        let knobs = vec![
+            knob("micro_batch_size", 4, MemoryTrend::Increasing),
+            knob("turbo_deepep_num_cu", 2, MemoryTrend::None),
+        ];
         let cands = grid(&knobs);
         let steps: Vec<f64> = cands
             .iter()
-            .map(|c| 300.0 - 20.0 * c.ranks[0] as f64)
+            .map(|c| 300.0 - 20.0 * c.ranks[0] as f64 + 5.0 * c.ranks[1] as f64)
             .collect();
-        let mut fake = Fake::new(steps, 0.01, 1);
-        // micro batch 2 (rank 1) without recompute, 16 CUs, runs out of memory.
-        let oom = cands.iter().find(|c| c.ranks == [1, 0, 0]).unwrap().id;
-        fake.oom.insert(oom);
+        let oom: BTreeSet<usize> = cands
+            .iter()
+            .filter(|c| c.ranks[0] >= 2)
+            .map(|c| c.id)
+            .collect();
+        for prune in [None, SearchConfig::default().prune_sigmas] {
+            let mut fake = Fake::new(steps.clone(), 0.01, 1);
+            fake.oom = oom.clone();
+            let cfg = SearchConfig {
+                prune_sigmas: prune,
+                ..SearchConfig::default()
+            };
+            let r = search(&knobs, &cands, &mut fake, &cfg, &no_model);
+            check_dominance(&knobs, &cands, &r, &fake);
+            for c in &cands {
+                let expect = match c.ranks[0] {
+                    2 => Some(Verdict::Oom),
+                    3 => Some(Verdict::RuledOut {
+                        by: c.id - 2,
+                        reason: format!(
+                            "needs at least the memory of #{}, which ran out of memory",
+                            c.id - 2
+                        ),
+                    }),
+                    _ => None,
+                };
+                if let Some(v) = expect {
+                    assert_eq!(verdict(&r, c.id), &v, "{:?}", r.log);
+                }
+            }
+            assert!(r.log.iter().any(|l| l.contains("rules out")), "{:?}", r.log);
+            // The fastest that fits: micro batch 2 with the fewer CUs.
+            let pick = r.pick.unwrap();
+            assert_eq!(cands[pick].ranks, [1, 0], "{:?}", r.log);
+            assert_eq!(verdict(&r, pick), &Verdict::Winner);
+        }
+    }
+
+    #[test]
+    fn the_additive_model_predicts_unmeasured_combinations_and_knows_what_it_cannot() {
+        let knobs = vec![
+            knob("micro_batch_size", 3, MemoryTrend::Increasing),
+            knob("turbo_deepep_num_cu", 3, MemoryTrend::None),
+        ];
+        let cands = grid(&knobs);
+        let m = Additive::new(&cands, knobs.len());
+        assert_eq!(m.p(), 5);
+        let truth = |c: &Candidate| [0.0, -0.2, -0.3][c.ranks[0]] + [0.0, 0.05, 0.1][c.ranks[1]];
+        // Measured: everything but [2, 2] and every CU count 48 (rank 2) except with micro batch 1.
+        let measured: Vec<&Candidate> = cands
+            .iter()
+            .filter(|c| c.ranks[1] < 2 || c.ranks[0] == 0)
+            .collect();
+        let rows: Vec<(Vec<f64>, f64)> = measured
+            .iter()
+            .map(|c| (m.x(c).unwrap(), 5.0 + truth(c)))
+            .collect();
+        assert_eq!(
+            m.rank(&rows.iter().map(|r| r.0.clone()).collect::<Vec<_>>()),
+            5
+        );
+        let f = m.fit(&rows).unwrap();
+        assert_eq!(f.df, measured.len() - 5);
+        assert!(f.s < 1e-6, "{}", f.s);
+        // [2, 2] was never measured: predicted from the effects, with a small leverage.
+        let x22 = m.x(&cands[8]).unwrap();
+        assert!((f.predict(&x22) - (5.0 + truth(&cands[8]))).abs() < 1e-6);
+        assert!(f.leverage(&x22) < 2.0);
+        // Without the one row that sees 48 CUs, that effect is unknown: a huge variance.
+        let without: Vec<(Vec<f64>, f64)> =
+            rows.iter().filter(|r| r.0[4] == 0.0).cloned().collect();
+        let f = m.fit(&without).unwrap();
+        assert!(f.leverage(&x22) > 1e6, "{}", f.leverage(&x22));
+        // Ranks that do not fit the knobs have no row.
+        let odd = Candidate {
+            id: 99,
+            overrides: Overrides::new(),
+            ranks: vec![1],
+        };
+        assert!(m.x(&odd).is_none());
+        assert_eq!(t975(0), f64::INFINITY);
+        assert!(t975(3) > t975(10) && t975(10) > t975(1000));
+    }
+
+    /// Micro batch × recompute × CUs (4 × 4 × 3), step times multiplicative in the knobs.
+    fn additive_space() -> (Vec<Knob>, Vec<Candidate>, Vec<f64>) {
+        let knobs = vec![
+            knob("micro_batch_size", 4, MemoryTrend::Increasing),
+            knob("recompute_num_layers", 4, MemoryTrend::Decreasing),
+            knob("turbo_deepep_num_cu", 3, MemoryTrend::None),
+        ];
+        let cands = grid(&knobs);
+        let steps = cands
+            .iter()
+            .map(|c| {
+                300.0
+                    * [1.0, 0.9, 0.84, 0.82][c.ranks[0]]
+                    * [1.0, 1.08, 1.15, 1.3][c.ranks[1]]
+                    * [1.03, 1.0, 1.02][c.ranks[2]]
+            })
+            .collect();
+        (knobs, cands, steps)
+    }
+
+    #[test]
+    fn a_candidate_predicted_slower_is_not_run_and_is_truly_slower() {
+        let (knobs, cands, steps) = additive_space();
+        let best = (0..cands.len())
+            .min_by(|&a, &b| steps[a].total_cmp(&steps[b]))
+            .unwrap();
+        for seed in 0..5 {
+            let mut fake = Fake::new(steps.clone(), 0.02, seed);
+            let r = search(
+                &knobs,
+                &cands,
+                &mut fake,
+                &SearchConfig::default(),
+                &no_model,
+            );
+            check_dominance(&knobs, &cands, &r, &fake);
+            let skipped: Vec<usize> = r
+                .verdicts
+                .iter()
+                .filter(|(_, v)| matches!(v, Verdict::PredictedSlower { .. }))
+                .map(|(i, _)| *i)
+                .collect();
+            assert!(
+                skipped.len() >= 12,
+                "seed {seed}: {} skipped",
+                skipped.len()
+            );
+            for &i in &skipped {
+                // Never run, truly slower than the best by more than the tolerance, and said so.
+                assert!(fake.launched.iter().all(|(j, _)| *j != i));
+                assert!(
+                    steps[i] > steps[best] * 1.03,
+                    "seed {seed}: #{i} {}",
+                    steps[i]
+                );
+                assert!(!r.evidence.contains_key(&i));
+                assert!(
+                    r.log.iter().any(|l| l.starts_with(&format!("#{i} "))
+                        && l.contains("predicted slower, not run")),
+                    "{:?}",
+                    r.log
+                );
+            }
+            assert_eq!(r.pick, Some(best), "seed {seed}: {:?}", r.log);
+            // Every candidate runs without the predictions, for more GPU-seconds.
+            let mut all = Fake::new(steps.clone(), 0.02, seed);
+            let cfg = SearchConfig {
+                prune_sigmas: None,
+                ..SearchConfig::default()
+            };
+            let full = search(&knobs, &cands, &mut all, &cfg, &no_model);
+            let ran: BTreeSet<usize> = all.launched.iter().map(|t| t.0).collect();
+            assert_eq!(ran.len(), cands.len());
+            assert!(full.gpu_seconds > r.gpu_seconds);
+        }
+        let v = Verdict::PredictedSlower { reason: "r".into() };
+        assert_eq!(
+            serde_json::to_value(&v).unwrap(),
+            serde_json::json!({"verdict": "predicted-slower", "detail": {"reason": "r"}})
+        );
+    }
+
+    #[test]
+    fn nothing_is_skipped_near_the_leader_or_without_spare_degrees_of_freedom() {
+        // Noise-free and exactly additive: the margin is the tolerance alone. Candidates at most
+        // 0.9 % slower than the best are all run; the recompute knob's 3 % is beyond it.
+        let (knobs, cands, _) = additive_space();
+        let step = |c: &Candidate, rc: f64| {
+            300.0
+                * (1.0 + 0.003 * c.ranks[0] as f64)
+                * (1.0 + rc * c.ranks[1] as f64)
+                * (1.0 + 0.0 * c.ranks[2] as f64)
+        };
+        let flat: Vec<f64> = cands.iter().map(|c| step(c, 0.0)).collect();
+        let mut fake = Fake::new(flat, 0.0, 11);
         let r = search(
             &knobs,
             &cands,
@@ -950,28 +1526,39 @@ mod tests {
             &SearchConfig::default(),
             &no_model,
         );
-        let ruled: BTreeSet<usize> = r
-            .verdicts
-            .iter()
-            .filter(|(_, v)| matches!(v, Verdict::RuledOut { by, .. } if *by == oom))
-            .map(|(i, _)| *i)
-            .collect();
-        // Micro batch 4 and 8 without recompute, same CUs.
-        let expect: BTreeSet<usize> = cands
-            .iter()
-            .filter(|c| c.ranks[0] >= 2 && c.ranks[1] == 0 && c.ranks[2] == 0)
-            .map(|c| c.id)
-            .collect();
-        assert_eq!(ruled, expect);
-        assert_eq!(verdict(&r, oom), &Verdict::Oom);
-        for id in &ruled {
-            assert!(fake.launched.iter().all(|(i, _)| i != id), "{id} ran");
+        let ran: BTreeSet<usize> = fake.launched.iter().map(|t| t.0).collect();
+        assert_eq!(ran.len(), cands.len(), "{:?}", r.log);
+        let steep: Vec<f64> = cands.iter().map(|c| step(c, 0.03)).collect();
+        let mut fake = Fake::new(steep.clone(), 0.0, 11);
+        let r = search(
+            &knobs,
+            &cands,
+            &mut fake,
+            &SearchConfig::default(),
+            &no_model,
+        );
+        for (i, v) in &r.verdicts {
+            if matches!(v, Verdict::PredictedSlower { .. }) {
+                assert!(steep[*i] > 300.0 * 1.02, "#{i}");
+            }
         }
-        assert!(r.log.iter().any(|l| l.contains("rules out")), "{:?}", r.log);
-        // The fastest that fits: micro batch 8 with some recompute.
-        let pick = r.pick.unwrap();
-        assert_eq!(cands[pick].ranks[0], 3, "{:?}", r.log);
-        assert_eq!(verdict(&r, pick), &Verdict::Winner);
+        assert!(
+            r.verdicts
+                .iter()
+                .any(|(_, v)| matches!(v, Verdict::PredictedSlower { .. })),
+            "{:?}",
+            r.log
+        );
+        // Large effects, but the model may not use its spare degrees of freedom.
+        let (knobs, cands, steps) = additive_space();
+        let mut fake = Fake::new(steps, 0.01, 12);
+        let cfg = SearchConfig {
+            min_df: cands.len(),
+            ..SearchConfig::default()
+        };
+        let r = search(&knobs, &cands, &mut fake, &cfg, &no_model);
+        let ran: BTreeSet<usize> = fake.launched.iter().map(|t| t.0).collect();
+        assert_eq!(ran.len(), cands.len(), "{:?}", r.log);
     }
 
     #[test]
@@ -1193,14 +1780,17 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
 
-        /// Whatever fails with OOM (even against the trends), exactly the candidates that
-        /// dominate an OOM are ruled out, none of them is ever launched, and every other
-        /// candidate runs.
+        /// Whatever fails with OOM (even against the trends), a candidate that dominates an
+        /// OOM never runs after it (it is ruled out if still pending), a ruled-out candidate
+        /// names an OOM it dominates, and exactly the candidates with a "never run" verdict
+        /// did not run. Without skipping on predictions, every candidate that dominates no OOM
+        /// runs.
         #[test]
-        fn prop_oom_rules_out_exactly_the_dominating(
+        fn prop_oom_rules_out_the_dominating(
             knobs in space(),
             oom_bits in proptest::collection::vec(any::<bool>(), 64),
             seed in any::<u64>(),
+            prune in any::<bool>(),
         ) {
             let cands = grid(&knobs);
             let steps: Vec<f64> = (0..cands.len()).map(|i| 100.0 + (i * 7 % 13) as f64).collect();
@@ -1210,7 +1800,12 @@ mod tests {
                     fake.oom.insert(c.id);
                 }
             }
-            let r = search(&knobs, &cands, &mut fake, &SearchConfig::default(), &no_model);
+            let cfg = SearchConfig {
+                prune_sigmas: if prune { SearchConfig::default().prune_sigmas } else { None },
+                ..SearchConfig::default()
+            };
+            let r = search(&knobs, &cands, &mut fake, &cfg, &no_model);
+            check_dominance(&knobs, &cands, &r, &fake);
             let oomed: Vec<&Candidate> = cands
                 .iter()
                 .filter(|c| verdict(&r, c.id) == &Verdict::Oom)
@@ -1218,12 +1813,15 @@ mod tests {
             for c in &cands {
                 let dominated_oom = oomed.iter().any(|b| dominates_in_memory(&knobs, c, b));
                 let ruled = matches!(verdict(&r, c.id), Verdict::RuledOut { .. });
-                prop_assert_eq!(ruled, dominated_oom, "candidate {:?}", c.ranks);
-                let ran = fake.launched.iter().any(|(i, _)| *i == c.id);
-                prop_assert_eq!(ran, !ruled);
-                if let Verdict::RuledOut { by, .. } = verdict(&r, c.id) {
-                    prop_assert_eq!(verdict(&r, *by), &Verdict::Oom);
-                    prop_assert!(dominates_in_memory(&knobs, c, &cands[*by]));
+                if ruled {
+                    prop_assert!(dominated_oom);
+                }
+                if !prune && !dominated_oom {
+                    prop_assert!(fake.launched.iter().any(|(i, _)| *i == c.id));
+                }
+                if !prune {
+                    let skipped = matches!(verdict(&r, c.id), Verdict::PredictedSlower { .. });
+                    prop_assert!(!skipped);
                 }
             }
         }

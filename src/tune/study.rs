@@ -32,8 +32,8 @@ pub struct StudyRecord {
 pub struct CandidateRecord {
     pub id: usize,
     pub overrides: BTreeMap<String, serde_json::Value>,
-    /// `winner`, `tie`, `slower`, `oom`, `ruled-out`, `predicted-oom`, `illegal`, `failed`,
-    /// `not-run`.
+    /// `winner`, `tie`, `slower`, `oom`, `ruled-out`, `predicted-oom`, `predicted-slower`,
+    /// `illegal`, `failed`, `not-run`.
     pub verdict: String,
     /// Why, in words (slower by X ± Y %, OOM, ruled out by candidate N, ...).
     pub why: String,
@@ -66,6 +66,9 @@ fn verdict_text(v: &Verdict) -> (String, String) {
             format!("not run: needs more memory than candidate {by}, which ran out ({reason})"),
         ),
         Verdict::PredictedOom { reason } => ("predicted-oom".into(), format!("not run: {reason}")),
+        Verdict::PredictedSlower { reason } => {
+            ("predicted-slower".into(), format!("not run: {reason}"))
+        }
         Verdict::Failed(why) => ("failed".into(), why.clone()),
         Verdict::NotRun => ("not-run".into(), "the budget ended first".into()),
     }
