@@ -2,8 +2,8 @@
 # A real memory-fit sweep with proxy-torch on the lent H200 (device tool), ending in a measured
 # recommendation. Run from the repository root:
 #   B=bin/primus-tune OUT=$OUT bash docs/validation/h200-sweep.sh
-# The 4-layer Llama-3-8B shape at sequence 4096 and global batch 8 (every micro batch size does
-# the same work per step). The database and trial folders come back in a tarball for `report`.
+# The 8-layer Llama-3-8B shape at sequence 4096 and global batch 8 (every micro batch size does
+# the same work per step; the same shape as h200-memfit-grid.sh). The database and trial folders come back in a tarball for `report`.
 set -u
 B=${B:-target/release/primus-tune}
 OUT=${OUT:-/tmp/pt-sweep}
@@ -14,7 +14,7 @@ export PATH=/usr/local/nvidia/bin:$PATH
 WORK=$(mktemp -d)
 cp -r presets/examples "$WORK/ex"
 EXP="$WORK/ex/experiments/llama3_8B-BF16-pretrain.yaml"
-SMALL=(--set num_layers=4 --set seq_length=4096 --set max_position_embeddings=4096 --set global_batch_size=8)
+SMALL=(--set num_layers=8 --set seq_length=4096 --set max_position_embeddings=4096 --set global_batch_size=8)
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 
 echo "== sweep"

@@ -189,6 +189,11 @@ fn print_table(recs: &[Recommendation]) {
     }
     for r in recs {
         let kind = if r.env { "env " } else { "" };
+        if r.current == r.value {
+            // Nothing to change: one short line (the JSON keeps the full reason).
+            println!("{kind}{}: {} (already set)", r.flag, show(&r.value));
+            continue;
+        }
         // The measured reason lists every other candidate; the table above shows them already.
         let reason = r.reason.split("; the others:").next().unwrap_or(&r.reason);
         println!(

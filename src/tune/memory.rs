@@ -468,11 +468,17 @@ pub fn estimate(
 
 /// Calibration from measured trials: measured = a · predicted + c fitted by least squares over the
 /// points (with one point: c = measured − predicted, a = 1). predict(x) applies it.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Calibration {
     pub scale: f64,
     pub offset_bytes: f64,
     pub points: usize,
+}
+
+impl Default for Calibration {
+    fn default() -> Self {
+        Calibration::identity()
+    }
 }
 
 impl Calibration {

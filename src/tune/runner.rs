@@ -32,6 +32,11 @@ pub struct TrialRunner<'a> {
 }
 
 impl<'a> TrialRunner<'a> {
+    /// One line to the frontend's progress.
+    pub fn say(&mut self, line: &str) {
+        (self.progress)(line);
+    }
+
     #[allow(clippy::too_many_arguments)] // the pieces of a trial; built once per sweep
     pub fn new(
         exp: &'a Experiment,

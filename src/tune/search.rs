@@ -8,7 +8,13 @@
 //! The procedure ([`search`]):
 //!
 //! 1. **Predicted OOM.** With a known capacity, a candidate whose predicted peak exceeds
-//!    `capacity × (1 − headroom)` is never run ([`Verdict::PredictedOom`]).
+//!    `capacity × (1 − headroom)` is never run ([`Verdict::PredictedOom`]). Predictions not yet
+//!    calibrated on measured peaks (`predictions_calibrated: false`) prune nothing up front.
+//!    Before every first-rung trial the model is recalibrated on the peaks this study measured
+//!    (measured ≈ a × prediction + b, least squares; an uncalibrated model needs two peaks, a
+//!    slope, before it may rule anything out) and pending candidates that no longer fit are
+//!    pruned. A measured candidate's prediction, as reported, is the one in force before its
+//!    first trial, so the error the study tracks is a forecast error, not a fit.
 //! 2. **First rung.** Candidates get a short trial of `first_iters` iterations, one at a time:
 //!    * *Design.* Lowest memory first (a linear extension of the memory-dominance order),
 //!      every candidate that widens what the additive model can tell apart: the model is
@@ -54,6 +60,7 @@
 //!
 //! Every decision is written to [`SearchResult::log`], one line each, for the report.
 
+use super::memory::Calibration;
 use super::types::{Candidate, Knob, MemoryTrend, Outcome};
 use crate::run::steady::median_ci95;
 use serde::Serialize;
@@ -106,6 +113,10 @@ pub struct SearchConfig {
     /// Residual degrees of freedom the additive model needs (measured candidates beyond its
     /// parameters) before any prediction may skip a candidate.
     pub min_df: usize,
+    /// The memory predictions given to [`search`] are calibrated on measured peaks (stored
+    /// trials of this experiment). When not, no candidate is pruned on its prediction before
+    /// this study has measured a peak to calibrate it with.
+    pub predictions_calibrated: bool,
 }
 
 /// The defaults, tuned on the replay benchmark (`primus-tune bench-replay --synthetic 100`):
@@ -131,6 +142,7 @@ impl Default for SearchConfig {
             tolerance: 0.01,
             prune_sigmas: Some(1.5),
             min_df: 3,
+            predictions_calibrated: true,
         }
     }
 }
@@ -192,6 +204,12 @@ pub struct SearchResult {
     pub trials: usize,
     /// One line per decision.
     pub log: Vec<String>,
+    /// Per candidate id, the memory model's peak: for a candidate that ran, the prediction in
+    /// force before its first trial (so its error is an honest forecast error); for the others,
+    /// the prediction recalibrated on every measured peak of the study.
+    pub predicted_bytes: BTreeMap<usize, f64>,
+    /// The study's final calibration of the model (`points` 0: none).
+    pub calibration: Calibration,
 }
 
 /// Whether `a` dominates `b` in memory: on every knob with a memory trend, `a`'s value needs
@@ -467,9 +485,90 @@ struct Search<'a> {
     trials: usize,
     log: Vec<String>,
     budget_note_logged: bool,
+    /// The memory model's peak per candidate, as given (calibrated on earlier stored trials).
+    predicted: Vec<Option<f64>>,
+    /// The prediction in force when a candidate's first trial was launched (calibrated on this
+    /// study's trials so far): what its measurement is held against.
+    at_launch: Vec<Option<f64>>,
 }
 
 impl<'a> Search<'a> {
+    /// The study's own calibration: measured peak ≈ a × prediction + b over the candidates
+    /// that ran without running out of memory.
+    fn calibration(&self) -> Calibration {
+        let pts: Vec<(f64, f64)> = (0..self.cands.len())
+            .filter(|&i| self.state[i] == State::Measured || self.is_out_measured(i))
+            .filter_map(|i| {
+                Some((
+                    self.predicted[i]?,
+                    self.evidence[i].peak_memory_bytes? as f64,
+                ))
+            })
+            .collect();
+        Calibration::fit(&pts)
+    }
+
+    /// Ran to a verdict with a measurement (halving may have moved it out of contention).
+    fn is_out_measured(&self, i: usize) -> bool {
+        matches!(
+            &self.state[i],
+            State::Out(Verdict::Slower { .. } | Verdict::Tie { .. })
+        )
+    }
+
+    /// A candidate's prediction with the study's calibration so far.
+    fn calibrated(&self, cal: &Calibration, i: usize) -> Option<f64> {
+        let p = self.predicted[i]?;
+        Some(if cal.points > 0 { cal.predict(p) } else { p })
+    }
+
+    /// Pending candidates whose prediction, recalibrated on this study's measured peaks, no
+    /// longer fits: never run ([`Verdict::PredictedOom`]).
+    fn prune_recalibrated(&mut self) {
+        let Some(cap) = self.cfg.capacity_bytes else {
+            return;
+        };
+        let cal = self.calibration();
+        // An uncalibrated model needs a slope (two peaks) before it may rule anything out: one
+        // peak only shifts it, and a model that overstates how memory grows would then prune
+        // candidates that fit.
+        let need = if self.cfg.predictions_calibrated {
+            1
+        } else {
+            2
+        };
+        if cal.points < need {
+            return;
+        }
+        let budget = 1.0 - self.cfg.headroom.clamp(0.0, 1.0);
+        let usable = cap * budget;
+        for i in 0..self.cands.len() {
+            if self.state[i] != State::Pending {
+                continue;
+            }
+            let Some(p) = self.calibrated(&cal, i) else {
+                continue;
+            };
+            if p > usable {
+                let reason = format!(
+                    "predicted peak {:.1} GiB > {:.1} GiB usable ({:.0} % of {:.1} GiB), with the \
+                     model recalibrated on {} measured peak(s) of this study (measured ≈ {:.3} × \
+                     model {:+.2} GiB)",
+                    p / GIB,
+                    usable / GIB,
+                    budget * 100.0,
+                    cap / GIB,
+                    cal.points,
+                    cal.scale,
+                    cal.offset_bytes / GIB
+                );
+                self.log
+                    .push(format!("{}: predicted OOM: {reason}", self.label(i)));
+                self.state[i] = State::Out(Verdict::PredictedOom { reason });
+            }
+        }
+    }
+
     fn label(&self, i: usize) -> String {
         let c = &self.cands[i];
         let kv: Vec<String> = c
@@ -802,15 +901,26 @@ pub fn search(
         trials: 0,
         log: Vec::new(),
         budget_note_logged: false,
+        predicted: cands
+            .iter()
+            .map(|c| predicted_bytes(c).filter(|p| p.is_finite()))
+            .collect(),
+        at_launch: vec![None; n],
     };
     let max_iters = cfg.max_iters.max(1);
     let mut iters = cfg.first_iters.clamp(1, max_iters);
     let growth = cfg.growth.max(2);
 
-    // 1. Predicted OOM.
-    let mut predicted: Vec<Option<f64>> = vec![None; n];
-    for (i, c) in cands.iter().enumerate() {
-        predicted[i] = predicted_bytes(c).filter(|p| p.is_finite());
+    // 1. Predicted OOM (with an uncalibrated model, only once this study calibrates it).
+    let predicted = s.predicted.clone();
+    if !cfg.predictions_calibrated && cfg.capacity_bytes.is_some() {
+        s.log.push(
+            "memory model not calibrated yet: no candidate is pruned on its prediction until a \
+             trial of this study measures a peak"
+                .to_string(),
+        );
+    }
+    for i in (0..n).filter(|_| cfg.predictions_calibrated) {
         if let (Some(cap), Some(p)) = (cfg.capacity_bytes, predicted[i]) {
             let usable = cap * (1.0 - cfg.headroom.clamp(0.0, 1.0));
             if p > usable {
@@ -853,6 +963,8 @@ pub fn search(
     // grow), so the rank is not checked again.
     let mut saturated = false;
     loop {
+        // Every measured peak recalibrates the memory model for the candidates still to run.
+        s.prune_recalibrated();
         let pending: Vec<usize> = order
             .iter()
             .copied()
@@ -897,6 +1009,8 @@ pub fn search(
                     .map_or(first, |t| t.0)
             }
         };
+        let cal = s.calibration();
+        s.at_launch[next] = s.calibrated(&cal, next);
         if !s.trial(runner, next, iters) {
             exhausted = true;
             break;
@@ -1108,7 +1222,20 @@ fn finish(s: Search<'_>, contenders: &[usize]) -> SearchResult {
         .filter(|&i| s.evidence[i].trials > 0)
         .map(|i| (s.cands[i].id, s.evidence[i].clone()))
         .collect();
+    let calibration = s.calibration();
+    let predicted_bytes = (0..n)
+        .filter_map(|i| {
+            let p = if s.evidence[i].trials > 0 {
+                s.at_launch[i]
+            } else {
+                s.calibrated(&calibration, i)
+            };
+            Some((s.cands[i].id, p?))
+        })
+        .collect();
     SearchResult {
+        predicted_bytes,
+        calibration,
         pick,
         ranking,
         verdicts: s
@@ -1160,6 +1287,8 @@ mod tests {
         fail: BTreeSet<usize>,
         rng: Rng,
         launched: Vec<(usize, u64)>,
+        /// Peak per candidate, GiB (1 GiB for those not listed).
+        peaks_gib: Vec<f64>,
     }
 
     impl Fake {
@@ -1172,6 +1301,7 @@ mod tests {
                 fail: BTreeSet::new(),
                 rng: Rng(seed),
                 launched: Vec::new(),
+                peaks_gib: Vec::new(),
             }
         }
     }
@@ -1201,7 +1331,9 @@ mod tests {
             Outcome {
                 gpu_seconds: self.startup_s + iters as f64 * step / 1000.0,
                 step_ms,
-                peak_memory_bytes: Some(1 << 30),
+                peak_memory_bytes: Some(
+                    (self.peaks_gib.get(c.id).copied().unwrap_or(1.0) * GIB) as u64,
+                ),
                 ..Outcome::default()
             }
         }
@@ -1901,5 +2033,85 @@ mod tests {
                 prop_assert!(fake.launched.iter().any(|(i, _)| i == id));
             }
         }
+    }
+
+    /// Micro batch 1, 2, 4, 8, 16: truly 10 GiB per micro batch + 10 GiB; the model says twice
+    /// the slope (20 GiB per micro batch + 30), as an uncalibrated model may; 100 GiB capacity.
+    fn overstated() -> (Vec<Knob>, Vec<Candidate>, Fake, SearchConfig) {
+        let knobs = vec![Knob {
+            flag: "micro_batch_size".into(),
+            values: [1, 2, 4, 8, 16]
+                .iter()
+                .map(|v| serde_json::json!(v))
+                .collect(),
+            memory: MemoryTrend::Increasing,
+        }];
+        let cands = grid(&knobs);
+        let mut fake = Fake::new(vec![100.0, 90.0, 85.0, 84.0, 83.0], 0.0, 1);
+        fake.peaks_gib = [1.0, 2.0, 4.0, 8.0, 16.0]
+            .iter()
+            .map(|m| 10.0 * m + 10.0)
+            .collect();
+        fake.oom.insert(4); // 170 GiB does not fit
+        let cfg = SearchConfig {
+            capacity_bytes: Some(100.0 * GIB),
+            headroom: 0.05,
+            predictions_calibrated: false,
+            ..SearchConfig::default()
+        };
+        (knobs, cands, fake, cfg)
+    }
+
+    fn model_gib(c: &Candidate) -> Option<f64> {
+        let mbs = c.overrides.get("micro_batch_size")?.as_f64()?;
+        Some((20.0 * mbs + 30.0) * GIB)
+    }
+
+    #[test]
+    fn an_uncalibrated_model_is_recalibrated_on_the_studys_peaks_before_it_prunes() {
+        let (knobs, cands, mut fake, cfg) = overstated();
+        let r = search(&knobs, &cands, &mut fake, &cfg, &model_gib);
+        let verdict = |id: usize| r.verdicts.iter().find(|v| v.0 == id).map(|v| v.1.clone());
+        // Uncalibrated, 4 and 8 (110 and 190 GiB predicted) would have been pruned; they fit
+        // and 8 is the fastest that fits.
+        assert!(fake.launched.iter().any(|l| l.0 == 2));
+        assert!(fake.launched.iter().any(|l| l.0 == 3));
+        assert_eq!(r.pick, Some(3));
+        // 16 is pruned on the recalibrated model (0.5 × 350 − 5 = 170 GiB), never run.
+        assert!(
+            !fake.launched.iter().any(|l| l.0 == 4),
+            "{:?}",
+            fake.launched
+        );
+        match verdict(4) {
+            Some(Verdict::PredictedOom { reason }) => {
+                assert!(reason.contains("recalibrated on"), "{reason}");
+            }
+            v => panic!("{v:?}"),
+        }
+        // The calibration is the true line, and each prediction shown is the one made before
+        // the candidate's first trial: the first two from the model as given.
+        assert!((r.calibration.scale - 0.5).abs() < 1e-9);
+        assert!((r.calibration.offset_bytes / GIB + 5.0).abs() < 1e-6);
+        assert!((r.predicted_bytes[&0] / GIB - 50.0).abs() < 1e-6);
+        assert!(
+            (r.predicted_bytes[&2] / GIB - 50.0).abs() < 1e-6,
+            "{:?}",
+            r.predicted_bytes
+        );
+        assert!((r.predicted_bytes[&4] / GIB - 170.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_calibrated_model_prunes_before_any_trial() {
+        let (knobs, cands, mut fake, mut cfg) = overstated();
+        cfg.predictions_calibrated = true;
+        let r = search(&knobs, &cands, &mut fake, &cfg, &model_gib);
+        // Taken at its word, the model rules out 4, 8 and 16 (110, 190, 350 GiB) up front.
+        for id in [2, 3, 4] {
+            assert!(!fake.launched.iter().any(|l| l.0 == id));
+            assert!(matches!(r.verdicts[id].1, Verdict::PredictedOom { .. }));
+        }
+        assert_eq!(r.pick, Some(1));
     }
 }

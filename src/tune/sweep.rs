@@ -243,6 +243,7 @@ pub fn run_sweep(
         budget_gpu_seconds: req.budget_minutes.map(|m| m * 60.0),
         capacity_bytes: capacity,
         headroom: req.headroom,
+        predictions_calibrated: !points.is_empty(),
         ..SearchConfig::default()
     };
     let result = search::search(
@@ -262,8 +263,25 @@ pub fn run_sweep(
             launched,
         });
     }
+    if result.calibration.points > 0 {
+        let c = &result.calibration;
+        runner.say(&format!(
+            "memory model recalibrated on {} measured peak(s) of this study: measured ≈ {:.3} × model {:+.2} GiB (each candidate's prediction is the one in force before its first trial)",
+            c.points,
+            c.scale,
+            gib(c.offset_bytes)
+        ));
+    }
     let rec = record(
-        &space, &exp.path, &prof.name, gpus, capacity, &cands, &legal, &predicted, &result,
+        &space,
+        &exp.path,
+        &prof.name,
+        gpus,
+        capacity,
+        &cands,
+        &legal,
+        &result.predicted_bytes,
+        &result,
     );
     store
         .set_study_notes(study_id, serde_json::to_string(&rec).ok().as_deref())
