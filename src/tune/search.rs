@@ -1339,6 +1339,11 @@ mod tests {
         }
     }
 
+    /// The search with the default configuration and no memory model.
+    fn with_defaults(knobs: &[Knob], cands: &[Candidate], fake: &mut Fake) -> SearchResult {
+        search(knobs, cands, fake, &SearchConfig::default(), &no_model)
+    }
+
     fn knob(flag: &str, n: usize, memory: MemoryTrend) -> Knob {
         Knob {
             flag: flag.into(),
@@ -1584,13 +1589,7 @@ mod tests {
             .unwrap();
         for seed in 0..5 {
             let mut fake = Fake::new(steps.clone(), 0.02, seed);
-            let r = search(
-                &knobs,
-                &cands,
-                &mut fake,
-                &SearchConfig::default(),
-                &no_model,
-            );
+            let r = with_defaults(&knobs, &cands, &mut fake);
             check_dominance(&knobs, &cands, &r, &fake);
             let skipped: Vec<usize> = r
                 .verdicts
@@ -1651,24 +1650,12 @@ mod tests {
         };
         let flat: Vec<f64> = cands.iter().map(|c| step(c, 0.0)).collect();
         let mut fake = Fake::new(flat, 0.0, 11);
-        let r = search(
-            &knobs,
-            &cands,
-            &mut fake,
-            &SearchConfig::default(),
-            &no_model,
-        );
+        let r = with_defaults(&knobs, &cands, &mut fake);
         let ran: BTreeSet<usize> = fake.launched.iter().map(|t| t.0).collect();
         assert_eq!(ran.len(), cands.len(), "{:?}", r.log);
         let steep: Vec<f64> = cands.iter().map(|c| step(c, 0.03)).collect();
         let mut fake = Fake::new(steep.clone(), 0.0, 11);
-        let r = search(
-            &knobs,
-            &cands,
-            &mut fake,
-            &SearchConfig::default(),
-            &no_model,
-        );
+        let r = with_defaults(&knobs, &cands, &mut fake);
         for (i, v) in &r.verdicts {
             if matches!(v, Verdict::PredictedSlower { .. }) {
                 assert!(steep[*i] > 300.0 * 1.02, "#{i}");
@@ -1719,13 +1706,7 @@ mod tests {
         let knobs = vec![knob("turbo_deepep_num_cu", 4, MemoryTrend::None)];
         let cands = grid(&knobs);
         let mut fake = Fake::new(vec![130.0, 120.0, 100.0, 100.0], 0.002, 3);
-        let r = search(
-            &knobs,
-            &cands,
-            &mut fake,
-            &SearchConfig::default(),
-            &no_model,
-        );
+        let r = with_defaults(&knobs, &cands, &mut fake);
         assert_eq!(r.pick, Some(2), "{:?}", r.log);
         assert_eq!(verdict(&r, 3), &Verdict::Tie { with: 2 });
         assert!(matches!(verdict(&r, 0), Verdict::Slower { pct, .. } if *pct > 20.0));
@@ -1746,13 +1727,7 @@ mod tests {
         let cands = grid(&knobs);
         for seed in 0..20 {
             let mut fake = Fake::new(vec![103.0, 100.0], 0.04, seed);
-            let r = search(
-                &knobs,
-                &cands,
-                &mut fake,
-                &SearchConfig::default(),
-                &no_model,
-            );
+            let r = with_defaults(&knobs, &cands, &mut fake);
             assert_eq!(r.pick, Some(1), "seed {seed}: {:?}", r.log);
         }
     }
@@ -1788,13 +1763,7 @@ mod tests {
         let cands = grid(&knobs);
         let mut fake = Fake::new(vec![300.0, 200.0, 100.0], 0.01, 4);
         fake.fail.insert(2);
-        let r = search(
-            &knobs,
-            &cands,
-            &mut fake,
-            &SearchConfig::default(),
-            &no_model,
-        );
+        let r = with_defaults(&knobs, &cands, &mut fake);
         assert_eq!(r.pick, Some(1));
         assert_eq!(verdict(&r, 2), &Verdict::Failed("NCCL timeout".into()));
         let j = serde_json::to_value(&r).unwrap();
@@ -1815,13 +1784,7 @@ mod tests {
         let knobs = vec![knob("turbo_deepep_num_cu", 2, MemoryTrend::None)];
         let cands = grid(&knobs);
         let mut fake = Fake::new(vec![100.0, 100.5], 0.02, 5);
-        let r = search(
-            &knobs,
-            &cands,
-            &mut fake,
-            &SearchConfig::default(),
-            &no_model,
-        );
+        let r = with_defaults(&knobs, &cands, &mut fake);
         for (id, ev) in &r.evidence {
             let runs: Vec<u64> = fake
                 .launched
@@ -1871,13 +1834,7 @@ mod tests {
         let cands = grid(&knobs);
         let mut fake = Fake::new(vec![100.0, 90.0], 0.01, 7);
         fake.oom.insert(0);
-        let r = search(
-            &knobs,
-            &cands,
-            &mut fake,
-            &SearchConfig::default(),
-            &no_model,
-        );
+        let r = with_defaults(&knobs, &cands, &mut fake);
         assert_eq!(r.pick, None);
         assert!(r.ranking.is_empty());
         assert_eq!(
@@ -1972,7 +1929,7 @@ mod tests {
                 .map(|i| 100.0 * (1.0 + 0.05 * ((i + n - best) % n) as f64))
                 .collect();
             let mut fake = Fake::new(steps, 0.02, seed);
-            let r = search(&knobs, &cands, &mut fake, &SearchConfig::default(), &no_model);
+            let r = with_defaults(&knobs, &cands, &mut fake);
             prop_assert_eq!(r.pick, Some(best), "{:?}", r.log);
         }
 
@@ -2021,7 +1978,7 @@ mod tests {
             for c in cands.iter().filter(|c| c.id % fail_every == 1) {
                 fake.fail.insert(c.id);
             }
-            let r = search(&knobs, &cands, &mut fake, &SearchConfig::default(), &no_model);
+            let r = with_defaults(&knobs, &cands, &mut fake);
             prop_assert_eq!(r.verdicts.len(), cands.len());
             let winners = r.verdicts.iter().filter(|(_, v)| *v == Verdict::Winner).count();
             prop_assert_eq!(winners, usize::from(r.pick.is_some()));
