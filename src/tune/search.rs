@@ -51,7 +51,9 @@
 //!    * or the longest trials have run (a rung capped at `max_iters` runs only if it at least
 //!      doubles the trial length), or the budget (`budget_gpu_seconds`, `max_trials`) is spent.
 //! 4. **Confirmation.** The provisional pick and the best others (`confirm_top` in all) get one
-//!    more trial of `confirm_iters` in a fresh process, pooled, before the final verdict.
+//!    more trial of `confirm_iters` in a fresh process, pooled, before the final verdict —
+//!    unless they already ran in two or more processes (a later rung is a fresh process), which
+//!    has already shown whether their level holds across launches.
 //! 5. **Ties.** Candidates whose CI overlaps the leader's are ties. The cheapest in cost order
 //!    (lexicographic on `ranks`, earlier knobs first) wins among the tied candidates that are
 //!    within `tolerance` in the worst case; while none is (the CIs are still too wide to say),
@@ -1129,15 +1131,32 @@ pub fn search(
                 confirm.push(i);
             }
         }
-        s.log.push(format!(
-            "confirm: {} iterations for {} in fresh processes",
-            confirm_iters,
-            confirm
-                .iter()
+        // A candidate already measured in two or more processes (a later rung is a fresh
+        // process too) has shown whether its level holds across launches.
+        let separated = d.tied.len() == 1;
+        let (again, done): (Vec<usize>, Vec<usize>) = confirm
+            .into_iter()
+            .partition(|&i| !separated || s.evidence[i].trials < 2);
+        let ids = |v: &[usize]| {
+            v.iter()
                 .map(|&i| format!("#{}", s.cands[i].id))
                 .collect::<Vec<_>>()
                 .join(", ")
-        ));
+        };
+        if !done.is_empty() {
+            s.log.push(format!(
+                "confirmed already: {} measured in two or more fresh processes",
+                ids(&done)
+            ));
+        }
+        if !again.is_empty() {
+            s.log.push(format!(
+                "confirm: {} iterations for {} in fresh processes",
+                confirm_iters,
+                ids(&again)
+            ));
+        }
+        let confirm = again;
         let since = s.gpu_seconds;
         for &i in &confirm {
             if !s.trial(runner, i, confirm_iters) {
