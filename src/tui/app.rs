@@ -309,6 +309,8 @@ pub struct App {
     pub status: Option<(Level, String)>,
     pub disk_changed: bool,
     pub quitting: bool,
+    /// Trials and sweeps started here train with the tuned GEMMs (HipBLASLt stage 3).
+    pub gemm_tuned: bool,
     /// Rows of the flag table that fit on screen (set by the view each frame; for paging).
     pub page: usize,
 }
@@ -373,6 +375,7 @@ impl App {
             status: None,
             disk_changed: false,
             quitting: false,
+            gemm_tuned: false,
             page: 10,
         }
     }
@@ -923,6 +926,7 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
             vec![Effect::StartTrial { profile }]
         }
         Action::GemmStage => start_gemm_stage(app),
+        Action::ToggleGemmTuned => toggle_gemm_tuned(app),
         Action::StopTrial => {
             if app.trial_running() {
                 app.info("stopping the trial (SIGINT, then SIGTERM, then SIGKILL)");
@@ -1167,4 +1171,33 @@ fn launch_profile(app: &mut App) -> Option<String> {
         app.error("no launch profile found");
     }
     profile
+}
+
+/// `u` on the Checklist's GEMM step: later trials and sweeps from the TUI train with the tuned
+/// file (or stop doing so). Only once stage 2 has produced one.
+fn toggle_gemm_tuned(app: &mut App) -> Vec<Effect> {
+    let Some(c) = &app.config else { return vec![] };
+    let on_gemms = c
+        .checklist
+        .steps
+        .get(app.checklist_selected)
+        .is_some_and(|s| s.step == crate::config::catalog::Step::Gemms);
+    if !on_gemms {
+        return vec![];
+    }
+    let tuned = c
+        .gemm
+        .as_ref()
+        .is_some_and(|g| g.results.as_ref().is_some_and(|r| r.entries > 0) || g.in_use);
+    if !app.gemm_tuned && !tuned {
+        app.info("no tuned GEMMs yet: stage 2 writes them (n runs the next stage)");
+        return vec![];
+    }
+    app.gemm_tuned = !app.gemm_tuned;
+    app.info(if app.gemm_tuned {
+        "trials and sweeps started here now train with the tuned GEMMs (u again: untuned)"
+    } else {
+        "trials and sweeps started here train with the untuned GEMMs"
+    });
+    vec![]
 }

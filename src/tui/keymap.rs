@@ -45,6 +45,8 @@ pub enum Action {
     StartTrial,
     /// Run the next HipBLASLt stage (Checklist, GEMM step).
     GemmStage,
+    /// Train later trials with the tuned GEMMs, or not (Checklist, GEMM step).
+    ToggleGemmTuned,
     StopTrial,
     NextPanel,
     SortNext,
@@ -81,7 +83,10 @@ pub const HELP: &[(&str, &[(&str, &str)])] = &[
     ),
     (
         "Checklist",
-        &[("Enter", "the step's flags"), ("n", "run next GEMM stage")],
+        &[
+            ("Enter", "the step's flags"),
+            ("n  u", "GEMM stage; use tuned"),
+        ],
     ),
     (
         "Flags",
@@ -186,6 +191,7 @@ pub fn action(app: &App, k: KeyEvent) -> Action {
     match (app.tab, k.code) {
         (Tab::Checklist, KeyCode::Enter) => Action::OpenStep,
         (Tab::Checklist, KeyCode::Char('n')) => Action::GemmStage,
+        (Tab::Checklist, KeyCode::Char('u')) => Action::ToggleGemmTuned,
         (Tab::Checklist | Tab::Flags, KeyCode::Char('r')) => Action::StartTrial,
         (Tab::Flags, KeyCode::Enter | KeyCode::Char('e') | KeyCode::Char(' ')) => Action::Edit,
         (Tab::Flags, KeyCode::Char('/')) => Action::SearchStart,

@@ -222,7 +222,8 @@ async fn event_loop(
                 }
                 Effect::StartTrial { profile } => {
                     tracing::info!(profile, config = %opts.config.display(), "trial started");
-                    trial = Some(start_trial(opts, &profile, tx.clone()));
+                    let o = launch_options(opts, &app);
+                    trial = Some(start_trial(&o, &profile, tx.clone()));
                 }
                 Effect::StartGemmStage { stage, profile } => {
                     tracing::info!(stage, profile, "GEMM stage started");
@@ -230,7 +231,8 @@ async fn event_loop(
                 }
                 Effect::StartSweep { space, profile } => {
                     tracing::info!(space, profile, "sweep started");
-                    sweep = Some(start_sweep(opts, &space, &profile, tx.clone()));
+                    let o = launch_options(opts, &app);
+                    sweep = Some(start_sweep(&o, &space, &profile, tx.clone()));
                 }
                 Effect::StopSweep => {
                     tracing::info!("sweep stop requested");
@@ -396,6 +398,25 @@ fn start_trial(opts: &TuiOptions, profile_name: &str, tx: mpsc::Sender<Msg>) -> 
         let r = run_one(&opts, &name, &tx, cancel_rx);
         let _ = tx.blocking_send(Msg::TrialDone(r.map(Box::new)));
     })
+}
+
+/// The options a trial or sweep starts with: with the tuned GEMMs chosen (`u` on the GEMM
+/// step), the stage-3 environment added (when the file is gone by now, the trial runs untuned
+/// and the log says why).
+fn launch_options(opts: &TuiOptions, app: &app::App) -> TuiOptions {
+    let mut o = opts.clone();
+    if app.gemm_tuned {
+        let env = crate::config::Experiment::load(&opts.config, &opts.load)
+            .map_err(|e| e.to_string())
+            .and_then(|exp| {
+                crate::gemm::tuned_env_for(&exp.primus_root, &exp.path, &opts.load.env)
+            });
+        match env {
+            Ok(env) => o.env.extend(env),
+            Err(e) => tracing::warn!("tuned GEMMs not used: {e}"),
+        }
+    }
+    o
 }
 
 /// A named thread running `work` with a cancel signal; the handle stops and joins it.

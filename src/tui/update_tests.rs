@@ -724,3 +724,36 @@ fn n_on_the_gemm_step_runs_the_next_stage_with_a_real_profile() {
         "GEMM stage 1: 12 unique shapes dumped"
     );
 }
+
+#[test]
+fn u_on_the_gemm_step_turns_tuned_gemms_on_once_stage_2_has_run() {
+    let mut app = loaded_app();
+    // No result file yet: refused, with the way there.
+    assert!(key(&mut app, KeyCode::Char('u')).is_empty());
+    assert!(!app.gemm_tuned);
+    assert!(
+        app.status
+            .as_ref()
+            .unwrap()
+            .1
+            .contains("stage 2 writes them")
+    );
+    // With a result file: on, then off again.
+    let g = app.config.as_mut().unwrap().gemm.as_mut().unwrap();
+    g.results = Some(crate::gemm::status::ResultState {
+        path: PathBuf::from("r.txt"),
+        git_version: "abc".into(),
+        entries: 3,
+        archs: vec![],
+        covered: None,
+        modified: None,
+    });
+    assert!(key(&mut app, KeyCode::Char('u')).is_empty());
+    assert!(app.gemm_tuned);
+    key(&mut app, KeyCode::Char('u'));
+    assert!(!app.gemm_tuned);
+    // Only on the GEMM step.
+    key(&mut app, KeyCode::Down);
+    key(&mut app, KeyCode::Char('u'));
+    assert!(!app.gemm_tuned);
+}

@@ -77,7 +77,7 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             .filter(|_| step.step == Step::Gemms)
             .map(|g| {
                 let profile = app.profiles.get(app.profile).map_or("", String::as_str);
-                stage_lines(g, profile, theme)
+                stage_lines(g, profile, app.gemm_tuned, theme)
             })
             .unwrap_or_default();
         draw_step(f, step, stages, theme, right);
@@ -85,7 +85,7 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
 }
 
 /// The GEMM step's three stages, one line each, and the key that runs the next.
-fn stage_lines(g: &GemmStatus, profile: &str, theme: &Theme) -> Vec<Line<'static>> {
+fn stage_lines(g: &GemmStatus, profile: &str, tuned_on: bool, theme: &Theme) -> Vec<Line<'static>> {
     let mark = |done: bool| {
         if done {
             Span::styled("[x] ", theme.ok())
@@ -127,6 +127,15 @@ fn stage_lines(g: &GemmStatus, profile: &str, theme: &Theme) -> Vec<Line<'static
         None => "3 tuned vs untuned: not measured".to_string(),
     };
     out.push(Line::from(vec![mark(g.done >= 3), Span::raw(three)]));
+    if g.results.as_ref().is_some_and(|r| r.entries > 0) || g.in_use {
+        out.push(Line::from(vec![
+            Span::styled("u", theme.title()),
+            Span::raw(format!(
+                " trials and sweeps from here use the tuned GEMMs: {}",
+                if tuned_on { "on" } else { "off" }
+            )),
+        ]));
+    }
     if let Some(n) = g.next {
         let how = if profile.starts_with("proxy") {
             format!(
