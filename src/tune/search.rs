@@ -1371,35 +1371,7 @@ mod tests {
         }
     }
 
-    /// Every point of the knobs' grid, id = position.
-    fn grid(knobs: &[Knob]) -> Vec<Candidate> {
-        let mut ranks: Vec<Vec<usize>> = vec![vec![]];
-        for k in knobs {
-            ranks = ranks
-                .into_iter()
-                .flat_map(|r| {
-                    (0..k.values.len()).map(move |v| {
-                        let mut r = r.clone();
-                        r.push(v);
-                        r
-                    })
-                })
-                .collect();
-        }
-        ranks
-            .into_iter()
-            .enumerate()
-            .map(|(id, ranks)| Candidate {
-                id,
-                overrides: knobs
-                    .iter()
-                    .zip(&ranks)
-                    .map(|(k, &r)| (k.flag.clone(), k.values[r].clone()))
-                    .collect(),
-                ranks,
-            })
-            .collect()
-    }
+    use crate::tune::space::grid;
 
     fn no_model(_: &Candidate) -> Option<f64> {
         None

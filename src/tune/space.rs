@@ -54,46 +54,7 @@ impl Space {
 
     /// Every combination of knob values, in cost order (the first knob varies slowest).
     pub fn candidates(&self) -> Vec<Candidate> {
-        let mut ranks: Vec<Vec<usize>> = vec![Vec::new()];
-        for k in &self.knobs {
-            ranks = ranks
-                .into_iter()
-                .flat_map(|r| {
-                    (0..k.values.len()).map(move |i| {
-                        let mut r = r.clone();
-                        r.push(i);
-                        r
-                    })
-                })
-                .collect();
-        }
-        ranks
-            .into_iter()
-            .enumerate()
-            .map(|(id, ranks)| Candidate {
-                id,
-                overrides: self.overrides(&ranks),
-                ranks,
-            })
-            .collect()
-    }
-
-    fn overrides(&self, ranks: &[usize]) -> Overrides {
-        let mut out = Overrides::new();
-        for (k, &i) in self.knobs.iter().zip(ranks) {
-            let v = &k.values[i];
-            match (k.flag.starts_with('@'), v.as_object()) {
-                (true, Some(map)) => {
-                    for (f, x) in map {
-                        out.insert(f.clone(), x.clone());
-                    }
-                }
-                _ => {
-                    out.insert(k.flag.clone(), v.clone());
-                }
-            }
-        }
-        out
+        grid(&self.knobs)
     }
 
     /// Why the space does not apply to this experiment, if it does not.
@@ -217,6 +178,51 @@ pub fn legality(
             }
         })
         .collect()
+}
+
+/// Every combination of `knobs`' values, in cost order (the first knob varies slowest), id =
+/// position. A group knob (`@name`, values are maps) sets each flag of its map.
+pub fn grid(knobs: &[Knob]) -> Vec<Candidate> {
+    let mut ranks: Vec<Vec<usize>> = vec![Vec::new()];
+    for k in knobs {
+        ranks = ranks
+            .into_iter()
+            .flat_map(|r| {
+                (0..k.values.len()).map(move |i| {
+                    let mut r = r.clone();
+                    r.push(i);
+                    r
+                })
+            })
+            .collect();
+    }
+    ranks
+        .into_iter()
+        .enumerate()
+        .map(|(id, ranks)| Candidate {
+            id,
+            overrides: overrides(knobs, &ranks),
+            ranks,
+        })
+        .collect()
+}
+
+fn overrides(knobs: &[Knob], ranks: &[usize]) -> Overrides {
+    let mut out = Overrides::new();
+    for (k, &i) in knobs.iter().zip(ranks) {
+        let v = &k.values[i];
+        match (k.flag.starts_with('@'), v.as_object()) {
+            (true, Some(map)) => {
+                for (f, x) in map {
+                    out.insert(f.clone(), x.clone());
+                }
+            }
+            _ => {
+                out.insert(k.flag.clone(), v.clone());
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
