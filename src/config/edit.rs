@@ -237,18 +237,8 @@ fn verify(
             );
         }
     }
-    let before: BTreeMap<String, Value> = old_m
-        .params
-        .leaves()
-        .into_iter()
-        .map(|(k, l)| (k, l.value.clone()))
-        .collect();
-    let after: BTreeMap<String, Value> = new_m
-        .params
-        .leaves()
-        .into_iter()
-        .map(|(k, l)| (k, l.value.clone()))
-        .collect();
+    let before: BTreeMap<String, Value> = old_m.values();
+    let after: BTreeMap<String, Value> = new_m.values();
     let touched = |k: &str| {
         keys.iter()
             .any(|s| k == *s || k.starts_with(&format!("{s}.")) || s.starts_with(&format!("{k}.")))

@@ -61,6 +61,15 @@ impl Module {
         self.get(key).map(|l| &l.value)
     }
 
+    /// Every effective parameter, by dotted key (without where each came from).
+    pub fn values(&self) -> std::collections::BTreeMap<String, Value> {
+        self.params
+            .leaves()
+            .into_iter()
+            .map(|(k, l)| (k, l.value.clone()))
+            .collect()
+    }
+
     pub fn is_megatron(&self) -> bool {
         self.framework == "megatron"
     }

@@ -264,13 +264,7 @@ pub async fn run_trial(
     check.texts.insert(exp.path.clone(), text.clone());
     check.primus_root = Some(exp.primus_root.clone());
     let trial_exp = Experiment::load(&exp.path, &check)?;
-    let params: BTreeMap<String, Value> = trial_exp
-        .main_module()
-        .params
-        .leaves()
-        .into_iter()
-        .map(|(k, l)| (k, l.value.clone()))
-        .collect();
+    let params: BTreeMap<String, Value> = trial_exp.main_module().values();
 
     let ws = workspace_dir(&exp.path);
     let trials_root = ws.join("trials");

@@ -856,11 +856,7 @@ mod tests {
         };
         let path = format!("presets/examples/experiments/{name}");
         let exp = Experiment::load(path.as_ref(), &opts).unwrap();
-        let leaves = exp.main_module().params.leaves();
-        leaves
-            .into_iter()
-            .map(|(k, l)| (k, l.value.clone()))
-            .collect()
+        exp.main_module().values()
     }
 
     #[test]

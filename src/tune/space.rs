@@ -370,13 +370,7 @@ mod memory_order {
             &opts,
         )
         .unwrap();
-        let base: BTreeMap<String, Value> = exp
-            .main_module()
-            .params
-            .leaves()
-            .into_iter()
-            .map(|(k, l)| (k, l.value.clone()))
-            .collect();
+        let base: BTreeMap<String, Value> = exp.main_module().values();
         let s = find("memory-fit", None).unwrap();
         let recompute = &s.knobs[1];
         let mut last = f64::INFINITY;

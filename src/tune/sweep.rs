@@ -81,14 +81,7 @@ fn params_of(
     let mut with = opts.clone();
     with.overrides.extend(space::as_overrides(&c.overrides));
     let e = Experiment::load(&exp.path, &with).ok()?;
-    Some(
-        e.main_module()
-            .params
-            .leaves()
-            .into_iter()
-            .map(|(k, l)| (k, l.value.clone()))
-            .collect(),
-    )
+    Some(e.main_module().values())
 }
 
 /// Calibration points from stored trials of this experiment: the model's prediction for the
