@@ -80,6 +80,19 @@ pub struct Checklist {
 
 /// Evaluate the checklist for the experiment's main module.
 pub fn evaluate(exp: &Experiment, env: &Env, catalog: &Catalog, diags: &[Diagnostic]) -> Checklist {
+    let gemm = crate::gemm::status::of_experiment(exp, env, None, None);
+    evaluate_with(exp, env, catalog, diags, &gemm)
+}
+
+/// [`evaluate`] with the HipBLASLt tuning state already read (the TUI keeps it for its GEMM
+/// step, so the stage files are read once per reload).
+pub fn evaluate_with(
+    exp: &Experiment,
+    env: &Env,
+    catalog: &Catalog,
+    diags: &[Diagnostic],
+    gemm: &crate::gemm::status::GemmStatus,
+) -> Checklist {
     let m = exp.main_module();
     let backend = Backend::from_framework(&m.framework);
     let cx = Cx { exp, m, env };
@@ -87,7 +100,7 @@ pub fn evaluate(exp: &Experiment, env: &Env, catalog: &Catalog, diags: &[Diagnos
         .iter()
         .map(|&step| {
             let (status_hint, findings, actions) = match step {
-                Step::Gemms => cx.gemms(),
+                Step::Gemms => cx.gemms(gemm),
                 Step::Kernels => cx.kernels(),
                 Step::Precision => cx.precision(),
                 Step::Memory => cx.memory(),
@@ -205,17 +218,8 @@ impl Cx<'_> {
 
     /// Step 1 from [`crate::gemm::status`]: the stage files on disk and the environment's
     /// traps. The next stage is offered as a `gemm-tune` command (and the export it stands for).
-    fn gemms(&self) -> StepEval {
-        use crate::gemm::status::{Level, StatusInput, status};
-        let st = status(&StatusInput {
-            primus_root: &self.exp.primus_root,
-            experiment: &self.exp.path,
-            framework: &self.m.framework,
-            env: self.env,
-            installed: None,
-            profiler_on: self.on("profile"),
-            comparison: None,
-        });
+    fn gemms(&self, st: &crate::gemm::status::GemmStatus) -> StepEval {
+        use crate::gemm::status::Level;
         if !st.applicable {
             return (
                 Some(Status::NotApplicable),

@@ -5,7 +5,7 @@ use super::run::{RunArgs, prepare, print_result, with_progress};
 use super::{CliError, LoadArgs, display_path, print_json};
 use crate::gemm::dump::{self, DumpSummary};
 use crate::gemm::stage::{self, StageContext};
-use crate::gemm::status::{self, GemmStatus, Level, StatusInput, TuneLayout};
+use crate::gemm::status::{self, GemmStatus, Level, TuneLayout};
 use crate::gemm::{probe, results, runner};
 use crate::store::Store;
 use clap::{Args, Subcommand};
@@ -113,20 +113,9 @@ fn run_status(a: &StatusArgs) -> Result<ExitCode, CliError> {
             }
         })
     };
-    let m = exp.main_module();
     let comparison = open_store(a.db.as_deref(), &exp.path)
         .and_then(|s| runner::latest_comparison(&s, &exp.path));
-    let st = status::status(&StatusInput {
-        primus_root: &exp.primus_root,
-        experiment: &exp.path,
-        framework: &m.framework,
-        env: &opts.env,
-        installed: installed.as_ref(),
-        profiler_on: m
-            .get("profile")
-            .is_some_and(|l| l.value.as_bool() == Some(true)),
-        comparison,
-    });
+    let st = status::of_experiment(&exp, &opts.env, installed.as_ref(), comparison);
     if a.json {
         print_json(&serde_json::to_value(&st).unwrap_or_default());
     } else {
@@ -390,9 +379,6 @@ fn run_stage(a: &StageArgs) -> Result<ExitCode, CliError> {
     )
     .map_err(|e| CliError::Usage(e.to_string()))?;
     let json = run.json;
-    let shapes = dump::read_dumps(&layout.shapes_dir)
-        .map(|d| d.shapes.len())
-        .unwrap_or(0);
     if a.stage == 3 && !json {
         eprintln!(
             "stage 3: an untuned baseline trial, then one with {}",
@@ -412,7 +398,7 @@ fn run_stage(a: &StageArgs) -> Result<ExitCode, CliError> {
     // Stage 2 prints no iterations: the result file growing is its progress.
     let done = Arc::new(AtomicBool::new(false));
     let watcher = (a.stage == 2 && !json)
-        .then(|| watch_results(layout.result_file.clone(), shapes, done.clone()));
+        .then(|| watch_results(layout.result_file.clone(), plan.shapes, done.clone()));
     let out = rt.block_on(with_progress(&shown, json, |tx, cancel| {
         runner::run_stage(
             &p.exp,

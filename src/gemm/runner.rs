@@ -117,10 +117,7 @@ pub async fn run_stage(
         2 => {
             run.set_aside = stage::set_aside_old_result(&layout.result_file)
                 .map_err(io(&layout.result_file))?;
-            let shapes = super::dump::read_dumps(&layout.shapes_dir)
-                .map(|d| d.shapes.len())
-                .unwrap_or(0);
-            let notes = serde_json::json!({"shapes": shapes, "gpus": topts.gpus});
+            let notes = serde_json::json!({"shapes": plan.shapes, "gpus": topts.gpus});
             store
                 .set_study_notes(study_id, Some(&notes.to_string()))
                 .map_err(store_err)?;

@@ -32,6 +32,8 @@ pub struct StagePlan {
     pub baseline_env: Option<Vec<(String, String)>>,
     /// Stage 3 only: the result file the tuned trial uses.
     pub override_file: Option<PathBuf>,
+    /// Stage 2 only: the unique shapes it will tune.
+    pub shapes: usize,
 }
 
 /// Inputs of [`plan`].
@@ -104,6 +106,7 @@ pub fn plan(stage: u8, cx: &StageContext) -> Result<StagePlan, StageError> {
         mkdirs: Vec::new(),
         baseline_env: None,
         override_file: None,
+        shapes: 0,
     };
     match stage {
         1 => {
@@ -132,12 +135,11 @@ pub fn plan(stage: u8, cx: &StageContext) -> Result<StagePlan, StageError> {
             })
         }
         2 => {
-            let has_shapes = super::dump::read_dumps(&layout.shapes_dir)
-                .map(|d| d.gemm_lines > 0)
-                .unwrap_or(false);
-            if !has_shapes {
-                return Err(StageError::NoShapes(layout.shapes_dir.clone()));
-            }
+            let shapes = super::dump::read_dumps(&layout.shapes_dir)
+                .ok()
+                .filter(|d| d.gemm_lines > 0)
+                .map(|d| d.shapes.len())
+                .ok_or_else(|| StageError::NoShapes(layout.shapes_dir.clone()))?;
             let tune_dir = layout
                 .result_file
                 .parent()
@@ -170,6 +172,7 @@ pub fn plan(stage: u8, cx: &StageContext) -> Result<StagePlan, StageError> {
                 command,
                 trains: false,
                 mkdirs: vec![tune_dir],
+                shapes,
                 ..empty
             })
         }

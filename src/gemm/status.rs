@@ -156,6 +156,27 @@ pub struct StatusInput<'a> {
     pub comparison: Option<Comparison>,
 }
 
+/// The tuning state of an experiment's main module (the profiler flag read from its config).
+pub fn of_experiment(
+    exp: &crate::config::Experiment,
+    env: &Env,
+    installed: Option<&HipblasltBuild>,
+    comparison: Option<Comparison>,
+) -> GemmStatus {
+    let m = exp.main_module();
+    status(&StatusInput {
+        primus_root: &exp.primus_root,
+        experiment: &exp.path,
+        framework: &m.framework,
+        env,
+        installed,
+        profiler_on: m
+            .value("profile")
+            .is_some_and(crate::config::value::Value::truthy),
+        comparison,
+    })
+}
+
 /// Evaluates the tuning state.
 pub fn status(input: &StatusInput) -> GemmStatus {
     let env = input.env;
@@ -344,8 +365,12 @@ pub fn status(input: &StatusInput) -> GemmStatus {
             ));
         }
     }
-    if let Some(f) = &override_file {
-        if !f.is_file() {
+    // The file in use (or about to be), checked against the hipBLASLt build here: the override
+    // when it names another file, else the experiment's (read once either way).
+    let checked = match override_file.as_ref() {
+        None => parsed.clone(),
+        Some(f) if *f == layout.result_file && f.is_file() => parsed.clone(),
+        Some(f) if !f.is_file() => {
             notes.push(note(
                 Level::Error,
                 format!(
@@ -353,23 +378,18 @@ pub fn status(input: &StatusInput) -> GemmStatus {
                     f.display()
                 ),
             ));
-        } else if *f != layout.result_file
-            && let Err(e) = results::read(f)
-        {
-            notes.push(note(
-                Level::Error,
-                format!("HIPBLASLT_TUNING_OVERRIDE_FILE is not a usable result file: {e}"),
-            ));
+            None
         }
-    }
-    // The file in use (or about to be) against the hipBLASLt build here.
-    let checked = if override_file
-        .as_ref()
-        .is_some_and(|f| *f != layout.result_file)
-    {
-        override_file.as_deref().and_then(|f| results::read(f).ok())
-    } else {
-        parsed.clone()
+        Some(f) => match results::read(f) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                notes.push(note(
+                    Level::Error,
+                    format!("HIPBLASLT_TUNING_OVERRIDE_FILE is not a usable result file: {e}"),
+                ));
+                None
+            }
+        },
     };
     if let Some(r) = &checked {
         match input.installed {

@@ -65,7 +65,8 @@ pub fn build(
         Severity::Warning => 1,
         Severity::Info => 2,
     });
-    let checklist = checklist::evaluate(&exp, &opts.env, catalog, &diagnostics);
+    let gemm = gemm_status(&exp, &opts.env);
+    let checklist = checklist::evaluate_with(&exp, &opts.env, catalog, &diagnostics, &gemm);
     let m = exp.main_module();
     let backend = Backend::from_framework(&m.framework);
     let pending_keys: Vec<&str> = pending.iter().map(|p| p.key.as_str()).collect();
@@ -116,10 +117,9 @@ pub fn build(
             description: sp.description,
         })
         .collect();
-    let gemm = gemm_status(&exp, &opts.env);
     Ok((
         ConfigView {
-            gemm,
+            gemm: exp.main_module().is_megatron().then_some(gemm),
             spaces,
             path: exp.path.clone(),
             module: m.name.clone(),
@@ -134,35 +134,17 @@ pub fn build(
     ))
 }
 
-/// The HipBLASLt stages for the Checklist's GEMM step (Megatron only): the files, the
-/// environment, and the last stage-3 comparison in the trial store. No hipblaslt-bench probe
-/// (it would launch a GPU program on every reload).
-fn gemm_status(
-    exp: &Experiment,
-    env: &crate::config::env::Env,
-) -> Option<crate::gemm::status::GemmStatus> {
-    use crate::gemm::status::{StatusInput, status};
-    let m = exp.main_module();
-    if m.framework != "megatron" {
-        return None;
-    }
+/// The HipBLASLt stages for the Checklist's GEMM step: the files, the environment, and the
+/// last stage-3 comparison in the trial store. No hipblaslt-bench probe (it would launch a GPU
+/// program on every reload).
+fn gemm_status(exp: &Experiment, env: &crate::config::env::Env) -> crate::gemm::status::GemmStatus {
     let db = crate::run::trial::workspace_dir(&exp.path).join("trials.db");
     let comparison = db
         .exists()
         .then(|| crate::store::Store::open(&db).ok())
         .flatten()
         .and_then(|s| crate::gemm::runner::latest_comparison(&s, &exp.path));
-    Some(status(&StatusInput {
-        primus_root: &exp.primus_root,
-        experiment: &exp.path,
-        framework: &m.framework,
-        env,
-        installed: None,
-        profiler_on: m
-            .value("profile")
-            .is_some_and(crate::config::value::Value::truthy),
-        comparison,
-    }))
+    crate::gemm::status::of_experiment(exp, env, None, comparison)
 }
 
 /// Check one typed value the way `set` types it (catalog type, enum, range); the message names
