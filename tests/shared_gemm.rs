@@ -40,11 +40,23 @@ fn shared_v26_3_entries() {
     assert_eq!(r.git_version, "de5c1aebb6-dirty");
     assert_eq!(r.entries.len(), 12);
     let e = &r.entries[0];
-    assert_eq!((e.m, e.n, e.k, e.batch_count), (32, 32768, 2880, 1));
-    assert_eq!((e.trans_a.as_str(), e.trans_b.as_str()), ("T", "N"));
-    assert_eq!((e.a_type.as_str(), e.b_type.as_str()), ("bf16_r", "bf16_r"));
-    assert_eq!((e.c_type.as_str(), e.d_type.as_str()), ("f32_r", "f32_r"));
-    assert_eq!(e.compute_type, "f32_r");
+    assert_eq!(
+        (e.gemm.m, e.gemm.n, e.gemm.k, e.gemm.batch_count),
+        (32, 32768, 2880, 1)
+    );
+    assert_eq!(
+        (e.gemm.trans_a.as_str(), e.gemm.trans_b.as_str()),
+        ("T", "N")
+    );
+    assert_eq!(
+        (e.gemm.a_type.as_str(), e.gemm.b_type.as_str()),
+        ("bf16_r", "bf16_r")
+    );
+    assert_eq!(
+        (e.gemm.c_type.as_str(), e.gemm.d_type.as_str()),
+        ("f32_r", "f32_r")
+    );
+    assert_eq!(e.gemm.compute_type, "f32_r");
     assert_eq!(
         (e.gflops, e.us, e.solution_index),
         (151492.0, 39.8689, 303082)
@@ -52,7 +64,7 @@ fn shared_v26_3_entries() {
     assert_eq!(e.line, 3);
     // The first fp8 GEMM, with a scientific Gflops figure.
     let f = &r.entries[2];
-    assert_eq!((f.m, f.n, f.k), (2880, 32768, 4096));
+    assert_eq!((f.gemm.m, f.gemm.n, f.gemm.k), (2880, 32768, 4096));
     assert_eq!(
         (f.gflops, f.us, f.solution_index),
         (2.69535e6, 286.825, 306398)
@@ -61,7 +73,10 @@ fn shared_v26_3_entries() {
     let lines: Vec<usize> = r.entries.iter().map(|e| e.line).collect();
     assert_eq!(lines, (0..12).map(|i| 2 * i + 3).collect::<Vec<_>>());
     let last = &r.entries[11];
-    assert_eq!((last.m, last.n, last.k), (2880, 128256, 32768));
+    assert_eq!(
+        (last.gemm.m, last.gemm.n, last.gemm.k),
+        (2880, 128256, 32768)
+    );
     assert_eq!(last.solution_index, 300155);
 }
 
@@ -71,15 +86,21 @@ fn shared_v26_5_entries() {
     assert_eq!(r.git_version, "fa9cdd18");
     assert_eq!(r.entries.len(), 20);
     let e = &r.entries[0];
-    assert_eq!((e.m, e.n, e.k, e.batch_count), (32, 32768, 2880, 1));
-    assert_eq!((e.trans_a.as_str(), e.trans_b.as_str()), ("T", "N"));
-    assert_eq!(e.a_type, "bf16_r");
+    assert_eq!(
+        (e.gemm.m, e.gemm.n, e.gemm.k, e.gemm.batch_count),
+        (32, 32768, 2880, 1)
+    );
+    assert_eq!(
+        (e.gemm.trans_a.as_str(), e.gemm.trans_b.as_str()),
+        ("T", "N")
+    );
+    assert_eq!(e.gemm.a_type, "bf16_r");
     assert_eq!(
         (e.gflops, e.us, e.solution_index),
         (182699.0, 33.0588, 24641)
     );
     let last = &r.entries[19];
-    assert_eq!((last.m, last.n, last.k), (5120, 32768, 2880));
+    assert_eq!((last.gemm.m, last.gemm.n, last.gemm.k), (5120, 32768, 2880));
     assert_eq!(last.solution_index, 36094);
     assert_eq!(last.line, 41);
 }
@@ -90,18 +111,28 @@ fn shared_arch_cus_and_fp8_types() {
     let Some((_, b)) = v26_5() else { return };
     for r in [&a, &b] {
         assert!(r.entries.iter().all(|e| e.arch == ARCH && e.cus == 256));
-        assert!(r.entries.iter().all(|e| e.batch_count == 1));
-        assert!(r.entries.iter().all(|e| e.compute_type == "f32_r"));
-        let fp8: Vec<_> = r.entries.iter().filter(|e| e.a_type == "f8_r").collect();
+        assert!(r.entries.iter().all(|e| e.gemm.batch_count == 1));
+        assert!(r.entries.iter().all(|e| e.gemm.compute_type == "f32_r"));
+        let fp8: Vec<_> = r
+            .entries
+            .iter()
+            .filter(|e| e.gemm.a_type == "f8_r")
+            .collect();
         assert_eq!(fp8.len(), 6);
         for e in fp8 {
-            assert_eq!(e.b_type, "f8_r");
-            assert_eq!((e.c_type.as_str(), e.d_type.as_str()), ("bf16_r", "bf16_r"));
-            assert_eq!((e.trans_a.as_str(), e.trans_b.as_str()), ("T", "N"));
+            assert_eq!(e.gemm.b_type, "f8_r");
+            assert_eq!(
+                (e.gemm.c_type.as_str(), e.gemm.d_type.as_str()),
+                ("bf16_r", "bf16_r")
+            );
+            assert_eq!(
+                (e.gemm.trans_a.as_str(), e.gemm.trans_b.as_str()),
+                ("T", "N")
+            );
             assert!(e.gflops > 2.0e6, "{e:?}");
         }
         let types: std::collections::BTreeSet<&str> =
-            r.entries.iter().map(|e| e.a_type.as_str()).collect();
+            r.entries.iter().map(|e| e.gemm.a_type.as_str()).collect();
         assert_eq!(
             types.into_iter().collect::<Vec<_>>(),
             ["bf16_r", "f32_r", "f8_r"]
@@ -115,12 +146,12 @@ fn shared_solution_indices_differ_between_builds() {
     let Some((_, b)) = v26_5() else { return };
     let key = |e: &results::TunedGemm| {
         (
-            e.m,
-            e.n,
-            e.k,
-            e.trans_a.clone(),
-            e.trans_b.clone(),
-            e.a_type.clone(),
+            e.gemm.m,
+            e.gemm.n,
+            e.gemm.k,
+            e.gemm.trans_a.clone(),
+            e.gemm.trans_b.clone(),
+            e.gemm.a_type.clone(),
         )
     };
     let common: Vec<_> = a
@@ -135,7 +166,9 @@ fn shared_solution_indices_differ_between_builds() {
     // The same fp8 GEMM: 306398 in v26.3, 38550 in v26.5.
     let (x, y) = common
         .iter()
-        .find(|(x, _)| (x.m, x.n, x.k) == (2880, 32768, 4096) && x.a_type == "f8_r")
+        .find(|(x, _)| {
+            (x.gemm.m, x.gemm.n, x.gemm.k) == (2880, 32768, 4096) && x.gemm.a_type == "f8_r"
+        })
         .unwrap();
     assert_eq!((x.solution_index, y.solution_index), (306398, 38550));
 }
@@ -215,17 +248,19 @@ fn shared_dump_of_the_tuned_shapes() {
     let mut text = String::from("[hipBLASLt] log start\n");
     for (i, e) in r.entries.iter().enumerate() {
         let shape = GemmShape {
-            m: e.m,
-            n: e.n,
-            k: e.k,
-            trans_a: e.trans_a.clone(),
-            trans_b: e.trans_b.clone(),
-            batch_count: e.batch_count,
-            a_type: e.a_type.clone(),
-            b_type: e.b_type.clone(),
-            c_type: e.c_type.clone(),
-            d_type: e.d_type.clone(),
-            compute_type: e.compute_type.clone(),
+            gemm: primus_tune::gemm::Gemm {
+                m: e.gemm.m,
+                n: e.gemm.n,
+                k: e.gemm.k,
+                trans_a: e.gemm.trans_a.clone(),
+                trans_b: e.gemm.trans_b.clone(),
+                batch_count: e.gemm.batch_count,
+                a_type: e.gemm.a_type.clone(),
+                b_type: e.gemm.b_type.clone(),
+                c_type: e.gemm.c_type.clone(),
+                d_type: e.gemm.d_type.clone(),
+                compute_type: e.gemm.compute_type.clone(),
+            },
             rest: vec![
                 ("api_method".into(), "c".into()),
                 ("alpha".into(), "1.000000".into()),
@@ -255,8 +290,21 @@ fn shared_dump_of_the_tuned_shapes() {
         .entries
         .iter()
         .map(|e| {
-            let types = [&e.a_type, &e.b_type, &e.c_type, &e.d_type, &e.compute_type];
-            (e.m, e.n, e.k, e.trans_a.clone(), e.trans_b.clone(), types)
+            let types = [
+                &e.gemm.a_type,
+                &e.gemm.b_type,
+                &e.gemm.c_type,
+                &e.gemm.d_type,
+                &e.gemm.compute_type,
+            ];
+            (
+                e.gemm.m,
+                e.gemm.n,
+                e.gemm.k,
+                e.gemm.trans_a.clone(),
+                e.gemm.trans_b.clone(),
+                types,
+            )
         })
         .collect();
     keys.sort();

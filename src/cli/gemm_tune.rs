@@ -188,7 +188,8 @@ pub fn print_status(st: &GemmStatus) {
 
 /// Billions of floating-point operations of one call of a shape (2·m·n·k per batch).
 fn gflop(s: &dump::GemmShape) -> f64 {
-    2.0 * s.m as f64 * s.n as f64 * s.k as f64 * s.batch_count.max(1) as f64 / 1e9
+    2.0 * s.gemm.m as f64 * s.gemm.n as f64 * s.gemm.k as f64 * s.gemm.batch_count.max(1) as f64
+        / 1e9
 }
 
 fn run_shapes(a: &ShapesArgs) -> Result<ExitCode, CliError> {
@@ -253,16 +254,16 @@ fn print_shapes(s: &DumpSummary, gpus: u64, rate: Option<f64>) {
         println!(
             "{:>7} {:>7} {:>7} {:>7} {:>3} {:>5} {:<16} {:>6.1} {:>5.1}%",
             c.count,
-            c.shape.m,
-            c.shape.n,
-            c.shape.k,
-            format!("{}{}", c.shape.trans_a, c.shape.trans_b),
-            c.shape.batch_count,
+            c.shape.gemm.m,
+            c.shape.gemm.n,
+            c.shape.gemm.k,
+            format!("{}{}", c.shape.gemm.trans_a, c.shape.gemm.trans_b),
+            c.shape.gemm.batch_count,
             format!(
                 "{}/{}→{}",
-                short_type(&c.shape.a_type),
-                short_type(&c.shape.b_type),
-                short_type(&c.shape.d_type)
+                short_type(&c.shape.gemm.a_type),
+                short_type(&c.shape.gemm.b_type),
+                short_type(&c.shape.gemm.d_type)
             ),
             g,
             if total > 0.0 {
@@ -309,16 +310,16 @@ fn run_results(a: &ResultsArgs) -> Result<ExitCode, CliError> {
     for e in &r.entries {
         println!(
             "{:>6} {:>6} {:>6} {:>3} {:>5} {:<14} {:>8.1} {:>9.1} {:>9} {:<8} {:>4}",
-            e.m,
-            e.n,
-            e.k,
-            format!("{}{}", e.trans_a, e.trans_b),
-            e.batch_count,
+            e.gemm.m,
+            e.gemm.n,
+            e.gemm.k,
+            format!("{}{}", e.gemm.trans_a, e.gemm.trans_b),
+            e.gemm.batch_count,
             format!(
                 "{}/{}→{}",
-                short_type(&e.a_type),
-                short_type(&e.b_type),
-                short_type(&e.d_type)
+                short_type(&e.gemm.a_type),
+                short_type(&e.gemm.b_type),
+                short_type(&e.gemm.d_type)
             ),
             e.gflops / 1000.0,
             e.us,

@@ -9,18 +9,8 @@ use std::path::{Path, PathBuf};
 /// parsed fields, so spacing differences do not split a shape).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct GemmShape {
-    pub m: u64,
-    pub n: u64,
-    pub k: u64,
-    /// `N` or `T`.
-    pub trans_a: String,
-    pub trans_b: String,
-    pub batch_count: u64,
-    pub a_type: String,
-    pub b_type: String,
-    pub c_type: String,
-    pub d_type: String,
-    pub compute_type: String,
+    #[serde(flatten)]
+    pub gemm: super::Gemm,
     /// Every other `--key value` pair (lda, strides, alpha, beta, scale and bias types, …),
     /// in line order; flags without a value (`--bias_vector`) have an empty value.
     pub rest: Vec<(String, String)>,
@@ -187,17 +177,19 @@ pub fn parse_line(path: &Path, line: usize, text: &str) -> Result<GemmShape, Dum
             .ok_or_else(|| err(format!("missing `--{}`", TEXT_KEYS[slot])))
     };
     Ok(GemmShape {
-        m: number(0, "m")?,
-        n: number(1, "n")?,
-        k: number(2, "k")?,
-        trans_a: text_at(0)?,
-        trans_b: text_at(1)?,
-        batch_count: numbers[3].unwrap_or(1),
-        a_type: text_at(2)?,
-        b_type: text_at(3)?,
-        c_type: text_at(4)?,
-        d_type: text_at(5)?,
-        compute_type: text_at(6)?,
+        gemm: super::Gemm {
+            m: number(0, "m")?,
+            n: number(1, "n")?,
+            k: number(2, "k")?,
+            trans_a: text_at(0)?,
+            trans_b: text_at(1)?,
+            batch_count: numbers[3].unwrap_or(1),
+            a_type: text_at(2)?,
+            b_type: text_at(3)?,
+            c_type: text_at(4)?,
+            d_type: text_at(5)?,
+            compute_type: text_at(6)?,
+        },
         rest,
     })
 }
@@ -209,17 +201,17 @@ pub fn render_line(shape: &GemmShape) -> String {
     let mut out = format!(
         "{BENCH} -m {} -n {} -k {} --transA {} --transB {} --batch_count {} \
          --a_type {} --b_type {} --c_type {} --d_type {} --compute_type {}",
-        shape.m,
-        shape.n,
-        shape.k,
-        shape.trans_a,
-        shape.trans_b,
-        shape.batch_count,
-        shape.a_type,
-        shape.b_type,
-        shape.c_type,
-        shape.d_type,
-        shape.compute_type,
+        shape.gemm.m,
+        shape.gemm.n,
+        shape.gemm.k,
+        shape.gemm.trans_a,
+        shape.gemm.trans_b,
+        shape.gemm.batch_count,
+        shape.gemm.a_type,
+        shape.gemm.b_type,
+        shape.gemm.c_type,
+        shape.gemm.d_type,
+        shape.gemm.compute_type,
     );
     for (key, value) in &shape.rest {
         out.push(' ');
@@ -376,20 +368,9 @@ pub fn shapes_json(summary: &DumpSummary) -> serde_json::Value {
         .shapes
         .iter()
         .map(|s| {
-            serde_json::json!({
-                "m": s.shape.m,
-                "n": s.shape.n,
-                "k": s.shape.k,
-                "trans_a": s.shape.trans_a,
-                "trans_b": s.shape.trans_b,
-                "a_type": s.shape.a_type,
-                "b_type": s.shape.b_type,
-                "c_type": s.shape.c_type,
-                "d_type": s.shape.d_type,
-                "compute_type": s.shape.compute_type,
-                "batch_count": s.shape.batch_count,
-                "count": s.count,
-            })
+            let mut v = serde_json::to_value(&s.shape.gemm).unwrap_or_default();
+            v["count"] = s.count.into();
+            v
         })
         .collect();
     serde_json::json!({ "shapes": shapes })
@@ -427,11 +408,20 @@ mod tests {
     #[test]
     fn parses_the_documented_line() {
         let s = parse_line(p(), 1, DOC_LINE).unwrap();
-        assert_eq!((s.m, s.n, s.k), (1024, 512, 1024));
-        assert_eq!((s.trans_a.as_str(), s.trans_b.as_str()), ("N", "N"));
-        assert_eq!(s.batch_count, 1);
+        assert_eq!((s.gemm.m, s.gemm.n, s.gemm.k), (1024, 512, 1024));
         assert_eq!(
-            [&s.a_type, &s.b_type, &s.c_type, &s.d_type, &s.compute_type],
+            (s.gemm.trans_a.as_str(), s.gemm.trans_b.as_str()),
+            ("N", "N")
+        );
+        assert_eq!(s.gemm.batch_count, 1);
+        assert_eq!(
+            [
+                &s.gemm.a_type,
+                &s.gemm.b_type,
+                &s.gemm.c_type,
+                &s.gemm.d_type,
+                &s.gemm.compute_type
+            ],
             ["f16_r", "f16_r", "f16_r", "f16_r", "f32_r"]
         );
         assert_eq!(
@@ -459,9 +449,15 @@ mod tests {
     #[test]
     fn parses_the_newer_line_with_flags() {
         let s = parse_line(p(), 7, NEW_LINE).unwrap();
-        assert_eq!((s.m, s.n, s.k), (2880, 32768, 4096));
-        assert_eq!((s.trans_a.as_str(), s.trans_b.as_str()), ("T", "N"));
-        assert_eq!((s.a_type.as_str(), s.d_type.as_str()), ("f8_r", "bf16_r"));
+        assert_eq!((s.gemm.m, s.gemm.n, s.gemm.k), (2880, 32768, 4096));
+        assert_eq!(
+            (s.gemm.trans_a.as_str(), s.gemm.trans_b.as_str()),
+            ("T", "N")
+        );
+        assert_eq!(
+            (s.gemm.a_type.as_str(), s.gemm.d_type.as_str()),
+            ("f8_r", "bf16_r")
+        );
         let get = |key: &str| {
             s.rest
                 .iter()
@@ -493,8 +489,8 @@ mod tests {
              --compute_type f32_r --beta -inf --bias_vector\r\n",
         )
         .unwrap();
-        assert_eq!((s.m, s.n, s.k), (8, 16, 32));
-        assert_eq!(s.batch_count, 1, "a missing batch_count is 1");
+        assert_eq!((s.gemm.m, s.gemm.n, s.gemm.k), (8, 16, 32));
+        assert_eq!(s.gemm.batch_count, 1, "a missing batch_count is 1");
         assert_eq!(
             s.rest,
             vec![
@@ -573,9 +569,9 @@ mod tests {
         assert_eq!(sum.other_lines, 3);
         assert_eq!(sum.shapes.len(), 2);
         assert_eq!(sum.shapes[0].count, 3);
-        assert_eq!(sum.shapes[0].shape.m, 2880);
+        assert_eq!(sum.shapes[0].shape.gemm.m, 2880);
         assert_eq!(sum.shapes[1].count, 2);
-        assert_eq!(sum.shapes[1].shape.m, 1024);
+        assert_eq!(sum.shapes[1].shape.gemm.m, 1024);
     }
 
     #[test]
@@ -605,7 +601,11 @@ mod tests {
         let text = [line(300), line(20), line(100), line(20), line(100), line(5)].join("\n");
         let file = write(dir.path(), "d.txt", &text);
         let sum = read_dumps(&file).unwrap();
-        let got: Vec<(u64, u64)> = sum.shapes.iter().map(|s| (s.count, s.shape.m)).collect();
+        let got: Vec<(u64, u64)> = sum
+            .shapes
+            .iter()
+            .map(|s| (s.count, s.shape.gemm.m))
+            .collect();
         assert_eq!(got, [(2, 20), (2, 100), (1, 5), (1, 300)]);
     }
 
@@ -715,17 +715,19 @@ mod tests {
         let rest = prop::collection::vec((rest_key(), value), 0..12);
         (dims, types, rest).prop_map(
             |((m, n, k, b), (ta, tb, a, bt, c, d, ct), rest)| GemmShape {
-                m,
-                n,
-                k,
-                trans_a: ta,
-                trans_b: tb,
-                batch_count: b,
-                a_type: a,
-                b_type: bt,
-                c_type: c,
-                d_type: d,
-                compute_type: ct,
+                gemm: crate::gemm::Gemm {
+                    m,
+                    n,
+                    k,
+                    trans_a: ta,
+                    trans_b: tb,
+                    batch_count: b,
+                    a_type: a,
+                    b_type: bt,
+                    c_type: c,
+                    d_type: d,
+                    compute_type: ct,
+                },
                 rest,
             },
         )

@@ -12,6 +12,24 @@ pub mod status;
 use crate::config::env::Env;
 use std::path::{Path, PathBuf};
 
+/// What names a GEMM in both tuning files: sizes, transposes, batch count and types (the
+/// dump's `--key value` pairs, the result file's columns of the same names).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct Gemm {
+    pub m: u64,
+    pub n: u64,
+    pub k: u64,
+    /// `N` or `T`.
+    pub trans_a: String,
+    pub trans_b: String,
+    pub batch_count: u64,
+    pub a_type: String,
+    pub b_type: String,
+    pub c_type: String,
+    pub d_type: String,
+    pub compute_type: String,
+}
+
 /// A tuning file (a shape dump or a result file) that cannot be read or parsed; the message
 /// names the file and, for a parse error, the 1-based line.
 #[derive(Debug, thiserror::Error)]

@@ -8,17 +8,8 @@ use std::path::{Path, PathBuf};
 /// One tuned GEMM and the solution hipBLASLt picked for it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TunedGemm {
-    pub m: u64,
-    pub n: u64,
-    pub k: u64,
-    pub trans_a: String,
-    pub trans_b: String,
-    pub batch_count: u64,
-    pub a_type: String,
-    pub b_type: String,
-    pub c_type: String,
-    pub d_type: String,
-    pub compute_type: String,
+    #[serde(flatten)]
+    pub gemm: super::Gemm,
     /// `hipblaslt-Gflops`.
     pub gflops: f64,
     /// `us`: one call's time, microseconds.
@@ -214,17 +205,19 @@ fn parse_row(head: &Header, row: &[&str], line: usize) -> Result<TunedGemm, Stri
         }
     };
     Ok(TunedGemm {
-        trans_a: text(0)?,
-        trans_b: text(1)?,
-        batch_count: num(2)?,
-        m: num(3)?,
-        n: num(4)?,
-        k: num(5)?,
-        a_type: text(6)?,
-        b_type: text(7)?,
-        c_type: text(8)?,
-        d_type: text(9)?,
-        compute_type: text(10)?,
+        gemm: super::Gemm {
+            trans_a: text(0)?,
+            trans_b: text(1)?,
+            batch_count: num(2)?,
+            m: num(3)?,
+            n: num(4)?,
+            k: num(5)?,
+            a_type: text(6)?,
+            b_type: text(7)?,
+            c_type: text(8)?,
+            d_type: text(9)?,
+            compute_type: text(10)?,
+        },
         gflops: float(11)?,
         us: float(12)?,
         solution_index: number(REQUIRED[13], field(13))?,
@@ -247,31 +240,8 @@ pub fn read(path: &Path) -> Result<TuneResults, ResultsError> {
 /// "batch_count", "a_type", "b_type", "c_type", "d_type", "compute_type", "gflops", "us",
 /// "solution_index", "arch", "cus"}, …]}` in file order.
 pub fn results_json(r: &TuneResults) -> serde_json::Value {
-    let entries: Vec<serde_json::Value> = r
-        .entries
-        .iter()
-        .map(|e| {
-            serde_json::json!({
-                "m": e.m,
-                "n": e.n,
-                "k": e.k,
-                "trans_a": e.trans_a,
-                "trans_b": e.trans_b,
-                "batch_count": e.batch_count,
-                "a_type": e.a_type,
-                "b_type": e.b_type,
-                "c_type": e.c_type,
-                "d_type": e.d_type,
-                "compute_type": e.compute_type,
-                "gflops": e.gflops,
-                "us": e.us,
-                "solution_index": e.solution_index,
-                "arch": e.arch,
-                "cus": e.cus,
-            })
-        })
-        .collect();
-    serde_json::json!({ "git_version": r.git_version, "entries": entries })
+    // `TuneResults` serialises as exactly that (the path and the row lines are skipped).
+    serde_json::to_value(r).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -313,10 +283,22 @@ mod tests {
         assert_eq!(r.path, p());
         assert_eq!(r.entries.len(), 2);
         let e = &r.entries[0];
-        assert_eq!((e.m, e.n, e.k, e.batch_count), (32, 32768, 2880, 1));
-        assert_eq!((e.trans_a.as_str(), e.trans_b.as_str()), ("T", "N"));
         assert_eq!(
-            [&e.a_type, &e.b_type, &e.c_type, &e.d_type, &e.compute_type],
+            (e.gemm.m, e.gemm.n, e.gemm.k, e.gemm.batch_count),
+            (32, 32768, 2880, 1)
+        );
+        assert_eq!(
+            (e.gemm.trans_a.as_str(), e.gemm.trans_b.as_str()),
+            ("T", "N")
+        );
+        assert_eq!(
+            [
+                &e.gemm.a_type,
+                &e.gemm.b_type,
+                &e.gemm.c_type,
+                &e.gemm.d_type,
+                &e.gemm.compute_type
+            ],
             ["bf16_r", "bf16_r", "f32_r", "f32_r", "f32_r"]
         );
         assert_eq!(
@@ -328,7 +310,7 @@ mod tests {
             ("gfx950:sramecc+:xnack-", 256, 3)
         );
         let f = &r.entries[1];
-        assert_eq!(f.a_type, "f8_r");
+        assert_eq!(f.gemm.a_type, "f8_r");
         assert_eq!(f.gflops, 2.69535e6);
         assert_eq!((f.solution_index, f.line), (306398, 5));
     }
@@ -360,12 +342,15 @@ mod tests {
         // A minimal header with only the required columns.
         let text = "Git Version: x\n  m,n,k,transA,transB,batch_count,a_type,b_type,c_type,d_type,compute_type,hipblaslt-Gflops,us,solution_index,gcnArchName,CUs\n  1,2,3,N,T,4,f8_r,bf8_r,bf16_r,f32_r,f32_r,1e3,0.5,-1,gfx942,304\n";
         let e = &parse(p(), text).unwrap().entries[0];
-        assert_eq!((e.m, e.n, e.k, e.batch_count), (1, 2, 3, 4));
+        assert_eq!(
+            (e.gemm.m, e.gemm.n, e.gemm.k, e.gemm.batch_count),
+            (1, 2, 3, 4)
+        );
         assert_eq!(
             (e.gflops, e.us, e.solution_index, e.cus),
             (1000.0, 0.5, -1, 304)
         );
-        assert_eq!(e.b_type, "bf8_r");
+        assert_eq!(e.gemm.b_type, "bf8_r");
     }
 
     #[test]
@@ -478,17 +463,19 @@ mod tests {
         );
         (dims, types, perf).prop_map(
             |((m, n, k, b), (ta, tb, a, bt, c, d, ct), (gflops, us, sol, arch, cus))| TunedGemm {
-                m,
-                n,
-                k,
-                trans_a: ta,
-                trans_b: tb,
-                batch_count: b,
-                a_type: a,
-                b_type: bt,
-                c_type: c,
-                d_type: d,
-                compute_type: ct,
+                gemm: crate::gemm::Gemm {
+                    m,
+                    n,
+                    k,
+                    trans_a: ta,
+                    trans_b: tb,
+                    batch_count: b,
+                    a_type: a,
+                    b_type: bt,
+                    c_type: c,
+                    d_type: d,
+                    compute_type: ct,
+                },
                 gflops,
                 us,
                 solution_index: sol,
@@ -514,17 +501,17 @@ mod tests {
                 .split(',')
                 .map(|name| {
                     let v = match name {
-                        "transA" => e.trans_a.clone(),
-                        "transB" => e.trans_b.clone(),
-                        "batch_count" => e.batch_count.to_string(),
-                        "m" => e.m.to_string(),
-                        "n" => e.n.to_string(),
-                        "k" => e.k.to_string(),
-                        "a_type" => e.a_type.clone(),
-                        "b_type" => e.b_type.clone(),
-                        "c_type" => e.c_type.clone(),
-                        "d_type" => e.d_type.clone(),
-                        "compute_type" => e.compute_type.clone(),
+                        "transA" => e.gemm.trans_a.clone(),
+                        "transB" => e.gemm.trans_b.clone(),
+                        "batch_count" => e.gemm.batch_count.to_string(),
+                        "m" => e.gemm.m.to_string(),
+                        "n" => e.gemm.n.to_string(),
+                        "k" => e.gemm.k.to_string(),
+                        "a_type" => e.gemm.a_type.clone(),
+                        "b_type" => e.gemm.b_type.clone(),
+                        "c_type" => e.gemm.c_type.clone(),
+                        "d_type" => e.gemm.d_type.clone(),
+                        "compute_type" => e.gemm.compute_type.clone(),
                         "hipblaslt-Gflops" => gflops.clone(),
                         "us" => e.us.to_string(),
                         "solution_index" => e.solution_index.to_string(),

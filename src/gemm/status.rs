@@ -512,14 +512,10 @@ fn result_state(r: &TuneResults, dumps: Option<&DumpSummary>) -> ResultState {
 /// input types (the output and compute type spellings differ between the two formats in some
 /// hipBLASLt versions, so they are not compared).
 pub fn same_gemm(s: &dump::GemmShape, e: &results::TunedGemm) -> bool {
-    s.m == e.m
-        && s.n == e.n
-        && s.k == e.k
-        && s.trans_a == e.trans_a
-        && s.trans_b == e.trans_b
-        && s.batch_count == e.batch_count
-        && s.a_type == e.a_type
-        && s.b_type == e.b_type
+    let (a, b) = (&s.gemm, &e.gemm);
+    (a.m, a.n, a.k, a.batch_count) == (b.m, b.n, b.k, b.batch_count)
+        && (&a.trans_a, &a.trans_b, &a.a_type, &a.b_type)
+            == (&b.trans_a, &b.trans_b, &b.a_type, &b.b_type)
 }
 
 #[cfg(test)]
