@@ -33,6 +33,23 @@ fn v26_5() -> Option<(PathBuf, TuneResults)> {
 
 const ARCH: &str = "gfx950:sramecc+:xnack-";
 
+/// The first GEMM of both files: 32×32768×2880, A transposed, bf16 in, f32 out.
+fn first_gemm() -> primus_tune::gemm::Gemm {
+    primus_tune::gemm::Gemm {
+        m: 32,
+        n: 32768,
+        k: 2880,
+        trans_a: "T".into(),
+        trans_b: "N".into(),
+        batch_count: 1,
+        a_type: "bf16_r".into(),
+        b_type: "bf16_r".into(),
+        c_type: "f32_r".into(),
+        d_type: "f32_r".into(),
+        compute_type: "f32_r".into(),
+    }
+}
+
 #[test]
 fn shared_v26_3_entries() {
     let Some((path, r)) = v26_3() else { return };
@@ -40,23 +57,7 @@ fn shared_v26_3_entries() {
     assert_eq!(r.git_version, "de5c1aebb6-dirty");
     assert_eq!(r.entries.len(), 12);
     let e = &r.entries[0];
-    assert_eq!(
-        (e.gemm.m, e.gemm.n, e.gemm.k, e.gemm.batch_count),
-        (32, 32768, 2880, 1)
-    );
-    assert_eq!(
-        (e.gemm.trans_a.as_str(), e.gemm.trans_b.as_str()),
-        ("T", "N")
-    );
-    assert_eq!(
-        (e.gemm.a_type.as_str(), e.gemm.b_type.as_str()),
-        ("bf16_r", "bf16_r")
-    );
-    assert_eq!(
-        (e.gemm.c_type.as_str(), e.gemm.d_type.as_str()),
-        ("f32_r", "f32_r")
-    );
-    assert_eq!(e.gemm.compute_type, "f32_r");
+    assert_eq!(e.gemm, first_gemm());
     assert_eq!(
         (e.gflops, e.us, e.solution_index),
         (151492.0, 39.8689, 303082)
@@ -85,16 +86,9 @@ fn shared_v26_5_entries() {
     let Some((_, r)) = v26_5() else { return };
     assert_eq!(r.git_version, "fa9cdd18");
     assert_eq!(r.entries.len(), 20);
+    // Same GEMM as v26.3's first, another solution index: indices are build-specific.
     let e = &r.entries[0];
-    assert_eq!(
-        (e.gemm.m, e.gemm.n, e.gemm.k, e.gemm.batch_count),
-        (32, 32768, 2880, 1)
-    );
-    assert_eq!(
-        (e.gemm.trans_a.as_str(), e.gemm.trans_b.as_str()),
-        ("T", "N")
-    );
-    assert_eq!(e.gemm.a_type, "bf16_r");
+    assert_eq!(e.gemm, first_gemm());
     assert_eq!(
         (e.gflops, e.us, e.solution_index),
         (182699.0, 33.0588, 24641)

@@ -699,13 +699,6 @@ mod tests {
     }
 
     fn shape_strategy() -> impl Strategy<Value = GemmShape> {
-        let ty = || {
-            prop::sample::select(vec!["f32_r", "f16_r", "bf16_r", "f8_r", "bf8_r", "i8_r"])
-                .prop_map(str::to_string)
-        };
-        let trans = || prop::sample::select(vec!["N", "T"]).prop_map(str::to_string);
-        let dims = (any::<u64>(), 1u64..100_000, 0u64..1 << 40, 1u64..64);
-        let types = (trans(), trans(), ty(), ty(), ty(), ty(), ty());
         let value = prop_oneof![
             Just(String::new()),
             "[a-z0-9_.]{1,8}",
@@ -713,24 +706,7 @@ mod tests {
             (-1.0e3f64..1.0e3).prop_map(|v| format!("{v:.6}")),
         ];
         let rest = prop::collection::vec((rest_key(), value), 0..12);
-        (dims, types, rest).prop_map(
-            |((m, n, k, b), (ta, tb, a, bt, c, d, ct), rest)| GemmShape {
-                gemm: crate::gemm::Gemm {
-                    m,
-                    n,
-                    k,
-                    trans_a: ta,
-                    trans_b: tb,
-                    batch_count: b,
-                    a_type: a,
-                    b_type: bt,
-                    c_type: c,
-                    d_type: d,
-                    compute_type: ct,
-                },
-                rest,
-            },
-        )
+        (crate::gemm::gemm_strategy(), rest).prop_map(|(gemm, rest)| GemmShape { gemm, rest })
     }
 
     /// `render_line` with each single space replaced by 1-3 spaces or tabs, and padding.

@@ -30,6 +30,32 @@ pub struct Gemm {
     pub compute_type: String,
 }
 
+/// Any GEMM, for the parsers' property tests.
+#[cfg(test)]
+pub(crate) fn gemm_strategy() -> impl proptest::strategy::Strategy<Value = Gemm> {
+    use proptest::prelude::*;
+    let ty = || {
+        prop::sample::select(vec!["f32_r", "f16_r", "bf16_r", "f8_r", "bf8_r", "i8_r"])
+            .prop_map(str::to_string)
+    };
+    let trans = || prop::sample::select(vec!["N", "T"]).prop_map(str::to_string);
+    let dims = (any::<u64>(), any::<u64>(), any::<u64>(), 1u64..100);
+    let types = (trans(), trans(), ty(), ty(), ty(), ty(), ty());
+    (dims, types).prop_map(|((m, n, k, batch_count), (ta, tb, a, b, c, d, ct))| Gemm {
+        m,
+        n,
+        k,
+        trans_a: ta,
+        trans_b: tb,
+        batch_count,
+        a_type: a,
+        b_type: b,
+        c_type: c,
+        d_type: d,
+        compute_type: ct,
+    })
+}
+
 /// A tuning file (a shape dump or a result file) that cannot be read or parsed; the message
 /// names the file and, for a parse error, the 1-based line.
 #[derive(Debug, thiserror::Error)]

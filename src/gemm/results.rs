@@ -447,13 +447,6 @@ mod tests {
     }
 
     fn entry_strategy() -> impl Strategy<Value = TunedGemm> {
-        let ty = || {
-            prop::sample::select(vec!["f32_r", "f16_r", "bf16_r", "f8_r", "bf8_r"])
-                .prop_map(str::to_string)
-        };
-        let trans = || prop::sample::select(vec!["N", "T"]).prop_map(str::to_string);
-        let dims = (any::<u64>(), any::<u64>(), any::<u64>(), 1u64..100);
-        let types = (trans(), trans(), ty(), ty(), ty(), ty(), ty());
         let perf = (
             0.0f64..1e7,
             0.0f64..1e6,
@@ -461,24 +454,12 @@ mod tests {
             prop::sample::select(vec!["gfx950:sramecc+:xnack-", "gfx942:sramecc+:xnack-"]),
             any::<u32>(),
         );
-        (dims, types, perf).prop_map(
-            |((m, n, k, b), (ta, tb, a, bt, c, d, ct), (gflops, us, sol, arch, cus))| TunedGemm {
-                gemm: crate::gemm::Gemm {
-                    m,
-                    n,
-                    k,
-                    trans_a: ta,
-                    trans_b: tb,
-                    batch_count: b,
-                    a_type: a,
-                    b_type: bt,
-                    c_type: c,
-                    d_type: d,
-                    compute_type: ct,
-                },
+        (crate::gemm::gemm_strategy(), perf).prop_map(
+            |(gemm, (gflops, us, solution_index, arch, cus))| TunedGemm {
+                gemm,
                 gflops,
                 us,
-                solution_index: sol,
+                solution_index,
                 arch: arch.to_string(),
                 cus,
                 line: 0,
