@@ -2,8 +2,7 @@
 //! and validation code (research/primus.md §5) and the lint engine's fixes — each labelled `rule`
 //! with its source. Measured recommendations come from a study (`measured`, with evidence).
 
-use crate::checklist::{self, Status};
-use crate::config::catalog::{Catalog, Step};
+use crate::config::catalog::Catalog;
 use crate::config::diag::{Diagnostic, Severity};
 use crate::config::env::Env;
 use crate::config::{Experiment, lint};
@@ -186,7 +185,7 @@ pub fn rules(exp: &Experiment, env: &Env, ctx: &Context) -> Vec<Recommendation> 
             "seed guide §5; Megatron arguments.py",
         );
     }
-    hipblaslt(&mut cx, exp, env, catalog);
+    hipblaslt(&mut cx, exp, env);
     cx.out
 }
 
@@ -254,34 +253,25 @@ fn deepep(cx: &mut Cx, ep: i64) {
     }
 }
 
-fn hipblaslt(cx: &mut Cx, exp: &Experiment, env: &Env, catalog: &Catalog) {
-    let list = checklist::evaluate(exp, env, catalog, &[]);
-    let Some(step) = list.steps.iter().find(|s| s.step == Step::Gemms) else {
+/// The next HipBLASLt stage (seed guide §1), from the same status `gemm-tune` shows.
+fn hipblaslt(cx: &mut Cx, exp: &Experiment, env: &Env) {
+    let st = crate::gemm::status::of_experiment(exp, env, None, None);
+    if !st.applicable || st.in_use {
         return;
+    }
+    let Some(stage) = st.next else { return };
+    let why = match stage {
+        1 => "GEMMs are not tuned yet: stage 1 dumps the GEMM shapes of a short run",
+        2 => "shapes are dumped: stage 2 tunes them offline",
+        _ => "tuned GEMMs exist: stage 3 trains with them",
     };
-    if step.status != Status::NeedsAttention {
-        return;
-    }
-    let stage = step
-        .actions
-        .iter()
-        .find_map(|a| a.split("PRIMUS_HIPBLASLT_TUNING_STAGE=").nth(1))
-        .and_then(|s| s.split_whitespace().next())
-        .map(str::to_string);
-    if let Some(stage) = stage {
-        let why = match stage.as_str() {
-            "1" => "GEMMs are not tuned yet: stage 1 dumps the GEMM shapes of a short run",
-            "2" => "shapes are dumped: stage 2 tunes them offline",
-            _ => "tuned GEMMs exist: stage 3 trains with them",
-        };
-        cx.add_env("PRIMUS_HIPBLASLT_TUNING", "1", why, "seed guide §1");
-        cx.add_env(
-            "PRIMUS_HIPBLASLT_TUNING_STAGE",
-            &stage,
-            why,
-            "seed guide §1",
-        );
-    }
+    cx.add_env("PRIMUS_HIPBLASLT_TUNING", "1", why, "seed guide §1");
+    cx.add_env(
+        "PRIMUS_HIPBLASLT_TUNING_STAGE",
+        &stage.to_string(),
+        why,
+        "seed guide §1",
+    );
 }
 
 #[cfg(test)]
