@@ -62,9 +62,9 @@ fn main() {
             largest.display()
         );
     }
-    let root: PathBuf = primus_tune::bundled::examples_root().expect("bundled example");
+    let root: PathBuf = primus_tune::util::bundled::examples_root().expect("bundled example");
     bench_file(
         "moe_16B-BF16-pretrain (bundled)",
-        &root.join(primus_tune::bundled::DEFAULT_EXPERIMENT),
+        &root.join(primus_tune::util::bundled::DEFAULT_EXPERIMENT),
     );
 }

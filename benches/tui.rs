@@ -8,10 +8,10 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use primus_tune::config::LoadOptions;
 use primus_tune::config::env::Env;
+use primus_tune::domain::trial::Summary;
+use primus_tune::domain::trial::{Failure, FailureClass, Iteration};
 use primus_tune::run::process::Stream;
-use primus_tune::run::summary::Summary;
 use primus_tune::run::trial::TrialEvent;
-use primus_tune::run::types::{Failure, FailureClass, Iteration};
 use primus_tune::store::{TrialRow, TrialStatus};
 use primus_tune::telemetry::host::HostSample;
 use primus_tune::telemetry::sampler::Snapshot;

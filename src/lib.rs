@@ -5,16 +5,16 @@
 //! status from a resolved config and the environment. The `cli` frontend prints the same data
 //! the TUI will render.
 
-pub mod bundled;
 pub mod checklist;
 pub mod cli;
 pub mod config;
+pub mod domain;
 pub mod gemm;
-pub mod procfs;
+pub mod megatron;
 pub mod report;
-pub mod rng;
 pub mod run;
 pub mod store;
 pub mod telemetry;
 pub mod tui;
 pub mod tune;
+pub mod util;

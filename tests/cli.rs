@@ -17,8 +17,10 @@ fn bin() -> Command {
 /// A private copy of the bundled example tree.
 fn tree() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
-    primus_tune::bundled::extract(dir.path()).unwrap();
-    let exp = dir.path().join(primus_tune::bundled::DEFAULT_EXPERIMENT);
+    primus_tune::util::bundled::extract(dir.path()).unwrap();
+    let exp = dir
+        .path()
+        .join(primus_tune::util::bundled::DEFAULT_EXPERIMENT);
     (dir, exp)
 }
 

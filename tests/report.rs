@@ -167,7 +167,7 @@ fn report_of_a_real_sweep_with_charts_and_telemetry() {
     );
     assert!(md.contains("192.0 GiB per GPU"), "{md}");
     // The pick and its YAML snippet.
-    let record: primus_tune::tune::study::StudyRecord = serde_json::from_str(
+    let record: primus_tune::domain::study::StudyRecord = serde_json::from_str(
         db(&s)
             .study_by_name("mbs-r")
             .unwrap()

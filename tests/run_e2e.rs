@@ -18,7 +18,7 @@ struct Setup {
 fn setup() -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("ex");
-    primus_tune::bundled::extract(&root).unwrap();
+    primus_tune::util::bundled::extract(&root).unwrap();
     let exp = root.join("experiments/llama3_8B-BF16-pretrain.yaml");
     let config_home = dir.path().join("config");
     std::fs::create_dir_all(config_home.join("primus-tune/profiles")).unwrap();
@@ -146,7 +146,7 @@ fn proxy_cpu_trial_completes_and_is_stored() {
     assert!(cfg.contains("# Llama 3 8B"));
     assert!(cfg.contains("num_layers: 2"));
     // The user's experiment is untouched.
-    let original = primus_tune::bundled::FILES
+    let original = primus_tune::util::bundled::FILES
         .iter()
         .find(|(p, _)| *p == "experiments/llama3_8B-BF16-pretrain.yaml")
         .unwrap()

@@ -50,8 +50,8 @@ proptest! {
             .map(|(key, text)| SetRequest { key, text })
             .collect();
         let dir = tempfile::tempdir().unwrap();
-        primus_tune::bundled::extract(dir.path()).unwrap();
-        let path = dir.path().join(primus_tune::bundled::DEFAULT_EXPERIMENT);
+        primus_tune::util::bundled::extract(dir.path()).unwrap();
+        let path = dir.path().join(primus_tune::util::bundled::DEFAULT_EXPERIMENT);
         let opts = LoadOptions { env: Env::empty(), ..Default::default() };
         let exp = Experiment::load(&path, &opts).unwrap();
         let before_text = std::fs::read_to_string(&path).unwrap();

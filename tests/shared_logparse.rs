@@ -6,11 +6,11 @@
 //! a message on stderr) when the folder is absent.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use primus_tune::run::failure::FailureDetector;
-use primus_tune::run::logparse::{LogParser, parse_line};
-use primus_tune::run::{
+use primus_tune::domain::trial::{
     ExitInfo, FailureClass, Iteration, LogEvent, MemoryReport, TheoreticalMemory,
 };
+use primus_tune::run::failure::FailureDetector;
+use primus_tune::run::logparse::{LogParser, parse_line};
 use std::path::{Path, PathBuf};
 
 fn logs_dir() -> Option<PathBuf> {

@@ -5,8 +5,8 @@
 //!
 //! Each test skips (with a message on stderr) when the fixture folder is absent.
 
+use primus_tune::domain::trial::{Iteration, RunShape};
 use primus_tune::run::steady::{SteadyConfig, should_stop, stats};
-use primus_tune::run::{Iteration, RunShape};
 use regex::Regex;
 use std::path::{Path, PathBuf};
 

@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use primus_tune::run::{ExitInfo, Failure, FailureClass, Iteration, MemoryReport, SteadyStats};
+use primus_tune::domain::trial::{
+    ExitInfo, Failure, FailureClass, Iteration, MemoryReport, SteadyStats,
+};
 use primus_tune::store::{
     NewTrial, SCHEMA_VERSION, Store, StoreError, TrialEnd, TrialFilter, TrialStatus,
 };

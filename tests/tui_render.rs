@@ -8,10 +8,10 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use primus_tune::config::LoadOptions;
 use primus_tune::config::env::Env;
+use primus_tune::domain::trial::Summary;
+use primus_tune::domain::trial::{Failure, FailureClass, Iteration};
 use primus_tune::run::process::Stream;
-use primus_tune::run::summary::Summary;
 use primus_tune::run::trial::TrialEvent;
-use primus_tune::run::types::{Failure, FailureClass, Iteration};
 use primus_tune::store::{TrialRow, TrialStatus};
 use primus_tune::telemetry::GpuInfo;
 use primus_tune::telemetry::GpuSample;
@@ -503,7 +503,7 @@ fn checklist_screen() {
 fn gemm_stages_app() -> App {
     let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tui-gemm");
     let _ = std::fs::remove_dir_all(&root);
-    primus_tune::bundled::extract(&root).expect("example copied");
+    primus_tune::util::bundled::extract(&root).expect("example copied");
     let tune = root.join("output/tune_hipblaslt/moe_16B-BF16-pretrain");
     std::fs::create_dir_all(tune.join("gemm_shape")).expect("folder");
     std::fs::create_dir_all(tune.join("gemm_tune")).expect("folder");
@@ -800,7 +800,7 @@ fn drawing_is_deterministic() {
 
 /// The Sweep screen with a finished study: the spaces on one side, the ranked candidates.
 fn sweep_app() -> App {
-    use primus_tune::tune::study::{CandidateRecord, StudyRecord};
+    use primus_tune::domain::study::{CandidateRecord, StudyRecord};
     let mut app = loaded_app();
     press(&mut app, &[KeyCode::Char('5')]);
     let cand =
@@ -809,7 +809,7 @@ fn sweep_app() -> App {
             overrides: [("micro_batch_size".to_string(), serde_json::json!(mbs))]
                 .into_iter()
                 .collect(),
-            verdict: verdict.into(),
+            verdict: verdict.parse().unwrap(),
             why: why.into(),
             n: if median.is_some() { 24 } else { 0 },
             median_ms: median,

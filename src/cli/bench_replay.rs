@@ -2,7 +2,7 @@
 //! recorded studies, compared with the exhaustive grid of fixed 50-iteration trials.
 
 use super::{CliError, display_path, print_json};
-use crate::tune::Overrides;
+use crate::domain::study::Overrides;
 use crate::tune::replay::{ReplayReport, ReplayTable, replay, synthetic_suite};
 use crate::tune::search::SearchConfig;
 use clap::Args;

@@ -22,7 +22,7 @@ use crate::config::overrides::parse_assignment;
 use crate::config::{ConfigError, Experiment, LoadOptions};
 use clap::{Args, Parser, Subcommand};
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Debug, Parser)]
@@ -157,7 +157,7 @@ pub fn run() -> ExitCode {
 fn run_tui(cli: &Cli) -> Result<ExitCode, CliError> {
     let config = match &cli.load.config {
         Some(_) => cli.load.config_path()?,
-        None => crate::bundled::editable_default_experiment()?,
+        None => crate::util::bundled::editable_default_experiment()?,
     };
     let opts = crate::tui::TuiOptions {
         config,
@@ -221,7 +221,7 @@ impl LoadArgs {
                 }
                 Ok(p.clone())
             }
-            None => Ok(crate::bundled::default_experiment()?),
+            None => Ok(crate::util::bundled::default_experiment()?),
         }
     }
 
@@ -232,11 +232,7 @@ impl LoadArgs {
     }
 }
 
-/// A path as the user would like to read it: relative to the current folder when below it.
-pub fn display_path(p: &Path) -> String {
-    let cwd = std::env::current_dir().unwrap_or_default();
-    p.strip_prefix(&cwd).unwrap_or(p).display().to_string()
-}
+pub use crate::util::paths::display_path;
 
 pub fn print_json(v: &serde_json::Value) {
     println!(

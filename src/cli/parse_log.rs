@@ -1,11 +1,11 @@
 //! `primus-tune parse-log LOGFILE [--json]`: the trial log parser, offline.
 
 use super::{CliError, print_json};
+use crate::domain::trial::Summary;
+use crate::domain::trial::{ExitInfo, Iteration, LogEvent, MemoryReport, RunShape};
 use crate::run::failure::FailureDetector;
 use crate::run::logparse::LogParser;
 use crate::run::steady::SteadyConfig;
-use crate::run::summary::Summary;
-use crate::run::types::{ExitInfo, Iteration, LogEvent, MemoryReport, RunShape};
 use clap::Args;
 use std::io::BufRead;
 use std::path::PathBuf;

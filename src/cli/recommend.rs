@@ -103,7 +103,7 @@ pub fn run(a: &RecommendArgs) -> Result<ExitCode, CliError> {
             ),
         }
         if let Some((name, rec)) = &evidence {
-            crate::tune::study::print_record(name, rec);
+            super::sweep::print_record(name, rec);
             println!();
         }
         print_table(&recs);
@@ -118,14 +118,14 @@ pub fn run(a: &RecommendArgs) -> Result<ExitCode, CliError> {
 fn from_study(
     exp: &crate::config::Experiment,
     name: &str,
-) -> Result<(crate::tune::study::StudyRecord, Vec<Recommendation>), CliError> {
+) -> Result<(crate::domain::study::StudyRecord, Vec<Recommendation>), CliError> {
     let db = crate::run::trial::workspace_dir(&exp.path).join("trials.db");
     let store = crate::store::Store::open(&db).map_err(|e| CliError::Usage(e.to_string()))?;
     let study = store
         .study_by_name(name)
         .map_err(|e| CliError::Usage(e.to_string()))?
         .ok_or_else(|| CliError::Usage(format!("no study `{name}` in {}", display_path(&db))))?;
-    let rec: crate::tune::study::StudyRecord = study
+    let rec: crate::domain::study::StudyRecord = study
         .notes
         .as_deref()
         .and_then(|n| serde_json::from_str(n).ok())
@@ -144,7 +144,13 @@ fn from_study(
         .candidates
         .iter()
         .filter(|c| c.id != pick.id)
-        .map(|c| format!("{}: {}", crate::tune::study::settings(&c.overrides), c.why))
+        .map(|c| {
+            format!(
+                "{}: {}",
+                crate::domain::study::settings(&c.overrides),
+                c.why
+            )
+        })
         .collect();
     let m = exp.main_module();
     let out = pick

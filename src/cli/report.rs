@@ -3,10 +3,10 @@
 
 use super::{CliError, display_path};
 use crate::config::{Experiment, LoadOptions};
+use crate::domain::study::StudyRecord;
 use crate::report::{self, Inputs, Written};
 use crate::store::{Store, TrialFilter};
 use crate::tune::space::Space;
-use crate::tune::study::StudyRecord;
 use clap::Args;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -5,8 +5,8 @@ use crate::config::catalog::Catalog;
 use crate::config::diag::Severity;
 use crate::config::overrides::parse_assignment;
 use crate::config::{ConfigError, Experiment, LoadOptions};
+use crate::domain::trial::TrialResult;
 use crate::run::profile;
-use crate::run::summary::TrialResult;
 use crate::run::trial::{self, TrialEvent, TrialOptions};
 use crate::store::Store;
 use clap::Args;
@@ -90,11 +90,13 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, CliError> {
     let p = prepare(a)?;
     let result = execute(&p, a.json)?;
     print_result(&result, a.json);
-    Ok(if result.status == "completed" {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(3)
-    })
+    Ok(
+        if result.status == crate::domain::trial::TrialStatus::Completed {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(3)
+        },
+    )
 }
 
 /// Loads and lints the trial's config and builds the engine's options from the arguments.

@@ -1,8 +1,8 @@
 //! `primus-tune sweep [CONFIG] --space NAME [--resume STUDY] [--budget-minutes M] [--max-trials N]`
 
 use super::{CliError, LoadArgs, display_path, print_json};
+use crate::domain::study::{StudyRecord, settings};
 use crate::run::profile;
-use crate::tune::study::print_record;
 use crate::tune::sweep::{SweepRequest, run_sweep};
 use clap::Args;
 use std::process::ExitCode;
@@ -140,4 +140,58 @@ pub fn run(a: &SweepArgs) -> Result<ExitCode, CliError> {
     } else {
         ExitCode::from(3)
     })
+}
+
+fn gib(b: f64) -> f64 {
+    b / (1u64 << 30) as f64
+}
+
+/// A finished study as text: the pick, then every candidate with its verdict and evidence.
+pub fn print_record(name: &str, r: &StudyRecord) {
+    println!(
+        "study {name}: {} trial(s), {:.1} GPU-minutes",
+        r.trials,
+        r.gpu_seconds / 60.0
+    );
+    match r.pick.and_then(|p| r.candidates.iter().find(|c| c.id == p)) {
+        Some(c) => println!(
+            "pick: {} — median {:.1} ms (95 % CI {:.1}–{:.1}, n {})",
+            settings(&c.overrides),
+            c.median_ms.unwrap_or(f64::NAN),
+            c.ci_low_ms.unwrap_or(f64::NAN),
+            c.ci_high_ms.unwrap_or(f64::NAN),
+            c.n
+        ),
+        None => println!("no candidate produced a measurement"),
+    }
+    println!(
+        "{:>3}  {:<13} {:>9} {:>17} {:>4} {:>9} {:>9}  settings / why",
+        "id", "verdict", "median ms", "95% CI ms", "n", "peak GiB", "pred GiB"
+    );
+    for c in &r.candidates {
+        let ci = match (c.ci_low_ms, c.ci_high_ms) {
+            (Some(l), Some(h)) => format!("{l:.1}–{h:.1}"),
+            _ => "-".into(),
+        };
+        println!(
+            "{:>3}  {:<13} {:>9} {:>17} {:>4} {:>9} {:>9}  {} · {}",
+            c.id,
+            c.verdict,
+            c.median_ms.map_or("-".into(), |m| format!("{m:.1}")),
+            ci,
+            c.n,
+            c.peak_memory_bytes
+                .map_or("-".into(), |b| format!("{:.2}", gib(b as f64))),
+            c.predicted_bytes
+                .map_or("-".into(), |b| format!("{:.2}", gib(b))),
+            settings(&c.overrides),
+            c.why
+        );
+    }
+    if let Some(e) = r.memory_error {
+        println!(
+            "memory model vs measured: mean error {:.1} % over the measured candidates",
+            100.0 * e
+        );
+    }
 }

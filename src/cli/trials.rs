@@ -64,7 +64,7 @@ impl DbArgs {
         if here.is_file() {
             return Ok(here);
         }
-        Ok(workspace_dir(&crate::bundled::default_experiment()?).join("trials.db"))
+        Ok(workspace_dir(&crate::util::bundled::default_experiment()?).join("trials.db"))
     }
 
     pub fn open(&self) -> Result<Store, CliError> {
@@ -107,7 +107,7 @@ pub fn run(a: &TrialsArgs) -> Result<ExitCode, CliError> {
     if let Some(s) = &a.status {
         let st: TrialStatus = s
             .parse()
-            .map_err(|e: crate::store::ParseStatusError| CliError::Usage(e.to_string()))?;
+            .map_err(|e: crate::domain::trial::ParseStatusError| CliError::Usage(e.to_string()))?;
         filter = filter.status(st);
     }
     if let Some(n) = a.last {
@@ -199,7 +199,7 @@ fn print_detail(t: &TrialRow, stored_iters: usize) {
         t.iterations_seen
     );
     if let Some(s) = &t.summary
-        && let Ok(sum) = serde_json::from_value::<crate::run::summary::Summary>(s.clone())
+        && let Ok(sum) = serde_json::from_value::<crate::domain::trial::Summary>(s.clone())
     {
         super::parse_log::print_summary(&sum);
     }

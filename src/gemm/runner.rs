@@ -5,8 +5,8 @@
 use super::stage::{self, StagePlan};
 use super::status::{Comparison, TuneLayout};
 use crate::config::{Experiment, LoadOptions};
+use crate::domain::trial::TrialResult;
 use crate::run::profile::Profile;
-use crate::run::summary::TrialResult;
 use crate::run::trial::{self, TrialError, TrialEvent, TrialOptions};
 use crate::store::Store;
 use std::path::{Path, PathBuf};
@@ -32,7 +32,11 @@ pub struct StageRun {
 
 impl StageRun {
     pub fn completed(&self) -> bool {
-        !self.trials.is_empty() && self.trials.iter().all(|t| t.status == "completed")
+        !self.trials.is_empty()
+            && self
+                .trials
+                .iter()
+                .all(|t| t.status == crate::domain::trial::TrialStatus::Completed)
     }
 }
 
@@ -132,7 +136,8 @@ pub async fn run_stage(
             topts.env = base_env;
             let baseline =
                 trial::run_trial(exp, load, store, &topts, events.clone(), cancel.clone()).await?;
-            let go_on = baseline.status == "completed" && !*cancel.borrow();
+            let go_on = baseline.status == crate::domain::trial::TrialStatus::Completed
+                && !*cancel.borrow();
             run.trials.push(baseline);
             if go_on {
                 topts.env = tuned_env;
@@ -210,7 +215,7 @@ pub fn measured_rate(store: &Store, experiment: &Path) -> Option<f64> {
             .ok()?;
         let t = trials
             .iter()
-            .find(|t| t.status == crate::store::TrialStatus::Completed)?;
+            .find(|t| t.status == crate::domain::trial::TrialStatus::Completed)?;
         (shapes > 0.0).then(|| t.wall_s.unwrap_or(0.0) * gpus / shapes)
     })
 }

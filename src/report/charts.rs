@@ -619,7 +619,7 @@ fn throughput<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, r: &Report) -> 
                     Metric::StepMs => format!("{v:.1} ms"),
                     Metric::TokensPerS => grouped(*v),
                 };
-                if row.verdict == "tie" {
+                if row.verdict == crate::domain::study::VerdictKind::Tie {
                     text.push_str(" (tie)");
                 }
                 chart.draw_series(std::iter::once(
@@ -647,7 +647,9 @@ fn throughput<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, r: &Report) -> 
 /// Measured and predicted peak memory per candidate, with the capacity line.
 fn memory<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, r: &Report) -> DrawResult<(), DB> {
     let cap = r.capacity_gib;
-    let oom_without_peak = |x: &super::Row| x.verdict == "oom" && x.peak_gib.is_none();
+    let oom_without_peak = |x: &super::Row| {
+        x.verdict == crate::domain::study::VerdictKind::Oom && x.peak_gib.is_none()
+    };
     let mut items = Vec::new();
     if r.rows.iter().any(|x| x.peak_gib.is_some()) {
         items.push((Mark::Bar(BLUE_C), "measured peak per GPU".to_string()));

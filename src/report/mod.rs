@@ -7,11 +7,11 @@
 pub mod charts;
 mod text;
 
+use crate::domain::study::{CandidateRecord, StudyRecord, VerdictKind, settings};
+use crate::domain::study::{Knob, Overrides};
 use crate::store::TrialRow;
 use crate::telemetry::sampler::Snapshot;
 use crate::tune::space::Space;
-use crate::tune::study::{CandidateRecord, StudyRecord, settings};
-use crate::tune::types::{Knob, Overrides};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -35,7 +35,7 @@ pub struct Row {
     pub label: String,
     /// Every override, `k=v k=v`.
     pub settings: String,
-    pub verdict: String,
+    pub verdict: VerdictKind,
     pub why: String,
     pub n: usize,
     pub median_ms: Option<f64>,
@@ -72,15 +72,13 @@ impl Row {
 
     /// The verdict in a few words, for chart markers.
     pub fn short_verdict(&self) -> &str {
-        match self.verdict.as_str() {
-            "oom" => "OOM",
-            "ruled-out" => "ruled out",
-            "predicted-oom" => "predicted OOM",
-            "predicted-slower" => "predicted slower",
-            "illegal" => "illegal",
-            "failed" => "failed",
-            "not-run" => "not run",
-            other => other,
+        match self.verdict {
+            VerdictKind::Oom => "OOM",
+            VerdictKind::RuledOut => "ruled out",
+            VerdictKind::PredictedOom => "predicted OOM",
+            VerdictKind::PredictedSlower => "predicted slower",
+            VerdictKind::NotRun => "not run",
+            other => other.as_str(),
         }
     }
 }
@@ -303,7 +301,7 @@ pub fn build(i: &Inputs<'_>) -> Report {
                 id: c.id,
                 label,
                 settings: settings(&c.overrides),
-                verdict: c.verdict.clone(),
+                verdict: c.verdict,
                 why: c.why.clone(),
                 n: c.n,
                 median_ms: c.median_ms,
@@ -416,19 +414,18 @@ fn opt(v: Option<f64>, prec: usize) -> String {
 }
 
 /// Rank of a verdict in the evidence table.
-fn verdict_rank(v: &str) -> u8 {
+fn verdict_rank(v: VerdictKind) -> u8 {
     match v {
-        "winner" => 0,
-        "tie" => 1,
-        "slower" => 2,
-        "failed" => 3,
-        "oom" => 4,
-        "ruled-out" => 5,
-        "predicted-slower" => 6,
-        "predicted-oom" => 7,
-        "illegal" => 8,
-        "not-run" => 9,
-        _ => 10,
+        VerdictKind::Winner => 0,
+        VerdictKind::Tie => 1,
+        VerdictKind::Slower => 2,
+        VerdictKind::Failed => 3,
+        VerdictKind::Oom => 4,
+        VerdictKind::RuledOut => 5,
+        VerdictKind::PredictedSlower => 6,
+        VerdictKind::PredictedOom => 7,
+        VerdictKind::Illegal => 8,
+        VerdictKind::NotRun => 9,
     }
 }
 
@@ -444,8 +441,8 @@ impl Report {
     pub fn ranked(&self) -> Vec<&Row> {
         let mut v: Vec<&Row> = self.rows.iter().collect();
         v.sort_by(|a, b| {
-            verdict_rank(&a.verdict)
-                .cmp(&verdict_rank(&b.verdict))
+            verdict_rank(a.verdict)
+                .cmp(&verdict_rank(b.verdict))
                 .then(
                     a.median_ms
                         .unwrap_or(f64::INFINITY)
@@ -648,7 +645,7 @@ impl Report {
                 (Some(l), Some(h)) => format!("{l:.1}–{h:.1}"),
                 _ => "–".into(),
             };
-            let settings = if row.verdict == "winner" {
+            let settings = if row.verdict == VerdictKind::Winner {
                 format!("**{}**", cell(&row.settings))
             } else {
                 cell(&row.settings)
@@ -747,7 +744,7 @@ mod tests {
             overrides: [("micro_batch_size".to_string(), json!(mbs))]
                 .into_iter()
                 .collect(),
-            verdict: verdict.into(),
+            verdict: verdict.parse().unwrap(),
             why: format!("{verdict} because"),
             n: if median.is_some() { 12 } else { 0 },
             median_ms: median,

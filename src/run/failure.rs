@@ -22,7 +22,7 @@
 //! iteration line are preferred over earlier (survived) ones.
 
 use super::logparse::{iteration_number, strip_ansi};
-use super::types::{ExitInfo, Failure, FailureClass};
+use crate::domain::trial::{ExitInfo, Failure, FailureClass};
 use regex::Regex;
 use std::sync::LazyLock;
 

@@ -9,7 +9,7 @@
 //! all parse the same way. `X/Y` and `X (avg Y)` values give the instantaneous value and Primus'
 //! running average.
 
-use super::types::{Iteration, LogEvent, MemoryReport, TheoreticalMemory};
+use crate::domain::trial::{Iteration, LogEvent, MemoryReport, TheoreticalMemory};
 use regex::Regex;
 use std::borrow::Cow;
 use std::collections::HashSet;

@@ -8,6 +8,3 @@ pub mod proxy;
 pub mod steady;
 pub mod summary;
 pub mod trial;
-pub mod types;
-
-pub use types::*;

@@ -158,8 +158,8 @@ pub fn group_alive(pgid: i32) -> bool {
         return false;
     }
     let proc_root = Path::new("/proc");
-    crate::procfs::pids(proc_root).into_iter().any(|pid| {
-        crate::procfs::read_stat(&proc_root.join(pid.to_string()).join("stat"))
+    crate::util::procfs::pids(proc_root).into_iter().any(|pid| {
+        crate::util::procfs::read_stat(&proc_root.join(pid.to_string()).join("stat"))
             .is_some_and(|st| st.pgrp == pgid && !st.is_gone())
     })
 }

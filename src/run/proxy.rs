@@ -172,49 +172,13 @@ fn ceil_div(a: usize, b: usize) -> usize {
     a.div_ceil(b.max(1))
 }
 
-/// Expands Megatron's `moe_layer_freq` string form: `([0]*1+[1]*26)`, `[1]*27`, `[0,1]*4`.
-fn parse_layer_pattern(s: &str) -> Option<Vec<bool>> {
-    let s = s.trim().trim_start_matches('(').trim_end_matches(')');
-    let mut out = Vec::new();
-    for term in s.split('+') {
-        let (list, count) = match term.split_once('*') {
-            Some((l, c)) => (l.trim(), c.trim().parse::<usize>().ok()?),
-            None => (term.trim(), 1),
-        };
-        let inner = list.strip_prefix('[')?.strip_suffix(']')?;
-        let items: Vec<bool> = inner
-            .split(',')
-            .map(|x| x.trim().parse::<i64>().map(|n| n != 0))
-            .collect::<Result<_, _>>()
-            .ok()?;
-        for _ in 0..count.min(100_000) {
-            out.extend_from_slice(&items);
-        }
+/// The fraction of the real layers that are MoE layers (all of them when `moe_layer_freq` is
+/// unset or unreadable).
+fn moe_fraction(moe: &crate::megatron::Moe, layers: usize) -> f64 {
+    match moe.layer_pattern(layers as u64) {
+        Ok(p) if !p.is_empty() => p.iter().filter(|m| **m).count() as f64 / p.len() as f64,
+        _ => 1.0,
     }
-    (!out.is_empty()).then_some(out)
-}
-
-/// The fraction of the real layers that are MoE layers, from `moe_layer_freq` (default: all).
-fn moe_fraction(freq: Option<&Value>, layers: usize) -> f64 {
-    let pattern = match freq {
-        Some(Value::Number(n)) => {
-            let k = n.as_u64().unwrap_or(1).max(1) as usize;
-            (0..layers).map(|i| i % k == 0).collect()
-        }
-        Some(Value::Array(a)) => a
-            .iter()
-            .map(|x| x.as_f64().is_some_and(|x| x != 0.0))
-            .collect(),
-        Some(Value::String(s)) => match s.trim().parse::<usize>() {
-            Ok(k) => (0..layers).map(|i| i % k.max(1) == 0).collect(),
-            Err(_) => parse_layer_pattern(s).unwrap_or_default(),
-        },
-        _ => Vec::new(),
-    };
-    if pattern.is_empty() {
-        return 1.0;
-    }
-    pattern.iter().filter(|m| **m).count() as f64 / pattern.len() as f64
 }
 
 impl ProxyShape {
@@ -254,7 +218,11 @@ impl ProxyShape {
             .unwrap_or(hidden_real / heads_real)
             .max(1);
         let layers_real = param_usize(v, "num_layers").unwrap_or(24).max(1);
-        let ffn_real = param_usize(v, "ffn_hidden_size").unwrap_or(4 * hidden_real);
+        let typed = crate::megatron::Params::from_values(&crate::run::profile::read_resolved(v));
+        let ffn_real = typed.shape.ffn.map_or_else(
+            || crate::megatron::default_ffn(hidden_real as u64, typed.shape.swiglu) as usize,
+            |f| f as usize,
+        );
         let seq_real = param_usize(v, "seq_length").unwrap_or(2048);
         let micro_batch = param_usize(v, "micro_batch_size").unwrap_or(1).max(1);
         let global_batch = param_usize(v, "global_batch_size")
@@ -283,7 +251,10 @@ impl ProxyShape {
 
         let (experts, topk, moe_layers) = if experts_real > 0 {
             let experts = experts_real.min(MAX_EXPERTS.max(topk_real));
-            let frac = moe_fraction(param(v, "moe_layer_freq"), layers_real);
+            let frac = typed
+                .moe
+                .as_ref()
+                .map_or(1.0, |m| moe_fraction(m, layers_real));
             let moe_layers = ((frac * layers as f64).round() as usize).clamp(1, layers);
             (experts, topk_real.min(experts), moe_layers)
         } else {
@@ -728,7 +699,7 @@ fn softmax_backward_rows(p: &[f32], d: &mut [f32], cols: usize) {
 // ---------------------------------------------------------------------------------------------
 // Model
 
-use crate::rng::Rng;
+use crate::util::rng::Rng;
 
 /// A weight with its gradient and Adam moments.
 #[derive(Debug, Clone)]
@@ -2284,14 +2255,11 @@ mod tests {
         );
         let freq2 = json!({"num_experts": 8, "num_layers": 32, "moe_layer_freq": 2});
         assert_eq!(ProxyShape::from_resolved(&freq2).moe_layers, 2);
-        assert_eq!(
-            parse_layer_pattern("([0]*1+[1]*2)"),
-            Some(vec![false, true, true])
-        );
-        assert_eq!(
-            parse_layer_pattern("[1,0]*2"),
-            Some(vec![true, false, true, false])
-        );
+        let half = json!({"num_experts": 8, "num_layers": 32, "moe_layer_freq": "([0]*16+[1]*16)"});
+        assert_eq!(ProxyShape::from_resolved(&half).moe_layers, 2);
+        // SwiGLU without ffn_hidden_size: Megatron's default, as the memory model uses it.
+        let swiglu = json!({"hidden_size": 4096, "swiglu": true});
+        assert_eq!(ProxyShape::from_resolved(&swiglu).ffn, 10880 / 32);
     }
 
     #[test]

@@ -17,7 +17,7 @@
 //!
 //! Everything here is pure: no I/O, no clocks.
 
-use super::types::{Iteration, RunShape, SteadyStats};
+use crate::domain::trial::{Iteration, RunShape, SteadyStats};
 
 /// z for a two-sided 95 % interval.
 const Z95: f64 = 1.96;

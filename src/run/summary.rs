@@ -1,35 +1,7 @@
 //! The figures of a trial (or a log parsed offline): steady-state step statistics plus peak memory.
 
 use super::steady::{self, SteadyConfig};
-use super::types::{Failure, Iteration, MemoryReport, RunShape, SteadyStats};
-use serde::{Deserialize, Serialize};
-
-/// What `run --json` and `parse-log --json` print as `summary`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct Summary {
-    /// Iterations parsed (after de-duplication).
-    pub iterations: u64,
-    /// Steady-state samples used (after warm-up).
-    pub n: usize,
-    pub warmup: usize,
-    pub median_step_ms: Option<f64>,
-    /// Half-width of the 95 % CI of the median step time.
-    pub ci95_ms: Option<f64>,
-    pub ci95_low_ms: Option<f64>,
-    pub ci95_high_ms: Option<f64>,
-    pub cv: Option<f64>,
-    pub stable: Option<bool>,
-    pub tokens_per_s_per_gpu: Option<f64>,
-    pub tflops_per_gpu: Option<f64>,
-    /// Peak device memory seen (GiB) and where the figure comes from.
-    pub peak_mem_gib: Option<f64>,
-    pub peak_mem_source: Option<String>,
-    /// Last loss printed.
-    pub last_loss: Option<f64>,
-    /// Telemetry per GPU over the trial (empty when not sampled).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub telemetry: Vec<crate::telemetry::sampler::GpuSummary>,
-}
+use crate::domain::trial::{Iteration, MemoryReport, RunShape, SteadyStats, Summary};
 
 impl Summary {
     pub fn from_parts(
@@ -122,21 +94,4 @@ pub fn peak_memory(iters: &[Iteration], memory: &[MemoryReport]) -> (Option<f64>
         Some((v, s)) => (Some(v), Some(s)),
         None => (None, None),
     }
-}
-
-/// The result of one trial.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TrialResult {
-    pub trial_id: Option<i64>,
-    /// `completed`, `failed` or `stopped`.
-    pub status: String,
-    pub failure: Option<Failure>,
-    /// Why the runner ended it: `ci-target`, `max-iters`, `exited`, `max-seconds`, `hang`, `user`.
-    pub stop_reason: String,
-    pub exit_code: Option<i32>,
-    pub exit_signal: Option<i32>,
-    pub wall_s: f64,
-    pub trial_dir: Option<String>,
-    #[serde(flatten)]
-    pub summary: Summary,
 }

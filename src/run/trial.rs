@@ -7,13 +7,15 @@ use super::logparse::LogParser;
 use super::process::{self, Launch, Stream};
 use super::profile::{Profile, TrialContext, resolved_json};
 use super::steady::{self, SteadyConfig};
-use super::summary::{Summary, TrialResult};
-use super::types::{ExitInfo, Failure, FailureClass, Iteration, LogEvent, MemoryReport, RunShape};
 use crate::config::doc::YamlDoc;
 use crate::config::literal;
 use crate::config::overrides::Override;
 use crate::config::resolve::{Experiment, LoadOptions};
 use crate::config::value::Value;
+use crate::domain::trial::{
+    ExitInfo, Failure, FailureClass, Iteration, LogEvent, MemoryReport, RunShape,
+};
+use crate::domain::trial::{Summary, TrialResult};
 use crate::store::{NewTrial, Store, TrialEnd, TrialStatus};
 use crate::telemetry::host::Host;
 use crate::telemetry::sampler::{self, Sampler, SamplerConfig, Snapshot};
@@ -237,7 +239,7 @@ pub fn assets_dir() -> std::io::Result<PathBuf> {
     if source.join("proxy/proxy_torch.py").is_file() {
         return Ok(source);
     }
-    let root = crate::bundled::data_dir(&format!("assets-{}", env!("CARGO_PKG_VERSION")));
+    let root = crate::util::bundled::data_dir(&format!("assets-{}", env!("CARGO_PKG_VERSION")));
     let p = root.join("proxy/proxy_torch.py");
     // Not a user file: keep it equal to the shipped script.
     if std::fs::read_to_string(&p).ok().as_deref() != Some(TORCH_PROXY) {
@@ -595,7 +597,7 @@ pub async fn run_trial(
     )?;
     Ok(TrialResult {
         trial_id: Some(trial_id),
-        status: status.as_str().to_string(),
+        status,
         failure,
         stop_reason,
         exit_code: exit.code,

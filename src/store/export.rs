@@ -12,7 +12,7 @@ use super::Store;
 use super::error::{StoreError, StoreResult};
 use super::trials::class_name;
 use super::types::{TrialFilter, TrialRow};
-use crate::run::Iteration;
+use crate::domain::trial::Iteration;
 
 /// `field` quoted for CSV when it needs to be.
 pub fn csv_field(field: &str) -> Cow<'_, str> {

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::run::Iteration;
+use crate::domain::trial::Iteration;
 
 const NONFINITE_KEY: &str = "_nonfinite";
 

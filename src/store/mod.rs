@@ -19,7 +19,7 @@
 //! Timestamps are RFC 3339 UTC strings with milliseconds (`2025-01-31T09:15:02.120Z`, see
 //! [`rfc3339_utc`]); they sort as text. Paths are stored as text (lossily for non-UTF-8 paths).
 //! Failure classes are stored under their serde names (`oom`, `host-oom`, …). Iterations keep
-//! their complete [`Iteration`](crate::run::Iteration) as JSON, NaN and infinite values included (JSON has no NaN, so
+//! their complete [`Iteration`](crate::domain::trial::Iteration) as JSON, NaN and infinite values included (JSON has no NaN, so
 //! those go in a `_nonfinite` side object).
 
 mod error;

@@ -9,7 +9,7 @@ use super::iterdata;
 use super::time::now_rfc3339;
 use super::types::{NewTrial, TrialEnd, TrialFilter, TrialRow, TrialStatus, key_values};
 use super::{Ctx, Store, from_sql_u64, sql_u64};
-use crate::run::{Failure, FailureClass, Iteration, MemoryReport};
+use crate::domain::trial::{Failure, FailureClass, Iteration, MemoryReport};
 
 /// Columns of [`RawTrial`], in any order (read by name).
 const TRIAL_COLUMNS: &str = "id, study_id, status, created_at, started_at, finished_at, \

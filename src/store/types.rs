@@ -2,79 +2,13 @@
 //! JSON; key/value lists serialise as arrays of `{"key": …, "value": …}` objects, exactly as they
 //! are stored in the database.
 
-use std::fmt;
 use std::path::PathBuf;
-use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::run::{ExitInfo, Failure, SteadyStats};
-
-/// Where a trial stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TrialStatus {
-    /// Launched and not finished yet (or its runner died and nobody has noticed yet).
-    Running,
-    /// The measurement finished (including when the runner stopped the process on purpose
-    /// after enough iterations).
-    Completed,
-    /// The training process failed; the trial's `failure` says how.
-    Failed,
-    /// Stopped before the measurement was complete (by the user, or at a time limit).
-    Stopped,
-    /// The primus-tune process that ran it went away while it was running.
-    Interrupted,
-}
-
-impl TrialStatus {
-    pub const ALL: [TrialStatus; 5] = [
-        TrialStatus::Running,
-        TrialStatus::Completed,
-        TrialStatus::Failed,
-        TrialStatus::Stopped,
-        TrialStatus::Interrupted,
-    ];
-
-    /// The name stored in the `status` column (and used by serde).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TrialStatus::Running => "running",
-            TrialStatus::Completed => "completed",
-            TrialStatus::Failed => "failed",
-            TrialStatus::Stopped => "stopped",
-            TrialStatus::Interrupted => "interrupted",
-        }
-    }
-
-    /// Every status but `running`.
-    pub fn is_finished(self) -> bool {
-        self != TrialStatus::Running
-    }
-}
-
-impl fmt::Display for TrialStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// An unknown status name.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown trial status `{0}` (expected running, completed, failed, stopped or interrupted)")]
-pub struct ParseStatusError(pub String);
-
-impl FromStr for TrialStatus {
-    type Err = ParseStatusError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        TrialStatus::ALL
-            .into_iter()
-            .find(|st| st.as_str() == s)
-            .ok_or_else(|| ParseStatusError(s.to_owned()))
-    }
-}
+use crate::domain::trial::{ExitInfo, Failure, SteadyStats};
+pub use crate::domain::trial::{ParseStatusError, TrialStatus};
 
 /// What the run engine knows when it launches a trial.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

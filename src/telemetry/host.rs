@@ -2,30 +2,11 @@
 //! the resident memory and CPU use of one process group (the trial's). Reading procfs directly
 //! keeps the root injectable for tests and avoids a dependency for three files.
 
-use crate::procfs::{ProcFile, read_stat};
-use serde::{Deserialize, Serialize};
+pub use crate::domain::telemetry::{GroupUsage, HostSample};
+use crate::util::procfs::{ProcFile, read_stat};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct HostSample {
-    pub cpu_pct: Option<f64>,
-    pub ram_used_bytes: Option<u64>,
-    pub ram_total_bytes: Option<u64>,
-    /// The watched process group, when one is set.
-    pub group: Option<GroupUsage>,
-}
-
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct GroupUsage {
-    pub pgid: i32,
-    pub processes: usize,
-    pub rss_bytes: u64,
-    /// CPU use of the group since the previous sample, in percent of one core.
-    pub cpu_pct: Option<f64>,
-    pub pids: Vec<u32>,
-}
 
 pub struct Host {
     procfs: PathBuf,
@@ -112,7 +93,7 @@ impl Host {
             pgid,
             ..GroupUsage::default()
         };
-        for pid in crate::procfs::pids(&self.procfs) {
+        for pid in crate::util::procfs::pids(&self.procfs) {
             let Some(st) = read_stat(&self.procfs.join(pid.to_string()).join("stat")) else {
                 continue;
             };

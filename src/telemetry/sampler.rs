@@ -2,27 +2,15 @@
 //! per-process scan at a slower one, and hands snapshots to whoever listens through a bounded
 //! channel (a slow listener loses samples; the sampler never blocks on it).
 
-use super::host::{Host, HostSample};
-use super::types::{Backend, GpuInfo, GpuSample, ProcessSample};
-use serde::{Deserialize, Serialize};
+use super::host::Host;
+use super::types::{Backend, GpuInfo, GpuSample};
+use crate::domain::telemetry::HostSample;
+pub use crate::domain::telemetry::{GpuSummary, Snapshot};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc;
-
-/// One reading of everything.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct Snapshot {
-    /// Unix time in milliseconds.
-    pub ts_ms: u64,
-    pub gpus: Vec<GpuSample>,
-    /// Present on the samples where the (slower) process scan ran.
-    pub processes: Option<Vec<ProcessSample>>,
-    pub host: HostSample,
-    /// Wall time the sampler spent reading this snapshot, µs.
-    pub cost_us: u64,
-}
 
 #[derive(Debug, Clone, Copy)]
 pub struct SamplerConfig {
@@ -258,25 +246,6 @@ impl History {
     }
 }
 
-/// What a trial's telemetry adds to its summary, per GPU.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct GpuSummary {
-    pub gpu: u32,
-    pub samples: usize,
-    pub util_mean_pct: Option<f64>,
-    pub util_max_pct: Option<f64>,
-    pub vram_peak_bytes: Option<u64>,
-    /// Peak VRAM held by the trial's own processes on this GPU.
-    pub trial_vram_peak_bytes: Option<u64>,
-    pub power_mean_w: Option<f64>,
-    pub power_max_w: Option<f64>,
-    pub temp_max_c: BTreeMap<String, f64>,
-    pub sclk_min_mhz: Option<f64>,
-    pub sclk_median_mhz: Option<f64>,
-    pub throttled: bool,
-    pub throttle_reasons: Vec<String>,
-}
-
 /// Summarise a trial's snapshots; `pids` are the trial's processes (per-process VRAM).
 pub fn summarize(snaps: &[Snapshot], pids: &std::collections::BTreeSet<u32>) -> Vec<GpuSummary> {
     let mut by_gpu: BTreeMap<u32, Vec<&GpuSample>> = BTreeMap::new();
@@ -350,7 +319,7 @@ fn mean(v: &[f64]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::telemetry::types::TelemetryError;
+    use crate::telemetry::types::{ProcessSample, TelemetryError};
 
     /// A backend double at the hardware boundary: readings follow a script.
     struct Scripted {

@@ -5,14 +5,14 @@
 use super::keymap::{self, Action};
 use super::model::{ConfigView, FlagRow, PendingEdit, PlanView};
 use crate::config::catalog::{FlagType, Step};
+use crate::domain::study::StudyRecord;
+use crate::domain::trial::Iteration;
+use crate::domain::trial::{Summary, TrialResult};
 use crate::run::process::Stream;
-use crate::run::summary::{Summary, TrialResult};
 use crate::run::trial::TrialEvent;
-use crate::run::types::Iteration;
 use crate::store::TrialRow;
 use crate::telemetry::GpuInfo;
 use crate::telemetry::sampler::{History, Snapshot};
-use crate::tune::study::StudyRecord;
 use crossterm::event::KeyEvent;
 use std::collections::VecDeque;
 use std::path::PathBuf;

@@ -204,6 +204,6 @@ pub fn save(path: &Path, opts: &LoadOptions, pending: &[PendingEdit]) -> Result<
     Ok(format!(
         "saved {} change(s) to {}",
         plan.changes.len(),
-        crate::cli::display_path(path)
+        crate::util::paths::display_path(path)
     ))
 }

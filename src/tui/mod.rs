@@ -50,12 +50,12 @@ pub struct TuiOptions {
 
 /// Where the TUI writes its log (tracing), never the terminal.
 pub fn log_path() -> PathBuf {
-    crate::bundled::data_dir("logs").join("tui.log")
+    crate::util::bundled::data_dir("logs").join("tui.log")
 }
 
 /// The marker that says the tour was shown once.
 pub fn toured_marker() -> PathBuf {
-    crate::bundled::data_dir("state").join("toured")
+    crate::util::bundled::data_dir("state").join("toured")
 }
 
 fn init_logging() {
@@ -316,7 +316,7 @@ async fn event_loop(
                     if let Some(path) = &report
                         && app.config.is_some()
                     {
-                        let rss = crate::procfs::status_kb("VmHWM").unwrap_or(0);
+                        let rss = crate::util::procfs::status_kb("VmHWM").unwrap_or(0);
                         let text = format!(
                             "{{\"first_frame_ms\": {:.2}, \"rss_kb\": {rss}}}\n",
                             started.elapsed().as_secs_f64() * 1000.0
@@ -480,7 +480,7 @@ fn run_one(
     profile_name: &str,
     tx: &mpsc::Sender<Msg>,
     cancel: watch::Receiver<bool>,
-) -> Result<crate::run::summary::TrialResult, String> {
+) -> Result<crate::domain::trial::TrialResult, String> {
     let (exp, store, topts) = trial_setup(opts, profile_name)?;
     forwarding(tx, |etx| {
         trial::run_trial(&exp, &opts.load, &store, &topts, etx, cancel)
@@ -534,7 +534,7 @@ fn run_gemm_stage(
     profile_name: &str,
     tx: &mpsc::Sender<Msg>,
     cancel: watch::Receiver<bool>,
-) -> Result<(Box<crate::run::summary::TrialResult>, String), String> {
+) -> Result<(Box<crate::domain::trial::TrialResult>, String), String> {
     use crate::gemm::{runner, stage as gstage, status::TuneLayout};
     let (exp, store, topts) = trial_setup(opts, profile_name)?;
     let layout = TuneLayout::new(&exp.primus_root, &exp.path, &opts.load.env);

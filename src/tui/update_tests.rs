@@ -6,7 +6,7 @@ use super::load;
 use super::model::{PendingEdit, PlanView};
 use crate::config::LoadOptions;
 use crate::config::env::Env;
-use crate::run::summary::TrialResult;
+use crate::domain::trial::TrialResult;
 use crate::store::{TrialRow, TrialStatus};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use std::path::{Path, PathBuf};
@@ -245,7 +245,7 @@ fn quit_asks_while_a_trial_runs_and_waits_for_it_to_stop() {
     assert!(app.quitting);
     let done = TrialResult {
         trial_id: Some(1),
-        status: "stopped".into(),
+        status: crate::domain::trial::TrialStatus::Stopped,
         failure: None,
         stop_reason: "user".into(),
         exit_code: None,
@@ -504,7 +504,7 @@ fn check_value_types_by_the_catalog() {
 fn load_save_writes_the_edit_and_keeps_everything_else() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("examples");
-    crate::bundled::extract(&root).unwrap();
+    crate::util::bundled::extract(&root).unwrap();
     let path = root.join("experiments/moe_16B-BF16-pretrain.yaml");
     let before = std::fs::read_to_string(&path).unwrap();
     let pending = vec![PendingEdit {
@@ -568,7 +568,7 @@ fn a_message_lasts_until_the_next_key() {
 
 #[test]
 fn sweep_screen_starts_only_applicable_spaces_and_applies_the_pick() {
-    use crate::tune::study::{CandidateRecord, StudyRecord};
+    use crate::domain::study::{CandidateRecord, StudyRecord};
     let mut app = loaded_app();
     key(&mut app, KeyCode::Char('5'));
     assert_eq!(app.tab, Tab::Sweep);
@@ -603,7 +603,7 @@ fn sweep_screen_starts_only_applicable_spaces_and_applies_the_pick() {
         )]
         .into_iter()
         .collect(),
-        verdict: verdict.into(),
+        verdict: verdict.parse().unwrap(),
         why: String::new(),
         n: 10,
         median_ms: Some(100.0),
@@ -705,7 +705,7 @@ fn n_on_the_gemm_step_runs_the_next_stage_with_a_real_profile() {
         Msg::GemmDone(Ok((
             Box::new(TrialResult {
                 trial_id: Some(2),
-                status: "completed".into(),
+                status: crate::domain::trial::TrialStatus::Completed,
                 failure: None,
                 stop_reason: "max-iters".into(),
                 exit_code: Some(0),

@@ -16,6 +16,7 @@
 //! What no closed form sees (allocator, RCCL, workspaces) is left to [`Calibration`].
 
 use crate::config::value::Value;
+use crate::megatron;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 
@@ -56,11 +57,6 @@ fn or(p: &Params, key: &str, default: f64) -> f64 {
     num(p, key).filter(|x| *x > 0.0).unwrap_or(default)
 }
 
-/// A parallel size: absent or null means 1.
-fn size(p: &Params, key: &str) -> f64 {
-    or(p, key, 1.0).max(1.0).floor()
-}
-
 fn on(p: &Params, key: &str) -> bool {
     p.get(key).is_some_and(Value::truthy)
 }
@@ -94,43 +90,6 @@ fn vocab(p: &Params, t: f64, notes: &mut Vec<String>) -> Result<f64, String> {
     Ok((raw / multiple).ceil() * multiple)
 }
 
-/// Which layers are MoE, from `moe_layer_freq`: an int k (every k-th), a 0/1 list, or Megatron's
-/// Python string such as `([0]*1+[1]*26)`.
-fn moe_pattern(p: &Params, layers: usize) -> Result<Vec<bool>, String> {
-    let pattern = match p.get("moe_layer_freq") {
-        None | Some(Value::Null) => Some(vec![true; layers]),
-        Some(Value::Int(k)) if *k >= 1 => Some((0..layers).map(|i| i % *k as usize == 0).collect()),
-        Some(Value::List(xs)) => xs.iter().map(|x| x.as_i64().map(|i| i != 0)).collect(),
-        Some(Value::Str(s)) => parse_pattern(s),
-        Some(_) => None,
-    };
-    match pattern {
-        Some(v) if v.len() == layers => Ok(v),
-        Some(v) => Err(format!("`moe_layer_freq` has {} entries", v.len())),
-        None => Err("cannot read `moe_layer_freq` (e.g. 1, [0,1,1], ([0]*1+[1]*26))".into()),
-    }
-}
-
-fn parse_pattern(s: &str) -> Option<Vec<bool>> {
-    let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
-    let mut out = Vec::new();
-    for term in s.trim_start_matches('(').trim_end_matches(')').split('+') {
-        let (list, times) = match term.rsplit_once('*') {
-            Some((l, n)) => (l, n.parse::<usize>().ok().filter(|n| *n <= 1 << 20)?),
-            None => (term, 1),
-        };
-        let inner = list.strip_prefix('[')?.strip_suffix(']')?;
-        let one = |x: &str| x.parse::<i64>().ok().map(|i| i != 0);
-        let items: Vec<bool> = inner
-            .split(',')
-            .filter(|x| !x.is_empty())
-            .map(one)
-            .collect::<Option<_>>()?;
-        out.extend(items.iter().cycle().take(items.len() * times));
-    }
-    Some(out)
-}
-
 /// The layers of the first pipeline stage, one range per virtual (interleaved) chunk.
 fn stage0_chunks(layers: usize, pp: usize, vpp: usize) -> Vec<Range<usize>> {
     let per = layers.div_ceil(pp * vpp).max(1);
@@ -150,46 +109,41 @@ enum Recompute {
     Ids(BTreeSet<usize>),
 }
 
-/// A list given as a YAML list or as a comma-separated string (`"0,3,4"`), item by item.
-fn items(v: &Value) -> Vec<String> {
-    match v {
-        Value::List(xs) => xs.iter().flat_map(items).collect(),
-        Value::Str(s) => s.split(',').map(|x| x.trim().to_string()).collect(),
-        Value::Int(i) => vec![i.to_string()],
-        _ => Vec::new(),
-    }
-}
-
 const SELECTIVE: &str = "core_attn mlp layernorm moe moe_act shared_experts";
 
-fn recompute(p: &Params, notes: &mut Vec<String>) -> Result<Recompute, String> {
-    let list = |key: &str| p.get(key).filter(|v| !v.is_null()).map(items);
-    let n = || need(p, "recompute_num_layers").map(|n| n as usize);
-    match (
-        text(p, "recompute_granularity"),
-        text(p, "recompute_method"),
-    ) {
-        (None, _) => Ok(Recompute::Stored(BTreeSet::new())),
-        (Some("selective"), _) => {
-            let modules = list("recompute_modules").unwrap_or(vec!["core_attn".into()]);
+fn recompute(rc: &megatron::Recompute, notes: &mut Vec<String>) -> Result<Recompute, String> {
+    let need_n = |n: &Option<u64>| {
+        n.filter(|n| *n >= 1)
+            .map(|n| n as usize)
+            .ok_or("missing `recompute_num_layers` (a positive number)".to_string())
+    };
+    match rc {
+        megatron::Recompute::None => Ok(Recompute::Stored(BTreeSet::new())),
+        megatron::Recompute::Selective(modules) => {
             for m in modules
                 .iter()
                 .filter(|m| !SELECTIVE.split(' ').any(|k| k == *m))
             {
                 notes.push(format!("selective recompute of `{m}` not modeled (kept)"));
             }
-            Ok(Recompute::Stored(modules.into_iter().collect()))
+            Ok(Recompute::Stored(modules.iter().cloned().collect()))
         }
-        (Some("full"), _) if list("recompute_layer_ids").is_some() => {
-            let ids = list("recompute_layer_ids").unwrap_or_default();
+        megatron::Recompute::Full {
+            layer_ids: Some(ids),
+            ..
+        } => {
             let ids: Result<_, _> = ids.iter().map(|x| x.parse::<usize>()).collect();
             let ids = ids.map_err(|_| "cannot read `recompute_layer_ids`".to_string())?;
             Ok(Recompute::Ids(ids))
         }
-        (Some("full"), Some("uniform")) => Ok(Recompute::Uniform(n()?)),
-        (Some("full"), Some("block")) => Ok(Recompute::Block(n()?)),
-        (Some("full"), _) => Err("missing `recompute_method` (uniform or block)".into()),
-        (Some(g), _) => Err(format!("unknown recompute_granularity `{g}`")),
+        megatron::Recompute::Full {
+            method, num_layers, ..
+        } => match method.as_deref() {
+            Some("uniform") => Ok(Recompute::Uniform(need_n(num_layers)?)),
+            Some("block") => Ok(Recompute::Block(need_n(num_layers)?)),
+            _ => Err("missing `recompute_method` (uniform or block)".into()),
+        },
+        megatron::Recompute::Unknown(g) => Err(format!("unknown recompute_granularity `{g}`")),
     }
 }
 
@@ -210,33 +164,24 @@ pub fn estimate(
     let heads = need(p, "num_attention_heads")?;
     let s = need(p, "seq_length")?;
     let b = need(p, "micro_batch_size")?;
-    let swiglu = on(p, "swiglu");
+    let mp = megatron::Params::from_values(p);
+    let swiglu = mp.shape.swiglu;
     let (gl, glu) = if swiglu { (1.5, 2.0) } else { (1.0, 1.0) }; // params, fc1 outputs per F
-    let f = or(
-        p,
-        "ffn_hidden_size",
-        if swiglu {
-            (8.0 * h / 192.0).floor() * 64.0
-        } else {
-            4.0 * h
-        },
-    );
+    let f = mp.shape.ffn.map_or(4.0 * h, |f| f as f64);
     let kv = or(p, "kv_channels", h / heads);
     let gqa = on(p, "group_query_attention");
     let q_groups = or(p, "num_query_groups", 1.0); // Megatron's default with GQA
     let groups = if gqa { q_groups } else { heads };
     let rms = text(p, "normalization") == Some("RMSNorm");
     let norm = if rms { 1.0 } else { 2.0 }; // weight (+ bias)
-    let t = size(p, "tensor_model_parallel_size");
-    let pp = size(p, "pipeline_model_parallel_size");
-    let cp = size(p, "context_parallel_size");
-    let ep = size(p, "expert_model_parallel_size");
-    let etp = or(p, "expert_tensor_parallel_size", t);
-    let per_vstage = num(p, "num_layers_per_virtual_pipeline_stage").filter(|n| *n >= 1.0);
-    let vpp_default = per_vstage.map_or(1.0, |n| (layers as f64 / (pp * n)).floor());
-    let vpp = or(p, "virtual_pipeline_model_parallel_size", vpp_default);
-    let vpp = vpp.max(1.0).floor();
-    let sp = on(p, "sequence_parallel") && t > 1.0; // Megatron turns SP off at TP 1
+    let par = mp.parallelism;
+    let t = par.tp as f64;
+    let pp = par.pp as f64;
+    let cp = par.cp as f64;
+    let ep = par.ep as f64;
+    let etp = par.etp as f64;
+    let vpp = par.vpp.unwrap_or(1) as f64;
+    let sp = par.sequence_parallel;
     let spd = if sp { t } else { 1.0 }; // divides the LayerNorm/dropout region
     let vocab = vocab(p, t, &mut notes)?;
     let w = world_size as f64;
@@ -249,15 +194,16 @@ pub fn estimate(
     }
 
     // Mixture of experts.
-    let experts = num(p, "num_experts").filter(|e| *e >= 1.0);
-    let pattern = match experts {
-        Some(_) => moe_pattern(p, layers)?,
+    let moe = mp.moe.as_ref();
+    let experts = moe.map(|m| m.experts as f64);
+    let pattern = match moe {
+        Some(m) => m.layer_pattern(layers as u64).map_err(|e| e.to_string())?,
         None => vec![false; layers],
     };
     let e = experts.unwrap_or(0.0);
-    let f_moe = or(p, "moe_ffn_hidden_size", f);
-    let f_sh = or(p, "moe_shared_expert_intermediate_size", 0.0);
-    let topk = or(p, "moe_router_topk", 2.0);
+    let f_moe = moe.and_then(|m| m.ffn).map_or(f, |x| x as f64);
+    let f_sh = moe.map_or(0.0, |m| m.shared_ffn as f64);
+    let topk = moe.map_or(2.0, |m| m.topk as f64);
     if experts.is_some() && (edp < 1.0 || edp.fract() != 0.0) {
         return Err(format!(
             "world size {world_size} not divisible by ETP×EP×PP {experts_group}"
@@ -344,7 +290,7 @@ pub fn estimate(
         }
         x
     };
-    let rc = recompute(p, &mut notes)?;
+    let rc = recompute(&mp.recompute, &mut notes)?;
     let ckpt = seq(2.0 * th); // a full-recompute checkpoint: the layer input
     let none = BTreeSet::new();
     // (stored bytes of one microbatch over the stage's layers, working set of one recompute)
@@ -713,16 +659,6 @@ mod tests {
         assert!(err(&tiny(), "tensor_model_parallel_size=2", 3).contains("TP×PP×CP 2"));
         let e = err(&tiny_moe(), "moe_layer_freq=[1]*3", 8);
         assert!(e.contains("3 entries"), "{e}");
-        let pat = parse_pattern("([0]*1+[1]*26)").unwrap();
-        assert_eq!(
-            (pat.len(), pat[0], pat[1], pat[26]),
-            (27, false, true, true)
-        );
-        assert_eq!(
-            parse_pattern("[1,0]*2"),
-            Some(vec![true, false, true, false])
-        );
-        assert_eq!(parse_pattern("[1]*x"), None);
     }
 
     /// A small config picked by one number (mixed radix): h, L, TP, PP, VPP, dense or MoE

@@ -11,6 +11,3 @@ pub mod search;
 pub mod space;
 pub mod study;
 pub mod sweep;
-pub mod types;
-
-pub use types::*;

@@ -14,9 +14,9 @@
 //! GPU count is the same for every candidate, so ratios do not depend on it).
 
 use super::search::{Runner, SearchConfig, SearchResult, search};
-use super::types::{Candidate, Knob, MemoryTrend, Outcome, Overrides};
+use crate::domain::study::{Candidate, Knob, MemoryTrend, Outcome, Overrides};
+use crate::domain::trial::Iteration;
 use crate::run::steady::{SteadyConfig, should_stop};
-use crate::run::types::Iteration;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -512,7 +512,7 @@ pub fn replay(table: &ReplayTable, cfg: &SearchConfig) -> ReplayReport {
     }
 }
 
-use crate::rng::Rng;
+use crate::util::rng::Rng;
 
 /// Recorded iterations per synthetic candidate (warm-up included).
 pub const SYNTHETIC_ITERS: usize = 300;

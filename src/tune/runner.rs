@@ -5,11 +5,11 @@
 
 use super::search::Runner;
 use super::space::as_overrides;
-use super::types::{Candidate, Outcome, Overrides};
 use crate::config::{Experiment, LoadOptions};
-use crate::run::summary::TrialResult;
+use crate::domain::study::{Candidate, Outcome, Overrides};
+use crate::domain::trial::FailureClass;
+use crate::domain::trial::TrialResult;
 use crate::run::trial::{self, TrialEvent, TrialOptions};
-use crate::run::types::FailureClass;
 use crate::store::{Store, TrialFilter, TrialRow, TrialStatus};
 use tokio::sync::{mpsc, watch};
 

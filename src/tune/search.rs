@@ -63,7 +63,7 @@
 //! Every decision is written to [`SearchResult::log`], one line each, for the report.
 
 use super::memory::Calibration;
-use super::types::{Candidate, Knob, MemoryTrend, Outcome};
+use crate::domain::study::{Candidate, Knob, MemoryTrend, Outcome};
 use crate::run::steady::median_ci95;
 use serde::Serialize;
 use std::cmp::Ordering;
@@ -1273,7 +1273,7 @@ fn finish(s: Search<'_>, contenders: &[usize]) -> SearchResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tune::Overrides;
+    use crate::domain::study::Overrides;
     use proptest::prelude::*;
     use std::collections::BTreeSet;
 

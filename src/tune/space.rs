@@ -3,11 +3,11 @@
 //! verdict on the experiment with the candidate's overrides applied as Primus applies command-line
 //! overrides: a candidate is illegal when it brings a lint error the base config does not have.
 
-use super::types::{Candidate, Knob, Overrides};
 use crate::config::catalog::json_to_value;
 use crate::config::diag::Severity;
 use crate::config::overrides::Override;
 use crate::config::{Experiment, LoadOptions, lint};
+use crate::domain::study::{Candidate, Knob, Overrides};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -62,7 +62,7 @@ impl Space {
         let m = exp.main_module();
         let int = |k: &str| m.value(k).and_then(|v| v.as_i64()).unwrap_or(0);
         let on = |k: &str| m.value(k).is_some_and(|v| v.truthy());
-        let moe = int("num_experts") > 0;
+        let moe = crate::megatron::Params::from_values(&m.values()).is_moe();
         match self.requires.as_deref() {
             Some("megatron") if !m.is_megatron() => {
                 Some(format!("`{}` is for Megatron configs", self.name))

@@ -3,74 +3,36 @@
 
 use super::search::{SearchResult, Verdict};
 use super::space::Space;
-use super::types::Candidate;
-use serde::{Deserialize, Serialize};
+use crate::domain::study::{Candidate, CandidateRecord, StudyRecord, VerdictKind};
 use std::collections::BTreeMap;
 
-fn gib(b: f64) -> f64 {
-    b / (1u64 << 30) as f64
-}
-
-/// What a study stores (in its notes) once the search has ended.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct StudyRecord {
-    pub space: String,
-    pub config: String,
-    pub profile: String,
-    pub gpus: u64,
-    pub capacity_bytes: Option<f64>,
-    pub candidates: Vec<CandidateRecord>,
-    pub pick: Option<usize>,
-    pub gpu_seconds: f64,
-    pub trials: usize,
-    pub log: Vec<String>,
-    /// Mean relative error of the calibrated memory model on the measured candidates.
-    pub memory_error: Option<f64>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct CandidateRecord {
-    pub id: usize,
-    pub overrides: BTreeMap<String, serde_json::Value>,
-    /// `winner`, `tie`, `slower`, `oom`, `ruled-out`, `predicted-oom`, `predicted-slower`,
-    /// `illegal`, `failed`, `not-run`.
-    pub verdict: String,
-    /// Why, in words (slower by X ± Y %, OOM, ruled out by candidate N, ...).
-    pub why: String,
-    pub n: usize,
-    pub median_ms: Option<f64>,
-    pub ci_low_ms: Option<f64>,
-    pub ci_high_ms: Option<f64>,
-    pub peak_memory_bytes: Option<u64>,
-    /// The memory model's calibrated prediction.
-    pub predicted_bytes: Option<f64>,
-}
-
-fn verdict_text(v: &Verdict) -> (String, String) {
+fn verdict_text(v: &Verdict) -> (VerdictKind, String) {
     match v {
         Verdict::Winner => (
-            "winner".into(),
+            VerdictKind::Winner,
             "fastest (ties broken by cost order)".into(),
         ),
         Verdict::Tie { with } => (
-            "tie".into(),
+            VerdictKind::Tie,
             format!("within the noise of candidate {with}, which is cheaper or faster"),
         ),
         Verdict::Slower { pct, ci_pct } => (
-            "slower".into(),
+            VerdictKind::Slower,
             format!("slower by {pct:.1} ± {ci_pct:.1} %"),
         ),
-        Verdict::Oom => ("oom".into(), "ran out of GPU memory".into()),
+        Verdict::Oom => (VerdictKind::Oom, "ran out of GPU memory".into()),
         Verdict::RuledOut { by, reason } => (
-            "ruled-out".into(),
+            VerdictKind::RuledOut,
             format!("not run: needs more memory than candidate {by}, which ran out ({reason})"),
         ),
-        Verdict::PredictedOom { reason } => ("predicted-oom".into(), format!("not run: {reason}")),
-        Verdict::PredictedSlower { reason } => {
-            ("predicted-slower".into(), format!("not run: {reason}"))
+        Verdict::PredictedOom { reason } => {
+            (VerdictKind::PredictedOom, format!("not run: {reason}"))
         }
-        Verdict::Failed(why) => ("failed".into(), why.clone()),
-        Verdict::NotRun => ("not-run".into(), "the budget ended first".into()),
+        Verdict::PredictedSlower { reason } => {
+            (VerdictKind::PredictedSlower, format!("not run: {reason}"))
+        }
+        Verdict::Failed(why) => (VerdictKind::Failed, why.clone()),
+        Verdict::NotRun => (VerdictKind::NotRun, "the budget ended first".into()),
     }
 }
 
@@ -92,9 +54,9 @@ pub fn record(
         .zip(legal)
         .map(|(c, l)| {
             let (verdict, why) = match (l, verdicts.get(&c.id)) {
-                (Err(e), _) => ("illegal".to_string(), e.clone()),
+                (Err(e), _) => (VerdictKind::Illegal, e.clone()),
                 (Ok(()), Some(v)) => verdict_text(v),
-                (Ok(()), None) => ("not-run".into(), "not reached".into()),
+                (Ok(()), None) => (VerdictKind::NotRun, "not reached".into()),
             };
             let ev = r.evidence.get(&c.id);
             CandidateRecord {
@@ -143,72 +105,6 @@ pub fn mean_relative_error(pairs: impl Iterator<Item = (f64, f64)>) -> Option<(f
         let e: f64 = ok.iter().map(|(p, m)| ((p - m) / m).abs()).sum();
         (e / ok.len() as f64, ok.len())
     })
-}
-
-/// `k=v k=v` of a candidate, short.
-pub fn settings(o: &BTreeMap<String, serde_json::Value>) -> String {
-    o.iter()
-        .map(|(k, v)| {
-            format!(
-                "{k}={}",
-                if v.is_null() {
-                    "null".into()
-                } else {
-                    v.to_string().trim_matches('"').to_string()
-                }
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-pub fn print_record(name: &str, r: &StudyRecord) {
-    println!(
-        "study {name}: {} trial(s), {:.1} GPU-minutes",
-        r.trials,
-        r.gpu_seconds / 60.0
-    );
-    match r.pick.and_then(|p| r.candidates.iter().find(|c| c.id == p)) {
-        Some(c) => println!(
-            "pick: {} — median {:.1} ms (95 % CI {:.1}–{:.1}, n {})",
-            settings(&c.overrides),
-            c.median_ms.unwrap_or(f64::NAN),
-            c.ci_low_ms.unwrap_or(f64::NAN),
-            c.ci_high_ms.unwrap_or(f64::NAN),
-            c.n
-        ),
-        None => println!("no candidate produced a measurement"),
-    }
-    println!(
-        "{:>3}  {:<13} {:>9} {:>17} {:>4} {:>9} {:>9}  settings / why",
-        "id", "verdict", "median ms", "95% CI ms", "n", "peak GiB", "pred GiB"
-    );
-    for c in &r.candidates {
-        let ci = match (c.ci_low_ms, c.ci_high_ms) {
-            (Some(l), Some(h)) => format!("{l:.1}–{h:.1}"),
-            _ => "-".into(),
-        };
-        println!(
-            "{:>3}  {:<13} {:>9} {:>17} {:>4} {:>9} {:>9}  {} · {}",
-            c.id,
-            c.verdict,
-            c.median_ms.map_or("-".into(), |m| format!("{m:.1}")),
-            ci,
-            c.n,
-            c.peak_memory_bytes
-                .map_or("-".into(), |b| format!("{:.2}", gib(b as f64))),
-            c.predicted_bytes
-                .map_or("-".into(), |b| format!("{:.2}", gib(b))),
-            settings(&c.overrides),
-            c.why
-        );
-    }
-    if let Some(e) = r.memory_error {
-        println!(
-            "memory model vs measured: mean error {:.1} % over the measured candidates",
-            100.0 * e
-        );
-    }
 }
 
 #[cfg(test)]

@@ -6,9 +6,10 @@ use super::memory::{self, Calibration};
 use super::runner::{Progress, TrialRunner};
 use super::search::{self, SearchConfig};
 use super::space::{self, Space};
-use super::study::{StudyRecord, record};
-use super::types::Candidate;
+use super::study::record;
 use crate::config::{Experiment, LoadOptions};
+use crate::domain::study::Candidate;
+use crate::domain::study::StudyRecord;
 use crate::run::profile;
 use crate::run::trial::{self, TelemetrySetup, TrialOptions};
 use crate::store::Store;
@@ -129,7 +130,12 @@ pub fn run_sweep(
             let s = store
                 .study_by_name(name)
                 .map_err(|e| e.to_string())?
-                .ok_or_else(|| format!("no study `{name}` in {}", crate::cli::display_path(&db)))?;
+                .ok_or_else(|| {
+                    format!(
+                        "no study `{name}` in {}",
+                        crate::util::paths::display_path(&db)
+                    )
+                })?;
             let space: Space = s
                 .space
                 .clone()
@@ -144,7 +150,10 @@ pub fn run_sweep(
                 .ok_or("a space is needed (or a study to resume)")?;
             let space = space::find(name, space::user_dir().as_deref())?;
             if let Some(why) = space.not_applicable(exp) {
-                return Err(format!("{}: {why}", crate::cli::display_path(&exp.path)));
+                return Err(format!(
+                    "{}: {why}",
+                    crate::util::paths::display_path(&exp.path)
+                ));
             }
             let study = req.name.clone().unwrap_or_else(|| {
                 format!(
@@ -163,7 +172,10 @@ pub fn run_sweep(
         }
     };
     if let Some(why) = space.not_applicable(exp) {
-        return Err(format!("{}: {why}", crate::cli::display_path(&exp.path)));
+        return Err(format!(
+            "{}: {why}",
+            crate::util::paths::display_path(&exp.path)
+        ));
     }
     let prof =
         profile::find(&req.profile, profile::user_dir().as_deref()).map_err(|e| e.to_string())?;

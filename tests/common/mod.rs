@@ -18,7 +18,7 @@ pub struct Setup {
 pub fn setup(profile: &str, workload: &str, space: &str) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("ex");
-    primus_tune::bundled::extract(&root).unwrap();
+    primus_tune::util::bundled::extract(&root).unwrap();
     let exp = root.join("experiments/llama3_8B-BF16-pretrain.yaml");
     let config_home = dir.path().join("config");
     let profiles = config_home.join("primus-tune/profiles");

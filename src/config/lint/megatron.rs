@@ -16,6 +16,25 @@ pub(super) fn check(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     optimizer(cx, out);
     recompute(cx, out);
     ep_overlap(cx, out);
+    moe_layers(cx, out);
+}
+
+/// `moe_layer_freq` must give one entry per layer (Megatron asserts it at start-up).
+fn moe_layers(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
+    let (Some(moe), Some(layers)) = (&cx.params.moe, cx.params.shape.layers) else {
+        return;
+    };
+    if let Err(e) = moe.layer_pattern(layers) {
+        out.push(
+            cx.diag(
+                Severity::Error,
+                "moe-layer-freq",
+                "moe_layer_freq",
+                format!("{e}; Megatron refuses it at start-up"),
+            )
+            .hint("an int k (every k-th layer), or one 0/1 entry per layer such as ([0]*1+[1]*26)"),
+        );
+    }
 }
 
 /// Sync-free stage as set (0 when missing or not an int).
@@ -418,8 +437,8 @@ fn recompute(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     let num = cx.int("recompute_num_layers");
     let ids = cx.value("recompute_layer_ids");
     let has_ids = !ids.is_null();
-    let layers = cx.int("num_layers");
-    let pp = cx.int_or("pipeline_model_parallel_size", 1).max(1);
+    let layers = cx.params.shape.layers.map(|l| l as i64);
+    let pp = cx.params.parallelism.pp as i64;
     match gran {
         Some("full") if !has_ids => {
             if !matches!(method, Some("uniform" | "block")) {
@@ -444,8 +463,8 @@ fn recompute(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
                     .hint("set `recompute_num_layers` (1 .. layers per pipeline stage)"),
                 ),
                 Some(n) => {
-                    if let Some(l) = layers {
-                        let per_stage = (l / pp).max(1);
+                    if let (Some(l), Some(per_stage)) = (layers, cx.params.layers_per_stage()) {
+                        let per_stage = per_stage as i64;
                         if n < 1 || n > per_stage {
                             out.push(cx.diag(
                                 Severity::Error,

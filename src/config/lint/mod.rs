@@ -76,6 +76,8 @@ pub(crate) struct Ctx<'a> {
     pub launch_env: &'a Env,
     pub catalog: &'a Catalog,
     pub backend: Option<Backend>,
+    /// The module's Megatron parameters, typed (parallelism, shape, MoE layers, recompute).
+    pub params: crate::megatron::Params,
 }
 
 impl<'a> Ctx<'a> {
@@ -91,6 +93,7 @@ impl<'a> Ctx<'a> {
             launch_env: env,
             catalog,
             backend: Backend::from_framework(&module.framework),
+            params: crate::megatron::Params::from_values(&module.values()),
         }
     }
 

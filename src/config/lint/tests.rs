@@ -371,3 +371,23 @@ fn dropped_model_values_are_reported() {
     assert!(w.location.as_ref().unwrap().file.ends_with("tiny.yaml"));
     assert_eq!(w.location.as_ref().unwrap().line, 7);
 }
+
+#[test]
+fn moe_layer_freq_needs_one_entry_per_layer() {
+    // The tiny model has 8 layers.
+    assert!(!has("num_experts: 4\nmoe_layer_freq: 2", "moe-layer-freq"));
+    assert!(!has(
+        "num_experts: 4\nmoe_layer_freq: \"([0]*1+[1]*7)\"",
+        "moe-layer-freq"
+    ));
+    assert!(has(
+        "num_experts: 4\nmoe_layer_freq: \"([0]*1+[1]*26)\"",
+        "moe-layer-freq"
+    ));
+    assert!(has(
+        "num_experts: 4\nmoe_layer_freq: [1, 0]",
+        "moe-layer-freq"
+    ));
+    // Dense models ignore it.
+    assert!(!has("moe_layer_freq: [1, 0]", "moe-layer-freq"));
+}

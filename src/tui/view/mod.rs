@@ -114,7 +114,7 @@ fn draw_file_line(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     }
     // The path gives way first (its start), the figures after it must stay visible; the model
     // preset's name goes when even the experiment's file name would be cut.
-    let path = crate::cli::display_path(&c.path);
+    let path = crate::util::paths::display_path(&c.path);
     let name_w = c
         .path
         .file_name()
@@ -207,7 +207,7 @@ pub fn num(v: Option<f64>, prec: usize, unit: &str) -> String {
 }
 
 /// The short name of a failure class, as stored (`oom`, `nccl`, ...).
-pub fn class_name(c: crate::run::types::FailureClass) -> String {
+pub fn class_name(c: crate::domain::trial::FailureClass) -> String {
     serde_json::to_value(c)
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))

@@ -147,7 +147,9 @@ fn draw_head(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
                 (None, None) => "running".into(),
             };
             let style = match &t.result {
-                Some(Ok(r)) if r.status == "completed" => theme.ok(),
+                Some(Ok(r)) if r.status == crate::domain::trial::TrialStatus::Completed => {
+                    theme.ok()
+                }
                 Some(_) => theme.error(),
                 None => theme.warn(),
             };
@@ -424,7 +426,7 @@ fn draw_log(f: &mut Frame, t: Option<&LiveTrial>, theme: &Theme, area: Rect) {
         })
         .unwrap_or_default();
     let title = match t.and_then(|t| t.dir.as_ref()) {
-        Some(d) => format!(" log · {} ", crate::cli::display_path(d)),
+        Some(d) => format!(" log · {} ", crate::util::paths::display_path(d)),
         None => " log ".into(),
     };
     f.render_widget(

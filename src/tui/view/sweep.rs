@@ -2,6 +2,7 @@
 //! the last result ranked with each candidate's verdict.
 
 use super::{fit, num};
+use crate::domain::study::VerdictKind;
 use crate::tui::app::App;
 use crate::tui::theme::Theme;
 use ratatui::Frame;
@@ -94,9 +95,9 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         .candidates
         .iter()
         .map(|c| {
-            let style = match c.verdict.as_str() {
-                "winner" => theme.ok(),
-                "tie" | "slower" => theme.text(),
+            let style = match c.verdict {
+                VerdictKind::Winner => theme.ok(),
+                VerdictKind::Tie | VerdictKind::Slower => theme.text(),
                 _ => theme.dim(),
             };
             let ci = match (c.ci_low_ms, c.ci_high_ms) {
@@ -105,7 +106,7 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             };
             Row::new(vec![
                 Cell::from(c.id.to_string()),
-                Cell::from(c.verdict.clone()),
+                Cell::from(c.verdict.as_str()),
                 Cell::from(num(c.median_ms, 1, "")),
                 Cell::from(ci),
                 Cell::from(c.n.to_string()),
@@ -115,7 +116,7 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
                 )),
                 Cell::from(format!(
                     "{} · {}",
-                    crate::tune::study::settings(&c.overrides),
+                    crate::domain::study::settings(&c.overrides),
                     c.why
                 )),
             ])

@@ -179,7 +179,7 @@ fn draw_detail(f: &mut Frame, t: &TrialRow, theme: &Theme, area: Rect) {
         ));
     }
     lines.push(Line::styled(
-        format!("folder {}", crate::cli::display_path(&t.trial_dir)),
+        format!("folder {}", crate::util::paths::display_path(&t.trial_dir)),
         theme.dim(),
     ));
     lines.push(Line::styled(

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 macro_rules! bundle {
     ($($path:literal),* $(,)?) => {
-        &[$(($path, include_str!(concat!("../presets/examples/", $path)))),*]
+        &[$(($path, include_str!(concat!("../../presets/examples/", $path)))),*]
     };
 }
 

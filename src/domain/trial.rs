@@ -1,7 +1,10 @@
-//! Types shared by the run engine: what the log parser produces, how a trial failed, and the
-//! summary a finished trial gets. Units are in the field names.
+//! A trial as data: what the log parser reads from a training log, how a trial ended and why it
+//! failed, its steady-state figures and its status. No I/O here; the run engine fills these, the
+//! store keeps them, the frontends show them. Units are in the field names.
 
 use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
 
 /// One training iteration as a log line reports it. Fields a format does not print are `None`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -179,4 +182,113 @@ pub struct RunShape {
     pub seq_length: u64,
     pub global_batch_size: u64,
     pub world_size: u64,
+}
+
+/// Where a trial stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TrialStatus {
+    /// Launched and not finished yet (or its runner died and nobody has noticed yet).
+    Running,
+    /// The measurement finished (including when the runner stopped the process on purpose
+    /// after enough iterations).
+    Completed,
+    /// The training process failed; the trial's `failure` says how.
+    Failed,
+    /// Stopped before the measurement was complete (by the user, or at a time limit).
+    Stopped,
+    /// The primus-tune process that ran it went away while it was running.
+    Interrupted,
+}
+
+impl TrialStatus {
+    pub const ALL: [TrialStatus; 5] = [
+        TrialStatus::Running,
+        TrialStatus::Completed,
+        TrialStatus::Failed,
+        TrialStatus::Stopped,
+        TrialStatus::Interrupted,
+    ];
+
+    /// The name stored in the `status` column (and used by serde).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TrialStatus::Running => "running",
+            TrialStatus::Completed => "completed",
+            TrialStatus::Failed => "failed",
+            TrialStatus::Stopped => "stopped",
+            TrialStatus::Interrupted => "interrupted",
+        }
+    }
+
+    /// Every status but `running`.
+    pub fn is_finished(self) -> bool {
+        self != TrialStatus::Running
+    }
+}
+
+impl fmt::Display for TrialStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An unknown status name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown trial status `{0}` (expected running, completed, failed, stopped or interrupted)")]
+pub struct ParseStatusError(pub String);
+
+impl FromStr for TrialStatus {
+    type Err = ParseStatusError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        TrialStatus::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| ParseStatusError(s.to_owned()))
+    }
+}
+
+/// What `run --json` and `parse-log --json` print as `summary`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Summary {
+    /// Iterations parsed (after de-duplication).
+    pub iterations: u64,
+    /// Steady-state samples used (after warm-up).
+    pub n: usize,
+    pub warmup: usize,
+    pub median_step_ms: Option<f64>,
+    /// Half-width of the 95 % CI of the median step time.
+    pub ci95_ms: Option<f64>,
+    pub ci95_low_ms: Option<f64>,
+    pub ci95_high_ms: Option<f64>,
+    pub cv: Option<f64>,
+    pub stable: Option<bool>,
+    pub tokens_per_s_per_gpu: Option<f64>,
+    pub tflops_per_gpu: Option<f64>,
+    /// Peak device memory seen (GiB) and where the figure comes from.
+    pub peak_mem_gib: Option<f64>,
+    pub peak_mem_source: Option<String>,
+    /// Last loss printed.
+    pub last_loss: Option<f64>,
+    /// Telemetry per GPU over the trial (empty when not sampled).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub telemetry: Vec<super::telemetry::GpuSummary>,
+}
+
+/// The result of one trial.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrialResult {
+    pub trial_id: Option<i64>,
+    /// `completed`, `failed` or `stopped`.
+    pub status: TrialStatus,
+    pub failure: Option<Failure>,
+    /// Why the runner ended it: `ci-target`, `max-iters`, `exited`, `max-seconds`, `hang`, `user`.
+    pub stop_reason: String,
+    pub exit_code: Option<i32>,
+    pub exit_signal: Option<i32>,
+    pub wall_s: f64,
+    pub trial_dir: Option<String>,
+    #[serde(flatten)]
+    pub summary: Summary,
 }

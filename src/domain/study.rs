@@ -1,0 +1,182 @@
+//! A study as data: the knobs of a space and their candidates, what one trial of a candidate
+//! measured, and the record a finished search stores (every candidate's verdict and evidence,
+//! the pick).
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One candidate: flag (or env var) → value, as overrides on top of the experiment.
+pub type Overrides = BTreeMap<String, serde_json::Value>;
+
+/// How a knob's value moves peak memory, in the order its values are listed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MemoryTrend {
+    /// Later values use more memory (micro batch size, sync-free stage).
+    Increasing,
+    /// Later values use less memory (more recomputed layers).
+    Decreasing,
+    /// No known order.
+    None,
+}
+
+/// A knob of a space: its candidate values in cost order (cheapest first: when two values tie
+/// within the noise, the earlier one wins) and how they move memory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Knob {
+    pub flag: String,
+    pub values: Vec<serde_json::Value>,
+    #[serde(default = "no_trend")]
+    pub memory: MemoryTrend,
+}
+
+fn no_trend() -> MemoryTrend {
+    MemoryTrend::None
+}
+
+/// A candidate of a space: its overrides and, per knob, the index of its value (cost rank).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Candidate {
+    pub id: usize,
+    pub overrides: Overrides,
+    /// Per knob (in the space's order), the index of the chosen value.
+    pub ranks: Vec<usize>,
+}
+
+/// What one trial of a candidate measured.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Outcome {
+    /// Steady-state step times, ms (after warm-up), in order.
+    pub step_ms: Vec<f64>,
+    pub oom: bool,
+    /// Failed for another reason (crash, hang, illegal at start-up).
+    pub failed: Option<String>,
+    pub peak_memory_bytes: Option<u64>,
+    /// GPU-seconds the trial cost (wall time × GPUs).
+    pub gpu_seconds: f64,
+}
+
+/// A candidate's verdict at the end of a search, as stored and shown (`winner`, `tie`, ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum VerdictKind {
+    /// The pick: fastest, ties broken by cost order.
+    Winner,
+    /// Within the noise of a cheaper or faster candidate.
+    Tie,
+    /// Measured, and slower than the winner beyond the noise.
+    Slower,
+    /// Ran out of GPU memory.
+    Oom,
+    /// Not run: needs more memory than a candidate that ran out.
+    RuledOut,
+    /// Not run: the memory model predicts it does not fit.
+    PredictedOom,
+    /// Not run: the additive model predicts it slower than the leader.
+    PredictedSlower,
+    /// Breaks a rule of Primus or Megatron for this experiment.
+    Illegal,
+    /// Crashed, hung or was refused at start-up.
+    Failed,
+    /// The budget ended, or the search never reached it.
+    NotRun,
+}
+
+impl VerdictKind {
+    /// The stored name (`ruled-out`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerdictKind::Winner => "winner",
+            VerdictKind::Tie => "tie",
+            VerdictKind::Slower => "slower",
+            VerdictKind::Oom => "oom",
+            VerdictKind::RuledOut => "ruled-out",
+            VerdictKind::PredictedOom => "predicted-oom",
+            VerdictKind::PredictedSlower => "predicted-slower",
+            VerdictKind::Illegal => "illegal",
+            VerdictKind::Failed => "failed",
+            VerdictKind::NotRun => "not-run",
+        }
+    }
+
+    /// Measured on a real run (as opposed to predicted, ruled out or never run).
+    pub fn measured(self) -> bool {
+        matches!(
+            self,
+            VerdictKind::Winner | VerdictKind::Tie | VerdictKind::Slower
+        )
+    }
+}
+
+impl std::str::FromStr for VerdictKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        serde_json::from_value(serde_json::Value::String(s.to_string()))
+            .map_err(|_| format!("unknown verdict `{s}`"))
+    }
+}
+
+impl std::fmt::Display for VerdictKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a study stores (in its notes) once the search has ended.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StudyRecord {
+    pub space: String,
+    pub config: String,
+    pub profile: String,
+    pub gpus: u64,
+    pub capacity_bytes: Option<f64>,
+    pub candidates: Vec<CandidateRecord>,
+    pub pick: Option<usize>,
+    pub gpu_seconds: f64,
+    pub trials: usize,
+    pub log: Vec<String>,
+    /// Mean relative error of the calibrated memory model on the measured candidates.
+    pub memory_error: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CandidateRecord {
+    pub id: usize,
+    pub overrides: BTreeMap<String, serde_json::Value>,
+    pub verdict: VerdictKind,
+    /// Why, in words (slower by X ± Y %, OOM, ruled out by candidate N, ...).
+    pub why: String,
+    pub n: usize,
+    pub median_ms: Option<f64>,
+    pub ci_low_ms: Option<f64>,
+    pub ci_high_ms: Option<f64>,
+    pub peak_memory_bytes: Option<u64>,
+    /// The memory model's calibrated prediction.
+    pub predicted_bytes: Option<f64>,
+}
+
+impl StudyRecord {
+    /// The candidate the study picked, when it picked one.
+    pub fn pick(&self) -> Option<&CandidateRecord> {
+        self.pick
+            .and_then(|p| self.candidates.iter().find(|c| c.id == p))
+    }
+}
+
+/// `k=v k=v` of a candidate, short.
+pub fn settings(o: &BTreeMap<String, serde_json::Value>) -> String {
+    o.iter()
+        .map(|(k, v)| {
+            format!(
+                "{k}={}",
+                if v.is_null() {
+                    "null".into()
+                } else {
+                    v.to_string().trim_matches('"').to_string()
+                }
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}

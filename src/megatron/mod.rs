@@ -1,0 +1,320 @@
+//! A typed view of a module's Megatron parameters: parallelism, batch, model shape, which layers
+//! are MoE, recompute. One reading of each rule Megatron applies at start-up (the FFN width when
+//! it is not set, `moe_layer_freq`'s forms, ETP following TP, sequence parallelism off at TP 1),
+//! used by the memory model, the CPU proxy, lint and the knob spaces, so they cannot disagree.
+//!
+//! Built from resolved values (`Module::values()` or a trial's `resolved.json` read back); reads
+//! never fail: a missing or unreadable size is `None`, a parallel size is at least 1.
+
+mod layers;
+
+pub use layers::{LayerFreqError, parse_layer_freq};
+
+use crate::config::value::Value;
+use std::collections::BTreeMap;
+
+/// The parallel layout of one model replica.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parallelism {
+    /// Tensor, pipeline, context and expert parallel sizes (each ≥ 1).
+    pub tp: u64,
+    pub pp: u64,
+    pub cp: u64,
+    pub ep: u64,
+    /// Expert tensor parallel size: Megatron's default is TP.
+    pub etp: u64,
+    /// Virtual pipeline stages per rank when interleaving (None: not interleaved).
+    pub vpp: Option<u64>,
+    /// Sequence parallelism as training runs it (Megatron turns it off at TP 1).
+    pub sequence_parallel: bool,
+}
+
+impl Parallelism {
+    /// GPUs one model replica spans: TP × PP × CP.
+    pub fn model_size(&self) -> u64 {
+        self.tp * self.pp * self.cp
+    }
+
+    /// The data-parallel size on `world` GPUs, when the world divides by TP × PP × CP.
+    pub fn data_parallel(&self, world: u64) -> Option<u64> {
+        let m = self.model_size();
+        (world >= m && world.is_multiple_of(m)).then(|| world / m)
+    }
+
+    /// The expert data-parallel size on `world` GPUs: world / (ETP × EP × PP).
+    pub fn expert_data_parallel(&self, world: u64) -> Option<u64> {
+        let m = self.etp * self.ep * self.pp;
+        (world >= m && world.is_multiple_of(m)).then(|| world / m)
+    }
+}
+
+/// Micro and global batch sizes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Batch {
+    pub micro: Option<u64>,
+    pub global: Option<u64>,
+}
+
+impl Batch {
+    /// Micro batches per iteration on one data-parallel rank (gradient accumulation steps).
+    pub fn accumulation_steps(&self, data_parallel: u64) -> Option<u64> {
+        let per = self.micro? * data_parallel.max(1);
+        let g = self.global?;
+        (per > 0 && g.is_multiple_of(per)).then(|| g / per)
+    }
+}
+
+/// The transformer's shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    pub layers: Option<u64>,
+    pub hidden: Option<u64>,
+    pub heads: Option<u64>,
+    /// Per-head width: `kv_channels`, else hidden / heads.
+    pub kv_channels: Option<u64>,
+    /// Key/value heads: `num_query_groups` with group-query attention, else the heads.
+    pub query_groups: Option<u64>,
+    /// The MLP width: `ffn_hidden_size`, else Megatron's default ([`default_ffn`]).
+    pub ffn: Option<u64>,
+    pub seq: Option<u64>,
+    pub swiglu: bool,
+}
+
+/// Megatron's `ffn_hidden_size` when the config leaves it unset: 4·h, or with SwiGLU
+/// `int(4·h·2/3 / 64) · 64` (`megatron/training/arguments.py`).
+pub fn default_ffn(hidden: u64, swiglu: bool) -> u64 {
+    if swiglu {
+        (8 * hidden / 3) / 64 * 64
+    } else {
+        4 * hidden
+    }
+}
+
+/// Mixture of experts, when `num_experts` ≥ 1.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Moe {
+    pub experts: u64,
+    /// `moe_router_topk` (Megatron's default 2).
+    pub topk: u64,
+    /// `moe_ffn_hidden_size`, else the dense FFN width.
+    pub ffn: Option<u64>,
+    /// `moe_shared_expert_intermediate_size` (0: no shared expert).
+    pub shared_ffn: u64,
+    /// `moe_layer_freq` as written (None: every layer is MoE).
+    pub layer_freq: Option<Value>,
+}
+
+impl Moe {
+    /// Which of `layers` layers are MoE layers ([`parse_layer_freq`]).
+    pub fn layer_pattern(&self, layers: u64) -> Result<Vec<bool>, LayerFreqError> {
+        parse_layer_freq(self.layer_freq.as_ref(), layers)
+    }
+}
+
+/// How activations are recomputed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recompute {
+    None,
+    /// Selective: the recomputed modules (`core_attn` when `recompute_modules` is unset).
+    Selective(Vec<String>),
+    /// Full: `recompute_method` and `recompute_num_layers`, or Primus' `recompute_layer_ids`.
+    Full {
+        method: Option<String>,
+        num_layers: Option<u64>,
+        layer_ids: Option<Vec<String>>,
+    },
+    /// A granularity Megatron does not know.
+    Unknown(String),
+}
+
+/// The typed view of one module's parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Params {
+    pub parallelism: Parallelism,
+    pub batch: Batch,
+    pub shape: Shape,
+    pub moe: Option<Moe>,
+    pub recompute: Recompute,
+}
+
+/// A value as a non-negative whole number (ints, whole floats and numeric strings).
+fn whole(v: Option<&Value>) -> Option<u64> {
+    let x = match v? {
+        Value::Int(i) => *i as f64,
+        Value::Float(f) => *f,
+        Value::Str(s) => s.trim().parse().ok()?,
+        _ => return None,
+    };
+    (x.is_finite() && x >= 0.0 && x.fract() == 0.0 && x < 9.0e15).then_some(x as u64)
+}
+
+/// A list given as a YAML list or a comma-separated string (`"0,3,4"`), item by item.
+pub fn list_items(v: &Value) -> Vec<String> {
+    match v {
+        Value::List(xs) => xs.iter().flat_map(list_items).collect(),
+        Value::Str(s) => s.split(',').map(|x| x.trim().to_string()).collect(),
+        Value::Int(i) => vec![i.to_string()],
+        _ => Vec::new(),
+    }
+}
+
+impl Params {
+    pub fn from_values(p: &BTreeMap<String, Value>) -> Params {
+        let get = |k: &str| p.get(k).filter(|v| !v.is_null());
+        let size = |k: &str| whole(get(k)).filter(|n| *n >= 1).unwrap_or(1);
+        let positive = |k: &str| whole(get(k)).filter(|n| *n >= 1);
+        let on = |k: &str| get(k).is_some_and(Value::truthy);
+        let text = |k: &str| get(k).and_then(Value::as_str).map(str::to_string);
+
+        let tp = size("tensor_model_parallel_size");
+        let pp = size("pipeline_model_parallel_size");
+        let layers = positive("num_layers");
+        let vpp = positive("virtual_pipeline_model_parallel_size").or_else(|| {
+            let per = positive("num_layers_per_virtual_pipeline_stage")?;
+            Some(layers? / (pp * per)).filter(|v| *v >= 1)
+        });
+        let parallelism = Parallelism {
+            tp,
+            pp,
+            cp: size("context_parallel_size"),
+            ep: size("expert_model_parallel_size"),
+            etp: positive("expert_tensor_parallel_size").unwrap_or(tp),
+            vpp,
+            sequence_parallel: on("sequence_parallel") && tp > 1,
+        };
+        let hidden = positive("hidden_size");
+        let heads = positive("num_attention_heads");
+        let swiglu = on("swiglu");
+        let shape = Shape {
+            layers,
+            hidden,
+            heads,
+            kv_channels: positive("kv_channels").or_else(|| Some(hidden? / heads?)),
+            query_groups: match positive("num_query_groups") {
+                Some(g) if on("group_query_attention") => Some(g),
+                _ => heads,
+            },
+            ffn: positive("ffn_hidden_size").or_else(|| Some(default_ffn(hidden?, swiglu))),
+            seq: positive("seq_length"),
+            swiglu,
+        };
+        let moe = positive("num_experts").map(|experts| Moe {
+            experts,
+            topk: positive("moe_router_topk").unwrap_or(2),
+            ffn: positive("moe_ffn_hidden_size").or(shape.ffn),
+            shared_ffn: whole(get("moe_shared_expert_intermediate_size")).unwrap_or(0),
+            layer_freq: get("moe_layer_freq").cloned(),
+        });
+        let list = |k: &str| get(k).map(list_items);
+        let recompute = match text("recompute_granularity").as_deref() {
+            None => Recompute::None,
+            Some("selective") => {
+                Recompute::Selective(list("recompute_modules").unwrap_or(vec!["core_attn".into()]))
+            }
+            Some("full") => Recompute::Full {
+                method: text("recompute_method"),
+                num_layers: whole(get("recompute_num_layers")),
+                layer_ids: list("recompute_layer_ids"),
+            },
+            Some(other) => Recompute::Unknown(other.to_string()),
+        };
+        Params {
+            parallelism,
+            batch: Batch {
+                micro: positive("micro_batch_size"),
+                global: positive("global_batch_size"),
+            },
+            shape,
+            moe,
+            recompute,
+        }
+    }
+
+    /// Layers on one pipeline stage (at least 1), when the layer count is known.
+    pub fn layers_per_stage(&self) -> Option<u64> {
+        Some((self.shape.layers? / self.parallelism.pp).max(1))
+    }
+
+    pub fn is_moe(&self) -> bool {
+        self.moe.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::overrides::parse_assignment;
+
+    fn params(kv: &str) -> Params {
+        let m: BTreeMap<String, Value> = kv
+            .split_whitespace()
+            .map(|a| {
+                let o = parse_assignment(a).unwrap();
+                (o.key, o.value)
+            })
+            .collect();
+        Params::from_values(&m)
+    }
+
+    #[test]
+    fn ffn_default_follows_megatron_with_and_without_swiglu() {
+        assert_eq!(params("hidden_size=4096").shape.ffn, Some(16384));
+        // int(4·4096·2/3 / 64)·64 = 10880 (Llama-7B's 11008 is set explicitly)
+        assert_eq!(
+            params("hidden_size=4096 swiglu=true").shape.ffn,
+            Some(10880)
+        );
+        assert_eq!(
+            params("hidden_size=4096 swiglu=true ffn_hidden_size=14336")
+                .shape
+                .ffn,
+            Some(14336)
+        );
+        assert_eq!(params("num_layers=2").shape.ffn, None);
+    }
+
+    #[test]
+    fn parallel_sizes_default_to_one_and_etp_follows_tp() {
+        let p = params("tensor_model_parallel_size=4 sequence_parallel=true");
+        assert_eq!(p.parallelism.etp, 4);
+        assert!(p.parallelism.sequence_parallel);
+        assert_eq!(p.parallelism.data_parallel(16), Some(4));
+        assert_eq!(p.parallelism.data_parallel(6), None);
+        let p = params("sequence_parallel=true");
+        assert!(!p.parallelism.sequence_parallel, "SP is off at TP 1");
+        assert_eq!(p.parallelism.model_size(), 1);
+    }
+
+    #[test]
+    fn moe_layer_pattern_and_accumulation() {
+        let p = params(
+            "num_layers=4 num_experts=8 moe_layer_freq=2 micro_batch_size=2 global_batch_size=32",
+        );
+        let moe = p.moe.clone().unwrap();
+        assert_eq!(
+            moe.layer_pattern(4).unwrap(),
+            vec![true, false, true, false]
+        );
+        assert_eq!(moe.topk, 2);
+        assert_eq!(p.batch.accumulation_steps(4), Some(4));
+        assert!(params("num_layers=4").moe.is_none());
+    }
+
+    #[test]
+    fn recompute_forms() {
+        assert_eq!(params("").recompute, Recompute::None);
+        assert_eq!(
+            params("recompute_granularity=selective").recompute,
+            Recompute::Selective(vec!["core_attn".into()])
+        );
+        assert_eq!(
+            params("recompute_granularity=full recompute_method=block recompute_num_layers=2")
+                .recompute,
+            Recompute::Full {
+                method: Some("block".into()),
+                num_layers: Some(2),
+                layer_ids: None
+            }
+        );
+    }
+}
