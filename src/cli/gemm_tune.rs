@@ -215,7 +215,7 @@ fn run_shapes(a: &ShapesArgs) -> Result<ExitCode, CliError> {
     })?;
     let gpus = a
         .gpus
-        .unwrap_or_else(|| crate::run::trial::default_gpus(&env, "primus"))
+        .unwrap_or_else(|| crate::run::trial::default_gpus(&env, &Default::default()))
         .max(1);
     if a.json {
         let mut v = dump::shapes_json(&summary);
@@ -372,6 +372,7 @@ fn run_stage(a: &StageArgs) -> Result<ExitCode, CliError> {
             layout: &layout,
             primus_root: &p.exp.primus_root,
             profile: &p.topts.profile.name,
+            hipblaslt: p.topts.profile.capabilities.hipblaslt,
             gpus: p.topts.gpus,
             env: &p.opts.env,
             python: &a.python,

@@ -151,7 +151,7 @@ pub fn prepare(a: &RunArgs) -> Result<Prepared, CliError> {
     }
     let gpus = a
         .gpus
-        .unwrap_or_else(|| trial::default_gpus(&opts.env, &profile.name));
+        .unwrap_or_else(|| trial::default_gpus(&opts.env, &profile.capabilities));
     let topts = TrialOptions {
         profile,
         overrides,
@@ -164,6 +164,7 @@ pub fn prepare(a: &RunArgs) -> Result<Prepared, CliError> {
         grace: Duration::from_secs_f64(a.grace_seconds.max(0.0)),
         gpus,
         study_id: None,
+        trials_dir: trial::workspace_dir(&exp.path).join("trials"),
         telemetry: (!a.no_telemetry).then(|| trial::TelemetrySetup {
             backend: a.telemetry.backend.clone(),
             roots: a.telemetry.roots(),

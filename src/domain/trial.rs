@@ -276,6 +276,43 @@ pub struct Summary {
     pub telemetry: Vec<super::telemetry::GpuSummary>,
 }
 
+/// Why the runner ended a trial.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StopReason {
+    /// The 95 % CI of the median step reached its target: the measurement is done.
+    CiTarget,
+    /// The iteration budget was reached.
+    MaxIters,
+    /// The workload exited by itself.
+    Exited,
+    /// The wall-clock budget ended.
+    MaxSeconds,
+    /// No new iteration for too long.
+    Hang,
+    /// The user (or a signal, or the frontend going away) asked it to stop.
+    User,
+}
+
+impl StopReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::CiTarget => "ci-target",
+            StopReason::MaxIters => "max-iters",
+            StopReason::Exited => "exited",
+            StopReason::MaxSeconds => "max-seconds",
+            StopReason::Hang => "hang",
+            StopReason::User => "user",
+        }
+    }
+}
+
+impl fmt::Display for StopReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The result of one trial.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrialResult {
@@ -283,8 +320,8 @@ pub struct TrialResult {
     /// `completed`, `failed` or `stopped`.
     pub status: TrialStatus,
     pub failure: Option<Failure>,
-    /// Why the runner ended it: `ci-target`, `max-iters`, `exited`, `max-seconds`, `hang`, `user`.
-    pub stop_reason: String,
+    /// Why the runner ended it.
+    pub stop_reason: StopReason,
     pub exit_code: Option<i32>,
     pub exit_signal: Option<i32>,
     pub wall_s: f64,

@@ -65,6 +65,10 @@ pub fn apply_plan(
             overrides: topts.profile.overrides,
             workdir: Some(primus_root.display().to_string()),
             env: topts.profile.env.clone(),
+            capabilities: crate::run::capabilities::Capabilities {
+                trains: false,
+                ..topts.profile.capabilities.clone()
+            },
             source: "gemm-tune stage 2".into(),
         };
     }

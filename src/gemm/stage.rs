@@ -7,6 +7,7 @@
 
 use super::status::TuneLayout;
 use crate::config::env::Env;
+use crate::run::capabilities::Hipblaslt;
 use std::path::{Path, PathBuf};
 
 /// Stage 1's default trial length: shapes come from the first forward/backward passes and the
@@ -40,9 +41,11 @@ pub struct StagePlan {
 pub struct StageContext<'a> {
     pub layout: &'a TuneLayout,
     pub primus_root: &'a Path,
-    /// The launch profile's name: `primus` runs Primus' hook, anything else gets the
-    /// hook's effect spelled out.
+    /// The launch profile's name (for messages).
     pub profile: &'a str,
+    /// How the profile's workload calls hipBLASLt: through Primus' hook (stage 2 runs in it),
+    /// directly (the hook's effect is spelled out), or not at all (no stage applies).
+    pub hipblaslt: Hipblaslt,
     pub gpus: u64,
     /// The launch environment (the process's, plus `--env`).
     pub env: &'a Env,
@@ -74,6 +77,10 @@ pub enum StageError {
     BadResult(String),
     #[error("{0} is missing: stage 2 needs Primus' offline tuning script")]
     NoScript(PathBuf),
+    #[error(
+        "GEMM stage {stage} needs hipBLASLt, which profile `{profile}` never calls: use the primus or megatron profile (or one of yours that runs the real job)"
+    )]
+    NoHipblaslt { stage: u8, profile: String },
 }
 
 fn kv(k: &str, v: impl Into<String>) -> (String, String) {
@@ -85,6 +92,12 @@ fn kv(k: &str, v: impl Into<String>) -> (String, String) {
 pub fn plan(stage: u8, cx: &StageContext) -> Result<StagePlan, StageError> {
     if !(1..=3).contains(&stage) {
         return Err(StageError::NoSuchStage(stage));
+    }
+    if cx.hipblaslt == Hipblaslt::None {
+        return Err(StageError::NoHipblaslt {
+            stage,
+            profile: cx.profile.to_string(),
+        });
     }
     if cx.env.get("PRIMUS_DETERMINISTIC") == Some("1") {
         return Err(StageError::Deterministic);
@@ -147,7 +160,7 @@ pub fn plan(stage: u8, cx: &StageContext) -> Result<StagePlan, StageError> {
                 .unwrap_or_else(|| layout.root.clone());
             let mut env = common(2);
             env.push(kv("GPUS_PER_NODE", cx.gpus.max(1).to_string()));
-            let command = if cx.profile == "primus" {
+            let command = if cx.hipblaslt == Hipblaslt::PrimusHook {
                 None
             } else {
                 let script = cx
@@ -285,6 +298,11 @@ mod tests {
                 layout: &t.layout,
                 primus_root: t.dir.path(),
                 profile,
+                hipblaslt: match profile {
+                    "primus" => Hipblaslt::PrimusHook,
+                    "proxy-cpu" => Hipblaslt::None,
+                    _ => Hipblaslt::Direct,
+                },
                 gpus: 8,
                 env,
                 python: "python3",
@@ -321,6 +339,22 @@ mod tests {
         assert_eq!(p.iters, Some(STAGE1_ITERS));
         assert!(p.trains && p.command.is_none() && p.baseline_env.is_none());
         assert_eq!(p.mkdirs, vec![t.layout.shapes_dir.clone()]);
+    }
+
+    #[test]
+    fn a_profile_that_never_calls_hipblaslt_gets_no_stage() {
+        let t = tree();
+        for stage in 1..=3 {
+            let e = plan_of(&t, stage, "proxy-cpu", &Env::empty()).unwrap_err();
+            assert_eq!(
+                e,
+                StageError::NoHipblaslt {
+                    stage,
+                    profile: "proxy-cpu".into()
+                }
+            );
+            assert!(e.to_string().contains("primus or megatron"), "{e}");
+        }
     }
 
     #[test]

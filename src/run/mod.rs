@@ -1,5 +1,6 @@
 //! The run engine: launch a trial, watch its log, measure the steady state, classify failures.
 
+pub mod capabilities;
 pub mod failure;
 pub mod logparse;
 pub mod process;

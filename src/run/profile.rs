@@ -3,6 +3,7 @@
 //! into the exact argv and environment of one trial. Nothing goes through a shell: each template
 //! element becomes one argument (or, for `{overrides}`, `{model_args}` and `{env_args}`, several).
 
+use super::capabilities::Capabilities;
 use crate::config::catalog::json_to_value;
 use crate::config::overrides::Override;
 use crate::config::value::{Value, yaml_float};
@@ -56,6 +57,9 @@ pub struct Profile {
     pub workdir: Option<String>,
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// What the profile's workload can do (how it launches, logs, uses hipBLASLt, models knobs).
+    #[serde(default)]
+    pub capabilities: Capabilities,
     /// Where the profile came from (set on load).
     #[serde(skip)]
     pub source: String,

@@ -628,7 +628,7 @@ fn on_trial_event(app: &mut App, ev: TrialEvent) {
             t.iters.push(it);
             t.summary = Some(*summary);
         }
-        TrialEvent::Stopping(why) => t.stopping = Some(why),
+        TrialEvent::Stopping(why) => t.stopping = Some(why.to_string()),
         TrialEvent::Telemetry(_) => {} // the live sampler feeds the charts
         TrialEvent::TelemetryUnavailable(why) => {
             app.telemetry.note.get_or_insert(why);

@@ -369,7 +369,7 @@ fn start_sampler(opts: &TuiOptions, tx: mpsc::Sender<Msg>) -> Option<Sampler> {
 
 /// Options of a trial started from the TUI: the CLI's defaults, a shorter stop grace.
 pub fn trial_options(opts: &TuiOptions, profile: profile::Profile) -> TrialOptions {
-    let gpus = trial::default_gpus(&opts.load.env, &profile.name);
+    let gpus = trial::default_gpus(&opts.load.env, &profile.capabilities);
     TrialOptions {
         profile,
         overrides: Vec::new(),
@@ -382,6 +382,7 @@ pub fn trial_options(opts: &TuiOptions, profile: profile::Profile) -> TrialOptio
         grace: Duration::from_secs(5),
         gpus,
         study_id: None,
+        trials_dir: trial::workspace_dir(&opts.config).join("trials"),
         telemetry: Some(TelemetrySetup {
             backend: opts.telemetry_backend.clone(),
             roots: opts.roots.clone(),
@@ -544,6 +545,7 @@ fn run_gemm_stage(
             layout: &layout,
             primus_root: &exp.primus_root,
             profile: &topts.profile.name,
+            hipblaslt: topts.profile.capabilities.hipblaslt,
             gpus: topts.gpus,
             env: &opts.load.env,
             python: "python3",

@@ -181,7 +181,7 @@ pub fn run_sweep(
         profile::find(&req.profile, profile::user_dir().as_deref()).map_err(|e| e.to_string())?;
     let gpus = req
         .gpus
-        .unwrap_or_else(|| trial::default_gpus(&opts.env, &prof.name));
+        .unwrap_or_else(|| trial::default_gpus(&opts.env, &prof.capabilities));
     let cands = space.candidates();
     let legal = space::legality(exp, opts, &cands);
     let legal_cands: Vec<Candidate> = cands
@@ -236,6 +236,7 @@ pub fn run_sweep(
         grace: Duration::from_secs(10),
         gpus,
         study_id: Some(study_id),
+        trials_dir: trial::workspace_dir(&exp.path).join("trials"),
         telemetry: Some(TelemetrySetup::default()),
         trains: true,
     };

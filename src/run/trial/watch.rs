@@ -1,0 +1,208 @@
+//! When a running trial stops: a pure policy over what has been seen so far (iterations, the
+//! clock), so every rule is testable without a process. The loop in `mod.rs` feeds it and acts
+//! on its answers.
+
+use crate::domain::trial::{ExitInfo, Iteration, RunShape, StopReason};
+use crate::run::steady::{self, SteadyConfig};
+use std::time::{Duration, Instant};
+
+/// A job (no iterations) has no first-iteration limit: a day when no deadline is set, so the
+/// timer stays representable.
+const JOB_WAIT: Duration = Duration::from_secs(86_400);
+
+/// The stop rules of one trial.
+#[derive(Debug, Clone)]
+pub struct StopPolicy {
+    pub steady: SteadyConfig,
+    pub max_iters: u64,
+    /// The workload prints iterations (false: a job that ends by exiting).
+    pub trains: bool,
+    /// Hang threshold before the first iteration.
+    pub first_iteration: Duration,
+    /// Hang threshold once iterations flow: max(3 × median step, this).
+    pub hang: Duration,
+    /// The wall-clock budget's end.
+    pub deadline: Option<Instant>,
+}
+
+/// Why the runner stops a trial, and whether what it measured is complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stop {
+    pub reason: StopReason,
+    /// The steady-state measurement is complete (the trial may still count as completed).
+    pub complete: bool,
+}
+
+impl Stop {
+    pub fn user() -> Stop {
+        Stop {
+            reason: StopReason::User,
+            complete: false,
+        }
+    }
+
+    /// Records the stop in the exit information [`super::finish`] classifies.
+    pub fn record(self, exit: &mut ExitInfo) {
+        match self.reason {
+            StopReason::CiTarget | StopReason::MaxIters => exit.stopped_complete = true,
+            StopReason::MaxSeconds => {
+                exit.stopped_complete = self.complete;
+                exit.timeout = !self.complete;
+            }
+            StopReason::Hang => exit.hang = true,
+            StopReason::User => exit.stopped_by_user = true,
+            StopReason::Exited => {}
+        }
+    }
+}
+
+impl StopPolicy {
+    /// After a new iteration: stop once the measurement is done (CI target or budget).
+    pub fn after_iteration(&self, iters: &[Iteration]) -> Option<Stop> {
+        let budget = iters.last().is_some_and(|i| i.iteration >= self.max_iters);
+        if budget {
+            return Some(Stop {
+                reason: StopReason::MaxIters,
+                complete: true,
+            });
+        }
+        steady::should_stop(iters, &self.steady).then_some(Stop {
+            reason: StopReason::CiTarget,
+            complete: true,
+        })
+    }
+
+    /// How long without a new iteration is a hang.
+    pub fn hang_after(&self, seen_iteration: bool, median_ms: f64) -> Duration {
+        match (seen_iteration, self.trains) {
+            (false, false) => JOB_WAIT,
+            (false, true) => self.first_iteration,
+            (true, _) => {
+                Duration::from_secs_f64((3.0 * median_ms / 1000.0).max(0.0)).max(self.hang)
+            }
+        }
+    }
+
+    /// When the loop must wake to look at the clock.
+    pub fn wake_at(&self, last_progress: Instant, seen_iteration: bool, median_ms: f64) -> Instant {
+        let hang_at = last_progress + self.hang_after(seen_iteration, median_ms);
+        self.deadline.map_or(hang_at, |d| d.min(hang_at))
+    }
+
+    /// At a wake-up: stop at the deadline (complete when enough steady samples exist) or for a
+    /// hang; `None` when it was an early wake.
+    pub fn on_clock(
+        &self,
+        now: Instant,
+        last_progress: Instant,
+        iters: &[Iteration],
+        shape: Option<RunShape>,
+        median_ms: f64,
+    ) -> Option<Stop> {
+        if self.deadline.is_some_and(|d| now >= d) {
+            let enough = steady::stats(iters, shape, &self.steady)
+                .is_some_and(|s| s.n >= self.steady.min_samples);
+            return Some(Stop {
+                reason: StopReason::MaxSeconds,
+                complete: enough,
+            });
+        }
+        let hang_at = last_progress + self.hang_after(!iters.is_empty(), median_ms);
+        (now >= hang_at).then_some(Stop {
+            reason: StopReason::Hang,
+            complete: false,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(deadline: Option<Instant>, trains: bool) -> StopPolicy {
+        StopPolicy {
+            steady: SteadyConfig {
+                ci_target: 0.01,
+                max_iters: Some(50),
+                ..SteadyConfig::default()
+            },
+            max_iters: 50,
+            trains,
+            first_iteration: Duration::from_secs(600),
+            hang: Duration::from_secs(120),
+            deadline,
+        }
+    }
+
+    fn it(i: u64, ms: f64) -> Iteration {
+        Iteration {
+            iteration: i,
+            elapsed_ms: Some(ms),
+            ..Iteration::default()
+        }
+    }
+
+    #[test]
+    fn steady_iterations_stop_at_the_ci_target_and_the_budget_stops_the_rest() {
+        let p = policy(None, true);
+        let flat: Vec<Iteration> = (1..=30).map(|i| it(i, 100.0)).collect();
+        assert_eq!(
+            p.after_iteration(&flat),
+            Some(Stop {
+                reason: StopReason::CiTarget,
+                complete: true
+            })
+        );
+        assert_eq!(p.after_iteration(&flat[..3]), None, "still warming up");
+        let noisy: Vec<Iteration> = (1..=50)
+            .map(|i| it(i, if i % 2 == 0 { 50.0 } else { 150.0 }))
+            .collect();
+        assert_eq!(
+            p.after_iteration(&noisy).map(|s| s.reason),
+            Some(StopReason::MaxIters)
+        );
+    }
+
+    #[test]
+    fn hang_limits_scale_with_the_step_and_jobs_wait() {
+        let p = policy(None, true);
+        assert_eq!(p.hang_after(false, 0.0), Duration::from_secs(600));
+        assert_eq!(p.hang_after(true, 100.0), Duration::from_secs(120));
+        assert_eq!(p.hang_after(true, 100_000.0), Duration::from_secs(300));
+        assert_eq!(policy(None, false).hang_after(false, 0.0), JOB_WAIT);
+    }
+
+    #[test]
+    fn the_clock_stops_at_the_deadline_or_a_hang() {
+        let t0 = Instant::now();
+        let p = policy(Some(t0 + Duration::from_secs(10)), true);
+        assert_eq!(p.wake_at(t0, false, 0.0), t0 + Duration::from_secs(10));
+        assert_eq!(
+            p.on_clock(t0 + Duration::from_secs(5), t0, &[], None, 0.0),
+            None
+        );
+        let s = p
+            .on_clock(t0 + Duration::from_secs(10), t0, &[], None, 0.0)
+            .unwrap();
+        assert_eq!((s.reason, s.complete), (StopReason::MaxSeconds, false));
+        let p = policy(None, true);
+        let s = p
+            .on_clock(t0 + Duration::from_secs(601), t0, &[], None, 0.0)
+            .unwrap();
+        assert_eq!(s.reason, StopReason::Hang);
+    }
+
+    #[test]
+    fn stops_are_recorded_for_the_classification() {
+        let mut e = ExitInfo::default();
+        Stop {
+            reason: StopReason::MaxSeconds,
+            complete: false,
+        }
+        .record(&mut e);
+        assert!(e.timeout && !e.stopped_complete);
+        let mut e = ExitInfo::default();
+        Stop::user().record(&mut e);
+        assert!(e.stopped_by_user);
+    }
+}
