@@ -6,6 +6,7 @@
 //! loaded, and the peak RSS then, of the release binary run in tmux (skipped without tmux).
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use primus_tune::app::views::config as load;
 use primus_tune::config::LoadOptions;
 use primus_tune::config::env::Env;
 use primus_tune::domain::trial::Summary;
@@ -17,7 +18,6 @@ use primus_tune::telemetry::host::HostSample;
 use primus_tune::telemetry::sampler::Snapshot;
 use primus_tune::telemetry::{GpuInfo, GpuSample};
 use primus_tune::tui::app::{self, App, HISTORY, Msg};
-use primus_tune::tui::load;
 use primus_tune::tui::theme::{Palette, Theme};
 use primus_tune::tui::view;
 use ratatui::Terminal;
@@ -135,7 +135,7 @@ fn full_app() -> App {
         env: Env::default(),
         ..Default::default()
     };
-    let (cv, _) = load::build(&experiment(), &opts, &[]).expect("example loads");
+    let (cv, _) = load::build(&session_at(experiment(), opts), &[]).expect("example loads");
     app::update(&mut app, Msg::Loaded(Ok((Box::new(cv), None))));
     app::update(
         &mut app,
@@ -194,10 +194,12 @@ fn full_app() -> App {
     for i in 0..app::LOG_LINES {
         app::update(
             &mut app,
-            Msg::Trial(TrialEvent::Line(
-                Stream::Stdout,
-                format!(" iteration {i:>8}/50 | elapsed time per iteration (ms): 1203.0/1203.0"),
-            )),
+            Msg::Trial(TrialEvent::Line {
+                stream: Stream::Stdout,
+                line: format!(
+                    " iteration {i:>8}/50 | elapsed time per iteration (ms): 1203.0/1203.0"
+                ),
+            }),
         );
     }
     app::update(
@@ -385,4 +387,19 @@ fn bench_start() {
 fn main() {
     bench_frames();
     bench_start();
+}
+
+/// A session on `experiment` with `opts` and a workspace that does not exist (nothing stored).
+fn session_at(
+    experiment: impl Into<std::path::PathBuf>,
+    opts: LoadOptions,
+) -> primus_tune::app::Session {
+    primus_tune::app::Session::new(
+        experiment.into(),
+        opts,
+        primus_tune::store::Workspace::at(
+            "/nonexistent/primus-tune-test-workspace".into(),
+            primus_tune::store::WorkspaceOrigin::Chosen,
+        ),
+    )
 }

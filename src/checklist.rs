@@ -78,15 +78,9 @@ pub struct Checklist {
     pub steps: Vec<StepReport>,
 }
 
-/// Evaluate the checklist for the experiment's main module.
-pub fn evaluate(exp: &Experiment, env: &Env, catalog: &Catalog, diags: &[Diagnostic]) -> Checklist {
-    let gemm = crate::gemm::status::of_experiment(exp, env, None, None);
-    evaluate_with(exp, env, catalog, diags, &gemm)
-}
-
-/// [`evaluate`] with the HipBLASLt tuning state already read (the TUI keeps it for its GEMM
-/// step, so the stage files are read once per reload).
-pub fn evaluate_with(
+/// Evaluate the checklist for the experiment's main module, with the HipBLASLt tuning state
+/// already read (its files, the environment, the stored stage-3 comparison).
+pub fn evaluate(
     exp: &Experiment,
     env: &Env,
     catalog: &Catalog,

@@ -5,6 +5,7 @@
 //! status from a resolved config and the environment. The `cli` frontend prints the same data
 //! the TUI will render.
 
+pub mod app;
 pub mod checklist;
 pub mod cli;
 pub mod config;

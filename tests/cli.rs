@@ -5,12 +5,19 @@ use assert_cmd::Command;
 use predicates::prelude::*;
 use std::path::{Path, PathBuf};
 
+/// The binary with a data folder of the tests' own (the bundled example's copy and the
+/// workspaces go there, never into the user's ~/.local/share).
 fn bin() -> Command {
     let mut c = Command::cargo_bin("primus-tune").expect("binary");
-    c.env_remove("PRIMUS_ROOT")
-        .env_remove("PRIMUS_HIPBLASLT_TUNING")
-        .env_remove("PRIMUS_HIPBLASLT_TUNING_STAGE")
-        .env_remove("CUDA_DEVICE_MAX_CONNECTIONS");
+    c.env(
+        "XDG_DATA_HOME",
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-data"),
+    )
+    .env_remove("PRIMUS_TUNE_WORKSPACE")
+    .env_remove("PRIMUS_ROOT")
+    .env_remove("PRIMUS_HIPBLASLT_TUNING")
+    .env_remove("PRIMUS_HIPBLASLT_TUNING_STAGE")
+    .env_remove("CUDA_DEVICE_MAX_CONNECTIONS");
     c
 }
 

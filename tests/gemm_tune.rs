@@ -78,6 +78,13 @@ fn json_of(out: &std::process::Output) -> Value {
     })
 }
 
+/// A stage's result: the last of its JSON Lines (`stage-ended`).
+fn stage_json(out: &std::process::Output) -> Value {
+    let v = common::last_json(out);
+    assert_eq!(v["event"], "stage-ended", "{v}");
+    v
+}
+
 fn status(s: &Setup, extra: &[&str]) -> Value {
     let out = cmd(s)
         .args(["gemm-tune", "status", "--no-probe", "--json"])
@@ -111,7 +118,7 @@ fn stage(s: &Setup, n: &str, extra: &[&str]) -> (std::process::Output, Value) {
         .args(extra)
         .output()
         .unwrap();
-    let v = json_of(&out);
+    let v = stage_json(&out);
     (out, v)
 }
 
@@ -260,7 +267,8 @@ fn three_stages_from_nothing_to_a_measured_comparison() {
         .env_remove("HIPBLASLT_TUNING_OVERRIDE_FILE")
         .output()
         .unwrap();
-    let r = json_of(&out);
+    let r = common::last_json(&out);
+    assert_eq!(r["event"], "trial-ended");
     let env = env_of(r["trial_dir"].as_str().unwrap());
     assert!(
         env.contains(&format!(

@@ -114,8 +114,7 @@ fn assert_svg(p: &Path, texts: &[&str]) {
 }
 
 fn db(s: &Setup) -> primus_tune::store::Store {
-    primus_tune::store::Store::open(&s.exp.parent().unwrap().join(".primus-tune/trials.db"))
-        .unwrap()
+    primus_tune::store::Store::open(&s.ws.join("trials.db")).unwrap()
 }
 
 #[test]

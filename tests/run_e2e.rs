@@ -8,10 +8,12 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 struct Setup {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     root: PathBuf,
     exp: PathBuf,
     config_home: PathBuf,
+    /// The workspace (`PRIMUS_TUNE_WORKSPACE`): `trials.db` and `trials/<id>/`.
+    ws: PathBuf,
 }
 
 /// A copy of the bundled example and a config folder for test profiles.
@@ -23,7 +25,8 @@ fn setup() -> Setup {
     let config_home = dir.path().join("config");
     std::fs::create_dir_all(config_home.join("primus-tune/profiles")).unwrap();
     Setup {
-        _dir: dir,
+        ws: dir.path().join("ws"),
+        dir,
         root,
         exp,
         config_home,
@@ -52,9 +55,25 @@ echo $$ > "$1/workload.pid"
 fn bin(s: &Setup) -> Command {
     let mut c = Command::cargo_bin("primus-tune").unwrap();
     c.env("XDG_CONFIG_HOME", &s.config_home)
+        .env("XDG_DATA_HOME", s.dir.path().join("data"))
+        .env("PRIMUS_TUNE_WORKSPACE", &s.ws)
         .env_remove("PRIMUS_ROOT")
         .env_remove("GPUS_PER_NODE");
     c
+}
+
+/// The last of the JSON Lines `run --json` printed: the `trial-ended` event with the result.
+fn result_line(stdout: &[u8], stderr: &[u8]) -> serde_json::Value {
+    let text = String::from_utf8_lossy(stdout);
+    let last = text.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("");
+    let v: serde_json::Value = serde_json::from_str(last).unwrap_or_else(|e| {
+        panic!(
+            "{e}: stdout {text} stderr {}",
+            String::from_utf8_lossy(stderr)
+        )
+    });
+    assert_eq!(v["event"], "trial-ended", "{v}");
+    v
 }
 
 fn run_json(s: &Setup, profile: &str, extra: &[&str]) -> (i32, serde_json::Value) {
@@ -73,13 +92,7 @@ fn run_json(s: &Setup, profile: &str, extra: &[&str]) -> (i32, serde_json::Value
         .timeout(Duration::from_secs(120))
         .output()
         .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{e}: stdout {} stderr {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
+    let v = result_line(&out.stdout, &out.stderr);
     (out.status.code().unwrap_or(-1), v)
 }
 
@@ -309,12 +322,14 @@ fn killing_primus_tune_mid_trial_leaves_no_child_and_keeps_earlier_trials() {
             "0.3",
         ])
         .env("XDG_CONFIG_HOME", &s.config_home)
+        .env("XDG_DATA_HOME", s.dir.path().join("data"))
+        .env("PRIMUS_TUNE_WORKSPACE", &s.ws)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     // Wait for the second trial's workload to start, then interrupt primus-tune.
-    let trials = s.exp.parent().unwrap().join(".primus-tune/trials");
+    let trials = s.ws.join("trials");
     let pid_file = trials.join((first_id + 1).to_string()).join("workload.pid");
     let t = Instant::now();
     while !pid_file.is_file() && t.elapsed() < Duration::from_secs(30) {
@@ -328,14 +343,12 @@ fn killing_primus_tune_mid_trial_leaves_no_child_and_keeps_earlier_trials() {
     .unwrap();
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(3));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = result_line(&out.stdout, &out.stderr);
     assert_eq!(v["status"], "stopped");
     assert_eq!(v["failure"]["class"], "killed-by-user");
     assert!(group_gone(pid_file.parent().unwrap()));
     // The database opens with the earlier trial intact.
-    let store =
-        primus_tune::store::Store::open(&s.exp.parent().unwrap().join(".primus-tune/trials.db"))
-            .unwrap();
+    let store = primus_tune::store::Store::open(&s.ws.join("trials.db")).unwrap();
     let t1 = store.trial(first_id).unwrap().unwrap();
     assert_eq!(t1.status.to_string(), "completed");
     assert_eq!(store.iterations(first_id).unwrap().len(), 3);

@@ -48,7 +48,7 @@ fn sweep_args<'a>(s: &'a Setup, extra: &[&'a str]) -> Vec<String> {
 
 /// (micro batch, train_iters, status) of every stored trial.
 fn trials(s: &Setup) -> Vec<(i64, i64, String)> {
-    let db = s.exp.parent().unwrap().join(".primus-tune/trials.db");
+    let db = s.ws.join("trials.db");
     let store = primus_tune::store::Store::open(&db).unwrap();
     store
         .list_trials(&primus_tune::store::TrialFilter::all())
@@ -149,7 +149,7 @@ fn sweep_prunes_what_an_oom_rules_out_resumes_and_recommends() {
         "{after:?}"
     );
     assert!(text.contains("pick: micro_batch_size=2"), "{text}");
-    let dirs = s.exp.parent().unwrap().join(".primus-tune/trials");
+    let dirs = s.ws.join("trials");
     for d in std::fs::read_dir(&dirs).unwrap() {
         let r = std::fs::read_to_string(d.unwrap().path().join("resolved.json")).unwrap();
         assert!(r.contains("\"seq_length\": 2048"), "{r}");

@@ -6,6 +6,7 @@
 //! read every changed `.snap` file before committing it.
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use primus_tune::app::views::config as load;
 use primus_tune::config::LoadOptions;
 use primus_tune::config::env::Env;
 use primus_tune::domain::trial::Summary;
@@ -18,7 +19,6 @@ use primus_tune::telemetry::GpuSample;
 use primus_tune::telemetry::host::HostSample;
 use primus_tune::telemetry::sampler::Snapshot;
 use primus_tune::tui::app::{self, App, Msg, Tab};
-use primus_tune::tui::load;
 use primus_tune::tui::theme::{Palette, Theme};
 use primus_tune::tui::view;
 use ratatui::Terminal;
@@ -67,7 +67,8 @@ fn loaded_app() -> App {
         env: Env::default(),
         ..Default::default()
     };
-    let (view, plan) = load::build(Path::new(EXPERIMENT), &opts, &[]).expect("example loads");
+    let (view, plan) =
+        load::build(&session_at(Path::new(EXPERIMENT), opts), &[]).expect("example loads");
     assert!(plan.is_none());
     app::update(&mut app, Msg::Loaded(Ok((Box::new(view), None))));
     app
@@ -171,7 +172,13 @@ fn feed_trial(app: &mut App) {
         ),
     ];
     for (s, l) in log {
-        app::update(app, Msg::Trial(TrialEvent::Line(s, l.to_string())));
+        app::update(
+            app,
+            Msg::Trial(TrialEvent::Line {
+                stream: s,
+                line: l.to_string(),
+            }),
+        );
     }
 }
 
@@ -533,7 +540,7 @@ fn gemm_stages_app() -> App {
         env: Env::default(),
         ..Default::default()
     };
-    let (view, _) = load::build(&exp, &opts, &[]).expect("example loads");
+    let (view, _) = load::build(&session_at(exp, opts), &[]).expect("example loads");
     app::update(&mut app, Msg::Loaded(Ok((Box::new(view), None))));
     app
 }
@@ -809,7 +816,7 @@ fn sweep_app() -> App {
             overrides: [("micro_batch_size".to_string(), serde_json::json!(mbs))]
                 .into_iter()
                 .collect(),
-            verdict: verdict.parse().unwrap(),
+            verdict: verdict.parse().expect("a verdict name"),
             why: why.into(),
             n: if median.is_some() { 24 } else { 0 },
             median_ms: median,
@@ -850,7 +857,7 @@ fn sweep_app() -> App {
     };
     app::update(
         &mut app,
-        Msg::SweepDone(Ok(("memfit-1".into(), Some(Box::new(rec))))),
+        Msg::SweepDone(Ok(("memfit-1".into(), Some(Box::new(rec)), String::new()))),
     );
     assert_eq!(app.tab, Tab::Sweep);
     app
@@ -862,4 +869,19 @@ fn sweep_snapshots() {
     let s = screen(&mut sweep_app(), 80, 24);
     assert!(s.contains("winner") && s.contains("ruled-out"), "{s}");
     assert!(s.contains("deepep-cu"), "{s}");
+}
+
+/// A session on `experiment` with `opts` and a workspace that does not exist (nothing stored).
+fn session_at(
+    experiment: impl Into<std::path::PathBuf>,
+    opts: LoadOptions,
+) -> primus_tune::app::Session {
+    primus_tune::app::Session::new(
+        experiment.into(),
+        opts,
+        primus_tune::store::Workspace::at(
+            "/nonexistent/primus-tune-test-workspace".into(),
+            primus_tune::store::WorkspaceOrigin::Chosen,
+        ),
+    )
 }

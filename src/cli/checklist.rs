@@ -1,10 +1,8 @@
 //! `primus-tune checklist [CONFIG] [--json]` (also what `primus-tune [CONFIG]` prints for now).
 
 use super::{CliError, LoadArgs, display_path, format_diag, print_json};
-use crate::checklist::{self, FindingKind};
-use crate::config::catalog::Catalog;
+use crate::checklist::FindingKind;
 use crate::config::diag::counts;
-use crate::config::lint::lint;
 use clap::Args;
 use std::process::ExitCode;
 
@@ -18,10 +16,9 @@ pub struct ChecklistArgs {
 }
 
 pub fn run(a: &ChecklistArgs) -> Result<ExitCode, CliError> {
-    let (exp, opts) = a.load.load()?;
-    let catalog = Catalog::builtin();
-    let diags = lint(&exp, &opts.env, catalog);
-    let list = checklist::evaluate(&exp, &opts.env, catalog, &diags);
+    let session = a.load.session(None)?;
+    let view = crate::app::views::checklist(&session)?;
+    let (list, diags) = (view.checklist, view.diagnostics);
     if a.json {
         let mut v = serde_json::to_value(&list).map_err(|e| CliError::Usage(e.to_string()))?;
         v["diagnostics"] = serde_json::Value::Array(diags.iter().map(super::diag_json).collect());
@@ -30,7 +27,7 @@ pub fn run(a: &ChecklistArgs) -> Result<ExitCode, CliError> {
     }
     println!(
         "Quick checklist — {} ({}{})",
-        display_path(&exp.path),
+        display_path(&session.experiment),
         list.framework,
         list.model
             .as_ref()
@@ -70,7 +67,7 @@ pub fn run(a: &ChecklistArgs) -> Result<ExitCode, CliError> {
     }
     println!(
         "More: primus-tune show {0} | primus-tune lint {0} | primus-tune set {0} KEY=VALUE",
-        display_path(&exp.path)
+        display_path(&session.experiment)
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -1,18 +1,17 @@
 //! `primus-tune gemm-tune status|shapes|results|stage`: the seed guide's three HipBLASLt
 //! stages, checked and run as trials.
 
-use super::run::{RunArgs, prepare, print_result, with_progress};
+use super::progress::{Style, drive, json_line};
+use super::run::{RunArgs, print_result};
 use super::{CliError, LoadArgs, display_path, print_json};
+use crate::app::gemm_stage::{self, StageRequest, StageSummary};
+use crate::app::{Session, SessionOptions};
 use crate::gemm::dump::{self, DumpSummary};
-use crate::gemm::stage::{self, StageContext};
 use crate::gemm::status::{self, GemmStatus, Level, TuneLayout};
-use crate::gemm::{probe, results, runner};
-use crate::store::Store;
+use crate::gemm::{probe, results, runner, stage};
 use clap::{Args, Subcommand};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 #[derive(Debug, Args)]
@@ -93,29 +92,35 @@ pub fn run(a: &GemmTuneArgs) -> Result<ExitCode, CliError> {
     }
 }
 
-fn open_store(db: Option<&Path>, experiment: &Path) -> Option<Store> {
-    let path = db
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| crate::run::trial::workspace_dir(experiment).join("trials.db"));
-    path.exists().then(|| Store::open(&path).ok()).flatten()
+/// The session of a read-only subcommand (`status`, `shapes`): `--db` overrides the workspace.
+fn session(load: &LoadArgs, db: Option<PathBuf>) -> Result<Session, CliError> {
+    Ok(Session::open(SessionOptions {
+        db,
+        ..load.options()
+    })?)
 }
 
 fn run_status(a: &StatusArgs) -> Result<ExitCode, CliError> {
-    let (exp, opts) = a.load.load()?;
+    let session = session(&a.load, a.db.clone())?;
+    let exp = session.load()?;
     let installed = if a.no_probe {
         None
     } else {
-        probe::find_bench(&opts.env).and_then(|b| match probe::probe(&b, Duration::from_secs(60)) {
-            Ok(build) => Some(build),
-            Err(e) => {
-                eprintln!("note: could not learn the hipBLASLt build: {e}");
-                None
+        probe::find_bench(&session.load.env).and_then(|b| {
+            match probe::probe(&b, Duration::from_secs(60)) {
+                Ok(build) => Some(build),
+                Err(e) => {
+                    eprintln!("note: could not learn the hipBLASLt build: {e}");
+                    None
+                }
             }
         })
     };
-    let comparison = open_store(a.db.as_deref(), &exp.path)
-        .and_then(|s| runner::latest_comparison(&s, &exp.path));
-    let st = status::of_experiment(&exp, &opts.env, installed.as_ref(), comparison);
+    let mut st = crate::app::views::gemm_status(&session, &exp);
+    if installed.is_some() {
+        let comparison = st.comparison.clone();
+        st = status::of_experiment(&exp, &session.load.env, installed.as_ref(), comparison);
+    }
     if a.json {
         print_json(&serde_json::to_value(&st).unwrap_or_default());
     } else {
@@ -194,13 +199,15 @@ fn gflop(s: &dump::GemmShape) -> f64 {
 
 fn run_shapes(a: &ShapesArgs) -> Result<ExitCode, CliError> {
     let (path, exp_path, env, rate) = match &a.dump {
-        Some(p) => (p.clone(), None, a.load.env()?, None),
+        Some(p) => (p.clone(), None, a.load.session(None)?.load.env, None),
         None => {
-            let (exp, opts) = a.load.load()?;
-            let layout = TuneLayout::new(&exp.primus_root, &exp.path, &opts.env);
-            let rate =
-                open_store(None, &exp.path).and_then(|s| runner::measured_rate(&s, &exp.path));
-            (layout.shapes_dir, Some(exp.path), opts.env, rate)
+            let session = a.load.session(None)?;
+            let exp = session.load()?;
+            let layout = TuneLayout::new(&exp.primus_root, &exp.path, &session.load.env);
+            let rate = session
+                .existing_store()?
+                .and_then(|s| runner::measured_rate(&s, &exp.path));
+            (layout.shapes_dir, Some(exp.path), session.load.env, rate)
         }
     };
     let summary = dump::read_dumps(&path).map_err(|e| {
@@ -331,165 +338,76 @@ fn run_results(a: &ResultsArgs) -> Result<ExitCode, CliError> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Polls the result file while stage 2 runs and prints how many shapes are tuned.
-fn watch_results(
-    file: PathBuf,
-    shapes: usize,
-    done: Arc<AtomicBool>,
-) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        let mut last = usize::MAX;
-        while !done.load(Ordering::Relaxed) {
-            let n = std::fs::read_to_string(&file)
-                .map(|t| count_entries(&t))
-                .unwrap_or(0);
-            if n != last {
-                eprintln!("  tuned {n} of {shapes} shapes");
-                last = n;
-            }
-            std::thread::park_timeout(Duration::from_secs(2));
-        }
-    })
-}
-
-/// Tuned GEMMs in a result file being written: its CSV header lines (one per entry).
-fn count_entries(text: &str) -> usize {
-    text.lines()
-        .filter(|l| l.trim_start().starts_with("transA,"))
-        .count()
-}
-
 fn run_stage(a: &StageArgs) -> Result<ExitCode, CliError> {
-    let mut run = a.run.clone();
-    if run.profile.is_none() {
-        run.profile = Some("primus".into());
-    }
-    let p = prepare(&run)?;
-    let layout = TuneLayout::new(&p.exp.primus_root, &p.exp.path, &p.opts.env);
-    let plan = stage::plan(
-        a.stage,
-        &StageContext {
-            layout: &layout,
-            primus_root: &p.exp.primus_root,
-            profile: &p.topts.profile.name,
-            hipblaslt: p.topts.profile.capabilities.hipblaslt,
-            gpus: p.topts.gpus,
-            env: &p.opts.env,
-            python: &a.python,
-            override_file: a.override_file.as_deref(),
-        },
-    )
-    .map_err(|e| CliError::Usage(e.to_string()))?;
-    let json = run.json;
-    if a.stage == 3 && !json {
-        eprintln!(
-            "stage 3: an untuned baseline trial, then one with {}",
-            plan.override_file
-                .as_deref()
-                .map(display_path)
-                .unwrap_or_default()
-        );
-    }
-    let store = Store::open(&p.db).map_err(|e| CliError::Usage(e.to_string()))?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let iters_given = run.max_iters.is_some();
-    let mut shown = p.topts.clone();
-    runner::apply_plan(&mut shown, &plan, &p.exp.primus_root, iters_given);
-    // Stage 2 prints no iterations: the result file growing is its progress.
-    let done = Arc::new(AtomicBool::new(false));
-    let watcher = (a.stage == 2 && !json)
-        .then(|| watch_results(layout.result_file.clone(), plan.shapes, done.clone()));
-    let out = rt.block_on(with_progress(&shown, json, |tx, cancel| {
-        runner::run_stage(
-            &p.exp,
-            &p.opts,
-            &store,
-            &p.topts,
-            &plan,
-            &layout,
-            iters_given,
-            tx,
-            cancel,
-        )
-    }));
-    done.store(true, Ordering::Relaxed);
-    if let Some(w) = watcher {
-        w.thread().unpark();
-        let _ = w.join();
-    }
-    let out = out.map_err(|e| CliError::Usage(e.to_string()))?;
-    if let Some(old) = &out.set_aside {
-        eprintln!("the earlier result file is kept as {}", display_path(old));
-    }
+    let session = a.run.session()?;
+    let req = StageRequest {
+        stage: a.stage,
+        trial: a.run.request()?,
+        python: a.python.clone(),
+        override_file: a.override_file.clone(),
+    };
+    let p = gemm_stage::prepare(&session, &req)?;
+    let json = a.run.json;
+    let shown = gemm_stage::shown_options(&p);
+    let style = Style {
+        json,
+        trial_headers: true,
+        max_iters: shown.max_iters,
+        job: !shown.trains,
+    };
+    let out = drive(style, |events, cancel| {
+        gemm_stage::run_blocking(&session, &p, events, cancel)
+    })?;
     if !json {
-        for r in &out.trials {
-            print_result(r, false);
+        for r in &out.run.trials {
+            print_result(r);
         }
-    }
-    let mut doc =
-        serde_json::json!({"stage": a.stage, "study": out.study_id, "trials": out.trials});
-    match a.stage {
-        1 => match dump::read_dumps(&layout.shapes_dir)
-            .ok()
-            .filter(|d| d.gemm_lines > 0)
+        match &out.summary {
+            StageSummary::NothingDumped { .. }
+            | StageSummary::NoResult { .. }
+            | StageSummary::NotCompared => {
+                eprintln!("{}", out.summary)
+            }
+            s => println!("{s}"),
+        }
+        if let StageSummary::Compared(c) = &out.summary
+            && c.change < -c.change_ci
         {
-            Some(d) => {
-                doc["unique_shapes"] = d.shapes.len().into();
-                doc["gemm_lines"] = d.gemm_lines.into();
-                if !json {
-                    println!(
-                        "stage 1: {} unique GEMM shapes dumped to {}; next: primus-tune gemm-tune stage 2",
-                        d.shapes.len(),
-                        display_path(&layout.shapes_dir)
-                    );
-                }
-            }
-            None => eprintln!(
-                "stage 1: no GEMM shape was dumped to {} — the workload did not call hipBLASLt (the proxy profiles do not), or it ignored HIPBLASLT_LOG_FILE",
-                display_path(&layout.shapes_dir)
-            ),
-        },
-        2 => match results::read(&layout.result_file) {
-            Ok(res) => {
-                doc["entries"] = res.entries.len().into();
-                doc["git_version"] = res.git_version.clone().into();
-                if !json {
-                    println!(
-                        "stage 2: {} GEMMs tuned into {} (hipBLASLt {}); next: primus-tune gemm-tune stage 3",
-                        res.entries.len(),
-                        display_path(&layout.result_file),
-                        res.git_version
-                    );
-                }
-            }
-            Err(e) => eprintln!("stage 2: no usable result file: {e}"),
-        },
-        _ => {
-            doc["comparison"] = serde_json::to_value(&out.comparison).unwrap_or_default();
-            doc["override_file"] = serde_json::to_value(&plan.override_file).unwrap_or_default();
-            match &out.comparison {
-                Some(c) if !json => {
-                    println!(
-                        "stage 3: baseline {:.1} ms, tuned {:.1} ms per step: {}",
-                        c.baseline_ms,
-                        c.tuned_ms,
-                        stage::comparison_text(c.change, c.change_ci)
-                    );
-                    if c.change < -c.change_ci {
-                        println!(
-                            "use it in later trials: primus-tune run --gemm-tuned / sweep --gemm-tuned"
-                        );
-                    }
-                }
-                Some(_) => {}
-                None => eprintln!("stage 3: no comparison (a trial did not complete)"),
-            }
+            println!("use it in later trials: primus-tune run --gemm-tuned / sweep --gemm-tuned");
         }
-    }
-    if json {
-        print_json(&doc);
+    } else {
+        let mut doc = serde_json::json!({
+            "event": "stage-ended",
+            "stage": a.stage,
+            "study": out.run.study_id,
+            "trials": out.run.trials,
+            "summary": out.summary,
+        });
+        match &out.summary {
+            StageSummary::Dumped {
+                unique_shapes,
+                gemm_lines,
+                ..
+            } => {
+                doc["unique_shapes"] = (*unique_shapes).into();
+                doc["gemm_lines"] = (*gemm_lines).into();
+            }
+            StageSummary::Tuned {
+                entries,
+                git_version,
+                ..
+            } => {
+                doc["entries"] = (*entries).into();
+                doc["git_version"] = git_version.clone().into();
+            }
+            StageSummary::Compared(_) | StageSummary::NotCompared => {
+                doc["comparison"] = serde_json::to_value(&out.run.comparison).unwrap_or_default();
+                doc["override_file"] =
+                    serde_json::to_value(&out.plan.override_file).unwrap_or_default();
+            }
+            _ => {}
+        }
+        json_line(&doc);
     }
     Ok(if out.completed() {
         ExitCode::SUCCESS

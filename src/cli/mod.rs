@@ -8,18 +8,20 @@ mod gpus;
 mod lint;
 mod monitor;
 mod parse_log;
+mod progress;
 mod proxy;
 mod recommend;
 mod report;
 mod run;
 mod set;
 mod show;
+mod studies;
 mod sweep;
 mod trials;
 
-use crate::config::env::Env;
-use crate::config::overrides::parse_assignment;
+use crate::app::{AppError, Session, SessionOptions};
 use crate::config::{ConfigError, Experiment, LoadOptions};
+use crate::run::trial::TelemetrySetup;
 use clap::{Args, Parser, Subcommand};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -67,6 +69,8 @@ enum Command {
     ParseLog(parse_log::ParseLogArgs),
     /// List stored trials, show one, export CSV.
     Trials(trials::TrialsArgs),
+    /// The experiment's sweeps: space, status, trials, GPU time, pick.
+    Studies(studies::StudiesArgs),
     /// Live GPU telemetry (table, JSON Lines or CSV).
     Monitor(monitor::MonitorArgs),
     /// Detected GPUs, the telemetry backend, and hardware facts.
@@ -86,7 +90,7 @@ enum Command {
 }
 
 /// How to load an experiment: shared by every subcommand that reads one.
-#[derive(Debug, Args, Clone)]
+#[derive(Debug, Args, Clone, Default)]
 pub struct LoadArgs {
     /// Experiment YAML (default: the bundled example).
     pub config: Option<PathBuf>,
@@ -100,19 +104,54 @@ pub struct LoadArgs {
     /// A command-line override, typed as Primus types `--key value` (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub overrides: Vec<String>,
+    /// Where the experiment's trials and studies live (default: $PRIMUS_TUNE_WORKSPACE, else an
+    /// existing .primus-tune/ beside the experiment, else a folder under
+    /// ~/.local/share/primus-tune/workspaces/).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
 }
 
 /// Errors the frontend reports before exiting with status 2.
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
     #[error(transparent)]
-    Config(#[from] ConfigError),
+    App(Box<AppError>),
     #[error(transparent)]
-    Edit(#[from] crate::config::doc::EditError),
+    Config(Box<ConfigError>),
+    #[error(transparent)]
+    Edit(Box<crate::config::doc::EditError>),
     #[error("{0}")]
     Usage(String),
     #[error("{0}")]
     Io(#[from] std::io::Error),
+}
+
+impl From<AppError> for CliError {
+    fn from(e: AppError) -> Self {
+        CliError::App(Box::new(e))
+    }
+}
+
+impl From<ConfigError> for CliError {
+    fn from(e: ConfigError) -> Self {
+        CliError::Config(Box::new(e))
+    }
+}
+
+impl From<crate::config::doc::EditError> for CliError {
+    fn from(e: crate::config::doc::EditError) -> Self {
+        CliError::Edit(Box::new(e))
+    }
+}
+
+impl CliError {
+    /// Lint errors behind the error, printed under it.
+    fn details(&self) -> Vec<String> {
+        match self {
+            CliError::App(e) => e.diagnostics().iter().map(format_diag).collect(),
+            _ => Vec::new(),
+        }
+    }
 }
 
 pub fn run() -> ExitCode {
@@ -134,6 +173,7 @@ pub fn run() -> ExitCode {
         Some(Command::Run(a)) => run::run(&a),
         Some(Command::ParseLog(a)) => parse_log::run(&a),
         Some(Command::Trials(a)) => trials::run(&a),
+        Some(Command::Studies(a)) => studies::run(&a),
         Some(Command::Monitor(a)) => monitor::run(&a),
         Some(Command::Gpus(a)) => gpus::run(&a),
         Some(Command::Proxy(a)) => proxy::run(&a),
@@ -147,22 +187,20 @@ pub fn run() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e}");
+            for d in e.details() {
+                eprintln!("  {}", d.replace('\n', "\n  "));
+            }
             ExitCode::from(2)
         }
     }
 }
 
-/// `primus-tune [CONFIG]` on a terminal: the TUI (no CONFIG: an editable copy of the bundled
-/// example).
+/// `primus-tune [CONFIG]` on a terminal: the TUI (no CONFIG: the editable copy of the bundled
+/// example, as every command uses).
 fn run_tui(cli: &Cli) -> Result<ExitCode, CliError> {
-    let config = match &cli.load.config {
-        Some(_) => cli.load.config_path()?,
-        None => crate::util::bundled::editable_default_experiment()?,
-    };
+    let session = cli.load.session(cli.telemetry.setup(500, false))?;
     let opts = crate::tui::TuiOptions {
-        config,
-        load: cli.load.options()?,
-        env: cli.load.env_pairs()?,
+        session,
         telemetry_backend: cli.telemetry.backend.clone(),
         roots: cli.telemetry.roots(),
         tour: !cli.no_tour && !crate::tui::toured_marker().exists(),
@@ -172,63 +210,31 @@ fn run_tui(cli: &Cli) -> Result<ExitCode, CliError> {
 }
 
 impl LoadArgs {
-    /// The `--env KEY=VALUE` pairs, checked.
-    pub fn env_pairs(&self) -> Result<Vec<(String, String)>, CliError> {
-        self.env
-            .iter()
-            .map(|kv| match kv.split_once('=') {
-                Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
-                _ => Err(CliError::Usage(format!(
-                    "--env `{kv}` is not of the form KEY=VALUE"
-                ))),
-            })
-            .collect()
-    }
-
-    /// The process environment with the `--env` pairs applied.
-    pub fn env(&self) -> Result<Env, CliError> {
-        let mut env = Env::from_process();
-        for (k, v) in self.env_pairs()? {
-            env.set(&k, &v);
-        }
-        Ok(env)
-    }
-
-    pub fn options(&self) -> Result<LoadOptions, CliError> {
-        let overrides = self
-            .overrides
-            .iter()
-            .map(|s| {
-                parse_assignment(s).map_err(|message| ConfigError::BadOverride {
-                    text: s.clone(),
-                    message,
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(LoadOptions {
+    /// The session options these arguments give.
+    pub fn options(&self) -> SessionOptions {
+        SessionOptions {
+            config: self.config.clone(),
             primus_root: self.primus_root.clone(),
-            env: self.env()?,
-            overrides,
-            texts: Default::default(),
-        })
-    }
-
-    pub fn config_path(&self) -> Result<PathBuf, CliError> {
-        match &self.config {
-            Some(p) => {
-                if !p.exists() {
-                    return Err(CliError::Usage(format!("{}: no such file", p.display())));
-                }
-                Ok(p.clone())
-            }
-            None => Ok(crate::util::bundled::default_experiment()?),
+            env: self.env.clone(),
+            overrides: self.overrides.clone(),
+            workspace: self.workspace.clone(),
+            ..SessionOptions::default()
         }
     }
 
+    /// The session: the experiment, its environment and workspace, the trials' telemetry.
+    pub fn session(&self, telemetry: Option<TelemetrySetup>) -> Result<Session, CliError> {
+        Ok(Session::open(SessionOptions {
+            telemetry,
+            ..self.options()
+        })?)
+    }
+
+    /// The experiment (with `--set`) and its load options.
     pub fn load(&self) -> Result<(Experiment, LoadOptions), CliError> {
-        let opts = self.options()?;
-        let exp = Experiment::load(&self.config_path()?, &opts)?;
-        Ok((exp, opts))
+        let s = self.session(None)?;
+        let exp = s.load()?;
+        Ok((exp, s.load))
     }
 }
 

@@ -31,6 +31,41 @@ impl TelemetryArgs {
             procfs: self.procfs_root.clone(),
         }
     }
+
+    /// How trials sample telemetry with these arguments (None when disabled).
+    pub fn setup(
+        &self,
+        interval_ms: u64,
+        disabled: bool,
+    ) -> Option<crate::run::trial::TelemetrySetup> {
+        (!disabled).then(|| crate::run::trial::TelemetrySetup {
+            backend: self.backend.clone(),
+            roots: self.roots(),
+            config: crate::telemetry::sampler::SamplerConfig {
+                interval: std::time::Duration::from_millis(interval_ms.max(10)),
+                process_interval: std::time::Duration::from_millis(2000),
+            },
+        })
+    }
+}
+
+/// Telemetry of the trials a command runs (`run`, `sweep`, `gemm-tune stage`).
+#[derive(Debug, Clone, Args)]
+pub struct TrialTelemetryArgs {
+    #[command(flatten)]
+    pub telemetry: TelemetryArgs,
+    /// Telemetry sampling interval in milliseconds.
+    #[arg(long, default_value_t = 500)]
+    pub interval: u64,
+    /// Do not sample telemetry during the trials.
+    #[arg(long)]
+    pub no_telemetry: bool,
+}
+
+impl TrialTelemetryArgs {
+    pub fn setup(&self) -> Option<crate::run::trial::TelemetrySetup> {
+        self.telemetry.setup(self.interval, self.no_telemetry)
+    }
 }
 
 #[derive(Debug, Args)]

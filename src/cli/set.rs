@@ -49,6 +49,7 @@ pub fn run(a: &SetArgs) -> Result<ExitCode, CliError> {
         primus_root: a.primus_root.clone(),
         env: a.env.clone(),
         overrides: Vec::new(),
+        workspace: None,
     };
     let (exp, opts) = load.load()?;
     let catalog = Catalog::builtin();
@@ -61,7 +62,7 @@ pub fn run(a: &SetArgs) -> Result<ExitCode, CliError> {
         catalog,
     )
     .map_err(|e| match e {
-        edit::SetError::Edit(e) => CliError::Edit(e),
+        edit::SetError::Edit(e) => CliError::from(e),
         edit::SetError::Usage(m) => CliError::Usage(m),
     })?;
     let diff = plan.doc.diff();

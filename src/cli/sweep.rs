@@ -1,22 +1,27 @@
 //! `primus-tune sweep [CONFIG] --space NAME [--resume STUDY] [--budget-minutes M] [--max-trials N]`
 
-use super::{CliError, LoadArgs, display_path, print_json};
+use super::progress::{Style, drive, json_line};
+use super::{CliError, LoadArgs, display_path};
+use crate::app::sweep::{self, SweepRequest};
+use crate::app::trial::TrialRequest;
+use crate::app::{Session, SessionOptions};
 use crate::domain::study::{StudyRecord, settings};
-use crate::run::profile;
-use crate::tune::sweep::{SweepRequest, run_sweep};
 use clap::Args;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Debug, Args)]
 pub struct SweepArgs {
+    /// The experiment, `--env`, `--workspace`; `--set` values apply to every trial.
     #[command(flatten)]
     pub load: LoadArgs,
     /// The space: deepep-cu, sync-free-stage, memory-fit, precision, one of yours, or a YAML file.
     #[arg(long)]
     pub space: Option<String>,
-    /// Launch profile of the trials (proxy-cpu, proxy-torch, primus, megatron, ...).
-    #[arg(long, default_value = profile::DEFAULT_PROFILE)]
-    pub profile: String,
+    /// Launch profile of the trials (proxy-cpu, proxy-torch, primus, megatron, ...) [default:
+    /// proxy-cpu; a resumed study: the profile its trials ran with].
+    #[arg(long)]
+    pub profile: Option<String>,
     /// Name of the new study (default: the space and the time).
     #[arg(long)]
     pub name: Option<String>,
@@ -44,83 +49,72 @@ pub struct SweepArgs {
     /// GPUs (world size) of each trial (default: as `run`).
     #[arg(long)]
     pub gpus: Option<u64>,
-    /// Print the study as JSON.
+    /// The trial database (its folder holds the trial folders); default: the workspace's.
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+    /// JSON Lines on stdout: one object per event as it happens, the last one the study.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub telemetry: super::monitor::TrialTelemetryArgs,
     /// Train every trial with the tuned GEMMs of `gemm-tune stage 2` (HipBLASLt stage 3).
     #[arg(long)]
     pub gemm_tuned: bool,
 }
 
-/// SIGINT, SIGTERM and SIGHUP stop the trial in flight and the sweep.
-fn cancel_on_signals() -> tokio::sync::watch::Receiver<bool> {
-    let (tx, rx) = tokio::sync::watch::channel(false);
-    std::thread::spawn(move || {
-        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        else {
-            return;
-        };
-        rt.block_on(async move {
-            crate::run::process::stop_signal().await;
-            let _ = tx.send(true);
-        });
-    });
-    rx
-}
-
 pub fn run(a: &SweepArgs) -> Result<ExitCode, CliError> {
-    let (exp, opts) = a.load.load()?;
-    let mut env = a.load.env_pairs()?;
-    if a.gemm_tuned {
-        env.extend(
-            crate::gemm::tuned_env_for(&exp.primus_root, &exp.path, &opts.env)
-                .map_err(CliError::Usage)?,
-        );
-    }
+    let session = Session::open(SessionOptions {
+        db: a.db.clone(),
+        telemetry: a.telemetry.setup(),
+        ..a.load.options()
+    })?;
     let req = SweepRequest {
         space: a.space.clone(),
         name: a.name.clone(),
         resume: a.resume.clone(),
-        profile: a.profile.clone(),
-        gpus: a.gpus,
+        trial: TrialRequest {
+            profile: a.profile.clone(),
+            gpus: a.gpus,
+            gemm_tuned: a.gemm_tuned,
+            ..TrialRequest::default()
+        },
         first_iters: a.first_iters,
         max_iters: a.max_iters,
         budget_minutes: a.budget_minutes,
         max_trials: a.max_trials,
         capacity_gib: a.capacity_gib,
         headroom: a.headroom,
-        env,
     };
     if req.space.is_none() && req.resume.is_none() {
         return Err(CliError::Usage(
             "--space NAME is needed (or --resume STUDY)".into(),
         ));
     }
-    let json = a.json;
-    let out = run_sweep(
-        &exp,
-        &opts,
-        &req,
-        cancel_on_signals(),
-        Box::new(move |line: &str| {
-            if !json {
-                eprintln!("{line}");
-            }
-        }),
-    )
-    .map_err(CliError::Usage)?;
+    let style = Style {
+        json: a.json,
+        trial_headers: false,
+        max_iters: a.max_iters,
+        job: false,
+    };
+    let out = drive(style, |events, cancel| {
+        sweep::run(&session, &req, events, cancel)
+    })?;
     let Some(record) = out.record else {
         eprintln!(
-            "sweep stopped; finished trials are stored. Continue with: primus-tune sweep {} --resume {}",
-            display_path(&exp.path),
-            out.study
+            "sweep stopped; finished trials are stored. Continue with: {}",
+            out.resume
         );
+        if a.json {
+            json_line(&serde_json::json!({
+                "event": "sweep-stopped", "study": out.study, "id": out.id, "resume": out.resume,
+            }));
+        }
         return Ok(ExitCode::from(3));
     };
     if a.json {
-        print_json(&serde_json::json!({"study": out.study, "id": out.id, "record": record}));
+        json_line(&serde_json::json!({
+            "event": "sweep-ended", "study": out.study, "id": out.id, "record": record,
+        }));
     } else {
         print_record(&out.study, &record);
         if out.replayed > 0 {
@@ -131,7 +125,7 @@ pub fn run(a: &SweepArgs) -> Result<ExitCode, CliError> {
         }
         println!(
             "next: primus-tune recommend {} --study {} [--apply]",
-            display_path(&exp.path),
+            display_path(&session.experiment),
             out.study
         );
     }

@@ -1,7 +1,7 @@
 //! `primus-tune trials [--json | --csv]` and `primus-tune trials show ID`.
 
 use super::{CliError, display_path, print_json};
-use crate::run::trial::workspace_dir;
+use crate::app::{Session, SessionOptions};
 use crate::store::{Store, TrialFilter, TrialRow, TrialStatus};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
@@ -27,15 +27,19 @@ pub struct TrialsArgs {
     pub csv: bool,
 }
 
+/// Which workspace to read: an experiment's, a folder, or a database file.
 #[derive(Debug, Args, Clone)]
 pub struct DbArgs {
-    /// The trial database (default: .primus-tune/trials.db beside --config, else in the current
-    /// folder, else the bundled example's).
+    /// The trial database (default: the workspace's; without --config, ./.primus-tune/ when it
+    /// holds one, else the bundled example's).
     #[arg(long, global = true)]
     pub db: Option<PathBuf>,
-    /// The experiment whose trials to list.
+    /// The experiment whose trials to read.
     #[arg(long, global = true)]
     pub config: Option<PathBuf>,
+    /// The workspace folder (as for `run`).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -53,29 +57,18 @@ pub enum TrialsCommand {
 }
 
 impl DbArgs {
-    pub fn path(&self) -> Result<PathBuf, CliError> {
-        if let Some(p) = &self.db {
-            return Ok(p.clone());
-        }
-        if let Some(c) = &self.config {
-            return Ok(workspace_dir(&std::path::absolute(c)?).join("trials.db"));
-        }
-        let here = PathBuf::from(".primus-tune/trials.db");
-        if here.is_file() {
-            return Ok(here);
-        }
-        Ok(workspace_dir(&crate::util::bundled::default_experiment()?).join("trials.db"))
+    pub fn session(&self) -> Result<Session, CliError> {
+        Ok(Session::open(SessionOptions {
+            config: self.config.clone(),
+            db: self.db.clone(),
+            workspace: self.workspace.clone(),
+            workspace_here: true,
+            ..SessionOptions::default()
+        })?)
     }
 
     pub fn open(&self) -> Result<Store, CliError> {
-        let p = self.path()?;
-        if !p.is_file() {
-            return Err(CliError::Usage(format!(
-                "{}: no trial database yet (run a trial first: primus-tune run CONFIG)",
-                display_path(&p)
-            )));
-        }
-        Store::open(&p).map_err(|e| CliError::Usage(e.to_string()))
+        Ok(self.session()?.require_store()?)
     }
 }
 

@@ -76,6 +76,15 @@ pub enum FileError {
     Empty { path: PathBuf },
 }
 
+/// Why the tuned GEMMs cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum TunedEnvError {
+    #[error("{}: no tuned GEMM file; run `primus-tune gemm-tune stage 2` first", .0.display())]
+    Missing(PathBuf),
+    #[error(transparent)]
+    Unreadable(#[from] results::ResultsError),
+}
+
 /// The environment that makes a trial train with the stage-2 result file
 /// (`run --gemm-tuned`, `sweep --gemm-tuned`, the TUI's choice): the file named by
 /// `HIPBLASLT_TUNING_OVERRIDE_FILE` when set, else the experiment's result file. Fails, naming
@@ -84,7 +93,7 @@ pub fn tuned_env_for(
     primus_root: &Path,
     experiment: &Path,
     env: &Env,
-) -> Result<Vec<(String, String)>, String> {
+) -> Result<Vec<(String, String)>, TunedEnvError> {
     let layout = status::TuneLayout::new(primus_root, experiment, env);
     let file = env
         .get("HIPBLASLT_TUNING_OVERRIDE_FILE")
@@ -92,11 +101,8 @@ pub fn tuned_env_for(
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| layout.result_file.clone());
     if !file.is_file() {
-        return Err(format!(
-            "{}: no tuned GEMM file; run `primus-tune gemm-tune stage 2` first",
-            file.display()
-        ));
+        return Err(TunedEnvError::Missing(file));
     }
-    results::read(&file).map_err(|e| e.to_string())?;
+    results::read(&file)?;
     Ok(stage::tuned_env(&layout, &file))
 }

@@ -31,6 +31,7 @@ mod studies;
 mod time;
 mod trials;
 mod types;
+mod workspace;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -44,6 +45,9 @@ pub use schema::SCHEMA_VERSION;
 pub use time::{now_rfc3339, rfc3339_utc};
 pub use types::{
     NewTrial, ParseStatusError, StudyRow, TrialEnd, TrialFilter, TrialRow, TrialStatus,
+};
+pub use workspace::{
+    BESIDE as WORKSPACE_BESIDE, DB_FILE as WORKSPACE_DB, Origin as WorkspaceOrigin, Workspace,
 };
 
 /// How long a write waits for another connection's lock before giving up.

@@ -3,7 +3,7 @@
 //! back as messages. Key handling goes through `keymap::action` first.
 
 use super::keymap::{self, Action};
-use super::model::{ConfigView, FlagRow, PendingEdit, PlanView};
+use crate::app::views::config::{ConfigView, FlagRow, PendingEdit, PlanView};
 use crate::config::catalog::{FlagType, Step};
 use crate::domain::study::StudyRecord;
 use crate::domain::trial::Iteration;
@@ -78,8 +78,11 @@ pub enum Msg {
     Trials(Result<Vec<TrialRow>, String>),
     /// One line of a running sweep's progress.
     SweepLine(String),
-    /// The sweep ended: the study's name and its record (None when it was stopped).
-    SweepDone(Result<(String, Option<Box<StudyRecord>>), String>),
+    /// The sweep ended: the study's name, its record (None when it was stopped) and the command
+    /// that resumes it.
+    SweepDone(Result<(String, Option<Box<StudyRecord>>, String), String>),
+    /// A step of a running use case worth a line on the status bar.
+    Note(String),
     /// The experiment file changed on disk (another program wrote it).
     DiskChanged,
     /// SIGTERM or SIGHUP: stop everything and leave.
@@ -528,15 +531,15 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
         Msg::SweepDone(r) => {
             app.sweep.running = false;
             match r {
-                Ok((study, Some(rec))) => {
+                Ok((study, Some(rec), _)) => {
                     app.info(format!(
                         "sweep {study} done: a applies its pick (as unsaved edits)"
                     ));
                     app.sweep.result = Some((study, *rec));
                 }
-                Ok((study, None)) => app.info(format!(
-                    "sweep {study} stopped; `primus-tune sweep --resume {study}` continues it"
-                )),
+                Ok((study, None, resume)) => {
+                    app.info(format!("sweep {study} stopped; `{resume}` continues it"))
+                }
                 Err(e) => app.error(format!("the sweep could not run: {e}")),
             }
             let mut fx = vec![Effect::LoadTrials];
@@ -587,6 +590,10 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
                 vec![]
             }
         }
+        Msg::Note(line) => {
+            app.info(line);
+            vec![]
+        }
         Msg::Terminate => quit_now(app),
     }
 }
@@ -618,7 +625,7 @@ fn on_trial_event(app: &mut App, ev: TrialEvent) {
             t.argv = argv;
             t.dir = Some(trial_dir);
         }
-        TrialEvent::Line(s, line) => {
+        TrialEvent::Line { stream: s, line } => {
             if t.log.len() == LOG_LINES {
                 t.log.pop_front();
             }
@@ -628,9 +635,9 @@ fn on_trial_event(app: &mut App, ev: TrialEvent) {
             t.iters.push(it);
             t.summary = Some(*summary);
         }
-        TrialEvent::Stopping(why) => t.stopping = Some(why.to_string()),
+        TrialEvent::Stopping { reason } => t.stopping = Some(reason.to_string()),
         TrialEvent::Telemetry(_) => {} // the live sampler feeds the charts
-        TrialEvent::TelemetryUnavailable(why) => {
+        TrialEvent::TelemetryUnavailable { why } => {
             app.telemetry.note.get_or_insert(why);
         }
     }
@@ -797,14 +804,18 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
         Action::EditInput(c) => {
             if let Some(e) = &mut app.flags.editor {
                 e.text.push(c);
-                e.error = super::load::check_value(&e.key, &e.text).err();
+                e.error = crate::app::edit::check_value(&e.key, &e.text)
+                    .err()
+                    .map(|e| e.0);
             }
             vec![]
         }
         Action::EditBackspace => {
             if let Some(e) = &mut app.flags.editor {
                 e.text.pop();
-                e.error = super::load::check_value(&e.key, &e.text).err();
+                e.error = crate::app::edit::check_value(&e.key, &e.text)
+                    .err()
+                    .map(|e| e.0);
             }
             vec![]
         }
@@ -820,7 +831,9 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
                     .map_or(if step > 0 { -1 } else { 0 }, |i| i as isize);
                 let j = (i + step).rem_euclid(n) as usize;
                 e.text = e.choices[j].clone();
-                e.error = super::load::check_value(&e.key, &e.text).err();
+                e.error = crate::app::edit::check_value(&e.key, &e.text)
+                    .err()
+                    .map(|e| e.0);
             }
             vec![]
         }
@@ -1108,7 +1121,9 @@ fn start_edit(app: &mut App) -> Vec<Effect> {
         row.value.clone()
     };
     app.flags.editor = Some(Editor {
-        error: super::load::check_value(&row.name, &text).err(),
+        error: crate::app::edit::check_value(&row.name, &text)
+            .err()
+            .map(|e| e.0),
         key: row.name,
         text,
         ty: row.ty,

@@ -9,18 +9,19 @@
 
 pub mod app;
 pub mod keymap;
-pub mod load;
-pub mod model;
 pub mod theme;
 pub mod view;
 
 #[cfg(test)]
 mod update_tests;
 
-use crate::config::LoadOptions;
+use crate::app::events::{self, AppEvent, Events};
+use crate::app::gemm_stage::{self, StageRequest};
+use crate::app::sweep::SweepRequest;
+use crate::app::trial::{Cancel, TrialRequest};
+use crate::app::{AppError, Session};
 use crate::run::profile;
-use crate::run::trial::{self, TelemetrySetup, TrialEvent, TrialOptions};
-use crate::store::{Store, TrialFilter};
+use crate::store::TrialFilter;
 use crate::telemetry::host::Host;
 use crate::telemetry::sampler::{Sampler, SamplerConfig};
 use crate::telemetry::select::{self, Roots};
@@ -30,7 +31,7 @@ use futures_util::StreamExt;
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 use std::io::Stdout;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 use theme::{Palette, Theme};
 use tokio::sync::{mpsc, watch};
@@ -38,10 +39,9 @@ use tokio::sync::{mpsc, watch};
 /// What the command line gives the TUI.
 #[derive(Debug, Clone)]
 pub struct TuiOptions {
-    pub config: PathBuf,
-    pub load: LoadOptions,
-    /// Extra environment for trials (`--env`).
-    pub env: Vec<(String, String)>,
+    /// The experiment, its environment, workspace and the trials' telemetry.
+    pub session: Session,
+    /// The live sampler's backend and roots (the trials' come with the session).
     pub telemetry_backend: String,
     pub roots: Roots,
     /// Show the guided tour (first start, unless `--no-tour`).
@@ -112,10 +112,6 @@ impl Drop for Worker {
     }
 }
 
-fn db_path(config: &Path) -> PathBuf {
-    trial::workspace_dir(config).join("trials.db")
-}
-
 /// Set to a file path, the TUI writes `{"first_frame_ms": .., "rss_kb": ..}` there once the
 /// first frame with the experiment loaded is drawn, and quits (for the start-up benchmark).
 pub const FIRST_FRAME_ENV: &str = "PRIMUS_TUNE_FIRST_FRAME_REPORT";
@@ -163,6 +159,7 @@ async fn event_loop(
 ) -> std::io::Result<()> {
     let report = std::env::var_os(FIRST_FRAME_ENV).map(PathBuf::from);
     let theme = Theme::new(Palette::from_env());
+    let session = &opts.session;
     let mut app = App::new(profile_names(), profile::DEFAULT_PROFILE, opts.tour);
     // Declared before the channel so that, on every way out (return, error, panic unwinding),
     // the receiver is dropped first: the trial thread's sends then fail at once instead of
@@ -192,47 +189,62 @@ async fn event_loop(
                 }
                 Effect::Load(pending) => {
                     load_gen += 1;
-                    let (g, o, p, t) = (load_gen, opts.clone(), pending, load_tx.clone());
+                    let (g, s, p, t) = (load_gen, session.clone(), pending, load_tx.clone());
                     tokio::task::spawn_blocking(move || {
-                        let r = load::build(&o.config, &o.load, &p)
-                            .map(|(v, plan)| (Box::new(v), plan));
+                        let r = crate::app::views::config::build(&s, &p)
+                            .map(|(v, plan)| (Box::new(v), plan))
+                            .map_err(|e| e.to_string());
                         let _ = t.blocking_send((g, Msg::Loaded(r)));
                     });
                 }
                 Effect::Save(pending) => {
                     tracing::info!(edits = pending.len(), "saving");
-                    let (o, t) = (opts.clone(), tx.clone());
+                    let (s, t) = (session.clone(), tx.clone());
                     tokio::task::spawn_blocking(move || {
-                        let r = load::save(&o.config, &o.load, &pending);
+                        let r = crate::app::edit::save(&s, &pending).map_err(|e| e.to_string());
                         let _ = t.blocking_send(Msg::Saved(r));
                     });
                 }
                 Effect::LoadTrials => {
-                    let (db, t) = (db_path(&opts.config), tx.clone());
+                    let (s, t) = (session.clone(), tx.clone());
                     tokio::task::spawn_blocking(move || {
-                        let r = if db.exists() {
-                            Store::open(&db)
-                                .and_then(|s| s.list_trials(&TrialFilter::all()))
-                                .map_err(|e| e.to_string())
-                        } else {
-                            Ok(Vec::new())
-                        };
+                        let r = s
+                            .existing_store()
+                            .and_then(|st| match st {
+                                Some(st) => Ok(st.list_trials(&TrialFilter::all())?),
+                                None => Ok(Vec::new()),
+                            })
+                            .map_err(|e| e.to_string());
                         let _ = t.blocking_send(Msg::Trials(r));
                     });
                 }
                 Effect::StartTrial { profile } => {
-                    tracing::info!(profile, config = %opts.config.display(), "trial started");
-                    let o = launch_options(opts, &app);
-                    trial = Some(start_trial(&o, &profile, tx.clone()));
+                    tracing::info!(profile, config = %session.experiment.display(), "trial started");
+                    let req = TrialRequest {
+                        profile: Some(profile),
+                        gemm_tuned: app.gemm_tuned,
+                        ..TrialRequest::default()
+                    };
+                    trial = Some(start_trial(session, req, tx.clone()));
                 }
                 Effect::StartGemmStage { stage, profile } => {
                     tracing::info!(stage, profile, "GEMM stage started");
-                    trial = Some(start_gemm_stage(opts, stage, &profile, tx.clone()));
+                    let mut req = StageRequest::new(stage);
+                    req.trial.profile = Some(profile);
+                    trial = Some(start_gemm_stage(session, req, tx.clone()));
                 }
                 Effect::StartSweep { space, profile } => {
                     tracing::info!(space, profile, "sweep started");
-                    let o = launch_options(opts, &app);
-                    sweep = Some(start_sweep(&o, &space, &profile, tx.clone()));
+                    let req = SweepRequest {
+                        space: Some(space),
+                        trial: TrialRequest {
+                            profile: Some(profile),
+                            gemm_tuned: app.gemm_tuned,
+                            ..TrialRequest::default()
+                        },
+                        ..SweepRequest::default()
+                    };
+                    sweep = Some(start_sweep(session, req, tx.clone()));
                 }
                 Effect::StopSweep => {
                     tracing::info!("sweep stop requested");
@@ -288,7 +300,7 @@ async fn event_loop(
             _ = disk.tick() => {
                 if let Some(c) = &app.config
                     && !app.disk_changed
-                    && load::stamp(&opts.config) != c.stamp
+                    && crate::app::views::config::stamp(&session.experiment) != c.stamp
                 {
                     pending_fx = app::update(&mut app, Msg::DiskChanged);
                     dirty = true;
@@ -367,61 +379,8 @@ fn start_sampler(opts: &TuiOptions, tx: mpsc::Sender<Msg>) -> Option<Sampler> {
     Some(sampler)
 }
 
-/// Options of a trial started from the TUI: the CLI's defaults, a shorter stop grace.
-pub fn trial_options(opts: &TuiOptions, profile: profile::Profile) -> TrialOptions {
-    let gpus = trial::default_gpus(&opts.load.env, &profile.capabilities);
-    TrialOptions {
-        profile,
-        overrides: Vec::new(),
-        env: opts.env.clone(),
-        max_iters: 50,
-        max_seconds: None,
-        ci_target: 0.01,
-        hang_seconds: 120.0,
-        first_iteration_seconds: 600.0,
-        grace: Duration::from_secs(5),
-        gpus,
-        study_id: None,
-        trials_dir: trial::workspace_dir(&opts.config).join("trials"),
-        telemetry: Some(TelemetrySetup {
-            backend: opts.telemetry_backend.clone(),
-            roots: opts.roots.clone(),
-            config: SamplerConfig::default(),
-        }),
-        trains: true,
-    }
-}
-
-fn start_trial(opts: &TuiOptions, profile_name: &str, tx: mpsc::Sender<Msg>) -> Worker {
-    let opts = opts.clone();
-    let name = profile_name.to_string();
-    spawn_worker("trial", move |cancel_rx| {
-        let r = run_one(&opts, &name, &tx, cancel_rx);
-        let _ = tx.blocking_send(Msg::TrialDone(r.map(Box::new)));
-    })
-}
-
-/// The options a trial or sweep starts with: with the tuned GEMMs chosen (`u` on the GEMM
-/// step), the stage-3 environment added (when the file is gone by now, the trial runs untuned
-/// and the log says why).
-fn launch_options(opts: &TuiOptions, app: &app::App) -> TuiOptions {
-    let mut o = opts.clone();
-    if app.gemm_tuned {
-        let env = crate::config::Experiment::load(&opts.config, &opts.load)
-            .map_err(|e| e.to_string())
-            .and_then(|exp| {
-                crate::gemm::tuned_env_for(&exp.primus_root, &exp.path, &opts.load.env)
-            });
-        match env {
-            Ok(env) => o.env.extend(env),
-            Err(e) => tracing::warn!("tuned GEMMs not used: {e}"),
-        }
-    }
-    o
-}
-
 /// A named thread running `work` with a cancel signal; the handle stops and joins it.
-fn spawn_worker(name: &str, work: impl FnOnce(watch::Receiver<bool>) + Send + 'static) -> Worker {
+fn spawn_worker(name: &str, work: impl FnOnce(Cancel) + Send + 'static) -> Worker {
     let (cancel, cancel_rx) = watch::channel(false);
     let thread = std::thread::Builder::new()
         .name(name.into())
@@ -430,153 +389,78 @@ fn spawn_worker(name: &str, work: impl FnOnce(watch::Receiver<bool>) + Send + 's
     Worker { cancel, thread }
 }
 
-/// A sweep on its own thread, like a trial; its progress lines and end come back as messages.
-fn start_sweep(opts: &TuiOptions, space: &str, profile: &str, tx: mpsc::Sender<Msg>) -> Worker {
-    let opts = opts.clone();
-    let req = crate::tune::sweep::SweepRequest {
-        space: Some(space.to_string()),
-        profile: profile.to_string(),
-        first_iters: 8,
-        max_iters: 24,
-        env: opts.env.clone(),
-        ..Default::default()
-    };
-    spawn_worker("sweep", move |cancel_rx| {
-        let lines = tx.clone();
-        let r = crate::config::Experiment::load(&opts.config, &opts.load)
-            .map_err(|e| e.to_string())
-            .and_then(|exp| {
-                crate::tune::sweep::run_sweep(
-                    &exp,
-                    &opts.load,
-                    &req,
-                    cancel_rx,
-                    Box::new(move |l: &str| {
-                        let _ = lines.blocking_send(Msg::SweepLine(l.to_string()));
-                    }),
-                )
-            })
-            .map(|o| (o.study, o.record.map(Box::new)));
-        let _ = tx.blocking_send(Msg::SweepDone(r));
-    })
+/// What the screens take of a use case's events: a trial's own events feed the Run screen,
+/// sweep steps the Sweep screen's log, stage steps the status line.
+fn to_msg(ev: AppEvent, trial_events: bool) -> Option<Msg> {
+    match ev {
+        AppEvent::Trial(t) if trial_events => Some(Msg::Trial(t)),
+        AppEvent::Sweep(s) => Some(Msg::SweepLine(s.to_string())),
+        AppEvent::Stage(s) => Some(Msg::Note(s.to_string())),
+        AppEvent::Trial(_) | AppEvent::TrialEnded(_) => None,
+    }
 }
 
-/// What every trial started from the TUI needs: the profile, the experiment as on disk, the
-/// store beside it and the engine's options.
-fn trial_setup(
-    opts: &TuiOptions,
-    profile_name: &str,
-) -> Result<(crate::config::Experiment, Store, TrialOptions), String> {
-    let profile =
-        profile::find(profile_name, profile::user_dir().as_deref()).map_err(|e| e.to_string())?;
-    let exp =
-        crate::config::Experiment::load(&opts.config, &opts.load).map_err(|e| e.to_string())?;
-    let store = Store::open(&db_path(&exp.path)).map_err(|e| e.to_string())?;
-    let topts = trial_options(opts, profile);
-    Ok((exp, store, topts))
-}
-
-fn run_one(
-    opts: &TuiOptions,
-    profile_name: &str,
-    tx: &mpsc::Sender<Msg>,
-    cancel: watch::Receiver<bool>,
-) -> Result<crate::domain::trial::TrialResult, String> {
-    let (exp, store, topts) = trial_setup(opts, profile_name)?;
-    forwarding(tx, |etx| {
-        trial::run_trial(&exp, &opts.load, &store, &topts, etx, cancel)
-    })?
-    .map_err(|e| e.to_string())
-}
-
-/// Runs `work` on a runtime of this thread, its trial events forwarded to the TUI as they come.
-fn forwarding<T, F, Fut>(tx: &mpsc::Sender<Msg>, work: F) -> Result<T, String>
-where
-    F: FnOnce(mpsc::Sender<TrialEvent>) -> Fut,
-    Fut: std::future::Future<Output = T>,
-{
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    let (etx, mut erx) = mpsc::channel::<TrialEvent>(256);
+/// Runs a use case on this (worker) thread with its events forwarded to the loop as they come.
+fn forwarding<T>(tx: &mpsc::Sender<Msg>, trial_events: bool, work: impl FnOnce(&Events) -> T) -> T {
+    let (etx, mut erx) = events::channel();
     let fwd = tx.clone();
-    Ok(rt.block_on(async move {
-        let forward = async move {
-            while let Some(ev) = erx.recv().await {
-                if fwd.send(Msg::Trial(ev)).await.is_err() {
-                    break;
-                }
+    let forward = std::thread::spawn(move || {
+        while let Some(ev) = erx.blocking_recv() {
+            let Some(msg) = to_msg(ev, trial_events) else {
+                continue;
+            };
+            if fwd.blocking_send(msg).is_err() {
+                break;
             }
-        };
-        let (r, ()) = tokio::join!(work(etx), forward);
-        r
-    }))
+        }
+    });
+    let out = work(&etx);
+    drop(etx);
+    let _ = forward.join();
+    out
 }
 
-/// A HipBLASLt stage on its own thread, like a trial.
-fn start_gemm_stage(
-    opts: &TuiOptions,
-    stage: u8,
-    profile_name: &str,
-    tx: mpsc::Sender<Msg>,
-) -> Worker {
-    let opts = opts.clone();
-    let name = profile_name.to_string();
-    spawn_worker("gemm-stage", move |cancel_rx| {
-        let r = run_gemm_stage(&opts, stage, &name, &tx, cancel_rx);
-        let _ = tx.blocking_send(Msg::GemmDone(r));
+/// A trial on its own thread, through the same use case as `primus-tune run`.
+fn start_trial(session: &Session, req: TrialRequest, tx: mpsc::Sender<Msg>) -> Worker {
+    let session = session.clone();
+    spawn_worker("trial", move |cancel| {
+        let r = forwarding(&tx, true, |events| {
+            let p = crate::app::trial::prepare(&session, &req)?;
+            crate::app::trial::run_blocking(&session, &p, events, cancel)
+        });
+        let _ = tx.blocking_send(Msg::TrialDone(r.map(Box::new).map_err(|e| e.to_string())));
     })
 }
 
-fn run_gemm_stage(
-    opts: &TuiOptions,
-    stage: u8,
-    profile_name: &str,
-    tx: &mpsc::Sender<Msg>,
-    cancel: watch::Receiver<bool>,
-) -> Result<(Box<crate::domain::trial::TrialResult>, String), String> {
-    use crate::gemm::{runner, stage as gstage, status::TuneLayout};
-    let (exp, store, topts) = trial_setup(opts, profile_name)?;
-    let layout = TuneLayout::new(&exp.primus_root, &exp.path, &opts.load.env);
-    let plan = gstage::plan(
-        stage,
-        &gstage::StageContext {
-            layout: &layout,
-            primus_root: &exp.primus_root,
-            profile: &topts.profile.name,
-            hipblaslt: topts.profile.capabilities.hipblaslt,
-            gpus: topts.gpus,
-            env: &opts.load.env,
-            python: "python3",
-            override_file: None,
-        },
-    )
-    .map_err(|e| e.to_string())?;
-    let run = forwarding(tx, |etx| {
-        runner::run_stage(
-            &exp, &opts.load, &store, &topts, &plan, &layout, false, etx, cancel,
-        )
-    })?
-    .map_err(|e| e.to_string())?;
-    let summary = match (stage, &run.comparison) {
-        (3, Some(c)) => gstage::comparison_text(c.change, c.change_ci),
-        (3, None) => "GEMM stage 3: no comparison (a trial did not complete)".to_string(),
-        (1, _) => match crate::gemm::dump::read_dumps(&layout.shapes_dir) {
-            Ok(d) if d.gemm_lines > 0 => {
-                format!("GEMM stage 1: {} unique shapes dumped", d.shapes.len())
-            }
-            _ => "GEMM stage 1: no shape was dumped (the workload did not call hipBLASLt)".into(),
-        },
-        _ => match crate::gemm::results::read(&layout.result_file) {
-            Ok(r) => format!("GEMM stage 2: {} GEMMs tuned", r.entries.len()),
-            Err(e) => format!("GEMM stage 2: no usable result file: {e}"),
-        },
-    };
-    let last = run
-        .trials
-        .last()
-        .cloned()
-        .ok_or_else(|| "the stage ran no trial".to_string())?;
-    Ok((Box::new(last), summary))
+/// A sweep on its own thread, through the same use case as `primus-tune sweep`.
+fn start_sweep(session: &Session, req: SweepRequest, tx: mpsc::Sender<Msg>) -> Worker {
+    let session = session.clone();
+    spawn_worker("sweep", move |cancel| {
+        let r = forwarding(&tx, false, |events| {
+            crate::app::sweep::run(&session, &req, events, cancel)
+        });
+        let _ = tx.blocking_send(Msg::SweepDone(
+            r.map(|o| (o.study, o.record.map(Box::new), o.resume))
+                .map_err(|e| e.to_string()),
+        ));
+    })
+}
+
+/// A HipBLASLt stage on its own thread, through the same use case as `gemm-tune stage`.
+fn start_gemm_stage(session: &Session, req: StageRequest, tx: mpsc::Sender<Msg>) -> Worker {
+    let session = session.clone();
+    spawn_worker("gemm-stage", move |cancel| {
+        let r = forwarding(&tx, true, |events| -> Result<_, AppError> {
+            let p = gemm_stage::prepare(&session, &req)?;
+            let out = gemm_stage::run_blocking(&session, &p, events, cancel)?;
+            let last = out
+                .run
+                .trials
+                .last()
+                .cloned()
+                .ok_or_else(|| AppError::Usage("the stage ran no trial".into()))?;
+            Ok((Box::new(last), out.summary.to_string()))
+        });
+        let _ = tx.blocking_send(Msg::GemmDone(r.map_err(|e| e.to_string())));
+    })
 }

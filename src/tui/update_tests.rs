@@ -2,8 +2,8 @@
 //! no terminal. The config view is built by the real config engine from the bundled example.
 
 use super::app::{App, Effect, LiveTrial, Msg, Overlay, SortKey, Tab, update};
-use super::load;
-use super::model::{PendingEdit, PlanView};
+use crate::app::Session;
+use crate::app::views::config::{self as load, PendingEdit, PlanView};
 use crate::config::LoadOptions;
 use crate::config::env::Env;
 use crate::domain::trial::TrialResult;
@@ -20,13 +20,32 @@ fn opts() -> LoadOptions {
     }
 }
 
+/// The bundled example with an empty environment and a workspace that does not exist.
+fn session() -> Session {
+    Session::new(
+        EXAMPLE.into(),
+        opts(),
+        crate::store::Workspace::at(
+            "/nonexistent/primus-tune-test-workspace".into(),
+            crate::store::WorkspaceOrigin::Chosen,
+        ),
+    )
+}
+
+fn session_of(path: &Path) -> Session {
+    Session {
+        experiment: path.to_path_buf(),
+        ..session()
+    }
+}
+
 fn loaded_app() -> App {
     let mut app = App::new(
         vec!["proxy-cpu".into(), "proxy-torch".into()],
         "proxy-cpu",
         false,
     );
-    let (view, plan) = load::build(Path::new(EXAMPLE), &opts(), &[]).unwrap();
+    let (view, plan) = load::build(&session(), &[]).unwrap();
     let fx = update(&mut app, Msg::Loaded(Ok((Box::new(view), plan))));
     assert!(fx.is_empty());
     app
@@ -62,8 +81,9 @@ fn select_flag(app: &mut App, name: &str) {
 fn run_load(app: &mut App, fx: &[Effect]) {
     for f in fx {
         if let Effect::Load(p) = f {
-            let r =
-                load::build(Path::new(EXAMPLE), &opts(), p).map(|(v, plan)| (Box::new(v), plan));
+            let r = load::build(&session(), p)
+                .map(|(v, plan)| (Box::new(v), plan))
+                .map_err(|e| e.to_string());
             update(app, Msg::Loaded(r));
         }
     }
@@ -423,7 +443,7 @@ fn trials_sort_mark_compare_and_apply() {
     assert!(app.trials.compare);
     let a = app.trials.rows[0].clone();
     let b = app.trials.rows[1].clone();
-    let d = super::view::trials_settings_diff(&a, &b);
+    let d = crate::app::views::compare::settings_diff(&a, &b);
     assert_eq!(
         d,
         vec![(
@@ -460,7 +480,10 @@ fn live_trial_events_fill_the_run_state() {
     for i in 0..(super::app::LOG_LINES + 5) {
         update(
             &mut app,
-            Msg::Trial(TrialEvent::Line(Stream::Stdout, format!("line {i}"))),
+            Msg::Trial(TrialEvent::Line {
+                stream: Stream::Stdout,
+                line: format!("line {i}"),
+            }),
         );
     }
     let t = app.trial.as_ref().unwrap();
@@ -480,7 +503,7 @@ fn load_build_shows_refused_edits_with_the_reason() {
         key: "micro_batch_size".into(),
         text: "-4".into(),
     }];
-    let (_, plan) = load::build(Path::new(EXAMPLE), &opts(), &pending).unwrap();
+    let (_, plan) = load::build(&session(), &pending).unwrap();
     let plan = plan.unwrap();
     assert!(plan.refused);
     assert!(
@@ -494,10 +517,10 @@ fn load_build_shows_refused_edits_with_the_reason() {
 
 #[test]
 fn check_value_types_by_the_catalog() {
-    assert!(load::check_value("micro_batch_size", "4").is_ok());
-    assert!(load::check_value("micro_batch_size", "four").is_err());
-    assert!(load::check_value("use_turbo_attention", "maybe").is_err());
-    assert!(load::check_value("use_turbo_attention", "false").is_ok());
+    assert!(crate::app::edit::check_value("micro_batch_size", "4").is_ok());
+    assert!(crate::app::edit::check_value("micro_batch_size", "four").is_err());
+    assert!(crate::app::edit::check_value("use_turbo_attention", "maybe").is_err());
+    assert!(crate::app::edit::check_value("use_turbo_attention", "false").is_ok());
 }
 
 #[test]
@@ -511,7 +534,7 @@ fn load_save_writes_the_edit_and_keeps_everything_else() {
         key: "use_turbo_attention".into(),
         text: "false".into(),
     }];
-    let msg = load::save(&path, &opts(), &pending).unwrap();
+    let msg = crate::app::edit::save(&session_of(&path), &pending).unwrap();
     assert!(msg.contains("saved 1 change"), "{msg}");
     let after = std::fs::read_to_string(&path).unwrap();
     let changed: Vec<(&str, &str)> = before
@@ -532,7 +555,7 @@ fn load_save_writes_the_edit_and_keeps_everything_else() {
         key: "micro_batch_size".into(),
         text: "-4".into(),
     }];
-    assert!(load::save(&path, &opts(), &bad).is_err());
+    assert!(crate::app::edit::save(&session_of(&path), &bad).is_err());
     assert_eq!(std::fs::read_to_string(&path).unwrap(), after);
 }
 
@@ -627,7 +650,7 @@ fn sweep_screen_starts_only_applicable_spaces_and_applies_the_pick() {
     };
     let fx = update(
         &mut app,
-        Msg::SweepDone(Ok(("sf1".into(), Some(Box::new(rec))))),
+        Msg::SweepDone(Ok(("sf1".into(), Some(Box::new(rec)), String::new()))),
     );
     assert_eq!(fx, vec![Effect::LoadTrials, Effect::Quit], "then it leaves");
     assert!(!app.sweep.running);
@@ -647,7 +670,7 @@ fn sweep_screen_starts_only_applicable_spaces_and_applies_the_pick() {
 fn a_space_that_does_not_apply_is_refused_with_its_reason() {
     let mut app = App::new(vec!["proxy-cpu".into()], "proxy-cpu", false);
     let dense = "presets/examples/experiments/llama3_8B-BF16-pretrain.yaml";
-    let (view, _) = load::build(Path::new(dense), &opts(), &[]).unwrap();
+    let (view, _) = load::build(&session_of(Path::new(dense)), &[]).unwrap();
     update(&mut app, Msg::Loaded(Ok((Box::new(view), None))));
     key(&mut app, KeyCode::Char('5'));
     let i = app
@@ -670,7 +693,7 @@ fn n_on_the_gemm_step_runs_the_next_stage_with_a_real_profile() {
         "proxy-cpu",
         false,
     );
-    let (view, plan) = load::build(Path::new(EXAMPLE), &opts(), &[]).unwrap();
+    let (view, plan) = load::build(&session(), &[]).unwrap();
     update(&mut app, Msg::Loaded(Ok((Box::new(view), plan))));
     let g = app
         .config

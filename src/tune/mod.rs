@@ -6,8 +6,6 @@
 pub mod memory;
 pub mod recommend;
 pub mod replay;
-pub mod runner;
 pub mod search;
 pub mod space;
 pub mod study;
-pub mod sweep;

@@ -136,7 +136,14 @@ fn lint_fixes(cx: &mut Cx, diags: &[Diagnostic]) {
 }
 
 /// Rule-based recommendations for the experiment's main module.
-pub fn rules(exp: &Experiment, env: &Env, ctx: &Context) -> Vec<Recommendation> {
+/// `gemm` is the HipBLASLt tuning state (with the stored stage-3 comparison), as the checklist
+/// reads it.
+pub fn rules(
+    exp: &Experiment,
+    env: &Env,
+    ctx: &Context,
+    gemm: &crate::gemm::status::GemmStatus,
+) -> Vec<Recommendation> {
     let catalog = Catalog::builtin();
     let diags = lint::lint(exp, env, catalog);
     let mut cx = Cx {
@@ -185,7 +192,7 @@ pub fn rules(exp: &Experiment, env: &Env, ctx: &Context) -> Vec<Recommendation> 
             "seed guide §5; Megatron arguments.py",
         );
     }
-    hipblaslt(&mut cx, exp, env);
+    hipblaslt(&mut cx, gemm);
     cx.out
 }
 
@@ -254,8 +261,7 @@ fn deepep(cx: &mut Cx, ep: i64) {
 }
 
 /// The next HipBLASLt stage (seed guide §1), from the same status `gemm-tune` shows.
-fn hipblaslt(cx: &mut Cx, exp: &Experiment, env: &Env) {
-    let st = crate::gemm::status::of_experiment(exp, env, None, None);
+fn hipblaslt(cx: &mut Cx, st: &crate::gemm::status::GemmStatus) {
     if !st.applicable || st.in_use {
         return;
     }
@@ -283,6 +289,11 @@ mod tests {
     use std::path::Path;
 
     const MOE: &str = "presets/examples/experiments/moe_16B-BF16-pretrain.yaml";
+
+    fn rules_here(exp: &Experiment, ctx: &Context) -> Vec<Recommendation> {
+        let st = crate::gemm::status::of_experiment(exp, &Env::default(), None, None);
+        rules(exp, &Env::default(), ctx, &st)
+    }
 
     fn load(sets: &[(&str, Value)]) -> Experiment {
         let opts = LoadOptions {
@@ -317,7 +328,7 @@ mod tests {
             ("moe_shared_expert_overlap", Value::Bool(false)),
             ("turbo_deepep_num_cu", Value::Int(80)),
         ]);
-        let r = rules(&exp, &Env::default(), &Context::default());
+        let r = rules_here(&exp, &Context::default());
         let cu = find(&r, "turbo_deepep_num_cu").expect("a CU recommendation");
         assert_eq!(cu.value, json!(32));
         assert_eq!(cu.current, json!(80));
@@ -333,7 +344,7 @@ mod tests {
             ("moe_router_dtype", Value::Str("bf16".into())),
             ("turbo_deepep_num_cu", Value::Int(32)),
         ]);
-        let r = rules(&exp, &Env::default(), &Context::default());
+        let r = rules_here(&exp, &Context::default());
         assert_eq!(find(&r, "turbo_deepep_num_cu").unwrap().value, json!(64));
         // And the DeepEP prerequisites it breaks are fixed too.
         assert_eq!(find(&r, "moe_router_dtype").unwrap().value, json!("fp32"));
@@ -348,7 +359,7 @@ mod tests {
         let mi300 = Context {
             gpu: Some(gpu("AMD Instinct MI300X")),
         };
-        let r = rules(&exp, &Env::default(), &mi300);
+        let r = rules_here(&exp, &mi300);
         assert_eq!(
             find(&r, "turbo_sync_free_moe_stage").unwrap().value,
             json!(2)
@@ -360,12 +371,12 @@ mod tests {
         let mi355 = Context {
             gpu: Some(gpu("AMD Instinct MI355X")),
         };
-        let r = rules(&exp, &Env::default(), &mi355);
+        let r = rules_here(&exp, &mi355);
         assert_eq!(
             find(&r, "turbo_sync_free_moe_stage").unwrap().value,
             json!(1)
         );
-        let r = rules(&exp, &Env::default(), &Context::default());
+        let r = rules_here(&exp, &Context::default());
         assert!(
             find(&r, "turbo_sync_free_moe_stage").is_none(),
             "unknown GPU: no rule"
@@ -375,7 +386,7 @@ mod tests {
     #[test]
     fn hipblaslt_tuning_is_recommended_until_done() {
         let exp = load(&[]);
-        let r = rules(&exp, &Env::default(), &Context::default());
+        let r = rules_here(&exp, &Context::default());
         let t = find(&r, "PRIMUS_HIPBLASLT_TUNING_STAGE").unwrap();
         assert!(t.env);
         assert_eq!(t.value, json!("1"));
@@ -384,7 +395,7 @@ mod tests {
     #[test]
     fn nothing_is_recommended_that_is_already_set() {
         let exp = load(&[]);
-        let r = rules(&exp, &Env::default(), &Context::default());
+        let r = rules_here(&exp, &Context::default());
         for x in &r {
             assert_ne!(x.value, x.current, "{x:?}");
         }

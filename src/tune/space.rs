@@ -24,6 +24,24 @@ pub struct Space {
     pub knobs: Vec<Knob>,
 }
 
+/// A space that cannot be read or found; the message names the file or the name.
+#[derive(Debug, thiserror::Error)]
+pub enum SpaceError {
+    #[error("{source_name}: {message}")]
+    Invalid {
+        source_name: String,
+        message: String,
+    },
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("no space `{name}` (known: {})", known.join(", "))]
+    NotFound { name: String, known: Vec<String> },
+}
+
 const BUILTIN: [&str; 4] = [
     include_str!("../../presets/spaces/deepep-cu.yaml"),
     include_str!("../../presets/spaces/sync-free-stage.yaml"),
@@ -32,21 +50,25 @@ const BUILTIN: [&str; 4] = [
 ];
 
 impl Space {
-    pub fn parse(text: &str, source: &str) -> Result<Space, String> {
+    pub fn parse(text: &str, source: &str) -> Result<Space, SpaceError> {
+        let invalid = |message: String| SpaceError::Invalid {
+            source_name: source.to_string(),
+            message,
+        };
         let node = crate::config::yaml::parse(text)
-            .map_err(|e| format!("{source}: {e}"))?
-            .ok_or_else(|| format!("{source}: empty file"))?;
+            .map_err(|e| invalid(e.to_string()))?
+            .ok_or_else(|| invalid("empty file".into()))?;
         let s: Space =
-            serde_json::from_value(node.typed().to_json()).map_err(|e| format!("{source}: {e}"))?;
+            serde_json::from_value(node.typed().to_json()).map_err(|e| invalid(e.to_string()))?;
         if s.knobs.is_empty() || s.knobs.iter().any(|k| k.values.is_empty()) {
-            return Err(format!("{source}: every space needs knobs with values"));
+            return Err(invalid("every space needs knobs with values".into()));
         }
         for k in &s.knobs {
             if k.flag.starts_with('@') && k.values.iter().any(|v| !v.is_object()) {
-                return Err(format!(
-                    "{source}: the values of `{}` must be maps of flag: value (a name starting with @ sets several flags)",
+                return Err(invalid(format!(
+                    "the values of `{}` must be maps of flag: value (a name starting with @ sets several flags)",
                     k.flag
-                ));
+                )));
             }
         }
         Ok(s)
@@ -100,7 +122,7 @@ pub fn user_dir() -> Option<PathBuf> {
 }
 
 /// Built-in spaces and the user's (a user space with a built-in name replaces it).
-pub fn all(user: Option<&Path>) -> Result<Vec<Space>, String> {
+pub fn all(user: Option<&Path>) -> Result<Vec<Space>, SpaceError> {
     let mut out = builtin();
     if let Some(dir) = user
         && let Ok(rd) = std::fs::read_dir(dir)
@@ -112,7 +134,10 @@ pub fn all(user: Option<&Path>) -> Result<Vec<Space>, String> {
             .collect();
         files.sort();
         for p in files {
-            let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+            let text = std::fs::read_to_string(&p).map_err(|source| SpaceError::Io {
+                path: p.display().to_string(),
+                source,
+            })?;
             let s = Space::parse(&text, &p.display().to_string())?;
             out.retain(|b| b.name != s.name);
             out.push(s);
@@ -122,18 +147,24 @@ pub fn all(user: Option<&Path>) -> Result<Vec<Space>, String> {
 }
 
 /// A space by name, or from a YAML file path.
-pub fn find(name: &str, user: Option<&Path>) -> Result<Space, String> {
+pub fn find(name: &str, user: Option<&Path>) -> Result<Space, SpaceError> {
     let p = Path::new(name);
     if p.extension().is_some_and(|x| x == "yaml" || x == "yml") {
-        let text = std::fs::read_to_string(p).map_err(|e| format!("{name}: {e}"))?;
+        let text = std::fs::read_to_string(p).map_err(|source| SpaceError::Io {
+            path: name.to_string(),
+            source,
+        })?;
         return Space::parse(&text, name);
     }
     let spaces = all(user)?;
-    let names: Vec<String> = spaces.iter().map(|s| s.name.clone()).collect();
+    let known: Vec<String> = spaces.iter().map(|s| s.name.clone()).collect();
     spaces
         .into_iter()
         .find(|s| s.name == name)
-        .ok_or_else(|| format!("no space `{name}` (known: {})", names.join(", ")))
+        .ok_or_else(|| SpaceError::NotFound {
+            name: name.to_string(),
+            known,
+        })
 }
 
 /// The candidate's overrides as Primus command-line overrides.
@@ -267,19 +298,25 @@ mod tests {
 
     #[test]
     fn bad_space_files_are_refused_with_the_reason() {
-        let e = Space::parse("name: x\ndescription: y\nknobs: []\n", "s.yaml").unwrap_err();
+        let e = Space::parse("name: x\ndescription: y\nknobs: []\n", "s.yaml")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("s.yaml"), "{e}");
         let e = Space::parse(
             "name: x\ndescription: y\nknobs:\n  - flag: '@r'\n    values: [1]\n",
             "s.yaml",
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("maps"), "{e}");
-        let e = Space::parse("name: x\ndescription: y\nknob: []\n", "s.yaml").unwrap_err();
+        let e = Space::parse("name: x\ndescription: y\nknob: []\n", "s.yaml")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("unknown field"), "{e}");
         assert!(
             find("no-such-space", None)
                 .unwrap_err()
+                .to_string()
                 .contains("deepep-cu")
         );
     }

@@ -11,6 +11,8 @@ pub struct Setup {
     pub exp: PathBuf,
     pub space: PathBuf,
     pub config_home: PathBuf,
+    /// The workspace the binary uses (`PRIMUS_TUNE_WORKSPACE`): `trials.db`, `trials/<id>/`.
+    pub ws: PathBuf,
 }
 
 /// The dense example copied to a temp dir, profile `profile` running `workload` with sh (its
@@ -40,6 +42,7 @@ pub fn setup(profile: &str, workload: &str, space: &str) -> Setup {
     )
     .unwrap();
     Setup {
+        ws: dir.path().join("ws"),
         dir,
         exp,
         space: space_file,
@@ -47,11 +50,46 @@ pub fn setup(profile: &str, workload: &str, space: &str) -> Setup {
     }
 }
 
-/// The binary with the test's profiles and no launcher variables.
+/// The binary with the test's profiles, its own workspace and data folder, and no launcher
+/// variables.
 pub fn cmd(s: &Setup) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_primus-tune"));
     c.env("XDG_CONFIG_HOME", &s.config_home)
+        .env("XDG_DATA_HOME", s.dir.path().join("data"))
+        .env("PRIMUS_TUNE_WORKSPACE", &s.ws)
         .env_remove("PRIMUS_ROOT")
         .env_remove("GPUS_PER_NODE");
     c
+}
+
+/// The JSON Lines a `--json` command printed: every line is one JSON object with an `event`
+/// tag; the last one is the result.
+pub fn json_lines(out: &std::process::Output) -> Vec<serde_json::Value> {
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            serde_json::from_str(l).unwrap_or_else(|e| {
+                panic!(
+                    "{e}: not one JSON object per line: {l}\nstderr: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                )
+            })
+        })
+        .collect();
+    for v in &lines {
+        assert!(v["event"].is_string(), "an event tag in every line: {v}");
+    }
+    assert!(
+        !lines.is_empty(),
+        "no JSON printed; stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    lines
+}
+
+/// The result of a `--json` command: its last JSON line.
+pub fn last_json(out: &std::process::Output) -> serde_json::Value {
+    json_lines(out).pop().unwrap_or_default()
 }

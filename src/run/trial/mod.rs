@@ -87,23 +87,32 @@ impl Default for TelemetrySetup {
 /// What a running trial reports to its frontend.
 // Events are short-lived messages on a channel; the large ones are already boxed.
 #[allow(clippy::large_enum_variant)]
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(tag = "event", rename_all = "kebab-case")]
 pub enum TrialEvent {
+    #[serde(rename = "trial-started")]
     Started {
         trial_id: i64,
         argv: Vec<String>,
         trial_dir: PathBuf,
     },
-    Line(Stream, String),
+    Line {
+        stream: Stream,
+        line: String,
+    },
     Iteration {
         it: Iteration,
         /// Steady-state figures so far (after warm-up), when there are any.
         summary: Box<Summary>,
     },
-    Stopping(StopReason),
+    Stopping {
+        reason: StopReason,
+    },
     Telemetry(Box<Snapshot>),
     /// Said once when no GPU telemetry backend works.
-    TelemetryUnavailable(String),
+    TelemetryUnavailable {
+        why: String,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -142,14 +151,6 @@ pub fn default_gpus(env: &crate::config::env::Env, caps: &Capabilities) -> u64 {
         None if caps.launch == LaunchKind::OneProcess => 1,
         None => 8,
     }
-}
-
-/// The folder primus-tune keeps beside an experiment: `<dir>/.primus-tune/`.
-pub fn workspace_dir(experiment: &Path) -> PathBuf {
-    experiment
-        .parent()
-        .unwrap_or(Path::new("."))
-        .join(".primus-tune")
 }
 
 /// Keys the runner adds to trials by itself (the iteration budget, the log level the parser
@@ -217,7 +218,9 @@ pub async fn run_trial(
                 select::open(&t.backend, &t.roots).unwrap_or_else(|e| (None, vec![e]));
             if backend.is_none() {
                 let _ = events
-                    .send(TrialEvent::TelemetryUnavailable(notes.join("; ")))
+                    .send(TrialEvent::TelemetryUnavailable {
+                        why: notes.join("; "),
+                    })
                     .await;
             }
             let (s, rx) = Sampler::start(backend, Host::new(&t.roots.procfs), t.config);
@@ -303,7 +306,7 @@ pub async fn run_trial(
                         LogEvent::Theoretical(_) => {}
                     }
                 }
-                let _ = events.send(TrialEvent::Line(stream, line)).await;
+                let _ = events.send(TrialEvent::Line { stream, line }).await;
                 match policy.after_iteration(&iters) {
                     Some(stop) => stop,
                     None => continue,
@@ -342,7 +345,11 @@ pub async fn run_trial(
         };
         stop_reason = stop.reason;
         stop.record(&mut exit);
-        let _ = events.send(TrialEvent::Stopping(stop.reason)).await;
+        let _ = events
+            .send(TrialEvent::Stopping {
+                reason: stop.reason,
+            })
+            .await;
         detector.mark_stop();
         process::stop_group(&mut running, opts.grace).await;
         break running.child.wait().await.ok();

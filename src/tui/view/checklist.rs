@@ -2,11 +2,11 @@
 //! problems and actions on the right (stacked when the terminal is narrow).
 
 use super::fit;
+use crate::app::views::compare::show_json;
 use crate::checklist::{FindingKind, Status, StepReport};
 use crate::config::catalog::Step;
 use crate::gemm::status::GemmStatus;
 use crate::tui::app::App;
-use crate::tui::model::show_json;
 use crate::tui::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};

@@ -2,9 +2,9 @@
 //! from; the selected flag's help, problems and the value being typed below.
 
 use super::fit;
+use crate::app::views::config::FlagRow;
 use crate::config::diag::Severity;
 use crate::tui::app::App;
-use crate::tui::model::FlagRow;
 use crate::tui::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};

@@ -8,8 +8,6 @@ mod run;
 mod sweep;
 mod trials;
 
-pub use trials::settings_diff as trials_settings_diff;
-
 use super::app::{App, Level, Tab};
 use super::theme::Theme;
 use ratatui::Frame;

@@ -9,7 +9,6 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, TableState, Wrap};
-use std::collections::BTreeSet;
 
 /// `key=value` of a trial's overrides, comma-separated.
 pub fn overrides_text(t: &TrialRow) -> String {
@@ -18,7 +17,7 @@ pub fn overrides_text(t: &TrialRow) -> String {
         return "(as the config is)".into();
     }
     own.iter()
-        .map(|(k, v)| format!("{k}={}", crate::tui::model::show_json(v)))
+        .map(|(k, v)| format!("{k}={}", crate::app::views::compare::show_json(v)))
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -200,23 +199,6 @@ fn draw_detail(f: &mut Frame, t: &TrialRow, theme: &Theme, area: Rect) {
     );
 }
 
-/// Settings that differ between two trials: (key, value in a, value in b).
-pub fn settings_diff(a: &TrialRow, b: &TrialRow) -> Vec<(String, String, String)> {
-    let (sa, sb) = (
-        crate::run::trial::trial_settings(a),
-        crate::run::trial::trial_settings(b),
-    );
-    let keys: BTreeSet<&String> = sa.iter().chain(sb.iter()).map(|(k, _)| k).collect();
-    let get = |t: &std::collections::BTreeMap<String, serde_json::Value>, k: &str| {
-        t.get(k)
-            .map_or("(config)".to_string(), crate::tui::model::show_json)
-    };
-    keys.into_iter()
-        .map(|k| (k.clone(), get(&sa, k), get(&sb, k)))
-        .filter(|(_, x, y)| x != y)
-        .collect()
-}
-
 fn draw_compare(f: &mut Frame, a: &TrialRow, b: &TrialRow, theme: &Theme, area: Rect) {
     let pct = |x: Option<f64>, y: Option<f64>| match (x, y) {
         (Some(x), Some(y)) if x != 0.0 => format!("{:+.1}%", 100.0 * (y - x) / x),
@@ -248,7 +230,7 @@ fn draw_compare(f: &mut Frame, a: &TrialRow, b: &TrialRow, theme: &Theme, area: 
         row("TFLOP/s/GPU", a.tflops_per_gpu, b.tflops_per_gpu, 1),
         row("peak GiB", a.peak_mem_gib, b.peak_mem_gib, 2),
     ];
-    let diff = settings_diff(a, b);
+    let diff = crate::app::views::compare::settings_diff(a, b);
     if diff.is_empty() {
         rows.push(Row::new(vec![
             Cell::from("settings"),

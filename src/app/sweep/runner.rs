@@ -1,20 +1,19 @@
 //! The real trial launcher behind the search: each `run` is one trial through the run engine
-//! (its own process group, early stop once steady, stored with the study). A resumed sweep first
-//! replays the study's finished trials in the order the search asks for them, so nothing
-//! finished is run again and the search takes the same decisions as before the interruption.
+//! (its own process group, early stop once steady, stored with the study), its events and its
+//! end forwarded to the frontend. A resumed sweep first replays the study's finished trials in
+//! the order the search asks for them, so nothing finished is run again and the search takes
+//! the same decisions as before the interruption.
 
-use super::search::Runner;
-use super::space::as_overrides;
+use crate::app::events::{self, AppEvent, Events, SweepEvent};
+use crate::app::trial::forwarding;
 use crate::config::{Experiment, LoadOptions};
 use crate::domain::study::{Candidate, Outcome, Overrides};
-use crate::domain::trial::FailureClass;
-use crate::domain::trial::TrialResult;
-use crate::run::trial::{self, TrialEvent, TrialOptions};
+use crate::domain::trial::{FailureClass, TrialResult};
+use crate::run::trial::{self, TrialOptions};
 use crate::store::{Store, TrialFilter, TrialRow, TrialStatus};
-use tokio::sync::{mpsc, watch};
-
-/// One line of progress for the frontend.
-pub type Progress<'a> = Box<dyn FnMut(&str) + 'a>;
+use crate::tune::search::Runner;
+use crate::tune::space::as_overrides;
+use tokio::sync::watch;
 
 pub struct TrialRunner<'a> {
     exp: &'a Experiment,
@@ -26,15 +25,15 @@ pub struct TrialRunner<'a> {
     cancel: watch::Receiver<bool>,
     /// Finished trials of the study not yet replayed, in id order.
     stored: Vec<TrialRow>,
-    progress: Progress<'a>,
+    events: Events,
     pub replayed: usize,
     pub launched: usize,
 }
 
 impl<'a> TrialRunner<'a> {
-    /// One line to the frontend's progress.
-    pub fn say(&mut self, line: &str) {
-        (self.progress)(line);
+    /// One sweep event to the frontend (from the search loop, outside any runtime).
+    pub fn say(&self, ev: SweepEvent) {
+        events::emit(&self.events, AppEvent::Sweep(ev));
     }
 
     #[allow(clippy::too_many_arguments)] // the pieces of a trial; built once per sweep
@@ -45,7 +44,7 @@ impl<'a> TrialRunner<'a> {
         base: TrialOptions,
         study_id: i64,
         cancel: watch::Receiver<bool>,
-        progress: Progress<'a>,
+        events: Events,
     ) -> std::io::Result<TrialRunner<'a>> {
         let stored = store
             .list_trials(&TrialFilter {
@@ -69,7 +68,7 @@ impl<'a> TrialRunner<'a> {
                 .build()?,
             cancel,
             stored,
-            progress,
+            events,
             replayed: 0,
             launched: 0,
         })
@@ -174,10 +173,12 @@ impl Runner for TrialRunner<'_> {
         expected.extend(c.overrides.clone());
         if let Some(t) = self.take_stored(&expected, iters) {
             self.replayed += 1;
-            (self.progress)(&format!(
-                "candidate {} ({label}), {iters} iterations: trial {} already done",
-                c.id, t.id
-            ));
+            self.say(SweepEvent::Replayed {
+                candidate: c.id,
+                label,
+                iters,
+                trial: t.id,
+            });
             return outcome_of(self.store, &t, self.base.gpus);
         }
         if self.cancelled() {
@@ -192,36 +193,33 @@ impl Runner for TrialRunner<'_> {
         opts.overrides.extend(as_overrides(&c.overrides));
         opts.max_iters = iters;
         opts.study_id = Some(self.study_id);
-        (self.progress)(&format!(
-            "candidate {} ({label}), {iters} iterations: launching",
-            c.id
-        ));
+        self.say(SweepEvent::Launching {
+            candidate: c.id,
+            label,
+            iters,
+        });
         self.launched += 1;
-        let (tx, mut rx) = mpsc::channel::<TrialEvent>(256);
         let (exp, load, store, cancel) = (self.exp, self.load, self.store, self.cancel.clone());
+        let events = self.events.clone();
         let result: Result<TrialResult, String> = self.rt.block_on(async {
-            let drain = async { while rx.recv().await.is_some() {} };
-            let (r, ()) =
-                tokio::join!(trial::run_trial(exp, load, store, &opts, tx, cancel), drain);
+            let r = forwarding(&events, |tx| {
+                trial::run_trial(exp, load, store, &opts, tx, cancel)
+            })
+            .await;
+            if let Ok(r) = &r {
+                let _ = events.send(AppEvent::trial_ended(r.clone())).await;
+            }
             r.map_err(|e| e.to_string())
         });
         match result {
             Ok(r) => {
-                let line = format!(
-                    "  trial {}: {}{} · median {} · peak {}",
-                    r.trial_id.map_or("-".into(), |i| i.to_string()),
-                    r.status,
-                    r.failure
-                        .as_ref()
-                        .map_or(String::new(), |f| format!(" ({})", f.class.label())),
-                    r.summary
-                        .median_step_ms
-                        .map_or("-".into(), |m| format!("{m:.1} ms")),
-                    r.summary
-                        .peak_mem_gib
-                        .map_or("-".into(), |m| format!("{m:.2} GiB")),
-                );
-                (self.progress)(&line);
+                self.say(SweepEvent::Measured {
+                    trial: r.trial_id,
+                    status: r.status,
+                    failure: r.failure.as_ref().map(|f| f.class.label().to_string()),
+                    median_ms: r.summary.median_step_ms,
+                    peak_gib: r.summary.peak_mem_gib,
+                });
                 match r
                     .trial_id
                     .and_then(|id| self.store.trial(id).ok().flatten())
@@ -234,7 +232,7 @@ impl Runner for TrialRunner<'_> {
                 }
             }
             Err(e) => {
-                (self.progress)(&format!("  the trial could not run: {e}"));
+                self.say(SweepEvent::CouldNotRun { why: e.clone() });
                 Outcome {
                     failed: Some(e),
                     ..Outcome::default()

@@ -1,0 +1,73 @@
+//! What a use case can fail with. Each variant keeps the engine's error (which names the file,
+//! the line or the cause); the frontends print it and the CLI exits with status 2.
+
+use crate::config::diag::Diagnostic;
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error(transparent)]
+    Config(Box<crate::config::ConfigError>),
+    #[error(transparent)]
+    Edit(Box<crate::config::doc::EditError>),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error(transparent)]
+    Profile(#[from] crate::run::profile::ProfileError),
+    #[error(transparent)]
+    Trial(Box<crate::run::trial::TrialError>),
+    #[error(transparent)]
+    Stage(#[from] crate::gemm::stage::StageError),
+    #[error(transparent)]
+    Tuned(#[from] crate::gemm::TunedEnvError),
+    #[error(transparent)]
+    Space(#[from] crate::tune::space::SpaceError),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// The trial's config has errors that would stop Primus at start-up.
+    #[error(
+        "{path}: the trial's config has {} lint error(s) that would stop Primus at start-up ({}); fix them, or launch anyway with `primus-tune run --force`",
+        errors.len(),
+        errors.first().map_or(String::new(), |d| d.message.clone())
+    )]
+    LintGate {
+        path: String,
+        errors: Vec<Diagnostic>,
+    },
+    #[error("no study `{name}` in {db}")]
+    NoStudy { name: String, db: String },
+    #[error("study `{name}` has no result yet (finish it with `{resume}`)")]
+    Unfinished { name: String, resume: String },
+    #[error("{}: no trial database yet (run a trial first: primus-tune run CONFIG)", path.display())]
+    NoDatabase { path: PathBuf },
+    #[error("{0}")]
+    Usage(String),
+}
+
+impl AppError {
+    /// The lint errors behind a refused launch (to list them under the message).
+    pub fn diagnostics(&self) -> &[Diagnostic] {
+        match self {
+            AppError::LintGate { errors, .. } => errors,
+            _ => &[],
+        }
+    }
+}
+
+impl From<crate::config::ConfigError> for AppError {
+    fn from(e: crate::config::ConfigError) -> Self {
+        AppError::Config(Box::new(e))
+    }
+}
+
+impl From<crate::config::doc::EditError> for AppError {
+    fn from(e: crate::config::doc::EditError) -> Self {
+        AppError::Edit(Box::new(e))
+    }
+}
+
+impl From<crate::run::trial::TrialError> for AppError {
+    fn from(e: crate::run::trial::TrialError) -> Self {
+        AppError::Trial(Box::new(e))
+    }
+}

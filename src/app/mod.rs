@@ -1,0 +1,18 @@
+//! The use cases both frontends call, and the only place that orchestrates the engines: a
+//! [`Session`] (the experiment, its environment, telemetry and workspace), a trial, a sweep, a
+//! HipBLASLt stage, editing the experiment, and the read models the screens and commands show.
+//! Long use cases report typed [`events`]; the CLI prints them, the TUI renders them.
+
+pub mod edit;
+mod error;
+pub mod events;
+pub mod gemm_stage;
+pub mod session;
+pub mod sweep;
+pub mod trial;
+pub mod views;
+
+pub use error::AppError;
+pub use events::{AppEvent, Events};
+pub use session::{Session, SessionOptions};
+pub use trial::{Cancel, TrialRequest};

@@ -1,0 +1,186 @@
+//! A session: the experiment a frontend works on, how it is loaded (Primus root, `--env`,
+//! `--set`), the telemetry the trials sample, and the workspace its trials and studies live in.
+//! Every command and the TUI build one the same way, so they read and write the same data.
+
+use super::AppError;
+use crate::config::env::Env;
+use crate::config::overrides::{Override, parse_assignment};
+use crate::config::{ConfigError, Experiment, LoadOptions};
+use crate::run::trial::TelemetrySetup;
+use crate::store::{Store, Workspace};
+use std::path::{Path, PathBuf};
+
+/// The variable that names the workspace folder (as `--workspace` does).
+pub const WORKSPACE_ENV: &str = "PRIMUS_TUNE_WORKSPACE";
+
+/// What a frontend was given.
+#[derive(Debug, Clone, Default)]
+pub struct SessionOptions {
+    /// The experiment YAML; `None`: the bundled example (its editable copy in the data folder).
+    pub config: Option<PathBuf>,
+    pub primus_root: Option<PathBuf>,
+    /// `--env KEY=VALUE` pairs, unchecked.
+    pub env: Vec<String>,
+    /// `--set KEY=VALUE` overrides of the view (commands that run trials take theirs in the
+    /// request instead).
+    pub overrides: Vec<String>,
+    /// `--workspace DIR` (else `PRIMUS_TUNE_WORKSPACE`, else the default).
+    pub workspace: Option<PathBuf>,
+    /// `--db FILE`: this database (its folder is the workspace).
+    pub db: Option<PathBuf>,
+    /// Without a CONFIG, use `./.primus-tune/` when it holds a database (the commands that only
+    /// read trials: `trials`, `studies`, `report`).
+    pub workspace_here: bool,
+    /// Telemetry of the trials; `None`: none.
+    pub telemetry: Option<TelemetrySetup>,
+}
+
+/// An experiment and where its data lives.
+#[derive(Debug, Clone)]
+pub struct Session {
+    /// The experiment file (as given, or the bundled example's copy).
+    pub experiment: PathBuf,
+    /// Primus root, the launch environment (process + `--env`), the view's `--set` overrides.
+    pub load: LoadOptions,
+    /// The `--env` pairs, which trials also get in their environment.
+    pub env: Vec<(String, String)>,
+    pub workspace: Workspace,
+    pub telemetry: Option<TelemetrySetup>,
+    /// The workspace was found in the current folder without a CONFIG: its listings cover every
+    /// experiment stored there.
+    pub all_experiments: bool,
+}
+
+/// `KEY=VALUE` pairs of `--env`, checked.
+pub fn env_pairs(items: &[String]) -> Result<Vec<(String, String)>, AppError> {
+    items
+        .iter()
+        .map(|kv| match kv.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+            _ => Err(AppError::Usage(format!(
+                "--env `{kv}` is not of the form KEY=VALUE"
+            ))),
+        })
+        .collect()
+}
+
+/// `--set` assignments, typed as Primus types `--key value`.
+pub fn overrides(items: &[String]) -> Result<Vec<Override>, AppError> {
+    items
+        .iter()
+        .map(|s| {
+            parse_assignment(s).map_err(|message| {
+                AppError::from(ConfigError::BadOverride {
+                    text: s.clone(),
+                    message,
+                })
+            })
+        })
+        .collect()
+}
+
+/// Where keyed workspaces go: `<data dir>/primus-tune/workspaces`.
+pub fn workspaces_dir() -> PathBuf {
+    crate::util::bundled::data_dir("workspaces")
+}
+
+impl Session {
+    /// A session from its parts, with no `--env` pairs and no telemetry (programs that embed the
+    /// library, tests).
+    pub fn new(experiment: PathBuf, load: LoadOptions, workspace: Workspace) -> Session {
+        Session {
+            experiment,
+            load,
+            env: Vec::new(),
+            workspace,
+            telemetry: None,
+            all_experiments: false,
+        }
+    }
+
+    pub fn open(o: SessionOptions) -> Result<Session, AppError> {
+        let experiment = match &o.config {
+            Some(p) if !p.exists() => {
+                return Err(AppError::Usage(format!("{}: no such file", p.display())));
+            }
+            Some(p) => p.clone(),
+            None => crate::util::bundled::editable_default_experiment()?,
+        };
+        let env = env_pairs(&o.env)?;
+        let mut process = Env::from_process();
+        for (k, v) in &env {
+            process.set(k, v);
+        }
+        let load = LoadOptions {
+            primus_root: o.primus_root.clone(),
+            env: process,
+            overrides: overrides(&o.overrides)?,
+            texts: Default::default(),
+        };
+        let chosen = o.workspace.clone().or_else(|| {
+            std::env::var_os(WORKSPACE_ENV)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        });
+        let here = PathBuf::from(crate::store::WORKSPACE_BESIDE);
+        let use_here = o.config.is_none() && o.workspace_here && here.join("trials.db").is_file();
+        let workspace = match (&o.db, chosen) {
+            (Some(db), _) => Workspace::of_db(db.clone()),
+            (None, Some(dir)) => Workspace::at(dir, crate::store::WorkspaceOrigin::Chosen),
+            (None, None) if use_here => Workspace::at(here, crate::store::WorkspaceOrigin::Beside),
+            (None, None) => Workspace::resolve(&experiment, None, &workspaces_dir()),
+        };
+        Ok(Session {
+            experiment,
+            load,
+            env,
+            all_experiments: use_here || (o.config.is_none() && o.db.is_some()),
+            workspace,
+            telemetry: o.telemetry,
+        })
+    }
+
+    /// The experiment as on disk, with the session's `--set` overrides.
+    pub fn load(&self) -> Result<Experiment, AppError> {
+        Ok(Experiment::load(&self.experiment, &self.load)?)
+    }
+
+    /// The experiment as on disk, without the session's `--set` overrides (what trials start
+    /// from; they carry their own overrides).
+    pub fn load_plain(&self) -> Result<Experiment, AppError> {
+        let mut o = self.load.clone();
+        o.overrides.clear();
+        Ok(Experiment::load(&self.experiment, &o)?)
+    }
+
+    /// The store, created on first use.
+    pub fn store(&self) -> Result<Store, AppError> {
+        Ok(self.workspace.open(Some(&self.experiment))?)
+    }
+
+    /// The store when something was stored already.
+    pub fn existing_store(&self) -> Result<Option<Store>, AppError> {
+        Ok(self.workspace.open_existing()?)
+    }
+
+    /// The store, or an error saying nothing was stored yet.
+    pub fn require_store(&self) -> Result<Store, AppError> {
+        self.existing_store()?.ok_or_else(|| AppError::NoDatabase {
+            path: self.workspace.db.clone(),
+        })
+    }
+
+    /// The experiment path as the user reads it.
+    pub fn display(&self) -> String {
+        crate::util::paths::display_path(&self.experiment)
+    }
+
+    pub fn env(&self) -> &Env {
+        &self.load.env
+    }
+
+    /// This experiment's path (for messages and commands the user may paste).
+    pub fn path(&self) -> &Path {
+        &self.experiment
+    }
+}

@@ -1,0 +1,321 @@
+//! One sweep as a use case: the study (new or resumed), legality, the memory model's
+//! predictions (calibrated on stored trials), the search with real trials, and the study's
+//! record. Its progress and every trial's events go to the frontend as [`SweepEvent`]s.
+
+pub mod runner;
+
+use super::events::{self, AppEvent, Events, SweepEvent};
+use super::trial::{Cancel, TrialRequest};
+use super::{AppError, Session};
+use crate::config::{Experiment, LoadOptions};
+use crate::domain::study::{Candidate, StudyRecord};
+use crate::run::profile;
+use crate::store::{Store, WorkspaceOrigin};
+use crate::tune::memory::{self, Calibration};
+use crate::tune::search::{self, SearchConfig};
+use crate::tune::space::{self, Space};
+use crate::tune::study::record;
+use runner::TrialRunner;
+use std::collections::BTreeMap;
+
+/// What to sweep and how. `Default` holds the one set of defaults both frontends use.
+#[derive(Debug, Clone)]
+pub struct SweepRequest {
+    /// A new study of this space (a name or a YAML file), or `resume` one.
+    pub space: Option<String>,
+    pub name: Option<String>,
+    pub resume: Option<String>,
+    /// Profile, GPUs, extra environment, `--set` values for every trial, tuned GEMMs. A resumed
+    /// study keeps the profile of its trials unless one is named.
+    pub trial: TrialRequest,
+    pub first_iters: u64,
+    pub max_iters: u64,
+    pub budget_minutes: Option<f64>,
+    pub max_trials: Option<usize>,
+    pub capacity_gib: Option<f64>,
+    pub headroom: f64,
+}
+
+impl Default for SweepRequest {
+    fn default() -> Self {
+        SweepRequest {
+            space: None,
+            name: None,
+            resume: None,
+            trial: TrialRequest::default(),
+            first_iters: 12,
+            max_iters: 60,
+            budget_minutes: None,
+            max_trials: None,
+            capacity_gib: None,
+            headroom: 0.1,
+        }
+    }
+}
+
+/// How a sweep ended.
+#[derive(Debug, Clone)]
+pub struct SweepOutcome {
+    pub study: String,
+    pub id: i64,
+    /// None when it was stopped before the search ended (resume it).
+    pub record: Option<StudyRecord>,
+    pub replayed: usize,
+    pub launched: usize,
+    /// The command that continues the study, as the user would paste it.
+    pub resume: String,
+}
+
+fn gib(b: f64) -> f64 {
+    b / (1u64 << 30) as f64
+}
+
+/// A value as the shell reads it: bare when it has no special characters, else single-quoted.
+pub fn shell_word(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// The command that resumes `study` of this session: the experiment, the workspace when it is
+/// not the default one, the profile and GPUs the study ran with.
+pub fn resume_command(session: &Session, study: &str, req: &SweepRequest) -> String {
+    let mut words = vec![
+        "primus-tune".to_string(),
+        "sweep".into(),
+        shell_word(&session.display()),
+        "--resume".into(),
+        shell_word(study),
+    ];
+    if let Some(p) = &req.trial.profile {
+        words.extend(["--profile".into(), shell_word(p)]);
+    }
+    if let Some(g) = req.trial.gpus {
+        words.extend(["--gpus".into(), g.to_string()]);
+    }
+    if req.trial.gemm_tuned {
+        words.push("--gemm-tuned".into());
+    }
+    if session.workspace.origin == WorkspaceOrigin::Chosen {
+        let db = session.workspace.db.clone();
+        if db == session.workspace.root.join(crate::store::WORKSPACE_DB) {
+            words.extend([
+                "--workspace".into(),
+                shell_word(&crate::util::paths::display_path(&session.workspace.root)),
+            ]);
+        } else {
+            words.extend([
+                "--db".into(),
+                shell_word(&crate::util::paths::display_path(&db)),
+            ]);
+        }
+    }
+    words.join(" ")
+}
+
+/// A candidate's resolved parameters (the experiment with its overrides), for the memory model.
+fn params_of(
+    exp: &Experiment,
+    opts: &LoadOptions,
+    c: &Candidate,
+) -> Option<BTreeMap<String, crate::config::value::Value>> {
+    let mut with = opts.clone();
+    with.overrides.extend(space::as_overrides(&c.overrides));
+    let e = Experiment::load(&exp.path, &with).ok()?;
+    Some(e.main_module().values())
+}
+
+/// Calibration points from stored trials of this experiment: the model's prediction for the
+/// trial's resolved config against the peak it measured.
+fn calibration_points(store: &Store, world: u64) -> Vec<(f64, f64)> {
+    store
+        .list_trials(&crate::store::TrialFilter::all())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|t| {
+            let measured = t.peak_mem_gib? * (1u64 << 30) as f64;
+            let text = std::fs::read_to_string(t.trial_dir.join("resolved.json")).ok()?;
+            let j: serde_json::Value = serde_json::from_str(&text).ok()?;
+            let params = profile::read_resolved(&j);
+            let model = memory::estimate(&params, world).ok()?.total_bytes;
+            Some((model, measured))
+        })
+        .collect()
+}
+
+/// GPU memory per GPU: as given, else what the session's telemetry backend reports for GPU 0.
+fn capacity(session: &Session, gib_given: Option<f64>) -> Option<f64> {
+    if let Some(g) = gib_given {
+        return Some(g * (1u64 << 30) as f64);
+    }
+    let t = session.telemetry.clone().unwrap_or_default();
+    let (b, _) = crate::telemetry::select::open(&t.backend, &t.roots).ok()?;
+    b?.gpus()
+        .first()
+        .and_then(|g| g.vram_total_bytes)
+        .map(|b| b as f64)
+}
+
+/// The profile a resumed study's trials ran with.
+fn study_profile(store: &Store, study: i64) -> Option<String> {
+    store
+        .list_trials(&crate::store::TrialFilter::all().study(study))
+        .ok()?
+        .into_iter()
+        .find_map(|t| t.profile)
+}
+
+/// Run a sweep to its end (blocking: call it from a thread that is not inside a tokio
+/// runtime). `cancel` stops the trial in flight and the sweep; the study can be resumed.
+pub fn run(
+    session: &Session,
+    req: &SweepRequest,
+    events: &Events,
+    cancel: Cancel,
+) -> Result<SweepOutcome, AppError> {
+    let exp = session.load()?;
+    let opts = &session.load;
+    let store = session.store()?;
+    let db = crate::util::paths::display_path(&session.workspace.db);
+    let mut req = req.clone();
+    let (study_id, study_name, space) = match &req.resume {
+        Some(name) => {
+            let s = store
+                .study_by_name(name)?
+                .ok_or_else(|| AppError::NoStudy {
+                    name: name.clone(),
+                    db: db.clone(),
+                })?;
+            let space: Space = s
+                .space
+                .clone()
+                .and_then(|v| serde_json::from_value(v).ok())
+                .ok_or_else(|| AppError::Usage(format!("study `{name}` has no space recorded")))?;
+            if req.trial.profile.is_none() {
+                req.trial.profile = study_profile(&store, s.id);
+            }
+            (s.id, name.clone(), space)
+        }
+        None => {
+            let name = req.space.as_deref().ok_or_else(|| {
+                AppError::Usage("--space NAME is needed (or --resume STUDY)".into())
+            })?;
+            let space = space::find(name, space::user_dir().as_deref())?;
+            if let Some(why) = space.not_applicable(&exp) {
+                return Err(AppError::Usage(format!("{}: {why}", session.display())));
+            }
+            let study = req.name.clone().unwrap_or_else(|| {
+                format!(
+                    "{}-{}",
+                    space.name,
+                    crate::store::now_rfc3339().replace([':', '-', '.'], "")
+                )
+            });
+            let id = store.create_study(&study, &exp.path, &space.name)?;
+            store.set_study_space(id, serde_json::to_value(&space).ok().as_ref())?;
+            (id, study, space)
+        }
+    };
+    if let Some(why) = space.not_applicable(&exp) {
+        return Err(AppError::Usage(format!("{}: {why}", session.display())));
+    }
+    // Every trial: the request's defaults, the command line's `--set` values (the candidate's
+    // on top), the session's telemetry.
+    let mut treq = req.trial.clone();
+    treq.overrides.extend(opts.overrides.iter().cloned());
+    treq.max_iters = Some(req.first_iters);
+    let mut base = super::trial::options(session, &exp, &treq)?;
+    base.study_id = Some(study_id);
+    let (prof, gpus) = (base.profile.name.clone(), base.gpus);
+    req.trial.profile = Some(prof.clone());
+    let resume = resume_command(session, &study_name, &req);
+    let cands = space.candidates();
+    let legal = space::legality(&exp, opts, &cands);
+    let legal_cands: Vec<Candidate> = cands
+        .iter()
+        .zip(&legal)
+        .filter(|(_, l)| l.is_ok())
+        .map(|(c, _)| c.clone())
+        .collect();
+    let capacity = capacity(session, req.capacity_gib);
+    let points = calibration_points(&store, gpus);
+    let cal = Calibration::fit(&points);
+    let predicted: BTreeMap<usize, f64> = cands
+        .iter()
+        .filter_map(|c| {
+            let p = params_of(&exp, opts, c)?;
+            let m = memory::estimate(&p, gpus).ok()?;
+            Some((c.id, cal.predict(m.total_bytes)))
+        })
+        .collect();
+    events::emit(
+        events,
+        AppEvent::Sweep(SweepEvent::Started {
+            study: study_name.clone(),
+            space: space.name.clone(),
+            candidates: cands.len(),
+            legal: legal_cands.len(),
+            profile: prof.clone(),
+            gpus,
+            capacity_gib: capacity.map(gib),
+            calibration: (!points.is_empty())
+                .then(|| (points.len(), cal.scale, gib(cal.offset_bytes))),
+        }),
+    );
+    let mut runner = TrialRunner::new(&exp, opts, &store, base, study_id, cancel, events.clone())?;
+    let cfg = SearchConfig {
+        first_iters: req.first_iters,
+        max_iters: req.max_iters.max(req.first_iters),
+        max_trials: req.max_trials,
+        budget_gpu_seconds: req.budget_minutes.map(|m| m * 60.0),
+        capacity_bytes: capacity,
+        headroom: req.headroom,
+        predictions_calibrated: !points.is_empty(),
+        ..SearchConfig::default()
+    };
+    let result = search::search(
+        &space.knobs,
+        &legal_cands,
+        &mut runner,
+        &cfg,
+        &|c: &Candidate| predicted.get(&c.id).copied(),
+    );
+    let (replayed, launched) = (runner.replayed, runner.launched);
+    let outcome = |record| SweepOutcome {
+        study: study_name.clone(),
+        id: study_id,
+        record,
+        replayed,
+        launched,
+        resume: resume.clone(),
+    };
+    if runner.cancelled() {
+        return Ok(outcome(None));
+    }
+    if result.calibration.points > 0 {
+        let c = &result.calibration;
+        runner.say(SweepEvent::Recalibrated {
+            points: c.points,
+            scale: c.scale,
+            offset_gib: gib(c.offset_bytes),
+        });
+    }
+    let rec = record(
+        &space,
+        &exp.path,
+        &prof,
+        gpus,
+        capacity,
+        &cands,
+        &legal,
+        &result.predicted_bytes,
+        &result,
+    );
+    store.set_study_notes(study_id, serde_json::to_string(&rec).ok().as_deref())?;
+    Ok(outcome(Some(rec)))
+}

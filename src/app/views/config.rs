@@ -1,0 +1,228 @@
+//! The experiment as the interactive screens show it: the checklist, every catalog flag with
+//! its effective value and source, the diagnostics, the knob spaces, the HipBLASLt stages — with
+//! the unsaved edits applied and planned against the file on disk (nothing is written here).
+
+use super::compare::show_json;
+use super::gemm_status;
+use crate::app::{AppError, Session};
+use crate::checklist::{self, Checklist};
+use crate::config::catalog::{Backend, Catalog, FlagType, Kind, Step};
+use crate::config::diag::{Diagnostic, Severity};
+use crate::config::edit::{self, SetRequest};
+use crate::config::{Experiment, lint};
+use std::path::{Path, PathBuf};
+
+/// The experiment as the Checklist and Flags screens show it, with the unsaved edits applied.
+#[derive(Debug, Clone)]
+pub struct ConfigView {
+    pub path: PathBuf,
+    pub module: String,
+    pub framework: String,
+    pub model: Option<String>,
+    pub checklist: Checklist,
+    pub flags: Vec<FlagRow>,
+    /// Every diagnostic of the effective config (lint), errors first.
+    pub diagnostics: Vec<Diagnostic>,
+    /// The file's modification time and length when it was read (to notice outside changes).
+    pub stamp: Option<FileStamp>,
+    /// The knob spaces a sweep can use, and why one does not apply to this experiment.
+    pub spaces: Vec<SpaceRow>,
+    /// The HipBLASLt tuning stages (Megatron experiments).
+    pub gemm: Option<crate::gemm::status::GemmStatus>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpaceRow {
+    pub name: String,
+    pub description: String,
+    /// Candidates before legality.
+    pub candidates: usize,
+    pub not_applicable: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileStamp {
+    pub modified: std::time::SystemTime,
+    pub len: u64,
+}
+
+/// One catalog flag with its effective value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlagRow {
+    pub step: Step,
+    pub name: String,
+    /// The effective value as YAML would print it (`-` when unset and without default).
+    pub value: String,
+    pub default: String,
+    /// `file:line via ...`, `default`, or `command line`.
+    pub source: String,
+    pub ty: FlagType,
+    /// Allowed values of an enum.
+    pub choices: Vec<String>,
+    pub help: String,
+    pub doc: String,
+    /// Lint findings on this flag (errors and warnings).
+    pub problems: Vec<(Severity, String)>,
+    /// Set by an unsaved edit.
+    pub pending: bool,
+    /// An environment variable, not a config key (shown, edited in the launch environment).
+    pub env_var: bool,
+}
+
+/// The unsaved edits, planned against the file on disk.
+#[derive(Debug, Clone, Default)]
+pub struct PlanView {
+    /// Unified diff of the experiment file.
+    pub diff: String,
+    pub diagnostics: Vec<Diagnostic>,
+    /// Nothing may be written (a type, range or cross-flag error).
+    pub refused: bool,
+}
+
+/// One unsaved edit: the flag and the text the user typed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingEdit {
+    pub key: String,
+    pub text: String,
+}
+
+impl ConfigView {
+    pub fn errors(&self) -> usize {
+        self.diagnostics
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .count()
+    }
+
+    pub fn warnings(&self) -> usize {
+        self.diagnostics
+            .iter()
+            .filter(|d| d.severity == Severity::Warning)
+            .count()
+    }
+
+    /// The flags of one checklist step.
+    pub fn flags_of(&self, step: Step) -> impl Iterator<Item = &FlagRow> {
+        self.flags.iter().filter(move |f| f.step == step)
+    }
+}
+
+pub fn stamp(path: &Path) -> Option<FileStamp> {
+    let m = std::fs::metadata(path).ok()?;
+    Some(FileStamp {
+        modified: m.modified().ok()?,
+        len: m.len(),
+    })
+}
+
+pub(crate) fn requests(pending: &[PendingEdit]) -> Vec<SetRequest> {
+    pending
+        .iter()
+        .map(|p| SetRequest {
+            key: p.key.clone(),
+            text: p.text.clone(),
+        })
+        .collect()
+}
+
+/// Read `path` and build what the screens show; with `pending` edits, plan them against the
+/// file on disk and show the edited text's effective values (nothing is written).
+pub fn build(
+    session: &Session,
+    pending: &[PendingEdit],
+) -> Result<(ConfigView, Option<PlanView>), AppError> {
+    let (path, opts) = (&session.experiment, &session.load);
+    let catalog = Catalog::builtin();
+    let stamp = stamp(path);
+    let on_disk = Experiment::load(path, opts)?;
+    let (exp, plan) = if pending.is_empty() {
+        (on_disk, None)
+    } else {
+        let plan = edit::plan(&on_disk, opts, &requests(pending), None, false, catalog)
+            .map_err(super::super::edit::set_error)?;
+        let mut with = opts.clone();
+        with.texts
+            .insert(on_disk.path.clone(), plan.doc.text().to_string());
+        // A refused edit may not even resolve; then the screens show the file as it is.
+        let exp = Experiment::load(path, &with).unwrap_or(on_disk);
+        let view = PlanView {
+            diff: plan.doc.diff(),
+            diagnostics: plan.diagnostics,
+            refused: plan.refused,
+        };
+        (exp, Some(view))
+    };
+    let mut diagnostics = lint::lint(&exp, &opts.env, catalog);
+    diagnostics.sort_by_key(|d| match d.severity {
+        Severity::Error => 0,
+        Severity::Warning => 1,
+        Severity::Info => 2,
+    });
+    let gemm = gemm_status(session, &exp);
+    let checklist = checklist::evaluate(&exp, &opts.env, catalog, &diagnostics, &gemm);
+    let m = exp.main_module();
+    let backend = Backend::from_framework(&m.framework);
+    let pending_keys: Vec<&str> = pending.iter().map(|p| p.key.as_str()).collect();
+    let flags = catalog
+        .flags_for(backend)
+        .chain(catalog.env_vars())
+        .filter(|f| f.removed.is_none())
+        .map(|f| {
+            let env_var = f.kind == Kind::Env;
+            let (value, source) = if env_var {
+                match opts.env.get(&f.name) {
+                    Some(v) => (v.to_string(), "environment".to_string()),
+                    None => (show_json(&f.default), "default".to_string()),
+                }
+            } else {
+                match m.get(&f.name) {
+                    Some(l) => (l.value.to_string(), l.origin.describe()),
+                    None => (show_json(&f.default), "default".to_string()),
+                }
+            };
+            FlagRow {
+                step: f.step,
+                name: f.name.clone(),
+                value,
+                default: show_json(&f.default),
+                source,
+                ty: f.ty,
+                choices: f.values.clone(),
+                help: f.help.clone(),
+                doc: f.doc.clone(),
+                problems: diagnostics
+                    .iter()
+                    .filter(|d| d.severity != Severity::Info && d.flag.as_deref() == Some(&f.name))
+                    .map(|d| (d.severity, d.message.clone()))
+                    .collect(),
+                pending: pending_keys.contains(&f.name.as_str()),
+                env_var,
+            }
+        })
+        .collect();
+    let spaces = crate::tune::space::all(crate::tune::space::user_dir().as_deref())
+        .unwrap_or_else(|_| crate::tune::space::builtin())
+        .into_iter()
+        .map(|sp| SpaceRow {
+            candidates: sp.candidates().len(),
+            not_applicable: sp.not_applicable(&exp),
+            name: sp.name,
+            description: sp.description,
+        })
+        .collect();
+    Ok((
+        ConfigView {
+            gemm: exp.main_module().is_megatron().then_some(gemm),
+            spaces,
+            path: exp.path.clone(),
+            module: m.name.clone(),
+            framework: m.framework.clone(),
+            model: checklist.model.clone(),
+            checklist,
+            flags,
+            diagnostics,
+            stamp,
+        },
+        plan,
+    ))
+}

@@ -1,0 +1,134 @@
+//! Recommendations: measured ones from a finished study (with its evidence), then the guide's
+//! rules for the GPU the job runs on, with the HipBLASLt state the checklist sees.
+
+use crate::app::{AppError, Session};
+use crate::domain::study::{StudyRecord, settings};
+use crate::telemetry::hardware::{self, GpuModel};
+use crate::tune::recommend::{self, Basis, Context, Recommendation};
+
+/// What to recommend from.
+#[derive(Debug, Clone, Default)]
+pub struct RecommendRequest {
+    /// The GPU model by name (MI300X, MI325X, ...); default: this machine's, else the path's.
+    pub gpu: Option<String>,
+    /// Recommend from this study's measurements.
+    pub study: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct RecommendView {
+    /// The GPU the rules assume, and where that came from.
+    pub gpu: Option<(&'static GpuModel, String)>,
+    /// The study the measured recommendations come from.
+    pub evidence: Option<(String, StudyRecord)>,
+    /// Measured first; a rule for a flag a measurement covers is left out.
+    pub recs: Vec<Recommendation>,
+}
+
+/// The GPU model: as named, else the local GPU (the session's telemetry backend), else the
+/// experiment's path (configs/MI300X/...). With the reason.
+fn gpu(
+    session: &Session,
+    name: Option<&str>,
+) -> Result<Option<(&'static GpuModel, String)>, AppError> {
+    if let Some(name) = name {
+        return hardware::lookup(name)
+            .map(|g| Some((g, "--gpu".to_string())))
+            .ok_or_else(|| {
+                let known: Vec<&str> = hardware::table().iter().map(|g| g.name.as_str()).collect();
+                AppError::Usage(format!(
+                    "--gpu {name}: unknown GPU (known: {})",
+                    known.join(", ")
+                ))
+            });
+    }
+    let t = session.telemetry.clone().unwrap_or_default();
+    if let Ok((Some(b), _)) = crate::telemetry::select::open(&t.backend, &t.roots)
+        && let Some(g) = b.gpus().first().and_then(|g| hardware::lookup(&g.name))
+    {
+        return Ok(Some((g, format!("this machine ({})", b.name()))));
+    }
+    let p = session.experiment.to_string_lossy().to_lowercase();
+    Ok(hardware::table()
+        .iter()
+        .find(|g| g.vendor == "amd" && p.contains(&g.name.to_lowercase()))
+        .map(|g| (g, "the experiment's path".to_string())))
+}
+
+/// Measured recommendations: the study's pick, flag by flag, with its evidence.
+fn from_study(
+    session: &Session,
+    name: &str,
+) -> Result<(StudyRecord, Vec<Recommendation>), AppError> {
+    let rec = super::studies::finished_record(session, name)?;
+    let Some(pick) = rec.pick() else {
+        return Ok((rec, Vec::new()));
+    };
+    let lost: Vec<String> = rec
+        .candidates
+        .iter()
+        .filter(|c| c.id != pick.id)
+        .map(|c| format!("{}: {}", settings(&c.overrides), c.why))
+        .collect();
+    let exp = session.load()?;
+    let m = exp.main_module();
+    let out = pick
+        .overrides
+        .iter()
+        .map(|(flag, value)| {
+            let current = m.value(flag).map_or(serde_json::Value::Null, |v| v.to_json());
+            let mut reason = format!(
+                "fastest of {} candidates in study `{name}`: median {:.1} ms (95 % CI {:.1}–{:.1}, n {}){}",
+                rec.candidates.len(),
+                pick.median_ms.unwrap_or(f64::NAN),
+                pick.ci_low_ms.unwrap_or(f64::NAN),
+                pick.ci_high_ms.unwrap_or(f64::NAN),
+                pick.n,
+                pick.peak_memory_bytes.map_or(String::new(), |b| format!(
+                    ", peak {:.2} GiB",
+                    b as f64 / (1u64 << 30) as f64
+                )),
+            );
+            if current == *value {
+                reason.push_str(" (already set)");
+            }
+            reason.push_str(&format!("; the others: {}", lost.join("; ")));
+            Recommendation {
+                flag: flag.clone(),
+                value: value.clone(),
+                current,
+                basis: Basis::Measured,
+                reason,
+                source: format!("study {name} ({} trials, profile {})", rec.trials, rec.profile),
+                env: false,
+            }
+        })
+        .collect();
+    Ok((rec.clone(), out))
+}
+
+pub fn recommend(session: &Session, req: &RecommendRequest) -> Result<RecommendView, AppError> {
+    let exp = session.load()?;
+    let gpu = gpu(session, req.gpu.as_deref())?;
+    let ctx = Context {
+        gpu: gpu.as_ref().map(|g| g.0),
+    };
+    let mut recs = Vec::new();
+    let mut evidence = None;
+    if let Some(name) = &req.study {
+        let (rec, measured) = from_study(session, name)?;
+        recs.extend(measured);
+        evidence = Some((name.clone(), rec));
+    }
+    let gemm = super::gemm_status(session, &exp);
+    for r in recommend::rules(&exp, &session.load.env, &ctx, &gemm) {
+        if !recs.iter().any(|m: &Recommendation| m.flag == r.flag) {
+            recs.push(r);
+        }
+    }
+    Ok(RecommendView {
+        gpu,
+        evidence,
+        recs,
+    })
+}
