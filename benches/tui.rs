@@ -19,7 +19,7 @@ use primus_tune::telemetry::sampler::Snapshot;
 use primus_tune::telemetry::{GpuInfo, GpuSample};
 use primus_tune::tui::app::{self, App, HISTORY, Msg};
 use primus_tune::tui::theme::{Palette, Theme};
-use primus_tune::tui::view;
+use primus_tune::tui::widgets;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use serde_json::json;
@@ -213,12 +213,12 @@ fn frames(label: &str, app: &mut App) {
     let theme = Theme::new(Palette::TrueColor);
     let mut term = Terminal::new(TestBackend::new(W, H)).expect("test terminal");
     for _ in 0..FRAMES / 10 {
-        term.draw(|f| view::draw(f, app, &theme)).expect("draws");
+        term.draw(|f| widgets::draw(f, app, &theme)).expect("draws");
     }
     let mut times: Vec<Duration> = (0..FRAMES)
         .map(|_| {
             let t = Instant::now();
-            term.draw(|f| view::draw(f, app, &theme)).expect("draws");
+            term.draw(|f| widgets::draw(f, app, &theme)).expect("draws");
             t.elapsed()
         })
         .collect();

@@ -18,9 +18,10 @@ use primus_tune::telemetry::GpuInfo;
 use primus_tune::telemetry::GpuSample;
 use primus_tune::telemetry::host::HostSample;
 use primus_tune::telemetry::sampler::Snapshot;
-use primus_tune::tui::app::{self, App, Msg, Tab};
+use primus_tune::tui::app::{self, App, Msg};
+use primus_tune::tui::screens::Tab;
 use primus_tune::tui::theme::{Palette, Theme};
-use primus_tune::tui::view;
+use primus_tune::tui::{screens, widgets};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
@@ -373,7 +374,7 @@ fn draw(app: &mut App, w: u16, h: u16, palette: Palette) -> Buffer {
     let theme = Theme::new(palette);
     let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("test terminal");
     terminal
-        .draw(|f| view::draw(f, app, &theme))
+        .draw(|f| widgets::draw(f, app, &theme))
         .expect("draws");
     terminal.backend().buffer().clone()
 }
@@ -418,7 +419,7 @@ fn snap_both(name: &str, mut app: impl FnMut() -> App) {
 fn checklist_app() -> App {
     let mut app = loaded_app();
     press(&mut app, &[KeyCode::Down]);
-    assert_eq!(app.checklist_selected, 1);
+    assert_eq!(app.screens.checklist.selected, 1);
     app
 }
 
@@ -435,7 +436,7 @@ fn flags_editor_app() -> App {
     press(&mut app, &[KeyCode::Char('/')]);
     type_text(&mut app, "micro_batch");
     press(&mut app, &[KeyCode::Enter, KeyCode::Enter]);
-    let e = app.flags.editor.as_ref().expect("editor open");
+    let e = app.screens.flags.editor.as_ref().expect("editor open");
     assert_eq!(e.key, "micro_batch_size");
     assert_eq!(e.text, "4");
     press(&mut app, &[KeyCode::Backspace]);
@@ -464,8 +465,8 @@ fn trials_app() -> App {
 fn trials_detail_app() -> App {
     let mut app = trials_app();
     press(&mut app, &[KeyCode::Down, KeyCode::Enter]);
-    assert_eq!(app.selected_trial().map(|t| t.id), Some(4));
-    assert!(app.trials.detail);
+    assert_eq!(app.screens.trials.selected().map(|t| t.id), Some(4));
+    assert!(app.screens.trials.detail);
     app
 }
 
@@ -474,9 +475,9 @@ fn trials_compare_app() -> App {
     let mut app = trials_app();
     press(&mut app, &[KeyCode::End, KeyCode::Char(' ')]);
     press(&mut app, &[KeyCode::Up, KeyCode::Up, KeyCode::Char('c')]);
-    assert_eq!(app.trials.marked, Some(1));
-    assert_eq!(app.selected_trial().map(|t| t.id), Some(3));
-    assert!(app.trials.compare);
+    assert_eq!(app.screens.trials.marked, Some(1));
+    assert_eq!(app.screens.trials.selected().map(|t| t.id), Some(3));
+    assert!(app.screens.trials.compare);
     app
 }
 
@@ -611,8 +612,7 @@ fn flags_80x24_shows_name_and_source_of_selected_flag() {
         .file_name()
         .and_then(|n| n.to_str())
         .expect("file name");
-    let (i, row) = app
-        .visible_flags()
+    let (i, row) = screens::flags::visible(&app)
         .iter()
         .enumerate()
         .find(|(_, r)| r.name == "micro_batch_size")
@@ -623,7 +623,7 @@ fn flags_80x24_shows_name_and_source_of_selected_flag() {
         "set in the experiment: {}",
         row.source
     );
-    app.flags.selected = i;
+    app.screens.flags.selected = i;
     let s = screen(&mut app, 80, 24);
     let line = s
         .lines()
@@ -643,6 +643,7 @@ fn flags_80x24_shows_name_and_source_of_selected_flag() {
 fn flags_editor_error_is_visible_at_80x24() {
     let mut app = flags_editor_app();
     let err = app
+        .screens
         .flags
         .editor
         .as_ref()
@@ -760,7 +761,7 @@ fn frame_lines_and_boxes_are_whole() {
 fn selection_is_reverse_video_without_colour() {
     use ratatui::style::Modifier;
     let mut app = flags_app();
-    let name = app.visible_flags()[0].name.clone();
+    let name = screens::flags::visible(&app)[0].name.clone();
     let buf = draw(&mut app, 80, 24, Palette::None);
     let w = buf.area.width as usize;
     let row = buf

@@ -1,7 +1,11 @@
-//! Keys to actions. Actions are plain data, so the key map can be listed (`?`) and tested without
-//! a terminal. What a key means depends on the mode: an overlay, an input, or the screen.
+//! The key map: ONE table of (scope, keys, action, help, footer hint). It drives the dispatch
+//! of every key, the `?` overlay and the footer hints, so the three cannot drift apart.
+//!
+//! Scopes are tried from the most specific: an open overlay; the flag editor or the search
+//! line; the screen; lists; everywhere.
 
-use super::app::{App, Overlay, Tab};
+use super::app::{App, Overlay};
+use super::screens::Tab;
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,8 +22,10 @@ pub enum Action {
     GoTab(Tab),
     NextTab,
     PrevTab,
-    Up(usize),
-    Down(usize),
+    Up,
+    Down,
+    PageUp,
+    PageDown,
     Top,
     Bottom,
     OpenStep,
@@ -55,184 +61,761 @@ pub enum Action {
     Mark,
     Compare,
     ApplyTrial,
-    RefreshTrials,
+    /// Read the screen's data again (trials, studies).
+    Refresh,
     StartSweep,
     StopSweep,
     ApplySweep,
+    /// Studies: the selected study's ranked candidates, or back to the list.
+    OpenStudy,
+    ResumeStudy,
+    ReportStudy,
+    ApplyStudy,
 }
 
-/// The key map as the help screen lists it: (keys, what they do), by section.
-pub const HELP: &[(&str, &[(&str, &str)])] = &[
-    (
-        "everywhere",
-        &[
-            ("1-5 Tab S-Tab", "switch screen"),
-            ("?  t", "keys, the guided tour"),
-            ("q  Ctrl-C", "quit (asks if running)"),
-            ("Esc", "close, cancel"),
-            ("r", "start a trial"),
-        ],
+/// Where a binding applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Everywhere but inside an overlay or an input line.
+    Global,
+    /// Screens with a list or a table (not Run).
+    Lists,
+    Screen(Tab),
+    /// The flag value being typed.
+    Editor,
+    /// The flag search line.
+    Search,
+    /// The guided tour.
+    Tour,
+    /// The quit question (Ctrl-C there quits at once).
+    ConfirmQuit,
+    /// A question (quit?, save?).
+    Question,
+    /// The key help and the diff (Enter closes them).
+    Info,
+    /// Any overlay.
+    Overlay,
+    /// Always, even in overlays (Ctrl-C).
+    Always,
+}
+
+/// A key: a code, a code with Ctrl, or any printable character (typed into an input).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Key {
+    Code(KeyCode),
+    Ctrl(char),
+    AnyChar,
+}
+
+pub struct Binding {
+    pub scope: Scope,
+    pub keys: &'static [Key],
+    pub action: Action,
+    /// What the `?` overlay says (empty: not listed; the keys join the row above's).
+    pub help: &'static str,
+    /// The footer's word for it (None: not in the footer).
+    pub hint: Option<&'static str>,
+}
+
+const fn c(ch: char) -> Key {
+    Key::Code(KeyCode::Char(ch))
+}
+const fn k(code: KeyCode) -> Key {
+    Key::Code(code)
+}
+const UP: Key = k(KeyCode::Up);
+const DOWN: Key = k(KeyCode::Down);
+const LEFT: Key = k(KeyCode::Left);
+const RIGHT: Key = k(KeyCode::Right);
+const ENTER: Key = k(KeyCode::Enter);
+const ESC: Key = k(KeyCode::Esc);
+
+const fn b(
+    scope: Scope,
+    keys: &'static [Key],
+    action: Action,
+    help: &'static str,
+    hint: Option<&'static str>,
+) -> Binding {
+    Binding {
+        scope,
+        keys,
+        action,
+        help,
+        hint,
+    }
+}
+
+use Scope::{Editor, Global, Lists, Question, Screen, Search};
+use Tab::{Checklist, Flags, Run, Studies, Sweep, Trials};
+
+/// The key map. Order matters within a scope: the first matching binding wins, help rows and
+/// footer hints follow it.
+pub const KEYMAP: &[Binding] = &[
+    // Always.
+    b(
+        Scope::ConfirmQuit,
+        &[Key::Ctrl('c')],
+        Action::ForceQuit,
+        "",
+        None,
     ),
-    (
-        "lists",
-        &[
-            ("Up Down j k", "move"),
-            ("PgUp PgDn", "move a page"),
-            ("Home End g G", "first, last"),
-        ],
+    b(Scope::Always, &[Key::Ctrl('c')], Action::Quit, "", None),
+    // Overlays.
+    b(
+        Scope::Tour,
+        &[ENTER, RIGHT, c(' '), c('n')],
+        Action::TourNext,
+        "",
+        Some("next"),
     ),
-    (
-        "Checklist",
-        &[
-            ("Enter", "the step's flags"),
-            ("n  u", "GEMM stage; use tuned"),
-        ],
+    b(
+        Scope::Tour,
+        &[LEFT, c('p')],
+        Action::TourBack,
+        "",
+        Some("back"),
     ),
-    (
-        "Flags",
-        &[
-            ("Enter  e", "edit (bools toggle)"),
-            ("Left Right", "cycle enum values"),
-            ("/", "search by name"),
-            ("a", "all flags"),
-            ("u", "undo last edit"),
-            ("d", "diff of the edits"),
-            ("s", "save (diff first)"),
-            ("R", "reload from disk"),
-        ],
+    b(
+        Question,
+        &[c('y'), c('Y')],
+        Action::ConfirmYes,
+        "",
+        Some("yes"),
     ),
-    (
-        "Run",
-        &[
-            ("Left Right [ ]", "launch profile"),
-            ("x", "stop the trial"),
-            ("m", "next telemetry chart"),
-        ],
+    b(
+        Question,
+        &[c('n'), c('N')],
+        Action::CloseOverlay,
+        "",
+        Some("no"),
     ),
-    (
-        "Trials",
-        &[
-            ("s  S", "sort by, reverse"),
-            ("Enter", "detail"),
-            ("Space  c", "mark, compare"),
-            ("a", "apply its settings"),
-            ("F5", "refresh"),
-        ],
+    b(Scope::Info, &[ENTER], Action::CloseOverlay, "", None),
+    b(
+        Scope::Overlay,
+        &[ESC, c('q'), c('?')],
+        Action::CloseOverlay,
+        "",
+        Some("close"),
     ),
-    (
-        "Sweep",
-        &[
-            ("r  Enter", "sweep the space"),
-            ("x", "stop the sweep"),
-            ("a", "apply the pick"),
-        ],
+    // The flag editor and the search line.
+    b(
+        Editor,
+        &[Key::AnyChar],
+        Action::EditInput(' '),
+        "",
+        Some("type a value"),
+    ),
+    b(
+        Editor,
+        &[LEFT, UP],
+        Action::EditCycle(-1),
+        "",
+        Some("cycle choices"),
+    ),
+    b(
+        Editor,
+        &[RIGHT, DOWN, k(KeyCode::Tab)],
+        Action::EditCycle(1),
+        "",
+        Some("cycle choices"),
+    ),
+    b(Editor, &[ENTER], Action::EditCommit, "", Some("keep")),
+    b(Editor, &[ESC], Action::EditCancel, "", Some("cancel")),
+    b(
+        Editor,
+        &[k(KeyCode::Backspace)],
+        Action::EditBackspace,
+        "",
+        None,
+    ),
+    b(
+        Search,
+        &[Key::AnyChar],
+        Action::SearchInput(' '),
+        "",
+        Some("type a name"),
+    ),
+    b(
+        Search,
+        &[ENTER, DOWN, UP],
+        Action::SearchDone,
+        "",
+        Some("done"),
+    ),
+    b(Search, &[ESC], Action::SearchCancel, "", Some("cancel")),
+    b(
+        Search,
+        &[k(KeyCode::Backspace)],
+        Action::SearchBackspace,
+        "",
+        None,
+    ),
+    // Screens.
+    b(
+        Screen(Checklist),
+        &[UP, c('k')],
+        Action::Up,
+        "",
+        Some("step"),
+    ),
+    b(
+        Screen(Checklist),
+        &[DOWN, c('j')],
+        Action::Down,
+        "",
+        Some("step"),
+    ),
+    b(
+        Screen(Checklist),
+        &[ENTER],
+        Action::OpenStep,
+        "the step's flags",
+        Some("flags"),
+    ),
+    b(
+        Screen(Checklist),
+        &[c('r')],
+        Action::StartTrial,
+        "start a trial",
+        Some("run a trial"),
+    ),
+    b(
+        Screen(Checklist),
+        &[c('n')],
+        Action::GemmStage,
+        "GEMM stage; use tuned",
+        None,
+    ),
+    b(
+        Screen(Checklist),
+        &[c('u')],
+        Action::ToggleGemmTuned,
+        "",
+        None,
+    ),
+    b(
+        Screen(Flags),
+        &[ENTER, c('e'), c(' ')],
+        Action::Edit,
+        "edit (bools toggle)",
+        Some("edit"),
+    ),
+    b(
+        Screen(Flags),
+        &[c('/')],
+        Action::SearchStart,
+        "search by name",
+        Some("search"),
+    ),
+    b(
+        Screen(Flags),
+        &[c('a'), ESC],
+        Action::ClearFilter,
+        "all flags",
+        None,
+    ),
+    b(
+        Screen(Flags),
+        &[c('u')],
+        Action::Undo,
+        "undo last edit",
+        Some("undo"),
+    ),
+    b(
+        Screen(Flags),
+        &[c('d')],
+        Action::ShowDiff,
+        "diff of the edits",
+        Some("diff"),
+    ),
+    b(
+        Screen(Flags),
+        &[c('s')],
+        Action::Save,
+        "save (diff first)",
+        Some("save"),
+    ),
+    b(
+        Screen(Flags),
+        &[c('r')],
+        Action::StartTrial,
+        "start a trial",
+        None,
+    ),
+    b(
+        Screen(Run),
+        &[LEFT, c('[')],
+        Action::ProfilePrev,
+        "launch profile",
+        Some("profile"),
+    ),
+    b(
+        Screen(Run),
+        &[RIGHT, c(']')],
+        Action::ProfileNext,
+        "launch profile",
+        Some("profile"),
+    ),
+    b(
+        Screen(Run),
+        &[c('r'), ENTER],
+        Action::StartTrial,
+        "start a trial",
+        Some("start"),
+    ),
+    b(
+        Screen(Run),
+        &[c('x')],
+        Action::StopTrial,
+        "stop the trial",
+        Some("stop"),
+    ),
+    b(
+        Screen(Run),
+        &[c('m')],
+        Action::NextPanel,
+        "next telemetry chart",
+        Some("charts"),
+    ),
+    b(
+        Screen(Trials),
+        &[c('s')],
+        Action::SortNext,
+        "sort by; S reverses",
+        Some("sort"),
+    ),
+    b(Screen(Trials), &[c('S')], Action::SortReverse, "", None),
+    b(
+        Screen(Trials),
+        &[ENTER],
+        Action::ToggleDetail,
+        "detail",
+        Some("detail"),
+    ),
+    b(
+        Screen(Trials),
+        &[c(' ')],
+        Action::Mark,
+        "mark, compare",
+        Some("mark"),
+    ),
+    b(
+        Screen(Trials),
+        &[c('c')],
+        Action::Compare,
+        "",
+        Some("compare"),
+    ),
+    b(
+        Screen(Trials),
+        &[c('a')],
+        Action::ApplyTrial,
+        "apply its settings",
+        Some("apply"),
+    ),
+    b(
+        Screen(Trials),
+        &[c('r')],
+        Action::StartTrial,
+        "start a trial",
+        None,
+    ),
+    b(Screen(Sweep), &[UP, c('k')], Action::Up, "", Some("space")),
+    b(
+        Screen(Sweep),
+        &[DOWN, c('j')],
+        Action::Down,
+        "",
+        Some("space"),
+    ),
+    b(
+        Screen(Sweep),
+        &[c('r'), ENTER],
+        Action::StartSweep,
+        "sweep the space",
+        Some("sweep"),
+    ),
+    b(
+        Screen(Sweep),
+        &[c('x')],
+        Action::StopSweep,
+        "stop the sweep",
+        Some("stop"),
+    ),
+    b(
+        Screen(Sweep),
+        &[c('a')],
+        Action::ApplySweep,
+        "apply the pick",
+        Some("apply the pick"),
+    ),
+    b(
+        Screen(Studies),
+        &[UP, c('k')],
+        Action::Up,
+        "",
+        Some("study"),
+    ),
+    b(
+        Screen(Studies),
+        &[DOWN, c('j')],
+        Action::Down,
+        "",
+        Some("study"),
+    ),
+    b(
+        Screen(Studies),
+        &[ENTER],
+        Action::OpenStudy,
+        "ranked candidates",
+        Some("ranked"),
+    ),
+    b(
+        Screen(Studies),
+        &[c('r')],
+        Action::ResumeStudy,
+        "resume it",
+        Some("resume"),
+    ),
+    b(
+        Screen(Studies),
+        &[c('p')],
+        Action::ReportStudy,
+        "write its report",
+        Some("report"),
+    ),
+    b(
+        Screen(Studies),
+        &[c('a')],
+        Action::ApplyStudy,
+        "apply its pick",
+        Some("apply"),
+    ),
+    // Lists.
+    b(Lists, &[UP, c('k')], Action::Up, "move", None),
+    b(Lists, &[DOWN, c('j')], Action::Down, "", None),
+    b(
+        Lists,
+        &[k(KeyCode::PageUp)],
+        Action::PageUp,
+        "move a page",
+        None,
+    ),
+    b(Lists, &[k(KeyCode::PageDown)], Action::PageDown, "", None),
+    b(
+        Lists,
+        &[k(KeyCode::Home), c('g')],
+        Action::Top,
+        "first, last",
+        None,
+    ),
+    b(Lists, &[k(KeyCode::End), c('G')], Action::Bottom, "", None),
+    b(
+        Lists,
+        &[k(KeyCode::F(5))],
+        Action::Refresh,
+        "read again",
+        None,
+    ),
+    // Everywhere.
+    b(
+        Global,
+        &[c('1')],
+        Action::GoTab(Checklist),
+        "switch screen",
+        None,
+    ),
+    b(Global, &[c('2')], Action::GoTab(Flags), "", None),
+    b(Global, &[c('3')], Action::GoTab(Run), "", None),
+    b(Global, &[c('4')], Action::GoTab(Trials), "", None),
+    b(Global, &[c('5')], Action::GoTab(Sweep), "", None),
+    b(Global, &[c('6')], Action::GoTab(Studies), "", None),
+    b(Global, &[k(KeyCode::Tab)], Action::NextTab, "", None),
+    b(Global, &[k(KeyCode::BackTab)], Action::PrevTab, "", None),
+    b(
+        Global,
+        &[c('?')],
+        Action::Help,
+        "keys, the guided tour",
+        Some("keys"),
+    ),
+    b(Global, &[c('t')], Action::Tour, "", None),
+    b(Global, &[c('R')], Action::Reload, "reload from disk", None),
+    b(
+        Global,
+        &[c('q')],
+        Action::Quit,
+        "quit (asks if running)",
+        Some("quit"),
     ),
 ];
 
-pub fn action(app: &App, k: KeyEvent) -> Action {
-    if k.kind == KeyEventKind::Release {
-        return Action::None;
-    }
-    let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
-    if ctrl && k.code == KeyCode::Char('c') {
-        return if app.overlay == Some(Overlay::ConfirmQuit) {
-            Action::ForceQuit
-        } else {
-            Action::Quit
-        };
-    }
+/// The scopes in force, most specific first.
+fn scopes(app: &App) -> Vec<Scope> {
     if let Some(o) = &app.overlay {
-        return overlay_key(o, k.code);
-    }
-    if app.flags.editor.is_some() && app.tab == Tab::Flags {
-        return match k.code {
-            KeyCode::Esc => Action::EditCancel,
-            KeyCode::Enter => Action::EditCommit,
-            KeyCode::Backspace => Action::EditBackspace,
-            KeyCode::Left | KeyCode::Up => Action::EditCycle(-1),
-            KeyCode::Right | KeyCode::Down | KeyCode::Tab => Action::EditCycle(1),
-            KeyCode::Char(c) => Action::EditInput(c),
-            _ => Action::None,
+        return match o {
+            Overlay::ConfirmQuit => {
+                vec![Scope::ConfirmQuit, Scope::Always, Question, Scope::Overlay]
+            }
+            Overlay::Diff { save: true } => vec![Scope::Always, Question, Scope::Overlay],
+            Overlay::Tour(_) => vec![Scope::Always, Scope::Tour, Scope::Overlay],
+            Overlay::Help | Overlay::Diff { save: false } => {
+                vec![Scope::Always, Scope::Info, Scope::Overlay]
+            }
         };
     }
-    if app.flags.searching && app.tab == Tab::Flags {
-        return match k.code {
-            KeyCode::Esc => Action::SearchCancel,
-            KeyCode::Enter | KeyCode::Down | KeyCode::Up => Action::SearchDone,
-            KeyCode::Backspace => Action::SearchBackspace,
-            KeyCode::Char(c) => Action::SearchInput(c),
-            _ => Action::None,
-        };
+    if app.tab == Flags && app.screens.flags.editor.is_some() {
+        return vec![Scope::Always, Editor];
     }
-    let page = app.page.max(1);
-    let common = match k.code {
-        KeyCode::Char('q') => Some(Action::Quit),
-        KeyCode::Char('?') => Some(Action::Help),
-        KeyCode::Char('t') => Some(Action::Tour),
-        KeyCode::Char('1') => Some(Action::GoTab(Tab::Checklist)),
-        KeyCode::Char('2') => Some(Action::GoTab(Tab::Flags)),
-        KeyCode::Char('3') => Some(Action::GoTab(Tab::Run)),
-        KeyCode::Char('4') => Some(Action::GoTab(Tab::Trials)),
-        KeyCode::Char('5') => Some(Action::GoTab(Tab::Sweep)),
-        KeyCode::Tab => Some(Action::NextTab),
-        KeyCode::BackTab => Some(Action::PrevTab),
-        KeyCode::Up | KeyCode::Char('k') => Some(Action::Up(1)),
-        KeyCode::Down | KeyCode::Char('j') => Some(Action::Down(1)),
-        KeyCode::PageUp => Some(Action::Up(page)),
-        KeyCode::PageDown => Some(Action::Down(page)),
-        KeyCode::Home | KeyCode::Char('g') => Some(Action::Top),
-        KeyCode::End | KeyCode::Char('G') => Some(Action::Bottom),
-        KeyCode::Char('R') => Some(Action::Reload),
-        _ => None,
-    };
-    if let Some(a) = common {
-        return a;
+    if app.tab == Flags && app.screens.flags.searching {
+        return vec![Scope::Always, Search];
     }
-    match (app.tab, k.code) {
-        (Tab::Checklist, KeyCode::Enter) => Action::OpenStep,
-        (Tab::Checklist, KeyCode::Char('n')) => Action::GemmStage,
-        (Tab::Checklist, KeyCode::Char('u')) => Action::ToggleGemmTuned,
-        (Tab::Checklist | Tab::Flags, KeyCode::Char('r')) => Action::StartTrial,
-        (Tab::Flags, KeyCode::Enter | KeyCode::Char('e') | KeyCode::Char(' ')) => Action::Edit,
-        (Tab::Flags, KeyCode::Char('/')) => Action::SearchStart,
-        (Tab::Flags, KeyCode::Char('a')) => Action::ClearFilter,
-        (Tab::Flags, KeyCode::Esc) => Action::ClearFilter,
-        (Tab::Flags, KeyCode::Char('u')) => Action::Undo,
-        (Tab::Flags, KeyCode::Char('d')) => Action::ShowDiff,
-        (Tab::Flags, KeyCode::Char('s')) => Action::Save,
-        (Tab::Run, KeyCode::Left | KeyCode::Char('[')) => Action::ProfilePrev,
-        (Tab::Run, KeyCode::Right | KeyCode::Char(']')) => Action::ProfileNext,
-        (Tab::Run, KeyCode::Enter | KeyCode::Char('r')) => Action::StartTrial,
-        (Tab::Run, KeyCode::Char('x')) => Action::StopTrial,
-        (Tab::Run, KeyCode::Char('m')) => Action::NextPanel,
-        (Tab::Trials, KeyCode::Char('s')) => Action::SortNext,
-        (Tab::Trials, KeyCode::Char('S')) => Action::SortReverse,
-        (Tab::Trials, KeyCode::Enter) => Action::ToggleDetail,
-        (Tab::Trials, KeyCode::Char(' ')) => Action::Mark,
-        (Tab::Trials, KeyCode::Char('c')) => Action::Compare,
-        (Tab::Trials, KeyCode::Char('a')) => Action::ApplyTrial,
-        (Tab::Trials, KeyCode::F(5)) => Action::RefreshTrials,
-        (Tab::Trials, KeyCode::Char('r')) => Action::StartTrial,
-        (Tab::Sweep, KeyCode::Enter | KeyCode::Char('r')) => Action::StartSweep,
-        (Tab::Sweep, KeyCode::Char('x')) => Action::StopSweep,
-        (Tab::Sweep, KeyCode::Char('a')) => Action::ApplySweep,
-        _ => Action::None,
+    let mut v = vec![Scope::Always, Screen(app.tab)];
+    if app.tab.has_list() {
+        v.push(Lists);
+    }
+    v.push(Global);
+    v
+}
+
+fn matches(key: Key, ev: &KeyEvent) -> Option<Option<char>> {
+    let ctrl = ev.modifiers.contains(KeyModifiers::CONTROL);
+    match key {
+        Key::Ctrl(ch) => (ctrl && ev.code == KeyCode::Char(ch)).then_some(None),
+        Key::Code(code) => (!ctrl && ev.code == code).then_some(None),
+        Key::AnyChar => match ev.code {
+            KeyCode::Char(ch) if !ctrl => Some(Some(ch)),
+            _ => None,
+        },
     }
 }
 
-fn overlay_key(o: &Overlay, code: KeyCode) -> Action {
-    match (o, code) {
-        (Overlay::Tour(_), KeyCode::Enter | KeyCode::Right | KeyCode::Char(' ' | 'n')) => {
-            Action::TourNext
+/// The action a key means now.
+pub fn action(app: &App, ev: KeyEvent) -> Action {
+    if ev.kind == KeyEventKind::Release {
+        return Action::None;
+    }
+    for scope in scopes(app) {
+        for bind in KEYMAP.iter().filter(|b| b.scope == scope) {
+            for key in bind.keys {
+                if let Some(ch) = matches(*key, &ev) {
+                    return match (bind.action, ch) {
+                        (Action::EditInput(_), Some(ch)) => Action::EditInput(ch),
+                        (Action::SearchInput(_), Some(ch)) => Action::SearchInput(ch),
+                        (a, _) => a,
+                    };
+                }
+            }
         }
-        (Overlay::Tour(_), KeyCode::Left | KeyCode::Char('p')) => Action::TourBack,
-        (Overlay::Diff { save: true } | Overlay::ConfirmQuit, KeyCode::Char('y' | 'Y')) => {
-            Action::ConfirmYes
+    }
+    Action::None
+}
+
+/// A key as the help shows it.
+fn key_name(key: Key) -> String {
+    match key {
+        Key::Ctrl(ch) => format!("Ctrl-{}", ch.to_ascii_uppercase()),
+        Key::AnyChar => "a-z".into(),
+        Key::Code(code) => match code {
+            KeyCode::Char(' ') => "Space".into(),
+            KeyCode::Char(ch) => ch.to_string(),
+            KeyCode::Up => "Up".into(),
+            KeyCode::Down => "Down".into(),
+            KeyCode::Left => "Left".into(),
+            KeyCode::Right => "Right".into(),
+            KeyCode::Enter => "Enter".into(),
+            KeyCode::Esc => "Esc".into(),
+            KeyCode::Tab => "Tab".into(),
+            KeyCode::BackTab => "S-Tab".into(),
+            KeyCode::PageUp => "PgUp".into(),
+            KeyCode::PageDown => "PgDn".into(),
+            KeyCode::Home => "Home".into(),
+            KeyCode::End => "End".into(),
+            KeyCode::Backspace => "Bksp".into(),
+            KeyCode::F(n) => format!("F{n}"),
+            other => format!("{other:?}"),
+        },
+    }
+}
+
+/// A key as the footer shows it: arrows as glyphs.
+fn short_name(key: Key) -> String {
+    match key {
+        Key::Code(KeyCode::Up) => "↑".into(),
+        Key::Code(KeyCode::Down) => "↓".into(),
+        Key::Code(KeyCode::Left) => "←".into(),
+        Key::Code(KeyCode::Right) => "→".into(),
+        Key::AnyChar => String::new(),
+        other => key_name(other),
+    }
+}
+
+/// Joins key names, runs of consecutive digits written `1-6`.
+fn join_keys(names: &[String]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < names.len() {
+        let digit = |s: &str| s.len() == 1 && s.chars().all(|c| c.is_ascii_digit());
+        let mut j = i;
+        while j + 1 < names.len()
+            && digit(&names[j])
+            && digit(&names[j + 1])
+            && names[j + 1].as_bytes()[0] == names[j].as_bytes()[0] + 1
+        {
+            j += 1;
         }
-        (Overlay::ConfirmQuit, KeyCode::Char('n' | 'N')) => Action::CloseOverlay,
-        (Overlay::Diff { save: true }, KeyCode::Char('n' | 'N')) => Action::CloseOverlay,
-        (_, KeyCode::Esc | KeyCode::Char('q' | '?')) => Action::CloseOverlay,
-        (Overlay::Help | Overlay::Diff { save: false }, KeyCode::Enter) => Action::CloseOverlay,
-        _ => Action::None,
+        if j > i + 1 {
+            out.push(format!("{}-{}", names[i], names[j]));
+        } else {
+            out.extend(names[i..=j].iter().cloned());
+        }
+        i = j + 1;
+    }
+    out.join(" ")
+}
+
+/// A section of the `?` overlay: its title and rows of (keys, what they do).
+pub type HelpSection = (String, Vec<(String, &'static str)>);
+
+/// The `?` overlay: everywhere, lists, then each screen's keys, from the table.
+pub fn help() -> Vec<HelpSection> {
+    let mut sections: Vec<(Vec<Scope>, String)> = vec![(vec![Global, Lists], "everywhere".into())];
+    sections.extend(
+        Tab::ALL
+            .iter()
+            .map(|t| (vec![Screen(*t)], t.title().to_string())),
+    );
+    sections
+        .into_iter()
+        .map(|(scopes, title)| {
+            let mut rows: Vec<(Vec<String>, &'static str)> = Vec::new();
+            let binds = scopes
+                .iter()
+                .flat_map(|sc| KEYMAP.iter().filter(move |b| b.scope == *sc));
+            for bind in binds {
+                let names = bind.keys.iter().map(|k| key_name(*k));
+                match (bind.help, rows.last_mut()) {
+                    ("", Some(last)) => last.0.extend(names),
+                    ("", None) => {}
+                    (help, _) => match rows.iter_mut().find(|r| r.1 == help) {
+                        Some(row) => row.0.extend(names),
+                        None => rows.push((names.collect(), help)),
+                    },
+                }
+            }
+            if scopes.contains(&Global) {
+                if let Some(q) = rows.iter_mut().find(|r| r.1 == "quit (asks if running)") {
+                    q.0.push("Ctrl-C".into());
+                }
+                rows.push((vec!["Esc".into()], "close, cancel"));
+            }
+            let rows = rows
+                .into_iter()
+                .map(|(mut keys, help)| {
+                    keys.dedup();
+                    (join_keys(&keys), help)
+                })
+                .collect();
+            (title, rows)
+        })
+        .collect()
+}
+
+/// The footer: the hints of the keys that matter now, as many as fit in `width` columns.
+pub fn footer(app: &App, width: usize) -> String {
+    let choices = app
+        .screens
+        .flags
+        .editor
+        .as_ref()
+        .is_some_and(|e| !e.choices.is_empty());
+    let mut parts: Vec<(String, &'static str)> = Vec::new();
+    for scope in scopes(app) {
+        for bind in KEYMAP.iter().filter(|b| b.scope == scope) {
+            let Some(hint) = bind.hint else { continue };
+            if matches!(bind.action, Action::EditCycle(_)) && !choices {
+                continue;
+            }
+            let key = bind.keys.first().map_or(String::new(), |k| short_name(*k));
+            let last_same = parts.last().is_some_and(|l| l.1 == hint);
+            if last_same {
+                if let Some(last) = parts.last_mut()
+                    && !last.0.contains(&key)
+                {
+                    last.0.push_str(&key);
+                }
+            } else if !parts.iter().any(|p| p.1 == hint) {
+                parts.push((key, hint));
+            }
+        }
+    }
+    let mut out = String::new();
+    for (key, hint) in parts {
+        let item = if key.is_empty() {
+            hint.to_string()
+        } else {
+            format!("{key} {hint}")
+        };
+        let sep = if out.is_empty() { "" } else { " · " };
+        if out.chars().count() + sep.len() + item.chars().count() > width {
+            break;
+        }
+        out.push_str(sep);
+        out.push_str(&item);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_action_the_help_lists_is_reachable_by_its_keys() {
+        // Each listed binding's keys, pressed in its scope, give its action (no earlier binding
+        // in a more specific scope shadows it).
+        for bind in KEYMAP {
+            let Screen(tab) = bind.scope else { continue };
+            let mut app = App::new(vec!["proxy-cpu".into()], "proxy-cpu", false);
+            app.tab = tab;
+            for key in bind.keys {
+                let Key::Code(code) = key else { continue };
+                let got = action(&app, KeyEvent::new(*code, KeyModifiers::NONE));
+                assert_eq!(got, bind.action, "{key:?} on {tab:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn help_rows_name_the_keys_of_the_table() {
+        let h = help();
+        let everywhere = &h[0].1;
+        assert!(everywhere.contains(&("1-6 Tab S-Tab".to_string(), "switch screen")));
+        let sweep = &h
+            .iter()
+            .find(|s| s.0 == "Sweep")
+            .expect("a Sweep section")
+            .1;
+        assert!(
+            sweep.contains(&("r Enter".to_string(), "sweep the space")),
+            "{sweep:?}"
+        );
+        // `r` starts a trial only where it does.
+        for (title, rows) in &h {
+            let r_trial = rows
+                .iter()
+                .any(|(k, w)| k.split(' ').any(|x| x == "r") && *w == "start a trial");
+            let expected = matches!(title.as_str(), "Checklist" | "Flags" | "Run" | "Trials");
+            assert_eq!(r_trial, expected, "{title}: {rows:?}");
+        }
+    }
+
+    #[test]
+    fn digit_runs_are_joined() {
+        let n = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(join_keys(&n(&["1", "2", "3", "Tab"])), "1-3 Tab");
+        assert_eq!(join_keys(&n(&["1", "3"])), "1 3");
+        assert_eq!(join_keys(&n(&["s", "S"])), "s S");
     }
 }

@@ -1,32 +1,32 @@
 //! The interactive frontend: `primus-tune [CONFIG]` on a terminal. State + pure update
-//! (`app.rs`) + pure view (`view/`); this file is the one loop that merges keys, resizes, trial
-//! events, telemetry and signals, performs the effects by calling the core, and redraws when
-//! something changed (at most ~30 frames/s).
+//! (`app.rs`, the screens in `screens/`, the key map in `keymap.rs`) + pure view (`widgets.rs`,
+//! each screen's `draw`); this file is the one loop that merges keys, resizes, worker messages,
+//! telemetry and signals, has `effects.rs` perform what `update` asks for through the app
+//! layer, and redraws when something changed (at most ~30 frames/s).
 //!
 //! The terminal is restored on every way out: normal exit, error, panic (the hook is installed
 //! before the terminal is taken), SIGTERM and SIGHUP; a running trial's process group is stopped
-//! in each case (`Worker`'s Drop covers unwinding).
+//! in each case (the worker handle's Drop covers unwinding).
 
 pub mod app;
+pub mod effects;
 pub mod keymap;
+pub mod overlay;
+pub mod screens;
 pub mod theme;
-pub mod view;
+pub mod widgets;
 
 #[cfg(test)]
 mod update_tests;
 
-use crate::app::events::{self, AppEvent, Events};
-use crate::app::gemm_stage::{self, StageRequest};
-use crate::app::sweep::SweepRequest;
-use crate::app::trial::{Cancel, TrialRequest};
-use crate::app::{AppError, Session};
+use crate::app::Session;
 use crate::run::profile;
-use crate::store::TrialFilter;
 use crate::telemetry::host::Host;
 use crate::telemetry::sampler::{Sampler, SamplerConfig};
 use crate::telemetry::select::{self, Roots};
 use app::{App, Effect, Msg};
 use crossterm::event::{Event, EventStream};
+use effects::{Flow, Runner};
 use futures_util::StreamExt;
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
@@ -34,7 +34,7 @@ use std::io::Stdout;
 use std::path::PathBuf;
 use std::time::Duration;
 use theme::{Palette, Theme};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
 /// What the command line gives the TUI.
 #[derive(Debug, Clone)]
@@ -95,23 +95,6 @@ fn take_terminal() -> std::io::Result<Term> {
     Terminal::new(CrosstermBackend::new(std::io::stdout()))
 }
 
-/// A trial or a sweep running on its own thread (the store's connection is not `Sync`, so it gets
-/// a runtime of its own). Dropping the handle cancels it — the trial in flight has its process
-/// group stopped — and waits for the thread.
-struct Worker {
-    cancel: watch::Sender<bool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        let _ = self.cancel.send(true);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 /// Set to a file path, the TUI writes `{"first_frame_ms": .., "rss_kb": ..}` there once the
 /// first frame with the experiment loaded is drawn, and quits (for the start-up benchmark).
 pub const FIRST_FRAME_ENV: &str = "PRIMUS_TUNE_FIRST_FRAME_REPORT";
@@ -145,13 +128,6 @@ pub fn run(opts: TuiOptions) -> std::io::Result<()> {
     result
 }
 
-/// The profiles a trial can use: built-in and the user's.
-pub fn profile_names() -> Vec<String> {
-    profile::all(profile::user_dir().as_deref())
-        .map(|v| v.into_iter().map(|p| p.name).collect())
-        .unwrap_or_else(|_| vec![profile::DEFAULT_PROFILE.to_string()])
-}
-
 async fn event_loop(
     term: &mut Term,
     opts: &TuiOptions,
@@ -159,20 +135,33 @@ async fn event_loop(
 ) -> std::io::Result<()> {
     let report = std::env::var_os(FIRST_FRAME_ENV).map(PathBuf::from);
     let theme = Theme::new(Palette::from_env());
-    let session = &opts.session;
-    let mut app = App::new(profile_names(), profile::DEFAULT_PROFILE, opts.tour);
-    // Declared before the channel so that, on every way out (return, error, panic unwinding),
-    // the receiver is dropped first: the trial thread's sends then fail at once instead of
-    // waiting for a loop that no longer drains them, and the handle's Drop stops the trial.
-    let mut trial: Option<Worker> = None;
-    let mut sweep: Option<Worker> = None;
+    let profiles = crate::app::trial::profiles();
+    let mut app = App::new(Vec::new(), profile::DEFAULT_PROFILE, opts.tour);
+    app.set_profiles(&profiles);
+    if let Some(i) = app
+        .profiles
+        .iter()
+        .position(|p| p == profile::DEFAULT_PROFILE)
+    {
+        app.profile = i;
+    }
     let (tx, mut rx) = mpsc::channel::<Msg>(1024);
+    let (load_tx, mut load_rx) = mpsc::channel::<(u64, Msg)>(16);
+    // Declared after the channels so that, on every way out (return, error, panic unwinding),
+    // it is dropped first: its worker handles stop the trial and the sweep, whose last sends
+    // fail at once once the receivers are gone.
+    let mut runner = Runner {
+        session: opts.session.clone(),
+        tx: tx.clone(),
+        load_tx,
+        load_gen: 0,
+        trial: None,
+        sweep: None,
+    };
     let mut keys = EventStream::new();
     // Live telemetry, whether or not a trial runs.
     let _sampler = start_sampler(opts, tx.clone());
     let mut pending_fx: Vec<Effect> = vec![Effect::Load(Vec::new()), Effect::LoadTrials];
-    let mut load_gen = 0u64;
-    let (load_tx, mut load_rx) = mpsc::channel::<(u64, Msg)>(16);
     let mut frame = tokio::time::interval(Duration::from_millis(33));
     frame.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut disk = tokio::time::interval(Duration::from_secs(1));
@@ -181,83 +170,8 @@ async fn event_loop(
     let mut dirty = true;
     loop {
         for fx in std::mem::take(&mut pending_fx) {
-            match fx {
-                Effect::Quit => {
-                    drop(trial.take());
-                    drop(sweep.take());
-                    return Ok(());
-                }
-                Effect::Load(pending) => {
-                    load_gen += 1;
-                    let (g, s, p, t) = (load_gen, session.clone(), pending, load_tx.clone());
-                    tokio::task::spawn_blocking(move || {
-                        let r = crate::app::views::config::build(&s, &p)
-                            .map(|(v, plan)| (Box::new(v), plan))
-                            .map_err(|e| e.to_string());
-                        let _ = t.blocking_send((g, Msg::Loaded(r)));
-                    });
-                }
-                Effect::Save(pending) => {
-                    tracing::info!(edits = pending.len(), "saving");
-                    let (s, t) = (session.clone(), tx.clone());
-                    tokio::task::spawn_blocking(move || {
-                        let r = crate::app::edit::save(&s, &pending).map_err(|e| e.to_string());
-                        let _ = t.blocking_send(Msg::Saved(r));
-                    });
-                }
-                Effect::LoadTrials => {
-                    let (s, t) = (session.clone(), tx.clone());
-                    tokio::task::spawn_blocking(move || {
-                        let r = s
-                            .existing_store()
-                            .and_then(|st| match st {
-                                Some(st) => Ok(st.list_trials(&TrialFilter::all())?),
-                                None => Ok(Vec::new()),
-                            })
-                            .map_err(|e| e.to_string());
-                        let _ = t.blocking_send(Msg::Trials(r));
-                    });
-                }
-                Effect::StartTrial { profile } => {
-                    tracing::info!(profile, config = %session.experiment.display(), "trial started");
-                    let req = TrialRequest {
-                        profile: Some(profile),
-                        gemm_tuned: app.gemm_tuned,
-                        ..TrialRequest::default()
-                    };
-                    trial = Some(start_trial(session, req, tx.clone()));
-                }
-                Effect::StartGemmStage { stage, profile } => {
-                    tracing::info!(stage, profile, "GEMM stage started");
-                    let mut req = StageRequest::new(stage);
-                    req.trial.profile = Some(profile);
-                    trial = Some(start_gemm_stage(session, req, tx.clone()));
-                }
-                Effect::StartSweep { space, profile } => {
-                    tracing::info!(space, profile, "sweep started");
-                    let req = SweepRequest {
-                        space: Some(space),
-                        trial: TrialRequest {
-                            profile: Some(profile),
-                            gemm_tuned: app.gemm_tuned,
-                            ..TrialRequest::default()
-                        },
-                        ..SweepRequest::default()
-                    };
-                    sweep = Some(start_sweep(session, req, tx.clone()));
-                }
-                Effect::StopSweep => {
-                    tracing::info!("sweep stop requested");
-                    if let Some(h) = &sweep {
-                        let _ = h.cancel.send(true);
-                    }
-                }
-                Effect::StopTrial => {
-                    tracing::info!("trial stop requested");
-                    if let Some(h) = &trial {
-                        let _ = h.cancel.send(true);
-                    }
-                }
+            if runner.perform(fx, &app) == Flow::Quit {
+                return Ok(());
             }
         }
         tokio::select! {
@@ -272,27 +186,12 @@ async fn event_loop(
                 Some(Err(_)) | None => pending_fx = app::update(&mut app, Msg::Terminate),
             },
             Some(msg) = rx.recv() => {
-                match &msg {
-                    Msg::TrialDone(r) => {
-                        tracing::info!(ok = r.is_ok(), "trial ended");
-                        drop(trial.take());
-                    }
-                    Msg::GemmDone(r) => {
-                        tracing::info!(ok = r.is_ok(), "GEMM stage ended");
-                        drop(trial.take());
-                    }
-                    Msg::SweepDone(r) => {
-                        tracing::info!(ok = r.is_ok(), "sweep ended");
-                        drop(sweep.take());
-                    }
-                    Msg::Saved(Err(e)) | Msg::Trials(Err(e)) => tracing::warn!("{e}"),
-                    _ => {}
-                }
+                runner.ended(&msg);
                 pending_fx = app::update(&mut app, msg);
                 dirty = true;
             }
             Some((g, msg)) = load_rx.recv() => {
-                if g == load_gen {
+                if g == runner.load_gen {
                     pending_fx = app::update(&mut app, msg);
                     dirty = true;
                 }
@@ -300,7 +199,7 @@ async fn event_loop(
             _ = disk.tick() => {
                 if let Some(c) = &app.config
                     && !app.disk_changed
-                    && crate::app::views::config::stamp(&session.experiment) != c.stamp
+                    && crate::app::views::config::stamp(&runner.session.experiment) != c.stamp
                 {
                     pending_fx = app::update(&mut app, Msg::DiskChanged);
                     dirty = true;
@@ -316,7 +215,7 @@ async fn event_loop(
             }
             _ = frame.tick() => {
                 if dirty {
-                    if let Err(e) = term.draw(|f| view::draw(f, &mut app, &theme)) {
+                    if let Err(e) = term.draw(|f| widgets::draw(f, &mut app, &theme)) {
                         // The terminal went away (SSH drop): stop the trial and leave.
                         tracing::warn!("drawing failed: {e}");
                         return Ok(()); // the receiver drops, then the trial handle stops it
@@ -377,90 +276,4 @@ fn start_sampler(opts: &TuiOptions, tx: mpsc::Sender<Msg>) -> Option<Sampler> {
         }
     });
     Some(sampler)
-}
-
-/// A named thread running `work` with a cancel signal; the handle stops and joins it.
-fn spawn_worker(name: &str, work: impl FnOnce(Cancel) + Send + 'static) -> Worker {
-    let (cancel, cancel_rx) = watch::channel(false);
-    let thread = std::thread::Builder::new()
-        .name(name.into())
-        .spawn(move || work(cancel_rx))
-        .ok();
-    Worker { cancel, thread }
-}
-
-/// What the screens take of a use case's events: a trial's own events feed the Run screen,
-/// sweep steps the Sweep screen's log, stage steps the status line.
-fn to_msg(ev: AppEvent, trial_events: bool) -> Option<Msg> {
-    match ev {
-        AppEvent::Trial(t) if trial_events => Some(Msg::Trial(t)),
-        AppEvent::Sweep(s) => Some(Msg::SweepLine(s.to_string())),
-        AppEvent::Stage(s) => Some(Msg::Note(s.to_string())),
-        AppEvent::Trial(_) | AppEvent::TrialEnded(_) => None,
-    }
-}
-
-/// Runs a use case on this (worker) thread with its events forwarded to the loop as they come.
-fn forwarding<T>(tx: &mpsc::Sender<Msg>, trial_events: bool, work: impl FnOnce(&Events) -> T) -> T {
-    let (etx, mut erx) = events::channel();
-    let fwd = tx.clone();
-    let forward = std::thread::spawn(move || {
-        while let Some(ev) = erx.blocking_recv() {
-            let Some(msg) = to_msg(ev, trial_events) else {
-                continue;
-            };
-            if fwd.blocking_send(msg).is_err() {
-                break;
-            }
-        }
-    });
-    let out = work(&etx);
-    drop(etx);
-    let _ = forward.join();
-    out
-}
-
-/// A trial on its own thread, through the same use case as `primus-tune run`.
-fn start_trial(session: &Session, req: TrialRequest, tx: mpsc::Sender<Msg>) -> Worker {
-    let session = session.clone();
-    spawn_worker("trial", move |cancel| {
-        let r = forwarding(&tx, true, |events| {
-            let p = crate::app::trial::prepare(&session, &req)?;
-            crate::app::trial::run_blocking(&session, &p, events, cancel)
-        });
-        let _ = tx.blocking_send(Msg::TrialDone(r.map(Box::new).map_err(|e| e.to_string())));
-    })
-}
-
-/// A sweep on its own thread, through the same use case as `primus-tune sweep`.
-fn start_sweep(session: &Session, req: SweepRequest, tx: mpsc::Sender<Msg>) -> Worker {
-    let session = session.clone();
-    spawn_worker("sweep", move |cancel| {
-        let r = forwarding(&tx, false, |events| {
-            crate::app::sweep::run(&session, &req, events, cancel)
-        });
-        let _ = tx.blocking_send(Msg::SweepDone(
-            r.map(|o| (o.study, o.record.map(Box::new), o.resume))
-                .map_err(|e| e.to_string()),
-        ));
-    })
-}
-
-/// A HipBLASLt stage on its own thread, through the same use case as `gemm-tune stage`.
-fn start_gemm_stage(session: &Session, req: StageRequest, tx: mpsc::Sender<Msg>) -> Worker {
-    let session = session.clone();
-    spawn_worker("gemm-stage", move |cancel| {
-        let r = forwarding(&tx, true, |events| -> Result<_, AppError> {
-            let p = gemm_stage::prepare(&session, &req)?;
-            let out = gemm_stage::run_blocking(&session, &p, events, cancel)?;
-            let last = out
-                .run
-                .trials
-                .last()
-                .cloned()
-                .ok_or_else(|| AppError::Usage("the stage ran no trial".into()))?;
-            Ok((Box::new(last), out.summary.to_string()))
-        });
-        let _ = tx.blocking_send(Msg::GemmDone(r.map_err(|e| e.to_string())));
-    })
 }

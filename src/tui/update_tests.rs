@@ -1,7 +1,8 @@
 //! Update tests: key sequences applied to the state give the expected state and effects, with
 //! no terminal. The config view is built by the real config engine from the bundled example.
 
-use super::app::{App, Effect, LiveTrial, Msg, Overlay, SortKey, Tab, update};
+use super::app::{App, Effect, Msg, Overlay, update};
+use super::screens::{self, Tab, run::LiveTrial, trials::SortKey};
 use crate::app::Session;
 use crate::app::views::config::{self as load, PendingEdit, PlanView};
 use crate::config::LoadOptions;
@@ -69,12 +70,12 @@ fn select_flag(app: &mut App, name: &str) {
     key(app, KeyCode::Char('/'));
     keys(app, name);
     key(app, KeyCode::Enter);
-    let rows = app.visible_flags();
+    let rows = screens::flags::visible(app);
     let i = rows
         .iter()
         .position(|r| r.name == name)
         .expect("flag listed");
-    app.flags.selected = i;
+    app.screens.flags.selected = i;
 }
 
 /// Feed the effects' Load back through the real engine, as the loop does.
@@ -93,7 +94,9 @@ fn run_load(app: &mut App, fx: &[Effect]) {
 fn enter_on_a_boolean_toggles_it_as_an_unsaved_edit() {
     let mut app = loaded_app();
     select_flag(&mut app, "use_turbo_attention");
-    let before = app.visible_flags()[app.flags.selected].value.clone();
+    let before = screens::flags::visible(&app)[app.screens.flags.selected]
+        .value
+        .clone();
     assert_eq!(before, "true");
     let fx = key(&mut app, KeyCode::Enter);
     let want = vec![PendingEdit {
@@ -104,8 +107,7 @@ fn enter_on_a_boolean_toggles_it_as_an_unsaved_edit() {
     assert_eq!(app.pending, want);
     // The engine's view of the edit: the value, the mark and a diff of the file.
     run_load(&mut app, &fx);
-    let row = app
-        .visible_flags()
+    let row = screens::flags::visible(&app)
         .into_iter()
         .find(|r| r.name == "use_turbo_attention")
         .cloned()
@@ -131,23 +133,23 @@ fn the_editor_checks_the_value_as_it_is_typed() {
     let mut app = loaded_app();
     select_flag(&mut app, "micro_batch_size");
     assert!(key(&mut app, KeyCode::Enter).is_empty(), "an editor opens");
-    let current = app.flags.editor.as_ref().unwrap().text.clone();
+    let current = app.screens.flags.editor.as_ref().unwrap().text.clone();
     for _ in 0..current.len() {
         key(&mut app, KeyCode::Backspace);
     }
     keys(&mut app, "x");
-    let e = app.flags.editor.as_ref().unwrap();
+    let e = app.screens.flags.editor.as_ref().unwrap();
     assert!(
         e.error.as_deref().unwrap().contains("micro_batch_size"),
         "{e:?}"
     );
     // Enter does not keep a wrong value.
     assert!(key(&mut app, KeyCode::Enter).is_empty());
-    assert!(app.flags.editor.is_some());
+    assert!(app.screens.flags.editor.is_some());
     assert!(app.pending.is_empty());
     key(&mut app, KeyCode::Backspace);
     keys(&mut app, "3");
-    assert_eq!(app.flags.editor.as_ref().unwrap().error, None);
+    assert_eq!(app.screens.flags.editor.as_ref().unwrap().error, None);
     let fx = key(&mut app, KeyCode::Enter);
     assert_eq!(
         fx,
@@ -156,7 +158,7 @@ fn the_editor_checks_the_value_as_it_is_typed() {
             text: "3".into()
         }])]
     );
-    assert!(app.flags.editor.is_none());
+    assert!(app.screens.flags.editor.is_none());
 }
 
 #[test]
@@ -166,28 +168,27 @@ fn escape_leaves_the_editor_without_an_edit() {
     key(&mut app, KeyCode::Enter);
     keys(&mut app, "9");
     assert!(key(&mut app, KeyCode::Esc).is_empty());
-    assert!(app.flags.editor.is_none());
+    assert!(app.screens.flags.editor.is_none());
     assert!(app.pending.is_empty());
 }
 
 #[test]
 fn enums_cycle_through_their_values() {
     let mut app = loaded_app();
-    let row = app
-        .visible_flags()
+    let row = screens::flags::visible(&app)
         .into_iter()
         .find(|r| r.choices.len() >= 2 && !r.env_var)
         .cloned()
         .expect("an enum flag");
     select_flag(&mut app, &row.name);
     key(&mut app, KeyCode::Enter);
-    let start = app.flags.editor.as_ref().unwrap().text.clone();
+    let start = app.screens.flags.editor.as_ref().unwrap().text.clone();
     key(&mut app, KeyCode::Right);
-    let next = app.flags.editor.as_ref().unwrap().text.clone();
+    let next = app.screens.flags.editor.as_ref().unwrap().text.clone();
     assert!(row.choices.contains(&next), "{next} in {:?}", row.choices);
     assert_ne!(next, start);
     key(&mut app, KeyCode::Left);
-    let back = app.flags.editor.as_ref().unwrap().text.clone();
+    let back = app.screens.flags.editor.as_ref().unwrap().text.clone();
     if row.choices.contains(&start) {
         assert_eq!(back, start);
     }
@@ -255,7 +256,7 @@ fn quit_asks_while_a_trial_runs_and_waits_for_it_to_stop() {
     let mut app = loaded_app();
     assert_eq!(key(&mut app, KeyCode::Char('q')), vec![Effect::Quit]);
     let mut app = loaded_app();
-    app.trial = Some(LiveTrial::default());
+    app.screens.run.trial = Some(LiveTrial::default());
     assert!(key(&mut app, KeyCode::Char('q')).is_empty());
     assert_eq!(app.overlay, Some(Overlay::ConfirmQuit));
     assert!(key(&mut app, KeyCode::Char('n')).is_empty());
@@ -281,12 +282,12 @@ fn quit_asks_while_a_trial_runs_and_waits_for_it_to_stop() {
 #[test]
 fn ctrl_c_twice_and_sigterm_stop_the_trial_without_asking() {
     let mut app = loaded_app();
-    app.trial = Some(LiveTrial::default());
+    app.screens.run.trial = Some(LiveTrial::default());
     let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
     assert!(update(&mut app, Msg::Key(ctrl_c)).is_empty());
     assert_eq!(update(&mut app, Msg::Key(ctrl_c)), vec![Effect::StopTrial]);
     let mut app = loaded_app();
-    app.trial = Some(LiveTrial::default());
+    app.screens.run.trial = Some(LiveTrial::default());
     assert_eq!(update(&mut app, Msg::Terminate), vec![Effect::StopTrial]);
     let mut app = loaded_app();
     assert_eq!(update(&mut app, Msg::Terminate), vec![Effect::Quit]);
@@ -298,7 +299,7 @@ fn a_trial_does_not_start_over_unsaved_edits() {
     select_flag(&mut app, "use_turbo_attention");
     key(&mut app, KeyCode::Enter);
     assert!(key(&mut app, KeyCode::Char('r')).is_empty());
-    assert!(app.trial.is_none());
+    assert!(app.screens.run.trial.is_none());
     key(&mut app, KeyCode::Char('u'));
     key(&mut app, KeyCode::Char('3'));
     key(&mut app, KeyCode::Right);
@@ -321,12 +322,12 @@ fn enter_on_a_step_lists_its_flags_only() {
     let step = app.config.as_ref().unwrap().checklist.steps[1].step;
     key(&mut app, KeyCode::Enter);
     assert_eq!(app.tab, Tab::Flags);
-    assert_eq!(app.flags.step, Some(step));
-    let rows = app.visible_flags();
+    assert_eq!(app.screens.flags.step, Some(step));
+    let rows = screens::flags::visible(&app);
     assert!(!rows.is_empty());
     assert!(rows.iter().all(|r| r.step == step));
     key(&mut app, KeyCode::Char('a'));
-    assert!(app.visible_flags().len() > rows_len(&app, step));
+    assert!(screens::flags::visible(&app).len() > rows_len(&app, step));
 }
 
 fn rows_len(app: &App, step: crate::config::catalog::Step) -> usize {
@@ -340,6 +341,9 @@ fn tabs_cycle_and_the_trials_screen_asks_for_trials() {
     key(&mut app, KeyCode::Tab);
     assert_eq!(app.tab, Tab::Flags);
     key(&mut app, KeyCode::BackTab);
+    // Back from the first screen wraps to the last: the studies, read fresh.
+    assert_eq!(key(&mut app, KeyCode::BackTab), vec![Effect::LoadStudies]);
+    assert_eq!(app.tab, Tab::Studies);
     key(&mut app, KeyCode::BackTab);
     assert_eq!(app.tab, Tab::Sweep);
     key(&mut app, KeyCode::BackTab);
@@ -423,26 +427,33 @@ fn trials_sort_mark_compare_and_apply() {
     ];
     update(&mut app, Msg::Trials(Ok(rows)));
     key(&mut app, KeyCode::Char('4'));
-    let ids = |app: &App| app.sorted_trials().iter().map(|t| t.id).collect::<Vec<_>>();
+    let ids = |app: &App| {
+        app.screens
+            .trials
+            .sorted()
+            .iter()
+            .map(|t| t.id)
+            .collect::<Vec<_>>()
+    };
     assert_eq!(ids(&app), vec![3, 2, 1], "newest first");
     key(&mut app, KeyCode::Char('s')); // status
     key(&mut app, KeyCode::Char('s')); // median step, fastest first
-    assert_eq!(app.trials.sort, SortKey::Step);
+    assert_eq!(app.screens.trials.sort, SortKey::Step);
     assert_eq!(ids(&app), vec![2, 3, 1]);
     key(&mut app, KeyCode::Char('S'));
     assert_eq!(ids(&app), vec![1, 3, 2]);
     // Trial 1 ran the config as it is (train_iters is the runner's budget): nothing to apply.
-    app.trials.selected = 0;
+    app.screens.trials.selected = 0;
     assert!(key(&mut app, KeyCode::Char('a')).is_empty());
     assert!(app.pending.is_empty());
     // Compare: mark 1, select 2.
     key(&mut app, KeyCode::Char(' '));
-    assert_eq!(app.trials.marked, Some(1));
+    assert_eq!(app.screens.trials.marked, Some(1));
     key(&mut app, KeyCode::End);
     key(&mut app, KeyCode::Char('c'));
-    assert!(app.trials.compare);
-    let a = app.trials.rows[0].clone();
-    let b = app.trials.rows[1].clone();
+    assert!(app.screens.trials.compare);
+    let a = app.screens.trials.rows[0].clone();
+    let b = app.screens.trials.rows[1].clone();
     let d = crate::app::views::compare::settings_diff(&a, &b);
     assert_eq!(
         d,
@@ -486,7 +497,7 @@ fn live_trial_events_fill_the_run_state() {
             }),
         );
     }
-    let t = app.trial.as_ref().unwrap();
+    let t = app.screens.run.trial.as_ref().unwrap();
     assert_eq!(t.id, Some(7));
     assert_eq!(
         t.log.len(),
@@ -603,7 +614,7 @@ fn sweep_screen_starts_only_applicable_spaces_and_applies_the_pick() {
     );
     // The MoE example: every built-in space applies.
     let i = names.iter().position(|n| *n == "sync-free-stage").unwrap();
-    app.sweep.selected = i;
+    app.screens.sweep.selected = i;
     assert_eq!(
         key(&mut app, KeyCode::Enter),
         vec![Effect::StartSweep {
@@ -611,10 +622,10 @@ fn sweep_screen_starts_only_applicable_spaces_and_applies_the_pick() {
             profile: "proxy-cpu".into()
         }]
     );
-    assert!(app.sweep.running && app.busy());
+    assert!(app.screens.sweep.running && app.busy());
     assert!(key(&mut app, KeyCode::Enter).is_empty(), "one at a time");
     update(&mut app, Msg::SweepLine("candidate 0 ...".into()));
-    assert_eq!(app.sweep.log.len(), 1);
+    assert_eq!(app.screens.sweep.log.len(), 1);
     // Quitting while it runs stops it first.
     key(&mut app, KeyCode::Char('q'));
     assert_eq!(key(&mut app, KeyCode::Char('y')), vec![Effect::StopSweep]);
@@ -652,10 +663,14 @@ fn sweep_screen_starts_only_applicable_spaces_and_applies_the_pick() {
         &mut app,
         Msg::SweepDone(Ok(("sf1".into(), Some(Box::new(rec)), String::new()))),
     );
-    assert_eq!(fx, vec![Effect::LoadTrials, Effect::Quit], "then it leaves");
-    assert!(!app.sweep.running);
+    assert_eq!(
+        fx,
+        vec![Effect::LoadTrials, Effect::LoadStudies, Effect::Quit],
+        "then it leaves"
+    );
+    assert!(!app.screens.sweep.running);
     let mut app2 = loaded_app();
-    app2.sweep.result = app.sweep.result.clone();
+    app2.screens.sweep.result = app.screens.sweep.result.clone();
     app2.tab = Tab::Sweep;
     let fx = key(&mut app2, KeyCode::Char('a'));
     let want = vec![PendingEdit {
@@ -681,7 +696,7 @@ fn a_space_that_does_not_apply_is_refused_with_its_reason() {
         .iter()
         .position(|s| s.name == "sync-free-stage")
         .unwrap();
-    app.sweep.selected = i;
+    app.screens.sweep.selected = i;
     assert!(key(&mut app, KeyCode::Enter).is_empty());
     assert!(app.status.as_ref().unwrap().1.contains("MoE"));
 }

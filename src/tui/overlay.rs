@@ -2,7 +2,7 @@
 
 use crate::config::diag::Severity;
 use crate::tui::app::{App, Overlay, TOUR};
-use crate::tui::keymap::HELP;
+use crate::tui::keymap::{self, HelpSection};
 use crate::tui::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -35,17 +35,19 @@ fn boxed(f: &mut Frame, area: Rect, title: &str, lines: Vec<Line>, theme: &Theme
 
 /// The key map: one column when it fits the height, else two (80×24 shows it all).
 fn draw_help(f: &mut Frame, full: Rect, theme: &Theme) {
-    let section_lines = |(section, keys): &(&str, &[(&str, &str)]), key_w: usize| {
-        let mut v = vec![Line::styled(section.to_string(), theme.title())];
-        for (k, what) in *keys {
+    let help = keymap::help();
+    let help = help.as_slice();
+    let section_lines = |(section, keys): &HelpSection, key_w: usize| {
+        let mut v = vec![Line::styled(section.clone(), theme.title())];
+        for (k, what) in keys {
             v.push(Line::raw(format!(" {k:<key_w$} {what}")));
         }
         v
     };
-    let total: usize = HELP.iter().map(|(_, k)| k.len() + 1).sum::<usize>() + 1;
+    let total: usize = help.iter().map(|(_, k)| k.len() + 1).sum::<usize>() + 1;
     let fits_one = total + 2 <= usize::from(full.height);
     if fits_one {
-        let mut lines: Vec<Line> = HELP.iter().flat_map(|s| section_lines(s, 20)).collect();
+        let mut lines: Vec<Line> = help.iter().flat_map(|s| section_lines(s, 20)).collect();
         lines.push(Line::styled("Esc closes", theme.dim()));
         let longest = lines.iter().map(Line::width).max().unwrap_or(0) as u16;
         let w = (longest + 2).max(40).min(full.width);
@@ -56,19 +58,19 @@ fn draw_help(f: &mut Frame, full: Rect, theme: &Theme) {
         return;
     }
     // Two columns: sections split where the taller column is shortest; key names narrower.
-    let sizes: Vec<usize> = HELP.iter().map(|(_, k)| k.len() + 1).collect();
-    let split = (1..HELP.len())
+    let sizes: Vec<usize> = help.iter().map(|(_, k)| k.len() + 1).collect();
+    let split = (1..help.len())
         .min_by_key(|&i| {
             let left: usize = sizes[..i].iter().sum();
             let right: usize = sizes[i..].iter().sum::<usize>() + 1;
             left.max(right)
         })
-        .unwrap_or(HELP.len());
-    let col = |secs: &[(&str, &[(&str, &str)])]| -> Vec<Line> {
+        .unwrap_or(help.len());
+    let col = |secs: &[HelpSection]| -> Vec<Line> {
         secs.iter().flat_map(|s| section_lines(s, 14)).collect()
     };
-    let left = col(&HELP[..split]);
-    let mut right = col(&HELP[split..]);
+    let left = col(&help[..split]);
+    let mut right = col(&help[split..]);
     right.push(Line::styled("Esc closes", theme.dim()));
     let h = left.len().max(right.len()) as u16 + 2;
     let area = centered(full, full.width, h);

@@ -1,14 +1,9 @@
-//! Drawing: a pure function of the state. One file per screen; the frame (tabs, file line,
-//! status line) and the overlays live here.
+//! Drawing: a pure function of the state. The frame every screen shares (tabs, the file line,
+//! the status line with the key map's hints), then the active screen and any overlay; and the
+//! small text helpers the screens use.
 
-mod checklist;
-mod flags;
-mod overlay;
-mod run;
-mod sweep;
-mod trials;
-
-use super::app::{App, Level, Tab};
+use super::app::{App, Level};
+use super::screens::{self, Tab};
 use super::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -25,32 +20,28 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme) {
     .areas(f.area());
     draw_tabs(f, app, theme, top);
     draw_file_line(f, app, theme, file);
-    match (app.tab, &app.config) {
-        (Tab::Checklist | Tab::Flags, None) => {
-            let why = app.load_error.clone().unwrap_or_else(|| "reading…".into());
-            f.render_widget(
-                Paragraph::new(vec![
-                    Line::styled("The experiment could not be read:", theme.error()),
-                    Line::raw(why),
-                    Line::raw(""),
-                    Line::raw("Fix the file and press R to read it again."),
-                ])
-                .wrap(ratatui::widgets::Wrap { trim: false }),
-                body,
-            );
-        }
-        (Tab::Checklist, Some(_)) => checklist::draw(f, app, theme, body),
-        (Tab::Flags, Some(_)) => flags::draw(f, app, theme, body),
-        (Tab::Run, _) => run::draw(f, app, theme, body),
-        (Tab::Trials, _) => trials::draw(f, app, theme, body),
-        (Tab::Sweep, _) => sweep::draw(f, app, theme, body),
+    let needs_config = matches!(app.tab, Tab::Checklist | Tab::Flags);
+    if needs_config && app.config.is_none() {
+        let why = app.load_error.clone().unwrap_or_else(|| "reading…".into());
+        f.render_widget(
+            Paragraph::new(vec![
+                Line::styled("The experiment could not be read:", theme.error()),
+                Line::raw(why),
+                Line::raw(""),
+                Line::raw("Fix the file and press R to read it again."),
+            ])
+            .wrap(ratatui::widgets::Wrap { trim: false }),
+            body,
+        );
+    } else {
+        screens::draw(f, app, theme, body);
     }
     draw_status(f, app, theme, status);
-    overlay::draw(f, app, theme);
+    super::overlay::draw(f, app, theme);
 }
 
 fn draw_tabs(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
-    let mut spans = vec![Span::styled(" primus-tune ", theme.title())];
+    let mut spans = Vec::new();
     for (i, t) in Tab::ALL.iter().enumerate() {
         let label = format!(" {} {} ", i + 1, t.title());
         let style = if *t == app.tab {
@@ -63,8 +54,13 @@ fn draw_tabs(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     if app.trial_running() {
         spans.push(Span::styled(" ● trial", theme.warn()));
     }
-    if app.sweep.running {
+    if app.screens.sweep.running {
         spans.push(Span::styled(" ● sweep", theme.warn()));
+    }
+    // The name goes first when the tabs and what runs need the room.
+    let title = Span::styled(" primus-tune ", theme.title());
+    if spans.iter().map(|s| s.width()).sum::<usize>() + title.width() <= area.width as usize {
+        spans.insert(0, title);
     }
     let used: usize = spans.iter().map(|s| s.width()).sum();
     let help = " ? help ";
@@ -136,29 +132,9 @@ fn draw_status(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     let line = match &app.status {
         Some((Level::Error, s)) => Line::styled(format!(" {}", fit(s, w)), theme.error()),
         Some((Level::Info, s)) => Line::raw(format!(" {}", fit(s, w))),
-        None => Line::styled(format!(" {}", hints(app)), theme.dim()),
+        None => Line::styled(format!(" {}", super::keymap::footer(app, w)), theme.dim()),
     };
     f.render_widget(Paragraph::new(line), area);
-}
-
-/// The keys that matter on this screen, for the status line.
-fn hints(app: &App) -> &'static str {
-    if let Some(e) = &app.flags.editor
-        && app.tab == Tab::Flags
-    {
-        return if e.choices.is_empty() {
-            "type a value · Enter keep · Esc cancel"
-        } else {
-            "type a value · ←→ cycle choices · Enter keep · Esc cancel"
-        };
-    }
-    match app.tab {
-        Tab::Checklist => "↑↓ step · Enter flags · r run a trial · ? keys · q quit",
-        Tab::Flags => "Enter edit · / search · u undo · d diff · s save · ? keys",
-        Tab::Run => "←→ profile · r start · x stop · m charts · ? keys · q quit",
-        Tab::Trials => "s sort · Enter detail · Space mark · c compare · a apply · ? keys",
-        Tab::Sweep => "↑↓ space · r sweep · x stop · a apply the pick · ? keys",
-    }
 }
 
 /// Cut `s` to `w` columns, with `…` when cut.

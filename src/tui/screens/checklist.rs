@@ -1,18 +1,114 @@
 //! Checklist screen: the six steps with status on the left, the selected step's why, flags,
-//! problems and actions on the right (stacked when the terminal is narrow).
+//! problems and actions on the right (stacked when the terminal is narrow). On the GEMM step,
+//! `n` runs the next HipBLASLt stage and `u` makes later trials use the tuned GEMMs.
 
-use super::fit;
+use super::{Move, Tab};
 use crate::app::views::compare::show_json;
 use crate::checklist::{FindingKind, Status, StepReport};
 use crate::config::catalog::Step;
 use crate::gemm::status::GemmStatus;
-use crate::tui::app::App;
+use crate::tui::app::{App, Effect};
+use crate::tui::keymap::Action;
 use crate::tui::theme::Theme;
+use crate::tui::widgets::fit;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, List, ListItem, ListState, Paragraph, Wrap};
+
+#[derive(Debug, Clone, Default)]
+pub struct State {
+    pub selected: usize,
+}
+
+pub fn move_selection(app: &mut App, to: Move) {
+    let len = app.config.as_ref().map_or(0, |c| c.checklist.steps.len());
+    app.screens.checklist.selected = to.apply(app.screens.checklist.selected, len);
+}
+
+/// Keeps the selection on a step after the view was rebuilt.
+pub fn clamp(app: &mut App) {
+    move_selection(app, Move::By(0));
+}
+
+/// The step under the cursor.
+fn selected_step(app: &App) -> Option<Step> {
+    app.config
+        .as_ref()
+        .and_then(|c| c.checklist.steps.get(app.screens.checklist.selected))
+        .map(|s| s.step)
+}
+
+pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
+    match action {
+        Action::OpenStep => {
+            let step = selected_step(app);
+            let f = &mut app.screens.flags;
+            f.step = step;
+            f.query.clear();
+            f.selected = 0;
+            app.tab = Tab::Flags;
+            vec![]
+        }
+        Action::GemmStage => start_gemm_stage(app),
+        Action::ToggleGemmTuned => toggle_gemm_tuned(app),
+        _ => vec![],
+    }
+}
+
+/// `n` on the GEMM step: the next HipBLASLt stage as trial(s) with the Run screen's profile. A
+/// profile that never calls hipBLASLt is refused by the stage's plan, as `gemm-tune stage`
+/// refuses it.
+fn start_gemm_stage(app: &mut App) -> Vec<Effect> {
+    if selected_step(app) != Some(Step::Gemms) {
+        return vec![];
+    }
+    let Some(st) = app.config.as_ref().and_then(|c| c.gemm.as_ref()) else {
+        app.info("HipBLASLt tuning through Primus' hook is for Megatron experiments");
+        return vec![];
+    };
+    let Some(stage) = st.next else {
+        app.info("all three GEMM stages are done");
+        return vec![];
+    };
+    let Some(profile) = super::run::launch_profile(app) else {
+        return vec![];
+    };
+    if !app.profile_calls_hipblaslt() {
+        // The stage plan's own refusal, as `gemm-tune stage` prints it.
+        let why = crate::gemm::stage::StageError::NoHipblaslt { stage, profile };
+        app.error(why.to_string());
+        return vec![];
+    }
+    super::run::starting(app, &profile);
+    app.info(format!("GEMM stage {stage} with {profile}"));
+    vec![Effect::StartGemmStage { stage, profile }]
+}
+
+/// `u` on the GEMM step: later trials and sweeps from the TUI train with the tuned file (or stop
+/// doing so). Only once stage 2 has produced one.
+fn toggle_gemm_tuned(app: &mut App) -> Vec<Effect> {
+    if selected_step(app) != Some(Step::Gemms) {
+        return vec![];
+    }
+    let tuned = app
+        .config
+        .as_ref()
+        .and_then(|c| c.gemm.as_ref())
+        .is_some_and(|g| g.results.as_ref().is_some_and(|r| r.entries > 0) || g.in_use);
+    if !app.gemm_tuned && !tuned {
+        app.info("no tuned GEMMs yet: stage 2 writes them (n runs the next stage)");
+        return vec![];
+    }
+    app.gemm_tuned = !app.gemm_tuned;
+    app.info(if app.gemm_tuned {
+        "trials and sweeps started here now train with the tuned GEMMs (u again: untuned)"
+    } else {
+        "trials and sweeps started here train with the untuned GEMMs"
+    });
+    vec![]
+}
 
 fn status_style(theme: &Theme, s: Status) -> Style {
     match s {
@@ -57,7 +153,7 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             ]))
         })
         .collect();
-    let mut state = ListState::default().with_selected(Some(app.checklist_selected));
+    let mut state = ListState::default().with_selected(Some(app.screens.checklist.selected));
     f.render_stateful_widget(
         List::new(items)
             .block(
@@ -70,14 +166,20 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         left,
         &mut state,
     );
-    if let Some(step) = steps.get(app.checklist_selected) {
+    if let Some(step) = steps.get(app.screens.checklist.selected) {
         let stages = c
             .gemm
             .as_ref()
             .filter(|_| step.step == Step::Gemms)
             .map(|g| {
-                let profile = app.profiles.get(app.profile).map_or("", String::as_str);
-                stage_lines(g, profile, app.gemm_tuned, theme)
+                let profile = app.profile_name().unwrap_or("");
+                stage_lines(
+                    g,
+                    profile,
+                    app.profile_calls_hipblaslt(),
+                    app.gemm_tuned,
+                    theme,
+                )
             })
             .unwrap_or_default();
         draw_step(f, step, stages, theme, right);
@@ -85,7 +187,13 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
 }
 
 /// The GEMM step's three stages, one line each, and the key that runs the next.
-fn stage_lines(g: &GemmStatus, profile: &str, tuned_on: bool, theme: &Theme) -> Vec<Line<'static>> {
+fn stage_lines(
+    g: &GemmStatus,
+    profile: &str,
+    calls_hipblaslt: bool,
+    tuned_on: bool,
+    theme: &Theme,
+) -> Vec<Line<'static>> {
     let mark = |done: bool| {
         if done {
             Span::styled("[x] ", theme.ok())
@@ -137,7 +245,7 @@ fn stage_lines(g: &GemmStatus, profile: &str, tuned_on: bool, theme: &Theme) -> 
         ]));
     }
     if let Some(n) = g.next {
-        let how = if profile.starts_with("proxy") {
+        let how = if !calls_hipblaslt {
             format!(
                 " runs stage {n} once the Run screen's profile is primus or megatron ([ ] there)"
             )

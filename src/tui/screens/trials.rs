@@ -1,14 +1,181 @@
 //! Trials screen: the stored trials as a sortable table; the selected one in detail, or two side
 //! by side (settings that differ, and the figures).
 
-use super::{class_name, fit, num, sig};
+use super::Move;
 use crate::store::TrialRow;
-use crate::tui::app::App;
+use crate::tui::app::{App, Effect, add_edits, json_text};
+use crate::tui::keymap::Action;
 use crate::tui::theme::Theme;
+use crate::tui::widgets::{class_name, fit, num, sig};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, TableState, Wrap};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortKey {
+    Id,
+    Status,
+    Step,
+    Tflops,
+    Tokens,
+    Memory,
+}
+
+impl SortKey {
+    pub fn label(self) -> &'static str {
+        match self {
+            SortKey::Id => "id",
+            SortKey::Status => "status",
+            SortKey::Step => "median step",
+            SortKey::Tflops => "TFLOP/s",
+            SortKey::Tokens => "tokens/s",
+            SortKey::Memory => "peak memory",
+        }
+    }
+
+    fn next(self) -> SortKey {
+        match self {
+            SortKey::Id => SortKey::Status,
+            SortKey::Status => SortKey::Step,
+            SortKey::Step => SortKey::Tflops,
+            SortKey::Tflops => SortKey::Tokens,
+            SortKey::Tokens => SortKey::Memory,
+            SortKey::Memory => SortKey::Id,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct State {
+    pub rows: Vec<TrialRow>,
+    pub selected: usize,
+    pub sort: SortKey,
+    pub descending: bool,
+    /// Marked for comparison (space).
+    pub marked: Option<i64>,
+    /// Show the selected trial in detail / compare the marked one with the selected one.
+    pub detail: bool,
+    pub compare: bool,
+    pub error: Option<String>,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State {
+            rows: Vec::new(),
+            selected: 0,
+            sort: SortKey::Id,
+            descending: true,
+            marked: None,
+            detail: false,
+            compare: false,
+            error: None,
+        }
+    }
+}
+
+impl State {
+    /// The trials in the chosen order.
+    pub fn sorted(&self) -> Vec<&TrialRow> {
+        let mut rows: Vec<&TrialRow> = self.rows.iter().collect();
+        let key = |r: &TrialRow| -> f64 {
+            match self.sort {
+                SortKey::Id | SortKey::Status => r.id as f64,
+                SortKey::Step => r.median_step_ms.unwrap_or(f64::INFINITY),
+                SortKey::Tflops => r.tflops_per_gpu.unwrap_or(f64::NEG_INFINITY),
+                SortKey::Tokens => r.tokens_per_s_per_gpu.unwrap_or(f64::NEG_INFINITY),
+                SortKey::Memory => r.peak_mem_gib.unwrap_or(f64::INFINITY),
+            }
+        };
+        rows.sort_by(|a, b| {
+            let o = if self.sort == SortKey::Status {
+                a.status.as_str().cmp(b.status.as_str())
+            } else {
+                key(a).total_cmp(&key(b))
+            };
+            o.then(a.id.cmp(&b.id))
+        });
+        if self.descending {
+            rows.reverse();
+        }
+        rows
+    }
+
+    pub fn selected(&self) -> Option<&TrialRow> {
+        self.sorted().get(self.selected).copied()
+    }
+}
+
+pub fn move_selection(app: &mut App, to: Move) {
+    let st = &mut app.screens.trials;
+    st.selected = to.apply(st.selected, st.rows.len());
+}
+
+/// The stored trials were read.
+pub fn on_rows(app: &mut App, r: Result<Vec<TrialRow>, String>) {
+    let st = &mut app.screens.trials;
+    match r {
+        Ok(rows) => {
+            st.rows = rows;
+            st.error = None;
+            st.selected = st.selected.min(st.rows.len().saturating_sub(1));
+        }
+        Err(e) => st.error = Some(e),
+    }
+}
+
+pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
+    let st = &mut app.screens.trials;
+    match action {
+        Action::SortNext => {
+            st.sort = st.sort.next();
+            st.descending = st.sort != SortKey::Step
+                && st.sort != SortKey::Memory
+                && st.sort != SortKey::Status;
+        }
+        Action::SortReverse => st.descending = !st.descending,
+        Action::ToggleDetail => {
+            st.detail = !st.detail;
+            st.compare = false;
+        }
+        Action::Mark => {
+            let id = st.selected().map(|t| t.id);
+            st.marked = if st.marked == id { None } else { id };
+        }
+        Action::Compare => match (st.marked, st.selected().map(|t| t.id)) {
+            (Some(a), Some(b)) if a != b => {
+                st.compare = !st.compare;
+                st.detail = false;
+            }
+            _ => app.info("mark a trial with Space, select another, then press c"),
+        },
+        Action::ApplyTrial => return apply_trial(app),
+        _ => {}
+    }
+    vec![]
+}
+
+/// The selected trial's own settings become unsaved edits.
+fn apply_trial(app: &mut App) -> Vec<Effect> {
+    let Some(t) = app.screens.trials.selected() else {
+        return vec![];
+    };
+    let own = crate::run::trial::trial_settings(t);
+    let id = t.id;
+    if own.is_empty() {
+        app.info(format!(
+            "trial {id} ran the config as it is: nothing to apply"
+        ));
+        return vec![];
+    }
+    let edits = own.iter().map(|(k, v)| (k.clone(), json_text(v))).collect();
+    add_edits(
+        app,
+        edits,
+        format!("trial {id}'s settings are unsaved edits now: d shows the diff, s saves, u undoes"),
+    )
+}
 
 /// `key=value` of a trial's overrides, comma-separated.
 pub fn overrides_text(t: &TrialRow) -> String {
@@ -30,7 +197,7 @@ fn status_text(t: &TrialRow) -> String {
 }
 
 pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
-    let split = app.trials.detail || app.trials.compare;
+    let split = app.screens.trials.detail || app.screens.trials.compare;
     let (top, bottom) = if split {
         let [a, b] =
             Layout::vertical([Constraint::Percentage(45), Constraint::Percentage(55)]).areas(area);
@@ -40,8 +207,8 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
     };
     app.page = top.height.saturating_sub(3) as usize;
     let wide = area.width >= 120;
-    let rows_data = app.sorted_trials();
-    let marked = app.trials.marked;
+    let rows_data = app.screens.trials.sorted();
+    let marked = app.screens.trials.marked;
     let fixed = 2 + 1 + 4 + 14 + 8 + 6 + 7 + 8 + 6 + 8 + if wide { 13 } else { 0 };
     let settings_w = (top.width as usize).saturating_sub(fixed).max(8);
     let rows: Vec<Row> = rows_data
@@ -92,11 +259,15 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
     }
     widths.push(Constraint::Min(10));
     header.push("settings");
-    let order = if app.trials.descending { "↓" } else { "↑" };
+    let order = if app.screens.trials.descending {
+        "↓"
+    } else {
+        "↑"
+    };
     let title = format!(
         " Trials · {} · sorted by {} {order} ",
         rows_data.len(),
-        app.trials.sort.label()
+        app.screens.trials.sort.label()
     );
     let n = rows.len();
     let empty = rows.is_empty();
@@ -104,10 +275,11 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
         .header(Row::new(header).style(theme.title()))
         .block(Block::default().borders(Borders::ALL).title(title))
         .row_highlight_style(theme.selected());
-    let mut state = TableState::default().with_selected((n > 0).then_some(app.trials.selected));
+    let mut state =
+        TableState::default().with_selected((n > 0).then_some(app.screens.trials.selected));
     f.render_stateful_widget(table, top, &mut state);
     if empty {
-        let msg = app.trials.error.clone().unwrap_or_else(|| {
+        let msg = app.screens.trials.error.clone().unwrap_or_else(|| {
             "No trials yet. r starts one (profile chosen on the Run screen).".into()
         });
         let inner = Rect {
@@ -120,13 +292,16 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
     }
     let Some(bottom) = bottom else { return };
     // The selected row of the list just sorted (not sorted again).
-    let selected = rows_data.get(app.trials.selected).map(|t| (*t).clone());
-    if app.trials.compare {
+    let selected = rows_data
+        .get(app.screens.trials.selected)
+        .map(|t| (*t).clone());
+    if app.screens.trials.compare {
         let other = app
+            .screens
             .trials
             .rows
             .iter()
-            .find(|t| Some(t.id) == app.trials.marked)
+            .find(|t| Some(t.id) == app.screens.trials.marked)
             .cloned();
         if let (Some(a), Some(b)) = (other, selected) {
             draw_compare(f, &a, &b, theme, bottom);

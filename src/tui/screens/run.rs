@@ -2,15 +2,212 @@
 //! tokens/s, loss, memory), per-GPU telemetry with sparklines and charts, and the log tail with
 //! failure lines marked. Telemetry shows whether or not a trial runs.
 
-use super::{fit, num};
+use crate::domain::trial::{Iteration, Summary, TrialResult};
 use crate::run::process::Stream;
-use crate::tui::app::{App, LiveTrial, RunPanel};
+use crate::run::trial::TrialEvent;
+use crate::tui::app::{App, Effect, LOG_LINES, quit_if_done};
+use crate::tui::keymap::Action;
+use crate::tui::screens::Tab;
 use crate::tui::theme::Theme;
+use crate::tui::widgets::{fit, num};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::symbols;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Axis, Block, Borders, Chart, Dataset, GraphType, Paragraph, Sparkline};
+use std::collections::VecDeque;
+use std::path::PathBuf;
+
+/// The trial the screen follows (the last one started here).
+#[derive(Debug, Clone, Default)]
+pub struct LiveTrial {
+    pub id: Option<i64>,
+    pub profile: String,
+    pub argv: Vec<String>,
+    pub dir: Option<PathBuf>,
+    pub iters: Vec<Iteration>,
+    pub summary: Option<Summary>,
+    pub log: VecDeque<(Stream, String)>,
+    pub stopping: Option<String>,
+    /// Set when the trial has ended.
+    pub result: Option<Result<TrialResult, String>>,
+}
+
+impl LiveTrial {
+    pub fn running(&self) -> bool {
+        self.result.is_none()
+    }
+}
+
+/// What the screen's telemetry chart shows (and, on short terminals, whether the bottom panel
+/// is the log or that chart).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RunPanel {
+    #[default]
+    Log,
+    Util,
+    Vram,
+    Power,
+    Temp,
+    Clock,
+}
+
+impl RunPanel {
+    pub fn next(self) -> RunPanel {
+        match self {
+            RunPanel::Log => RunPanel::Util,
+            RunPanel::Util => RunPanel::Vram,
+            RunPanel::Vram => RunPanel::Power,
+            RunPanel::Power => RunPanel::Temp,
+            RunPanel::Temp => RunPanel::Clock,
+            RunPanel::Clock => RunPanel::Log,
+        }
+    }
+
+    /// Title and unit of the chart.
+    pub fn label(self) -> &'static str {
+        match self {
+            RunPanel::Log => "log",
+            RunPanel::Util => "utilisation %",
+            RunPanel::Vram => "VRAM used GiB",
+            RunPanel::Power => "power W",
+            RunPanel::Temp => "hottest sensor °C",
+            RunPanel::Clock => "shader clock MHz",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct State {
+    pub trial: Option<LiveTrial>,
+    pub panel: RunPanel,
+}
+
+impl State {
+    pub fn running(&self) -> bool {
+        self.trial.as_ref().is_some_and(LiveTrial::running)
+    }
+}
+
+/// The Run screen's profile, when a trial may start now (none running, no unsaved edits);
+/// otherwise says why on the status line.
+pub fn launch_profile(app: &mut App) -> Option<String> {
+    if app.trial_running() {
+        app.info("a trial is already running (x stops it)");
+        return None;
+    }
+    if !app.pending.is_empty() {
+        app.error("save or undo your edits first: a trial runs the file on disk");
+        return None;
+    }
+    let profile = app.profile_name().map(str::to_string);
+    if profile.is_none() {
+        app.error("no launch profile found");
+    }
+    profile
+}
+
+/// A trial (or a stage's trials) is starting with `profile`: the screen follows it.
+pub fn starting(app: &mut App, profile: &str) {
+    app.screens.run.trial = Some(LiveTrial {
+        profile: profile.to_string(),
+        ..LiveTrial::default()
+    });
+    app.tab = Tab::Run;
+}
+
+pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
+    match action {
+        Action::ProfileNext | Action::ProfilePrev => {
+            if !app.profiles.is_empty() && !app.trial_running() {
+                let n = app.profiles.len();
+                app.profile = if action == Action::ProfileNext {
+                    (app.profile + 1) % n
+                } else {
+                    (app.profile + n - 1) % n
+                };
+            }
+            vec![]
+        }
+        Action::StartTrial => {
+            let Some(profile) = launch_profile(app) else {
+                return vec![];
+            };
+            starting(app, &profile);
+            app.info(format!("starting a trial with {profile}"));
+            vec![Effect::StartTrial { profile }]
+        }
+        Action::StopTrial => {
+            if app.trial_running() {
+                app.info("stopping the trial (SIGINT, then SIGTERM, then SIGKILL)");
+                vec![Effect::StopTrial]
+            } else {
+                vec![]
+            }
+        }
+        Action::NextPanel => {
+            app.screens.run.panel = app.screens.run.panel.next();
+            vec![]
+        }
+        _ => vec![],
+    }
+}
+
+/// One event of the running trial.
+pub fn on_event(app: &mut App, ev: TrialEvent) {
+    let t = app.screens.run.trial.get_or_insert_with(LiveTrial::default);
+    match ev {
+        TrialEvent::Started {
+            trial_id,
+            argv,
+            trial_dir,
+        } => {
+            t.id = Some(trial_id);
+            t.argv = argv;
+            t.dir = Some(trial_dir);
+        }
+        TrialEvent::Line { stream, line } => {
+            if t.log.len() == LOG_LINES {
+                t.log.pop_front();
+            }
+            t.log.push_back((stream, line));
+        }
+        TrialEvent::Iteration { it, summary } => {
+            t.iters.push(it);
+            t.summary = Some(*summary);
+        }
+        TrialEvent::Stopping { reason } => t.stopping = Some(reason.to_string()),
+        TrialEvent::Telemetry(_) => {} // the live sampler feeds the charts
+        TrialEvent::TelemetryUnavailable { why } => {
+            app.telemetry.note.get_or_insert(why);
+        }
+    }
+}
+
+/// The trial ended (or could not run).
+pub fn on_done(app: &mut App, r: Result<Box<TrialResult>, String>) -> Vec<Effect> {
+    let ended = match &r {
+        Ok(t) => format!(
+            "trial {} {} ({})",
+            t.trial_id.map_or("-".into(), |i| i.to_string()),
+            t.status,
+            t.stop_reason
+        ),
+        Err(e) => format!("the trial could not run: {e}"),
+    };
+    let trial = app.screens.run.trial.get_or_insert_with(LiveTrial::default);
+    if let Ok(t) = &r {
+        trial.summary = Some(t.summary.clone());
+    }
+    trial.result = Some(r.map(|b| *b));
+    match &trial.result {
+        Some(Err(_)) => app.error(ended),
+        _ => app.info(ended),
+    }
+    let mut fx = vec![Effect::LoadTrials];
+    quit_if_done(app, &mut fx);
+    fx
+}
 
 pub fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     let ngpu = app.telemetry.gpus.len().max(1) as u16;
@@ -31,17 +228,17 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         // Room for both: the telemetry chart (utilisation unless another was chosen) and the log.
         let [chart_area, log] =
             Layout::vertical([Constraint::Length(12), Constraint::Min(3)]).areas(rest);
-        let panel = if app.run_panel == RunPanel::Log {
+        let panel = if app.screens.run.panel == RunPanel::Log {
             RunPanel::Util
         } else {
-            app.run_panel
+            app.screens.run.panel
         };
         draw_telemetry_chart(f, app, theme, panel, chart_area);
-        draw_log(f, app.trial.as_ref(), theme, log);
-    } else if app.run_panel == RunPanel::Log {
-        draw_log(f, app.trial.as_ref(), theme, rest);
+        draw_log(f, app.screens.run.trial.as_ref(), theme, log);
+    } else if app.screens.run.panel == RunPanel::Log {
+        draw_log(f, app.screens.run.trial.as_ref(), theme, rest);
     } else {
-        draw_telemetry_chart(f, app, theme, app.run_panel, rest);
+        draw_telemetry_chart(f, app, theme, app.screens.run.panel, rest);
     }
 }
 
@@ -120,13 +317,13 @@ fn draw_telemetry_chart(f: &mut Frame, app: &App, theme: &Theme, panel: RunPanel
 }
 
 fn draw_head(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
-    let profile = app.profiles.get(app.profile).map_or("-", String::as_str);
+    let profile = app.profile_name().unwrap_or("-");
     let mut first = vec![
         Span::raw("profile "),
         Span::styled(format!("◀ {profile} ▶"), theme.title()),
     ];
     let mut second = Vec::new();
-    match &app.trial {
+    match &app.screens.run.trial {
         None => first.push(Span::styled(
             "  no trial yet: r starts one of the config on disk",
             theme.dim(),
@@ -138,7 +335,7 @@ fn draw_head(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             let state = match (&t.result, &t.stopping) {
                 (Some(Ok(r)), _) => {
                     let fail = r.failure.as_ref().map_or(String::new(), |f| {
-                        format!(" ({})", super::class_name(f.class))
+                        format!(" ({})", crate::tui::widgets::class_name(f.class))
                     });
                     format!("{}{fail}", r.status)
                 }
@@ -168,7 +365,7 @@ fn draw_head(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
                     "median {}{ci} · {} tok/s · {} TFLOP/s · loss {} · {}",
                     num(s.median_step_ms, 1, " ms"),
                     num(s.tokens_per_s_per_gpu, 0, ""),
-                    super::sig(s.tflops_per_gpu, ""),
+                    crate::tui::widgets::sig(s.tflops_per_gpu, ""),
                     num(s.last_loss, 3, ""),
                     num(s.peak_mem_gib, 1, " GiB"),
                 )));
@@ -179,11 +376,16 @@ fn draw_head(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         }
     }
     // A failure's first line matters more than the figures so far.
-    let failure = app.trial.as_ref().and_then(|t| match &t.result {
-        Some(Ok(r)) => r.failure.as_ref().and_then(|f| f.line.clone()),
-        Some(Err(e)) => Some(e.clone()),
-        None => None,
-    });
+    let failure = app
+        .screens
+        .run
+        .trial
+        .as_ref()
+        .and_then(|t| match &t.result {
+            Some(Ok(r)) => r.failure.as_ref().and_then(|f| f.line.clone()),
+            Some(Err(e)) => Some(e.clone()),
+            None => None,
+        });
     let w = usize::from(area.width.saturating_sub(2));
     let second = match failure {
         Some(l) => Line::styled(fit(&l, w), theme.error()),
@@ -249,7 +451,7 @@ fn chart<'a>(
 
 fn draw_charts(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     let empty = LiveTrial::default();
-    let t = app.trial.as_ref().unwrap_or(&empty);
+    let t = app.screens.run.trial.as_ref().unwrap_or(&empty);
     let step: Vec<(f64, f64)> = t
         .iters
         .iter()

@@ -1,0 +1,201 @@
+//! Studies screen: the experiment's sweeps (space, status, trials, GPU time, pick, started).
+//! Enter opens one ranked with its verdicts, `r` resumes an unfinished one, `p` writes its
+//! report, `a` applies its pick as unsaved edits.
+
+use super::{Move, Tab, sweep};
+use crate::app::views::studies::{StudyDetail, StudyStatus, StudySummary};
+use crate::domain::study::settings;
+use crate::tui::app::{App, Effect};
+use crate::tui::keymap::Action;
+use crate::tui::theme::Theme;
+use crate::tui::widgets::fit;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Rect};
+use ratatui::text::Span;
+use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, TableState, Wrap};
+
+#[derive(Debug, Clone, Default)]
+pub struct State {
+    pub rows: Vec<StudySummary>,
+    pub selected: usize,
+    pub error: Option<String>,
+    /// The study opened with Enter (its ranked candidates).
+    pub open: Option<StudyDetail>,
+}
+
+impl State {
+    pub fn selected(&self) -> Option<&StudySummary> {
+        self.rows.get(self.selected)
+    }
+}
+
+pub fn move_selection(app: &mut App, to: Move) {
+    let st = &mut app.screens.studies;
+    if st.open.is_none() {
+        st.selected = to.apply(st.selected, st.rows.len());
+    }
+}
+
+pub fn on_list(app: &mut App, r: Result<Vec<StudySummary>, String>) {
+    let st = &mut app.screens.studies;
+    match r {
+        Ok(rows) => {
+            st.rows = rows;
+            st.error = None;
+            st.selected = st.selected.min(st.rows.len().saturating_sub(1));
+        }
+        Err(e) => st.error = Some(e),
+    }
+}
+
+pub fn on_detail(app: &mut App, r: Result<Box<StudyDetail>, String>) {
+    match r {
+        Ok(d) => app.screens.studies.open = Some(*d),
+        Err(e) => app.error(e),
+    }
+}
+
+pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
+    let Some(s) = app.screens.studies.selected().cloned() else {
+        app.info("no study yet: the Sweep screen (5) starts one");
+        return vec![];
+    };
+    match action {
+        Action::OpenStudy => {
+            if app.screens.studies.open.take().is_some() {
+                return vec![];
+            }
+            vec![Effect::LoadStudy(s.name)]
+        }
+        Action::ResumeStudy => match s.status {
+            StudyStatus::Finished => {
+                app.info(format!("study {} is finished: p writes its report", s.name));
+                vec![]
+            }
+            StudyStatus::Running => {
+                app.info(format!("study {} has a trial running", s.name));
+                vec![]
+            }
+            StudyStatus::Unfinished => {
+                if !sweep::can_start(app) {
+                    return vec![];
+                }
+                sweep::running(app);
+                app.tab = Tab::Sweep;
+                app.info(format!("resuming study {} (x stops it)", s.name));
+                vec![Effect::ResumeSweep { study: s.name }]
+            }
+        },
+        Action::ReportStudy => {
+            if s.status == StudyStatus::Finished {
+                app.info(format!("writing the report of {}…", s.name));
+                vec![Effect::WriteReport(s.name)]
+            } else {
+                app.info(format!(
+                    "study {} has no result yet: r resumes it, then p writes its report",
+                    s.name
+                ));
+                vec![]
+            }
+        }
+        Action::ApplyStudy => sweep::apply_pick(app, &s.name, s.pick.clone()),
+        _ => vec![],
+    }
+}
+
+pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
+    let st = &app.screens.studies;
+    if let Some(d) = &st.open {
+        match &d.record {
+            Some(rec) => f.render_widget(sweep::ranked_table(&d.summary.name, rec, theme), area),
+            None => f.render_widget(
+                Paragraph::new(format!(
+                    "{} is {} after {} trial(s) ({:.1} GPU-min): r resumes it. Enter goes back.",
+                    d.summary.name,
+                    d.summary.status.as_str(),
+                    d.summary.trials,
+                    d.summary.gpu_seconds / 60.0
+                ))
+                .wrap(Wrap { trim: true })
+                .block(
+                    Block::default()
+                        .borders(Borders::ALL)
+                        .title(format!(" {} ", d.summary.name)),
+                ),
+                area,
+            ),
+        }
+        return;
+    }
+    app.page = area.height.saturating_sub(3) as usize;
+    let wide = area.width >= 120;
+    let name_w = if wide { 32 } else { 22 };
+    let fixed = 2 + name_w + 16 + 10 + 6 + 7 + 5 + if wide { 19 } else { 0 };
+    let pick_w = (area.width as usize).saturating_sub(fixed).max(8);
+    let rows: Vec<Row> = st
+        .rows
+        .iter()
+        .map(|s| {
+            let style = match s.status {
+                StudyStatus::Finished => theme.ok(),
+                StudyStatus::Running => theme.warn(),
+                StudyStatus::Unfinished => theme.dim(),
+            };
+            let mut cells = vec![
+                Cell::from(fit(&s.name, name_w)),
+                Cell::from(fit(&s.space, 16)),
+                Cell::from(Span::styled(s.status.as_str(), style)),
+                Cell::from(s.trials.to_string()),
+                Cell::from(format!("{:.1}", s.gpu_seconds / 60.0)),
+                Cell::from(fit(&s.pick.as_ref().map_or("-".into(), settings), pick_w)),
+            ];
+            if wide {
+                cells.push(Cell::from(
+                    s.started.get(..19).unwrap_or(&s.started).replace('T', " "),
+                ));
+            }
+            Row::new(cells)
+        })
+        .collect();
+    let mut widths = vec![
+        Constraint::Length(name_w as u16),
+        Constraint::Length(16),
+        Constraint::Length(10),
+        Constraint::Length(6),
+        Constraint::Length(7),
+        Constraint::Min(8),
+    ];
+    let mut header = vec!["study", "space", "status", "trials", "GPU-min", "pick"];
+    if wide {
+        widths.push(Constraint::Length(19));
+        header.push("started");
+    }
+    let n = rows.len();
+    let table = Table::new(rows, widths)
+        .header(Row::new(header).style(theme.title()))
+        .block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title(format!(" Studies · {n} ")),
+        )
+        .row_highlight_style(theme.selected());
+    let mut state = TableState::default().with_selected((n > 0).then_some(st.selected));
+    f.render_stateful_widget(table, area, &mut state);
+    if n == 0 {
+        let msg = st.error.clone().unwrap_or_else(|| {
+            "No studies yet: the Sweep screen (5) starts one; they are kept in the experiment's workspace.".into()
+        });
+        let inner = Rect {
+            x: area.x + 2,
+            y: area.y + 2,
+            width: area.width.saturating_sub(4),
+            height: area.height.saturating_sub(3).min(2),
+        };
+        f.render_widget(
+            Paragraph::new(msg)
+                .style(theme.dim())
+                .wrap(Wrap { trim: true }),
+            inner,
+        );
+    }
+}

@@ -1,0 +1,299 @@
+//! Sweep screen: the knob spaces (and why one does not apply), a running sweep's progress, and
+//! the last result ranked with each candidate's verdict.
+
+use super::Move;
+use crate::domain::study::{StudyRecord, VerdictKind};
+use crate::tui::app::{App, Effect, LOG_LINES, add_edits, json_text, quit_if_done};
+use crate::tui::keymap::Action;
+use crate::tui::theme::Theme;
+use crate::tui::widgets::{fit, num, sig};
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Cell, List, ListItem, ListState, Paragraph, Row, Table};
+use std::collections::VecDeque;
+
+/// The Sweep screen: the spaces, a running sweep's progress, the last result.
+#[derive(Debug, Clone, Default)]
+pub struct State {
+    pub selected: usize,
+    pub running: bool,
+    pub log: VecDeque<String>,
+    /// The last finished sweep: study name and record.
+    pub result: Option<(String, StudyRecord)>,
+}
+
+pub fn move_selection(app: &mut App, to: Move) {
+    let len = app.config.as_ref().map_or(0, |c| c.spaces.len());
+    app.screens.sweep.selected = to.apply(app.screens.sweep.selected, len);
+}
+
+pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
+    match action {
+        Action::StartSweep => start(app),
+        Action::StopSweep => {
+            if app.screens.sweep.running {
+                app.info("stopping the sweep (the trial in flight is stopped; resume later)");
+                vec![Effect::StopSweep]
+            } else {
+                vec![]
+            }
+        }
+        Action::ApplySweep => {
+            let Some((study, rec)) = &app.screens.sweep.result else {
+                app.info("no finished sweep yet");
+                return vec![];
+            };
+            let study = study.clone();
+            apply_pick(app, &study, rec.pick().map(|c| c.overrides.clone()))
+        }
+        _ => vec![],
+    }
+}
+
+/// A study's pick becomes unsaved edits (Sweep and Studies screens).
+pub fn apply_pick(
+    app: &mut App,
+    study: &str,
+    pick: Option<crate::domain::study::Overrides>,
+) -> Vec<Effect> {
+    let Some(pick) = pick else {
+        app.info(format!("sweep {study} has no pick"));
+        return vec![];
+    };
+    let edits = pick
+        .iter()
+        .map(|(k, v)| (k.clone(), json_text(v)))
+        .collect();
+    add_edits(
+        app,
+        edits,
+        format!("sweep {study}'s pick is unsaved edits now: d shows the diff, s saves, u undoes"),
+    )
+}
+
+/// A sweep may start now (nothing runs, no unsaved edits); otherwise says why.
+pub fn can_start(app: &mut App) -> bool {
+    if app.busy() {
+        app.info("a trial or a sweep is running (x stops it)");
+        return false;
+    }
+    if !app.pending.is_empty() {
+        app.error("save or undo your edits first: a sweep runs the file on disk");
+        return false;
+    }
+    true
+}
+
+fn start(app: &mut App) -> Vec<Effect> {
+    if !can_start(app) {
+        return vec![];
+    }
+    let Some(row) = app
+        .config
+        .as_ref()
+        .and_then(|c| c.spaces.get(app.screens.sweep.selected))
+    else {
+        return vec![];
+    };
+    if let Some(why) = &row.not_applicable {
+        let why = why.clone();
+        app.error(why);
+        return vec![];
+    }
+    let space = row.name.clone();
+    let Some(profile) = app.profile_name().map(str::to_string) else {
+        app.error("no launch profile found");
+        return vec![];
+    };
+    running(app);
+    app.info(format!("sweeping {space} with {profile} (x stops it)"));
+    vec![Effect::StartSweep { space, profile }]
+}
+
+/// A sweep starts: the screen shows its progress.
+pub fn running(app: &mut App) {
+    app.screens.sweep.running = true;
+    app.screens.sweep.log.clear();
+}
+
+/// One line of the running sweep's progress.
+pub fn on_line(app: &mut App, line: String) {
+    let log = &mut app.screens.sweep.log;
+    if log.len() == LOG_LINES {
+        log.pop_front();
+    }
+    log.push_back(line);
+}
+
+/// The sweep ended (or stopped, or could not run).
+pub fn on_done(
+    app: &mut App,
+    r: Result<(String, Option<Box<StudyRecord>>, String), String>,
+) -> Vec<Effect> {
+    app.screens.sweep.running = false;
+    match r {
+        Ok((study, Some(rec), _)) => {
+            app.info(format!(
+                "sweep {study} done: a applies its pick (as unsaved edits)"
+            ));
+            app.screens.sweep.result = Some((study, *rec));
+        }
+        Ok((study, None, resume)) => {
+            app.info(format!("sweep {study} stopped; `{resume}` continues it"))
+        }
+        Err(e) => app.error(format!("the sweep could not run: {e}")),
+    }
+    let mut fx = vec![Effect::LoadTrials, Effect::LoadStudies];
+    quit_if_done(app, &mut fx);
+    fx
+}
+
+/// A finished study's candidates with their verdicts and evidence (Sweep and Studies screens).
+pub fn ranked_table<'a>(study: &str, rec: &'a StudyRecord, theme: &Theme) -> Table<'a> {
+    let rows: Vec<Row> = rec
+        .candidates
+        .iter()
+        .map(|c| {
+            let style = match c.verdict {
+                VerdictKind::Winner => theme.ok(),
+                VerdictKind::Tie | VerdictKind::Slower => theme.text(),
+                _ => theme.dim(),
+            };
+            let ci = match (c.ci_low_ms, c.ci_high_ms) {
+                (Some(l), Some(h)) => format!("{l:.0}–{h:.0}"),
+                _ => "-".into(),
+            };
+            Row::new(vec![
+                Cell::from(c.id.to_string()),
+                Cell::from(c.verdict.as_str()),
+                Cell::from(num(c.median_ms, 1, "")),
+                Cell::from(ci),
+                Cell::from(c.n.to_string()),
+                Cell::from(sig(
+                    c.peak_memory_bytes.map(|b| b as f64 / (1u64 << 30) as f64),
+                    "",
+                )),
+                Cell::from(format!(
+                    "{} · {}",
+                    crate::domain::study::settings(&c.overrides),
+                    c.why
+                )),
+            ])
+            .style(style)
+        })
+        .collect();
+    Table::new(
+        rows,
+        [
+            Constraint::Length(3),
+            Constraint::Length(13),
+            Constraint::Length(9),
+            Constraint::Length(11),
+            Constraint::Length(4),
+            Constraint::Length(6),
+            Constraint::Min(10),
+        ],
+    )
+    .header(
+        Row::new(vec![
+            "id",
+            "verdict",
+            "median",
+            "95% CI",
+            "n",
+            "GiB",
+            "settings · why",
+        ])
+        .style(theme.title()),
+    )
+    .block(Block::default().borders(Borders::ALL).title(format!(
+        " {study}: {} trials, {:.1} GPU-min · a applies the pick ",
+        rec.trials,
+        rec.gpu_seconds / 60.0
+    )))
+}
+
+pub fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+    let Some(c) = &app.config else { return };
+    let [left, right] = if area.width >= 100 {
+        Layout::horizontal([Constraint::Length(40), Constraint::Min(30)]).areas(area)
+    } else {
+        let n = c.spaces.len() as u16 + 2;
+        Layout::vertical([Constraint::Length(n), Constraint::Min(3)]).areas(area)
+    };
+    let w = usize::from(left.width.saturating_sub(4));
+    let items: Vec<ListItem> = c
+        .spaces
+        .iter()
+        .map(|s| {
+            let (mark, style) = match &s.not_applicable {
+                None => ("   ", theme.text()),
+                Some(_) => ("n/a", theme.dim()),
+            };
+            ListItem::new(Line::from(vec![
+                Span::styled(mark, style),
+                Span::styled(
+                    fit(
+                        &format!(" {} ({} candidates)", s.name, s.candidates),
+                        w.saturating_sub(3),
+                    ),
+                    style,
+                ),
+            ]))
+        })
+        .collect();
+    let profile = app.profile_name().unwrap_or("-");
+    let mut state = ListState::default().with_selected(Some(app.screens.sweep.selected));
+    f.render_stateful_widget(
+        List::new(items)
+            .block(
+                Block::default()
+                    .borders(Borders::ALL)
+                    .title(format!(" Spaces · profile {profile} "))
+                    .title_bottom(" profile: ←→ on Run "),
+            )
+            .highlight_style(theme.selected()),
+        left,
+        &mut state,
+    );
+    let selected = c.spaces.get(app.screens.sweep.selected);
+    if app.screens.sweep.running || app.screens.sweep.result.is_none() {
+        let mut lines: Vec<Line> = Vec::new();
+        if let Some(s) = selected {
+            lines.push(Line::styled(s.description.clone(), theme.title()));
+            if let Some(why) = &s.not_applicable {
+                lines.push(Line::styled(why.clone(), theme.warn()));
+            }
+        }
+        if app.screens.sweep.log.is_empty() && !app.screens.sweep.running {
+            lines.push(Line::raw(""));
+            lines.push(Line::raw(
+                "r sweeps it: short trials for every legal candidate, longer ones for the best, \
+                 until the leader is separated from the rest by more than the noise.",
+            ));
+        }
+        let h = usize::from(right.height.saturating_sub(2)).saturating_sub(lines.len());
+        let n = app.screens.sweep.log.len();
+        let iw = usize::from(right.width.saturating_sub(2));
+        for l in app.screens.sweep.log.iter().skip(n.saturating_sub(h)) {
+            lines.push(Line::raw(fit(l, iw)));
+        }
+        let title = if app.screens.sweep.running {
+            " Sweep · running "
+        } else {
+            " Sweep "
+        };
+        f.render_widget(
+            Paragraph::new(lines)
+                .wrap(ratatui::widgets::Wrap { trim: false })
+                .block(Block::default().borders(Borders::ALL).title(title)),
+            right,
+        );
+        return;
+    }
+    let Some((study, rec)) = &app.screens.sweep.result else {
+        return;
+    };
+    f.render_widget(ranked_table(study, rec, theme), right);
+}
