@@ -1,13 +1,16 @@
 //! primus-tune: a performance-tuning assistant for AMD Primus training jobs.
 //!
-//! The core knows nothing about terminals: `config` resolves, validates and edits experiment
-//! YAMLs exactly as Primus reads them; `checklist` derives the tuning guide's quick-checklist
-//! status from a resolved config and the environment. The `cli` frontend prints the same data
-//! the TUI will render.
+//! The API is the application layer, [`app`] — the use cases the CLI and the TUI both call (a
+//! session, a trial, a sweep, a HipBLASLt stage, edits, the read models) — and the plain data
+//! of [`domain`]. Under them are the engines: [`config`] resolves, validates and edits
+//! experiment YAMLs exactly as Primus reads them; [`run`] launches and measures trials;
+//! [`telemetry`] reads GPUs; [`store`] keeps trials and studies; [`tune`] searches knob spaces;
+//! [`gemm`] handles the HipBLASLt stages; [`report`] writes a study's report. They stay public
+//! for the integration tests and benchmarks, and for programs that need one engine alone (a log
+//! parser, the store). The two frontends are private to the crate: the binary calls [`main`].
 
 pub mod app;
 pub mod checklist;
-pub mod cli;
 pub mod config;
 pub mod domain;
 pub mod gemm;
@@ -16,6 +19,18 @@ pub mod report;
 pub mod run;
 pub mod store;
 pub mod telemetry;
-pub mod tui;
 pub mod tune;
 pub mod util;
+
+mod cli;
+/// The TUI's internals are public only to its benchmark (`--features bench-internals`).
+#[cfg(feature = "bench-internals")]
+pub mod tui;
+#[cfg(not(feature = "bench-internals"))]
+mod tui;
+
+/// The `primus-tune` command: parse the command line, then the TUI on a terminal or the
+/// headless command.
+pub fn main() -> std::process::ExitCode {
+    cli::run()
+}

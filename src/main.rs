@@ -2,7 +2,7 @@
 
 fn main() -> std::process::ExitCode {
     restore_sigpipe();
-    primus_tune::cli::run()
+    primus_tune::main()
 }
 
 /// Rust ignores SIGPIPE, so `primus-tune show ... | head` would panic on the closed pipe.

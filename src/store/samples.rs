@@ -4,9 +4,7 @@ use rusqlite::params;
 
 use super::error::StoreResult;
 use super::{Ctx, Store};
-use crate::telemetry::host::HostSample;
-use crate::telemetry::sampler::Snapshot;
-use crate::telemetry::{GpuSample, ProcessSample};
+use crate::domain::telemetry::{GpuSample, HostSample, ProcessSample, Snapshot};
 
 /// What the host row (`gpu` = -1) holds.
 #[derive(serde::Serialize, serde::Deserialize)]

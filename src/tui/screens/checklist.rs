@@ -81,7 +81,7 @@ fn start_gemm_stage(app: &mut App) -> Vec<Effect> {
         app.error(why.to_string());
         return vec![];
     }
-    super::run::starting(app, &profile);
+    super::run::starting(app);
     app.info(format!("GEMM stage {stage} with {profile}"));
     vec![Effect::StartGemmStage { stage, profile }]
 }

@@ -22,7 +22,6 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, Default)]
 pub struct LiveTrial {
     pub id: Option<i64>,
-    pub profile: String,
     pub argv: Vec<String>,
     pub dir: Option<PathBuf>,
     pub iters: Vec<Iteration>,
@@ -107,12 +106,9 @@ pub fn launch_profile(app: &mut App) -> Option<String> {
     profile
 }
 
-/// A trial (or a stage's trials) is starting with `profile`: the screen follows it.
-pub fn starting(app: &mut App, profile: &str) {
-    app.screens.run.trial = Some(LiveTrial {
-        profile: profile.to_string(),
-        ..LiveTrial::default()
-    });
+/// A trial (or a stage's trials) is starting: the screen follows it.
+pub fn starting(app: &mut App) {
+    app.screens.run.trial = Some(LiveTrial::default());
     app.tab = Tab::Run;
 }
 
@@ -133,7 +129,7 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
             let Some(profile) = launch_profile(app) else {
                 return vec![];
             };
-            starting(app, &profile);
+            starting(app);
             app.info(format!("starting a trial with {profile}"));
             vec![Effect::StartTrial { profile }]
         }

@@ -1,27 +1,28 @@
 //! Render tests of the TUI's screens on ratatui's `TestBackend`, with fixed data and no colour:
-//! each screen is snapshotted (insta, `tests/snapshots/`) at 80×24 and at 160×48, and a few
+//! each screen is snapshotted (insta, `src/tui/snapshots/`) at 80×24 and at 160×48, and a few
 //! properties are asserted outright (what must stay visible, no colour under `NO_COLOR`).
 //!
-//! Regenerate the snapshots with `INSTA_UPDATE=always cargo test -q --test tui_render`, then
+//! Regenerate the snapshots with `INSTA_UPDATE=always cargo test -q --lib render_tests`, then
 //! read every changed `.snap` file before committing it.
+#![allow(clippy::unwrap_used)]
 
+use crate::app::views::config as load;
+use crate::config::LoadOptions;
+use crate::config::env::Env;
+use crate::domain::trial::Summary;
+use crate::domain::trial::{Failure, FailureClass, Iteration};
+use crate::run::process::Stream;
+use crate::run::trial::TrialEvent;
+use crate::store::{TrialRow, TrialStatus};
+use crate::telemetry::GpuInfo;
+use crate::telemetry::GpuSample;
+use crate::telemetry::host::HostSample;
+use crate::telemetry::sampler::Snapshot;
+use crate::tui::app::{self, App, Msg};
+use crate::tui::screens::Tab;
+use crate::tui::theme::{Palette, Theme};
+use crate::tui::{screens, widgets};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use primus_tune::app::views::config as load;
-use primus_tune::config::LoadOptions;
-use primus_tune::config::env::Env;
-use primus_tune::domain::trial::Summary;
-use primus_tune::domain::trial::{Failure, FailureClass, Iteration};
-use primus_tune::run::process::Stream;
-use primus_tune::run::trial::TrialEvent;
-use primus_tune::store::{TrialRow, TrialStatus};
-use primus_tune::telemetry::GpuInfo;
-use primus_tune::telemetry::GpuSample;
-use primus_tune::telemetry::host::HostSample;
-use primus_tune::telemetry::sampler::Snapshot;
-use primus_tune::tui::app::{self, App, Msg};
-use primus_tune::tui::screens::Tab;
-use primus_tune::tui::theme::{Palette, Theme};
-use primus_tune::tui::{screens, widgets};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
@@ -509,9 +510,9 @@ fn checklist_screen() {
 /// path shows relative, the same on every machine) with 12 shapes dumped 40 times each and all
 /// 12 tuned, and the primus profile chosen, so `n` offers stage 3.
 fn gemm_stages_app() -> App {
-    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tui-gemm");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/tmp/tui-gemm");
     let _ = std::fs::remove_dir_all(&root);
-    primus_tune::util::bundled::extract(&root).expect("example copied");
+    crate::util::bundled::extract(&root).expect("example copied");
     let tune = root.join("output/tune_hipblaslt/moe_16B-BF16-pretrain");
     std::fs::create_dir_all(tune.join("gemm_shape")).expect("folder");
     std::fs::create_dir_all(tune.join("gemm_tune")).expect("folder");
@@ -808,7 +809,7 @@ fn drawing_is_deterministic() {
 
 /// The Sweep screen with a finished study: the spaces on one side, the ranked candidates.
 fn sweep_app() -> App {
-    use primus_tune::domain::study::{CandidateRecord, StudyRecord};
+    use crate::domain::study::{CandidateRecord, StudyRecord};
     let mut app = loaded_app();
     press(&mut app, &[KeyCode::Char('5')]);
     let cand =
@@ -873,16 +874,13 @@ fn sweep_snapshots() {
 }
 
 /// A session on `experiment` with `opts` and a workspace that does not exist (nothing stored).
-fn session_at(
-    experiment: impl Into<std::path::PathBuf>,
-    opts: LoadOptions,
-) -> primus_tune::app::Session {
-    primus_tune::app::Session::new(
+fn session_at(experiment: impl Into<std::path::PathBuf>, opts: LoadOptions) -> crate::app::Session {
+    crate::app::Session::new(
         experiment.into(),
         opts,
-        primus_tune::store::Workspace::at(
+        crate::store::Workspace::at(
             "/nonexistent/primus-tune-test-workspace".into(),
-            primus_tune::store::WorkspaceOrigin::Chosen,
+            crate::store::WorkspaceOrigin::Chosen,
         ),
     )
 }
