@@ -597,3 +597,31 @@ fn recommend_unknown_gpu_is_a_usage_error() {
         .code(2)
         .stderr(predicate::str::contains("unknown GPU"));
 }
+
+#[test]
+fn studies_of_a_fresh_experiment_are_none_and_unknown_ones_are_usage_errors() {
+    let (d, exp) = tree();
+    let ws = d.path().join("ws");
+    let out = bin()
+        .args(["studies", "--json", "--workspace"])
+        .arg(&ws)
+        .arg(&exp)
+        .assert()
+        .success();
+    assert_eq!(json(&out.get_output().stdout), serde_json::json!([]));
+    bin()
+        .args(["studies", "--workspace"])
+        .arg(&ws)
+        .arg(&exp)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("no studies"));
+    bin()
+        .args(["studies", "show", "nope", "--workspace"])
+        .arg(&ws)
+        .arg("--config")
+        .arg(&exp)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("no trial database"));
+}

@@ -156,6 +156,39 @@ fn sweep_prunes_what_an_oom_rules_out_resumes_and_recommends() {
     }
     assert!(text.contains("ruled-out"), "{text}");
 
+    // The study as `studies` lists it, and in full.
+    let out = cmd(&s)
+        .args(["studies", s.exp.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mbs1 = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["name"] == "mbs1")
+        .unwrap_or_else(|| panic!("{list}"));
+    assert_eq!(mbs1["status"], "finished");
+    assert_eq!(mbs1["space"], "mbs");
+    assert_eq!(mbs1["pick"], serde_json::json!({"micro_batch_size": 2}));
+    assert_eq!(mbs1["trials"].as_u64(), Some(after.len() as u64));
+    assert!(mbs1["gpu_seconds"].as_f64().unwrap() > 0.0, "{mbs1}");
+    let out = cmd(&s)
+        .args([
+            "studies",
+            "show",
+            "mbs1",
+            "--config",
+            s.exp.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("pick: micro_batch_size=2") && text.contains("ruled-out"),
+        "{text}"
+    );
+
     // 3. The measured recommendation, and --apply writes it.
     let out = cmd(&s)
         .args([

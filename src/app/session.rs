@@ -33,6 +33,9 @@ pub struct SessionOptions {
     pub workspace_here: bool,
     /// Telemetry of the trials; `None`: none.
     pub telemetry: Option<TelemetrySetup>,
+    /// The data folder (the bundled example's copy, the keyed workspaces) instead of
+    /// `$XDG_DATA_HOME` (`~/.local/share`).
+    pub data_home: Option<PathBuf>,
 }
 
 /// An experiment and where its data lives.
@@ -49,6 +52,9 @@ pub struct Session {
     /// The workspace was found in the current folder without a CONFIG: its listings cover every
     /// experiment stored there.
     pub all_experiments: bool,
+    /// The primus-tune binary a profile's `{self}` runs (the CPU proxy); None: this executable.
+    /// A program that embeds the library names the binary here.
+    pub self_exe: Option<PathBuf>,
 }
 
 /// `KEY=VALUE` pairs of `--env`, checked.
@@ -80,8 +86,8 @@ pub fn overrides(items: &[String]) -> Result<Vec<Override>, AppError> {
 }
 
 /// Where keyed workspaces go: `<data dir>/primus-tune/workspaces`.
-pub fn workspaces_dir() -> PathBuf {
-    crate::util::bundled::data_dir("workspaces")
+pub fn workspaces_dir(data_home: Option<&Path>) -> PathBuf {
+    crate::util::bundled::data_dir_in(data_home, "workspaces")
 }
 
 impl Session {
@@ -95,6 +101,7 @@ impl Session {
             workspace,
             telemetry: None,
             all_experiments: false,
+            self_exe: None,
         }
     }
 
@@ -104,7 +111,7 @@ impl Session {
                 return Err(AppError::Usage(format!("{}: no such file", p.display())));
             }
             Some(p) => p.clone(),
-            None => crate::util::bundled::editable_default_experiment()?,
+            None => crate::util::bundled::editable_default_experiment_in(o.data_home.as_deref())?,
         };
         let env = env_pairs(&o.env)?;
         let mut process = Env::from_process();
@@ -128,7 +135,9 @@ impl Session {
             (Some(db), _) => Workspace::of_db(db.clone()),
             (None, Some(dir)) => Workspace::at(dir, crate::store::WorkspaceOrigin::Chosen),
             (None, None) if use_here => Workspace::at(here, crate::store::WorkspaceOrigin::Beside),
-            (None, None) => Workspace::resolve(&experiment, None, &workspaces_dir()),
+            (None, None) => {
+                Workspace::resolve(&experiment, None, &workspaces_dir(o.data_home.as_deref()))
+            }
         };
         Ok(Session {
             experiment,
@@ -137,6 +146,7 @@ impl Session {
             all_experiments: use_here || (o.config.is_none() && o.db.is_some()),
             workspace,
             telemetry: o.telemetry,
+            self_exe: None,
         })
     }
 

@@ -151,6 +151,7 @@ pub fn options(
         gpus,
         study_id: None,
         trials_dir: session.workspace.trials_dir.clone(),
+        self_exe: session.self_exe.clone(),
         telemetry: session.telemetry.clone(),
     })
 }

@@ -198,7 +198,7 @@ pub fn run() -> ExitCode {
 /// `primus-tune [CONFIG]` on a terminal: the TUI (no CONFIG: the editable copy of the bundled
 /// example, as every command uses).
 fn run_tui(cli: &Cli) -> Result<ExitCode, CliError> {
-    let session = cli.load.session(cli.telemetry.setup(500, false))?;
+    let session = tui_session(&cli.load, cli.telemetry.setup(500, false), None)?;
     let opts = crate::tui::TuiOptions {
         session,
         telemetry_backend: cli.telemetry.backend.clone(),
@@ -207,6 +207,21 @@ fn run_tui(cli: &Cli) -> Result<ExitCode, CliError> {
     };
     crate::tui::run(opts)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The session the TUI opens for these arguments: the experiment (no CONFIG: the bundled
+/// example's copy, as every command uses), its workspace, the trials' telemetry. `data_home`
+/// stands for `$XDG_DATA_HOME` when given.
+pub(crate) fn tui_session(
+    load: &LoadArgs,
+    telemetry: Option<TelemetrySetup>,
+    data_home: Option<PathBuf>,
+) -> Result<Session, CliError> {
+    Ok(Session::open(SessionOptions {
+        telemetry,
+        data_home,
+        ..load.options()
+    })?)
 }
 
 impl LoadArgs {

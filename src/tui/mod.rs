@@ -17,6 +17,8 @@ pub mod theme;
 pub mod widgets;
 
 #[cfg(test)]
+mod parity_tests;
+#[cfg(test)]
 mod render_tests;
 #[cfg(test)]
 mod update_tests;

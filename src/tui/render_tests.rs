@@ -873,6 +873,85 @@ fn sweep_snapshots() {
     assert!(s.contains("deepep-cu"), "{s}");
 }
 
+/// The Studies screen with three studies: finished with a pick, unfinished, running.
+fn studies_app() -> App {
+    use crate::app::views::studies::{StudyStatus, StudySummary};
+    let mut app = loaded_app();
+    press(&mut app, &[KeyCode::Char('6')]);
+    let study =
+        |name: &str, space: &str, status, trials, gpu_s: f64, pick: Option<i64>| StudySummary {
+            id: 1,
+            name: name.into(),
+            space: space.into(),
+            status,
+            trials,
+            gpu_seconds: gpu_s,
+            pick: pick.map(|v| {
+                [("micro_batch_size".to_string(), serde_json::json!(v))]
+                    .into_iter()
+                    .collect()
+            }),
+            started: "2026-12-01T10:04:05.120Z".into(),
+            profile: Some("proxy-torch".into()),
+        };
+    app::update(
+        &mut app,
+        Msg::Studies(Ok(vec![
+            study(
+                "memfit-1",
+                "memory-fit",
+                StudyStatus::Finished,
+                5,
+                180.0,
+                Some(2),
+            ),
+            study(
+                "sf-20261201T1004",
+                "sync-free-stage",
+                StudyStatus::Unfinished,
+                2,
+                42.0,
+                None,
+            ),
+            study("deepep-a", "deepep-cu", StudyStatus::Running, 1, 9.5, None),
+        ])),
+    );
+    app
+}
+
+/// The finished study opened: its candidates ranked with their verdicts.
+fn studies_open_app() -> App {
+    let mut app = studies_app();
+    let rec = sweep_app().screens.sweep.result.expect("a record").1;
+    let summary = app.screens.studies.rows[0].clone();
+    app::update(
+        &mut app,
+        Msg::Study(Ok(Box::new(crate::app::views::studies::StudyDetail {
+            summary,
+            record: Some(rec),
+        }))),
+    );
+    app
+}
+
+#[test]
+fn studies_snapshots() {
+    snap_both("studies", studies_app);
+    snap_both("studies_open", studies_open_app);
+    let s = screen(&mut studies_app(), 80, 24);
+    assert!(
+        s.contains("memfit-1") && s.contains("unfinished") && s.contains("running"),
+        "{s}"
+    );
+    assert!(s.contains("micro_batch_size=2"), "the pick: {s}");
+    assert!(
+        s.contains("r resume") && s.contains("p report"),
+        "the footer: {s}"
+    );
+    let s = screen(&mut studies_open_app(), 80, 24);
+    assert!(s.contains("winner") && s.contains("ruled-out"), "{s}");
+}
+
 /// A session on `experiment` with `opts` and a workspace that does not exist (nothing stored).
 fn session_at(experiment: impl Into<std::path::PathBuf>, opts: LoadOptions) -> crate::app::Session {
     crate::app::Session::new(

@@ -795,3 +795,85 @@ fn u_on_the_gemm_step_turns_tuned_gemms_on_once_stage_2_has_run() {
     key(&mut app, KeyCode::Char('u'));
     assert!(!app.gemm_tuned);
 }
+
+/// Two studies as `studies` lists them: a finished one with a pick, an unfinished one.
+fn two_studies() -> Vec<crate::app::views::studies::StudySummary> {
+    use crate::app::views::studies::{StudyStatus, StudySummary};
+    let one = |name: &str, status, pick: Option<serde_json::Value>| StudySummary {
+        id: 1,
+        name: name.into(),
+        space: "sync-free-stage".into(),
+        status,
+        trials: 5,
+        gpu_seconds: 120.0,
+        pick: pick.map(|v| {
+            [("turbo_sync_free_moe_stage".to_string(), v)]
+                .into_iter()
+                .collect()
+        }),
+        started: "2026-12-01T10:00:00.000Z".into(),
+        profile: Some("proxy-cpu".into()),
+    };
+    vec![
+        one("sf-done", StudyStatus::Finished, Some(serde_json::json!(2))),
+        one("sf-half", StudyStatus::Unfinished, None),
+    ]
+}
+
+#[test]
+fn studies_screen_opens_resumes_reports_and_applies() {
+    let mut app = loaded_app();
+    assert_eq!(key(&mut app, KeyCode::Char('6')), vec![Effect::LoadStudies]);
+    assert_eq!(app.tab, Tab::Studies);
+    update(&mut app, Msg::Studies(Ok(two_studies())));
+    assert_eq!(app.screens.studies.rows.len(), 2);
+    // Enter asks for the study in full; the answer opens it, Enter again goes back.
+    assert_eq!(
+        key(&mut app, KeyCode::Enter),
+        vec![Effect::LoadStudy("sf-done".into())]
+    );
+    let detail = crate::app::views::studies::StudyDetail {
+        summary: two_studies().remove(0),
+        record: None,
+    };
+    update(&mut app, Msg::Study(Ok(Box::new(detail))));
+    assert!(app.screens.studies.open.is_some());
+    assert!(key(&mut app, KeyCode::Enter).is_empty());
+    assert!(app.screens.studies.open.is_none());
+    // A finished study: its report; it is not resumed.
+    assert_eq!(
+        key(&mut app, KeyCode::Char('p')),
+        vec![Effect::WriteReport("sf-done".into())]
+    );
+    assert!(key(&mut app, KeyCode::Char('r')).is_empty());
+    // An unfinished one: resumed on the Sweep screen; no report yet.
+    key(&mut app, KeyCode::Down);
+    assert!(key(&mut app, KeyCode::Char('p')).is_empty());
+    assert!(app.status.as_ref().unwrap().1.contains("no result yet"));
+    assert_eq!(
+        key(&mut app, KeyCode::Char('r')),
+        vec![Effect::ResumeSweep {
+            study: "sf-half".into()
+        }]
+    );
+    assert_eq!(app.tab, Tab::Sweep);
+    assert!(app.screens.sweep.running && app.busy());
+    // The pick as unsaved edits.
+    app.screens.sweep.running = false;
+    key(&mut app, KeyCode::Char('6'));
+    key(&mut app, KeyCode::Up);
+    let fx = key(&mut app, KeyCode::Char('a'));
+    assert_eq!(
+        app.pending,
+        vec![PendingEdit {
+            key: "turbo_sync_free_moe_stage".into(),
+            text: "2".into()
+        }]
+    );
+    assert_eq!(fx, vec![Effect::Load(app.pending.clone())]);
+    assert_eq!(app.tab, Tab::Flags);
+    // A sweep refuses to resume over unsaved edits (it runs the file on disk).
+    key(&mut app, KeyCode::Char('6'));
+    key(&mut app, KeyCode::Down);
+    assert!(key(&mut app, KeyCode::Char('r')).is_empty());
+}

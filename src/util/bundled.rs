@@ -43,8 +43,13 @@ pub fn examples_root() -> std::io::Result<PathBuf> {
 
 /// `<data dir>/primus-tune/<name>`: `$XDG_DATA_HOME`, else `~/.local/share`, else the temp folder.
 pub fn data_dir(name: &str) -> PathBuf {
-    std::env::var_os("XDG_DATA_HOME")
-        .map(PathBuf::from)
+    data_dir_in(None, name)
+}
+
+/// [`data_dir`] under `home` (a data folder given instead of `$XDG_DATA_HOME`) when set.
+pub fn data_dir_in(home: Option<&Path>, name: &str) -> PathBuf {
+    home.map(Path::to_path_buf)
+        .or_else(|| std::env::var_os("XDG_DATA_HOME").map(PathBuf::from))
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
         .unwrap_or_else(std::env::temp_dir)
         .join("primus-tune")
@@ -69,7 +74,12 @@ pub fn extract(root: &Path) -> std::io::Result<()> {
 /// The bundled example as a file the user may edit: always the copy under the data folder, so
 /// the interactive editor never writes into a source checkout.
 pub fn editable_default_experiment() -> std::io::Result<PathBuf> {
-    let root = data_dir(&format!("examples-{}", env!("CARGO_PKG_VERSION")));
+    editable_default_experiment_in(None)
+}
+
+/// [`editable_default_experiment`] under the data folder `home` when set.
+pub fn editable_default_experiment_in(home: Option<&Path>) -> std::io::Result<PathBuf> {
+    let root = data_dir_in(home, &format!("examples-{}", env!("CARGO_PKG_VERSION")));
     extract(&root)?;
     Ok(root.join(DEFAULT_EXPERIMENT))
 }

@@ -118,7 +118,10 @@ pub fn materialise(
         .prefix("new-")
         .tempdir_in(trials_root)
         .map_err(io(trials_root))?;
-    let exe = std::env::current_exe().map_err(io(Path::new("current executable")))?;
+    let exe = match &opts.self_exe {
+        Some(p) => p.clone(),
+        None => std::env::current_exe().map_err(io(Path::new("current executable")))?,
+    };
     let assets = assets_dir().map_err(io(Path::new("assets")))?;
     let trial_id = store.insert_trial(&NewTrial {
         config_path: exp.path.clone(),

@@ -57,6 +57,8 @@ pub struct TrialOptions {
     pub study_id: Option<i64>,
     /// Where the trial's folder goes (`<workspace>/trials`).
     pub trials_dir: PathBuf,
+    /// The primus-tune binary `{self}` runs (None: this executable).
+    pub self_exe: Option<PathBuf>,
     /// Sample GPU/host telemetry during the trial (None: no sampling).
     pub telemetry: Option<TelemetrySetup>,
     /// The workload trains and prints iterations (false: a job such as offline GEMM tuning,

@@ -129,8 +129,8 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
     }
     app.page = area.height.saturating_sub(3) as usize;
     let wide = area.width >= 120;
-    let name_w = if wide { 32 } else { 22 };
-    let fixed = 2 + name_w + 16 + 10 + 6 + 7 + 5 + if wide { 19 } else { 0 };
+    let (name_w, space_w) = if wide { (32, 16) } else { (18, 14) };
+    let fixed = 2 + name_w + space_w + 10 + 6 + 7 + 5 + if wide { 20 } else { 0 };
     let pick_w = (area.width as usize).saturating_sub(fixed).max(8);
     let rows: Vec<Row> = st
         .rows
@@ -143,7 +143,7 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
             };
             let mut cells = vec![
                 Cell::from(fit(&s.name, name_w)),
-                Cell::from(fit(&s.space, 16)),
+                Cell::from(fit(&s.space, space_w)),
                 Cell::from(Span::styled(s.status.as_str(), style)),
                 Cell::from(s.trials.to_string()),
                 Cell::from(format!("{:.1}", s.gpu_seconds / 60.0)),
@@ -159,7 +159,7 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
         .collect();
     let mut widths = vec![
         Constraint::Length(name_w as u16),
-        Constraint::Length(16),
+        Constraint::Length(space_w as u16),
         Constraint::Length(10),
         Constraint::Length(6),
         Constraint::Length(7),

@@ -1,0 +1,789 @@
+//! The two frontends side by side. For every behaviour they used to disagree on, the CLI (the
+//! real binary, as a user runs it) and the TUI (its key map, update and effects, which perform
+//! through the app layer exactly as the event loop does) are driven on the same experiment and
+//! must agree:
+//!
+//! 1. a config with lint errors is refused by both (`run` without `--force`, `r` in the TUI);
+//! 2. a GEMM stage with a profile that never calls hipBLASLt is refused by both, with one text;
+//! 3. the stored stage-3 comparison is seen by `checklist`, `recommend` and the TUI's checklist;
+//! 4. the resume command a stopped sweep prints works as shown, from both;
+//! 5. a sweep's trials sample the telemetry backend the frontend was given;
+//! 6. without a CONFIG both use the same experiment and the same workspace;
+//! 7. (the key map: `keymap.rs`'s tests check the `?` overlay against dispatch screen by screen.)
+//!
+//! The binary is the one `cargo test` builds beside the test executables; a test run that did
+//! not build it (`cargo test --lib` alone) skips these tests and says so.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use super::app::{App, Effect, Msg, update};
+use super::effects::Runner;
+use super::screens::Tab;
+use crate::app::{Session, SessionOptions};
+use crate::domain::trial::{FailureClass, TrialStatus};
+use crate::run::trial::TelemetrySetup;
+use crate::store::{NewTrial, Store, TrialEnd, TrialFilter};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// The `primus-tune` binary of this build, when it was built.
+fn bin() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let p = exe.parent()?.parent()?.join("primus-tune");
+    if p.is_file() {
+        Some(p)
+    } else {
+        eprintln!(
+            "skipped: {} is not built (plain `cargo test` builds it)",
+            p.display()
+        );
+        None
+    }
+}
+
+/// A private copy of the bundled example whose MoE experiment is shrunk so the CPU proxy runs
+/// a trial in a fraction of a second; its own data folder, config folder and workspace.
+struct Fixture {
+    dir: tempfile::TempDir,
+    exp: PathBuf,
+    ws: PathBuf,
+    data: PathBuf,
+    bin: PathBuf,
+}
+
+const TINY: &[(&str, &str)] = &[
+    ("micro_batch_size: 4", "micro_batch_size: 2"),
+    ("global_batch_size: 256", "global_batch_size: 8"),
+    ("${PRIMUS_SEQ_LENGTH:4096}", "256"),
+    ("${PRIMUS_MAX_POSITION_EMBEDDINGS:4096}", "256"),
+];
+
+const TINY_MODEL: &str = "      num_layers: 2
+      hidden_size: 256
+      ffn_hidden_size: 512
+      num_attention_heads: 4
+      kv_channels: 64
+      num_experts: 8
+      moe_router_topk: 2
+      moe_ffn_hidden_size: 128
+      moe_shared_expert_intermediate_size: 128
+      moe_layer_freq: 1
+";
+
+fn fixture(edits: &[(&str, &str)]) -> Option<Fixture> {
+    let bin = bin()?;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("ex");
+    crate::util::bundled::extract(&root).unwrap();
+    let exp = root.join(crate::util::bundled::DEFAULT_EXPERIMENT);
+    let mut text = std::fs::read_to_string(&exp).unwrap();
+    for (a, b) in TINY.iter().chain(edits) {
+        assert!(text.contains(a), "the example has `{a}`");
+        text = text.replace(a, b);
+    }
+    text.push_str(TINY_MODEL);
+    std::fs::write(&exp, text).unwrap();
+    std::fs::create_dir_all(dir.path().join("config")).unwrap();
+    Some(Fixture {
+        ws: dir.path().join("ws"),
+        data: dir.path().join("data"),
+        exp,
+        bin,
+        dir,
+    })
+}
+
+impl Fixture {
+    /// The binary with this fixture's folders and no launcher variables.
+    fn cmd(&self) -> Command {
+        let mut c = Command::new(&self.bin);
+        c.env("XDG_DATA_HOME", &self.data)
+            .env("XDG_CONFIG_HOME", self.dir.path().join("config"))
+            .env("PRIMUS_TUNE_WORKSPACE", &self.ws)
+            .env_remove("PRIMUS_ROOT")
+            .env_remove("GPUS_PER_NODE")
+            .env_remove("PRIMUS_HIPBLASLT_TUNING")
+            .env_remove("PRIMUS_HIPBLASLT_TUNING_STAGE");
+        c
+    }
+
+    fn cli(&self, args: &[&str]) -> Output {
+        self.cmd().args(args).output().unwrap()
+    }
+
+    fn exp(&self) -> &str {
+        self.exp.to_str().unwrap()
+    }
+
+    /// The session the TUI opens for this fixture (`primus-tune CONFIG --workspace WS`).
+    /// The session the TUI opens for this fixture (`primus-tune CONFIG --workspace WS`); the
+    /// CPU proxy is this build's binary (the tests run in another executable).
+    fn session(&self, telemetry: Option<TelemetrySetup>) -> Session {
+        let mut s = Session::open(SessionOptions {
+            config: Some(self.exp.clone()),
+            workspace: Some(self.ws.clone()),
+            data_home: Some(self.data.clone()),
+            telemetry,
+            ..SessionOptions::default()
+        })
+        .unwrap();
+        s.self_exe = Some(self.bin.clone());
+        s
+    }
+}
+
+/// The error line a failed command printed (without `error: `).
+fn error_of(out: &Output) -> String {
+    let err = String::from_utf8_lossy(&out.stderr);
+    err.lines()
+        .find_map(|l| l.strip_prefix("error: "))
+        .unwrap_or_else(|| panic!("no error line in: {err}"))
+        .to_string()
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// The TUI without a terminal: keys go through the key map and `update`, effects through the
+/// same runner the event loop uses, messages come back from its workers.
+struct Driver {
+    app: App,
+    runner: Runner,
+    rx: mpsc::Receiver<Msg>,
+    load_rx: mpsc::Receiver<(u64, Msg)>,
+    rt: tokio::runtime::Runtime,
+}
+
+impl Driver {
+    fn new(session: Session) -> Driver {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let (tx, rx) = mpsc::channel(1024);
+        let (load_tx, load_rx) = mpsc::channel(16);
+        let mut app = App::new(Vec::new(), crate::run::profile::DEFAULT_PROFILE, false);
+        app.set_profiles(&crate::app::trial::profiles());
+        let mut d = Driver {
+            app,
+            runner: Runner {
+                session,
+                tx,
+                load_tx,
+                load_gen: 0,
+                trial: None,
+                sweep: None,
+            },
+            rx,
+            load_rx,
+            rt,
+        };
+        d.perform(vec![Effect::Load(Vec::new()), Effect::LoadTrials]);
+        assert!(d.until(|a| a.config.is_some(), 30), "the config view loads");
+        d
+    }
+
+    fn profile(&mut self, name: &str) {
+        self.app.profile = self.app.profiles.iter().position(|p| p == name).unwrap();
+    }
+
+    fn perform(&mut self, fx: Vec<Effect>) {
+        let _rt = self.rt.enter();
+        for f in fx {
+            self.runner.perform(f, &self.app);
+        }
+    }
+
+    fn key(&mut self, code: KeyCode) {
+        let fx = update(
+            &mut self.app,
+            Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)),
+        );
+        self.perform(fx);
+    }
+
+    fn msg(&mut self, msg: Msg) {
+        self.runner.ended(&msg);
+        let fx = update(&mut self.app, msg);
+        self.perform(fx);
+    }
+
+    /// Feeds the workers' messages through `update` until `done` holds (false on timeout).
+    fn until(&mut self, done: impl Fn(&App) -> bool, secs: u64) -> bool {
+        let end = Instant::now() + Duration::from_secs(secs);
+        while Instant::now() < end {
+            if done(&self.app) {
+                return true;
+            }
+            let current = self.runner.load_gen;
+            let (rx, load_rx) = (&mut self.rx, &mut self.load_rx);
+            let msg = self.rt.block_on(async {
+                tokio::select! {
+                    Some(m) = rx.recv() => Some(m),
+                    Some((g, m)) = load_rx.recv() => (g == current).then_some(m),
+                    () = tokio::time::sleep(Duration::from_millis(100)) => None,
+                }
+            });
+            if let Some(m) = msg {
+                self.msg(m);
+            }
+        }
+        done(&self.app)
+    }
+
+    fn status(&self) -> String {
+        self.app.status.clone().map(|s| s.1).unwrap_or_default()
+    }
+}
+
+fn trials_in(ws: &Path) -> Vec<crate::store::TrialRow> {
+    let db = ws.join("trials.db");
+    if !db.is_file() {
+        return Vec::new();
+    }
+    Store::open(&db)
+        .unwrap()
+        .list_trials(&TrialFilter::all())
+        .unwrap()
+}
+
+#[test]
+fn lint_errors_stop_a_launch_from_both_frontends() {
+    let Some(f) = fixture(&[(
+        "turbo_sync_free_moe_stage: 0",
+        "turbo_sync_free_moe_stage: 5",
+    )]) else {
+        return;
+    };
+    let out = f.cli(&["run", f.exp(), "--profile", "proxy-cpu", "--no-telemetry"]);
+    assert_eq!(out.status.code(), Some(2));
+    let cli_error = error_of(&out);
+    assert!(cli_error.contains("lint error(s)"), "{cli_error}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("sync-free-stage-range"),
+        "the errors are listed"
+    );
+
+    let mut d = Driver::new(f.session(None));
+    d.key(KeyCode::Char('3'));
+    d.key(KeyCode::Char('r'));
+    assert!(
+        d.until(
+            |a| a
+                .screens
+                .run
+                .trial
+                .as_ref()
+                .is_some_and(|t| t.result.is_some()),
+            30
+        ),
+        "the TUI's trial ends"
+    );
+    let result = d
+        .app
+        .screens
+        .run
+        .trial
+        .as_ref()
+        .unwrap()
+        .result
+        .clone()
+        .unwrap();
+    assert_eq!(result.unwrap_err(), cli_error, "the same refusal");
+    assert!(d.status().contains(&cli_error), "{}", d.status());
+    assert!(trials_in(&f.ws).is_empty(), "nothing was launched");
+    // With the gate passed on purpose the CLI launches (the TUI has no such key).
+    let out = f.cli(&[
+        "run",
+        f.exp(),
+        "--profile",
+        "proxy-cpu",
+        "--no-telemetry",
+        "--force",
+        "--max-iters",
+        "4",
+    ]);
+    assert_ne!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_gemm_stage_without_hipblaslt_is_refused_with_one_text() {
+    let Some(f) = fixture(&[]) else { return };
+    let out = f.cli(&["gemm-tune", "stage", "1", f.exp(), "--profile", "proxy-cpu"]);
+    assert_eq!(out.status.code(), Some(2));
+    let cli_error = error_of(&out);
+    assert!(cli_error.contains("never calls"), "{cli_error}");
+
+    let mut d = Driver::new(f.session(None));
+    d.profile("proxy-cpu");
+    assert_eq!(d.app.tab, Tab::Checklist);
+    d.app.screens.checklist.selected = 0; // the GEMM step
+    d.key(KeyCode::Char('n'));
+    assert_eq!(d.status(), cli_error, "refused up front");
+    assert_eq!(d.app.tab, Tab::Checklist, "no trial was started");
+    // The effect itself refuses too (the stage plan is the one place that decides).
+    d.perform(vec![Effect::StartGemmStage {
+        stage: 1,
+        profile: "proxy-cpu".into(),
+    }]);
+    assert!(d.until(
+        |a| {
+            a.screens
+                .run
+                .trial
+                .as_ref()
+                .is_some_and(|t| t.result.is_some())
+        },
+        30
+    ));
+    let r = d
+        .app
+        .screens
+        .run
+        .trial
+        .as_ref()
+        .unwrap()
+        .result
+        .clone()
+        .unwrap();
+    assert_eq!(r.unwrap_err(), cli_error);
+    assert!(trials_in(&f.ws).is_empty());
+}
+
+/// Stage 1 and 2 files on disk, and a finished stage-3 comparison in the workspace.
+fn stage3_done(f: &Fixture) {
+    let primus = f.exp.parent().unwrap().parent().unwrap();
+    let tune = primus.join("output/tune_hipblaslt/moe_16B-BF16-pretrain");
+    std::fs::create_dir_all(tune.join("gemm_shape")).unwrap();
+    std::fs::create_dir_all(tune.join("gemm_tune")).unwrap();
+    std::fs::write(
+        tune.join("gemm_shape/dump_hipblaslt_gemm_shape_0.txt"),
+        "hipblaslt-bench --api_method c -m 64 -n 32 -k 16 --lda 64 --ldb 16 --ldc 64 --ldd 64 --stride_a 0 --stride_b 0 --stride_c 0 --stride_d 0 --alpha 1.000000 --beta 0.000000 --transA T --transB N --batch_count 1 --a_type bf16_r --b_type bf16_r --c_type bf16_r --d_type bf16_r --scale_type f32_r --bias_type f32_r --compute_type f32_r --algo_method index --solution_index 7\n",
+    )
+    .unwrap();
+    std::fs::write(
+        tune.join("gemm_tune/tune_hipblas_gemm_results.txt"),
+        "Git Version: abc\n    transA,transB,batch_count,m,n,k,a_type,b_type,c_type,d_type,compute_type,hipblaslt-Gflops,us,solution_index,gcnArchName,CUs\n    T,N,1,64,32,16,bf16_r,bf16_r,bf16_r,bf16_r,f32_r,1,1,7,gfx942:sramecc+:xnack-,304\n",
+    )
+    .unwrap();
+    let store = Store::open(&f.ws.join("trials.db")).unwrap();
+    let study = store
+        .create_study("gemm-stage3", &f.exp, &crate::gemm::runner::study_kind(3))
+        .unwrap();
+    let mut ids = Vec::new();
+    for ms in [110.0, 100.0] {
+        let id = store
+            .insert_trial(&NewTrial {
+                config_path: f.exp.clone(),
+                config_hash: "h".into(),
+                study_id: Some(study),
+                ..NewTrial::default()
+            })
+            .unwrap();
+        let mut end = TrialEnd::new(TrialStatus::Completed, 5.0);
+        end.median_step_ms = Some(ms);
+        end.ci95_ms = Some(0.5);
+        store.finish_trial(id, &end).unwrap();
+        ids.push(id);
+    }
+    let notes = serde_json::json!({"baseline": ids[0], "tuned": ids[1]});
+    store
+        .set_study_notes(study, Some(&notes.to_string()))
+        .unwrap();
+}
+
+#[test]
+fn the_stored_stage3_comparison_is_seen_by_checklist_recommend_and_the_tui() {
+    let Some(f) = fixture(&[]) else { return };
+    stage3_done(&f);
+    let status = json(&f.cli(&["gemm-tune", "status", "--no-probe", "--json", f.exp()]));
+    assert_eq!(status["done"], 3, "{status}");
+    assert_eq!(status["next"], serde_json::Value::Null);
+    let list = json(&f.cli(&["checklist", "--json", f.exp()]));
+    let cli_step = &list["steps"][0];
+    assert_eq!(cli_step["step"], "gemms");
+    let actions = cli_step["actions"].to_string();
+    assert!(!actions.contains("stage 3"), "{actions}");
+    let recs = json(&f.cli(&["recommend", "--json", f.exp(), "--gpu", "MI300X"]));
+    assert!(
+        !recs.to_string().contains("PRIMUS_HIPBLASLT_TUNING_STAGE"),
+        "{recs}"
+    );
+
+    let d = Driver::new(f.session(None));
+    let c = d.app.config.as_ref().unwrap();
+    let tui_step = &c.checklist.steps[0];
+    assert_eq!(
+        serde_json::to_value(tui_step.status).unwrap(),
+        cli_step["status"]
+    );
+    assert_eq!(
+        serde_json::to_value(&tui_step.actions).unwrap(),
+        cli_step["actions"]
+    );
+    assert_eq!(c.gemm.as_ref().unwrap().next, None);
+    assert!(c.gemm.as_ref().unwrap().comparison.is_some());
+}
+
+/// `primus-tune sweep ... --resume STUDY ...` split into words (the hint quotes with '...').
+fn words(cmd: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    let mut any = false;
+    for ch in cmd.chars() {
+        match ch {
+            '\'' => {
+                quoted = !quoted;
+                any = true;
+            }
+            ' ' if !quoted => {
+                if any {
+                    out.push(std::mem::take(&mut cur));
+                }
+                any = false;
+            }
+            c => {
+                cur.push(c);
+                any = true;
+            }
+        }
+    }
+    if any {
+        out.push(cur);
+    }
+    out
+}
+
+/// Runs a resume command as printed (without PRIMUS_TUNE_WORKSPACE: the command must say it).
+fn run_hint(f: &Fixture, hint: &str) -> Output {
+    let w = words(hint);
+    assert_eq!(
+        w[..2],
+        ["primus-tune".to_string(), "sweep".to_string()],
+        "{hint}"
+    );
+    f.cmd()
+        .env_remove("PRIMUS_TUNE_WORKSPACE")
+        .args(&w[1..])
+        .output()
+        .unwrap()
+}
+
+fn finished(f: &Fixture, study: &str, ws: &Path) -> bool {
+    let s = Session::open(SessionOptions {
+        config: Some(f.exp.clone()),
+        workspace: Some(ws.to_path_buf()),
+        data_home: Some(f.data.clone()),
+        ..SessionOptions::default()
+    })
+    .unwrap();
+    crate::app::views::studies::detail(&s, study)
+        .unwrap()
+        .record
+        .is_some()
+}
+
+#[test]
+fn a_stopped_sweep_resumes_with_the_command_either_frontend_prints() {
+    let Some(f) = fixture(&[]) else { return };
+    // The CLI: SIGTERM after the first trial, then the printed command.
+    let ws_cli = f.dir.path().join("ws-cli");
+    let mut child = f
+        .cmd()
+        .args([
+            "sweep",
+            f.exp(),
+            "--space",
+            "sync-free-stage",
+            "--profile",
+            "proxy-cpu",
+        ])
+        .args(["--name", "cli-study", "--no-telemetry", "--workspace"])
+        .arg(&ws_cli)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(
+            err.read_line(&mut line).unwrap() > 0,
+            "sweep ended early:\n{seen}"
+        );
+        seen.push_str(&line);
+        if line.starts_with("  trial ") {
+            break;
+        }
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let mut rest = String::new();
+    for line in err.lines() {
+        rest.push_str(&line.unwrap());
+        rest.push('\n');
+    }
+    assert_eq!(child.wait().unwrap().code(), Some(3), "{seen}{rest}");
+    let hint = rest
+        .lines()
+        .find_map(|l| l.split("Continue with: ").nth(1))
+        .unwrap_or_else(|| panic!("no resume command in:\n{rest}"));
+    let out = run_hint(&f, hint);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{hint}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(finished(&f, "cli-study", &ws_cli));
+
+    // The TUI: stop it after its first trial, then the command on its status line.
+    let mut d = Driver::new(f.session(None));
+    d.profile("proxy-cpu");
+    d.key(KeyCode::Char('5'));
+    let i = d
+        .app
+        .config
+        .as_ref()
+        .unwrap()
+        .spaces
+        .iter()
+        .position(|s| s.name == "sync-free-stage")
+        .unwrap();
+    d.app.screens.sweep.selected = i;
+    d.key(KeyCode::Char('r'));
+    assert!(
+        d.until(
+            |a| a
+                .screens
+                .sweep
+                .log
+                .iter()
+                .any(|l| l.starts_with("  trial ")),
+            60
+        ),
+        "a first trial: {:?}",
+        d.app.screens.sweep.log
+    );
+    d.key(KeyCode::Char('x'));
+    assert!(d.until(|a| !a.screens.sweep.running, 60), "the sweep stops");
+    let status = d.status();
+    let hint = status
+        .split('`')
+        .nth(1)
+        .unwrap_or_else(|| panic!("no command in: {status}"));
+    let study = words(hint)[4].clone();
+    assert!(!finished(&f, &study, &f.ws), "stopped before its end");
+    let out = run_hint(&f, hint);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{hint}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(finished(&f, &study, &f.ws));
+}
+
+/// The MI300X-shaped sysfs tree of the repository's fixtures.
+fn sysfs_fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/mi300x_spx_nps1")
+}
+
+/// GPUs the trial's stored telemetry summary covers.
+fn gpus_sampled(t: &crate::store::TrialRow) -> usize {
+    t.summary
+        .as_ref()
+        .and_then(|s| s["telemetry"].as_array())
+        .map_or(0, Vec::len)
+}
+
+#[test]
+fn sweeps_sample_the_telemetry_backend_the_frontend_was_given() {
+    let Some(f) = fixture(&[]) else { return };
+    let tree = sysfs_fixture();
+    let (sys, proc) = (tree.join("sys"), tree.join("proc"));
+    let out = f.cli(&[
+        "sweep",
+        f.exp(),
+        "--space",
+        "sync-free-stage",
+        "--profile",
+        "proxy-cpu",
+        "--max-trials",
+        "1",
+        "--backend",
+        "amdgpu-sysfs",
+        "--sysfs-root",
+        sys.to_str().unwrap(),
+        "--procfs-root",
+        proc.to_str().unwrap(),
+        "--interval",
+        "20",
+    ]);
+    assert!(
+        out.status.code().is_some_and(|c| c == 0 || c == 3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cli = trials_in(&f.ws);
+    assert!(!cli.is_empty());
+    assert!(
+        gpus_sampled(&cli[0]) > 0,
+        "the CLI's sweep sampled the sysfs GPUs"
+    );
+
+    let ws2 = f.dir.path().join("ws-tui");
+    let telemetry = TelemetrySetup {
+        backend: "amdgpu-sysfs".into(),
+        roots: crate::telemetry::select::Roots {
+            sysfs: sys,
+            procfs: proc,
+        },
+        config: crate::telemetry::sampler::SamplerConfig {
+            interval: Duration::from_millis(20),
+            process_interval: Duration::from_millis(2000),
+        },
+    };
+    let mut session = f.session(Some(telemetry));
+    session.workspace =
+        crate::store::Workspace::at(ws2.clone(), crate::store::WorkspaceOrigin::Chosen);
+    let mut d = Driver::new(session);
+    d.profile("proxy-cpu");
+    d.key(KeyCode::Char('5'));
+    let i = d
+        .app
+        .config
+        .as_ref()
+        .unwrap()
+        .spaces
+        .iter()
+        .position(|s| s.name == "sync-free-stage")
+        .unwrap();
+    d.app.screens.sweep.selected = i;
+    d.key(KeyCode::Char('r'));
+    assert!(d.until(
+        |a| {
+            a.screens
+                .sweep
+                .log
+                .iter()
+                .any(|l| l.starts_with("  trial "))
+        },
+        60
+    ));
+    d.key(KeyCode::Char('x'));
+    assert!(d.until(|a| !a.screens.sweep.running, 60));
+    let tui = trials_in(&ws2);
+    let first = tui
+        .iter()
+        .find(|t| t.status == TrialStatus::Completed)
+        .unwrap_or_else(|| {
+            panic!(
+                "a completed trial: {:?} {:?}",
+                tui.iter()
+                    .map(|t| (t.status, t.failure.clone()))
+                    .collect::<Vec<_>>(),
+                d.app.screens.sweep.log
+            )
+        });
+    assert_eq!(
+        gpus_sampled(first),
+        gpus_sampled(&cli[0]),
+        "the same GPUs from both"
+    );
+}
+
+#[test]
+fn without_a_config_both_frontends_use_one_experiment_and_one_workspace() {
+    let Some(f) = fixture(&[]) else { return };
+    let tiny: Vec<String> = TINY_MODEL
+        .lines()
+        .map(|l| format!("--set={}", l.trim().replacen(": ", "=", 1)))
+        .chain([
+            "--set=micro_batch_size=2".into(),
+            "--set=global_batch_size=8".into(),
+        ])
+        .chain([
+            "--set=seq_length=256".into(),
+            "--set=max_position_embeddings=256".into(),
+        ])
+        .collect();
+    let out = f
+        .cmd()
+        .env_remove("PRIMUS_TUNE_WORKSPACE")
+        .args([
+            "run",
+            "--profile",
+            "proxy-cpu",
+            "--no-telemetry",
+            "--json",
+            "--max-iters",
+            "6",
+        ])
+        .args(&tiny)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    let id = last["trial_id"].as_i64().unwrap();
+
+    // What `primus-tune` without CONFIG opens on a terminal.
+    let session =
+        crate::cli::tui_session(&crate::cli::LoadArgs::default(), None, Some(f.data.clone()))
+            .unwrap();
+    assert!(
+        session.experiment.starts_with(&f.data),
+        "{}",
+        session.experiment.display()
+    );
+    let store = session
+        .existing_store()
+        .unwrap()
+        .expect("the CLI's workspace");
+    let t = store.trial(id).unwrap().expect("the CLI's trial");
+    assert_eq!(t.config_path, session.experiment);
+    assert_eq!(t.failure.map(|x| x.class), None::<FailureClass>);
+    // The TUI's Trials screen lists it; the CLI without CONFIG lists it too.
+    let mut d = Driver::new(session);
+    d.key(KeyCode::Char('4'));
+    assert!(d.until(|a| a.screens.trials.rows.iter().any(|r| r.id == id), 20));
+    let out = f
+        .cmd()
+        .env_remove("PRIMUS_TUNE_WORKSPACE")
+        .args(["trials", "--json"])
+        .current_dir(f.dir.path())
+        .output()
+        .unwrap();
+    let rows = json(&out);
+    assert!(
+        rows.as_array().unwrap().iter().any(|r| r["id"] == id),
+        "{rows}"
+    );
+}
