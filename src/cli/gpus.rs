@@ -17,8 +17,8 @@ pub struct GpusArgs {
 }
 
 pub fn run(a: &GpusArgs) -> Result<ExitCode, CliError> {
-    let (backend, notes) =
-        select::open(&a.telemetry.backend, &a.telemetry.roots()).map_err(CliError::Usage)?;
+    let (backend, notes) = select::open(&a.telemetry.backend, &a.telemetry.roots())
+        .map_err(|e| CliError::Usage(e.to_string()))?;
     let gpus = backend
         .as_ref()
         .map(|b| b.gpus().to_vec())

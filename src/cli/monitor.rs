@@ -96,8 +96,8 @@ enum Mode {
 }
 
 pub fn run(a: &MonitorArgs) -> Result<ExitCode, CliError> {
-    let (backend, notes) =
-        select::open(&a.telemetry.backend, &a.telemetry.roots()).map_err(CliError::Usage)?;
+    let (backend, notes) = select::open(&a.telemetry.backend, &a.telemetry.roots())
+        .map_err(|e| CliError::Usage(e.to_string()))?;
     if backend.is_none() {
         eprintln!(
             "no GPU telemetry ({}); showing host figures only",

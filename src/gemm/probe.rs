@@ -76,19 +76,40 @@ fn is_executable(p: &Path) -> bool {
         .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
+/// Why the installed hipBLASLt build could not be learned.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{} printed no `hipBLASLt git version:` line{}", bench.display(), timeout.map_or(String::new(), |t| format!(" within {:.0} s", t.as_secs_f64())))]
+    NoHeader {
+        bench: PathBuf,
+        /// Set when it was killed at the time limit.
+        timeout: Option<Duration>,
+    },
+}
+
 /// Runs `bench` on a tiny GEMM and reads its header. Gives up (killing it) after `timeout`.
-pub fn probe(bench: &Path, timeout: Duration) -> Result<HipblasltBuild, String> {
-    let out_dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+pub fn probe(bench: &Path, timeout: Duration) -> Result<HipblasltBuild, ProbeError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ProbeError::Io { path, source }
+    };
+    let out_dir = tempfile::tempdir().map_err(io(&std::env::temp_dir()))?;
     let out_path = out_dir.path().join("out.txt");
-    let out = std::fs::File::create(&out_path).map_err(|e| e.to_string())?;
-    let err = out.try_clone().map_err(|e| e.to_string())?;
+    let out = std::fs::File::create(&out_path).map_err(io(&out_path))?;
+    let err = out.try_clone().map_err(io(&out_path))?;
     let mut child = Command::new(bench)
         .args(["-m", "16", "-n", "16", "-k", "16", "-i", "1", "-j", "0"])
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err)
         .spawn()
-        .map_err(|e| format!("{}: {e}", bench.display()))?;
+        .map_err(io(bench))?;
     let start = Instant::now();
     loop {
         match child.try_wait() {
@@ -99,20 +120,13 @@ pub fn probe(bench: &Path, timeout: Duration) -> Result<HipblasltBuild, String> 
                 break;
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => return Err(format!("{}: {e}", bench.display())),
+            Err(e) => return Err(io(bench)(e)),
         }
     }
     let text = std::fs::read_to_string(&out_path).unwrap_or_default();
-    parse_bench_header(&text).ok_or_else(|| {
-        format!(
-            "{} printed no `hipBLASLt git version:` line{}",
-            bench.display(),
-            if start.elapsed() >= timeout {
-                format!(" within {:.0} s", timeout.as_secs_f64())
-            } else {
-                String::new()
-            }
-        )
+    parse_bench_header(&text).ok_or_else(|| ProbeError::NoHeader {
+        bench: bench.to_path_buf(),
+        timeout: (start.elapsed() >= timeout).then_some(timeout),
     })
 }
 

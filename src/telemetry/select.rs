@@ -27,10 +27,15 @@ impl Default for Roots {
 /// The backend that opened (None: host only) and why the others did not.
 pub type Opened = (Option<Box<dyn Backend>>, Vec<String>);
 
+/// A backend name `--backend` does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown backend `{0}`; one of auto, nvml, amdgpu-sysfs, amd-smi, host")]
+pub struct UnknownBackend(pub String);
+
 /// Open the named backend, or with `auto` the first that works: NVML, then amdgpu sysfs (AMD SMI
 /// only when asked for by name: it adds counters, sysfs needs no ROCm). Returns the backend (None:
 /// host only) and one line per backend that was tried and failed.
-pub fn open(name: &str, roots: &Roots) -> Result<Opened, String> {
+pub fn open(name: &str, roots: &Roots) -> Result<Opened, UnknownBackend> {
     let mut notes = Vec::new();
     let try_nvml = |notes: &mut Vec<String>| match Nvml::open(&roots.procfs) {
         Ok(b) => Some(Box::new(b) as Box<dyn Backend>),
@@ -66,12 +71,7 @@ pub fn open(name: &str, roots: &Roots) -> Result<Opened, String> {
             }
         },
         "host" => None,
-        other => {
-            return Err(format!(
-                "unknown backend `{other}`; one of {}",
-                NAMES.join(", ")
-            ));
-        }
+        other => return Err(UnknownBackend(other.to_string())),
     };
     Ok((backend, notes))
 }

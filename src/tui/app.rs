@@ -5,6 +5,7 @@
 
 use super::keymap::{self, Action};
 use super::screens::{self, Move, Screens, Tab};
+use crate::app::AppError;
 use crate::app::views::config::{ConfigView, PendingEdit, PlanView};
 use crate::app::views::studies::{StudyDetail, StudySummary};
 use crate::domain::study::StudyRecord;
@@ -27,12 +28,12 @@ pub const LOG_LINES: usize = 500;
 pub enum Msg {
     Key(KeyEvent),
     /// The config view was (re)built; `plan` is set when edits are pending.
-    Loaded(Result<(Box<ConfigView>, Option<PlanView>), String>),
-    Saved(Result<String, String>),
+    Loaded(Result<(Box<ConfigView>, Option<PlanView>), AppError>),
+    Saved(Result<String, AppError>),
     Trial(TrialEvent),
-    TrialDone(Result<Box<TrialResult>, String>),
+    TrialDone(Result<Box<TrialResult>, AppError>),
     /// A GEMM stage ended: its last trial, and one line on what it produced.
-    GemmDone(Result<(Box<TrialResult>, String), String>),
+    GemmDone(Result<(Box<TrialResult>, String), AppError>),
     Telemetry(Box<Snapshot>),
     /// The GPUs the live sampler reads, its backend, and a note when no GPU backend works.
     TelemetryReady {
@@ -40,16 +41,16 @@ pub enum Msg {
         backend: String,
         note: Option<String>,
     },
-    Trials(Result<Vec<TrialRow>, String>),
+    Trials(Result<Vec<TrialRow>, AppError>),
     /// One line of a running sweep's progress.
     SweepLine(String),
     /// The sweep ended: the study's name, its record (None when it was stopped) and the command
     /// that resumes it.
-    SweepDone(Result<(String, Option<Box<StudyRecord>>, String), String>),
+    SweepDone(Result<(String, Option<Box<StudyRecord>>, String), AppError>),
     /// The experiment's studies.
-    Studies(Result<Vec<StudySummary>, String>),
+    Studies(Result<Vec<StudySummary>, AppError>),
     /// One study in full.
-    Study(Result<Box<StudyDetail>, String>),
+    Study(Result<Box<StudyDetail>, AppError>),
     /// A step of a running use case (or a report written) worth a line on the status bar.
     Note(String),
     /// The experiment file changed on disk (another program wrote it).
@@ -296,8 +297,8 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
             vec![]
         }
         Msg::Loaded(Err(e)) => {
-            app.load_error = Some(e.clone());
-            app.error(e);
+            app.load_error = Some(e.to_string());
+            app.error(e.to_string());
             vec![]
         }
         Msg::Saved(Ok(what)) => {
@@ -307,7 +308,7 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
             vec![Effect::Load(Vec::new())]
         }
         Msg::Saved(Err(e)) => {
-            app.error(e);
+            app.error(e.to_string());
             vec![]
         }
         Msg::Trial(ev) => {

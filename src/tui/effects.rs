@@ -66,40 +66,28 @@ impl Runner {
                 let (g, t) = (self.load_gen, self.load_tx.clone());
                 self.read(move |s| {
                     let r = crate::app::views::config::build(s, &pending)
-                        .map(|(v, plan)| (Box::new(v), plan))
-                        .map_err(|e| e.to_string());
+                        .map(|(v, plan)| (Box::new(v), plan));
                     let _ = t.blocking_send((g, Msg::Loaded(r)));
                     None
                 });
             }
             Effect::Save(pending) => {
                 tracing::info!(edits = pending.len(), "saving");
-                self.read(move |s| {
-                    Some(Msg::Saved(
-                        crate::app::edit::save(s, &pending).map_err(|e| e.to_string()),
-                    ))
-                });
+                self.read(move |s| Some(Msg::Saved(crate::app::edit::save(s, &pending))));
             }
             Effect::LoadTrials => self.read(|s| {
-                let r = s
-                    .existing_store()
-                    .and_then(|st| match st {
-                        Some(st) => Ok(st.list_trials(&TrialFilter::all())?),
-                        None => Ok(Vec::new()),
-                    })
-                    .map_err(|e| e.to_string());
+                let r = s.existing_store().and_then(|st| match st {
+                    Some(st) => Ok(st.list_trials(&TrialFilter::all())?),
+                    None => Ok(Vec::new()),
+                });
                 Some(Msg::Trials(r))
             }),
-            Effect::LoadStudies => self.read(|s| {
-                Some(Msg::Studies(
-                    crate::app::views::studies::list(s).map_err(|e| e.to_string()),
-                ))
-            }),
+            Effect::LoadStudies => {
+                self.read(|s| Some(Msg::Studies(crate::app::views::studies::list(s))))
+            }
             Effect::LoadStudy(name) => self.read(move |s| {
                 Some(Msg::Study(
-                    crate::app::views::studies::detail(s, &name)
-                        .map(Box::new)
-                        .map_err(|e| e.to_string()),
+                    crate::app::views::studies::detail(s, &name).map(Box::new),
                 ))
             }),
             Effect::WriteReport(name) => self.read(move |s| {
@@ -255,7 +243,7 @@ fn start_trial(session: &Session, req: TrialRequest, tx: mpsc::Sender<Msg>) -> W
             let p = crate::app::trial::prepare(&session, &req)?;
             crate::app::trial::run_blocking(&session, &p, events, cancel)
         });
-        let _ = tx.blocking_send(Msg::TrialDone(r.map(Box::new).map_err(|e| e.to_string())));
+        let _ = tx.blocking_send(Msg::TrialDone(r.map(Box::new)));
     })
 }
 
@@ -267,8 +255,7 @@ fn start_sweep(session: &Session, req: SweepRequest, tx: mpsc::Sender<Msg>) -> W
             crate::app::sweep::run(&session, &req, events, cancel)
         });
         let _ = tx.blocking_send(Msg::SweepDone(
-            r.map(|o| (o.study, o.record.map(Box::new), o.resume))
-                .map_err(|e| e.to_string()),
+            r.map(|o| (o.study, o.record.map(Box::new), o.resume)),
         ));
     })
 }
@@ -288,6 +275,6 @@ fn start_gemm_stage(session: &Session, req: StageRequest, tx: mpsc::Sender<Msg>)
                 .ok_or_else(|| AppError::Usage("the stage ran no trial".into()))?;
             Ok((Box::new(last), out.summary.to_string()))
         });
-        let _ = tx.blocking_send(Msg::GemmDone(r.map_err(|e| e.to_string())));
+        let _ = tx.blocking_send(Msg::GemmDone(r));
     })
 }

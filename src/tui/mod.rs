@@ -257,7 +257,7 @@ fn signals() -> std::io::Result<(tokio::signal::unix::Signal, tokio::signal::uni
 fn start_sampler(opts: &TuiOptions, tx: mpsc::Sender<Msg>) -> Option<Sampler> {
     let (backend, notes) = match select::open(&opts.telemetry_backend, &opts.roots) {
         Ok(x) => x,
-        Err(e) => (None, vec![e]),
+        Err(e) => (None, vec![e.to_string()]),
     };
     let note = backend
         .is_none()

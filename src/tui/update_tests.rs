@@ -82,9 +82,7 @@ fn select_flag(app: &mut App, name: &str) {
 fn run_load(app: &mut App, fx: &[Effect]) {
     for f in fx {
         if let Effect::Load(p) = f {
-            let r = load::build(&session(), p)
-                .map(|(v, plan)| (Box::new(v), plan))
-                .map_err(|e| e.to_string());
+            let r = load::build(&session(), p).map(|(v, plan)| (Box::new(v), plan));
             update(app, Msg::Loaded(r));
         }
     }

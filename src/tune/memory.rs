@@ -23,6 +23,29 @@ use std::ops::Range;
 type Params = BTreeMap<String, Value>;
 const GIB: f64 = (1u64 << 30) as f64;
 
+/// Why a config's memory cannot be estimated.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum MemoryError {
+    #[error("missing `{0}` (a positive number)")]
+    Missing(String),
+    #[error("missing `padded_vocab_size` or `vocab_size`")]
+    NoVocab,
+    #[error("cannot read `recompute_layer_ids`")]
+    RecomputeIds,
+    #[error("missing `recompute_method` (uniform or block)")]
+    RecomputeMethod,
+    #[error("unknown recompute_granularity `{0}`")]
+    RecomputeGranularity(String),
+    #[error(transparent)]
+    Layers(#[from] crate::megatron::LayerFreqError),
+    #[error("world size {world} not divisible by {group} {size}")]
+    World {
+        world: u64,
+        group: &'static str,
+        size: f64,
+    },
+}
+
 /// Predicted peak memory of one GPU, by term, in bytes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MemoryEstimate {
@@ -45,11 +68,11 @@ fn num(p: &Params, key: &str) -> Option<f64> {
     }
 }
 
-fn need(p: &Params, key: &str) -> Result<f64, String> {
+fn need(p: &Params, key: &str) -> Result<f64, MemoryError> {
     let ok = |x: &f64| x.is_finite() && *x > 0.0;
     num(p, key)
         .filter(ok)
-        .ok_or(format!("missing `{key}` (a positive number)"))
+        .ok_or_else(|| MemoryError::Missing(key.to_string()))
 }
 
 /// A value, else the default when absent, null or not positive.
@@ -71,7 +94,7 @@ const TOKENIZER_VOCAB: &str =
 
 /// `padded_vocab_size`, else `vocab_size` (or the tokenizer's) padded as Megatron does: up to a
 /// multiple of `make_vocab_size_divisible_by` × TP.
-fn vocab(p: &Params, t: f64, notes: &mut Vec<String>) -> Result<f64, String> {
+fn vocab(p: &Params, t: f64, notes: &mut Vec<String>) -> Result<f64, MemoryError> {
     if let Some(v) = num(p, "padded_vocab_size").filter(|v| *v > 0.0) {
         return Ok(v);
     }
@@ -84,7 +107,7 @@ fn vocab(p: &Params, t: f64, notes: &mut Vec<String>) -> Result<f64, String> {
             notes.push(format!("vocab {v} from the tokenizer name `{tok}`"));
             v.parse().unwrap_or(0.0)
         }
-        (None, None) => return Err("missing `padded_vocab_size` or `vocab_size`".into()),
+        (None, None) => return Err(MemoryError::NoVocab),
     };
     let multiple = or(p, "make_vocab_size_divisible_by", 128.0) * t;
     Ok((raw / multiple).ceil() * multiple)
@@ -111,11 +134,11 @@ enum Recompute {
 
 const SELECTIVE: &str = "core_attn mlp layernorm moe moe_act shared_experts";
 
-fn recompute(rc: &megatron::Recompute, notes: &mut Vec<String>) -> Result<Recompute, String> {
+fn recompute(rc: &megatron::Recompute, notes: &mut Vec<String>) -> Result<Recompute, MemoryError> {
     let need_n = |n: &Option<u64>| {
         n.filter(|n| *n >= 1)
             .map(|n| n as usize)
-            .ok_or("missing `recompute_num_layers` (a positive number)".to_string())
+            .ok_or_else(|| MemoryError::Missing("recompute_num_layers".into()))
     };
     match rc {
         megatron::Recompute::None => Ok(Recompute::Stored(BTreeSet::new())),
@@ -133,7 +156,7 @@ fn recompute(rc: &megatron::Recompute, notes: &mut Vec<String>) -> Result<Recomp
             ..
         } => {
             let ids: Result<_, _> = ids.iter().map(|x| x.parse::<usize>()).collect();
-            let ids = ids.map_err(|_| "cannot read `recompute_layer_ids`".to_string())?;
+            let ids = ids.map_err(|_| MemoryError::RecomputeIds)?;
             Ok(Recompute::Ids(ids))
         }
         megatron::Recompute::Full {
@@ -141,9 +164,9 @@ fn recompute(rc: &megatron::Recompute, notes: &mut Vec<String>) -> Result<Recomp
         } => match method.as_deref() {
             Some("uniform") => Ok(Recompute::Uniform(need_n(num_layers)?)),
             Some("block") => Ok(Recompute::Block(need_n(num_layers)?)),
-            _ => Err("missing `recompute_method` (uniform or block)".into()),
+            _ => Err(MemoryError::RecomputeMethod),
         },
-        megatron::Recompute::Unknown(g) => Err(format!("unknown recompute_granularity `{g}`")),
+        megatron::Recompute::Unknown(g) => Err(MemoryError::RecomputeGranularity(g.clone())),
     }
 }
 
@@ -156,7 +179,7 @@ fn recompute(rc: &megatron::Recompute, notes: &mut Vec<String>) -> Result<Recomp
 pub fn estimate(
     params: &BTreeMap<String, Value>,
     world_size: u64,
-) -> Result<MemoryEstimate, String> {
+) -> Result<MemoryEstimate, MemoryError> {
     let p = params;
     let mut notes = Vec::new();
     let h = need(p, "hidden_size")?;
@@ -188,16 +211,18 @@ pub fn estimate(
     let (d, edp) = (w / (t * pp * cp), w / (etp * ep * pp)); // data, expert data parallel
     let (model, experts_group) = (t * pp * cp, etp * ep * pp);
     if d < 1.0 || d.fract() != 0.0 {
-        return Err(format!(
-            "world size {world_size} not divisible by TP×PP×CP {model}"
-        ));
+        return Err(MemoryError::World {
+            world: world_size,
+            group: "TP×PP×CP",
+            size: model,
+        });
     }
 
     // Mixture of experts.
     let moe = mp.moe.as_ref();
     let experts = moe.map(|m| m.experts as f64);
     let pattern = match moe {
-        Some(m) => m.layer_pattern(layers as u64).map_err(|e| e.to_string())?,
+        Some(m) => m.layer_pattern(layers as u64)?,
         None => vec![false; layers],
     };
     let e = experts.unwrap_or(0.0);
@@ -205,9 +230,11 @@ pub fn estimate(
     let f_sh = moe.map_or(0.0, |m| m.shared_ffn as f64);
     let topk = moe.map_or(2.0, |m| m.topk as f64);
     if experts.is_some() && (edp < 1.0 || edp.fract() != 0.0) {
-        return Err(format!(
-            "world size {world_size} not divisible by ETP×EP×PP {experts_group}"
-        ));
+        return Err(MemoryError::World {
+            world: world_size,
+            group: "ETP×EP×PP",
+            size: experts_group,
+        });
     }
 
     // Parameters held by the first stage: TP-sharded, replicated, and routed experts.
@@ -641,7 +668,12 @@ mod tests {
         assert!(padded(32_257) > padded(32_256));
         let mut p = p;
         p.remove("vocab_size");
-        assert!(estimate(&p, 2).unwrap_err().contains("vocab_size"));
+        assert!(
+            estimate(&p, 2)
+                .unwrap_err()
+                .to_string()
+                .contains("vocab_size")
+        );
         let p = with(&p, "tokenizer_model=meta-llama/Meta-Llama-3-8B");
         assert!(est(&p, 2).notes.iter().any(|n| n.contains("128256")));
         for key in [
@@ -652,9 +684,9 @@ mod tests {
         ] {
             let mut q = tiny();
             q.remove(key);
-            assert!(estimate(&q, 1).unwrap_err().contains(key));
+            assert!(estimate(&q, 1).unwrap_err().to_string().contains(key));
         }
-        let err = |p: &Params, kv: &str, w: u64| estimate(&with(p, kv), w).unwrap_err();
+        let err = |p: &Params, kv: &str, w: u64| estimate(&with(p, kv), w).unwrap_err().to_string();
         assert!(err(&tiny(), "recompute_granularity=full", 1).contains("recompute_method"));
         assert!(err(&tiny(), "tensor_model_parallel_size=2", 3).contains("TP×PP×CP 2"));
         let e = err(&tiny_moe(), "moe_layer_freq=[1]*3", 8);

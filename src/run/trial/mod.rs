@@ -217,7 +217,7 @@ pub async fn run_trial(
     let (sampler, mut telemetry_rx) = match &opts.telemetry {
         Some(t) => {
             let (backend, notes) =
-                select::open(&t.backend, &t.roots).unwrap_or_else(|e| (None, vec![e]));
+                select::open(&t.backend, &t.roots).unwrap_or_else(|e| (None, vec![e.to_string()]));
             if backend.is_none() {
                 let _ = events
                     .send(TrialEvent::TelemetryUnavailable {

@@ -2,6 +2,7 @@
 //! tokens/s, loss, memory), per-GPU telemetry with sparklines and charts, and the log tail with
 //! failure lines marked. Telemetry shows whether or not a trial runs.
 
+use crate::app::AppError;
 use crate::domain::trial::{Iteration, Summary, TrialResult};
 use crate::run::process::Stream;
 use crate::run::trial::TrialEvent;
@@ -181,7 +182,7 @@ pub fn on_event(app: &mut App, ev: TrialEvent) {
 }
 
 /// The trial ended (or could not run).
-pub fn on_done(app: &mut App, r: Result<Box<TrialResult>, String>) -> Vec<Effect> {
+pub fn on_done(app: &mut App, r: Result<Box<TrialResult>, AppError>) -> Vec<Effect> {
     let ended = match &r {
         Ok(t) => format!(
             "trial {} {} ({})",
@@ -195,7 +196,7 @@ pub fn on_done(app: &mut App, r: Result<Box<TrialResult>, String>) -> Vec<Effect
     if let Ok(t) = &r {
         trial.summary = Some(t.summary.clone());
     }
-    trial.result = Some(r.map(|b| *b));
+    trial.result = Some(r.map(|b| *b).map_err(|e| e.to_string()));
     match &trial.result {
         Some(Err(_)) => app.error(ended),
         _ => app.info(ended),

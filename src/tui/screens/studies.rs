@@ -3,6 +3,7 @@
 //! report, `a` applies its pick as unsaved edits.
 
 use super::{Move, Tab, sweep};
+use crate::app::AppError;
 use crate::app::views::studies::{StudyDetail, StudyStatus, StudySummary};
 use crate::domain::study::settings;
 use crate::tui::app::{App, Effect};
@@ -36,7 +37,7 @@ pub fn move_selection(app: &mut App, to: Move) {
     }
 }
 
-pub fn on_list(app: &mut App, r: Result<Vec<StudySummary>, String>) {
+pub fn on_list(app: &mut App, r: Result<Vec<StudySummary>, AppError>) {
     let st = &mut app.screens.studies;
     match r {
         Ok(rows) => {
@@ -44,14 +45,14 @@ pub fn on_list(app: &mut App, r: Result<Vec<StudySummary>, String>) {
             st.error = None;
             st.selected = st.selected.min(st.rows.len().saturating_sub(1));
         }
-        Err(e) => st.error = Some(e),
+        Err(e) => st.error = Some(e.to_string()),
     }
 }
 
-pub fn on_detail(app: &mut App, r: Result<Box<StudyDetail>, String>) {
+pub fn on_detail(app: &mut App, r: Result<Box<StudyDetail>, AppError>) {
     match r {
         Ok(d) => app.screens.studies.open = Some(*d),
-        Err(e) => app.error(e),
+        Err(e) => app.error(e.to_string()),
     }
 }
 

@@ -2,6 +2,7 @@
 //! the last result ranked with each candidate's verdict.
 
 use super::Move;
+use crate::app::AppError;
 use crate::domain::study::{StudyRecord, VerdictKind};
 use crate::tui::app::{App, Effect, LOG_LINES, add_edits, json_text, quit_if_done};
 use crate::tui::keymap::Action;
@@ -129,7 +130,7 @@ pub fn on_line(app: &mut App, line: String) {
 /// The sweep ended (or stopped, or could not run).
 pub fn on_done(
     app: &mut App,
-    r: Result<(String, Option<Box<StudyRecord>>, String), String>,
+    r: Result<(String, Option<Box<StudyRecord>>, String), AppError>,
 ) -> Vec<Effect> {
     app.screens.sweep.running = false;
     match r {

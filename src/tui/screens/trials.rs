@@ -2,6 +2,7 @@
 //! by side (settings that differ, and the figures).
 
 use super::Move;
+use crate::app::AppError;
 use crate::store::TrialRow;
 use crate::tui::app::{App, Effect, add_edits, json_text};
 use crate::tui::keymap::Action;
@@ -113,7 +114,7 @@ pub fn move_selection(app: &mut App, to: Move) {
 }
 
 /// The stored trials were read.
-pub fn on_rows(app: &mut App, r: Result<Vec<TrialRow>, String>) {
+pub fn on_rows(app: &mut App, r: Result<Vec<TrialRow>, AppError>) {
     let st = &mut app.screens.trials;
     match r {
         Ok(rows) => {
@@ -121,7 +122,7 @@ pub fn on_rows(app: &mut App, r: Result<Vec<TrialRow>, String>) {
             st.error = None;
             st.selected = st.selected.min(st.rows.len().saturating_sub(1));
         }
-        Err(e) => st.error = Some(e),
+        Err(e) => st.error = Some(e.to_string()),
     }
 }
 
