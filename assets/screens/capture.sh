@@ -55,6 +55,15 @@ wait_gone() {
 shot() { tm capture-pane -p -t tui >"$out/$1.txt"; echo "wrote assets/screens/$1.txt"; }
 keys() { tm send-keys -t tui "$@"; }
 
+# A short finished sweep for the Studies screen (two CPU-proxy trials of 6 iterations).
+(
+  cd "$work"
+  unset PRIMUS_ROOT PRIMUS_TUNE_WORKSPACE GPUS_PER_NODE
+  XDG_DATA_HOME="$work/data" XDG_CONFIG_HOME="$work/config" "$bin" sweep \
+    examples/experiments/moe_16B-BF16-pretrain.yaml --space sync-free-stage --profile proxy-cpu \
+    --name demo-sync-free --max-trials 2 --first-iters 6 --max-iters 6 --no-telemetry >/dev/null 2>&1 || true
+)
+
 tm new-session -d -s tui -x 80 -y 24 -c "$work" "sh launch.sh; echo EXITED \$?; sleep 60"
 
 # Checklist, the Memory step selected.
@@ -69,14 +78,19 @@ wait_for 'no trial yet'
 keys r
 wait_for 'it (1[2-9]|[2-4][0-9])/50 '
 shot run
-wait_for 'trial 1 (completed|failed|stopped)'
+wait_for 'trial [0-9]+ (completed|failed|stopped)'
 
 # Trials with the detail view.
 keys 4
-wait_for 'Trials · 1 '
+wait_for 'Trials · 3 '
 keys Enter
 wait_for 'Detail'
 shot trials
+
+# Studies: the sweep run above.
+keys 6
+wait_for 'Studies · 1 '
+shot studies
 
 # Flags: the Memory step's flags, micro_batch_size edited to 2 (unsaved).
 keys 1

@@ -89,8 +89,13 @@ impl Printer {
 
     fn print(&mut self, ev: &AppEvent) {
         if self.style.json {
-            if ev.for_json() {
-                json_line(&serde_json::to_value(ev).unwrap_or_default());
+            // Straight from the event (not through a map), so `event` comes first on the line.
+            if ev.for_json()
+                && let Ok(line) = serde_json::to_string(ev)
+            {
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "{line}");
+                let _ = out.flush();
             }
             return;
         }

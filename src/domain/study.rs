@@ -119,7 +119,7 @@ impl std::str::FromStr for VerdictKind {
 
 impl std::fmt::Display for VerdictKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 
@@ -179,4 +179,22 @@ pub fn settings(o: &BTreeMap<String, serde_json::Value>) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdicts_read_back_and_pad_in_tables() {
+        for v in ["winner", "tie", "ruled-out", "predicted-slower", "not-run"] {
+            assert_eq!(v.parse::<VerdictKind>().unwrap().as_str(), v);
+        }
+        assert!("best".parse::<VerdictKind>().is_err());
+        assert_eq!(format!("{:<8}|", VerdictKind::Tie), "tie     |");
+        assert_eq!(
+            format!("{:<11}|", crate::domain::trial::TrialStatus::Failed),
+            "failed     |"
+        );
+    }
 }
