@@ -254,6 +254,23 @@ fn bench_frames() {
     frames("Trials + compare", &mut app);
     key(&mut app, KeyCode::Char('?'));
     frames("Help overlay (over Trials)", &mut app);
+    key(&mut app, KeyCode::Esc);
+    key(&mut app, KeyCode::Char('5'));
+    app::update(
+        &mut app,
+        Msg::SweepDone(Ok((
+            "memfit-1".into(),
+            Some(Box::new(study_record())),
+            String::new(),
+        ))),
+    );
+    frames("Sweep (20 ranked candidates)", &mut app);
+    key(&mut app, KeyCode::Char('6'));
+    app::update(
+        &mut app,
+        Msg::Studies(Ok((0..200).map(study_summary).collect())),
+    );
+    frames("Studies (200 studies)", &mut app);
     // The update side: one telemetry snapshot into a full history.
     let mut k = HISTORY as u64;
     let mut times: Vec<Duration> = (0..2000)
@@ -273,6 +290,81 @@ fn bench_frames() {
         times[times.len() / 2].as_secs_f64() * 1e3,
         times[times.len() * 95 / 100].as_secs_f64() * 1e3
     );
+}
+
+/// A finished memory-fit study: 20 candidates with every kind of verdict.
+fn study_record() -> primus_tune::domain::study::StudyRecord {
+    use primus_tune::domain::study::{CandidateRecord, StudyRecord};
+    let verdicts = [
+        "winner",
+        "tie",
+        "slower",
+        "oom",
+        "ruled-out",
+        "predicted-slower",
+        "not-run",
+    ];
+    let candidates = (0..20)
+        .map(|i| CandidateRecord {
+            id: i,
+            overrides: [
+                (
+                    "micro_batch_size".to_string(),
+                    serde_json::json!(1 << (i % 4)),
+                ),
+                (
+                    "recompute_granularity".to_string(),
+                    serde_json::json!("full"),
+                ),
+            ]
+            .into_iter()
+            .collect(),
+            verdict: verdicts[i % verdicts.len()].parse().expect("a verdict"),
+            why: "slower by 3.1 ± 0.8 %".into(),
+            n: 24,
+            median_ms: Some(400.0 + i as f64),
+            ci_low_ms: Some(398.0 + i as f64),
+            ci_high_ms: Some(402.0 + i as f64),
+            peak_memory_bytes: Some(40 << 30),
+            predicted_bytes: Some(41.0 * (1u64 << 30) as f64),
+        })
+        .collect();
+    StudyRecord {
+        space: "memory-fit".into(),
+        config: "x.yaml".into(),
+        profile: "proxy-torch".into(),
+        gpus: 8,
+        capacity_bytes: Some(192.0 * (1u64 << 30) as f64),
+        candidates,
+        pick: Some(0),
+        gpu_seconds: 1800.0,
+        trials: 31,
+        log: Vec::new(),
+        memory_error: Some(0.04),
+    }
+}
+
+fn study_summary(i: usize) -> primus_tune::app::views::studies::StudySummary {
+    use primus_tune::app::views::studies::{StudyStatus, StudySummary};
+    StudySummary {
+        id: i as i64,
+        name: format!("memory-fit-2026120{}T1{i:05}", i % 10),
+        space: "memory-fit".into(),
+        status: if i.is_multiple_of(3) {
+            StudyStatus::Unfinished
+        } else {
+            StudyStatus::Finished
+        },
+        trials: 12,
+        gpu_seconds: 600.0 + i as f64,
+        pick: Some(
+            [("micro_batch_size".to_string(), serde_json::json!(2))]
+                .into_iter()
+                .collect(),
+        ),
+        started: "2026-12-01T10:04:05.120Z".into(),
+        profile: Some("primus".into()),
+    }
 }
 
 fn binary() -> PathBuf {
