@@ -495,24 +495,48 @@ impl Calibration {
     }
 }
 
-/// Would this fit? capacity × (1 − headroom) vs the calibrated prediction; Err(reason in words
-/// with both numbers in GiB).
-pub fn fits(predicted_bytes: f64, capacity_bytes: f64, headroom: f64) -> Result<(), String> {
+/// Why a prediction does not fit, with both numbers in GiB.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum NoFit {
+    #[error(
+        "cannot compare {predicted_gib:.2} GiB with {capacity_gib:.2} GiB at headroom {headroom}"
+    )]
+    Incomparable {
+        predicted_gib: f64,
+        capacity_gib: f64,
+        headroom: f64,
+    },
+    #[error(
+        "predicted {predicted_gib:.2} GiB per GPU exceeds the {usable_gib:.2} GiB usable ({capacity_gib:.2} GiB less {:.0}% headroom)",
+        headroom * 100.0
+    )]
+    TooBig {
+        predicted_gib: f64,
+        usable_gib: f64,
+        capacity_gib: f64,
+        headroom: f64,
+    },
+}
+
+/// Would this fit? capacity × (1 − headroom) vs the calibrated prediction.
+pub fn fits(predicted_bytes: f64, capacity_bytes: f64, headroom: f64) -> Result<(), NoFit> {
     let (pred, cap, budget) = (predicted_bytes / GIB, capacity_bytes / GIB, 1.0 - headroom);
     if !(cap.is_finite() && cap > 0.0 && (0.0..1.0).contains(&headroom) && pred.is_finite()) {
-        return Err(format!(
-            "cannot compare {pred:.2} GiB with {cap:.2} GiB at headroom {headroom}"
-        ));
+        return Err(NoFit::Incomparable {
+            predicted_gib: pred,
+            capacity_gib: cap,
+            headroom,
+        });
     }
     if predicted_bytes <= capacity_bytes * budget {
         return Ok(());
     }
-    let pct = headroom * 100.0;
-    Err(format!(
-        "predicted {pred:.2} GiB per GPU exceeds the {:.2} GiB usable ({cap:.2} GiB less \
-         {pct:.0}% headroom)",
-        cap * budget
-    ))
+    Err(NoFit::TooBig {
+        predicted_gib: pred,
+        usable_gib: cap * budget,
+        capacity_gib: cap,
+        headroom,
+    })
 }
 
 #[cfg(test)]
@@ -800,7 +824,7 @@ mod tests {
         let cap = 192.0 * GIB;
         assert!(fits(cap, cap, 0.0).is_ok());
         assert!(fits(cap * 0.9, cap, 0.1).is_ok());
-        let err = fits(cap * 0.9 + 1024.0, cap, 0.1).unwrap_err();
+        let err = fits(cap * 0.9 + 1024.0, cap, 0.1).unwrap_err().to_string();
         assert!(
             err.contains("172.80 GiB") && err.contains("192.00 GiB"),
             "{err}"

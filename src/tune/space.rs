@@ -178,12 +178,17 @@ pub fn as_overrides(o: &Overrides) -> Vec<Override> {
         .collect()
 }
 
+/// Why a candidate may not run: the lint errors it brings that the experiment does not have.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Illegal(pub String);
+
 /// Legality of each candidate: Ok, or the new lint errors it brings (in words).
 pub fn legality(
     exp: &Experiment,
     opts: &LoadOptions,
     cands: &[Candidate],
-) -> Vec<Result<(), String>> {
+) -> Vec<Result<(), Illegal>> {
     let catalog = crate::config::catalog::Catalog::builtin();
     let base: HashSet<(&str, Option<String>)> = lint::lint(exp, &opts.env, catalog)
         .into_iter()
@@ -195,7 +200,7 @@ pub fn legality(
         .map(|c| {
             let mut with = opts.clone();
             with.overrides.extend(as_overrides(&c.overrides));
-            let e = Experiment::load(&exp.path, &with).map_err(|e| e.to_string())?;
+            let e = Experiment::load(&exp.path, &with).map_err(|e| Illegal(e.to_string()))?;
             let new: Vec<String> = lint::lint(&e, &opts.env, catalog)
                 .into_iter()
                 .filter(|d| d.severity == Severity::Error)
@@ -205,7 +210,7 @@ pub fn legality(
             if new.is_empty() {
                 Ok(())
             } else {
-                Err(new.join("; "))
+                Err(Illegal(new.join("; ")))
             }
         })
         .collect()
@@ -365,7 +370,7 @@ mod tests {
             .map(|(c, _)| c.overrides["turbo_deepep_num_cu"].as_i64().unwrap())
             .collect();
         assert_eq!(ok, vec![16, 24, 32]);
-        let why = legal[3].as_ref().unwrap_err();
+        let why = legal[3].as_ref().unwrap_err().to_string();
         assert!(why.contains("32"), "{why}");
     }
 

@@ -44,7 +44,7 @@ pub fn record(
     gpus: u64,
     capacity: Option<f64>,
     cands: &[Candidate],
-    legal: &[Result<(), String>],
+    legal: &[Result<(), super::space::Illegal>],
     predicted: &BTreeMap<usize, f64>,
     r: &SearchResult,
 ) -> StudyRecord {
@@ -54,7 +54,7 @@ pub fn record(
         .zip(legal)
         .map(|(c, l)| {
             let (verdict, why) = match (l, verdicts.get(&c.id)) {
-                (Err(e), _) => (VerdictKind::Illegal, e.clone()),
+                (Err(e), _) => (VerdictKind::Illegal, e.to_string()),
                 (Ok(()), Some(v)) => verdict_text(v),
                 (Ok(()), None) => (VerdictKind::NotRun, "not reached".into()),
             };
