@@ -102,63 +102,34 @@ fn imports(code: &str) -> BTreeSet<String> {
     out
 }
 
-/// What each layer may import, besides itself.
-fn allowed(layer: &str) -> Option<&'static [&'static str]> {
-    const BASE: &[&str] = &["util", "domain"];
-    Some(match layer {
-        "util" => &[],
-        "domain" => &["util"],
-        // `megatron` reads config values; `config`'s lint reads the typed view.
-        "config" => &["util", "domain", "megatron"],
-        "megatron" => &["config"],
-        "telemetry" => &["util", "domain", "config"],
-        "store" => BASE,
-        "run" => &["util", "domain", "config", "megatron", "telemetry", "store"],
-        "gemm" => &[
-            "util",
-            "domain",
-            "config",
-            "megatron",
-            "telemetry",
-            "store",
-            "run",
-        ],
-        "checklist" => &["util", "domain", "config", "megatron", "gemm"],
-        "tune" => &[
-            "util",
-            "domain",
-            "config",
-            "megatron",
-            "telemetry",
-            "store",
-            "run",
-            "gemm",
-        ],
-        "report" => &[
-            "util",
-            "domain",
-            "config",
-            "megatron",
-            "telemetry",
-            "store",
-            "run",
-            "tune",
-        ],
-        "app" => &[
-            "util",
-            "domain",
-            "config",
-            "megatron",
-            "telemetry",
-            "store",
-            "run",
-            "gemm",
-            "checklist",
-            "tune",
-            "report",
-        ],
-        _ => return None,
-    })
+/// The engine layers, bottom up; a layer may import the tiers below its own (and `config` and
+/// `megatron`, one tier, each other: `megatron` reads config values, lint reads the typed view).
+const TIERS: &[&[&str]] = &[
+    &["util"],
+    &["domain"],
+    &["config", "megatron"],
+    &["telemetry", "store"],
+    &["run"],
+    &["gemm"],
+    &["checklist", "tune"],
+    &["report"],
+    &["app"],
+];
+
+/// What each layer may import, besides itself; `None` for a layer the table does not know.
+fn allowed(layer: &str) -> Option<Vec<&'static str>> {
+    let tier = TIERS.iter().position(|t| t.contains(&layer))?;
+    let mut ok: Vec<&str> = TIERS[..tier]
+        .iter()
+        .flat_map(|t| t.iter().copied())
+        .collect();
+    if TIERS[tier].contains(&"megatron") {
+        ok.extend(TIERS[tier].iter().copied());
+    }
+    // Side by side, not below one another.
+    ok.retain(|m| !(layer == "telemetry" && *m == "store"));
+    ok.retain(|m| !(layer == "store" && ["config", "megatron"].contains(m)));
+    Some(ok)
 }
 
 const FRONTENDS: &[&str] = &["cli", "tui", "main", "lib"];

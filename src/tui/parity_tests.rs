@@ -242,6 +242,29 @@ impl Driver {
         done(&self.app)
     }
 
+    /// On the Sweep screen with the CPU proxy: sweeps `space`, stops it (`x`) once its first
+    /// trial has ended, and waits for the sweep to end.
+    fn sweep_one_trial(&mut self, space: &str) {
+        self.profile("proxy-cpu");
+        self.key(KeyCode::Char('5'));
+        let spaces = &self.app.config.as_ref().unwrap().spaces;
+        self.app.screens.sweep.selected = spaces.iter().position(|s| s.name == space).unwrap();
+        self.key(KeyCode::Char('r'));
+        let first = |a: &App| {
+            a.screens
+                .sweep
+                .log
+                .iter()
+                .any(|l| l.starts_with("  trial "))
+        };
+        assert!(self.until(first, 60), "{:?}", self.app.screens.sweep.log);
+        self.key(KeyCode::Char('x'));
+        assert!(
+            self.until(|a| !a.screens.sweep.running, 60),
+            "the sweep stops"
+        );
+    }
+
     fn status(&self) -> String {
         self.app.status.clone().map(|s| s.1).unwrap_or_default()
     }
@@ -560,34 +583,7 @@ fn a_stopped_sweep_resumes_with_the_command_either_frontend_prints() {
 
     // The TUI: stop it after its first trial, then the command on its status line.
     let mut d = Driver::new(f.session(None));
-    d.profile("proxy-cpu");
-    d.key(KeyCode::Char('5'));
-    let i = d
-        .app
-        .config
-        .as_ref()
-        .unwrap()
-        .spaces
-        .iter()
-        .position(|s| s.name == "sync-free-stage")
-        .unwrap();
-    d.app.screens.sweep.selected = i;
-    d.key(KeyCode::Char('r'));
-    assert!(
-        d.until(
-            |a| a
-                .screens
-                .sweep
-                .log
-                .iter()
-                .any(|l| l.starts_with("  trial ")),
-            60
-        ),
-        "a first trial: {:?}",
-        d.app.screens.sweep.log
-    );
-    d.key(KeyCode::Char('x'));
-    assert!(d.until(|a| !a.screens.sweep.running, 60), "the sweep stops");
+    d.sweep_one_trial("sync-free-stage");
     let status = d.status();
     let hint = status
         .split('`')
@@ -669,31 +665,7 @@ fn sweeps_sample_the_telemetry_backend_the_frontend_was_given() {
     session.workspace =
         crate::store::Workspace::at(ws2.clone(), crate::store::WorkspaceOrigin::Chosen);
     let mut d = Driver::new(session);
-    d.profile("proxy-cpu");
-    d.key(KeyCode::Char('5'));
-    let i = d
-        .app
-        .config
-        .as_ref()
-        .unwrap()
-        .spaces
-        .iter()
-        .position(|s| s.name == "sync-free-stage")
-        .unwrap();
-    d.app.screens.sweep.selected = i;
-    d.key(KeyCode::Char('r'));
-    assert!(d.until(
-        |a| {
-            a.screens
-                .sweep
-                .log
-                .iter()
-                .any(|l| l.starts_with("  trial "))
-        },
-        60
-    ));
-    d.key(KeyCode::Char('x'));
-    assert!(d.until(|a| !a.screens.sweep.running, 60));
+    d.sweep_one_trial("sync-free-stage");
     let tui = trials_in(&ws2);
     let first = tui
         .iter()

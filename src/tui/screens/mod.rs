@@ -88,6 +88,23 @@ pub fn move_selection(app: &mut App, to: Move) {
     }
 }
 
+/// A list screen's rows arrived, or why they did not: the selection stays on a row.
+pub(crate) fn rows_arrived<T>(
+    rows: &mut Vec<T>,
+    selected: &mut usize,
+    error: &mut Option<String>,
+    r: Result<Vec<T>, crate::app::AppError>,
+) {
+    match r {
+        Ok(new) => {
+            *rows = new;
+            *error = None;
+            *selected = (*selected).min(rows.len().saturating_sub(1));
+        }
+        Err(e) => *error = Some(e.to_string()),
+    }
+}
+
 /// Where a list selection goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Move {

@@ -39,14 +39,7 @@ pub fn move_selection(app: &mut App, to: Move) {
 
 pub fn on_list(app: &mut App, r: Result<Vec<StudySummary>, AppError>) {
     let st = &mut app.screens.studies;
-    match r {
-        Ok(rows) => {
-            st.rows = rows;
-            st.error = None;
-            st.selected = st.selected.min(st.rows.len().saturating_sub(1));
-        }
-        Err(e) => st.error = Some(e.to_string()),
-    }
+    super::rows_arrived(&mut st.rows, &mut st.selected, &mut st.error, r);
 }
 
 pub fn on_detail(app: &mut App, r: Result<Box<StudyDetail>, AppError>) {

@@ -116,14 +116,7 @@ pub fn move_selection(app: &mut App, to: Move) {
 /// The stored trials were read.
 pub fn on_rows(app: &mut App, r: Result<Vec<TrialRow>, AppError>) {
     let st = &mut app.screens.trials;
-    match r {
-        Ok(rows) => {
-            st.rows = rows;
-            st.error = None;
-            st.selected = st.selected.min(st.rows.len().saturating_sub(1));
-        }
-        Err(e) => st.error = Some(e.to_string()),
-    }
+    super::rows_arrived(&mut st.rows, &mut st.selected, &mut st.error, r);
 }
 
 pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
