@@ -265,6 +265,18 @@ impl Driver {
         );
     }
 
+    /// Waits for the Run screen's trial to end; its result (the error text when it could not
+    /// run).
+    fn trial_result(&mut self) -> Result<crate::domain::trial::TrialResult, String> {
+        let ended = |a: &App| {
+            let t = a.screens.run.trial.as_ref();
+            t.is_some_and(|t| t.result.is_some())
+        };
+        assert!(self.until(ended, 30), "the TUI's trial ends");
+        let t = self.app.screens.run.trial.as_ref().unwrap();
+        t.result.clone().unwrap()
+    }
+
     fn status(&self) -> String {
         self.app.status.clone().map(|s| s.1).unwrap_or_default()
     }
@@ -301,28 +313,7 @@ fn lint_errors_stop_a_launch_from_both_frontends() {
     let mut d = Driver::new(f.session(None));
     d.key(KeyCode::Char('3'));
     d.key(KeyCode::Char('r'));
-    assert!(
-        d.until(
-            |a| a
-                .screens
-                .run
-                .trial
-                .as_ref()
-                .is_some_and(|t| t.result.is_some()),
-            30
-        ),
-        "the TUI's trial ends"
-    );
-    let result = d
-        .app
-        .screens
-        .run
-        .trial
-        .as_ref()
-        .unwrap()
-        .result
-        .clone()
-        .unwrap();
+    let result = d.trial_result();
     assert_eq!(result.unwrap_err(), cli_error, "the same refusal");
     assert!(d.status().contains(&cli_error), "{}", d.status());
     assert!(trials_in(&f.ws).is_empty(), "nothing was launched");
@@ -365,26 +356,7 @@ fn a_gemm_stage_without_hipblaslt_is_refused_with_one_text() {
         stage: 1,
         profile: "proxy-cpu".into(),
     }]);
-    assert!(d.until(
-        |a| {
-            a.screens
-                .run
-                .trial
-                .as_ref()
-                .is_some_and(|t| t.result.is_some())
-        },
-        30
-    ));
-    let r = d
-        .app
-        .screens
-        .run
-        .trial
-        .as_ref()
-        .unwrap()
-        .result
-        .clone()
-        .unwrap();
+    let r = d.trial_result();
     assert_eq!(r.unwrap_err(), cli_error);
     assert!(trials_in(&f.ws).is_empty());
 }
