@@ -70,6 +70,7 @@ pub fn apply_plan(
                 ..topts.profile.capabilities.clone()
             },
             source: "gemm-tune stage 2".into(),
+            declares_capabilities: true,
         };
     }
 }

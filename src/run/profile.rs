@@ -63,6 +63,10 @@ pub struct Profile {
     /// Where the profile came from (set on load).
     #[serde(skip)]
     pub source: String,
+    /// The file declared `capabilities:` (set on load; a profile of yours that replaces a
+    /// built-in and declares none keeps the built-in's).
+    #[serde(skip)]
+    pub declares_capabilities: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -141,8 +145,10 @@ impl Profile {
         let node = yaml::parse(text)
             .map_err(|e| invalid(e.to_string()))?
             .ok_or_else(|| invalid("empty file".into()))?;
-        let mut p: Profile =
-            serde_json::from_value(node.typed().to_json()).map_err(|e| invalid(e.to_string()))?;
+        let json = node.typed().to_json();
+        let declares_capabilities = json.get("capabilities").is_some();
+        let mut p: Profile = serde_json::from_value(json).map_err(|e| invalid(e.to_string()))?;
+        p.declares_capabilities = declares_capabilities;
         if p.argv.is_empty() {
             return Err(invalid("`argv` is empty".into()));
         }
@@ -392,7 +398,13 @@ pub fn all(user: Option<&Path>) -> Result<Vec<Profile>, ProfileError> {
                 source_name: f.display().to_string(),
                 message: e.to_string(),
             })?;
-            let p = Profile::parse(&text, &f.display().to_string())?;
+            let mut p = Profile::parse(&text, &f.display().to_string())?;
+            // A copy of a built-in made before profiles declared capabilities keeps working.
+            if let Some(builtin) = out.iter().find(|q| q.name == p.name)
+                && !p.declares_capabilities
+            {
+                p.capabilities = builtin.capabilities.clone();
+            }
             out.retain(|q| q.name != p.name);
             out.push(p);
         }
@@ -589,6 +601,26 @@ mod tests {
         .unwrap();
         let p = find("proxy-cpu", Some(dir.path())).unwrap();
         assert_eq!(p.argv[1], "custom");
+        // It declares no capabilities: it keeps the built-in's (one process, no hipBLASLt).
+        assert_eq!(
+            p.capabilities,
+            find("proxy-cpu", None).unwrap().capabilities
+        );
+        assert!(!p.capabilities.calls_hipblaslt());
+        std::fs::write(
+            dir.path().join("primus.yaml"),
+            "name: primus\nargv: [run]\ncapabilities: {hipblaslt: direct}\n",
+        )
+        .unwrap();
+        let p = find("primus", Some(dir.path())).unwrap();
+        assert_eq!(
+            p.capabilities.hipblaslt,
+            crate::run::capabilities::Hipblaslt::Direct
+        );
+        assert_eq!(
+            p.capabilities.log_level, None,
+            "declared: nothing inherited"
+        );
         let (argv, _) = find("site", Some(dir.path()))
             .unwrap()
             .expand(&cx())
