@@ -36,7 +36,10 @@ fn bin() -> Option<PathBuf> {
     if p.is_file() {
         Some(p)
     } else {
-        eprintln!(
+        // Straight to stderr, past the test harness's capture: a skip must be seen.
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
             "skipped: {} is not built (plain `cargo test` builds it)",
             p.display()
         );
