@@ -303,11 +303,11 @@ impl Cx<'_> {
                 f.push(ok(format!("Turbo kernels on: {}", on.join(", "))));
             }
             if !self.on("use_turbo_attention") {
-                f.push(todo("rule (guide §2): turn on use_turbo_attention for the optimized attention kernels"));
+                f.push(todo("rule (Primus performance-tuning guide §2): turn on use_turbo_attention for the optimized attention kernels"));
             }
             if self.is_moe() && !self.on("use_turbo_grouped_gemm") {
                 f.push(todo(
-                    "rule (guide §2): MoE model — turn on use_turbo_grouped_gemm",
+                    "rule (Primus performance-tuning guide §2): MoE model — turn on use_turbo_grouped_gemm",
                 ));
             }
         } else {
@@ -320,7 +320,7 @@ impl Cx<'_> {
             f.push(ok("Primus-Turbo is on (primus_turbo.enable_primus_turbo)"));
             if !self.on("primus_turbo.use_turbo_attention") {
                 f.push(todo(
-                    "rule (guide §2): turn on primus_turbo.use_turbo_attention",
+                    "rule (Primus performance-tuning guide §2): turn on primus_turbo.use_turbo_attention",
                 ));
             }
         }
@@ -334,13 +334,13 @@ impl Cx<'_> {
             let fp4 = self.m.value("fp4").filter(|v| !v.is_null());
             match (fp8, fp4) {
                 (Some(v), _) => f.push(ok(format!(
-                    "FP8 ({v}, recipe {}) — keep it only with recipe testing (guide §3)",
+                    "FP8 ({v}, recipe {}) — keep it only with recipe testing (Primus performance-tuning guide §3)",
                     self.m
                         .value("fp8_recipe")
                         .map_or("delayed".into(), |r| r.to_string())
                 ))),
                 (None, Some(v)) => f.push(ok(format!(
-                    "FP4 ({v}, recipe {}) — experimental; test the recipe (guide §3)",
+                    "FP4 ({v}, recipe {}) — experimental; test the recipe (Primus performance-tuning guide §3)",
                     self.m
                         .value("fp4_recipe")
                         .map_or("?".into(), |r| r.to_string())
@@ -351,7 +351,7 @@ impl Cx<'_> {
                 )),
             }
             if !self.on("cross_entropy_loss_fusion") {
-                f.push(info("rule (guide §3): cross_entropy_loss_fusion: true with cross_entropy_fusion_impl: te uses TE's fused cross entropy"));
+                f.push(info("rule (Primus performance-tuning guide §3): cross_entropy_loss_fusion: true with cross_entropy_fusion_impl: te uses TE's fused cross entropy"));
             }
         } else {
             let p = self
@@ -382,7 +382,7 @@ impl Cx<'_> {
             if self.on("use_distributed_optimizer") {
                 f.push(ok("distributed optimizer shards optimizer state"));
             } else {
-                f.push(todo("rule (guide §6): use_distributed_optimizer: true shards optimizer state across DP ranks"));
+                f.push(todo("rule (Primus performance-tuning guide §6): use_distributed_optimizer: true shards optimizer state across DP ranks"));
             }
             if self.on("optimizer_cpu_offload") {
                 f.push(ok("optimizer state offloaded to CPU"));
@@ -431,7 +431,7 @@ impl Cx<'_> {
                 if self.on(k) {
                     f.push(ok(format!("{k} is on")));
                 } else {
-                    f.push(todo(format!("rule (guide §5): turn on {k}")));
+                    f.push(todo(format!("rule (Primus performance-tuning guide §5): turn on {k}")));
                 }
             }
             let tp = self.int("tensor_model_parallel_size", 1);
@@ -444,14 +444,14 @@ impl Cx<'_> {
             }
             if pp > 1 && !self.on("overlap_p2p_comm") {
                 f.push(todo(
-                    "rule (guide §5): pipeline parallel — turn on overlap_p2p_comm",
+                    "rule (Primus performance-tuning guide §5): pipeline parallel — turn on overlap_p2p_comm",
                 ));
             }
         } else {
             let tp = self.int("parallelism.tensor_parallel_degree", 1);
             if tp > 1 && !self.on("parallelism.enable_async_tensor_parallel") {
                 f.push(todo(
-                    "rule (guide §5): TP > 1 — turn on parallelism.enable_async_tensor_parallel",
+                    "rule (Primus performance-tuning guide §5): TP > 1 — turn on parallelism.enable_async_tensor_parallel",
                 ));
             } else {
                 f.push(ok(
@@ -477,7 +477,7 @@ impl Cx<'_> {
                 f.push(ok("Turbo grouped MM for experts"));
             } else {
                 f.push(todo(
-                    "rule (guide §2): turn on primus_turbo.use_turbo_grouped_mm",
+                    "rule (Primus performance-tuning guide §2): turn on primus_turbo.use_turbo_grouped_mm",
                 ));
             }
             return (None, f, actions);
@@ -494,7 +494,7 @@ impl Cx<'_> {
             if self.on(k) {
                 f.push(ok(format!("{k} is on")));
             } else {
-                f.push(todo(format!("rule (guide §7): {k}: true — {why}")));
+                f.push(todo(format!("rule (Primus performance-tuning guide §7): {k}: true — {why}")));
             }
         }
         if self.on("use_turbo_deepep") {
@@ -507,7 +507,7 @@ impl Cx<'_> {
         let stage = self.int("turbo_sync_free_moe_stage", 0);
         if stage == 0 {
             f.push(todo(
-                "sync-free MoE is off: rule (guide §7) — stage 2 on MI300X/MI325X, 1 on MI355X",
+                "sync-free MoE is off: rule (Primus performance-tuning guide §7) — stage 2 on MI300X/MI325X, 1 on MI355X",
             ));
         } else {
             f.push(ok(format!("sync-free MoE stage {stage}")));

@@ -158,7 +158,7 @@ pub fn rules(
     }
     let moe = cx.int("num_experts") > 0;
     let ep = cx.int("expert_model_parallel_size").max(1);
-    let guide = "seed guide §2 (Primus-Turbo)";
+    let guide = "Primus performance-tuning guide §2 (Primus-Turbo)";
     // Kernels: Primus-Turbo on, attention and (MoE) grouped GEMMs through it.
     cx.add(
         "enable_primus_turbo",
@@ -189,7 +189,7 @@ pub fn rules(
             "CUDA_DEVICE_MAX_CONNECTIONS",
             "1",
             "with gradient-reduce overlap or TP > 1, one connection keeps the communication kernels ordered before compute",
-            "seed guide §5; Megatron arguments.py",
+            "Primus performance-tuning guide §5 (communication overlap); Megatron arguments.py",
         );
     }
     hipblaslt(&mut cx, gemm);
@@ -271,12 +271,12 @@ fn hipblaslt(cx: &mut Cx, st: &crate::gemm::status::GemmStatus) {
         2 => "shapes are dumped: stage 2 tunes them offline",
         _ => "tuned GEMMs exist: stage 3 trains with them",
     };
-    cx.add_env("PRIMUS_HIPBLASLT_TUNING", "1", why, "seed guide §1");
+    cx.add_env("PRIMUS_HIPBLASLT_TUNING", "1", why, "Primus performance-tuning guide §1 (HipBLASLt autotuning)");
     cx.add_env(
         "PRIMUS_HIPBLASLT_TUNING_STAGE",
         &stage.to_string(),
         why,
-        "seed guide §1",
+        "Primus performance-tuning guide §1 (HipBLASLt autotuning)",
     );
 }
 
