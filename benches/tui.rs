@@ -341,6 +341,8 @@ fn study_record() -> primus_tune::domain::study::StudyRecord {
         trials: 31,
         log: Vec::new(),
         memory_error: Some(0.04),
+        basis: None,
+        unmodeled: Vec::new(),
     }
 }
 
@@ -364,6 +366,8 @@ fn study_summary(i: usize) -> primus_tune::app::views::studies::StudySummary {
         ),
         started: "2026-12-01T10:04:05.120Z".into(),
         profile: Some("primus".into()),
+        basis: None,
+        unmodeled: Vec::new(),
     }
 }
 

@@ -431,7 +431,9 @@ impl Cx<'_> {
                 if self.on(k) {
                     f.push(ok(format!("{k} is on")));
                 } else {
-                    f.push(todo(format!("rule (Primus performance-tuning guide §5): turn on {k}")));
+                    f.push(todo(format!(
+                        "rule (Primus performance-tuning guide §5): turn on {k}"
+                    )));
                 }
             }
             let tp = self.int("tensor_model_parallel_size", 1);
@@ -494,7 +496,9 @@ impl Cx<'_> {
             if self.on(k) {
                 f.push(ok(format!("{k} is on")));
             } else {
-                f.push(todo(format!("rule (Primus performance-tuning guide §7): {k}: true — {why}")));
+                f.push(todo(format!(
+                    "rule (Primus performance-tuning guide §7): {k}: true — {why}"
+                )));
             }
         }
         if self.on("use_turbo_deepep") {

@@ -34,6 +34,18 @@ pub enum AppError {
         path: String,
         errors: Vec<Diagnostic>,
     },
+    /// The profile cannot show the effect of knobs the space sweeps.
+    #[error(
+        "profile `{profile}` does not model {}{}: a sweep of `{space}` with it would rank noise, not evidence. Sweep it with a profile that runs the real job (primus, megatron or one of yours), or pass --allow-unmodeled for a demo (its results are then labelled as such)",
+        flags.join(", "),
+        if *stand_in { " (it is a CPU stand-in)" } else { "" }
+    )]
+    Unmodeled {
+        profile: String,
+        space: String,
+        flags: Vec<String>,
+        stand_in: bool,
+    },
     #[error("no study `{name}` in {db}")]
     NoStudy { name: String, db: String },
     #[error("study `{name}` has no result yet (finish it with `{resume}`)")]

@@ -84,6 +84,10 @@ pub enum SweepEvent {
         capacity_gib: Option<f64>,
         /// The memory model's fit from stored trials: (points, scale, offset GiB).
         calibration: Option<(usize, f64, f64)>,
+        /// What its measurements will be.
+        basis: crate::domain::evidence::Basis,
+        /// Knobs the profile does not model (swept anyway, `--allow-unmodeled`).
+        unmodeled: Vec<String>,
     },
     /// A candidate's trial of this length was already stored: reused, not run again.
     Replayed {
@@ -145,12 +149,22 @@ impl fmt::Display for SweepEvent {
                 gpus,
                 capacity_gib,
                 calibration,
+                basis,
+                unmodeled,
             } => {
                 write!(
                     f,
                     "study {study}: space {space} · {candidates} candidates, {legal} legal · profile {profile} · {gpus} GPU(s){}",
                     capacity_gib.map_or(String::new(), |c| format!(" · {c:.1} GiB each"))
                 )?;
+                write!(f, "\nevidence: {basis}")?;
+                if !unmodeled.is_empty() {
+                    write!(
+                        f,
+                        "\nnot modelled by {profile}: {} — their verdicts are noise, not evidence",
+                        unmodeled.join(", ")
+                    )?;
+                }
                 match calibration {
                     None => write!(
                         f,

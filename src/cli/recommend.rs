@@ -70,6 +70,9 @@ pub fn run(a: &RecommendArgs) -> Result<ExitCode, CliError> {
             super::sweep::print_record(name, rec);
             println!();
         }
+        for (flag, why) in &view.ignored {
+            println!("{flag}: not recommended from the study ({why})");
+        }
         print_table(&recs);
     }
     if a.apply {

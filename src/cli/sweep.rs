@@ -60,6 +60,10 @@ pub struct SweepArgs {
     /// Train every trial with the tuned GEMMs of `gemm-tune stage 2` (HipBLASLt stage 3).
     #[arg(long)]
     pub gemm_tuned: bool,
+    /// Sweep knobs the profile does not model (the CPU proxy and DeepEP CUs, say): a demo, its
+    /// results labelled as not evidence.
+    #[arg(long)]
+    pub allow_unmodeled: bool,
 }
 
 pub fn run(a: &SweepArgs) -> Result<ExitCode, CliError> {
@@ -84,6 +88,7 @@ pub fn run(a: &SweepArgs) -> Result<ExitCode, CliError> {
         max_trials: a.max_trials,
         capacity_gib: a.capacity_gib,
         headroom: a.headroom,
+        allow_unmodeled: a.allow_unmodeled,
     };
     if req.space.is_none() && req.resume.is_none() {
         return Err(CliError::Usage(
@@ -147,6 +152,14 @@ pub fn print_record(name: &str, r: &StudyRecord) {
         r.trials,
         r.gpu_seconds / 60.0
     );
+    println!("evidence: {}", r.basis_text());
+    if !r.unmodeled.is_empty() {
+        println!(
+            "not modelled by {}: {} — their verdicts are noise, not evidence",
+            r.profile,
+            r.unmodeled.join(", ")
+        );
+    }
     match r.pick.and_then(|p| r.candidates.iter().find(|c| c.id == p)) {
         Some(c) => println!(
             "pick: {} — median {:.1} ms (95 % CI {:.1}–{:.1}, n {})",
@@ -158,9 +171,10 @@ pub fn print_record(name: &str, r: &StudyRecord) {
         ),
         None => println!("no candidate produced a measurement"),
     }
+    // Step times are per global batch (a proxy that ran part of it is scaled to the whole).
     println!(
         "{:>3}  {:<13} {:>9} {:>17} {:>4} {:>9} {:>9}  settings / why",
-        "id", "verdict", "median ms", "95% CI ms", "n", "peak GiB", "pred GiB"
+        "id", "verdict", "ms/batch", "95% CI ms", "n", "peak GiB", "pred GiB"
     );
     for c in &r.candidates {
         let ci = match (c.ci_low_ms, c.ci_high_ms) {

@@ -1,7 +1,9 @@
 //! Plain data shared by every layer, with no I/O: a trial (its iterations, failure, summary,
-//! status), telemetry (GPU and host readings, snapshots) and a study's verdicts. The engines
+//! status), telemetry (GPU and host readings, snapshots), a study's verdicts, and what produced
+//! a figure (its evidence basis). The engines
 //! produce and consume these; the store keeps them; the frontends show them.
 
+pub mod evidence;
 pub mod study;
 pub mod telemetry;
 pub mod trial;

@@ -138,6 +138,14 @@ pub struct StudyRecord {
     pub log: Vec<String>,
     /// Mean relative error of the calibrated memory model on the measured candidates.
     pub memory_error: Option<f64>,
+    /// What produced its measurements (a GPU and a profile, or a CPU stand-in); absent in
+    /// studies recorded before it was stored.
+    #[serde(default)]
+    pub basis: Option<crate::domain::evidence::Basis>,
+    /// Knobs it swept that its profile does not model (`--allow-unmodeled`): their verdicts are
+    /// noise, not evidence.
+    #[serde(default)]
+    pub unmodeled: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -157,6 +165,17 @@ pub struct CandidateRecord {
 }
 
 impl StudyRecord {
+    /// What produced the measurements, in words (older studies: the profile alone).
+    pub fn basis_text(&self) -> String {
+        match &self.basis {
+            Some(b) => b.to_string(),
+            None => format!(
+                "measured with {} (recorded before bases were stored)",
+                self.profile
+            ),
+        }
+    }
+
     /// The candidate the study picked, when it picked one.
     pub fn pick(&self) -> Option<&CandidateRecord> {
         self.pick

@@ -554,15 +554,17 @@ fn throughput<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, r: &Report) -> 
     let (title, desc) = match m {
         Metric::StepMs => (
             format!(
-                "Step time by candidate: median with 95 % CI (study {})",
-                r.study
+                "Step time by candidate: median with 95 % CI (study {}; {})",
+                r.study,
+                r.evidence_short()
             ),
             "median step time (ms), lower is better",
         ),
         Metric::TokensPerS => (
             format!(
-                "Throughput by candidate: tokens/s per GPU with 95 % CI (study {})",
-                r.study
+                "Throughput by candidate: tokens/s per GPU with 95 % CI (study {}; {})",
+                r.study,
+                r.evidence_short()
             ),
             "throughput (tokens/s per GPU), higher is better",
         ),
@@ -670,8 +672,9 @@ fn memory<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, r: &Report) -> Draw
         ));
     }
     let title = format!(
-        "Peak GPU memory by candidate: measured vs predicted (study {})",
-        r.study
+        "Peak GPU memory by candidate: measured vs predicted (study {}; {})",
+        r.study,
+        r.evidence_short()
     );
     let plot = layout(root, &title, &items)?;
     let max = r
@@ -794,7 +797,11 @@ fn telemetry<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, r: &Report) -> D
             format!(" {}={}", r.category_axis, p.label)
         }
     });
-    let title = format!("Telemetry of the winner{who} (study {})", r.study);
+    let title = format!(
+        "Telemetry of the winner{who} (study {}; {})",
+        r.study,
+        r.evidence_short()
+    );
     let plot = layout(root, &title, &items)?;
     let panels = [
         Panel {

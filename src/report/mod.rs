@@ -534,6 +534,21 @@ impl Report {
         Ok(out)
     }
 
+    /// What produced the figures, short, for chart titles: the profile and the GPU, or the
+    /// stand-in.
+    pub fn evidence_short(&self) -> String {
+        use crate::domain::evidence::Basis;
+        match &self.record.basis {
+            Some(Basis::Proxy { profile }) => format!("{profile} on the CPU, not GPU evidence"),
+            Some(Basis::Measured {
+                profile,
+                gpu: Some(g),
+            }) => format!("{profile} on {g}"),
+            Some(Basis::Measured { profile, gpu: None }) => format!("{profile}, GPU unknown"),
+            _ => self.record.profile.clone(),
+        }
+    }
+
     /// The Markdown summary (it links the charts [`Report::write`] makes beside it).
     pub fn markdown(&self) -> String {
         let r = &self.record;
@@ -546,6 +561,14 @@ impl Report {
             let _ = writeln!(s, "| Knob | {} |", cell(k));
         }
         let _ = writeln!(s, "| Launch profile | `{}` |", cell(&r.profile));
+        let _ = writeln!(s, "| Evidence | {} |", cell(&r.basis_text()));
+        if !r.unmodeled.is_empty() {
+            let _ = writeln!(
+                s,
+                "| Not modelled | {}: the profile does not model them; their verdicts are noise, not evidence |",
+                cell(&r.unmodeled.join(", "))
+            );
+        }
         let _ = writeln!(s, "| GPUs per trial | {} |", r.gpus);
         let _ = writeln!(
             s,
@@ -772,6 +795,10 @@ mod tests {
             trials: 3,
             log: vec!["rung 1".into(), "pick: #1".into()],
             memory_error: Some(0.05),
+            basis: Some(crate::domain::evidence::Basis::Proxy {
+                profile: "proxy-cpu".into(),
+            }),
+            unmodeled: Vec::new(),
         }
     }
 

@@ -63,6 +63,8 @@ pub struct Capabilities {
     pub hipblaslt: Hipblaslt,
     /// It runs the built-in proxy's scaled-down shape: tokens per second count what ran.
     pub scaled_shape: bool,
+    /// A CPU stand-in: its figures show how the knobs it models move the step, not GPU evidence.
+    pub stand_in: bool,
     /// `all` or the list of flags its measurements model.
     #[serde(with = "models_serde")]
     pub models: Models,
@@ -76,12 +78,25 @@ impl Default for Capabilities {
             log_level: None,
             hipblaslt: Hipblaslt::Direct,
             scaled_shape: false,
+            stand_in: false,
             models: Models::All,
         }
     }
 }
 
 impl Capabilities {
+    /// The flags of `flags` its measurements do not model.
+    pub fn unmodeled<'a>(&self, flags: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+        let mut out: Vec<String> = flags
+            .into_iter()
+            .filter(|f| !self.models.covers(f))
+            .map(str::to_string)
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
     /// The workload calls hipBLASLt, so the GEMM tuning stages apply to it.
     pub fn calls_hipblaslt(&self) -> bool {
         self.hipblaslt != Hipblaslt::None

@@ -509,7 +509,7 @@ fn a_stopped_sweep_resumes_with_the_command_either_frontend_prints() {
             "sweep",
             f.exp(),
             "--space",
-            "sync-free-stage",
+            "memory-fit",
             "--profile",
             "proxy-cpu",
         ])
@@ -558,7 +558,7 @@ fn a_stopped_sweep_resumes_with_the_command_either_frontend_prints() {
 
     // The TUI: stop it after its first trial, then the command on its status line.
     let mut d = Driver::new(f.session(None));
-    d.sweep_one_trial("sync-free-stage");
+    d.sweep_one_trial("memory-fit");
     let status = d.status();
     let hint = status
         .split('`')
@@ -598,7 +598,7 @@ fn sweeps_sample_the_telemetry_backend_the_frontend_was_given() {
         "sweep",
         f.exp(),
         "--space",
-        "sync-free-stage",
+        "memory-fit",
         "--profile",
         "proxy-cpu",
         "--max-trials",
@@ -640,7 +640,7 @@ fn sweeps_sample_the_telemetry_backend_the_frontend_was_given() {
     session.workspace =
         crate::store::Workspace::at(ws2.clone(), crate::store::WorkspaceOrigin::Chosen);
     let mut d = Driver::new(session);
-    d.sweep_one_trial("sync-free-stage");
+    d.sweep_one_trial("memory-fit");
     let tui = trials_in(&ws2);
     let first = tui
         .iter()
@@ -732,5 +732,80 @@ fn without_a_config_both_frontends_use_one_experiment_and_one_workspace() {
     assert!(
         rows.as_array().unwrap().iter().any(|r| r["id"] == id),
         "{rows}"
+    );
+}
+
+#[test]
+fn a_space_the_profile_does_not_model_is_refused_by_both_with_the_way_out() {
+    let Some(f) = fixture(&[]) else { return };
+    let out = f.cli(&[
+        "sweep",
+        f.exp(),
+        "--space",
+        "deepep-cu",
+        "--profile",
+        "proxy-cpu",
+        "--no-telemetry",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let cli_error = error_of(&out);
+    assert!(
+        cli_error.contains("turbo_deepep_num_cu") && cli_error.contains("--allow-unmodeled"),
+        "{cli_error}"
+    );
+    assert!(trials_in(&f.ws).is_empty(), "nothing ran");
+
+    let mut d = Driver::new(f.session(None));
+    d.profile("proxy-cpu");
+    d.key(KeyCode::Char('5'));
+    let spaces = &d.app.config.as_ref().unwrap().spaces;
+    d.app.screens.sweep.selected = spaces.iter().position(|s| s.name == "deepep-cu").unwrap();
+    d.key(KeyCode::Char('r'));
+    assert!(d.until(|a| !a.screens.sweep.running, 30));
+    assert_eq!(d.status(), format!("the sweep could not run: {cli_error}"));
+    assert!(trials_in(&f.ws).is_empty());
+
+    // As a demo it runs, and says so: the record, the text, and no measured advice from it.
+    let out = f.cli(&[
+        "sweep",
+        f.exp(),
+        "--space",
+        "deepep-cu",
+        "--profile",
+        "proxy-cpu",
+        "--no-telemetry",
+        "--allow-unmodeled",
+        "--max-trials",
+        "2",
+        "--name",
+        "demo",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("evidence: proxy (proxy-cpu: a CPU stand-in, not GPU evidence)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("not modelled by proxy-cpu: turbo_deepep_num_cu"),
+        "{text}"
+    );
+    let recs = json(&f.cli(&[
+        "recommend",
+        f.exp(),
+        "--study",
+        "demo",
+        "--json",
+        "--gpu",
+        "MI300X",
+    ]));
+    let from_study: Vec<&serde_json::Value> = recs
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["flag"] == "turbo_deepep_num_cu" && r["basis"] != "rule")
+        .collect();
+    assert!(
+        from_study.is_empty(),
+        "not from the proxy's noise: {from_study:?}"
     );
 }

@@ -856,6 +856,11 @@ fn sweep_app() -> App {
         trials: 5,
         log: vec![],
         memory_error: None,
+        basis: Some(crate::domain::evidence::Basis::Measured {
+            profile: "proxy-torch".into(),
+            gpu: Some("NVIDIA H200".into()),
+        }),
+        unmodeled: Vec::new(),
     };
     app::update(
         &mut app,
@@ -893,6 +898,8 @@ fn studies_app() -> App {
             }),
             started: "2026-12-01T10:04:05.120Z".into(),
             profile: Some("proxy-torch".into()),
+            basis: None,
+            unmodeled: Vec::new(),
         };
     app::update(
         &mut app,

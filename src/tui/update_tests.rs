@@ -656,6 +656,8 @@ fn sweep_screen_starts_only_applicable_spaces_and_applies_the_pick() {
         trials: 2,
         log: vec![],
         memory_error: None,
+        basis: None,
+        unmodeled: Vec::new(),
     };
     let fx = update(
         &mut app,
@@ -811,6 +813,8 @@ fn two_studies() -> Vec<crate::app::views::studies::StudySummary> {
         }),
         started: "2026-12-01T10:00:00.000Z".into(),
         profile: Some("proxy-cpu".into()),
+        basis: None,
+        unmodeled: Vec::new(),
     };
     vec![
         one("sf-done", StudyStatus::Finished, Some(serde_json::json!(2))),

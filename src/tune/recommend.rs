@@ -10,11 +10,16 @@ use crate::telemetry::hardware::GpuModel;
 use serde::Serialize;
 use serde_json::{Value as Json, json};
 
+/// What a recommendation rests on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Basis {
+    /// A rule of the guide, Primus or Megatron, with its source.
     Rule,
+    /// A study's pick, measured on a GPU.
     Measured,
+    /// A study's pick on a CPU stand-in: how the knob moves the step, not GPU evidence.
+    Proxy,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -271,7 +276,12 @@ fn hipblaslt(cx: &mut Cx, st: &crate::gemm::status::GemmStatus) {
         2 => "shapes are dumped: stage 2 tunes them offline",
         _ => "tuned GEMMs exist: stage 3 trains with them",
     };
-    cx.add_env("PRIMUS_HIPBLASLT_TUNING", "1", why, "Primus performance-tuning guide §1 (HipBLASLt autotuning)");
+    cx.add_env(
+        "PRIMUS_HIPBLASLT_TUNING",
+        "1",
+        why,
+        "Primus performance-tuning guide §1 (HipBLASLt autotuning)",
+    );
     cx.add_env(
         "PRIMUS_HIPBLASLT_TUNING_STAGE",
         &stage.to_string(),

@@ -74,6 +74,25 @@ impl Space {
         Ok(s)
     }
 
+    /// The flags its knobs set (a group knob `@name` sets the flags of its value maps).
+    pub fn flags(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for k in &self.knobs {
+            if k.flag.starts_with('@') {
+                for v in &k.values {
+                    if let Some(m) = v.as_object() {
+                        out.extend(m.keys().cloned());
+                    }
+                }
+            } else {
+                out.push(k.flag.clone());
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
     /// Every combination of knob values, in cost order (the first knob varies slowest).
     pub fn candidates(&self) -> Vec<Candidate> {
         grid(&self.knobs)

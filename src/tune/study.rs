@@ -91,6 +91,8 @@ pub fn record(
         trials: r.trials,
         log: r.log.clone(),
         memory_error,
+        basis: None,
+        unmodeled: Vec::new(),
     }
 }
 

@@ -8,6 +8,7 @@ use super::events::{self, AppEvent, Events, SweepEvent};
 use super::trial::{Cancel, TrialRequest};
 use super::{AppError, Session};
 use crate::config::{Experiment, LoadOptions};
+use crate::domain::evidence::Basis;
 use crate::domain::study::{Candidate, StudyRecord};
 use crate::run::profile;
 use crate::store::{Store, WorkspaceOrigin};
@@ -34,6 +35,8 @@ pub struct SweepRequest {
     pub max_trials: Option<usize>,
     pub capacity_gib: Option<f64>,
     pub headroom: f64,
+    /// Sweep knobs the profile does not model (a demo); the study records which.
+    pub allow_unmodeled: bool,
 }
 
 impl Default for SweepRequest {
@@ -49,6 +52,7 @@ impl Default for SweepRequest {
             max_trials: None,
             capacity_gib: None,
             headroom: 0.1,
+            allow_unmodeled: false,
         }
     }
 }
@@ -148,17 +152,22 @@ fn calibration_points(store: &Store, world: u64) -> Vec<(f64, f64)> {
         .collect()
 }
 
-/// GPU memory per GPU: as given, else what the session's telemetry backend reports for GPU 0.
-fn capacity(session: &Session, gib_given: Option<f64>) -> Option<f64> {
-    if let Some(g) = gib_given {
-        return Some(g * (1u64 << 30) as f64);
-    }
+/// The GPU the trials run on, as the session's telemetry backend reports GPU 0: its name and
+/// memory (the memory as given when given).
+fn gpu_facts(session: &Session, gib_given: Option<f64>) -> (Option<f64>, Option<String>) {
     let t = session.telemetry.clone().unwrap_or_default();
-    let (b, _) = crate::telemetry::select::open(&t.backend, &t.roots).ok()?;
-    b?.gpus()
-        .first()
-        .and_then(|g| g.vram_total_bytes)
-        .map(|b| b as f64)
+    let gpu = crate::telemetry::select::open(&t.backend, &t.roots)
+        .ok()
+        .and_then(|(b, _)| b)
+        .and_then(|b| b.gpus().first().cloned());
+    let capacity = match gib_given {
+        Some(g) => Some(g * (1u64 << 30) as f64),
+        None => gpu
+            .as_ref()
+            .and_then(|g| g.vram_total_bytes)
+            .map(|b| b as f64),
+    };
+    (capacity, gpu.map(|g| g.name))
 }
 
 /// The profile a resumed study's trials ran with.
@@ -232,6 +241,16 @@ pub fn run(
     let mut base = super::trial::options(session, &exp, &treq)?;
     base.study_id = Some(study_id);
     let (prof, gpus) = (base.profile.name.clone(), base.gpus);
+    let caps = base.profile.capabilities.clone();
+    let unmodeled = caps.unmodeled(space.flags().iter().map(String::as_str));
+    if !unmodeled.is_empty() && !req.allow_unmodeled {
+        return Err(AppError::Unmodeled {
+            profile: prof,
+            space: space.name.clone(),
+            flags: unmodeled,
+            stand_in: caps.stand_in,
+        });
+    }
     req.trial.profile = Some(prof.clone());
     let resume = resume_command(session, &study_name, &req);
     let cands = space.candidates();
@@ -242,7 +261,17 @@ pub fn run(
         .filter(|(_, l)| l.is_ok())
         .map(|(c, _)| c.clone())
         .collect();
-    let capacity = capacity(session, req.capacity_gib);
+    let (capacity, gpu_name) = gpu_facts(session, req.capacity_gib);
+    let basis = if caps.stand_in {
+        Basis::Proxy {
+            profile: prof.clone(),
+        }
+    } else {
+        Basis::Measured {
+            profile: prof.clone(),
+            gpu: gpu_name,
+        }
+    };
     let points = calibration_points(&store, gpus);
     let cal = Calibration::fit(&points);
     let predicted: BTreeMap<usize, f64> = cands
@@ -265,6 +294,8 @@ pub fn run(
             capacity_gib: capacity.map(gib),
             calibration: (!points.is_empty())
                 .then(|| (points.len(), cal.scale, gib(cal.offset_bytes))),
+            basis: basis.clone(),
+            unmodeled: unmodeled.clone(),
         }),
     );
     let mut runner = TrialRunner::new(&exp, opts, &store, base, study_id, cancel, events.clone())?;
@@ -305,7 +336,7 @@ pub fn run(
             offset_gib: gib(c.offset_bytes),
         });
     }
-    let rec = record(
+    let mut rec = record(
         &space,
         &exp.path,
         &prof,
@@ -316,6 +347,8 @@ pub fn run(
         &result.predicted_bytes,
         &result,
     );
+    rec.basis = Some(basis);
+    rec.unmodeled = unmodeled;
     store.set_study_notes(study_id, serde_json::to_string(&rec).ok().as_deref())?;
     Ok(outcome(Some(rec)))
 }

@@ -23,6 +23,9 @@ pub struct RecommendView {
     pub evidence: Option<(String, StudyRecord)>,
     /// Measured first; a rule for a flag a measurement covers is left out.
     pub recs: Vec<Recommendation>,
+    /// Flags of the study's pick not recommended from it, and why (its profile does not model
+    /// them).
+    pub ignored: Vec<(String, String)>,
 }
 
 /// The GPU model: as named, else the local GPU (the session's telemetry backend), else the
@@ -55,15 +58,33 @@ fn gpu(
         .map(|g| (g, "the experiment's path".to_string())))
 }
 
+/// What a study's pick recommends, flag by flag with its evidence, and the flags it cannot
+/// recommend (its profile does not model them).
+type FromStudy = (StudyRecord, Vec<Recommendation>, Vec<(String, String)>);
+
 /// Measured recommendations: the study's pick, flag by flag, with its evidence.
-fn from_study(
-    session: &Session,
-    name: &str,
-) -> Result<(StudyRecord, Vec<Recommendation>), AppError> {
+fn from_study(session: &Session, name: &str) -> Result<FromStudy, AppError> {
     let rec = super::studies::finished_record(session, name)?;
     let Some(pick) = rec.pick() else {
-        return Ok((rec, Vec::new()));
+        return Ok((rec, Vec::new(), Vec::new()));
     };
+    let basis = match &rec.basis {
+        Some(b) if !b.is_gpu_evidence() => Basis::Proxy,
+        _ => Basis::Measured,
+    };
+    let ignored: Vec<(String, String)> = rec
+        .unmodeled
+        .iter()
+        .map(|f| {
+            (
+                f.clone(),
+                format!(
+                    "{} does not model it: its verdict in `{name}` is noise",
+                    rec.profile
+                ),
+            )
+        })
+        .collect();
     let lost: Vec<String> = rec
         .candidates
         .iter()
@@ -75,6 +96,7 @@ fn from_study(
     let out = pick
         .overrides
         .iter()
+        .filter(|(flag, _)| !rec.unmodeled.contains(flag))
         .map(|(flag, value)| {
             let current = m.value(flag).map_or(serde_json::Value::Null, |v| v.to_json());
             let mut reason = format!(
@@ -97,14 +119,14 @@ fn from_study(
                 flag: flag.clone(),
                 value: value.clone(),
                 current,
-                basis: Basis::Measured,
+                basis,
                 reason,
-                source: format!("study {name} ({} trials, profile {})", rec.trials, rec.profile),
+                source: format!("study {name} ({} trials, {})", rec.trials, rec.basis_text()),
                 env: false,
             }
         })
         .collect();
-    Ok((rec.clone(), out))
+    Ok((rec.clone(), out, ignored))
 }
 
 pub fn recommend(session: &Session, req: &RecommendRequest) -> Result<RecommendView, AppError> {
@@ -115,9 +137,11 @@ pub fn recommend(session: &Session, req: &RecommendRequest) -> Result<RecommendV
     };
     let mut recs = Vec::new();
     let mut evidence = None;
+    let mut ignored = Vec::new();
     if let Some(name) = &req.study {
-        let (rec, measured) = from_study(session, name)?;
+        let (rec, measured, skipped) = from_study(session, name)?;
         recs.extend(measured);
+        ignored = skipped;
         evidence = Some((name.clone(), rec));
     }
     let gemm = super::gemm_status(session, &exp);
@@ -130,5 +154,6 @@ pub fn recommend(session: &Session, req: &RecommendRequest) -> Result<RecommendV
         gpu,
         evidence,
         recs,
+        ignored,
     })
 }

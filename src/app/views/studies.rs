@@ -47,6 +47,10 @@ pub struct StudySummary {
     pub started: String,
     /// The launch profile of its trials.
     pub profile: Option<String>,
+    /// What produced its measurements, once finished.
+    pub basis: Option<crate::domain::evidence::Basis>,
+    /// Knobs its profile does not model (swept anyway): not applied from its pick.
+    pub unmodeled: Vec<String>,
 }
 
 /// A study in full: its summary and, once finished, its record.
@@ -112,6 +116,11 @@ fn summarize(store: &Store, s: &StudyRow) -> Result<StudyDetail, AppError> {
                 .map(|c| c.overrides.clone()),
             started: s.created_at.clone(),
             profile: trials.iter().find_map(|t| t.profile.clone()),
+            basis: record.as_ref().and_then(|r| r.basis.clone()),
+            unmodeled: record
+                .as_ref()
+                .map(|r| r.unmodeled.clone())
+                .unwrap_or_default(),
         },
         record,
     })

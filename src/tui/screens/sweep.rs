@@ -45,31 +45,53 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
                 app.info("no finished sweep yet");
                 return vec![];
             };
-            let study = study.clone();
-            apply_pick(app, &study, rec.pick().map(|c| c.overrides.clone()))
+            let (study, unmodeled) = (study.clone(), rec.unmodeled.clone());
+            apply_pick(
+                app,
+                &study,
+                rec.pick().map(|c| c.overrides.clone()),
+                &unmodeled,
+            )
         }
         _ => vec![],
     }
 }
 
-/// A study's pick becomes unsaved edits (Sweep and Studies screens).
+/// A study's pick becomes unsaved edits (Sweep and Studies screens); knobs its profile did not
+/// model are left out (their verdicts are noise).
 pub fn apply_pick(
     app: &mut App,
     study: &str,
     pick: Option<crate::domain::study::Overrides>,
+    unmodeled: &[String],
 ) -> Vec<Effect> {
     let Some(pick) = pick else {
         app.info(format!("sweep {study} has no pick"));
         return vec![];
     };
-    let edits = pick
+    let edits: Vec<(String, String)> = pick
         .iter()
+        .filter(|(k, _)| !unmodeled.contains(k))
         .map(|(k, v)| (k.clone(), json_text(v)))
         .collect();
+    if edits.is_empty() {
+        app.error(format!(
+            "nothing applied: sweep {study}'s profile does not model {}",
+            unmodeled.join(", ")
+        ));
+        return vec![];
+    }
+    let left_out = if unmodeled.is_empty() {
+        String::new()
+    } else {
+        format!(" (not applied, not modelled: {})", unmodeled.join(", "))
+    };
     add_edits(
         app,
         edits,
-        format!("sweep {study}'s pick is unsaved edits now: d shows the diff, s saves, u undoes"),
+        format!(
+            "sweep {study}'s pick is unsaved edits now: d shows the diff, s saves, u undoes{left_out}"
+        ),
     )
 }
 
@@ -200,7 +222,7 @@ pub fn ranked_table<'a>(study: &str, rec: &'a StudyRecord, theme: &Theme) -> Tab
         Row::new(vec![
             "id",
             "verdict",
-            "median",
+            "ms/batch",
             "95% CI",
             "n",
             "GiB",
@@ -208,11 +230,16 @@ pub fn ranked_table<'a>(study: &str, rec: &'a StudyRecord, theme: &Theme) -> Tab
         ])
         .style(theme.title()),
     )
-    .block(Block::default().borders(Borders::ALL).title(format!(
-        " {study}: {} trials, {:.1} GPU-min · a applies the pick ",
-        rec.trials,
-        rec.gpu_seconds / 60.0
-    )))
+    .block(
+        Block::default()
+            .borders(Borders::ALL)
+            .title(format!(
+                " {study}: {} trials, {:.1} GPU-min · a applies the pick ",
+                rec.trials,
+                rec.gpu_seconds / 60.0
+            ))
+            .title_bottom(format!(" {} · ms per global batch ", rec.basis_text())),
+    )
 }
 
 pub fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
