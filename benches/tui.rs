@@ -307,6 +307,7 @@ fn study_record() -> primus_tune::domain::study::StudyRecord {
     let candidates = (0..20)
         .map(|i| CandidateRecord {
             id: i,
+            baseline: i == 0,
             overrides: [
                 (
                     "micro_batch_size".to_string(),
@@ -343,6 +344,8 @@ fn study_record() -> primus_tune::domain::study::StudyRecord {
         memory_error: Some(0.04),
         basis: None,
         unmodeled: Vec::new(),
+        baseline: Some(0),
+        conclusion: None,
     }
 }
 

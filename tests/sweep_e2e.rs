@@ -24,8 +24,11 @@ while [ $i -le 200 ]; do
 done
 "#;
 
+/// The experiment runs micro batch 1 (120 ms): the sweep's candidate 0, which 2 beats.
 fn setup() -> Setup {
-    common::setup("mbs-workload", WORKLOAD, "mbs")
+    let s = common::setup("mbs-workload", WORKLOAD, "mbs");
+    common::set_micro_batch(&s, 1);
+    s
 }
 
 fn sweep_args<'a>(s: &'a Setup, extra: &[&'a str]) -> Vec<String> {
@@ -149,6 +152,10 @@ fn sweep_prunes_what_an_oom_rules_out_resumes_and_recommends() {
         "{after:?}"
     );
     assert!(text.contains("pick: micro_batch_size=2"), "{text}");
+    assert!(
+        text.contains("conclusion: winner: candidate 1"),
+        "micro batch 2 beats the current 1 beyond the noise: {text}"
+    );
     let dirs = s.ws.join("trials");
     for d in std::fs::read_dir(&dirs).unwrap() {
         let r = std::fs::read_to_string(d.unwrap().path().join("resolved.json")).unwrap();
@@ -232,6 +239,85 @@ fn sweep_prunes_what_an_oom_rules_out_resumes_and_recommends() {
     );
     let text = std::fs::read_to_string(&s.exp).unwrap();
     assert!(text.contains("micro_batch_size: 2"), "{text}");
+}
+
+/// The current settings are always measured, as candidate 0, also outside the space; they are
+/// kept when no candidate beats them beyond the noise.
+#[test]
+fn sweep_measures_the_current_settings_first_and_keeps_them_when_nothing_beats_them() {
+    let s = setup();
+    // Micro batch 3 (80 ms) is not in the space (1, 2, 4, 8) and is the fastest that fits.
+    common::set_micro_batch(&s, 3);
+    let out = cmd(&s)
+        .args(sweep_args(
+            &s,
+            &[
+                "--space",
+                s.space.to_str().unwrap(),
+                "--name",
+                "cur3",
+                "--json",
+            ],
+        ))
+        .output()
+        .unwrap();
+    let lines = common::json_lines(&out);
+    assert_eq!(out.status.code(), Some(0), "{lines:?}");
+    let rec = &lines.last().unwrap()["record"];
+    let c0 = &rec["candidates"][0];
+    assert_eq!(c0["id"], 0);
+    assert_eq!(c0["baseline"], true);
+    assert_eq!(c0["overrides"]["micro_batch_size"], 3);
+    assert_eq!(c0["verdict"], "winner", "{rec}");
+    assert_eq!(rec["baseline"], 0);
+    assert_eq!(rec["conclusion"]["kind"], "keep-current");
+    assert_eq!(rec["pick"], 0);
+    // Four grid candidates after it, none of them the baseline.
+    let cands = rec["candidates"].as_array().unwrap();
+    assert_eq!(cands.len(), 5);
+    assert!(cands[1..].iter().all(|c| c["baseline"] == false));
+    // It ran first.
+    assert_eq!(trials(&s)[0], (3, 12, "completed".into()));
+    // recommend says to keep it.
+    let out = cmd(&s)
+        .args(["recommend", s.exp.to_str().unwrap(), "--study", "cur3"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("conclusion: keep current"), "{text}");
+    assert!(text.contains("micro_batch_size: 3 (already set)"), "{text}");
+}
+
+/// A sweep its budget cuts short names no winner and exits non-zero.
+#[test]
+fn a_sweep_cut_short_by_its_budget_names_no_winner() {
+    let s = setup();
+    let out = cmd(&s)
+        .args(sweep_args(
+            &s,
+            &[
+                "--space",
+                s.space.to_str().unwrap(),
+                "--name",
+                "short",
+                "--max-trials",
+                "2",
+            ],
+        ))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(text.contains("conclusion: incomplete"), "{text}");
+    assert!(text.contains("best-so-far"), "{text}");
+    assert!(!text.contains("pick:"), "{text}");
+    let out = cmd(&s)
+        .args(["studies", s.exp.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(list[0]["status"], "incomplete", "{list}");
+    assert!(list[0]["pick"].is_null(), "{list}");
 }
 
 #[test]

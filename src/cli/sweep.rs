@@ -160,20 +160,25 @@ pub fn print_record(name: &str, r: &StudyRecord) {
             r.unmodeled.join(", ")
         );
     }
-    match r.pick.and_then(|p| r.candidates.iter().find(|c| c.id == p)) {
-        Some(c) => println!(
-            "pick: {} — median {:.1} ms (95 % CI {:.1}–{:.1}, n {})",
+    println!("conclusion: {}", r.conclusion_text());
+    if let Some(c) = r.pick() {
+        println!(
+            "pick: {}{} — median {:.1} ms/batch (95 % CI {:.1}–{:.1}, n {})",
             settings(&c.overrides),
+            if c.baseline {
+                " (the current settings)"
+            } else {
+                ""
+            },
             c.median_ms.unwrap_or(f64::NAN),
             c.ci_low_ms.unwrap_or(f64::NAN),
             c.ci_high_ms.unwrap_or(f64::NAN),
             c.n
-        ),
-        None => println!("no candidate produced a measurement"),
+        );
     }
     // Step times are per global batch (a proxy that ran part of it is scaled to the whole).
     println!(
-        "{:>3}  {:<13} {:>9} {:>17} {:>4} {:>9} {:>9}  settings / why",
+        "{:>3}  {:<13} {:>9} {:>17} {:>4} {:>9} {:>9}  settings / why   (* current settings)",
         "id", "verdict", "ms/batch", "95% CI ms", "n", "peak GiB", "pred GiB"
     );
     for c in &r.candidates {
@@ -182,8 +187,9 @@ pub fn print_record(name: &str, r: &StudyRecord) {
             _ => "-".into(),
         };
         println!(
-            "{:>3}  {:<13} {:>9} {:>17} {:>4} {:>9} {:>9}  {} · {}",
+            "{:>3}{} {:<13} {:>9} {:>17} {:>4} {:>9} {:>9}  {} · {}",
             c.id,
+            if c.baseline { "*" } else { " " },
             c.verdict,
             c.median_ms.map_or("-".into(), |m| format!("{m:.1}")),
             ci,

@@ -39,8 +39,79 @@ fn no_trend() -> MemoryTrend {
 pub struct Candidate {
     pub id: usize,
     pub overrides: Overrides,
-    /// Per knob (in the space's order), the index of the chosen value.
+    /// Per knob (in the space's order), the index of the chosen value; empty for a baseline
+    /// whose values lie outside the space.
     pub ranks: Vec<usize>,
+    /// The experiment's current settings (candidate 0 of a sweep): always measured, never
+    /// pruned on a prediction, and kept on a tie.
+    #[serde(default)]
+    pub baseline: bool,
+}
+
+/// What a finished (or cut short) search concludes.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Conclusion {
+    /// Candidate `pick` is the recommendation: faster than the current settings beyond the
+    /// noise, or the current settings were not measured (no baseline, or it failed).
+    Change { pick: usize },
+    /// Keep the current settings (candidate `baseline`): they are the fastest, or no candidate
+    /// is faster beyond the noise (`fastest` names the fastest measured median).
+    KeepCurrent { baseline: usize, fastest: usize },
+    /// Cut short (budget, trial limit, stop) before the decision rule was met: no winner.
+    Incomplete {
+        best_so_far: Option<usize>,
+        why: String,
+    },
+    /// No candidate produced a measurement.
+    #[default]
+    NothingMeasured,
+}
+
+impl Conclusion {
+    /// A few words, for titles (`winner #3`, `keep current`, `incomplete: best so far #2`).
+    pub fn short(&self) -> String {
+        match self {
+            Conclusion::Change { pick } => format!("winner #{pick}"),
+            Conclusion::KeepCurrent { .. } => "keep current".into(),
+            Conclusion::Incomplete {
+                best_so_far: Some(b),
+                ..
+            } => format!("incomplete: best so far #{b}"),
+            Conclusion::Incomplete { .. } => "incomplete".into(),
+            Conclusion::NothingMeasured => "nothing measured".into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Conclusion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Conclusion::Change { pick } => write!(f, "winner: candidate {pick}"),
+            Conclusion::KeepCurrent { baseline, fastest } if baseline == fastest => {
+                write!(
+                    f,
+                    "keep current: the current settings (candidate {baseline}) are the fastest"
+                )
+            }
+            Conclusion::KeepCurrent { baseline, fastest } => write!(
+                f,
+                "no significant winner: keep current (candidate {fastest} is within the noise of the current settings, candidate {baseline})"
+            ),
+            Conclusion::Incomplete {
+                best_so_far: Some(b),
+                why,
+            } => write!(
+                f,
+                "incomplete ({why}): best so far candidate {b}, no winner"
+            ),
+            Conclusion::Incomplete {
+                best_so_far: None,
+                why,
+            } => write!(f, "incomplete ({why}): nothing measured yet"),
+            Conclusion::NothingMeasured => write!(f, "no candidate was measured"),
+        }
+    }
 }
 
 /// What one trial of a candidate measured.
@@ -80,6 +151,8 @@ pub enum VerdictKind {
     Failed,
     /// The budget ended, or the search never reached it.
     NotRun,
+    /// The fastest of a search cut short before its decision rule was met (not a winner).
+    BestSoFar,
 }
 
 impl VerdictKind {
@@ -96,6 +169,7 @@ impl VerdictKind {
             VerdictKind::Illegal => "illegal",
             VerdictKind::Failed => "failed",
             VerdictKind::NotRun => "not-run",
+            VerdictKind::BestSoFar => "best-so-far",
         }
     }
 
@@ -103,7 +177,7 @@ impl VerdictKind {
     pub fn measured(self) -> bool {
         matches!(
             self,
-            VerdictKind::Winner | VerdictKind::Tie | VerdictKind::Slower
+            VerdictKind::Winner | VerdictKind::Tie | VerdictKind::Slower | VerdictKind::BestSoFar
         )
     }
 }
@@ -146,11 +220,20 @@ pub struct StudyRecord {
     /// noise, not evidence.
     #[serde(default)]
     pub unmodeled: Vec<String>,
+    /// The candidate holding the experiment's current settings (absent in older studies).
+    #[serde(default)]
+    pub baseline: Option<usize>,
+    /// What the search concluded (absent in older studies: their `pick` is the winner).
+    #[serde(default)]
+    pub conclusion: Option<Conclusion>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CandidateRecord {
     pub id: usize,
+    /// The experiment's current settings.
+    #[serde(default)]
+    pub baseline: bool,
     pub overrides: BTreeMap<String, serde_json::Value>,
     pub verdict: VerdictKind,
     /// Why, in words (slower by X ± Y %, OOM, ruled out by candidate N, ...).
@@ -174,6 +257,29 @@ impl StudyRecord {
                 self.profile
             ),
         }
+    }
+
+    /// The conclusion in words (an older study: its pick).
+    pub fn conclusion_text(&self) -> String {
+        match (&self.conclusion, self.pick) {
+            (Some(c), _) => c.to_string(),
+            (None, Some(p)) => format!("winner: candidate {p}"),
+            (None, None) => "no pick".into(),
+        }
+    }
+
+    /// The conclusion in a few words (an older study: its pick).
+    pub fn conclusion_short(&self) -> String {
+        match (&self.conclusion, self.pick) {
+            (Some(c), _) => c.short(),
+            (None, Some(p)) => format!("winner #{p}"),
+            (None, None) => "no pick".into(),
+        }
+    }
+
+    /// Whether the study decided (a winner, or keep current); an incomplete one did not.
+    pub fn decided(&self) -> bool {
+        self.pick.is_some()
     }
 
     /// The candidate the study picked, when it picked one.

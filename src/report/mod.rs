@@ -37,6 +37,8 @@ pub struct Row {
     pub settings: String,
     pub verdict: VerdictKind,
     pub why: String,
+    /// The experiment's current settings.
+    pub baseline: bool,
     pub n: usize,
     pub median_ms: Option<f64>,
     pub ci_low_ms: Option<f64>,
@@ -78,6 +80,7 @@ impl Row {
             VerdictKind::PredictedOom => "predicted OOM",
             VerdictKind::PredictedSlower => "predicted slower",
             VerdictKind::NotRun => "not run",
+            VerdictKind::BestSoFar => "best so far",
             other => other.as_str(),
         }
     }
@@ -299,7 +302,12 @@ pub fn build(i: &Inputs<'_>) -> Report {
                 .and_then(|t| t.tokens_per_s_per_gpu);
             Row {
                 id: c.id,
-                label,
+                label: if c.baseline {
+                    format!("{label} (current)")
+                } else {
+                    label
+                },
+                baseline: c.baseline,
                 settings: settings(&c.overrides),
                 verdict: c.verdict,
                 why: c.why.clone(),
@@ -331,8 +339,11 @@ pub fn build(i: &Inputs<'_>) -> Report {
         .unwrap_or(0);
     // Along the bottom while the labels fit side by side; else down the side.
     let horizontal = rows.len() > 8 || rows.len() * longest.max(4) > 90;
+    // Only candidates that ran to a measurement: a failed, OOM or rejected trial's peak is
+    // whatever it reached before it ended.
     let memory_error = crate::tune::study::mean_relative_error(
         rows.iter()
+            .filter(|r| r.verdict.measured())
             .filter_map(|r| Some((r.predicted_gib?, r.peak_gib?))),
     );
     let winner = rec.pick.and_then(|p| rows.iter().position(|r| r.id == p));
@@ -416,7 +427,7 @@ fn opt(v: Option<f64>, prec: usize) -> String {
 /// Rank of a verdict in the evidence table.
 fn verdict_rank(v: VerdictKind) -> u8 {
     match v {
-        VerdictKind::Winner => 0,
+        VerdictKind::Winner | VerdictKind::BestSoFar => 0,
         VerdictKind::Tie => 1,
         VerdictKind::Slower => 2,
         VerdictKind::Failed => 3,
@@ -562,6 +573,7 @@ impl Report {
         }
         let _ = writeln!(s, "| Launch profile | `{}` |", cell(&r.profile));
         let _ = writeln!(s, "| Evidence | {} |", cell(&r.basis_text()));
+        let _ = writeln!(s, "| Conclusion | {} |", cell(&r.conclusion_text()));
         if !r.unmodeled.is_empty() {
             let _ = writeln!(
                 s,
@@ -610,9 +622,23 @@ impl Report {
 
         let _ = writeln!(s, "## Pick\n");
         match self.pick() {
+            Some(p) if p.baseline => {
+                let _ = writeln!(
+                    s,
+                    "**Keep the current settings** ({}, candidate {}): median step time {} ms per \
+                     global batch (95 % CI {}–{} ms, n {}). {}.\n",
+                    p.settings,
+                    p.id,
+                    opt(p.median_ms, 1),
+                    opt(p.ci_low_ms, 1),
+                    opt(p.ci_high_ms, 1),
+                    p.n,
+                    r.conclusion_text()
+                );
+            }
             Some(p) => {
                 let mut line = format!(
-                    "**{}** (candidate {}): median step time {} ms (95 % CI {}–{} ms, n {})",
+                    "**{}** (candidate {}): median step time {} ms per global batch (95 % CI {}–{} ms, n {})",
                     p.settings,
                     p.id,
                     opt(p.median_ms, 1),
@@ -641,6 +667,16 @@ impl Report {
                     );
                 }
             }
+            None if r.conclusion.is_some() => {
+                let _ = writeln!(
+                    s,
+                    "No pick — {}. There is nothing to recommend: resume the study with more \
+                     budget (`primus-tune sweep {} --resume {}`).\n",
+                    r.conclusion_text(),
+                    r.config,
+                    self.study
+                );
+            }
             None => {
                 let _ = writeln!(
                     s,
@@ -660,7 +696,7 @@ impl Report {
         );
         let _ = writeln!(
             s,
-            "| rank | # | settings | verdict | median step (ms) | 95 % CI (ms) | n | tokens/s/GPU | peak (GiB) | predicted (GiB) | why |"
+            "| rank | # | settings | verdict | median step (ms/batch) | 95 % CI (ms) | n | tokens/s/GPU | peak (GiB) | predicted (GiB) | why |"
         );
         let _ = writeln!(s, "|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---|");
         for (rank, row) in self.ranked().into_iter().enumerate() {
@@ -668,11 +704,14 @@ impl Report {
                 (Some(l), Some(h)) => format!("{l:.1}–{h:.1}"),
                 _ => "–".into(),
             };
-            let settings = if row.verdict == VerdictKind::Winner {
+            let mut settings = if row.verdict == VerdictKind::Winner {
                 format!("**{}**", cell(&row.settings))
             } else {
                 cell(&row.settings)
             };
+            if row.baseline {
+                settings.push_str(" (current)");
+            }
             let _ = writeln!(
                 s,
                 "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
@@ -764,6 +803,7 @@ mod tests {
     fn cand(id: usize, mbs: i64, verdict: &str, median: Option<f64>) -> CandidateRecord {
         CandidateRecord {
             id,
+            baseline: false,
             overrides: [("micro_batch_size".to_string(), json!(mbs))]
                 .into_iter()
                 .collect(),
@@ -799,6 +839,8 @@ mod tests {
                 profile: "proxy-cpu".into(),
             }),
             unmodeled: Vec::new(),
+            baseline: None,
+            conclusion: None,
         }
     }
 

@@ -498,6 +498,37 @@ fn finished(f: &Fixture, study: &str, ws: &Path) -> bool {
         .is_some()
 }
 
+/// The study's candidate 0 is the experiment's current settings (micro batch 2, no recompute),
+/// and the study's first trial ran them.
+fn baseline_ran_first(f: &Fixture, study: &str, ws: &Path) {
+    let s = Session::open(SessionOptions {
+        config: Some(f.exp.clone()),
+        workspace: Some(ws.to_path_buf()),
+        data_home: Some(f.data.clone()),
+        ..SessionOptions::default()
+    })
+    .unwrap();
+    let d = crate::app::views::studies::detail(&s, study).unwrap();
+    let rec = d.record.unwrap();
+    let c0 = &rec.candidates[0];
+    assert!(c0.baseline && c0.id == 0, "{study}: {:?}", rec.candidates);
+    assert_eq!(c0.overrides["micro_batch_size"], 2);
+    assert_eq!(rec.baseline, Some(0));
+    let store = s.require_store().unwrap();
+    let first = store
+        .list_trials(&TrialFilter::all().study(d.summary.id))
+        .unwrap()
+        .into_iter()
+        .min_by_key(|t| t.id)
+        .unwrap();
+    assert_eq!(
+        crate::run::trial::trial_settings(&first).get("micro_batch_size"),
+        Some(&serde_json::json!(2)),
+        "{study}: first trial {:?}",
+        first.overrides
+    );
+}
+
 #[test]
 fn a_stopped_sweep_resumes_with_the_command_either_frontend_prints() {
     let Some(f) = fixture(&[]) else { return };
@@ -555,6 +586,7 @@ fn a_stopped_sweep_resumes_with_the_command_either_frontend_prints() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(finished(&f, "cli-study", &ws_cli));
+    baseline_ran_first(&f, "cli-study", &ws_cli);
 
     // The TUI: stop it after its first trial, then the command on its status line.
     let mut d = Driver::new(f.session(None));
@@ -574,6 +606,7 @@ fn a_stopped_sweep_resumes_with_the_command_either_frontend_prints() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(finished(&f, &study, &f.ws));
+    baseline_ran_first(&f, &study, &f.ws);
 }
 
 /// The MI300X-shaped sysfs tree of the repository's fixtures.
@@ -789,6 +822,7 @@ fn a_space_the_profile_does_not_model_is_refused_by_both_with_the_way_out() {
         text.contains("not modelled by proxy-cpu: turbo_deepep_num_cu"),
         "{text}"
     );
+    assert!(text.contains("conclusion: incomplete"), "{text}");
     let recs = json(&f.cli(&[
         "recommend",
         f.exp(),

@@ -815,6 +815,7 @@ fn sweep_app() -> App {
     let cand =
         |id: usize, mbs: i64, verdict: &str, why: &str, median: Option<f64>| CandidateRecord {
             id,
+            baseline: id == 0,
             overrides: [("micro_batch_size".to_string(), serde_json::json!(mbs))]
                 .into_iter()
                 .collect(),
@@ -839,7 +840,7 @@ fn sweep_app() -> App {
                 1,
                 2,
                 "winner",
-                "fastest (ties broken by cost order)",
+                "faster than the current settings beyond the noise",
                 Some(400.0),
             ),
             cand(2, 4, "oom", "ran out of GPU memory", None),
@@ -861,6 +862,8 @@ fn sweep_app() -> App {
             gpu: Some("NVIDIA H200".into()),
         }),
         unmodeled: Vec::new(),
+        baseline: Some(0),
+        conclusion: Some(crate::domain::study::Conclusion::Change { pick: 1 }),
     };
     app::update(
         &mut app,

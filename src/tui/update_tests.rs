@@ -629,6 +629,7 @@ fn sweep_screen_starts_only_applicable_spaces_and_applies_the_pick() {
     assert_eq!(key(&mut app, KeyCode::Char('y')), vec![Effect::StopSweep]);
     let cand = |id: usize, stage: i64, verdict: &str| CandidateRecord {
         id,
+        baseline: false,
         overrides: [(
             "turbo_sync_free_moe_stage".to_string(),
             serde_json::json!(stage),
@@ -658,6 +659,8 @@ fn sweep_screen_starts_only_applicable_spaces_and_applies_the_pick() {
         memory_error: None,
         basis: None,
         unmodeled: Vec::new(),
+        baseline: None,
+        conclusion: None,
     };
     let fx = update(
         &mut app,

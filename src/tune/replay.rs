@@ -219,6 +219,7 @@ pub fn candidates(table: &ReplayTable, knobs: &[Knob]) -> Vec<Candidate> {
                     k.values.iter().position(|x| *x == v).unwrap_or(0)
                 })
                 .collect(),
+            baseline: false,
         })
         .collect()
 }
@@ -806,6 +807,7 @@ mod tests {
             id: 9,
             overrides: serde_json::from_value(json!({"micro_batch_size": 8})).unwrap(),
             ranks: vec![0],
+            baseline: false,
         };
         assert!(run.run(&stranger, 4).failed.is_some());
     }

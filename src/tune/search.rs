@@ -63,7 +63,7 @@
 //! Every decision is written to [`SearchResult::log`], one line each, for the report.
 
 use super::memory::Calibration;
-use crate::domain::study::{Candidate, Knob, MemoryTrend, Outcome};
+use crate::domain::study::{Candidate, Conclusion, Knob, MemoryTrend, Outcome};
 use crate::run::steady::median_ci95;
 use serde::Serialize;
 use std::cmp::Ordering;
@@ -173,6 +173,8 @@ pub enum Verdict {
     Failed(String),
     /// Never run: the budget ended first.
     NotRun,
+    /// The fastest of a search cut short before its decision rule was met (no winner).
+    BestSoFar,
 }
 
 /// What was measured of one candidate, pooled over its trials.
@@ -194,8 +196,13 @@ pub struct Evidence {
 /// The outcome of a search. Candidates are named by `Candidate::id`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct SearchResult {
-    /// The recommendation; `None` when no candidate produced a measurement.
+    /// The recommendation (the baseline when the current settings are kept); `None` when no
+    /// candidate produced a measurement or the search was cut short before it decided.
     pub pick: Option<usize>,
+    /// What the search concluded.
+    pub conclusion: Conclusion,
+    /// The candidate holding the experiment's current settings, when one was given.
+    pub baseline: Option<usize>,
     /// Measured candidates: the pick first, then by median step time.
     pub ranking: Vec<usize>,
     /// One verdict per candidate, in the order given.
@@ -492,6 +499,10 @@ struct Search<'a> {
     /// The prediction in force when a candidate's first trial was launched (calibrated on this
     /// study's trials so far): what its measurement is held against.
     at_launch: Vec<Option<f64>>,
+    /// Index of the baseline candidate (the current settings), if any.
+    baseline: Option<usize>,
+    /// Why the search stopped launching before its decision rule was met.
+    stopped: Option<String>,
 }
 
 impl<'a> Search<'a> {
@@ -545,13 +556,15 @@ impl<'a> Search<'a> {
         let budget = 1.0 - self.cfg.headroom.clamp(0.0, 1.0);
         let usable = cap * budget;
         for i in 0..self.cands.len() {
-            if self.state[i] != State::Pending {
+            if self.state[i] != State::Pending || self.baseline == Some(i) {
                 continue;
             }
             let Some(p) = self.calibrated(&cal, i) else {
                 continue;
             };
             if p > usable {
+                // The figure its reason gives is the one reported for it.
+                self.at_launch[i] = Some(p);
                 let reason = format!(
                     "predicted peak {:.1} GiB > {:.1} GiB usable ({:.0} % of {:.1} GiB), with the \
                      model recalibrated on {} measured peak(s) of this study (measured ≈ {:.3} × \
@@ -612,6 +625,7 @@ impl<'a> Search<'a> {
                     self.log.push(format!("stop: {w}"));
                     self.budget_note_logged = true;
                 }
+                self.stopped.get_or_insert(w);
                 false
             }
         }
@@ -673,7 +687,7 @@ impl<'a> Search<'a> {
     fn rule_out_dominators(&mut self, b: usize) {
         let mut ruled = Vec::new();
         for a in 0..self.cands.len() {
-            if a == b || !matches!(self.state[a], State::Pending) {
+            if a == b || !matches!(self.state[a], State::Pending) || self.baseline == Some(a) {
                 continue;
             }
             if dominates_in_memory(self.knobs, &self.cands[a], &self.cands[b]) {
@@ -741,7 +755,7 @@ impl<'a> Search<'a> {
             return Vec::new();
         };
         let pending: Vec<(usize, Vec<f64>)> = (0..self.cands.len())
-            .filter(|&i| self.state[i] == State::Pending)
+            .filter(|&i| self.state[i] == State::Pending && self.baseline != Some(i))
             .filter_map(|i| model.x(&self.cands[i]).map(|x| (i, x)))
             .collect();
         let preds: Vec<(usize, f64)> = pending.iter().map(|(i, x)| (*i, fit.predict(x))).collect();
@@ -836,11 +850,15 @@ impl<'a> Search<'a> {
             .filter(|t| loss(&t.1) <= self.cfg.tolerance)
             .map(|t| t.0)
             .collect();
-        let pick = eligible
-            .iter()
-            .copied()
-            .min_by(|&a, &b| cost_cmp(&self.cands[a], &self.cands[b]))
-            .unwrap_or(leader);
+        // The current settings are kept when they are within the tolerance; else the cheapest.
+        let pick = match self.baseline.filter(|b| eligible.contains(b)) {
+            Some(b) => b,
+            None => eligible
+                .iter()
+                .copied()
+                .min_by(|&a, &b| cost_cmp(&self.cands[a], &self.cands[b]))
+                .unwrap_or(leader),
+        };
         let pick_loss = tied
             .iter()
             .find(|t| t.0 == pick)
@@ -908,6 +926,8 @@ pub fn search(
             .map(|c| predicted_bytes(c).filter(|p| p.is_finite()))
             .collect(),
         at_launch: vec![None; n],
+        baseline: cands.iter().position(|c| c.baseline),
+        stopped: None,
     };
     let max_iters = cfg.max_iters.max(1);
     let mut iters = cfg.first_iters.clamp(1, max_iters);
@@ -922,7 +942,7 @@ pub fn search(
                 .to_string(),
         );
     }
-    for i in (0..n).filter(|_| cfg.predictions_calibrated) {
+    for i in (0..n).filter(|&i| cfg.predictions_calibrated && !cands[i].baseline) {
         if let (Some(cap), Some(p)) = (cfg.capacity_bytes, predicted[i]) {
             let usable = cap * (1.0 - cfg.headroom.clamp(0.0, 1.0));
             if p > usable {
@@ -935,6 +955,7 @@ pub fn search(
                 );
                 s.log
                     .push(format!("{}: predicted OOM: {reason}", s.label(i)));
+                s.at_launch[i] = Some(p);
                 s.state[i] = State::Out(Verdict::PredictedOom { reason });
             }
         }
@@ -951,6 +972,16 @@ pub fn search(
             })
             .then_with(|| cost_cmp(&cands[a], &cands[b]))
     });
+    // The current settings are measured first: every verdict is held against them.
+    if let Some(b) = s.baseline {
+        order.retain(|&i| i != b);
+        order.insert(0, b);
+        s.log.push(format!(
+            "baseline: {} holds the current settings; it is measured first and kept unless a \
+             candidate is faster beyond the noise",
+            s.label(b)
+        ));
+    }
     let model = Additive::new(cands, knobs.len());
     s.log.push(format!(
         "rung 1: {} iterations for each of up to {} candidates: lowest memory first until the \
@@ -1081,6 +1112,13 @@ pub fn search(
         {
             next.push(t.0);
         }
+        // The current settings stay in contention while they are tied with the leader.
+        if let Some(b) = s.baseline
+            && d.tied.iter().any(|t| t.0 == b)
+            && !next.contains(&b)
+        {
+            next.push(b);
+        }
         let dropped: Vec<String> = d
             .sorted
             .iter()
@@ -1131,6 +1169,12 @@ pub fn search(
                 confirm.push(i);
             }
         }
+        if let Some(b) = s.baseline
+            && d.tied.iter().any(|t| t.0 == b)
+            && !confirm.contains(&b)
+        {
+            confirm.push(b);
+        }
         // A candidate already measured in two or more processes (a later rung is a fresh
         // process too) has shown whether its level holds across launches.
         let separated = d.tied.len() == 1;
@@ -1160,6 +1204,7 @@ pub fn search(
         let since = s.gpu_seconds;
         for &i in &confirm {
             if !s.trial(runner, i, confirm_iters) {
+                exhausted = true;
                 break;
             }
             if !contenders.contains(&i) {
@@ -1171,16 +1216,37 @@ pub fn search(
     }
 
     // 5. Verdicts.
-    finish(s, &contenders)
+    finish(s, &contenders, exhausted)
 }
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
-fn finish(s: Search<'_>, contenders: &[usize]) -> SearchResult {
+/// A measured candidate (`st`) against the chosen one (`ps`, id `chosen`) and the leader (`ls`).
+/// A difference inside its interval is no difference: overlapping either CI, a faster median
+/// that was not a final contender (dropped earlier on fewer samples), or a gap no larger than
+/// the two half-widths added is a tie; only the rest is slower.
+fn against(st: &Stat, ls: &Stat, ps: &Stat, chosen: usize) -> Verdict {
+    let pct = (st.median / ps.median - 1.0) * 100.0;
+    let ci_pct = (st.half() + ps.half()) / ps.median * 100.0;
+    if st.overlaps(ls) || st.overlaps(ps) || st.median < ps.median || pct <= ci_pct {
+        Verdict::Tie { with: chosen }
+    } else {
+        Verdict::Slower { pct, ci_pct }
+    }
+}
+
+fn finish(s: Search<'_>, contenders: &[usize], exhausted: bool) -> SearchResult {
     let mut contenders = contenders.to_vec();
     if contenders.is_empty() {
         // Every contender failed late: fall back to everything measured.
         contenders = s.measured();
+    }
+    // The current settings, when measured, are always held against the leader.
+    if let Some(b) = s.baseline
+        && s.state[b] == State::Measured
+        && !contenders.contains(&b)
+    {
+        contenders.push(b);
     }
     let decision = s.decide(&contenders);
     let mut log = s.log.clone();
@@ -1195,56 +1261,108 @@ fn finish(s: Search<'_>, contenders: &[usize]) -> SearchResult {
         .collect();
     let mut ranking = Vec::new();
     let mut pick = None;
-    if let Some(d) = &decision {
-        let ls = d.sorted[0].1;
-        let ps = s.stat(d.pick).unwrap_or(ls);
-        pick = Some(s.cands[d.pick].id);
-        ranking.push(s.cands[d.pick].id);
-        for (i, st) in s.by_median(&s.measured()) {
-            if i == d.pick {
-                verdicts[i] = Verdict::Winner;
-                continue;
+    let why_cut = || {
+        s.stopped
+            .clone()
+            .unwrap_or_else(|| "the budget ended".to_string())
+    };
+    let conclusion = match &decision {
+        None if exhausted => Conclusion::Incomplete {
+            best_so_far: None,
+            why: why_cut(),
+        },
+        None => Conclusion::NothingMeasured,
+        Some(d) => {
+            let ls = d.sorted[0].1;
+            // Keep the current settings while they are tied with the fastest.
+            let keep = s.baseline.filter(|b| d.tied.iter().any(|t| t.0 == *b));
+            let chosen = keep.unwrap_or(d.pick);
+            let ps = s.stat(chosen).unwrap_or(ls);
+            let id = |i: usize| s.cands[i].id;
+            ranking.push(id(chosen));
+            for (i, st) in s.by_median(&s.measured()) {
+                if i == chosen {
+                    verdicts[i] = if exhausted {
+                        Verdict::BestSoFar
+                    } else {
+                        Verdict::Winner
+                    };
+                    continue;
+                }
+                ranking.push(id(i));
+                verdicts[i] = against(&st, &ls, &ps, id(chosen));
             }
-            ranking.push(s.cands[i].id);
-            // Overlapping either CI is a tie; so is a faster median that was not a final
-            // contender (dropped earlier on fewer samples).
-            verdicts[i] = if st.overlaps(&ls) || st.overlaps(&ps) || st.median < ps.median {
-                Verdict::Tie {
-                    with: s.cands[d.pick].id,
+            if exhausted {
+                log.push(format!(
+                    "incomplete ({}): best so far {} {}; no winner: the decision rule was not met",
+                    why_cut(),
+                    s.label(chosen),
+                    Search::fmt_stat(&ps)
+                ));
+                Conclusion::Incomplete {
+                    best_so_far: Some(id(chosen)),
+                    why: why_cut(),
+                }
+            } else if let Some(b) = keep {
+                pick = Some(id(b));
+                if b == d.leader {
+                    log.push(format!(
+                        "keep current: {} {} is the fastest",
+                        s.label(b),
+                        Search::fmt_stat(&ps)
+                    ));
+                } else {
+                    log.push(format!(
+                        "no significant winner: keep current {} {}; the fastest, {} {}, is \
+                         within its noise",
+                        s.label(b),
+                        Search::fmt_stat(&ps),
+                        s.label(d.leader),
+                        Search::fmt_stat(&ls)
+                    ));
+                }
+                Conclusion::KeepCurrent {
+                    baseline: id(b),
+                    fastest: id(d.leader),
                 }
             } else {
-                Verdict::Slower {
-                    pct: (st.median / ps.median - 1.0) * 100.0,
-                    ci_pct: (st.half() + ps.half()) / ps.median * 100.0,
+                pick = Some(id(chosen));
+                if chosen == d.leader {
+                    log.push(format!(
+                        "pick: {} {}",
+                        s.label(chosen),
+                        Search::fmt_stat(&ps)
+                    ));
+                } else {
+                    log.push(format!(
+                        "pick: {} {}: tied with the fastest, {} {}, and cheaper in cost order",
+                        s.label(chosen),
+                        Search::fmt_stat(&ps),
+                        s.label(d.leader),
+                        Search::fmt_stat(&ls)
+                    ));
                 }
-            };
+                Conclusion::Change { pick: id(chosen) }
+            }
         }
-        if d.pick == d.leader {
-            log.push(format!(
-                "pick: {} {}",
-                s.label(d.pick),
-                Search::fmt_stat(&ps)
-            ));
+    };
+    if decision.is_none() {
+        log.push(if exhausted {
+            format!("incomplete ({}): nothing measured, no pick", why_cut())
         } else {
-            log.push(format!(
-                "pick: {} {}: tied with the fastest, {} {}, and cheaper in cost order",
-                s.label(d.pick),
-                Search::fmt_stat(&ps),
-                s.label(d.leader),
-                Search::fmt_stat(&ls)
-            ));
-        }
-    } else {
-        log.push("pick: none (no candidate was measured)".to_string());
+            "pick: none (no candidate was measured)".to_string()
+        });
     }
     let evidence = (0..n)
         .filter(|&i| s.evidence[i].trials > 0)
         .map(|i| (s.cands[i].id, s.evidence[i].clone()))
         .collect();
     let calibration = s.calibration();
+    // One prediction per candidate: the one its verdict was taken on (at its first trial, or
+    // when it was pruned), else the study's final calibration.
     let predicted_bytes = (0..n)
         .filter_map(|i| {
-            let p = if s.evidence[i].trials > 0 {
+            let p = if s.evidence[i].trials > 0 || s.at_launch[i].is_some() {
                 s.at_launch[i]
             } else {
                 s.calibrated(&calibration, i)
@@ -1256,6 +1374,8 @@ fn finish(s: Search<'_>, contenders: &[usize]) -> SearchResult {
         predicted_bytes,
         calibration,
         pick,
+        conclusion,
+        baseline: s.baseline.map(|b| s.cands[b].id),
         ranking,
         verdicts: s
             .cands
@@ -1396,6 +1516,7 @@ mod tests {
             id: 0,
             overrides: Overrides::new(),
             ranks: ranks.to_vec(),
+            baseline: false,
         };
         // Larger micro batch, same recompute and CUs: more memory.
         assert!(dominates_in_memory(&knobs, &c([2, 1, 0]), &c([1, 1, 0])));
@@ -1416,6 +1537,7 @@ mod tests {
                 id: 1,
                 overrides: Overrides::new(),
                 ranks: vec![1],
+                baseline: false,
             }
         ));
     }
@@ -1546,6 +1668,7 @@ mod tests {
             id: 99,
             overrides: Overrides::new(),
             ranks: vec![1],
+            baseline: false,
         };
         assert!(m.x(&odd).is_none());
         assert_eq!(t975(0), f64::INFINITY);
@@ -1815,8 +1938,96 @@ mod tests {
         let r = search(&knobs, &cands, &mut fake, &cfg, &no_model);
         assert_eq!(r.trials, 2);
         assert_eq!(verdict(&r, 3), &Verdict::NotRun);
-        assert_eq!(r.pick, Some(0));
+        // Cut short before the decision rule was met: the best so far, and no winner.
+        assert_eq!(r.pick, None);
+        assert_eq!(verdict(&r, 0), &Verdict::BestSoFar);
+        assert!(matches!(
+            &r.conclusion,
+            Conclusion::Incomplete { best_so_far: Some(0), why } if why.contains("max trials")
+        ));
         assert!(r.log.iter().any(|l| l.contains("max trials")));
+        assert!(r.log.iter().any(|l| l.starts_with("incomplete")));
+    }
+
+    /// `n` candidates of one knob, candidate `b` (by id) holding the current settings.
+    fn with_baseline(n: usize, b: usize) -> (Vec<Knob>, Vec<Candidate>) {
+        let knobs = vec![knob("micro_batch_size", n, MemoryTrend::Increasing)];
+        let mut cands = grid(&knobs);
+        cands[b].baseline = true;
+        (knobs, cands)
+    }
+
+    #[test]
+    fn the_baseline_runs_first_and_no_prediction_prunes_it() {
+        let (knobs, cands) = with_baseline(4, 3);
+        let mut fake = Fake::new(vec![100.0, 90.0, 80.0, 70.0], 0.01, 11);
+        let cfg = SearchConfig {
+            capacity_bytes: Some(100.0 * GIB),
+            ..SearchConfig::default()
+        };
+        // The model puts the current settings (#3) over the capacity: they run anyway, first.
+        let model = |c: &Candidate| Some(if c.id == 3 { 500.0 * GIB } else { 10.0 * GIB });
+        let r = search(&knobs, &cands, &mut fake, &cfg, &model);
+        assert_eq!(fake.launched[0].0, 3, "{:?}", fake.launched);
+        assert_eq!(r.baseline, Some(3));
+        assert_eq!(r.pick, Some(3));
+        assert!(matches!(
+            r.conclusion,
+            Conclusion::KeepCurrent {
+                baseline: 3,
+                fastest: 3
+            }
+        ));
+    }
+
+    #[test]
+    fn on_a_tie_the_current_settings_are_kept() {
+        // #2 (current) and #0 are the same speed; #0 is cheaper in cost order, which without a
+        // baseline would win the tie.
+        let (knobs, cands) = with_baseline(3, 2);
+        let mut fake = Fake::new(vec![100.0, 130.0, 100.0], 0.02, 5);
+        let r = with_defaults(&knobs, &cands, &mut fake);
+        assert_eq!(r.pick, Some(2), "{:?}", r.log);
+        assert!(matches!(
+            r.conclusion,
+            Conclusion::KeepCurrent { baseline: 2, .. }
+        ));
+        assert_eq!(verdict(&r, 0), &Verdict::Tie { with: 2 });
+        assert!(matches!(verdict(&r, 1), Verdict::Slower { .. }));
+        // Without a baseline the cheaper one wins the same tie.
+        let mut plain = cands.clone();
+        plain[2].baseline = false;
+        let mut fake = Fake::new(vec![100.0, 130.0, 100.0], 0.02, 5);
+        let r = with_defaults(&knobs, &plain, &mut fake);
+        assert_eq!(r.pick, Some(0), "{:?}", r.log);
+    }
+
+    #[test]
+    fn a_candidate_faster_beyond_the_noise_replaces_the_current_settings() {
+        let (knobs, cands) = with_baseline(3, 0);
+        let mut fake = Fake::new(vec![100.0, 80.0, 95.0], 0.01, 3);
+        let r = with_defaults(&knobs, &cands, &mut fake);
+        assert_eq!(r.pick, Some(1));
+        assert_eq!(r.conclusion, Conclusion::Change { pick: 1 });
+        assert!(matches!(verdict(&r, 0), Verdict::Slower { .. }));
+    }
+
+    #[test]
+    fn a_verdict_follows_its_interval() {
+        let st = |median: f64, lo: f64, hi: f64| Stat { median, lo, hi };
+        let pick = st(100.0, 99.0, 101.0);
+        // 10.2 % slower, CIs apart, but the interval (11.75 + 1 = 12.75 %) covers the gap.
+        assert_eq!(
+            against(&st(110.2, 101.5, 125.0), &pick, &pick, 6),
+            Verdict::Tie { with: 6 }
+        );
+        // Beyond its interval: slower, with both figures.
+        match against(&st(120.0, 118.0, 122.0), &pick, &pick, 6) {
+            Verdict::Slower { pct, ci_pct } => {
+                assert!((pct - 20.0).abs() < 1e-9 && (ci_pct - 3.0).abs() < 1e-9);
+            }
+            v => panic!("{v:?}"),
+        }
     }
 
     #[test]
@@ -2048,6 +2259,14 @@ mod tests {
             r.predicted_bytes
         );
         assert!((r.predicted_bytes[&4] / GIB - 170.0).abs() < 1e-6);
+        // One prediction per candidate: the figure in a pruned candidate's reason is the one
+        // reported for it.
+        for (id, v) in &r.verdicts {
+            if let Verdict::PredictedOom { reason } = v {
+                let shown = format!("predicted peak {:.1} GiB", r.predicted_bytes[id] / GIB);
+                assert!(reason.contains(&shown), "#{id}: {reason} vs {shown}");
+            }
+        }
     }
 
     #[test]

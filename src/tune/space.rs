@@ -98,6 +98,48 @@ impl Space {
         grid(&self.knobs)
     }
 
+    /// The experiment's current value of every flag the knobs set (`null` when unset).
+    pub fn current(&self, exp: &Experiment) -> Overrides {
+        let m = exp.main_module();
+        self.flags()
+            .into_iter()
+            .map(|f| {
+                let v = m.value(&f).map_or(serde_json::Value::Null, |v| v.to_json());
+                (f, v)
+            })
+            .collect()
+    }
+
+    /// A sweep's candidates: candidate 0 holds the experiment's current settings (the grid's
+    /// candidate equal to them, or, when they lie outside the space, the current values with no
+    /// rank), then the rest of the grid in cost order, ids 1, 2, ...
+    pub fn candidates_with_baseline(&self, exp: &Experiment) -> Vec<Candidate> {
+        let current = self.current(exp);
+        let mut grid = self.candidates();
+        let same = |c: &Candidate| {
+            c.overrides
+                .iter()
+                .all(|(k, v)| current.get(k).is_some_and(|x| json_eq(x, v)))
+        };
+        let baseline = match grid.iter().position(same) {
+            Some(i) => grid.remove(i),
+            None => Candidate {
+                id: 0,
+                overrides: current,
+                ranks: Vec::new(),
+                baseline: true,
+            },
+        };
+        std::iter::once(Candidate {
+            baseline: true,
+            ..baseline
+        })
+        .chain(grid)
+        .enumerate()
+        .map(|(id, c)| Candidate { id, ..c })
+        .collect()
+    }
+
     /// Why the space does not apply to this experiment, if it does not.
     pub fn not_applicable(&self, exp: &Experiment) -> Option<String> {
         let m = exp.main_module();
@@ -186,6 +228,14 @@ pub fn find(name: &str, user: Option<&Path>) -> Result<Space, SpaceError> {
         })
 }
 
+/// Equal as configuration values: numbers by value (`4` = `4.0`), the rest exactly.
+fn json_eq(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    match (a.as_f64(), b.as_f64()) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    }
+}
+
 /// The candidate's overrides as Primus command-line overrides.
 pub fn as_overrides(o: &Overrides) -> Vec<Override> {
     o.iter()
@@ -258,6 +308,7 @@ pub fn grid(knobs: &[Knob]) -> Vec<Candidate> {
             id,
             overrides: overrides(knobs, &ranks),
             ranks,
+            baseline: false,
         })
         .collect()
 }
@@ -318,6 +369,38 @@ mod tests {
         assert_eq!(c[4].overrides["recompute_method"], "uniform");
         assert_eq!(c[2].overrides["micro_batch_size"], 1);
         assert!(c[0].overrides["recompute_granularity"].is_null());
+    }
+
+    #[test]
+    fn candidate_0_holds_the_current_settings_inside_or_outside_the_space() {
+        let s = find("memory-fit", None).unwrap();
+        // The example runs micro batch 2 without recompute: grid candidate (1, 0).
+        let dense = Experiment::load(Path::new(DENSE), &opts()).unwrap();
+        let c = s.candidates_with_baseline(&dense);
+        assert_eq!(c.len(), 20);
+        assert!(c[0].baseline && c[0].id == 0);
+        assert_eq!(c[0].ranks, vec![1, 0]);
+        assert_eq!(c[0].overrides["micro_batch_size"], 2);
+        assert!(c[1..].iter().all(|x| !x.baseline && x.ranks != vec![1, 0]));
+        assert_eq!(
+            c.iter().map(|x| x.id).collect::<Vec<_>>(),
+            (0..20).collect::<Vec<_>>()
+        );
+        // Micro batch 12 lies outside the space: an extra candidate 0 with the current values.
+        let mut o = opts();
+        o.overrides = as_overrides(
+            &[("micro_batch_size".to_string(), serde_json::json!(12))]
+                .into_iter()
+                .collect(),
+        );
+        let twelve = Experiment::load(Path::new(DENSE), &o).unwrap();
+        let c = s.candidates_with_baseline(&twelve);
+        assert_eq!(c.len(), 21);
+        assert!(c[0].baseline && c[0].ranks.is_empty());
+        assert_eq!(c[0].overrides["micro_batch_size"], 12);
+        assert!(c[0].overrides["recompute_granularity"].is_null());
+        assert_eq!(c[0].overrides.len(), 4, "{:?}", c[0].overrides);
+        assert_eq!(c[1].overrides, s.candidates()[0].overrides);
     }
 
     #[test]

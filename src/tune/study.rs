@@ -3,27 +3,64 @@
 
 use super::search::{SearchResult, Verdict};
 use super::space::Space;
-use crate::domain::study::{Candidate, CandidateRecord, StudyRecord, VerdictKind};
+use crate::domain::study::{
+    Candidate, CandidateRecord, Conclusion, StudyRecord, VerdictKind, settings,
+};
 use std::collections::BTreeMap;
 
-fn verdict_text(v: &Verdict) -> (VerdictKind, String) {
+/// Candidate `id` in words: `candidate 6 (micro_batch_size=4)`, or the current settings.
+fn named(cands: &[Candidate], id: usize) -> String {
+    match cands.iter().find(|c| c.id == id) {
+        Some(c) if c.baseline => format!("candidate {id} (the current settings)"),
+        Some(c) => format!("candidate {id} ({})", settings(&c.overrides)),
+        None => format!("candidate {id}"),
+    }
+}
+
+fn verdict_text(
+    v: &Verdict,
+    c: &Candidate,
+    cands: &[Candidate],
+    conclusion: &Conclusion,
+) -> (VerdictKind, String) {
     match v {
-        Verdict::Winner => (
-            VerdictKind::Winner,
-            "fastest (ties broken by cost order)".into(),
+        Verdict::Winner => match conclusion {
+            Conclusion::KeepCurrent { fastest, .. } if *fastest != c.id => (
+                VerdictKind::Winner,
+                format!(
+                    "the current settings: no significant winner, keep current ({} is within their noise)",
+                    named(cands, *fastest)
+                ),
+            ),
+            Conclusion::KeepCurrent { .. } => (
+                VerdictKind::Winner,
+                "the current settings are the fastest: keep current".into(),
+            ),
+            _ => (
+                VerdictKind::Winner,
+                "faster than the current settings beyond the noise (ties broken by cost order)"
+                    .into(),
+            ),
+        },
+        Verdict::BestSoFar => (
+            VerdictKind::BestSoFar,
+            "the fastest so far; the sweep was cut short before it could decide (no winner)".into(),
         ),
         Verdict::Tie { with } => (
             VerdictKind::Tie,
-            format!("within the noise of candidate {with}, which is cheaper or faster"),
+            format!("within the noise of {}", named(cands, *with)),
         ),
         Verdict::Slower { pct, ci_pct } => (
             VerdictKind::Slower,
             format!("slower by {pct:.1} ± {ci_pct:.1} %"),
         ),
         Verdict::Oom => (VerdictKind::Oom, "ran out of GPU memory".into()),
-        Verdict::RuledOut { by, reason } => (
+        Verdict::RuledOut { by, .. } => (
             VerdictKind::RuledOut,
-            format!("not run: needs more memory than candidate {by}, which ran out ({reason})"),
+            format!(
+                "not run: needs at least the memory of {}, which ran out of memory",
+                named(cands, *by)
+            ),
         ),
         Verdict::PredictedOom { reason } => {
             (VerdictKind::PredictedOom, format!("not run: {reason}"))
@@ -55,12 +92,13 @@ pub fn record(
         .map(|(c, l)| {
             let (verdict, why) = match (l, verdicts.get(&c.id)) {
                 (Err(e), _) => (VerdictKind::Illegal, e.to_string()),
-                (Ok(()), Some(v)) => verdict_text(v),
+                (Ok(()), Some(v)) => verdict_text(v, c, cands, &r.conclusion),
                 (Ok(()), None) => (VerdictKind::NotRun, "not reached".into()),
             };
             let ev = r.evidence.get(&c.id);
             CandidateRecord {
                 id: c.id,
+                baseline: c.baseline,
                 overrides: c.overrides.clone(),
                 verdict,
                 why,
@@ -73,9 +111,12 @@ pub fn record(
             }
         })
         .collect();
+    // Only candidates that ran to a measurement: a failed, OOM or rejected trial's peak is
+    // whatever it reached before it ended, not the config's.
     let memory_error = mean_relative_error(
         candidates
             .iter()
+            .filter(|c| c.verdict.measured())
             .filter_map(|c| Some((c.predicted_bytes?, c.peak_memory_bytes? as f64))),
     )
     .map(|(e, _)| e);
@@ -93,6 +134,8 @@ pub fn record(
         memory_error,
         basis: None,
         unmodeled: Vec::new(),
+        baseline: r.baseline,
+        conclusion: Some(r.conclusion.clone()),
     }
 }
 

@@ -50,6 +50,24 @@ pub fn setup(profile: &str, workload: &str, space: &str) -> Setup {
     }
 }
 
+/// Writes the experiment's `micro_batch_size` (its current setting, a sweep's candidate 0).
+pub fn set_micro_batch(s: &Setup, mbs: u32) {
+    let text = std::fs::read_to_string(&s.exp).unwrap();
+    let mut found = false;
+    let out: Vec<String> = text
+        .lines()
+        .map(|l| match l.split_once("micro_batch_size:") {
+            Some((indent, _)) if indent.trim().is_empty() => {
+                found = true;
+                format!("{indent}micro_batch_size: {mbs}")
+            }
+            _ => l.to_string(),
+        })
+        .collect();
+    assert!(found, "{text}");
+    std::fs::write(&s.exp, out.join("\n") + "\n").unwrap();
+}
+
 /// The binary with the test's profiles, its own workspace and data folder, and no launcher
 /// variables.
 pub fn cmd(s: &Setup) -> Command {

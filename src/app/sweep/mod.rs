@@ -135,12 +135,14 @@ fn params_of(
 }
 
 /// Calibration points from stored trials of this experiment: the model's prediction for the
-/// trial's resolved config against the peak it measured.
-fn calibration_points(store: &Store, world: u64) -> Vec<(f64, f64)> {
+/// trial's resolved config against the peak it measured. Only completed trials count: a failed,
+/// OOM or rejected trial's "peak" is whatever it reached before it ended, not the config's.
+fn calibration_points(store: &Store, exp: &std::path::Path, world: u64) -> Vec<(f64, f64)> {
     store
-        .list_trials(&crate::store::TrialFilter::all())
+        .list_trials(&crate::store::TrialFilter::all().status(crate::store::TrialStatus::Completed))
         .unwrap_or_default()
         .iter()
+        .filter(|t| t.failure.is_none() && t.config_path == exp)
         .filter_map(|t| {
             let measured = t.peak_mem_gib? * (1u64 << 30) as f64;
             let text = std::fs::read_to_string(t.trial_dir.join("resolved.json")).ok()?;
@@ -253,7 +255,7 @@ pub fn run(
     }
     req.trial.profile = Some(prof.clone());
     let resume = resume_command(session, &study_name, &req);
-    let cands = space.candidates();
+    let cands = space.candidates_with_baseline(&exp);
     let legal = space::legality(&exp, opts, &cands);
     let legal_cands: Vec<Candidate> = cands
         .iter()
@@ -272,7 +274,7 @@ pub fn run(
             gpu: gpu_name,
         }
     };
-    let points = calibration_points(&store, gpus);
+    let points = calibration_points(&store, &exp.path, gpus);
     let cal = Calibration::fit(&points);
     let predicted: BTreeMap<usize, f64> = cands
         .iter()

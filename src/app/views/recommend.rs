@@ -99,9 +99,22 @@ fn from_study(session: &Session, name: &str) -> Result<FromStudy, AppError> {
         .filter(|(flag, _)| !rec.unmodeled.contains(flag))
         .map(|(flag, value)| {
             let current = m.value(flag).map_or(serde_json::Value::Null, |v| v.to_json());
+            let verdict = match (&rec.conclusion, pick.baseline) {
+                (_, true) => format!(
+                    "keep current: no candidate of {} in study `{name}` is faster beyond the noise",
+                    rec.candidates.len()
+                ),
+                (Some(_), false) => format!(
+                    "faster than the current settings beyond the noise, of {} candidates in study `{name}`",
+                    rec.candidates.len()
+                ),
+                (None, false) => format!(
+                    "fastest of {} candidates in study `{name}`",
+                    rec.candidates.len()
+                ),
+            };
             let mut reason = format!(
-                "fastest of {} candidates in study `{name}`: median {:.1} ms (95 % CI {:.1}–{:.1}, n {}){}",
-                rec.candidates.len(),
+                "{verdict}: median {:.1} ms per global batch (95 % CI {:.1}–{:.1}, n {}){}",
                 pick.median_ms.unwrap_or(f64::NAN),
                 pick.ci_low_ms.unwrap_or(f64::NAN),
                 pick.ci_high_ms.unwrap_or(f64::NAN),

@@ -2,7 +2,7 @@
 //! and what it picked — and one study in full (its record, ranked).
 
 use crate::app::{AppError, Session};
-use crate::domain::study::{Overrides, StudyRecord};
+use crate::domain::study::{Conclusion, Overrides, StudyRecord};
 use crate::domain::trial::TrialStatus;
 use crate::store::{Store, StudyRow, TrialFilter, TrialRow};
 use serde::Serialize;
@@ -18,6 +18,9 @@ pub enum StudyStatus {
     Running,
     /// Stopped or interrupted before the search ended: `sweep --resume` continues it.
     Unfinished,
+    /// The search was cut short by its budget before it could decide: its record names the
+    /// best so far and no winner; `sweep --resume` with more budget continues it.
+    Incomplete,
 }
 
 impl StudyStatus {
@@ -26,6 +29,7 @@ impl StudyStatus {
             StudyStatus::Finished => "finished",
             StudyStatus::Running => "running",
             StudyStatus::Unfinished => "unfinished",
+            StudyStatus::Incomplete => "incomplete",
         }
     }
 }
@@ -91,6 +95,9 @@ fn summarize(store: &Store, s: &StudyRow) -> Result<StudyDetail, AppError> {
         &record,
         trials.iter().any(|t| t.status == TrialStatus::Running),
     ) {
+        (Some(r), _) if matches!(r.conclusion, Some(Conclusion::Incomplete { .. })) => {
+            StudyStatus::Incomplete
+        }
         (Some(_), _) => StudyStatus::Finished,
         (None, true) => StudyStatus::Running,
         (None, false) => StudyStatus::Unfinished,

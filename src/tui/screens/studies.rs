@@ -70,7 +70,7 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
                 app.info(format!("study {} has a trial running", s.name));
                 vec![]
             }
-            StudyStatus::Unfinished => {
+            StudyStatus::Unfinished | StudyStatus::Incomplete => {
                 if !sweep::can_start(app) {
                     return vec![];
                 }
@@ -81,7 +81,7 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
             }
         },
         Action::ReportStudy => {
-            if s.status == StudyStatus::Finished {
+            if matches!(s.status, StudyStatus::Finished | StudyStatus::Incomplete) {
                 app.info(format!("writing the report of {}…", s.name));
                 vec![Effect::WriteReport(s.name)]
             } else {
@@ -132,7 +132,7 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
         .map(|s| {
             let style = match s.status {
                 StudyStatus::Finished => theme.ok(),
-                StudyStatus::Running => theme.warn(),
+                StudyStatus::Running | StudyStatus::Incomplete => theme.warn(),
                 StudyStatus::Unfinished => theme.dim(),
             };
             let mut cells = vec![

@@ -188,7 +188,7 @@ pub fn ranked_table<'a>(study: &str, rec: &'a StudyRecord, theme: &Theme) -> Tab
                 _ => "-".into(),
             };
             Row::new(vec![
-                Cell::from(c.id.to_string()),
+                Cell::from(format!("{}{}", c.id, if c.baseline { "*" } else { "" })),
                 Cell::from(c.verdict.as_str()),
                 Cell::from(num(c.median_ms, 1, "")),
                 Cell::from(ci),
@@ -234,7 +234,8 @@ pub fn ranked_table<'a>(study: &str, rec: &'a StudyRecord, theme: &Theme) -> Tab
         Block::default()
             .borders(Borders::ALL)
             .title(format!(
-                " {study}: {} trials, {:.1} GPU-min · a applies the pick ",
+                " {study}: {} · {} trials, {:.1} GPU-min · * current · a applies the pick ",
+                rec.conclusion_short(),
                 rec.trials,
                 rec.gpu_seconds / 60.0
             ))
