@@ -120,6 +120,28 @@ fn trial_row(id: i64) -> TrialRow {
         tokens_per_s_per_gpu: (!failed).then_some(131_072_000.0 / step),
         tflops_per_gpu: (!failed).then_some(163_000.0 / step),
         peak_mem_gib: (!failed).then_some(140.0),
+        resolved: None,
+    }
+}
+
+/// A listed trial: what it ran differently from the experiment (its overrides here).
+fn trial_summary(id: i64) -> primus_tune::app::views::trials::TrialSummary {
+    use primus_tune::app::views::compare::Difference;
+    let row = trial_row(id);
+    let differences = row
+        .overrides
+        .iter()
+        .filter(|(k, _)| k != "train_iters")
+        .map(|(k, v)| Difference {
+            flag: k.clone(),
+            a: serde_json::Value::Null,
+            b: v.clone(),
+        })
+        .collect();
+    primus_tune::app::views::trials::TrialSummary {
+        row,
+        this_experiment: true,
+        differences: Some(differences),
     }
 }
 
@@ -204,7 +226,7 @@ fn full_app() -> App {
     }
     app::update(
         &mut app,
-        Msg::Trials(Ok((1..=TRIALS).map(trial_row).collect())),
+        Msg::Trials(Ok((1..=TRIALS).map(trial_summary).collect())),
     );
     app
 }
@@ -355,6 +377,7 @@ fn study_summary(i: usize) -> primus_tune::app::views::studies::StudySummary {
         id: i as i64,
         name: format!("memory-fit-2026120{}T1{i:05}", i % 10),
         space: "memory-fit".into(),
+        experiment: "x.yaml".into(),
         status: if i.is_multiple_of(3) {
             StudyStatus::Unfinished
         } else {

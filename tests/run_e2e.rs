@@ -382,3 +382,59 @@ fn parse_log_json_has_iterations_summary_and_failure() {
     assert!((tps - 2048.0 * 16.0 / 0.18).abs() < 1.0, "{tps}");
     assert_eq!(v["failure"]["class"], "oom");
 }
+
+/// A launch that cannot start leaves its trial failed with the reason (never `running`, never
+/// a non-zero exit): a runner that does not exist, and a profile needing an unset variable.
+#[test]
+fn a_launch_that_cannot_start_is_stored_as_not_launched_with_the_reason() {
+    let s = setup();
+    std::fs::write(
+        s.config_home.join("primus-tune/profiles/no-runner.yaml"),
+        "name: no-runner\nargv: [/nonexistent/primus-runner, \"{config}\"]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        s.config_home.join("primus-tune/profiles/needs-var.yaml"),
+        "name: needs-var\nargv: [sh, \"{env:PT_TEST_UNSET_MEGATRON_PATH}/pretrain_gpt.py\"]\n",
+    )
+    .unwrap();
+    for (profile, cause) in [
+        ("no-runner", "/nonexistent/primus-runner"),
+        ("needs-var", "PT_TEST_UNSET_MEGATRON_PATH"),
+    ] {
+        let out = bin(&s)
+            .arg("run")
+            .arg(&s.exp)
+            .args(["--profile", profile, "--no-telemetry"])
+            .env_remove("PT_TEST_UNSET_MEGATRON_PATH")
+            .timeout(Duration::from_secs(60))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{profile}: {err}");
+        assert!(err.contains(cause), "{profile}: {err}");
+        let store = primus_tune::store::Store::open(&s.ws.join("trials.db")).unwrap();
+        let t = store
+            .list_trials(&primus_tune::store::TrialFilter::all())
+            .unwrap()
+            .into_iter()
+            .find(|t| t.profile.as_deref() == Some(profile))
+            .unwrap_or_else(|| panic!("{profile}: no trial stored"));
+        assert_eq!(t.status.as_str(), "failed", "{profile}");
+        let f = t.failure.expect("a failure");
+        assert_eq!(
+            f.class,
+            primus_tune::domain::trial::FailureClass::NotLaunched,
+            "{profile}"
+        );
+        let line = f.line.unwrap_or_default();
+        assert!(
+            line.starts_with("nothing was launched") && line.contains(cause),
+            "{profile}: {line}"
+        );
+        assert_eq!(
+            t.exit_code, None,
+            "{profile}: nothing ran, so nothing exited"
+        );
+    }
+}

@@ -28,6 +28,7 @@ fn new_trial(study_id: Option<i64>, tag: &str) -> NewTrial {
         argv: vec!["bash".into(), "run_pretrain.sh".into(), tag.into()],
         env: vec![("HSA_NO_SCRATCH_RECLAIM".into(), "1".into())],
         trial_dir: PathBuf::from(format!("/runs/{tag}")),
+        resolved: Some(json!({"micro_batch_size": 2, "recompute_granularity": "full"})),
     }
 }
 
@@ -141,6 +142,14 @@ fn trial_round_trip() {
     assert_eq!(row.config_path, fresh.config_path);
     assert_eq!(row.config_hash, fresh.config_hash);
     assert_eq!(row.overrides, fresh.overrides);
+    // What it ran is stored, and left out of the list JSON (`trials show --json` carries it).
+    assert_eq!(row.resolved, fresh.resolved);
+    assert!(
+        serde_json::to_value(&row)
+            .unwrap()
+            .get("resolved")
+            .is_none()
+    );
     assert_eq!(row.profile, fresh.profile);
     assert_eq!(row.argv, fresh.argv);
     assert_eq!(row.env, fresh.env);

@@ -73,6 +73,26 @@ pub struct PreparedTrial {
 }
 
 /// The profile a request names (or the default), from the built-in and the user's.
+/// Unsaved edits as a trial's overrides, the way `run --set KEY=VALUE` takes them (an edit of
+/// an environment variable goes into the trial's environment instead): the file is not changed.
+pub fn with_edits(
+    mut req: TrialRequest,
+    edits: &[super::views::config::PendingEdit],
+) -> Result<TrialRequest, AppError> {
+    let catalog = Catalog::builtin();
+    for e in edits {
+        if catalog.env_vars().any(|f| f.name == e.key) {
+            req.env.retain(|(k, _)| k != &e.key);
+            req.env.push((e.key.clone(), e.text.clone()));
+        } else {
+            let o = super::session::overrides(&[format!("{}={}", e.key, e.text)])?;
+            req.overrides.retain(|x| x.key != e.key);
+            req.overrides.extend(o);
+        }
+    }
+    Ok(req)
+}
+
 pub fn find_profile(name: Option<&str>) -> Result<Profile, AppError> {
     Ok(profile::find(
         name.unwrap_or(profile::DEFAULT_PROFILE),

@@ -22,9 +22,12 @@ pub struct StudiesArgs {
     /// The workspace folder (as for `run`).
     #[arg(long, global = true, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
-    /// Print JSON: a list of {name, space, status, trials, gpu_seconds, pick, ...}.
+    /// Print JSON: a list of {name, space, experiment, status, trials, gpu_seconds, pick, ...}.
     #[arg(long, global = true)]
     pub json: bool,
+    /// List the studies of every experiment in the workspace (default: this experiment's).
+    #[arg(long)]
+    pub all: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -73,7 +76,8 @@ pub fn run(a: &StudiesArgs) -> Result<ExitCode, CliError> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let s = session(a, None)?;
+    let mut s = session(a, None)?;
+    s.all_experiments |= a.all;
     let list = studies::list(&s)?;
     if a.json {
         print_json(&serde_json::to_value(&list).unwrap_or_default());
@@ -87,19 +91,31 @@ pub fn run(a: &StudiesArgs) -> Result<ExitCode, CliError> {
         );
         return Ok(ExitCode::SUCCESS);
     }
+    let all = s.all_experiments;
     println!(
-        "{:<28} {:<16} {:<10} {:>6} {:>8}  {:<20} pick",
-        "study", "space", "status", "trials", "GPU-min", "started"
+        "{:<28} {:<16} {:<10} {:>6} {:>8}  {:<20} {}pick",
+        "study",
+        "space",
+        "status",
+        "trials",
+        "GPU-min",
+        "started",
+        if all { "experiment  " } else { "" }
     );
     for st in &list {
         println!(
-            "{:<28} {:<16} {:<10} {:>6} {:>8.1}  {:<20} {}",
+            "{:<28} {:<16} {:<10} {:>6} {:>8.1}  {:<20} {}{}",
             st.name,
             st.space,
             st.status.as_str(),
             st.trials,
             st.gpu_seconds / 60.0,
             st.started.get(..19).unwrap_or(&st.started),
+            if all {
+                format!("{}  ", st.experiment)
+            } else {
+                String::new()
+            },
             pick_text(st)
         );
     }

@@ -1,8 +1,10 @@
-//! `primus-tune trials [--json | --csv]` and `primus-tune trials show ID`.
+//! `primus-tune trials [--all] [--json | --csv]`, `trials show ID` and `trials compare A B`.
 
 use super::{CliError, display_path, print_json};
+use crate::app::views::compare::{Change, Comparison, show_json};
+use crate::app::views::trials::{self, TrialSummary};
 use crate::app::{Session, SessionOptions};
-use crate::store::{Store, TrialFilter, TrialRow, TrialStatus};
+use crate::store::{TrialFilter, TrialRow, TrialStatus};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -25,6 +27,10 @@ pub struct TrialsArgs {
     /// Export CSV.
     #[arg(long)]
     pub csv: bool,
+    /// List the trials of every experiment in the workspace, with an experiment column
+    /// (default: the experiment's own).
+    #[arg(long)]
+    pub all: bool,
 }
 
 /// Which workspace to read: an experiment's, a folder, or a database file.
@@ -54,6 +60,16 @@ pub enum TrialsCommand {
         #[arg(long)]
         csv: bool,
     },
+    /// Two trials side by side: the flags they ran differently, step time, throughput and
+    /// memory with the change and its 95 % interval, and a verdict (B against A).
+    Compare {
+        a: i64,
+        b: i64,
+        /// Print JSON: {a, b, differences: [{flag, a, b}], median_step_ms: {a, b, change_pct,
+        /// ci95_pct}, ..., verdict}.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 impl DbArgs {
@@ -66,15 +82,22 @@ impl DbArgs {
             ..SessionOptions::default()
         })?)
     }
-
-    pub fn open(&self) -> Result<Store, CliError> {
-        Ok(self.session()?.require_store()?)
-    }
 }
 
 pub fn run(a: &TrialsArgs) -> Result<ExitCode, CliError> {
-    let store = a.db.open()?;
+    let mut session = a.db.session()?;
+    session.all_experiments |= a.all;
+    let store = session.require_store()?;
     let usage = |e: crate::store::StoreError| CliError::Usage(e.to_string());
+    if let Some(TrialsCommand::Compare { a: x, b: y, json }) = &a.command {
+        let c = trials::compare(&session, *x, *y)?;
+        if *json {
+            print_json(&serde_json::to_value(&c).unwrap_or_default());
+        } else {
+            print_comparison(&c);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     if let Some(TrialsCommand::Show { id, json, csv }) = &a.command {
         let t = store.trial(*id).map_err(usage)?.ok_or_else(|| {
             CliError::Usage(format!("no trial {id} in {}", display_path(store.path())))
@@ -85,15 +108,18 @@ pub fn run(a: &TrialsArgs) -> Result<ExitCode, CliError> {
             return Ok(ExitCode::SUCCESS);
         }
         let iters = store.iterations(*id).map_err(usage)?;
+        let summary = trials::summary(&session, *id)?;
         if *json {
-            let mut v = serde_json::to_value(&t).unwrap_or_default();
+            let mut v = serde_json::to_value(&summary).unwrap_or_default();
+            v["resolved"] =
+                serde_json::to_value(crate::run::trial::trial_params(&t)).unwrap_or_default();
             v["iterations"] = serde_json::to_value(&iters).unwrap_or_default();
             v["memory_reports"] =
                 serde_json::to_value(store.memory_reports(*id).map_err(usage)?).unwrap_or_default();
             print_json(&v);
             return Ok(ExitCode::SUCCESS);
         }
-        print_detail(&t, iters.len());
+        print_detail(&summary, iters.len());
         return Ok(ExitCode::SUCCESS);
     }
     let mut filter = TrialFilter::all();
@@ -111,14 +137,23 @@ pub fn run(a: &TrialsArgs) -> Result<ExitCode, CliError> {
         store.export_trials_csv(&mut out, &filter).map_err(usage)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let rows = store.list_trials(&filter).map_err(usage)?;
+    let rows = trials::list(&session, &filter)?;
     if a.json {
         print_json(&serde_json::to_value(&rows).unwrap_or_default());
         return Ok(ExitCode::SUCCESS);
     }
+    let all = session.all_experiments;
     println!(
-        "{:>4} {:<11} {:>10} {:>8} {:>11} {:>8} {:>8}  {:<10} overrides",
-        "id", "status", "median ms", "±CI %", "tokens/s/GPU", "TFLOP/s", "mem GiB", "profile"
+        "{:>4} {:<11} {:>10} {:>8} {:>11} {:>8} {:>8}  {:<10} {}differs from the config",
+        "id",
+        "status",
+        "median ms",
+        "±CI %",
+        "tokens/s/GPU",
+        "TFLOP/s",
+        "mem GiB",
+        "profile",
+        if all { "experiment            " } else { "" }
     );
     for t in &rows {
         let f = |v: Option<f64>, p: usize| v.map_or("-".into(), |x| format!("{x:.p$}"));
@@ -134,7 +169,7 @@ pub fn run(a: &TrialsArgs) -> Result<ExitCode, CliError> {
             _ => t.status.to_string(),
         };
         println!(
-            "{:>4} {:<11} {:>10} {:>8} {:>11} {:>8} {:>8}  {:<10} {}",
+            "{:>4} {:<11} {:>10} {:>8} {:>11} {:>8} {:>8}  {:<10} {}{}",
             t.id,
             status,
             f(t.median_step_ms, 1),
@@ -143,13 +178,78 @@ pub fn run(a: &TrialsArgs) -> Result<ExitCode, CliError> {
             f(t.tflops_per_gpu, 1),
             f(t.peak_mem_gib, 2),
             t.profile.clone().unwrap_or_default(),
-            overrides_text(t)
+            if all {
+                format!("{:<22}", experiment_name(t))
+            } else {
+                String::new()
+            },
+            t.settings_text()
         );
     }
     if rows.is_empty() {
-        println!("(no trials)");
+        if all {
+            println!("(no trials)");
+        } else {
+            println!(
+                "(no trials of {}; --all lists every experiment's)",
+                session.display()
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn experiment_name(t: &TrialSummary) -> String {
+    t.config_path
+        .file_name()
+        .map_or_else(String::new, |s| s.to_string_lossy().into_owned())
+}
+
+fn change_text(c: &Change, prec: usize) -> String {
+    let ci = c.ci95_pct.map_or(String::new(), |ci| format!(" ± {ci:.1}"));
+    format!(
+        "{:>12.prec$} {:>12.prec$}   {:+.1}{ci} %",
+        c.a, c.b, c.change_pct
+    )
+}
+
+fn print_comparison(c: &Comparison) {
+    println!("trial {} against trial {}", c.b, c.a);
+    if c.experiments[0] != c.experiments[1] {
+        println!("  experiments: {} | {}", c.experiments[0], c.experiments[1]);
+    }
+    println!(
+        "  {:<24} {:>12} {:>12}   change (95 % CI)",
+        "",
+        format!("trial {}", c.a),
+        format!("trial {}", c.b)
+    );
+    let figures = [
+        ("median step ms", &c.median_step_ms, 1),
+        ("tokens/s/GPU", &c.tokens_per_s_per_gpu, 0),
+        ("TFLOP/s/GPU", &c.tflops_per_gpu, 1),
+        ("peak memory GiB", &c.peak_mem_gib, 2),
+    ];
+    for (name, ch, prec) in figures {
+        match ch {
+            Some(ch) => println!("  {name:<24} {}", change_text(ch, prec)),
+            None => println!("  {name:<24} {:>12} {:>12}", "-", "-"),
+        }
+    }
+    println!("  verdict: trial {} is {}", c.b, c.verdict.text());
+    if c.differences.is_empty() {
+        println!("  settings: they ran the same values");
+    } else {
+        println!("  settings that differ:");
+        for d in &c.differences {
+            println!(
+                "    {:<40} {:>14} {:>14}",
+                d.flag,
+                show_json(&d.a),
+                show_json(&d.b)
+            );
+        }
+    }
 }
 
 fn overrides_text(t: &TrialRow) -> String {
@@ -160,7 +260,8 @@ fn overrides_text(t: &TrialRow) -> String {
         .join(" ")
 }
 
-fn print_detail(t: &TrialRow, stored_iters: usize) {
+fn print_detail(s: &TrialSummary, stored_iters: usize) {
+    let t = &s.row;
     println!("trial {} — {}", t.id, t.status);
     if let Some(f) = &t.failure {
         println!("  failure: {}", f.class.label());
@@ -175,6 +276,7 @@ fn print_detail(t: &TrialRow, stored_iters: usize) {
     );
     println!("  profile: {}", t.profile.clone().unwrap_or_default());
     println!("  overrides: {}", overrides_text(t));
+    println!("  differs from the config now: {}", s.settings_text());
     println!("  argv:    {}", t.argv.join(" "));
     println!("  folder:  {}", t.trial_dir.display());
     println!(

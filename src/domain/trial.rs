@@ -103,6 +103,9 @@ pub enum FailureClass {
     KilledByUser,
     /// The trial hit --max-seconds before finishing its measurement.
     Timeout,
+    /// Nothing started: its launch could not be built or spawned (a missing runner, an unset
+    /// variable its profile needs, an unwritable trial folder).
+    NotLaunched,
 }
 
 impl FailureClass {
@@ -117,6 +120,7 @@ impl FailureClass {
             FailureClass::NonZeroExit => "non-zero exit",
             FailureClass::KilledByUser => "stopped by the user",
             FailureClass::Timeout => "time limit reached",
+            FailureClass::NotLaunched => "could not be launched",
         }
     }
 }

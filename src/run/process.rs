@@ -285,6 +285,12 @@ mod tests {
         drop(r.guard);
         let mut child = r.child;
         let _ = child.wait().await;
+        // The group's other member (sleep) is reaped by init, which on a loaded machine takes a
+        // moment after the SIGKILL.
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while group_alive(pgid) && std::time::Instant::now() < end {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
         assert!(!group_alive(pgid));
     }
 

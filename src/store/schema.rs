@@ -113,6 +113,13 @@ CREATE TABLE samples (
 ) WITHOUT ROWID;
 "#;
 
+/// Version 3: what each trial ran — its experiment's resolved parameters with the trial's
+/// overrides applied (flag → value, JSON), so trials compare and apply by what they ran even
+/// after the experiment file changed.
+const V3: &str = r#"
+ALTER TABLE trials ADD COLUMN resolved TEXT CHECK (resolved IS NULL OR json_valid(resolved));
+"#;
+
 pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration {
         version: 1,
@@ -123,6 +130,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         version: 2,
         description: "telemetry samples",
         sql: V2,
+    },
+    Migration {
+        version: 3,
+        description: "trials' resolved parameters",
+        sql: V3,
     },
 ];
 

@@ -16,7 +16,7 @@ const TRIAL_COLUMNS: &str = "id, study_id, status, created_at, started_at, finis
     updated_at, config_path, config_hash, overrides, profile, argv, env, trial_dir, runner_pid, \
     failure_class, failure_line, exit_code, exit_signal, iterations_seen, \
     (SELECT COUNT(*) FROM iterations WHERE iterations.trial_id = trials.id) AS iterations_stored, \
-    wall_s, summary, median_step_ms, ci95_ms, tokens_per_s_per_gpu, tflops_per_gpu, peak_mem_gib";
+    wall_s, summary, median_step_ms, ci95_ms, tokens_per_s_per_gpu, tflops_per_gpu, peak_mem_gib, resolved";
 
 /// A `trials` row as SQLite returns it, before the JSON and enum columns are parsed.
 struct RawTrial {
@@ -48,6 +48,7 @@ struct RawTrial {
     tokens_per_s_per_gpu: Option<f64>,
     tflops_per_gpu: Option<f64>,
     peak_mem_gib: Option<f64>,
+    resolved: Option<String>,
 }
 
 fn raw_trial(r: &Row<'_>) -> rusqlite::Result<RawTrial> {
@@ -80,6 +81,7 @@ fn raw_trial(r: &Row<'_>) -> rusqlite::Result<RawTrial> {
         tokens_per_s_per_gpu: r.get("tokens_per_s_per_gpu")?,
         tflops_per_gpu: r.get("tflops_per_gpu")?,
         peak_mem_gib: r.get("peak_mem_gib")?,
+        resolved: r.get("resolved")?,
     })
 }
 
@@ -109,6 +111,12 @@ impl Store {
         let overrides = key_values::to_json(&trial.overrides).map_err(enc("encode overrides"))?;
         let env = key_values::to_json(&trial.env).map_err(enc("encode env"))?;
         let argv = serde_json::to_string(&trial.argv).map_err(enc("encode argv"))?;
+        let resolved = trial
+            .resolved
+            .as_ref()
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(enc("encode resolved"))?;
         let now = now_rfc3339();
         self.write(what, true, |tx| {
             if let Some(study) = trial.study_id {
@@ -116,8 +124,9 @@ impl Store {
             }
             tx.execute(
                 "INSERT INTO trials (study_id, created_at, started_at, updated_at, config_path, \
-                 config_hash, overrides, profile, argv, env, trial_dir, runner_pid, status) \
-                 VALUES (?1, ?2, ?2, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'running')",
+                 config_hash, overrides, profile, argv, env, trial_dir, runner_pid, status, \
+                 resolved) \
+                 VALUES (?1, ?2, ?2, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'running', ?11)",
                 params![
                     trial.study_id,
                     now,
@@ -129,6 +138,7 @@ impl Store {
                     env,
                     trial.trial_dir.to_string_lossy(),
                     std::process::id(),
+                    resolved,
                 ],
             )
             .ctx(&self.path, what)?;
@@ -472,6 +482,12 @@ impl Store {
             .map(serde_json::from_str)
             .transpose()
             .map_err(|e| bad("summary", e.to_string()))?;
+        let resolved = raw
+            .resolved
+            .as_deref()
+            .map(serde_json::from_str)
+            .transpose()
+            .map_err(|e| bad("resolved", e.to_string()))?;
         Ok(TrialRow {
             id,
             study_id: raw.study_id,
@@ -500,6 +516,7 @@ impl Store {
             tokens_per_s_per_gpu: raw.tokens_per_s_per_gpu,
             tflops_per_gpu: raw.tflops_per_gpu,
             peak_mem_gib: raw.peak_mem_gib,
+            resolved,
         })
     }
 

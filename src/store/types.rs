@@ -31,6 +31,10 @@ pub struct NewTrial {
     pub env: Vec<(String, String)>,
     /// Folder holding the trial's logs and artefacts.
     pub trial_dir: PathBuf,
+    /// What it runs: the main module's resolved parameters with the overrides applied (a JSON
+    /// object, flag → value).
+    #[serde(default)]
+    pub resolved: Option<Value>,
 }
 
 /// How a trial ended, as the run engine fills it in for [`Store::finish_trial`].
@@ -140,6 +144,10 @@ pub struct TrialRow {
     pub tokens_per_s_per_gpu: Option<f64>,
     pub tflops_per_gpu: Option<f64>,
     pub peak_mem_gib: Option<f64>,
+    /// What it ran (see [`NewTrial::resolved`]); absent for trials stored before it was kept.
+    /// Left out of the JSON of lists (`trials show --json` carries it).
+    #[serde(skip)]
+    pub resolved: Option<Value>,
 }
 
 /// Which trials [`Store::list_trials`] returns. The default selects all of them.

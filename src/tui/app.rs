@@ -6,12 +6,13 @@
 use super::keymap::{self, Action};
 use super::screens::{self, Move, Screens, Tab};
 use crate::app::AppError;
+use crate::app::views::compare::Comparison;
 use crate::app::views::config::{ConfigView, PendingEdit, PlanView};
 use crate::app::views::studies::{StudyDetail, StudySummary};
+use crate::app::views::trials::{ApplyPlan, TrialSummary};
 use crate::domain::study::StudyRecord;
 use crate::domain::trial::TrialResult;
 use crate::run::trial::TrialEvent;
-use crate::store::TrialRow;
 use crate::telemetry::GpuInfo;
 use crate::telemetry::sampler::{History, Snapshot};
 use crossterm::event::KeyEvent;
@@ -41,7 +42,11 @@ pub enum Msg {
         backend: String,
         note: Option<String>,
     },
-    Trials(Result<Vec<TrialRow>, AppError>),
+    Trials(Result<Vec<TrialSummary>, AppError>),
+    /// Two trials compared (Trials screen, `c`).
+    Comparison(Result<Box<Comparison>, AppError>),
+    /// What applying a trial of another experiment would write (asked before it is applied).
+    ApplyPlan(Result<ApplyPlan, AppError>),
     /// One line of a running sweep's progress.
     SweepLine(String),
     /// The sweep ended: the study's name, its record (None when it was stopped) and the command
@@ -65,8 +70,10 @@ pub enum Effect {
     /// Rebuild the config view with these unsaved edits.
     Load(Vec<PendingEdit>),
     Save(Vec<PendingEdit>),
+    /// A trial of the file on disk with the unsaved edits as its overrides.
     StartTrial {
         profile: String,
+        edits: Vec<PendingEdit>,
     },
     /// Run HipBLASLt stage `stage` (1–3) as trial(s) with this profile.
     StartGemmStage {
@@ -84,6 +91,15 @@ pub enum Effect {
     },
     StopSweep,
     LoadTrials,
+    /// Compare trial `b` with trial `a`.
+    LoadComparison {
+        a: i64,
+        b: i64,
+    },
+    /// Work out what applying a trial (of another experiment) writes.
+    PlanApply(i64),
+    /// List every experiment's trials and studies (true) or this experiment's (false).
+    SetScope(bool),
     LoadStudies,
     LoadStudy(String),
     /// Write a study's report into the workspace's reports folder.
@@ -97,6 +113,8 @@ pub enum Overlay {
     /// The guided tour, at this step.
     Tour(usize),
     ConfirmQuit,
+    /// Apply the values of a trial that ran another experiment file?
+    ConfirmApply(Box<ApplyPlan>),
     /// The diff of the unsaved edits; `save` asks to confirm writing.
     Diff {
         save: bool,
@@ -140,6 +158,8 @@ pub struct App {
     pub gemm_tuned: bool,
     /// Rows of the active table that fit on screen (set by the view each frame; for paging).
     pub page: usize,
+    /// The Trials and Studies screens list every experiment of the workspace.
+    pub all_experiments: bool,
 }
 
 /// The guided tour's pages: title and text.
@@ -208,6 +228,7 @@ impl App {
             quitting: false,
             gemm_tuned: false,
             page: 10,
+            all_experiments: false,
         }
     }
 
@@ -256,12 +277,7 @@ impl App {
 }
 
 /// A stored override as the text `set` would take.
-pub(crate) fn json_text(v: &serde_json::Value) -> String {
-    match v {
-        serde_json::Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
+pub(crate) use crate::app::views::trials::yaml_text as json_text;
 
 /// Adds edits (flag, text) as unsaved edits, each replacing an earlier one of its flag, and
 /// shows them on the Flags screen.
@@ -365,6 +381,11 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
             screens::trials::on_rows(app, r);
             vec![]
         }
+        Msg::Comparison(r) => {
+            screens::trials::on_comparison(app, r);
+            vec![]
+        }
+        Msg::ApplyPlan(r) => screens::trials::on_apply_plan(app, r),
         Msg::Note(line) => {
             app.info(line);
             vec![]
@@ -487,11 +508,21 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
                 vec![Effect::Save(app.pending.clone())]
             }
             Some(Overlay::ConfirmQuit) => quit_now(app),
+            Some(Overlay::ConfirmApply(plan)) => screens::trials::apply_edits(app, *plan),
             other => {
                 app.overlay = other;
                 vec![]
             }
         },
+        Action::ToggleScope => {
+            app.all_experiments = !app.all_experiments;
+            app.info(if app.all_experiments {
+                "listing the trials and studies of every experiment in the workspace (A: this one)"
+            } else {
+                "listing this experiment's trials and studies (A: every experiment)"
+            });
+            vec![Effect::SetScope(app.all_experiments)]
+        }
         Action::Reload => {
             app.pending.clear();
             app.plan = None;

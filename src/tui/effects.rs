@@ -76,12 +76,27 @@ impl Runner {
                 self.read(move |s| Some(Msg::Saved(crate::app::edit::save(s, &pending))));
             }
             Effect::LoadTrials => self.read(|s| {
-                let r = s.existing_store().and_then(|st| match st {
-                    Some(st) => Ok(st.list_trials(&TrialFilter::all())?),
-                    None => Ok(Vec::new()),
-                });
-                Some(Msg::Trials(r))
+                Some(Msg::Trials(crate::app::views::trials::list(
+                    s,
+                    &TrialFilter::all(),
+                )))
             }),
+            Effect::LoadComparison { a, b } => self.read(move |s| {
+                Some(Msg::Comparison(
+                    crate::app::views::trials::compare(s, a, b).map(Box::new),
+                ))
+            }),
+            Effect::PlanApply(id) => self.read(move |s| {
+                let r = crate::app::views::trials::summary(s, id)
+                    .and_then(|t| crate::app::views::trials::apply_plan(s, &t));
+                Some(Msg::ApplyPlan(r))
+            }),
+            Effect::SetScope(all) => {
+                self.session.all_experiments = all;
+                for fx in [Effect::LoadTrials, Effect::LoadStudies] {
+                    self.perform(fx, app);
+                }
+            }
             Effect::LoadStudies => {
                 self.read(|s| Some(Msg::Studies(crate::app::views::studies::list(s))))
             }
@@ -105,14 +120,21 @@ impl Runner {
                     },
                 ))
             }),
-            Effect::StartTrial { profile } => {
-                tracing::info!(profile, "trial started");
+            Effect::StartTrial { profile, edits } => {
+                tracing::info!(profile, edits = edits.len(), "trial started");
                 let req = TrialRequest {
                     profile: Some(profile),
                     gemm_tuned: app.gemm_tuned,
                     ..TrialRequest::default()
                 };
-                self.trial = Some(start_trial(&self.session, req, self.tx.clone()));
+                match crate::app::trial::with_edits(req, &edits) {
+                    Ok(req) => {
+                        self.trial = Some(start_trial(&self.session, req, self.tx.clone()));
+                    }
+                    Err(e) => {
+                        let _ = self.tx.try_send(Msg::TrialDone(Err(e)));
+                    }
+                }
             }
             Effect::StartGemmStage { stage, profile } => {
                 tracing::info!(stage, profile, "GEMM stage started");

@@ -45,6 +45,8 @@ pub enum Action {
     ShowDiff,
     Save,
     ConfirmYes,
+    /// List every experiment's trials and studies, or this experiment's.
+    ToggleScope,
     Reload,
     ProfileNext,
     ProfilePrev,
@@ -200,6 +202,8 @@ pub const KEYMAP: &[Binding] = &[
     b(Screen(Trials), &[c('c')], Action::Compare, "", Some("compare")),
     b(Screen(Trials), &[c('a')], Action::ApplyTrial, "apply its settings", Some("apply")),
     b(Screen(Trials), &[c('r')], Action::StartTrial, "start a trial", None),
+    // Said in the list's title (the help box is full at 80×24).
+    b(Screen(Trials), &[c('A')], Action::ToggleScope, HIDDEN, None),
     b(Screen(Sweep), &[UP, c('k')], Action::Up, "", Some("space")),
     b(Screen(Sweep), &[DOWN, c('j')], Action::Down, "", Some("space")),
     b(Screen(Sweep), &[c('r'), ENTER], Action::StartSweep, "sweep the space", Some("sweep")),
@@ -211,6 +215,7 @@ pub const KEYMAP: &[Binding] = &[
     b(Screen(Studies), &[c('r')], Action::ResumeStudy, "resume it", Some("resume")),
     b(Screen(Studies), &[c('p')], Action::ReportStudy, "write its report", Some("report")),
     b(Screen(Studies), &[c('a')], Action::ApplyStudy, "apply its pick", Some("apply")),
+    b(Screen(Studies), &[c('A')], Action::ToggleScope, HIDDEN, None),
     // Lists.
     b(Lists, &[UP, c('k')], Action::Up, "move", None),
     b(Lists, &[DOWN, c('j')], Action::Down, "", None),
@@ -241,6 +246,7 @@ fn scopes(app: &App) -> Vec<Scope> {
             Overlay::ConfirmQuit => {
                 vec![Scope::ConfirmQuit, Scope::Always, Question, Scope::Overlay]
             }
+            Overlay::ConfirmApply(_) => vec![Scope::Always, Question, Scope::Overlay],
             Overlay::Diff { save: true } => vec![Scope::Always, Question, Scope::Overlay],
             Overlay::Tour(_) => vec![Scope::Always, Scope::Tour, Scope::Overlay],
             Overlay::Help | Overlay::Diff { save: false } => {
@@ -362,6 +368,9 @@ fn join_keys(names: &[String]) -> String {
 pub type HelpSection = (String, Vec<(String, &'static str)>);
 
 /// The `?` overlay: everywhere, lists, then each screen's keys, from the table.
+/// The help text of a binding the help box leaves out (the screen says it elsewhere).
+pub const HIDDEN: &str = "~";
+
 pub fn help() -> Vec<HelpSection> {
     let mut sections: Vec<(Vec<Scope>, String)> = vec![(vec![Global, Lists], "everywhere".into())];
     sections.extend(
@@ -379,6 +388,7 @@ pub fn help() -> Vec<HelpSection> {
             for bind in binds {
                 let names = bind.keys.iter().map(|k| key_name(*k));
                 match (bind.help, rows.last_mut()) {
+                    (HIDDEN, _) => {}
                     ("", Some(last)) => last.0.extend(names),
                     ("", None) => {}
                     (help, _) => match rows.iter_mut().find(|r| r.1 == help) {

@@ -141,6 +141,7 @@ async fn event_loop(
     let theme = Theme::new(Palette::from_env());
     let profiles = crate::app::trial::profiles();
     let mut app = App::new(Vec::new(), profile::DEFAULT_PROFILE, opts.tour);
+    app.all_experiments = opts.session.all_experiments;
     app.set_profiles(&profiles);
     if let Some(i) = app
         .profiles

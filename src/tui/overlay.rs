@@ -137,6 +137,35 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
             let area = centered(full, 60, lines.len() as u16 + 4);
             boxed(f, area, "Quit?", lines, theme);
         }
+        Some(Overlay::ConfirmApply(plan)) => {
+            let mut lines = vec![
+                Line::raw(format!(
+                    "Trial {} ran another experiment: {}.",
+                    plan.trial,
+                    plan.other_experiment.clone().unwrap_or_default()
+                )),
+                Line::raw(format!(
+                    "Apply the {} value(s) it ran differently from this one as unsaved edits?",
+                    plan.edits.len()
+                )),
+            ];
+            for (k, v) in plan.edits.iter().take(8) {
+                lines.push(Line::styled(format!("  {k}: {v}"), theme.pending()));
+            }
+            if plan.edits.len() > 8 {
+                lines.push(Line::styled(
+                    format!("  … and {} more", plan.edits.len() - 8),
+                    theme.dim(),
+                ));
+            }
+            lines.push(Line::raw(""));
+            lines.push(Line::styled(
+                "y apply · n keep the config as it is",
+                theme.warn(),
+            ));
+            let area = centered(full, 72, lines.len() as u16 + 4);
+            boxed(f, area, "Apply another experiment's trial?", lines, theme);
+        }
         Some(Overlay::Diff { save }) => {
             let mut lines: Vec<Line> = Vec::new();
             if let Some(plan) = &app.plan {

@@ -843,3 +843,85 @@ fn a_space_the_profile_does_not_model_is_refused_by_both_with_the_way_out() {
         "not from the proxy's noise: {from_study:?}"
     );
 }
+
+/// The Run screen runs unsaved edits as the trial's overrides, as `run --set` does (the file
+/// stays as it is); `a` on that trial restores exactly what it ran differently; the CLI's
+/// compare of a `run --set` trial and the TUI's names the same difference.
+#[test]
+fn unsaved_edits_run_as_overrides_and_apply_restores_the_difference() {
+    let Some(f) = fixture(&[]) else { return };
+    let before = std::fs::read_to_string(&f.exp).unwrap();
+    let mut d = Driver::new(f.session(None));
+    d.profile("proxy-cpu");
+    d.app.pending = vec![crate::app::views::config::PendingEdit {
+        key: "micro_batch_size".into(),
+        text: "1".into(),
+    }];
+    d.key(KeyCode::Char('3'));
+    d.key(KeyCode::Char('r'));
+    let r = d.trial_result().expect("the trial runs");
+    let id = r.trial_id.expect("stored");
+    assert_eq!(
+        std::fs::read_to_string(&f.exp).unwrap(),
+        before,
+        "file unchanged"
+    );
+    let t = trials_in(&f.ws).into_iter().find(|t| t.id == id).unwrap();
+    assert_eq!(
+        crate::run::trial::trial_settings(&t).get("micro_batch_size"),
+        Some(&serde_json::json!(1)),
+        "{:?}",
+        t.overrides
+    );
+    // The same difference from the CLI: a trial of the file as it is, compared with the TUI's.
+    let out = f.cli(&[
+        "run",
+        f.exp(),
+        "--profile",
+        "proxy-cpu",
+        "--no-telemetry",
+        "--max-iters",
+        "6",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plain = trials_in(&f.ws).into_iter().map(|t| t.id).max().unwrap();
+    let c = json(&f.cli(&[
+        "trials",
+        "compare",
+        &plain.to_string(),
+        &id.to_string(),
+        "--json",
+        "--config",
+        f.exp(),
+    ]));
+    assert_eq!(
+        c["differences"],
+        serde_json::json!([{"flag": "micro_batch_size", "a": 2, "b": 1}])
+    );
+    // Apply: the edits were dropped; `a` on the TUI's trial brings back exactly micro batch 1.
+    d.app.pending.clear();
+    d.key(KeyCode::Char('4'));
+    assert!(d.until(|a| a.screens.trials.rows.iter().any(|r| r.id == plain), 20));
+    let pos = d
+        .app
+        .screens
+        .trials
+        .sorted()
+        .iter()
+        .position(|t| t.id == id)
+        .unwrap();
+    d.app.screens.trials.selected = pos;
+    d.key(KeyCode::Char('a'));
+    assert_eq!(
+        d.app.pending,
+        vec![crate::app::views::config::PendingEdit {
+            key: "micro_batch_size".into(),
+            text: "1".into(),
+        }]
+    );
+}

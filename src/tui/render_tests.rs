@@ -307,6 +307,7 @@ fn trial_row(id: i64, status: TrialStatus, overrides: Vec<(&str, Value)>) -> Tri
         tokens_per_s_per_gpu: Some(108_104.0),
         tflops_per_gpu: Some(134.4),
         peak_mem_gib: Some(141.5),
+        resolved: None,
     }
 }
 
@@ -457,7 +458,11 @@ fn run_app() -> App {
 fn trials_app() -> App {
     let mut app = loaded_app();
     press(&mut app, &[KeyCode::Char('4')]);
-    app::update(&mut app, Msg::Trials(Ok(trial_rows())));
+    let rows = trial_rows()
+        .into_iter()
+        .map(crate::app::views::trials::summary_of_overrides)
+        .collect();
+    app::update(&mut app, Msg::Trials(Ok(rows)));
     assert_eq!(app.tab, Tab::Trials);
     app
 }
@@ -479,6 +484,21 @@ fn trials_compare_app() -> App {
     assert_eq!(app.screens.trials.marked, Some(1));
     assert_eq!(app.screens.trials.selected().map(|t| t.id), Some(3));
     assert!(app.screens.trials.compare);
+    let rows = trial_rows();
+    let row = |id: i64| rows.iter().find(|t| t.id == id).expect("a trial").clone();
+    // Step times of both trials for the overlaid curves.
+    let iters = |base: f64| -> Vec<crate::domain::trial::Iteration> {
+        (1..=20)
+            .map(|i| crate::domain::trial::Iteration {
+                iteration: i,
+                elapsed_ms: Some(base + if i < 3 { 400.0 } else { (i % 3) as f64 * 4.0 }),
+                ..Default::default()
+            })
+            .collect()
+    };
+    let c = crate::app::views::compare::compare(&row(1), &row(3), &iters(1210.0), &iters(1050.0));
+    app::update(&mut app, Msg::Comparison(Ok(Box::new(c))));
+    assert!(app.screens.trials.comparison.is_some());
     app
 }
 
@@ -891,6 +911,7 @@ fn studies_app() -> App {
             id: 1,
             name: name.into(),
             space: space.into(),
+            experiment: "x.yaml".into(),
             status,
             trials,
             gpu_seconds: gpu_s,

@@ -292,19 +292,38 @@ fn ctrl_c_twice_and_sigterm_stop_the_trial_without_asking() {
 }
 
 #[test]
-fn a_trial_does_not_start_over_unsaved_edits() {
+fn a_trial_runs_unsaved_edits_as_its_overrides() {
     let mut app = loaded_app();
     select_flag(&mut app, "use_turbo_attention");
     key(&mut app, KeyCode::Enter);
-    assert!(key(&mut app, KeyCode::Char('r')).is_empty());
-    assert!(app.screens.run.trial.is_none());
+    let edits = app.pending.clone();
+    assert_eq!(edits.len(), 1);
+    // The file stays as it is: the edit goes with the trial as an override.
+    assert_eq!(
+        key(&mut app, KeyCode::Char('r')),
+        vec![Effect::StartTrial {
+            profile: "proxy-cpu".into(),
+            edits: edits.clone(),
+        }]
+    );
+    assert!(
+        app.status
+            .as_ref()
+            .unwrap()
+            .1
+            .contains("unsaved edit(s) as its overrides")
+    );
+    assert_eq!(app.pending, edits, "the edits stay unsaved");
+    app.screens.run.trial = None;
+    key(&mut app, KeyCode::Char('2'));
     key(&mut app, KeyCode::Char('u'));
     key(&mut app, KeyCode::Char('3'));
     key(&mut app, KeyCode::Right);
     assert_eq!(
         key(&mut app, KeyCode::Char('r')),
         vec![Effect::StartTrial {
-            profile: "proxy-torch".into()
+            profile: "proxy-torch".into(),
+            edits: vec![],
         }]
     );
     assert!(app.trial_running());
@@ -403,6 +422,7 @@ fn trial_row(id: i64, overrides: &[(&str, serde_json::Value)], step: f64) -> Tri
         tokens_per_s_per_gpu: Some(1000.0 / step),
         tflops_per_gpu: Some(10_000.0 / step),
         peak_mem_gib: Some(step / 10.0),
+        resolved: None,
     }
 }
 
@@ -423,6 +443,10 @@ fn trials_sort_mark_compare_and_apply() {
             250.0,
         ),
     ];
+    let rows = rows
+        .into_iter()
+        .map(crate::app::views::trials::summary_of_overrides)
+        .collect();
     update(&mut app, Msg::Trials(Ok(rows)));
     key(&mut app, KeyCode::Char('4'));
     let ids = |app: &App| {
@@ -448,19 +472,23 @@ fn trials_sort_mark_compare_and_apply() {
     key(&mut app, KeyCode::Char(' '));
     assert_eq!(app.screens.trials.marked, Some(1));
     key(&mut app, KeyCode::End);
-    key(&mut app, KeyCode::Char('c'));
-    assert!(app.screens.trials.compare);
-    let a = app.screens.trials.rows[0].clone();
-    let b = app.screens.trials.rows[1].clone();
-    let d = crate::app::views::compare::settings_diff(&a, &b);
     assert_eq!(
-        d,
-        vec![(
-            "micro_batch_size".to_string(),
-            "(config)".to_string(),
-            "2".to_string()
-        )]
+        key(&mut app, KeyCode::Char('c')),
+        vec![Effect::LoadComparison { a: 1, b: 2 }]
     );
+    assert!(app.screens.trials.compare);
+    let a = app.screens.trials.rows[0].row.clone();
+    let b = app.screens.trials.rows[1].row.clone();
+    let c = crate::app::views::compare::compare(&a, &b, &[], &[]);
+    assert_eq!(c.differences.len(), 1);
+    assert_eq!(c.differences[0].flag, "micro_batch_size");
+    assert_eq!(c.differences[0].b, serde_json::json!(2));
+    update(&mut app, Msg::Comparison(Ok(Box::new(c))));
+    assert!(app.screens.trials.comparison.is_some());
+    // A comparison of another pair (the selection moved meanwhile) is not shown.
+    key(&mut app, KeyCode::Up);
+    assert!(!app.screens.trials.compare && app.screens.trials.comparison.is_none());
+    key(&mut app, KeyCode::End);
     // Apply trial 2: its own settings become unsaved edits, not the runner's keys.
     let fx = key(&mut app, KeyCode::Char('a'));
     let want = vec![PendingEdit {
@@ -806,6 +834,7 @@ fn two_studies() -> Vec<crate::app::views::studies::StudySummary> {
         id: 1,
         name: name.into(),
         space: "sync-free-stage".into(),
+        experiment: "x.yaml".into(),
         status,
         trials: 5,
         gpu_seconds: 120.0,
@@ -881,4 +910,48 @@ fn studies_screen_opens_resumes_reports_and_applies() {
     key(&mut app, KeyCode::Char('6'));
     key(&mut app, KeyCode::Down);
     assert!(key(&mut app, KeyCode::Char('r')).is_empty());
+}
+
+#[test]
+fn applying_a_trial_of_another_experiment_asks_first() {
+    use crate::app::views::trials::{ApplyPlan, summary_of_overrides};
+    let mut app = loaded_app();
+    let mut other = summary_of_overrides(trial_row(
+        9,
+        &[("micro_batch_size", serde_json::json!(8))],
+        100.0,
+    ));
+    other.this_experiment = false;
+    update(&mut app, Msg::Trials(Ok(vec![other])));
+    key(&mut app, KeyCode::Char('4'));
+    assert_eq!(
+        key(&mut app, KeyCode::Char('a')),
+        vec![Effect::PlanApply(9)]
+    );
+    assert!(app.pending.is_empty());
+    let plan = ApplyPlan {
+        trial: 9,
+        edits: vec![("micro_batch_size".into(), "8".into())],
+        other_experiment: Some("other.yaml".into()),
+    };
+    update(&mut app, Msg::ApplyPlan(Ok(plan.clone())));
+    assert_eq!(
+        app.overlay,
+        Some(Overlay::ConfirmApply(Box::new(plan.clone())))
+    );
+    assert!(app.pending.is_empty(), "nothing applied before the answer");
+    // n keeps the config as it is.
+    key(&mut app, KeyCode::Char('n'));
+    assert_eq!(app.overlay, None);
+    assert!(app.pending.is_empty());
+    // y applies.
+    update(&mut app, Msg::ApplyPlan(Ok(plan)));
+    key(&mut app, KeyCode::Char('y'));
+    assert_eq!(
+        app.pending,
+        vec![PendingEdit {
+            key: "micro_batch_size".into(),
+            text: "8".into(),
+        }]
+    );
 }

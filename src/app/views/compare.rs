@@ -1,7 +1,10 @@
-//! Two trials side by side: the settings they differ in (the runner's own keys left out).
+//! Two trials side by side: the flags whose values they ran differ in (both values), and step
+//! time, throughput and memory with the change, its 95 % interval and a verdict.
 
-use crate::run::trial::trial_settings;
+use crate::domain::trial::Iteration;
+use crate::run::trial::trial_params;
 use crate::store::TrialRow;
+use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A stored value as the user reads it (`-` for null).
@@ -13,16 +16,211 @@ pub fn show_json(v: &serde_json::Value) -> String {
     }
 }
 
-/// Settings that differ between two trials: (key, value in a, value in b); a setting a trial
-/// did not override reads `(config)`.
-pub fn settings_diff(a: &TrialRow, b: &TrialRow) -> Vec<(String, String, String)> {
-    let (sa, sb) = (trial_settings(a), trial_settings(b));
-    let keys: BTreeSet<&String> = sa.keys().chain(sb.keys()).collect();
-    let get = |t: &BTreeMap<String, serde_json::Value>, k: &str| {
-        t.get(k).map_or("(config)".to_string(), show_json)
+/// A flag two configurations set differently.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Difference {
+    pub flag: String,
+    pub a: serde_json::Value,
+    pub b: serde_json::Value,
+}
+
+/// Equal as configuration values: numbers by value (`4` = `4.0`), the rest exactly.
+fn same(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    match (a.as_f64(), b.as_f64()) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+/// The flags `a` and `b` give different values (a flag one lacks reads `null`).
+pub fn differences(
+    a: &BTreeMap<String, serde_json::Value>,
+    b: &BTreeMap<String, serde_json::Value>,
+) -> Vec<Difference> {
+    let keys: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    let get = |m: &BTreeMap<String, serde_json::Value>, k: &str| {
+        m.get(k).cloned().unwrap_or(serde_json::Value::Null)
     };
     keys.into_iter()
-        .map(|k| (k.clone(), get(&sa, k), get(&sb, k)))
-        .filter(|(_, x, y)| x != y)
+        .map(|k| Difference {
+            flag: k.clone(),
+            a: get(a, k),
+            b: get(b, k),
+        })
+        .filter(|d| !same(&d.a, &d.b))
         .collect()
+}
+
+/// What trials `a` and `b` ran differently: by their stored parameters, else (trials stored
+/// before those were kept) by their overrides, a flag one did not override reading `null`.
+pub fn trial_differences(a: &TrialRow, b: &TrialRow) -> Vec<Difference> {
+    match (trial_params(a), trial_params(b)) {
+        (Some(pa), Some(pb)) => differences(&pa, &pb),
+        _ => differences(
+            &crate::run::trial::trial_settings(a),
+            &crate::run::trial::trial_settings(b),
+        ),
+    }
+}
+
+/// One figure of both trials: `b` against `a`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Change {
+    pub a: f64,
+    pub b: f64,
+    /// (b − a) / a, %.
+    pub change_pct: f64,
+    /// Half-width of the change's 95 % interval, % of `a` (the two medians' half-widths added;
+    /// absent for figures without an interval).
+    pub ci95_pct: Option<f64>,
+}
+
+impl Change {
+    fn of(a: Option<f64>, b: Option<f64>, ci: Option<(f64, f64)>) -> Option<Change> {
+        let (a, b) = (a?, b?);
+        (a.is_finite() && b.is_finite() && a != 0.0).then(|| Change {
+            a,
+            b,
+            change_pct: (b - a) / a * 100.0,
+            ci95_pct: ci.map(|(x, y)| (x + y) / a * 100.0),
+        })
+    }
+}
+
+/// Trial `b`'s step time against `a`'s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CompareVerdict {
+    /// `b` steps faster beyond the interval.
+    Faster,
+    /// `b` steps slower beyond the interval.
+    Slower,
+    /// The change lies within its 95 % interval.
+    NoSignificantDifference,
+    /// One of them has no measured step time.
+    NotMeasured,
+}
+
+impl CompareVerdict {
+    pub fn text(self) -> &'static str {
+        match self {
+            CompareVerdict::Faster => "faster",
+            CompareVerdict::Slower => "slower",
+            CompareVerdict::NoSignificantDifference => "no significant difference",
+            CompareVerdict::NotMeasured => "not measured",
+        }
+    }
+}
+
+/// Two trials compared (`b` against `a`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Comparison {
+    pub a: i64,
+    pub b: i64,
+    /// The experiment files they ran (the same file for most comparisons).
+    pub experiments: [String; 2],
+    pub differences: Vec<Difference>,
+    pub median_step_ms: Option<Change>,
+    pub tokens_per_s_per_gpu: Option<Change>,
+    pub tflops_per_gpu: Option<Change>,
+    pub peak_mem_gib: Option<Change>,
+    pub verdict: CompareVerdict,
+    /// Each trial's step times by iteration, ms (for the overlaid curves).
+    #[serde(skip)]
+    pub steps: [Vec<(u64, f64)>; 2],
+}
+
+/// Compares two stored trials (their iterations give the step-time curves).
+pub fn compare(
+    a: &TrialRow,
+    b: &TrialRow,
+    iters_a: &[Iteration],
+    iters_b: &[Iteration],
+) -> Comparison {
+    let median_step_ms = Change::of(a.median_step_ms, b.median_step_ms, a.ci95_ms.zip(b.ci95_ms));
+    let verdict = match &median_step_ms {
+        None => CompareVerdict::NotMeasured,
+        Some(c) => match c.ci95_pct {
+            Some(ci) if c.change_pct.abs() <= ci => CompareVerdict::NoSignificantDifference,
+            None => CompareVerdict::NoSignificantDifference,
+            Some(_) if c.change_pct < 0.0 => CompareVerdict::Faster,
+            Some(_) => CompareVerdict::Slower,
+        },
+    };
+    let curve = |rows: &[Iteration]| {
+        rows.iter()
+            .filter_map(|r| Some((r.iteration, r.elapsed_ms?)))
+            .collect()
+    };
+    Comparison {
+        a: a.id,
+        b: b.id,
+        experiments: [a, b].map(|t| crate::util::paths::display_path(&t.config_path)),
+        differences: trial_differences(a, b),
+        median_step_ms,
+        tokens_per_s_per_gpu: Change::of(a.tokens_per_s_per_gpu, b.tokens_per_s_per_gpu, None),
+        tflops_per_gpu: Change::of(a.tflops_per_gpu, b.tflops_per_gpu, None),
+        peak_mem_gib: Change::of(a.peak_mem_gib, b.peak_mem_gib, None),
+        verdict,
+        steps: [curve(iters_a), curve(iters_b)],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn params(v: serde_json::Value) -> BTreeMap<String, serde_json::Value> {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn differences_compare_values_not_spellings() {
+        let a = params(json!({"micro_batch_size": 4, "lr": 1e-4, "fp8": null, "x": "a"}));
+        let b = params(json!({"micro_batch_size": 4.0, "lr": 1e-4, "x": "b", "y": true}));
+        let d = differences(&a, &b);
+        let flags: Vec<&str> = d.iter().map(|x| x.flag.as_str()).collect();
+        assert_eq!(flags, ["x", "y"], "{d:?}");
+        assert_eq!(d[1].a, serde_json::Value::Null);
+    }
+
+    #[test]
+    fn a_change_inside_its_interval_is_no_significant_difference() {
+        let row = |median: f64, ci: f64| {
+            let mut t: TrialRow = serde_json::from_value(json!({
+                "id": 1, "study_id": null, "status": "completed", "created_at": "t",
+                "started_at": null, "finished_at": null, "updated_at": "t",
+                "config_path": "x.yaml", "config_hash": "h", "overrides": [],
+                "profile": null, "argv": [], "env": [], "trial_dir": "/nonexistent",
+                "runner_pid": null, "failure": null, "exit_code": null, "exit_signal": null,
+                "iterations_seen": 0, "iterations_stored": 0, "wall_s": null, "summary": null,
+                "median_step_ms": null, "ci95_ms": null, "tokens_per_s_per_gpu": null,
+                "tflops_per_gpu": null, "peak_mem_gib": null
+            }))
+            .unwrap();
+            t.median_step_ms = Some(median);
+            t.ci95_ms = Some(ci);
+            t
+        };
+        // 10.2 % slower with a ±10.8 % interval: a tie, not slower.
+        let c = compare(&row(100.0, 5.4), &row(110.2, 5.4), &[], &[]);
+        assert_eq!(c.verdict, CompareVerdict::NoSignificantDifference);
+        let m = c.median_step_ms.unwrap();
+        assert!((m.change_pct - 10.2).abs() < 1e-9 && (m.ci95_pct.unwrap() - 10.8).abs() < 1e-9);
+        assert_eq!(
+            compare(&row(100.0, 1.0), &row(110.0, 1.0), &[], &[]).verdict,
+            CompareVerdict::Slower
+        );
+        assert_eq!(
+            compare(&row(100.0, 1.0), &row(90.0, 1.0), &[], &[]).verdict,
+            CompareVerdict::Faster
+        );
+        let mut none = row(100.0, 1.0);
+        none.median_step_ms = None;
+        assert_eq!(
+            compare(&none, &row(90.0, 1.0), &[], &[]).verdict,
+            CompareVerdict::NotMeasured
+        );
+    }
 }

@@ -7,6 +7,7 @@ pub mod config;
 pub mod recommend;
 pub mod report;
 pub mod studies;
+pub mod trials;
 
 use super::{AppError, Session};
 use crate::checklist::Checklist;

@@ -41,6 +41,8 @@ pub struct StudySummary {
     pub name: String,
     /// The knob space it swept.
     pub space: String,
+    /// The experiment file it swept.
+    pub experiment: String,
     pub status: StudyStatus,
     pub trials: u64,
     /// Wall time × GPUs of its trials.
@@ -114,6 +116,7 @@ fn summarize(store: &Store, s: &StudyRow) -> Result<StudyDetail, AppError> {
             id: s.id,
             name: s.name.clone(),
             space: s.kind.clone(),
+            experiment: crate::util::paths::display_path(&s.config_path),
             status,
             trials: s.trials,
             gpu_seconds,

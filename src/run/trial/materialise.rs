@@ -135,6 +135,12 @@ pub fn materialise(
         env: Vec::new(),
         trial_dir: PathBuf::new(),
         study_id: opts.study_id,
+        resolved: Some(serde_json::Value::Object(
+            params
+                .iter()
+                .map(|(k, v)| (k.clone(), v.to_json()))
+                .collect(),
+        )),
     })?;
     let written = (|| -> Result<Materialised, TrialError> {
         let dir = trials_root.join(trial_id.to_string());
@@ -203,8 +209,8 @@ pub fn materialise(
     if let Err(e) = &written {
         // The row exists: it must not stay `running`.
         let failure = Failure {
-            class: FailureClass::NonZeroExit,
-            line: Some(format!("the trial could not be launched: {e}")),
+            class: FailureClass::NotLaunched,
+            line: Some(format!("nothing was launched: {e}")),
         };
         store.finish_trial(
             trial_id,

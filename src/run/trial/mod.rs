@@ -168,6 +168,29 @@ pub fn trial_settings(t: &crate::store::TrialRow) -> BTreeMap<String, serde_json
         .collect()
 }
 
+/// What a stored trial ran, flag → value: its stored resolved parameters, else its folder's
+/// `resolved.json`, without the runner's keys and the launcher's `_` entries. `None` for a trial
+/// stored with neither (its folder gone).
+pub fn trial_params(t: &crate::store::TrialRow) -> Option<BTreeMap<String, serde_json::Value>> {
+    let obj = match &t.resolved {
+        Some(serde_json::Value::Object(m)) => m.clone(),
+        _ => {
+            let text = std::fs::read_to_string(t.trial_dir.join("resolved.json")).ok()?;
+            match serde_json::from_str(&text).ok()? {
+                serde_json::Value::Object(m) => m,
+                _ => return None,
+            }
+        }
+    };
+    Some(obj.into_iter().filter(|(k, _)| !is_runner_key(k)).collect())
+}
+
+/// A key the runner sets for every trial (its iteration budget, log level) or the launcher's
+/// `_` entries: not a setting that tells trials apart.
+pub fn is_runner_key(k: &str) -> bool {
+    k.starts_with('_') || RUNNER_KEYS.contains(&k)
+}
+
 /// The iteration budget a stored trial ran with (`train_iters`).
 pub fn trial_iters(t: &crate::store::TrialRow) -> Option<u64> {
     t.overrides
@@ -238,8 +261,8 @@ pub async fn run_trial(
         Ok(x) => x,
         Err(e) => {
             let failure = crate::domain::trial::Failure {
-                class: crate::domain::trial::FailureClass::NonZeroExit,
-                line: Some(e.to_string()),
+                class: crate::domain::trial::FailureClass::NotLaunched,
+                line: Some(format!("nothing was launched: {e}")),
             };
             store.finish_trial(
                 trial_id,

@@ -72,7 +72,7 @@ fn start_gemm_stage(app: &mut App) -> Vec<Effect> {
         app.info("all three GEMM stages are done");
         return vec![];
     };
-    let Some(profile) = super::run::launch_profile(app) else {
+    let Some(profile) = super::run::launch_profile(app, false) else {
         return vec![];
     };
     if !app.profile_calls_hipblaslt() {

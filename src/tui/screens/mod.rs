@@ -3,6 +3,7 @@
 //! screen's actions and drawing to its module.
 
 pub mod checklist;
+pub mod compare;
 pub mod flags;
 pub mod run;
 pub mod studies;

@@ -89,15 +89,16 @@ impl State {
     }
 }
 
-/// The Run screen's profile, when a trial may start now (none running, no unsaved edits);
-/// otherwise says why on the status line.
-pub fn launch_profile(app: &mut App) -> Option<String> {
+/// The Run screen's profile, when a trial may start now (none running; unsaved edits only
+/// where `edits_ok`: a single trial runs them as overrides); otherwise says why on the status
+/// line.
+pub fn launch_profile(app: &mut App, edits_ok: bool) -> Option<String> {
     if app.trial_running() {
         app.info("a trial is already running (x stops it)");
         return None;
     }
-    if !app.pending.is_empty() {
-        app.error("save or undo your edits first: a trial runs the file on disk");
+    if !edits_ok && !app.pending.is_empty() {
+        app.error("save or undo your edits first: this runs the file on disk");
         return None;
     }
     let profile = app.profile_name().map(str::to_string);
@@ -127,12 +128,20 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
             vec![]
         }
         Action::StartTrial => {
-            let Some(profile) = launch_profile(app) else {
+            let Some(profile) = launch_profile(app, true) else {
                 return vec![];
             };
             starting(app);
-            app.info(format!("starting a trial with {profile}"));
-            vec![Effect::StartTrial { profile }]
+            let edits = app.pending.clone();
+            if edits.is_empty() {
+                app.info(format!("starting a trial with {profile}"));
+            } else {
+                app.info(format!(
+                    "starting a trial with {profile}, your {} unsaved edit(s) as its overrides (the file is unchanged)",
+                    edits.len()
+                ));
+            }
+            vec![Effect::StartTrial { profile, edits }]
         }
         Action::StopTrial => {
             if app.trial_running() {
@@ -398,7 +407,7 @@ fn draw_head(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     );
 }
 
-fn bounds(points: &[(f64, f64)]) -> ([f64; 2], [f64; 2]) {
+pub(crate) fn bounds(points: &[(f64, f64)]) -> ([f64; 2], [f64; 2]) {
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
     for (x, y) in points {
         x0 = x0.min(*x);

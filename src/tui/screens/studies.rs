@@ -167,11 +167,19 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
     let n = rows.len();
     let table = Table::new(rows, widths)
         .header(Row::new(header).style(theme.title()))
-        .block(
-            Block::default()
-                .borders(Borders::ALL)
-                .title(format!(" Studies · {n} ")),
-        )
+        .block(Block::default().borders(Borders::ALL).title(format!(
+            " Studies · {n} of {} · A: {} ",
+            if app.all_experiments {
+                "every experiment"
+            } else {
+                "this experiment"
+            },
+            if app.all_experiments {
+                "this one"
+            } else {
+                "all"
+            }
+        )))
         .row_highlight_style(theme.selected());
     let mut state = TableState::default().with_selected((n > 0).then_some(st.selected));
     f.render_stateful_widget(table, area, &mut state);

@@ -3,8 +3,10 @@
 
 use super::Move;
 use crate::app::AppError;
+use crate::app::views::compare::Comparison;
+use crate::app::views::trials::{ApplyPlan, TrialSummary};
 use crate::store::TrialRow;
-use crate::tui::app::{App, Effect, add_edits, json_text};
+use crate::tui::app::{App, Effect, Overlay, add_edits};
 use crate::tui::keymap::Action;
 use crate::tui::theme::Theme;
 use crate::tui::widgets::{class_name, fit, num, sig};
@@ -49,7 +51,7 @@ impl SortKey {
 
 #[derive(Debug, Clone)]
 pub struct State {
-    pub rows: Vec<TrialRow>,
+    pub rows: Vec<TrialSummary>,
     pub selected: usize,
     pub sort: SortKey,
     pub descending: bool,
@@ -58,6 +60,8 @@ pub struct State {
     /// Show the selected trial in detail / compare the marked one with the selected one.
     pub detail: bool,
     pub compare: bool,
+    /// The comparison of the marked trial (a) with the selected one (b), once read.
+    pub comparison: Option<Box<Comparison>>,
     pub error: Option<String>,
 }
 
@@ -71,6 +75,7 @@ impl Default for State {
             marked: None,
             detail: false,
             compare: false,
+            comparison: None,
             error: None,
         }
     }
@@ -78,9 +83,9 @@ impl Default for State {
 
 impl State {
     /// The trials in the chosen order.
-    pub fn sorted(&self) -> Vec<&TrialRow> {
-        let mut rows: Vec<&TrialRow> = self.rows.iter().collect();
-        let key = |r: &TrialRow| -> f64 {
+    pub fn sorted(&self) -> Vec<&TrialSummary> {
+        let mut rows: Vec<&TrialSummary> = self.rows.iter().collect();
+        let key = |r: &TrialSummary| -> f64 {
             match self.sort {
                 SortKey::Id | SortKey::Status => r.id as f64,
                 SortKey::Step => r.median_step_ms.unwrap_or(f64::INFINITY),
@@ -103,20 +108,72 @@ impl State {
         rows
     }
 
-    pub fn selected(&self) -> Option<&TrialRow> {
+    pub fn selected(&self) -> Option<&TrialSummary> {
         self.sorted().get(self.selected).copied()
     }
 }
 
+/// Moving the selection closes a comparison (it compared the row that was selected).
 pub fn move_selection(app: &mut App, to: Move) {
     let st = &mut app.screens.trials;
     st.selected = to.apply(st.selected, st.rows.len());
+    st.compare = false;
+    st.comparison = None;
 }
 
 /// The stored trials were read.
-pub fn on_rows(app: &mut App, r: Result<Vec<TrialRow>, AppError>) {
+pub fn on_rows(app: &mut App, r: Result<Vec<TrialSummary>, AppError>) {
     let st = &mut app.screens.trials;
     super::rows_arrived(&mut st.rows, &mut st.selected, &mut st.error, r);
+}
+
+/// The comparison asked for arrived.
+pub fn on_comparison(app: &mut App, r: Result<Box<Comparison>, AppError>) {
+    match r {
+        Ok(c) => {
+            let st = &mut app.screens.trials;
+            let current = (st.marked, st.selected().map(|t| t.id)) == (Some(c.a), Some(c.b));
+            if st.compare && current {
+                st.comparison = Some(c);
+            }
+        }
+        Err(e) => app.error(format!("could not compare: {e}")),
+    }
+}
+
+/// The plan to apply a trial of another experiment arrived: ask before writing its values.
+pub fn on_apply_plan(app: &mut App, r: Result<ApplyPlan, AppError>) -> Vec<Effect> {
+    match r {
+        Ok(plan) if plan.edits.is_empty() => {
+            app.info(format!(
+                "trial {} ran what this experiment says now: nothing to apply",
+                plan.trial
+            ));
+            vec![]
+        }
+        Ok(plan) if plan.other_experiment.is_some() => {
+            app.overlay = Some(Overlay::ConfirmApply(Box::new(plan)));
+            vec![]
+        }
+        Ok(plan) => apply_edits(app, plan),
+        Err(e) => {
+            app.error(format!("could not apply: {e}"));
+            vec![]
+        }
+    }
+}
+
+/// The trial's values become unsaved edits.
+pub fn apply_edits(app: &mut App, plan: ApplyPlan) -> Vec<Effect> {
+    let n = plan.edits.len();
+    add_edits(
+        app,
+        plan.edits,
+        format!(
+            "trial {}'s {n} differing value(s) are unsaved edits now: d shows the diff, s saves, u undoes",
+            plan.trial
+        ),
+    )
 }
 
 pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
@@ -141,6 +198,10 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
             (Some(a), Some(b)) if a != b => {
                 st.compare = !st.compare;
                 st.detail = false;
+                st.comparison = None;
+                if st.compare {
+                    return vec![Effect::LoadComparison { a, b }];
+                }
             }
             _ => app.info("mark a trial with Space, select another, then press c"),
         },
@@ -150,37 +211,31 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
     vec![]
 }
 
-/// The selected trial's own settings become unsaved edits.
+/// The selected trial's difference from the experiment (what it ran that the file does not
+/// say now) becomes unsaved edits; a trial of another experiment asks first.
 fn apply_trial(app: &mut App) -> Vec<Effect> {
     let Some(t) = app.screens.trials.selected() else {
         return vec![];
     };
-    let own = crate::run::trial::trial_settings(t);
-    let id = t.id;
-    if own.is_empty() {
-        app.info(format!(
-            "trial {id} ran the config as it is: nothing to apply"
-        ));
-        return vec![];
+    if !t.this_experiment {
+        return vec![Effect::PlanApply(t.id)];
     }
-    let edits = own.iter().map(|(k, v)| (k.clone(), json_text(v))).collect();
-    add_edits(
-        app,
+    let edits: Vec<(String, String)> = match &t.differences {
+        Some(d) => d
+            .iter()
+            .map(|x| (x.flag.clone(), crate::tui::app::json_text(&x.b)))
+            .collect(),
+        None => crate::run::trial::trial_settings(t)
+            .iter()
+            .map(|(k, v)| (k.clone(), crate::tui::app::json_text(v)))
+            .collect(),
+    };
+    let plan = ApplyPlan {
+        trial: t.id,
         edits,
-        format!("trial {id}'s settings are unsaved edits now: d shows the diff, s saves, u undoes"),
-    )
-}
-
-/// `key=value` of a trial's overrides, comma-separated.
-pub fn overrides_text(t: &TrialRow) -> String {
-    let own = crate::run::trial::trial_settings(t);
-    if own.is_empty() {
-        return "(as the config is)".into();
-    }
-    own.iter()
-        .map(|(k, v)| format!("{k}={}", crate::app::views::compare::show_json(v)))
-        .collect::<Vec<_>>()
-        .join(", ")
+        other_experiment: None,
+    };
+    on_apply_plan(app, Ok(plan))
 }
 
 fn status_text(t: &TrialRow) -> String {
@@ -203,7 +258,20 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
     let wide = area.width >= 120;
     let rows_data = app.screens.trials.sorted();
     let marked = app.screens.trials.marked;
-    let fixed = 2 + 1 + 4 + 14 + 8 + 6 + 7 + 8 + 6 + 8 + if wide { 13 } else { 0 };
+    // Trials of other experiments are listed (all experiments): say which each ran.
+    let all = rows_data.iter().any(|t| !t.this_experiment);
+    let fixed = 2
+        + 1
+        + 4
+        + 14
+        + 8
+        + 6
+        + 7
+        + 8
+        + 6
+        + 8
+        + if wide { 13 } else { 0 }
+        + if all { 15 } else { 0 };
     let settings_w = (top.width as usize).saturating_sub(fixed).max(8);
     let rows: Vec<Row> = rows_data
         .iter()
@@ -230,7 +298,10 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
             if wide {
                 cells.push(Cell::from(t.profile.clone().unwrap_or_default()));
             }
-            cells.push(Cell::from(fit(&overrides_text(t), settings_w)));
+            if all {
+                cells.push(Cell::from(fit(&experiment_name(t), 14)));
+            }
+            cells.push(Cell::from(fit(&t.settings_text(), settings_w)));
             Row::new(cells)
         })
         .collect();
@@ -251,17 +322,31 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
         widths.push(Constraint::Length(12));
         header.push("profile");
     }
+    if all {
+        widths.push(Constraint::Length(14));
+        header.push("experiment");
+    }
     widths.push(Constraint::Min(10));
-    header.push("settings");
+    header.push("differs from the config");
     let order = if app.screens.trials.descending {
         "↓"
     } else {
         "↑"
     };
     let title = format!(
-        " Trials · {} · sorted by {} {order} ",
+        " Trials · {} of {} · sorted by {} {order} · A: {} ",
         rows_data.len(),
-        app.screens.trials.sort.label()
+        if app.all_experiments {
+            "every experiment"
+        } else {
+            "this experiment"
+        },
+        app.screens.trials.sort.label(),
+        if app.all_experiments {
+            "this one"
+        } else {
+            "all"
+        }
     );
     let n = rows.len();
     let empty = rows.is_empty();
@@ -290,22 +375,28 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
         .get(app.screens.trials.selected)
         .map(|t| (*t).clone());
     if app.screens.trials.compare {
-        let other = app
-            .screens
-            .trials
-            .rows
-            .iter()
-            .find(|t| Some(t.id) == app.screens.trials.marked)
-            .cloned();
-        if let (Some(a), Some(b)) = (other, selected) {
-            draw_compare(f, &a, &b, theme, bottom);
+        match &app.screens.trials.comparison {
+            Some(c) => super::compare::draw(f, c, theme, bottom),
+            None => f.render_widget(
+                Paragraph::new("comparing…")
+                    .style(theme.dim())
+                    .block(Block::default().borders(Borders::ALL).title(" Compare ")),
+                bottom,
+            ),
         }
     } else if let Some(t) = selected {
         draw_detail(f, &t, theme, bottom);
     }
 }
 
-fn draw_detail(f: &mut Frame, t: &TrialRow, theme: &Theme, area: Rect) {
+/// The experiment file a trial ran, by its name.
+fn experiment_name(t: &TrialSummary) -> String {
+    t.config_path
+        .file_stem()
+        .map_or_else(String::new, |s| s.to_string_lossy().into_owned())
+}
+
+fn draw_detail(f: &mut Frame, t: &TrialSummary, theme: &Theme, area: Rect) {
     let mut lines = vec![
         Line::from(vec![
             Span::styled(format!("trial {} ", t.id), theme.title()),
@@ -317,7 +408,7 @@ fn draw_detail(f: &mut Frame, t: &TrialRow, theme: &Theme, area: Rect) {
                 t.created_at
             )),
         ]),
-        Line::raw(format!("settings: {}", overrides_text(t))),
+        Line::raw(format!("differs from the config: {}", t.settings_text())),
         Line::raw(match t.median_step_ms {
             Some(m) => format!(
                 "median step {m:.1} ms (CI ±{}) · {} tok/s/GPU · {} TFLOP/s/GPU · peak {} GiB · wall {}",
@@ -354,9 +445,18 @@ fn draw_detail(f: &mut Frame, t: &TrialRow, theme: &Theme, area: Rect) {
         fit(&format!("argv {}", t.argv.join(" ")), 400),
         theme.dim(),
     ));
-    if !crate::run::trial::trial_settings(t).is_empty() {
+    if !t.this_experiment {
         lines.push(Line::styled(
-            "a applies these settings to the config (as unsaved edits)",
+            format!(
+                "ran another experiment: {}",
+                crate::util::paths::display_path(&t.config_path)
+            ),
+            theme.warn(),
+        ));
+    }
+    if t.differences.as_ref().is_none_or(|d| !d.is_empty()) {
+        lines.push(Line::styled(
+            "a applies what it ran differently to the config (as unsaved edits)",
             theme.dim(),
         ));
     }
@@ -366,77 +466,4 @@ fn draw_detail(f: &mut Frame, t: &TrialRow, theme: &Theme, area: Rect) {
             .block(Block::default().borders(Borders::ALL).title(" Detail ")),
         area,
     );
-}
-
-fn draw_compare(f: &mut Frame, a: &TrialRow, b: &TrialRow, theme: &Theme, area: Rect) {
-    let pct = |x: Option<f64>, y: Option<f64>| match (x, y) {
-        (Some(x), Some(y)) if x != 0.0 => format!("{:+.1}%", 100.0 * (y - x) / x),
-        _ => String::new(),
-    };
-    let row = |name: &str, x: Option<f64>, y: Option<f64>, prec: usize| {
-        Row::new(vec![
-            Cell::from(name.to_string()),
-            Cell::from(num(x, prec, "")),
-            Cell::from(num(y, prec, "")),
-            Cell::from(pct(x, y)),
-        ])
-    };
-    let mut rows = vec![
-        Row::new(vec![
-            Cell::from("status"),
-            Cell::from(status_text(a)),
-            Cell::from(status_text(b)),
-            Cell::from(""),
-        ]),
-        row("median step ms", a.median_step_ms, b.median_step_ms, 1),
-        row("CI ± ms", a.ci95_ms, b.ci95_ms, 2),
-        row(
-            "tokens/s/GPU",
-            a.tokens_per_s_per_gpu,
-            b.tokens_per_s_per_gpu,
-            0,
-        ),
-        row("TFLOP/s/GPU", a.tflops_per_gpu, b.tflops_per_gpu, 1),
-        row("peak GiB", a.peak_mem_gib, b.peak_mem_gib, 2),
-    ];
-    let diff = crate::app::views::compare::settings_diff(a, b);
-    if diff.is_empty() {
-        rows.push(Row::new(vec![
-            Cell::from("settings"),
-            Cell::from("same"),
-            Cell::from("same"),
-            Cell::from(""),
-        ]));
-    }
-    for (k, x, y) in diff {
-        rows.push(
-            Row::new(vec![
-                Cell::from(k),
-                Cell::from(x),
-                Cell::from(y),
-                Cell::from(""),
-            ])
-            .style(theme.pending()),
-        );
-    }
-    let table = Table::new(
-        rows,
-        [
-            Constraint::Length(26),
-            Constraint::Length(16),
-            Constraint::Length(16),
-            Constraint::Min(8),
-        ],
-    )
-    .header(
-        Row::new(vec![
-            String::new(),
-            format!("trial {}", a.id),
-            format!("trial {}", b.id),
-            "change".into(),
-        ])
-        .style(theme.title()),
-    )
-    .block(Block::default().borders(Borders::ALL).title(" Compare "));
-    f.render_widget(table, area);
 }

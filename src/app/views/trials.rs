@@ -1,0 +1,219 @@
+//! The experiment's trials as the lists show them: each with the experiment it ran and what it
+//! ran that the experiment does not say now (the difference `a` applies), scoped to the
+//! session's experiment unless the session lists every experiment of the workspace.
+
+use super::compare::{Comparison, Difference, differences};
+use crate::app::{AppError, Session};
+use crate::config::{Experiment, LoadOptions};
+use crate::run::trial::trial_params;
+use crate::store::{TrialFilter, TrialRow};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+/// One stored trial, with where it came from and what it ran differently.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TrialSummary {
+    #[serde(flatten)]
+    pub row: TrialRow,
+    /// It ran the session's experiment (the other rows appear only when listing all).
+    pub this_experiment: bool,
+    /// The flags whose value it ran differs from its experiment as the file says now:
+    /// `a` = the file now, `b` = the trial. `None`: not known (the trial's parameters were not
+    /// stored and its folder is gone, or its experiment no longer loads).
+    pub differences: Option<Vec<Difference>>,
+}
+
+impl std::ops::Deref for TrialSummary {
+    type Target = TrialRow;
+    fn deref(&self) -> &TrialRow {
+        &self.row
+    }
+}
+
+impl TrialSummary {
+    /// `flag=value, ...` of what it ran differently, `(as the config is)`, or its overrides
+    /// when the difference is not known.
+    pub fn settings_text(&self) -> String {
+        match &self.differences {
+            Some(d) if d.is_empty() => "(as the config is)".into(),
+            Some(d) => d
+                .iter()
+                .map(|x| format!("{}={}", x.flag, super::compare::show_json(&x.b)))
+                .collect::<Vec<_>>()
+                .join(", "),
+            None => {
+                let own = crate::run::trial::trial_settings(&self.row);
+                if own.is_empty() {
+                    "(settings unknown)".into()
+                } else {
+                    own.iter()
+                        .map(|(k, v)| format!("{k}={}", super::compare::show_json(v)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            }
+        }
+    }
+}
+
+fn canon(p: &Path) -> PathBuf {
+    p.canonicalize().unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// The experiment's resolved parameters as the file says now (without `--set` values).
+fn params_now(path: &Path, load: &LoadOptions) -> Option<BTreeMap<String, serde_json::Value>> {
+    let mut o = load.clone();
+    o.overrides.clear();
+    let exp = Experiment::load(path, &o).ok()?;
+    Some(
+        exp.main_module()
+            .values()
+            .into_iter()
+            .filter(|(k, _)| !crate::run::trial::is_runner_key(k))
+            .map(|(k, v)| (k, v.to_json()))
+            .collect(),
+    )
+}
+
+/// The session's experiment's trials (every experiment's when the session lists all), by id.
+pub fn list(session: &Session, filter: &TrialFilter) -> Result<Vec<TrialSummary>, AppError> {
+    let Some(store) = session.existing_store()? else {
+        return Ok(Vec::new());
+    };
+    let here = canon(&session.experiment);
+    let mut now: HashMap<PathBuf, Option<BTreeMap<String, serde_json::Value>>> = HashMap::new();
+    Ok(store
+        .list_trials(filter)?
+        .into_iter()
+        .filter_map(|row| {
+            let path = canon(&row.config_path);
+            let this_experiment = path == here;
+            if !this_experiment && !session.all_experiments {
+                return None;
+            }
+            let current = now
+                .entry(path.clone())
+                .or_insert_with(|| params_now(&path, &session.load));
+            let differences = match (current.as_ref(), trial_params(&row)) {
+                (Some(c), Some(ran)) => Some(differences(c, &ran)),
+                _ => None,
+            };
+            Some(TrialSummary {
+                row,
+                this_experiment,
+                differences,
+            })
+        })
+        .collect())
+}
+
+/// One stored trial with its difference (any experiment of the workspace).
+pub fn summary(session: &Session, id: i64) -> Result<TrialSummary, AppError> {
+    let store = session.require_store()?;
+    let row = store.trial(id)?.ok_or_else(|| {
+        AppError::Usage(format!(
+            "no trial {id} in {}",
+            crate::util::paths::display_path(&session.workspace.db)
+        ))
+    })?;
+    let this_experiment = canon(&row.config_path) == canon(&session.experiment);
+    let differences = match (
+        params_now(&row.config_path, &session.load),
+        trial_params(&row),
+    ) {
+        (Some(c), Some(ran)) => Some(differences(&c, &ran)),
+        _ => None,
+    };
+    Ok(TrialSummary {
+        row,
+        this_experiment,
+        differences,
+    })
+}
+
+/// Trials `a` and `b` compared (`b` against `a`), with their step-time curves.
+pub fn compare(session: &Session, a: i64, b: i64) -> Result<Comparison, AppError> {
+    let store = session.require_store()?;
+    let get = |id: i64| -> Result<(TrialRow, Vec<_>), AppError> {
+        let row = store.trial(id)?.ok_or_else(|| {
+            AppError::Usage(format!(
+                "no trial {id} in {}",
+                crate::util::paths::display_path(&session.workspace.db)
+            ))
+        })?;
+        let iters = store.iterations(id)?;
+        Ok((row, iters))
+    };
+    let (ta, ia) = get(a)?;
+    let (tb, ib) = get(b)?;
+    Ok(super::compare::compare(&ta, &tb, &ia, &ib))
+}
+
+/// What applying a trial writes: its differing flags with the values it ran, as edits of the
+/// session's experiment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApplyPlan {
+    pub trial: i64,
+    /// flag → the value the trial ran (YAML text).
+    pub edits: Vec<(String, String)>,
+    /// The trial ran another experiment file: ask before applying its values here.
+    pub other_experiment: Option<String>,
+}
+
+/// The edits that make the session's experiment run what trial `t` ran: its difference from
+/// the experiment now (for a trial of another experiment, from this one).
+pub fn apply_plan(session: &Session, t: &TrialSummary) -> Result<ApplyPlan, AppError> {
+    let diffs = if t.this_experiment {
+        t.differences.clone()
+    } else {
+        match (
+            params_now(&session.experiment, &session.load),
+            trial_params(&t.row),
+        ) {
+            (Some(c), Some(ran)) => Some(differences(&c, &ran)),
+            _ => None,
+        }
+    };
+    let edits = match diffs {
+        Some(d) => d.into_iter().map(|x| (x.flag, yaml_text(&x.b))).collect(),
+        // Not known: its overrides are the best record of what it changed.
+        None => crate::run::trial::trial_settings(&t.row)
+            .iter()
+            .map(|(k, v)| (k.clone(), yaml_text(v)))
+            .collect(),
+    };
+    Ok(ApplyPlan {
+        trial: t.id,
+        edits,
+        other_experiment: (!t.this_experiment)
+            .then(|| crate::util::paths::display_path(&t.row.config_path)),
+    })
+}
+
+/// A JSON value as YAML text for the editor (`null`, `true`, `4`, `selective`).
+pub fn yaml_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A summary whose difference is the trial's overrides (tests of the screens, which have no
+/// experiment files behind their rows).
+#[cfg(test)]
+pub(crate) fn summary_of_overrides(row: TrialRow) -> TrialSummary {
+    let differences = crate::run::trial::trial_settings(&row)
+        .into_iter()
+        .map(|(flag, b)| Difference {
+            flag,
+            a: serde_json::Value::Null,
+            b,
+        })
+        .collect();
+    TrialSummary {
+        row,
+        this_experiment: true,
+        differences: Some(differences),
+    }
+}
