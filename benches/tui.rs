@@ -349,6 +349,7 @@ fn study_record() -> primus_tune::domain::study::StudyRecord {
             ci_low_ms: Some(398.0 + i as f64),
             ci_high_ms: Some(402.0 + i as f64),
             peak_memory_bytes: Some(40 << 30),
+            peak_memory_source: None,
             predicted_bytes: Some(41.0 * (1u64 << 30) as f64),
         })
         .collect();

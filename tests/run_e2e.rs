@@ -438,3 +438,57 @@ fn a_launch_that_cannot_start_is_stored_as_not_launched_with_the_reason() {
         );
     }
 }
+
+/// The start-up (launch → first iteration) is measured and left out of the telemetry summary:
+/// a workload that waits 1.5 s before its first iteration, sampled every 100 ms from the
+/// recorded MI300X sysfs tree.
+#[test]
+fn the_start_up_is_reported_and_left_out_of_the_telemetry_summary() {
+    let s = setup();
+    profile(
+        &s,
+        "slow-start",
+        &format!("{ITER_FN}sleep 1.5\nfor i in $(seq 1 12); do it $i 100.0; sleep 0.1; done\n"),
+    );
+    let tree = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/mi300x_spx_nps1");
+    let out = bin(&s)
+        .arg("run")
+        .arg(&s.exp)
+        .args(["--profile", "slow-start", "--json", "--ci-target", "0"])
+        .args([
+            "--max-iters",
+            "12",
+            "--interval",
+            "100",
+            "--backend",
+            "amdgpu-sysfs",
+        ])
+        .arg("--sysfs-root")
+        .arg(tree.join("sys"))
+        .arg("--procfs-root")
+        .arg(tree.join("proc"))
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let v = result_line(&out.stdout, &out.stderr);
+    // The result carries its summary's fields at the top level.
+    let summary = &v;
+    let startup = summary["startup_s"].as_f64().expect("start-up measured");
+    assert!((1.4..10.0).contains(&startup), "{summary}");
+    let in_summary = summary["telemetry"][0]["samples"]
+        .as_u64()
+        .expect("GPU 0 sampled");
+    let store = primus_tune::store::Store::open(&s.ws.join("trials.db")).unwrap();
+    let id = v["trial_id"].as_i64().unwrap();
+    let stored = store
+        .samples(id)
+        .unwrap()
+        .iter()
+        .filter(|x| !x.gpus.is_empty())
+        .count() as u64;
+    // About 15 samples of start-up are stored but not summarised.
+    assert!(
+        stored >= in_summary + 10,
+        "stored {stored} snapshots, the summary used {in_summary}"
+    );
+}

@@ -146,12 +146,19 @@ pub fn print_summary(s: &Summary) {
     }
     if let Some(m) = s.peak_mem_gib {
         parts.push(format!(
-            "peak memory {m:.2} GiB ({})",
+            "peak memory {m:.2} GiB ({}{})",
+            s.peak_mem_kind
+                .map_or(String::new(), |k| format!("{}: ", k.label())),
             s.peak_mem_source.clone().unwrap_or_default()
         ));
     }
     if !parts.is_empty() {
         println!("  {}", parts.join(" | "));
+    }
+    if let Some(t) = s.startup_s {
+        println!(
+            "  start-up {t:.1} s (launch → first iteration; the GPU figures below start after it)"
+        );
     }
     for g in &s.telemetry {
         let f = |v: Option<f64>, u: &str| v.map_or("-".into(), |x| format!("{x:.0}{u}"));

@@ -178,7 +178,7 @@ pub fn print_record(name: &str, r: &StudyRecord) {
     }
     // Step times are per global batch (a proxy that ran part of it is scaled to the whole).
     println!(
-        "{:>3}  {:<13} {:>9} {:>17} {:>4} {:>9} {:>9}  settings / why   (* current settings)",
+        "{:>3}  {:<13} {:>9} {:>17} {:>4} {:>15} {:>9}  settings / why   (* current settings)",
         "id", "verdict", "ms/batch", "95% CI ms", "n", "peak GiB", "pred GiB"
     );
     for c in &r.candidates {
@@ -187,15 +187,19 @@ pub fn print_record(name: &str, r: &StudyRecord) {
             _ => "-".into(),
         };
         println!(
-            "{:>3}{} {:<13} {:>9} {:>17} {:>4} {:>9} {:>9}  {} · {}",
+            "{:>3}{} {:<13} {:>9} {:>17} {:>4} {:>15} {:>9}  {} · {}",
             c.id,
             if c.baseline { "*" } else { " " },
             c.verdict,
             c.median_ms.map_or("-".into(), |m| format!("{m:.1}")),
             ci,
             c.n,
-            c.peak_memory_bytes
-                .map_or("-".into(), |b| format!("{:.2}", gib(b as f64))),
+            c.peak_memory_bytes.map_or("-".into(), |b| format!(
+                "{:.2}{}",
+                gib(b as f64),
+                c.peak_memory_source
+                    .map_or(String::new(), |k| format!(" {}", k.tag()))
+            )),
             c.predicted_bytes
                 .map_or("-".into(), |b| format!("{:.2}", gib(b))),
             settings(&c.overrides),

@@ -144,14 +144,14 @@ pub fn run(a: &TrialsArgs) -> Result<ExitCode, CliError> {
     }
     let all = session.all_experiments;
     println!(
-        "{:>4} {:<11} {:>10} {:>8} {:>11} {:>8} {:>8}  {:<10} {}differs from the config",
+        "{:>4} {:<11} {:>10} {:>8} {:>11} {:>8} {:>13}  {:<10} {}differs from the config",
         "id",
         "status",
         "median ms",
         "±CI %",
         "tokens/s/GPU",
         "TFLOP/s",
-        "mem GiB",
+        "peak GiB",
         "profile",
         if all { "experiment            " } else { "" }
     );
@@ -169,14 +169,14 @@ pub fn run(a: &TrialsArgs) -> Result<ExitCode, CliError> {
             _ => t.status.to_string(),
         };
         println!(
-            "{:>4} {:<11} {:>10} {:>8} {:>11} {:>8} {:>8}  {:<10} {}{}",
+            "{:>4} {:<11} {:>10} {:>8} {:>11} {:>8} {:>13}  {:<10} {}{}",
             t.id,
             status,
             f(t.median_step_ms, 1),
             ci,
             f(t.tokens_per_s_per_gpu, 0),
             f(t.tflops_per_gpu, 1),
-            f(t.peak_mem_gib, 2),
+            mem_cell(t),
             t.profile.clone().unwrap_or_default(),
             if all {
                 format!("{:<22}", experiment_name(t))
@@ -197,6 +197,15 @@ pub fn run(a: &TrialsArgs) -> Result<ExitCode, CliError> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Peak memory with what it measures (`61.20 alloc`, `63.80 device`): the kinds differ.
+fn mem_cell(t: &TrialRow) -> String {
+    match (t.peak_mem_gib, t.peak_mem_kind()) {
+        (Some(g), Some(k)) => format!("{g:.2} {}", k.tag()),
+        (Some(g), None) => format!("{g:.2}"),
+        _ => "-".into(),
+    }
 }
 
 fn experiment_name(t: &TrialSummary) -> String {
@@ -228,13 +237,29 @@ fn print_comparison(c: &Comparison) {
         ("median step ms", &c.median_step_ms, 1),
         ("tokens/s/GPU", &c.tokens_per_s_per_gpu, 0),
         ("TFLOP/s/GPU", &c.tflops_per_gpu, 1),
-        ("peak memory GiB", &c.peak_mem_gib, 2),
     ];
     for (name, ch, prec) in figures {
         match ch {
             Some(ch) => println!("  {name:<24} {}", change_text(ch, prec)),
             None => println!("  {name:<24} {:>12} {:>12}", "-", "-"),
         }
+    }
+    let tag = |k: Option<crate::domain::trial::MemorySource>| k.map_or("?", |k| k.tag());
+    match (&c.peak_mem_gib, c.peak_mem_kinds) {
+        (Some(ch), [k, _]) => println!(
+            "  {:<24} {}",
+            format!("peak memory GiB ({})", tag(k)),
+            change_text(ch, 2)
+        ),
+        (None, [ka, kb]) if ka != kb => println!(
+            "  {:<24} not comparable: trial {} measured {}, trial {} {}",
+            "peak memory GiB",
+            c.a,
+            ka.map_or("nothing", |k| k.label()),
+            c.b,
+            kb.map_or("nothing", |k| k.label())
+        ),
+        (None, _) => println!("  {:<24} {:>12} {:>12}", "peak memory GiB", "-", "-"),
     }
     println!("  verdict: trial {} is {}", c.b, c.verdict.text());
     if c.differences.is_empty() {

@@ -123,6 +123,9 @@ pub struct Outcome {
     /// Failed for another reason (crash, hang, illegal at start-up).
     pub failed: Option<String>,
     pub peak_memory_bytes: Option<u64>,
+    /// What the peak measures.
+    #[serde(default)]
+    pub peak_memory_kind: Option<crate::domain::trial::MemorySource>,
     /// GPU-seconds the trial cost (wall time × GPUs).
     pub gpu_seconds: f64,
 }
@@ -243,6 +246,9 @@ pub struct CandidateRecord {
     pub ci_low_ms: Option<f64>,
     pub ci_high_ms: Option<f64>,
     pub peak_memory_bytes: Option<u64>,
+    /// What the peak measures (absent in older studies).
+    #[serde(default)]
+    pub peak_memory_source: Option<crate::domain::trial::MemorySource>,
     /// The memory model's calibrated prediction.
     pub predicted_bytes: Option<f64>,
 }

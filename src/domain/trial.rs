@@ -253,6 +253,51 @@ impl FromStr for TrialStatus {
     }
 }
 
+/// What a peak-memory figure measures. Two kinds are never compared or mixed in one column
+/// unmarked: the framework's allocator counts only its own tensors and cache; device memory in
+/// use counts everything on the GPU, other processes included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MemorySource {
+    /// The framework's allocator: PyTorch's max reserved (Megatron's `report_memory`).
+    Allocator,
+    /// The GPU memory held by the trial's own processes (telemetry's per-process scan).
+    Processes,
+    /// Device memory in use (the log's `rocm mem usage`/`hip mem usage`, or telemetry): includes
+    /// other processes and the runtime's context.
+    Device,
+}
+
+impl MemorySource {
+    /// A short tag for table cells (`alloc`, `procs`, `device`).
+    pub fn tag(self) -> &'static str {
+        match self {
+            MemorySource::Allocator => "alloc",
+            MemorySource::Processes => "procs",
+            MemorySource::Device => "device",
+        }
+    }
+
+    /// The kind behind a stored source text (summaries stored before the kind was kept).
+    pub fn from_source_text(text: &str) -> MemorySource {
+        if text.contains("reserved") {
+            MemorySource::Allocator
+        } else if text.contains("trial processes") {
+            MemorySource::Processes
+        } else {
+            MemorySource::Device
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            MemorySource::Allocator => "allocator reserved (the framework's own memory)",
+            MemorySource::Processes => "the trial's processes' GPU memory (telemetry)",
+            MemorySource::Device => "device memory in use (includes other processes)",
+        }
+    }
+}
+
 /// What `run --json` and `parse-log --json` print as `summary`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Summary {
@@ -273,9 +318,16 @@ pub struct Summary {
     /// Peak device memory seen (GiB) and where the figure comes from.
     pub peak_mem_gib: Option<f64>,
     pub peak_mem_source: Option<String>,
+    /// What the peak measures (absent in summaries stored before it was kept).
+    #[serde(default)]
+    pub peak_mem_kind: Option<MemorySource>,
+    /// Launch → first iteration, seconds (start-up: loading, compiling, building the model).
+    /// The telemetry figures leave it out.
+    #[serde(default)]
+    pub startup_s: Option<f64>,
     /// Last loss printed.
     pub last_loss: Option<f64>,
-    /// Telemetry per GPU over the trial (empty when not sampled).
+    /// Telemetry per GPU from the first iteration on (empty when not sampled).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub telemetry: Vec<super::telemetry::GpuSummary>,
 }

@@ -46,6 +46,8 @@ pub struct Row {
     /// From the candidate's longest trial with the figure (the log's tokens/s per GPU).
     pub tokens_per_s: Option<f64>,
     pub peak_gib: Option<f64>,
+    /// What the peak measures.
+    pub peak_source: Option<crate::domain::trial::MemorySource>,
     pub predicted_gib: Option<f64>,
     /// The candidate's trials in the study, by id.
     pub trials: Vec<i64>,
@@ -321,6 +323,7 @@ pub fn build(i: &Inputs<'_>) -> Report {
                     .peak_memory_bytes
                     .filter(|b| *b > 0)
                     .map(|b| b as f64 / GIB),
+                peak_source: c.peak_memory_source,
                 predicted_gib: c.predicted_bytes.map(|b| b / GIB),
                 trials: mine.iter().map(|t| t.id).collect(),
             }
@@ -692,11 +695,13 @@ impl Report {
              steady-state iterations pooled over the candidate's trials (scaled to the \
              experiment's global batch where a trial ran a smaller one), with the 95 % confidence \
              interval of that median; n counts those iterations. Peak memory is the largest any \
-             of its trials reported; tokens/s per GPU comes from its longest trial's log.\n"
+             of its trials reported, with what it measures: `alloc` the framework's allocator \
+             (its own memory), `procs` the trial's processes, `device` the device memory in use \
+             (other processes included); tokens/s per GPU comes from its longest trial's log.\n"
         );
         let _ = writeln!(
             s,
-            "| rank | # | settings | verdict | median step (ms/batch) | 95 % CI (ms) | n | tokens/s/GPU | peak (GiB) | predicted (GiB) | why |"
+            "| rank | # | settings | verdict | median step (ms/batch) | 95 % CI (ms) | n | tokens/s/GPU | peak (GiB, source) | predicted (GiB) | why |"
         );
         let _ = writeln!(s, "|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---|");
         for (rank, row) in self.ranked().into_iter().enumerate() {
@@ -723,7 +728,10 @@ impl Report {
                 ci,
                 row.n,
                 opt(row.tokens_per_s, 0),
-                opt(row.peak_gib, 2),
+                match (row.peak_gib, row.peak_source) {
+                    (Some(g), Some(k)) => format!("{g:.2} {}", k.tag()),
+                    (g, _) => opt(g, 2),
+                },
                 opt(row.predicted_gib, 2),
                 cell(&row.why)
             );
@@ -814,6 +822,7 @@ mod tests {
             ci_low_ms: median.map(|m| m - 1.0),
             ci_high_ms: median.map(|m| m + 2.0),
             peak_memory_bytes: median.map(|m| (m as u64) << 30),
+            peak_memory_source: None,
             predicted_bytes: Some((mbs as f64 + 10.0) * GIB),
         }
     }

@@ -1,7 +1,7 @@
 //! The figures of a trial (or a log parsed offline): steady-state step statistics plus peak memory.
 
 use super::steady::{self, SteadyConfig};
-use crate::domain::trial::{Iteration, MemoryReport, RunShape, SteadyStats, Summary};
+use crate::domain::trial::{Iteration, MemoryReport, MemorySource, RunShape, SteadyStats, Summary};
 
 impl Summary {
     pub fn from_parts(
@@ -19,7 +19,7 @@ impl Summary {
             sh
         });
         let s: Option<SteadyStats> = steady::stats(iters, shape, cfg);
-        let (peak, source) = peak_memory(iters, memory);
+        let (peak, source, kind) = peak_memory(iters, memory);
         Summary {
             iterations: iters.len() as u64,
             n: s.as_ref().map_or(0, |s| s.n),
@@ -34,6 +34,8 @@ impl Summary {
             tflops_per_gpu: s.as_ref().and_then(|s| s.tflops_per_gpu),
             peak_mem_gib: peak,
             peak_mem_source: source,
+            peak_mem_kind: kind,
+            startup_s: None,
             last_loss: iters.iter().rev().find_map(|i| i.loss),
             telemetry: Vec::new(),
         }
@@ -54,9 +56,11 @@ impl Summary {
             if let Some(b) = trial {
                 self.peak_mem_gib = Some(gib(b));
                 self.peak_mem_source = Some("telemetry: trial processes' GPU memory".into());
+                self.peak_mem_kind = Some(MemorySource::Processes);
             } else if let Some(b) = device {
                 self.peak_mem_gib = Some(gib(b));
                 self.peak_mem_source = Some("telemetry: device memory in use".into());
+                self.peak_mem_kind = Some(MemorySource::Device);
             }
         }
         self.telemetry = telemetry;
@@ -64,16 +68,22 @@ impl Summary {
     }
 }
 
-/// The highest memory figure the log reports: Primus' max over ranks (`rank-R rocm max mem`),
-/// device-wide use (`hip mem usage`, TorchTitan's peak reserved), Megatron's `max reserved`.
-pub fn peak_memory(iters: &[Iteration], memory: &[MemoryReport]) -> (Option<f64>, Option<String>) {
-    let mut best: Option<(f64, String)> = None;
-    let mut consider = |v: Option<f64>, what: &str| {
+/// The peak memory the log reports, with what it measures: the allocator's max reserved
+/// (Megatron's `report_memory`) when the log has it — the framework's own memory, which the
+/// memory model predicts — else the highest device-level figure (Primus' max over ranks
+/// `rank-R rocm max mem`, `rocm`/`hip mem usage`, TorchTitan's peak). The two kinds are never
+/// compared with each other.
+pub fn peak_memory(
+    iters: &[Iteration],
+    memory: &[MemoryReport],
+) -> (Option<f64>, Option<String>, Option<MemorySource>) {
+    let mut device: Option<(f64, &str)> = None;
+    let mut consider = |v: Option<f64>, what: &'static str| {
         if let Some(v) = v
             && v.is_finite()
-            && best.as_ref().is_none_or(|(b, _)| v > *b)
+            && device.as_ref().is_none_or(|(b, _)| v > *b)
         {
-            best = Some((v, what.to_string()));
+            device = Some((v, what));
         }
     };
     for i in iters {
@@ -84,14 +94,49 @@ pub fn peak_memory(iters: &[Iteration], memory: &[MemoryReport]) -> (Option<f64>
             consider(Some(f * t), "mem usages fraction × total");
         }
     }
-    for m in memory {
-        consider(
-            Some(m.max_reserved_mb / 1024.0),
-            "max reserved (report_memory)",
-        );
+    let reserved = memory
+        .iter()
+        .map(|m| m.max_reserved_mb / 1024.0)
+        .filter(|v| v.is_finite())
+        .reduce(f64::max);
+    match (reserved, device) {
+        (Some(v), _) => (
+            Some(v),
+            Some("max reserved (report_memory)".into()),
+            Some(MemorySource::Allocator),
+        ),
+        (None, Some((v, what))) => (Some(v), Some(what.into()), Some(MemorySource::Device)),
+        (None, None) => (None, None, None),
     }
-    match best {
-        Some((v, s)) => (Some(v), Some(s)),
-        None => (None, None),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_allocators_peak_is_preferred_and_kinds_are_never_mixed() {
+        let it = |rocm: f64| Iteration {
+            iteration: 1,
+            rocm_mem_used_gib: Some(rocm),
+            ..Iteration::default()
+        };
+        let report = |mb: f64| MemoryReport {
+            max_reserved_mb: mb,
+            ..MemoryReport::default()
+        };
+        // Device use (other processes included) is larger, but the allocator's figure wins.
+        let (v, src, kind) = peak_memory(&[it(70.0)], &[report(61.0 * 1024.0)]);
+        assert_eq!(v, Some(61.0));
+        assert_eq!(kind, Some(MemorySource::Allocator));
+        assert_eq!(src.as_deref(), Some("max reserved (report_memory)"));
+        // Without it, the device figure, said to be one.
+        let (v, _, kind) = peak_memory(&[it(70.0), it(72.0)], &[]);
+        assert_eq!((v, kind), (Some(72.0), Some(MemorySource::Device)));
+        assert_eq!(peak_memory(&[], &[]), (None, None, None));
+        assert_eq!(
+            MemorySource::from_source_text("telemetry: trial processes' GPU memory"),
+            MemorySource::Processes
+        );
     }
 }

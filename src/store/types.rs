@@ -150,6 +150,22 @@ pub struct TrialRow {
     pub resolved: Option<Value>,
 }
 
+impl TrialRow {
+    /// What its peak memory figure measures: as its summary says, else (older summaries) as
+    /// its source text implies; `None` without a figure.
+    pub fn peak_mem_kind(&self) -> Option<crate::domain::trial::MemorySource> {
+        self.peak_mem_gib?;
+        let s = self.summary.as_ref();
+        s.and_then(|s| s.get("peak_mem_kind"))
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+            .or_else(|| {
+                s.and_then(|s| s.get("peak_mem_source"))
+                    .and_then(|v| v.as_str())
+                    .map(crate::domain::trial::MemorySource::from_source_text)
+            })
+    }
+}
+
 /// Which trials [`Store::list_trials`] returns. The default selects all of them.
 ///
 /// [`Store::list_trials`]: super::Store::list_trials

@@ -246,6 +246,24 @@ impl History {
     }
 }
 
+/// Summarise a trial's training: its snapshots from `first_iteration_ms` (Unix ms) on, so the
+/// start-up (often 25–60 s of a real job, at low utilisation) does not drag the means of a
+/// trial that trained flat out; without a first iteration, every snapshot.
+pub fn summarize_training(
+    snaps: &[Snapshot],
+    pids: &std::collections::BTreeSet<u32>,
+    first_iteration_ms: Option<u64>,
+) -> Vec<GpuSummary> {
+    match first_iteration_ms {
+        Some(from) => {
+            let training: Vec<Snapshot> =
+                snaps.iter().filter(|s| s.ts_ms >= from).cloned().collect();
+            summarize(&training, pids)
+        }
+        None => summarize(snaps, pids),
+    }
+}
+
 /// Summarise a trial's snapshots; `pids` are the trial's processes (per-process VRAM).
 pub fn summarize(snaps: &[Snapshot], pids: &std::collections::BTreeSet<u32>) -> Vec<GpuSummary> {
     let mut by_gpu: BTreeMap<u32, Vec<&GpuSample>> = BTreeMap::new();
@@ -457,5 +475,27 @@ mod tests {
         }
         let s = h.series(0, |g| g.util_pct);
         assert_eq!(s, vec![(0.0, 2.0), (0.5, 3.0), (1.0, 4.0)]);
+    }
+
+    #[test]
+    fn the_training_summary_leaves_the_start_up_out() {
+        // 30 s of start-up at 5 % utilisation, then 10 s of training at 100 %.
+        let snaps: Vec<Snapshot> = (0..40u64)
+            .map(|i| Snapshot {
+                ts_ms: 1_000_000 + i * 1000,
+                gpus: vec![GpuSample {
+                    gpu: 0,
+                    util_pct: Some(if i < 30 { 5.0 } else { 100.0 }),
+                    ..GpuSample::default()
+                }],
+                ..Snapshot::default()
+            })
+            .collect();
+        let pids = std::collections::BTreeSet::new();
+        let whole = summarize_training(&snaps, &pids, None);
+        assert!((whole[0].util_mean_pct.unwrap() - 28.75).abs() < 1e-9);
+        let training = summarize_training(&snaps, &pids, Some(1_030_000));
+        assert_eq!(training[0].samples, 10);
+        assert_eq!(training[0].util_mean_pct, Some(100.0));
     }
 }

@@ -117,6 +117,8 @@ fn summary(iters: u64) -> Summary {
         tflops_per_gpu: Some(134.4),
         peak_mem_gib: Some(141.5),
         peak_mem_source: Some("hip mem usage".into()),
+        peak_mem_kind: Some(crate::domain::trial::MemorySource::Device),
+        startup_s: Some(31.4),
         last_loss: Some(7.6),
         telemetry: Vec::new(),
     }
@@ -301,7 +303,10 @@ fn trial_row(id: i64, status: TrialStatus, overrides: Vec<(&str, Value)>) -> Tri
         iterations_seen: 50,
         iterations_stored: 50,
         wall_s: Some(71.4),
-        summary: None,
+        summary: Some(json!({
+            "peak_mem_kind": if id % 2 == 0 { "device" } else { "allocator" },
+            "startup_s": 31.5,
+        })),
         median_step_ms: Some(1212.5),
         ci95_ms: Some(1.9),
         tokens_per_s_per_gpu: Some(108_104.0),
@@ -846,6 +851,7 @@ fn sweep_app() -> App {
             ci_low_ms: median.map(|m| m - 2.0),
             ci_high_ms: median.map(|m| m + 2.0),
             peak_memory_bytes: median.map(|_| 40 << 30),
+            peak_memory_source: None,
             predicted_bytes: None,
         };
     let rec = StudyRecord {

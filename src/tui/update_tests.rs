@@ -671,6 +671,7 @@ fn sweep_screen_starts_only_applicable_spaces_and_applies_the_pick() {
         ci_low_ms: Some(99.0),
         ci_high_ms: Some(101.0),
         peak_memory_bytes: None,
+        peak_memory_source: None,
         predicted_bytes: None,
     };
     let rec = StudyRecord {

@@ -345,6 +345,8 @@ impl Runner for ReplayRunner<'_> {
             oom: false,
             failed: None,
             peak_memory_bytes: peak,
+            // A recorded table's peaks are of one kind, whichever the table recorded.
+            peak_memory_kind: None,
             gpu_seconds: rec.startup_s + cost_ms / 1000.0,
         }
     }

@@ -189,8 +189,10 @@ pub struct Evidence {
     pub trials: usize,
     /// Iterations asked for, summed over trials (a trial that stopped early ran fewer).
     pub iters: u64,
-    /// Largest peak any trial reported.
+    /// Largest peak its trials reported, of one kind: the allocator's when any trial reported
+    /// one (figures of different kinds are never compared).
     pub peak_memory_bytes: Option<u64>,
+    pub peak_memory_kind: Option<crate::domain::trial::MemorySource>,
 }
 
 /// The outcome of a search. Candidates are named by `Candidate::id`.
@@ -645,7 +647,15 @@ impl<'a> Search<'a> {
         ev.trials += 1;
         ev.iters += iters;
         if let Some(p) = out.peak_memory_bytes {
-            ev.peak_memory_bytes = Some(ev.peak_memory_bytes.map_or(p, |q| q.max(p)));
+            use crate::domain::trial::MemorySource::Allocator;
+            let (k, known) = (out.peak_memory_kind, ev.peak_memory_kind);
+            if ev.peak_memory_bytes.is_none() || k == known {
+                ev.peak_memory_bytes = Some(ev.peak_memory_bytes.map_or(p, |q| q.max(p)));
+                ev.peak_memory_kind = k;
+            } else if k == Some(Allocator) {
+                ev.peak_memory_bytes = Some(p);
+                ev.peak_memory_kind = k;
+            }
         }
         if out.oom {
             self.state[i] = State::Out(Verdict::Oom);

@@ -107,6 +107,7 @@ pub fn record(
                 ci_low_ms: ev.and_then(|e| e.ci_low_ms),
                 ci_high_ms: ev.and_then(|e| e.ci_high_ms),
                 peak_memory_bytes: ev.and_then(|e| e.peak_memory_bytes),
+                peak_memory_source: ev.and_then(|e| e.peak_memory_kind),
                 predicted_bytes: predicted.get(&c.id).copied(),
             }
         })

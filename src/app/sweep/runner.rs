@@ -151,6 +151,7 @@ fn outcome_of(store: &Store, t: &TrialRow, gpus: u64) -> Outcome {
         oom,
         failed,
         peak_memory_bytes: t.peak_mem_gib.map(|g| (g * (1u64 << 30) as f64) as u64),
+        peak_memory_kind: t.peak_mem_kind(),
         gpu_seconds: t.wall_s.unwrap_or(0.0) * gpus as f64,
     }
 }

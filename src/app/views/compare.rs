@@ -123,7 +123,10 @@ pub struct Comparison {
     pub median_step_ms: Option<Change>,
     pub tokens_per_s_per_gpu: Option<Change>,
     pub tflops_per_gpu: Option<Change>,
+    /// Peak memory, only when both figures measure the same thing (see `peak_mem_kinds`).
     pub peak_mem_gib: Option<Change>,
+    /// What each trial's peak memory measures; figures of different kinds are not compared.
+    pub peak_mem_kinds: [Option<crate::domain::trial::MemorySource>; 2],
     pub verdict: CompareVerdict,
     /// Each trial's step times by iteration, ms (for the overlaid curves).
     #[serde(skip)]
@@ -160,7 +163,12 @@ pub fn compare(
         median_step_ms,
         tokens_per_s_per_gpu: Change::of(a.tokens_per_s_per_gpu, b.tokens_per_s_per_gpu, None),
         tflops_per_gpu: Change::of(a.tflops_per_gpu, b.tflops_per_gpu, None),
-        peak_mem_gib: Change::of(a.peak_mem_gib, b.peak_mem_gib, None),
+        peak_mem_gib: if a.peak_mem_kind() == b.peak_mem_kind() {
+            Change::of(a.peak_mem_gib, b.peak_mem_gib, None)
+        } else {
+            None
+        },
+        peak_mem_kinds: [a.peak_mem_kind(), b.peak_mem_kind()],
         verdict,
         steps: [curve(iters_a), curve(iters_b)],
     }

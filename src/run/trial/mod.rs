@@ -300,6 +300,9 @@ pub async fn run_trial(
     // Median steady step (ms) so far: the hang threshold scales with it.
     let mut median_ms = 0.0_f64;
     let mut pending: Vec<Iteration> = Vec::new();
+    // When the first iteration was parsed (monotonic, and Unix ms as the snapshots are stamped):
+    // the start-up ends there, and the telemetry summary starts there.
+    let mut first_iteration: Option<(Instant, u64)> = None;
 
     let status = loop {
         let wake = policy.wake_at(last_progress, !iters.is_empty(), median_ms);
@@ -314,6 +317,12 @@ pub async fn run_trial(
                     match ev {
                         LogEvent::Iteration(it) => {
                             last_progress = Instant::now();
+                            if first_iteration.is_none() {
+                                let unix_ms = std::time::SystemTime::now()
+                                    .duration_since(std::time::UNIX_EPOCH)
+                                    .map_or(0, |d| d.as_millis() as u64);
+                                first_iteration = Some((last_progress, unix_ms));
+                            }
                             iters.push(it.clone());
                             pending.push(it.clone());
                             if pending.len() >= 8 {
@@ -404,7 +413,8 @@ pub async fn run_trial(
         }
     }
     store.add_samples(trial_id, &snaps_pending)?;
-    let telemetry = sampler::summarize(&snaps, &trial_pids);
+    let telemetry =
+        sampler::summarize_training(&snaps, &trial_pids, first_iteration.map(|(_, ms)| ms));
     if !pending.is_empty() {
         store.add_iterations(trial_id, &pending)?;
     }
@@ -414,7 +424,8 @@ pub async fn run_trial(
         exit.signal = status.and_then(|s| s.signal());
     }
     let wall_s = started.elapsed().as_secs_f64();
-    let summary = Summary::from_parts(&iters, &memory, shape, cfg).with_telemetry(telemetry);
+    let mut summary = Summary::from_parts(&iters, &memory, shape, cfg).with_telemetry(telemetry);
+    summary.startup_s = first_iteration.map(|(t, _)| t.duration_since(started).as_secs_f64());
     let (status, failure) = finish::classify(
         detector.finish(&exit, iters.len() as u64),
         &exit,

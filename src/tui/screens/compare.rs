@@ -29,6 +29,31 @@ fn figure<'a>(name: &'a str, c: Option<&Change>, prec: usize) -> Row<'a> {
     }
 }
 
+/// Peak memory with what each figure measures; two kinds are shown, not compared.
+fn memory_row(c: &Comparison) -> Row<'static> {
+    let tag = |k: Option<crate::domain::trial::MemorySource>| k.map_or("", |k| k.tag());
+    let [ka, kb] = c.peak_mem_kinds;
+    match (&c.peak_mem_gib, ka == kb) {
+        (Some(ch), true) => Row::new(vec![
+            Cell::from(format!("peak GiB ({})", tag(ka))),
+            Cell::from(format!("{:.2}", ch.a)),
+            Cell::from(format!("{:.2}", ch.b)),
+            Cell::from(change_text(ch)),
+        ]),
+        (_, false) => Row::new(vec![
+            Cell::from("peak GiB"),
+            Cell::from(tag(ka)),
+            Cell::from(tag(kb)),
+            Cell::from("not comparable"),
+        ]),
+        (None, true) => Row::new(vec![
+            Cell::from("peak GiB"),
+            Cell::from("-"),
+            Cell::from("-"),
+        ]),
+    }
+}
+
 pub fn draw(f: &mut Frame, c: &Comparison, theme: &Theme, area: Rect) {
     let both = !c.steps[0].is_empty() && !c.steps[1].is_empty();
     let [left, right] = if both && area.width >= 100 {
@@ -45,7 +70,7 @@ pub fn draw(f: &mut Frame, c: &Comparison, theme: &Theme, area: Rect) {
         figure("step ms (median)", c.median_step_ms.as_ref(), 1),
         figure("tokens/s/GPU", c.tokens_per_s_per_gpu.as_ref(), 0),
         figure("TFLOP/s/GPU", c.tflops_per_gpu.as_ref(), 1),
-        figure("peak GiB", c.peak_mem_gib.as_ref(), 2),
+        memory_row(c),
         Row::new(vec![
             Cell::from(format!("verdict ({} vs {})", c.b, c.a)),
             Cell::from(""),

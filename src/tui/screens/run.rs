@@ -368,13 +368,18 @@ fn draw_head(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
                     _ => String::new(),
                 };
                 second.push(Span::raw(format!(
-                    "median {}{ci} · {} tok/s · {} TFLOP/s · loss {} · {}",
+                    "median {}{ci} · {} tok/s · {} TFLOP/s · loss {} · {}{}",
                     num(s.median_step_ms, 1, " ms"),
                     num(s.tokens_per_s_per_gpu, 0, ""),
                     crate::tui::widgets::sig(s.tflops_per_gpu, ""),
                     num(s.last_loss, 3, ""),
                     num(s.peak_mem_gib, 1, " GiB"),
+                    s.peak_mem_kind
+                        .map_or(String::new(), |k| format!(" {}", k.tag())),
                 )));
+                if let Some(st) = s.startup_s {
+                    second.push(Span::styled(format!(" · start-up {st:.0} s"), theme.dim()));
+                }
                 if s.n == 0 {
                     second.push(Span::styled("  (warming up)", theme.dim()));
                 }

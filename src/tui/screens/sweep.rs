@@ -193,9 +193,13 @@ pub fn ranked_table<'a>(study: &str, rec: &'a StudyRecord, theme: &Theme) -> Tab
                 Cell::from(num(c.median_ms, 1, "")),
                 Cell::from(ci),
                 Cell::from(c.n.to_string()),
-                Cell::from(sig(
-                    c.peak_memory_bytes.map(|b| b as f64 / (1u64 << 30) as f64),
-                    "",
+                Cell::from(format!(
+                    "{}{}",
+                    sig(
+                        c.peak_memory_bytes.map(|b| b as f64 / (1u64 << 30) as f64),
+                        "",
+                    ),
+                    c.peak_memory_source.map_or("", |k| &k.tag()[..1])
                 )),
                 Cell::from(format!(
                     "{} · {}",
@@ -214,7 +218,7 @@ pub fn ranked_table<'a>(study: &str, rec: &'a StudyRecord, theme: &Theme) -> Tab
             Constraint::Length(9),
             Constraint::Length(11),
             Constraint::Length(4),
-            Constraint::Length(6),
+            Constraint::Length(7),
             Constraint::Min(10),
         ],
     )
@@ -225,7 +229,7 @@ pub fn ranked_table<'a>(study: &str, rec: &'a StudyRecord, theme: &Theme) -> Tab
             "ms/batch",
             "95% CI",
             "n",
-            "GiB",
+            "GiB a/d",
             "settings · why",
         ])
         .style(theme.title()),

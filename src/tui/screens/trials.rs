@@ -268,7 +268,7 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
         + 6
         + 7
         + 8
-        + 6
+        + 7
         + 8
         + if wide { 13 } else { 0 }
         + if all { 15 } else { 0 };
@@ -293,7 +293,11 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
                 Cell::from(ci),
                 Cell::from(sig(t.tflops_per_gpu, "")),
                 Cell::from(num(t.tokens_per_s_per_gpu, 0, "")),
-                Cell::from(sig(t.peak_mem_gib, "")),
+                Cell::from(format!(
+                    "{}{}",
+                    sig(t.peak_mem_gib, ""),
+                    t.peak_mem_kind().map_or("", |k| &k.tag()[..1])
+                )),
             ];
             if wide {
                 cells.push(Cell::from(t.profile.clone().unwrap_or_default()));
@@ -313,10 +317,11 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
         Constraint::Length(6),
         Constraint::Length(7),
         Constraint::Length(8),
-        Constraint::Length(6),
+        Constraint::Length(7),
     ];
+    // The peak's letter says what it measures: a(llocator), p(rocesses), d(evice in use).
     let mut header = vec![
-        "", "id", "status", "step ms", "CI", "TFLOP/s", "tok/s", "GiB",
+        "", "id", "status", "step ms", "CI", "TFLOP/s", "tok/s", "GiB a/d",
     ];
     if wide {
         widths.push(Constraint::Length(12));
@@ -411,19 +416,27 @@ fn draw_detail(f: &mut Frame, t: &TrialSummary, theme: &Theme, area: Rect) {
         Line::raw(format!("differs from the config: {}", t.settings_text())),
         Line::raw(match t.median_step_ms {
             Some(m) => format!(
-                "median step {m:.1} ms (CI ±{}) · {} tok/s/GPU · {} TFLOP/s/GPU · peak {} GiB · wall {}",
+                "median step {m:.1} ms (CI ±{}) · {} tok/s/GPU · {} TFLOP/s/GPU · wall {}",
                 num(t.ci95_ms, 2, " ms"),
                 num(t.tokens_per_s_per_gpu, 0, ""),
                 num(t.tflops_per_gpu, 1, ""),
-                num(t.peak_mem_gib, 2, ""),
                 num(t.wall_s, 1, " s"),
             ),
-            None => format!(
-                "no steady measurement · peak {} GiB · wall {}",
-                num(t.peak_mem_gib, 2, ""),
-                num(t.wall_s, 1, " s"),
-            ),
+            None => format!("no steady measurement · wall {}", num(t.wall_s, 1, " s")),
         }),
+        Line::raw(format!(
+            "peak memory {} GiB{}{}",
+            num(t.peak_mem_gib, 2, ""),
+            t.peak_mem_kind()
+                .map_or(String::new(), |k| format!(": {}", k.label())),
+            t.summary
+                .as_ref()
+                .and_then(|s| s.get("startup_s"))
+                .and_then(|v| v.as_f64())
+                .map_or(String::new(), |s| format!(
+                    " · start-up {s:.1} s (not in the GPU figures)"
+                ))
+        )),
     ];
     if let Some(fl) = &t.failure {
         lines.push(Line::styled(
