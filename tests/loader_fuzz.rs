@@ -430,7 +430,7 @@ fn check_load(
             let _ = mutated;
         }
         Ok(exp) => {
-            let _ = lint(&exp, &Env::empty(), Catalog::builtin());
+            let _ = lint(&exp, &Env::empty(), None, Catalog::builtin());
             let _ = exp.main_module();
             let _ = exp.env_section();
             for m in &exp.modules {

@@ -176,7 +176,7 @@ fn shared_every_experiment_resolves_without_lint_errors() {
             Some(canon(path)),
             "{name}: the experiment is read first"
         );
-        let errors: Vec<_> = lint(&exp, &Env::empty(), Catalog::builtin())
+        let errors: Vec<_> = lint(&exp, &Env::empty(), None, Catalog::builtin())
             .into_iter()
             .filter(|d| d.severity == Severity::Error)
             .collect();

@@ -17,7 +17,8 @@ const MODULE_RESERVED: &[&str] = &["name", "framework", "config", "model", "over
 /// Top-level keys every experiment must have.
 pub const REQUIRED_META: &[&str] = &["work_group", "user_name", "exp_name", "workspace"];
 
-/// What a resolution needs besides the experiment path.
+/// What a resolution needs besides the experiment path, and what the resolved config is
+/// evaluated for.
 #[derive(Debug, Clone, Default)]
 pub struct LoadOptions {
     /// `--primus-root`; else `PRIMUS_ROOT`... see [`find_primus_root`].
@@ -27,6 +28,9 @@ pub struct LoadOptions {
     pub overrides: Vec<Override>,
     /// File contents to use instead of what is on disk (an edit being checked before saving).
     pub texts: HashMap<PathBuf, String>,
+    /// The world size the config is linted for, with its source (None: unknown, the world
+    /// rules are skipped). Resolution ignores it; a session sets it once.
+    pub world: Option<crate::megatron::World>,
 }
 
 /// A value from the model preset that Primus drops because the module preset defines the key.
