@@ -604,3 +604,37 @@ fn a_one_process_world_checks_the_batch_but_no_group_sizes() {
         b.message
     );
 }
+
+#[test]
+fn zero_or_one_for_a_switch_is_a_warning_other_values_stay_errors() {
+    // AMD's Llama-3.1-70B FP8 example writes `sequence_parallel: 1`; Primus runs it.
+    let d = run("sequence_parallel: 1", Env::empty());
+    let w = d
+        .iter()
+        .find(|d| d.flag.as_deref() == Some("sequence_parallel"))
+        .unwrap();
+    assert_eq!(
+        (w.severity, w.code),
+        (Severity::Warning, "bool-written-as-int")
+    );
+    assert_eq!(w.hint.as_deref(), Some("write `true`"));
+    assert_eq!(w.location.as_ref().unwrap().line, 11);
+    let d = run("sequence_parallel: 0", Env::empty());
+    let w = d.iter().find(|d| d.code == "bool-written-as-int").unwrap();
+    assert_eq!(w.hint.as_deref(), Some("write `false`"));
+    // Not 0/1, or not an int: a genuinely wrong type.
+    for bad in [
+        "sequence_parallel: 2",
+        "sequence_parallel: \"true\"",
+        "sequence_parallel: 1.0",
+        "use_turbo_attention: [1]",
+    ] {
+        let d = run(bad, Env::empty());
+        assert!(
+            d.iter()
+                .any(|d| d.code == "wrong-type" && d.severity == Severity::Error),
+            "{bad}: {d:#?}"
+        );
+    }
+    assert!(!has("sequence_parallel: true", "bool-written-as-int"));
+}
