@@ -56,8 +56,53 @@ pub fn lint(
         env_rules::check(&cx, &mut out);
     }
     env_rules::check_env_section(exp, &mut out);
+    duplicate_keys(exp, &mut out);
     dedup_and_sort(&mut out);
     out
+}
+
+/// Keys written twice in one mapping of any file the experiment reads: Primus loads YAML with
+/// PyYAML's SafeLoader, which keeps the later value without a word, so the earlier one is dead.
+fn duplicate_keys(exp: &Experiment, out: &mut Vec<Diagnostic>) {
+    for d in &exp.duplicates {
+        let name = super::tree::file_name(&d.file);
+        let at = |p: super::yaml::Pos| format!("{name}:{}:{}", p.line, p.col);
+        let (ignored, wins) = (d.key.ignored, d.key.wins);
+        // A module's override is about the flag; anything else is named by its path.
+        let flag = exp
+            .modules
+            .iter()
+            .find_map(|m| {
+                d.key
+                    .path
+                    .strip_prefix(&format!("modules.{}.overrides.", m.name))
+            })
+            .filter(|_| d.file == exp.path)
+            .unwrap_or(&d.key.path);
+        out.push(
+            Diagnostic::new(
+                Severity::Warning,
+                "duplicate-key",
+                format!(
+                    "`{}` is written twice in one mapping, at {} and at {}; the later one wins (PyYAML keeps the last), so {} has no effect",
+                    d.key.path,
+                    at(ignored),
+                    at(wins),
+                    at(ignored)
+                ),
+            )
+            .at(Some(Location {
+                file: d.file.clone(),
+                line: ignored.line,
+                column: ignored.col,
+            }))
+            .flag(flag)
+            .hint(format!(
+                "delete one of the two; Primus uses the value at {}",
+                at(wins)
+            )),
+        );
+    }
 }
 
 fn dedup_and_sort(out: &mut Vec<Diagnostic>) {

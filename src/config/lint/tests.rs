@@ -638,3 +638,48 @@ fn zero_or_one_for_a_switch_is_a_warning_other_values_stay_errors() {
     }
     assert!(!has("sequence_parallel: true", "bool-written-as-int"));
 }
+
+#[test]
+fn duplicate_keys_are_warnings_naming_both_places_in_every_file_read() {
+    // In the experiment's overrides: the later `lr` wins.
+    let d = run("lr: 1.0e-4\nmicro_batch_size: 4\nlr: 2.0e-4", Env::empty());
+    let dup: Vec<_> = d.iter().filter(|d| d.code == "duplicate-key").collect();
+    assert_eq!(dup.len(), 1, "{d:#?}");
+    let w = dup[0];
+    assert_eq!(w.severity, Severity::Warning);
+    assert_eq!(w.flag.as_deref(), Some("lr"));
+    let l = w.location.as_ref().unwrap();
+    assert!(l.file.ends_with("exp.yaml"));
+    assert_eq!((l.line, l.column), (11, 7));
+    assert!(
+        w.message.contains("exp.yaml:11:7")
+            && w.message.contains("exp.yaml:13:7")
+            && w.message.contains("the later one wins"),
+        "{}",
+        w.message
+    );
+    assert!(!has("lr: 1.0e-4\nmicro_batch_size: 4", "duplicate-key"));
+
+    // In a file a preset extends.
+    let dir = tempfile::tempdir().unwrap();
+    let p = write_tree(dir.path(), "");
+    let m = dir.path().join("primus/configs/modules/megatron");
+    std::fs::write(m.join("base.yaml"), "log_interval: 1\nlog_interval: 5\n").unwrap();
+    std::fs::write(
+        m.join("pre_trainer.yaml"),
+        format!("extends:\n  - base.yaml\n{MODULE}"),
+    )
+    .unwrap();
+    let exp = Experiment::load(&p, &LoadOptions::default()).unwrap();
+    assert_eq!(
+        exp.main_module().value("log_interval"),
+        Some(&crate::config::Value::Int(5))
+    );
+    let d = lint(&exp, &Env::empty(), None, Catalog::builtin());
+    let w = d.iter().find(|d| d.code == "duplicate-key").unwrap();
+    let l = w.location.as_ref().unwrap();
+    assert!(l.file.ends_with("base.yaml"), "{l:?}");
+    assert_eq!((l.line, l.column), (1, 1));
+    assert!(w.message.contains("base.yaml:2:1"), "{}", w.message);
+    assert_eq!(w.flag.as_deref(), Some("log_interval"));
+}
