@@ -43,11 +43,11 @@ fn bench_file(name: &str, path: &Path) {
         std::hint::black_box(Experiment::load(path, &opts).expect("resolves"));
     });
     measure(&format!("  lint (resolved) {name}"), 300, || {
-        std::hint::black_box(lint(&exp, &opts.env, catalog));
+        std::hint::black_box(lint(&exp, &opts.env, None, catalog));
     });
     measure(&format!("  resolve + lint {name}"), 300, || {
         let e = Experiment::load(path, &opts).expect("resolves");
-        std::hint::black_box(lint(&e, &opts.env, catalog));
+        std::hint::black_box(lint(&e, &opts.env, None, catalog));
     });
 }
 

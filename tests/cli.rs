@@ -6,7 +6,8 @@ use predicates::prelude::*;
 use std::path::{Path, PathBuf};
 
 /// The binary with a data folder of the tests' own (the bundled example's copy and the
-/// workspaces go there, never into the user's ~/.local/share).
+/// workspaces go there, never into the user's ~/.local/share), and no launcher variables (the
+/// world size comes from `--gpus`, else the GPUs this machine has).
 fn bin() -> Command {
     let mut c = Command::cargo_bin("primus-tune").expect("binary");
     c.env(
@@ -17,7 +18,9 @@ fn bin() -> Command {
     .env_remove("PRIMUS_ROOT")
     .env_remove("PRIMUS_HIPBLASLT_TUNING")
     .env_remove("PRIMUS_HIPBLASLT_TUNING_STAGE")
-    .env_remove("CUDA_DEVICE_MAX_CONNECTIONS");
+    .env_remove("CUDA_DEVICE_MAX_CONNECTIONS")
+    .env_remove("GPUS_PER_NODE")
+    .env_remove("NNODES");
     c
 }
 
@@ -123,6 +126,95 @@ fn lint_exit_codes() {
     assert_eq!(d0["line"], line);
     assert!(d0["file"].as_str().unwrap().ends_with("bad.yaml"));
     assert!(d0["hint"].as_str().unwrap().contains("fp32"));
+}
+
+#[test]
+fn lint_checks_the_world_size_it_is_given() {
+    let (_d, exp) = tree();
+    let text = std::fs::read_to_string(&exp).unwrap();
+    let line_of = |needle: &str| text.lines().position(|l| l.contains(needle)).unwrap() + 1;
+    // The bundled MoE example spreads 64 experts over 8 GPUs (EP 8); 256 = 4 × DP 8 × 8.
+    bin()
+        .args(["lint", "--gpus", "8"])
+        .arg(&exp)
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("world size 8 (--gpus)"));
+    // On 4 GPUs EP 8 does not fit: exit 2, at the EP value, naming the world and its source.
+    let out = bin()
+        .args(["lint", "--json", "--gpus", "4"])
+        .arg(&exp)
+        .assert()
+        .code(2);
+    let v = json(&out.get_output().stdout);
+    assert_eq!(v["world"]["gpus"], 4);
+    assert_eq!(v["world"]["source"], "flag");
+    let ep = v["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["code"] == "world-expert-parallel")
+        .unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(ep["severity"], "error");
+    assert_eq!(ep["line"], line_of("expert_model_parallel_size:"));
+    assert!(
+        ep["message"]
+            .as_str()
+            .unwrap()
+            .contains("world size 4 (--gpus)"),
+        "{ep}"
+    );
+    // From the launcher's variables: 24 GPUs hold EP 8, but 256 samples do not split into
+    // micro batches of 4 on 24 data-parallel ranks.
+    let out = bin()
+        .args(["lint", "--env", "GPUS_PER_NODE=8", "--env", "NNODES=3"])
+        .arg(&exp)
+        .assert()
+        .code(2);
+    let stdout = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    let want = format!(
+        "{}:{}:",
+        exp.file_name().unwrap().to_string_lossy(),
+        line_of("global_batch_size:")
+    );
+    let batch = stdout
+        .lines()
+        .find(|l| l.contains("global-batch-divisibility"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(batch.contains(&want), "{batch}");
+    assert!(
+        batch.contains("world size 24 (GPUS_PER_NODE × NNODES = 8 × 3)"),
+        "{batch}"
+    );
+    assert!(!stdout.contains("world-expert-parallel"), "{stdout}");
+    // --gpus wins over the launcher's variables.
+    bin()
+        .args(["lint", "--gpus", "8"])
+        .env("GPUS_PER_NODE", "3")
+        .arg(&exp)
+        .assert()
+        .code(0);
+    // Zero GPUs is not a world.
+    bin()
+        .args(["lint", "--gpus", "0"])
+        .arg(&exp)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--gpus"));
+    // Nothing given: the GPUs this machine has, else unknown (and no world rule runs).
+    let out = bin().args(["lint", "--json"]).arg(&exp).assert();
+    let v = json(&out.get_output().stdout);
+    if v["world"].is_null() {
+        let codes: Vec<&str> = v["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|d| d["code"].as_str())
+            .collect();
+        assert!(!codes.iter().any(|c| c.starts_with("world-")), "{codes:?}");
+    } else {
+        assert_eq!(v["world"]["source"], "detected", "{v}");
+    }
 }
 
 #[test]

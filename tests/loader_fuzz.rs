@@ -430,7 +430,7 @@ fn check_load(
             let _ = mutated;
         }
         Ok(exp) => {
-            let _ = lint(&exp, &Env::empty(), Catalog::builtin());
+            let _ = lint(&exp, &Env::empty(), None, Catalog::builtin());
             let _ = exp.main_module();
             let _ = exp.env_section();
             for m in &exp.modules {
@@ -569,7 +569,59 @@ proptest! {
         if let Ok(Some(node)) = yaml::parse(&text) {
             check_spans(&text, &node)?;
             let _ = node.typed();
+            let _ = yaml::duplicate_keys(&node);
         }
+    }
+
+    /// Keys repeated in one mapping (at the top or one level down): every earlier occurrence is
+    /// reported once, naming the last one, and the typed mapping keeps the last value — what
+    /// PyYAML's SafeLoader gives Primus.
+    #[test]
+    fn yaml_duplicate_keys_name_every_ignored_occurrence_and_the_last_wins(
+        pairs in prop::collection::vec((0usize..4, 0i64..100), 1..12),
+        nested in any::<bool>(),
+        flow in any::<bool>(),
+    ) {
+        let names = ["a", "b", "lr", "micro_batch_size"];
+        let items: Vec<String> = pairs.iter().map(|(k, v)| format!("{}: {v}", names[*k])).collect();
+        let body = if flow {
+            format!("{{{}}}\n", items.join(", "))
+        } else {
+            let indent = if nested { "  " } else { "" };
+            items.iter().map(|i| format!("{indent}{i}\n")).collect()
+        };
+        let text = match (nested, flow) {
+            (true, true) => format!("overrides: {body}"),
+            (true, false) => format!("overrides:\n{body}"),
+            (false, _) => body,
+        };
+        let node = yaml::parse(&text).unwrap().unwrap();
+        let line_of = |i: usize| -> u32 { if flow { 1 } else { i as u32 + 1 + u32::from(nested) } };
+        let mut expected = Vec::new();
+        for (i, (k, _)) in pairs.iter().enumerate() {
+            let last = pairs.iter().rposition(|(k2, _)| k2 == k).unwrap();
+            if last != i {
+                let path = if nested { format!("overrides.{}", names[*k]) } else { names[*k].to_string() };
+                expected.push((path, line_of(i), line_of(last)));
+            }
+        }
+        let mut found: Vec<(String, u32, u32)> = yaml::duplicate_keys(&node)
+            .into_iter()
+            .map(|d| (d.path, d.ignored.line, d.wins.line))
+            .collect();
+        if flow {
+            // One line: compare by occurrence order instead.
+            found.sort();
+            expected.sort();
+        }
+        prop_assert_eq!(&found, &expected, "{}", text);
+        let map = if nested { node.get("overrides").unwrap().typed() } else { node.typed() };
+        let Value::Map(m) = map else { panic!("a mapping: {text}") };
+        for (k, _) in &pairs {
+            let last = pairs.iter().rev().find(|(k2, _)| k2 == k).unwrap().1;
+            prop_assert_eq!(m.get(names[*k]), Some(&Value::Int(last)));
+        }
+        prop_assert_eq!(m.len(), pairs.iter().map(|p| p.0).collect::<std::collections::BTreeSet<_>>().len());
     }
 
     /// Byte soup (lossily decoded) never panics the YAML reader.

@@ -157,6 +157,55 @@ const TITAN_V3: &str = "torchtitan/configs/MI300X/deepseek_v3_16b-FP8-pretrain.y
 // Every experiment resolves and lints clean
 // ---------------------------------------------------------------------------------------------
 
+/// AMD's Megatron examples on the world they were written for (one 8-GPU node; DeepSeek-V3's
+/// PP 16 × EP 8 layout on 16 such nodes) pass Megatron's world-size rules; on one node the
+/// DeepSeek-V3 layout does not fit, and lint says so with the world's source.
+#[test]
+fn shared_megatron_examples_fit_the_world_they_were_written_for() {
+    use primus_tune::megatron::World;
+    let root = root_or_skip!();
+    let world_codes = [
+        "world-model-parallel",
+        "world-expert-parallel",
+        "global-batch-divisibility",
+    ];
+    let mut checked = 0;
+    for path in experiments(&root) {
+        if !path.starts_with(root.join("examples/megatron")) {
+            continue;
+        }
+        let exp = load(&path, &empty_env());
+        let name = path.display();
+        let v3 = path.ends_with("MI355X/deepseek_v3-BF16-pretrain.yaml");
+        let env = if v3 {
+            Env::empty().with("GPUS_PER_NODE", "8").with("NNODES", "16")
+        } else {
+            Env::empty().with("GPUS_PER_NODE", "8")
+        };
+        let world = World::from_env(|k| env.get(k));
+        let errors: Vec<_> = lint(&exp, &Env::empty(), world.as_ref(), Catalog::builtin())
+            .into_iter()
+            .filter(|d| d.severity == Severity::Error)
+            .collect();
+        assert!(errors.is_empty(), "{name} on {world:?}: {errors:#?}");
+        if v3 {
+            let one_node = World::flag(8);
+            let codes: Vec<&str> = lint(&exp, &Env::empty(), one_node.as_ref(), Catalog::builtin())
+                .into_iter()
+                .map(|d| d.code)
+                .filter(|c| world_codes.contains(c))
+                .collect();
+            assert_eq!(
+                codes,
+                ["world-model-parallel", "world-expert-parallel"],
+                "{name}"
+            );
+        }
+        checked += 1;
+    }
+    assert!(checked >= 6, "the Megatron examples were found ({checked})");
+}
+
 #[test]
 fn shared_every_experiment_resolves_without_lint_errors() {
     let root = root_or_skip!();
@@ -176,7 +225,7 @@ fn shared_every_experiment_resolves_without_lint_errors() {
             Some(canon(path)),
             "{name}: the experiment is read first"
         );
-        let errors: Vec<_> = lint(&exp, &Env::empty(), Catalog::builtin())
+        let errors: Vec<_> = lint(&exp, &Env::empty(), None, Catalog::builtin())
             .into_iter()
             .filter(|d| d.severity == Severity::Error)
             .collect();

@@ -330,3 +330,103 @@ fn sweep_refuses_a_space_that_does_not_apply() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("MoE"));
 }
+
+/// A steady 100 ms step whatever the micro batch.
+const STEADY: &str = r#"i=1
+while [ $i -le 200 ]; do
+  printf ' [2026-11-29 22:59:27.865632] iteration %8d/%8d | consumed samples: %12d | elapsed time per iteration (ms): 100.0 | throughput per GPU (TFLOP/s/GPU): 100.0 | learning rate: 1.000000E-04 | global batch size:    16 | lm loss: 9.800000E+00 | loss scale: 1.0 | grad norm: 1.000 | number of skipped iterations:   0 | number of nan iterations:   0 |\n' $i 200 $i
+  i=$((i + 1))
+  sleep 0.01
+done
+"#;
+
+#[test]
+fn candidates_megatron_refuses_on_the_sweeps_world_never_launch() {
+    let s = common::setup("steady", STEADY, "unused");
+    // Global batch 16 on 2 GPUs (DP 2): micro 16 and 32 cannot split it (16 is fine on one
+    // rank, 32 on none); 1 and 2 can.
+    let space = s.dir.path().join("mbs-world.yaml");
+    std::fs::write(
+        &space,
+        "name: mbs-world\ndescription: micro batch against the world\nknobs:\n  - flag: micro_batch_size\n    values: [1, 2, 16, 32]\n    memory: increasing\n",
+    )
+    .unwrap();
+    let sweep = |gpus: Option<&str>, name: &str| {
+        let mut args: Vec<String> = [
+            "sweep",
+            s.exp.to_str().unwrap(),
+            "--profile",
+            "steady",
+            "--space",
+            space.to_str().unwrap(),
+            "--name",
+            name,
+            "--first-iters",
+            "12",
+            "--max-iters",
+            "12",
+            "--set",
+            "global_batch_size=16",
+            "--json",
+        ]
+        .iter()
+        .map(|x| x.to_string())
+        .collect();
+        if let Some(g) = gpus {
+            args.extend(["--gpus".to_string(), g.to_string()]);
+        }
+        let out = cmd(&s).args(&args).output().unwrap();
+        let last = common::last_json(&out);
+        assert_eq!(
+            last["event"],
+            "sweep-ended",
+            "{last}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        last["record"]["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["overrides"]["micro_batch_size"].as_i64().unwrap(),
+                    c["verdict"].as_str().unwrap().to_string(),
+                    c["why"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let launched = |s: &Setup| -> Vec<i64> { trials(s).into_iter().map(|t| t.0).collect() };
+
+    let cands = sweep(Some("2"), "on-two");
+    let verdict = |m: i64| cands.iter().find(|c| c.0 == m).unwrap().clone();
+    for m in [16, 32] {
+        let (_, v, why) = verdict(m);
+        assert_eq!(v, "illegal", "micro {m}: {cands:?}");
+        assert!(why.contains("global_batch_size: 16"), "{why}");
+    }
+    assert!(
+        verdict(16).2.contains("world size 2 (--gpus)"),
+        "{:?}",
+        verdict(16)
+    );
+    assert_ne!(verdict(1).1, "illegal", "{cands:?}");
+    assert_ne!(verdict(2).1, "illegal", "{cands:?}");
+    let ran = launched(&s);
+    assert!(!ran.is_empty(), "the legal candidates ran");
+    assert!(
+        ran.iter().all(|m| *m == 1 || *m == 2),
+        "an illegal candidate was launched: {ran:?}"
+    );
+
+    // On one GPU (DP 1) micro 16 splits a global batch of 16; 32 splits it on no world.
+    let cands = sweep(Some("1"), "on-one");
+    let v = |m: i64| cands.iter().find(|c| c.0 == m).unwrap().1.clone();
+    assert_ne!(v(16), "illegal", "{cands:?}");
+    assert_eq!(v(32), "illegal", "{cands:?}");
+    assert!(
+        !launched(&s).contains(&32),
+        "micro 32 never launches: {:?}",
+        launched(&s)
+    );
+}

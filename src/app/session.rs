@@ -1,11 +1,13 @@
 //! A session: the experiment a frontend works on, how it is loaded (Primus root, `--env`,
-//! `--set`), the telemetry the trials sample, and the workspace its trials and studies live in.
-//! Every command and the TUI build one the same way, so they read and write the same data.
+//! `--set`) and the world size it is checked for, the telemetry the trials sample, and the
+//! workspace its trials and studies live in. Every command and the TUI build one the same way,
+//! so they read and write the same data.
 
 use super::AppError;
 use crate::config::env::Env;
 use crate::config::overrides::{Override, parse_assignment};
 use crate::config::{ConfigError, Experiment, LoadOptions};
+use crate::megatron::World;
 use crate::run::trial::TelemetrySetup;
 use crate::store::{Store, Workspace};
 use std::path::{Path, PathBuf};
@@ -26,6 +28,9 @@ pub struct SessionOptions {
     pub overrides: Vec<String>,
     /// `--workspace DIR` (else `PRIMUS_TUNE_WORKSPACE`, else the default).
     pub workspace: Option<PathBuf>,
+    /// `--gpus N`: the world size (else `GPUS_PER_NODE` × `NNODES`, else the GPUs detected on
+    /// this node, else unknown).
+    pub gpus: Option<u64>,
     /// `--db FILE`: this database (its folder is the workspace).
     pub db: Option<PathBuf>,
     /// Without a CONFIG, use `./.primus-tune/` when it holds a database (the commands that only
@@ -43,7 +48,8 @@ pub struct SessionOptions {
 pub struct Session {
     /// The experiment file (as given, or the bundled example's copy).
     pub experiment: PathBuf,
-    /// Primus root, the launch environment (process + `--env`), the view's `--set` overrides.
+    /// Primus root, the launch environment (process + `--env`), the view's `--set` overrides,
+    /// and the world size the experiment is linted for (`load.world`, see [`session_world`]).
     pub load: LoadOptions,
     /// The `--env` pairs, which trials also get in their environment.
     pub env: Vec<(String, String)>,
@@ -85,6 +91,26 @@ pub fn overrides(items: &[String]) -> Result<Vec<Override>, AppError> {
         .collect()
 }
 
+/// The GPUs a telemetry backend finds on this node — the trials' backend and roots, else `auto`
+/// on this machine — as a world (× `NNODES` when set). None when no GPU is found.
+pub fn detected_world(telemetry: Option<&TelemetrySetup>, env: &Env) -> Option<World> {
+    let t = telemetry.cloned().unwrap_or_default();
+    let (backend, _) = crate::telemetry::select::open(&t.backend, &t.roots).ok()?;
+    let b = backend?;
+    World::detected(b.name(), b.gpus().len() as u64, |k| env.get(k))
+}
+
+/// The world size a session checks its experiment for: `--gpus`, else the launcher's variables
+/// (`GPUS_PER_NODE` × `NNODES`), else the GPUs detected on this node; None when nothing says
+/// (lint then skips the world rules: it never assumes a node of 8).
+pub fn session_world(
+    gpus: Option<u64>,
+    env: &Env,
+    telemetry: Option<&TelemetrySetup>,
+) -> Option<World> {
+    World::resolve(gpus, |k| env.get(k), || detected_world(telemetry, env))
+}
+
 /// Where keyed workspaces go: `<data dir>/primus-tune/workspaces`.
 pub fn workspaces_dir(data_home: Option<&Path>) -> PathBuf {
     crate::util::bundled::data_dir_in(data_home, "workspaces")
@@ -118,11 +144,13 @@ impl Session {
         for (k, v) in &env {
             process.set(k, v);
         }
+        let world = session_world(o.gpus, &process, o.telemetry.as_ref());
         let load = LoadOptions {
             primus_root: o.primus_root.clone(),
             env: process,
             overrides: overrides(&o.overrides)?,
             texts: Default::default(),
+            world,
         };
         let chosen = o.workspace.clone().or_else(|| {
             std::env::var_os(WORKSPACE_ENV)
@@ -187,6 +215,11 @@ impl Session {
 
     pub fn env(&self) -> &Env {
         &self.load.env
+    }
+
+    /// The world size the experiment is checked for (None: unknown).
+    pub fn world(&self) -> Option<&World> {
+        self.load.world.as_ref()
     }
 
     /// This experiment's path (for messages and commands the user may paste).

@@ -1,6 +1,7 @@
 //! One trial as a use case: a [`TrialRequest`] (what the user asked for) becomes a
-//! [`PreparedTrial`] through one `prepare` — one set of defaults, the lint gate, the tuned-GEMM
-//! environment, the profile's GPU count — and runs with its events sent to the frontend.
+//! [`PreparedTrial`] through one `prepare` — one set of defaults, the trial's world (its GPU
+//! count), the lint gate at that world, the tuned-GEMM environment — and runs with its events
+//! sent to the frontend.
 
 use super::events::{AppEvent, Events};
 use super::{AppError, Session};
@@ -9,6 +10,8 @@ use crate::config::catalog::Catalog;
 use crate::config::diag::Severity;
 use crate::config::overrides::Override;
 use crate::domain::trial::TrialResult;
+use crate::megatron::{World, WorldSource};
+use crate::run::capabilities::Capabilities;
 use crate::run::profile::{self, Profile};
 use crate::run::trial::{self, TrialEvent, TrialOptions};
 use crate::store::Store;
@@ -35,6 +38,7 @@ pub struct TrialRequest {
     pub first_iteration_seconds: f64,
     /// Between SIGINT, SIGTERM and SIGKILL when stopping.
     pub grace: Duration,
+    /// GPUs (world size) of the trial; None: the session's `--gpus`, else [`world`]'s defaults.
     pub gpus: Option<u64>,
     /// Launch even when lint finds errors.
     pub force: bool,
@@ -109,21 +113,34 @@ pub fn profiles() -> Vec<Profile> {
     })
 }
 
-/// Lint the trial's config (the experiment with the request's overrides) and refuse it when it
-/// has errors that would stop Primus at start-up, unless forced.
+/// The world a trial of a profile with `caps` runs on: the request's GPUs, else the session's
+/// `--gpus`, else the launcher's variables, else the one process of a one-process profile (the
+/// proxies), else the GPUs detected on this node; None when nothing says (the launch then
+/// starts [`trial::FALLBACK_GPUS`] ranks and lint checks no world rule).
+pub fn world(session: &Session, gpus: Option<u64>, caps: &Capabilities) -> Option<World> {
+    let of = |pick: fn(&WorldSource) -> bool| session.load.world.filter(|w| pick(&w.source));
+    let requested = gpus.or_else(|| of(|s| *s == WorldSource::Flag).map(|w| w.gpus));
+    let detected = of(|s| matches!(s, WorldSource::Detected { .. }));
+    trial::trial_world(requested, &session.load.env, caps, detected)
+}
+
+/// Lint the trial's config (the experiment with the request's overrides) at the trial's world
+/// and refuse it when it has errors that would stop Primus at start-up, unless forced.
 pub fn lint_gate(
     session: &Session,
     exp: &Experiment,
     overrides: &[Override],
+    world: Option<&World>,
     force: bool,
 ) -> Result<(), AppError> {
     let mut with = session.load.clone();
     with.overrides = overrides.to_vec();
     let view = Experiment::load(&exp.path, &with)?;
-    let errors: Vec<_> = crate::config::lint::lint(&view, &session.load.env, Catalog::builtin())
-        .into_iter()
-        .filter(|d| d.severity == Severity::Error)
-        .collect();
+    let errors: Vec<_> =
+        crate::config::lint::lint(&view, &session.load.env, world, Catalog::builtin())
+            .into_iter()
+            .filter(|d| d.severity == Severity::Error)
+            .collect();
     if errors.is_empty() || force {
         return Ok(());
     }
@@ -154,9 +171,7 @@ pub fn options(
     if req.gemm_tuned {
         env.extend(tuned_env(session, exp)?);
     }
-    let gpus = req
-        .gpus
-        .unwrap_or_else(|| trial::default_gpus(&session.load.env, &profile.capabilities));
+    let gpus = trial::launch_gpus(world(session, req.gpus, &profile.capabilities).as_ref());
     Ok(TrialOptions {
         trains: profile.capabilities.trains,
         profile,
@@ -176,10 +191,12 @@ pub fn options(
     })
 }
 
-/// Load, lint and set up one trial.
+/// Load, lint at the trial's world and set up one trial.
 pub fn prepare(session: &Session, req: &TrialRequest) -> Result<PreparedTrial, AppError> {
     let exp = session.load_plain()?;
-    lint_gate(session, &exp, &req.overrides, req.force)?;
+    let profile = find_profile(req.profile.as_deref())?;
+    let w = world(session, req.gpus, &profile.capabilities);
+    lint_gate(session, &exp, &req.overrides, w.as_ref(), req.force)?;
     let options = options(session, &exp, req)?;
     Ok(PreparedTrial { exp, options })
 }
@@ -235,4 +252,96 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, AppError> {
     Ok(tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::app::SessionOptions;
+    use crate::run::capabilities::LaunchKind;
+    use crate::run::trial::TelemetrySetup;
+    use crate::telemetry::select::Roots;
+    use std::path::Path;
+
+    /// A session on a private copy of the bundled example; its telemetry reads the recorded
+    /// node `node` (`sys/`, `proc/`).
+    fn session(node: &Path, gpus: Option<u64>) -> (tempfile::TempDir, Session) {
+        let dir = tempfile::tempdir().unwrap();
+        crate::util::bundled::extract(dir.path()).unwrap();
+        let s = Session::open(SessionOptions {
+            config: Some(dir.path().join(crate::util::bundled::DEFAULT_EXPERIMENT)),
+            workspace: Some(dir.path().join("ws")),
+            gpus,
+            telemetry: Some(TelemetrySetup {
+                backend: "amdgpu-sysfs".into(),
+                roots: Roots {
+                    sysfs: node.join("sys"),
+                    procfs: node.join("proc"),
+                },
+                ..TelemetrySetup::default()
+            }),
+            ..SessionOptions::default()
+        })
+        .unwrap();
+        (dir, s)
+    }
+
+    fn mi300x_node() -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/mi300x_spx_nps1")
+    }
+
+    #[test]
+    fn the_session_world_comes_from_gpus_else_the_gpus_found_here() {
+        if std::env::var_os("GPUS_PER_NODE").is_some() {
+            return; // the launcher's variables come first; this test is about the others
+        }
+        let (_d, s) = session(&mi300x_node(), None);
+        let w = s.world().copied().unwrap();
+        assert_eq!(w.gpus, 8);
+        assert_eq!(
+            w.to_string(),
+            "world size 8 (8 GPUs detected on this node by amdgpu-sysfs)"
+        );
+        let (_d, s) = session(&mi300x_node(), Some(2));
+        assert_eq!(s.world().unwrap().source, WorldSource::Flag);
+        // No GPU here: unknown, never 8.
+        let empty = tempfile::tempdir().unwrap();
+        let (_d, s) = session(empty.path(), None);
+        assert_eq!(s.world(), None);
+    }
+
+    #[test]
+    fn a_trial_lints_at_its_own_world() {
+        if std::env::var_os("GPUS_PER_NODE").is_some() {
+            return;
+        }
+        let proxy = Capabilities {
+            launch: LaunchKind::OneProcess,
+            ..Capabilities::default()
+        };
+        let gpu = Capabilities::default();
+        let (_d, s) = session(&mi300x_node(), None);
+        assert_eq!(world(&s, None, &proxy), Some(World::one_process()));
+        assert_eq!(world(&s, None, &gpu).unwrap().gpus, 8);
+        // The session's --gpus is the trials' too; a request's own count wins.
+        let (_d, s) = session(&mi300x_node(), Some(4));
+        assert_eq!(world(&s, None, &proxy).unwrap().gpus, 4);
+        assert_eq!(world(&s, Some(2), &gpu).unwrap().gpus, 2);
+        // The bundled MoE example (EP 8, 256 = micro 4 × DP 8 × 8) passes the gate on its 8
+        // GPUs and as a one-process proxy, and is refused on 4 GPUs.
+        let exp = s.load_plain().unwrap();
+        let gate = |w: Option<World>| lint_gate(&s, &exp, &[], w.as_ref(), false);
+        assert!(gate(World::flag(8)).is_ok());
+        assert!(gate(Some(World::one_process())).is_ok());
+        match gate(World::flag(4)) {
+            Err(AppError::LintGate { errors, .. }) => {
+                assert!(
+                    errors.iter().any(|d| d.code == "world-expert-parallel"),
+                    "{errors:#?}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(lint_gate(&s, &exp, &[], World::flag(4).as_ref(), true).is_ok());
+    }
 }

@@ -54,9 +54,6 @@ struct ShapesArgs {
     /// A dump file or folder to read instead of the experiment's stage-1 folder.
     #[arg(long, value_name = "PATH")]
     dump: Option<PathBuf>,
-    /// GPUs stage 2 would tune on (for the time estimate; default as `run`).
-    #[arg(long)]
-    gpus: Option<u64>,
     #[arg(long)]
     json: bool,
 }
@@ -220,10 +217,8 @@ fn run_shapes(a: &ShapesArgs) -> Result<ExitCode, CliError> {
             _ => e.to_string(),
         })
     })?;
-    let gpus = a
-        .gpus
-        .unwrap_or_else(|| crate::run::trial::default_gpus(&env, &Default::default()))
-        .max(1);
+    let world = crate::run::trial::trial_world(a.load.gpus, &env, &Default::default(), None);
+    let gpus = crate::run::trial::launch_gpus(world.as_ref());
     if a.json {
         let mut v = dump::shapes_json(&summary);
         v["gemm_lines"] = summary.gemm_lines.into();

@@ -109,6 +109,12 @@ pub struct LoadArgs {
     /// ~/.local/share/primus-tune/workspaces/).
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
+    /// GPUs (world size): what lint checks Megatron's parallel and batch sizes against, and
+    /// what trials launch. Default: $GPUS_PER_NODE × $NNODES, else for a trial of a one-process
+    /// profile (the proxies) its one process, else the GPUs detected on this node; with none of
+    /// these the world is unknown and its rules are skipped.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub gpus: Option<u64>,
 }
 
 /// Errors the frontend reports before exiting with status 2.
@@ -233,6 +239,7 @@ impl LoadArgs {
             env: self.env.clone(),
             overrides: self.overrides.clone(),
             workspace: self.workspace.clone(),
+            gpus: self.gpus,
             ..SessionOptions::default()
         }
     }

@@ -39,10 +39,6 @@ pub struct RunArgs {
     /// Seconds between SIGINT, SIGTERM and SIGKILL when stopping the trial.
     #[arg(long, default_value_t = 10.0)]
     pub grace_seconds: f64,
-    /// GPUs (world size) of the trial (default: $GPUS_PER_NODE × $NNODES, else 1 for a
-    /// one-process profile such as the proxies and 8 otherwise).
-    #[arg(long)]
-    pub gpus: Option<u64>,
     /// The trial database (its folder holds the trial folders); default: the workspace's.
     #[arg(long)]
     pub db: Option<PathBuf>,
@@ -83,7 +79,7 @@ impl RunArgs {
             hang_seconds: self.hang_seconds,
             first_iteration_seconds: self.first_iteration_seconds,
             grace: Duration::from_secs_f64(self.grace_seconds.max(0.0)),
-            gpus: self.gpus,
+            gpus: self.load.gpus,
             force: self.force,
             gemm_tuned: self.gemm_tuned,
         })

@@ -50,6 +50,7 @@ pub fn run(a: &SetArgs) -> Result<ExitCode, CliError> {
         env: a.env.clone(),
         overrides: Vec::new(),
         workspace: None,
+        gpus: None,
     };
     let (exp, opts) = load.load()?;
     let catalog = Catalog::builtin();

@@ -46,9 +46,6 @@ pub struct SweepArgs {
     /// Share of the memory kept free when pruning by prediction.
     #[arg(long, default_value_t = 0.1)]
     pub headroom: f64,
-    /// GPUs (world size) of each trial (default: as `run`).
-    #[arg(long)]
-    pub gpus: Option<u64>,
     /// The trial database (its folder holds the trial folders); default: the workspace's.
     #[arg(long)]
     pub db: Option<PathBuf>,
@@ -78,7 +75,7 @@ pub fn run(a: &SweepArgs) -> Result<ExitCode, CliError> {
         resume: a.resume.clone(),
         trial: TrialRequest {
             profile: a.profile.clone(),
-            gpus: a.gpus,
+            gpus: a.load.gpus,
             gemm_tuned: a.gemm_tuned,
             ..TrialRequest::default()
         },

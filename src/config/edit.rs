@@ -253,10 +253,10 @@ fn verify(
             ));
         }
     }
-    let old_d = lint::lint(exp, &opts.env, catalog);
+    let old_d = lint::lint(exp, &opts.env, opts.world.as_ref(), catalog);
     let seen: std::collections::HashSet<(&str, Option<&str>)> =
         old_d.iter().map(|d| (d.code, d.flag.as_deref())).collect();
-    for d in lint::lint(&new, &opts.env, catalog) {
+    for d in lint::lint(&new, &opts.env, opts.world.as_ref(), catalog) {
         let on_set_key = d.flag.as_deref().is_some_and(|f| keys.contains(&f));
         if seen.contains(&(d.code, d.flag.as_deref()))
             || (d.severity == Severity::Info && !on_set_key)

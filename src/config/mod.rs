@@ -11,7 +11,7 @@ pub mod yaml;
 
 pub use env::Env;
 pub use error::ConfigError;
-pub use resolve::{Experiment, LoadOptions, Module};
+pub use resolve::{DuplicateKey, Experiment, LoadOptions, Module};
 pub use tree::{Item, Layer, Leaf, Origin, Tree};
 pub use value::Value;
 pub mod catalog;

@@ -17,7 +17,8 @@ const MODULE_RESERVED: &[&str] = &["name", "framework", "config", "model", "over
 /// Top-level keys every experiment must have.
 pub const REQUIRED_META: &[&str] = &["work_group", "user_name", "exp_name", "workspace"];
 
-/// What a resolution needs besides the experiment path.
+/// What a resolution needs besides the experiment path, and what the resolved config is
+/// evaluated for.
 #[derive(Debug, Clone, Default)]
 pub struct LoadOptions {
     /// `--primus-root`; else `PRIMUS_ROOT`... see [`find_primus_root`].
@@ -27,6 +28,9 @@ pub struct LoadOptions {
     pub overrides: Vec<Override>,
     /// File contents to use instead of what is on disk (an edit being checked before saving).
     pub texts: HashMap<PathBuf, String>,
+    /// The world size the config is linted for, with its source (None: unknown, the world
+    /// rules are skipped). Resolution ignores it; a session sets it once.
+    pub world: Option<crate::megatron::World>,
 }
 
 /// A value from the model preset that Primus drops because the module preset defines the key.
@@ -79,6 +83,14 @@ impl Module {
     }
 }
 
+/// A key written twice in one mapping of a file the experiment reads (PyYAML keeps the last).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DuplicateKey {
+    pub file: PathBuf,
+    /// The key with its mapping's path, the ignored occurrence and the one that wins.
+    pub key: yaml::DuplicateKey,
+}
+
 #[derive(Debug, Clone)]
 pub struct Experiment {
     pub path: PathBuf,
@@ -88,6 +100,8 @@ pub struct Experiment {
     pub modules: Vec<Module>,
     /// Every file read, in order (for watching and for messages).
     pub files: Vec<PathBuf>,
+    /// Keys written twice in one mapping, in every file read (each once).
+    pub duplicates: Vec<DuplicateKey>,
 }
 
 impl Experiment {
@@ -99,6 +113,7 @@ impl Experiment {
             env: &opts.env,
             texts: &opts.texts,
             files: Vec::new(),
+            duplicates: Vec::new(),
         };
         let file = loader.load_file(&path, Layer::Experiment, &mut Vec::new())?;
         for key in REQUIRED_META {
@@ -151,6 +166,7 @@ impl Experiment {
             file,
             modules,
             files: loader.files,
+            duplicates: loader.duplicates,
         })
     }
 
@@ -229,6 +245,7 @@ struct Loader<'a> {
     env: &'a Env,
     texts: &'a HashMap<PathBuf, String>,
     files: Vec<PathBuf>,
+    duplicates: Vec<DuplicateKey>,
 }
 
 impl Loader<'_> {
@@ -262,6 +279,16 @@ impl Loader<'_> {
             .ok_or_else(|| ConfigError::Empty {
                 path: path.to_path_buf(),
             })?;
+        for key in yaml::duplicate_keys(&node) {
+            let d = DuplicateKey {
+                file: path.to_path_buf(),
+                key,
+            };
+            // A preset several chains extend is read more than once.
+            if !self.duplicates.contains(&d) {
+                self.duplicates.push(d);
+            }
+        }
         let file: Arc<Path> = Arc::from(path);
         let NodeKind::Map(entries) = &node.kind else {
             return Err(ConfigError::Invalid {

@@ -124,6 +124,68 @@ impl Node {
     }
 }
 
+/// A key written more than once in one mapping. PyYAML's SafeLoader keeps the last value
+/// without a word (Primus loads with it), so every earlier occurrence is dead text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DuplicateKey {
+    /// The key with the path of its mapping, dotted (`modules.pre_trainer.overrides.lr`; list
+    /// items as `[i]`).
+    pub path: String,
+    /// An earlier occurrence of the key: ignored.
+    pub ignored: Pos,
+    /// The last occurrence: the one that wins.
+    pub wins: Pos,
+}
+
+/// Every key written more than once in one mapping of `node`, at any depth: one entry per
+/// ignored occurrence, naming the occurrence that wins. Keys a merge (`<<`) brings in are not
+/// duplicates (explicit keys override them); duplicates inside an anchored mapping are reported
+/// once, where it is written (its aliases are copies with the same positions).
+pub fn duplicate_keys(node: &Node) -> Vec<DuplicateKey> {
+    let mut out = Vec::new();
+    collect_duplicates(node, "", &mut out);
+    out.sort_by_key(|d| (d.ignored.offset, d.wins.offset));
+    out.dedup_by(|a, b| a.ignored == b.ignored && a.wins == b.wins);
+    out
+}
+
+fn collect_duplicates(node: &Node, path: &str, out: &mut Vec<DuplicateKey>) {
+    match &node.kind {
+        NodeKind::Scalar(_) => {}
+        NodeKind::Seq(items) => {
+            for (i, item) in items.iter().enumerate() {
+                collect_duplicates(item, &format!("{path}[{i}]"), out);
+            }
+        }
+        NodeKind::Map(entries) => {
+            let mut last: HashMap<String, Pos> = HashMap::new();
+            for (k, _) in entries {
+                if let Some(name) = k.key_string() {
+                    last.insert(name, k.start);
+                }
+            }
+            for (k, v) in entries {
+                let name = k.key_string();
+                let child = match &name {
+                    Some(n) if path.is_empty() => n.clone(),
+                    Some(n) => format!("{path}.{n}"),
+                    None => path.to_string(),
+                };
+                if let Some(wins) = name.as_ref().and_then(|n| last.get(n))
+                    && *wins != k.start
+                {
+                    out.push(DuplicateKey {
+                        path: child.clone(),
+                        ignored: k.start,
+                        wins: *wins,
+                    });
+                }
+                collect_duplicates(v, &child, out);
+            }
+        }
+    }
+}
+
 /// Parse one YAML document. `Ok(None)` for an empty document (PyYAML returns `None`).
 pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
     let offsets = CharOffsets::new(text);
@@ -490,7 +552,16 @@ fn flatten_merge_keys(node: Node) -> Node {
                         };
                         for src in sources {
                             if let NodeKind::Map(es) = src.kind {
+                                // Within one merged mapping the last of a repeated key counts
+                                // (PyYAML constructs its pairs in order); across several, the
+                                // first mapping listed wins.
+                                let mut own: Vec<(Node, Node)> = Vec::new();
                                 for (mk, mv) in es {
+                                    let name = mk.key_string();
+                                    own.retain(|(k2, _)| k2.key_string() != name);
+                                    own.push((mk, mv));
+                                }
+                                for (mk, mv) in own {
                                     let name = mk.key_string();
                                     if !merged.iter().any(|(k2, _)| k2.key_string() == name) {
                                         merged.push((mk, mv));
@@ -735,6 +806,47 @@ mod tests {
     fn duplicate_keys_last_wins() {
         let n = parse("a: 1\na: 2\n").unwrap().unwrap();
         assert_eq!(n.get("a").unwrap().typed(), Value::Int(2));
+    }
+
+    #[test]
+    fn duplicate_keys_are_found_at_every_depth_with_the_one_that_wins() {
+        let text = "a: 1\nm:\n  x: 1\n  y: 2\n  x: 3\nl:\n  - {k: 1, k: 2}\na: 4\na: 5\n";
+        let n = parse(text).unwrap().unwrap();
+        let d: Vec<String> = duplicate_keys(&n)
+            .into_iter()
+            .map(|d| {
+                format!(
+                    "{} {}:{} -> {}:{}",
+                    d.path, d.ignored.line, d.ignored.col, d.wins.line, d.wins.col
+                )
+            })
+            .collect();
+        assert_eq!(
+            d,
+            [
+                "a 1:1 -> 9:1",
+                "m.x 3:3 -> 5:3",
+                "l[0].k 7:6 -> 7:12",
+                "a 8:1 -> 9:1"
+            ]
+        );
+        assert!(duplicate_keys(&parse("a: 1\nb: {a: 2}\n").unwrap().unwrap()).is_empty());
+    }
+
+    #[test]
+    fn merged_keys_are_not_duplicates_and_the_last_of_a_repeated_one_counts() {
+        // An explicit key overrides a merged one: no duplicate. A key repeated inside the
+        // anchored mapping is one, and (as PyYAML constructs it) its last value is merged.
+        let text = "base: &b {x: 1, x: 2, y: 1}\nd:\n  <<: *b\n  y: 3\nc: *b\n";
+        let n = parse(text).unwrap().unwrap();
+        let d = duplicate_keys(&n);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].path, "base.x");
+        let Value::Map(m) = n.get("d").unwrap().typed() else {
+            panic!()
+        };
+        assert_eq!(m.get("x"), Some(&Value::Int(2)));
+        assert_eq!(m.get("y"), Some(&Value::Int(3)));
     }
 
     #[test]

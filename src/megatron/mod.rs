@@ -5,10 +5,15 @@
 //!
 //! Built from resolved values (`Module::values()` or a trial's `resolved.json` read back); reads
 //! never fail: a missing or unreadable size is `None`, a parallel size is at least 1.
+//!
+//! [`World`] is the world size a config is checked for, with where it came from (`--gpus`, the
+//! launcher's variables, a one-process profile, the GPUs detected on this node).
 
 mod layers;
+mod world;
 
 pub use layers::{LayerFreqError, parse_layer_freq};
+pub use world::{World, WorldSource};
 
 use crate::config::value::Value;
 use std::collections::BTreeMap;
@@ -41,9 +46,15 @@ impl Parallelism {
         (world >= m && world.is_multiple_of(m)).then(|| world / m)
     }
 
+    /// GPUs one expert-parallel layout spans: ETP × EP × PP (Megatron's
+    /// `expert_tensor_model_pipeline_parallel_size`).
+    pub fn expert_model_size(&self) -> u64 {
+        self.etp * self.ep * self.pp
+    }
+
     /// The expert data-parallel size on `world` GPUs: world / (ETP × EP × PP).
     pub fn expert_data_parallel(&self, world: u64) -> Option<u64> {
-        let m = self.etp * self.ep * self.pp;
+        let m = self.expert_model_size();
         (world >= m && world.is_multiple_of(m)).then(|| world / m)
     }
 }

@@ -11,10 +11,12 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum LaunchKind {
-    /// One rank per GPU: the world size is the GPU count (`GPUS_PER_NODE` × `NNODES`, else 8).
+    /// One rank per GPU: the world size is the GPU count (`--gpus`, `GPUS_PER_NODE` × `NNODES`,
+    /// the GPUs detected on this node, else the launch starts 8 with the world unknown).
     #[default]
     Gpus,
-    /// A single process on this machine whatever the world size (the proxies; default 1 GPU).
+    /// A single process on this machine whatever the world size (the proxies; its world is that
+    /// one process unless `--gpus` or the launcher's variables name the world it stands in for).
     OneProcess,
 }
 

@@ -41,6 +41,8 @@ pub struct Recommendation {
 #[derive(Debug, Clone, Default)]
 pub struct Context<'a> {
     pub gpu: Option<&'a GpuModel>,
+    /// The world size the job runs on (lint's world rules; None: unknown).
+    pub world: Option<crate::megatron::World>,
 }
 
 struct Cx<'a> {
@@ -150,7 +152,7 @@ pub fn rules(
     gemm: &crate::gemm::status::GemmStatus,
 ) -> Vec<Recommendation> {
     let catalog = Catalog::builtin();
-    let diags = lint::lint(exp, env, catalog);
+    let diags = lint::lint(exp, env, ctx.world.as_ref(), catalog);
     let mut cx = Cx {
         exp,
         env,
@@ -368,6 +370,7 @@ mod tests {
         ]);
         let mi300 = Context {
             gpu: Some(gpu("AMD Instinct MI300X")),
+            world: None,
         };
         let r = rules_here(&exp, &mi300);
         assert_eq!(
@@ -380,6 +383,7 @@ mod tests {
         );
         let mi355 = Context {
             gpu: Some(gpu("AMD Instinct MI355X")),
+            world: None,
         };
         let r = rules_here(&exp, &mi355);
         assert_eq!(

@@ -252,25 +252,27 @@ pub fn as_overrides(o: &Overrides) -> Vec<Override> {
 #[error("{0}")]
 pub struct Illegal(pub String);
 
-/// Legality of each candidate: Ok, or the new lint errors it brings (in words).
+/// Legality of each candidate: Ok, or the new lint errors it brings (in words), linted at
+/// `opts.world` (the trials' world; unknown: the world rules are skipped).
 pub fn legality(
     exp: &Experiment,
     opts: &LoadOptions,
     cands: &[Candidate],
 ) -> Vec<Result<(), Illegal>> {
     let catalog = crate::config::catalog::Catalog::builtin();
-    let base: HashSet<(&str, Option<String>)> = lint::lint(exp, &opts.env, catalog)
-        .into_iter()
-        .filter(|d| d.severity == Severity::Error)
-        .map(|d| (d.code, d.flag))
-        .collect();
+    let base: HashSet<(&str, Option<String>)> =
+        lint::lint(exp, &opts.env, opts.world.as_ref(), catalog)
+            .into_iter()
+            .filter(|d| d.severity == Severity::Error)
+            .map(|d| (d.code, d.flag))
+            .collect();
     cands
         .iter()
         .map(|c| {
             let mut with = opts.clone();
             with.overrides.extend(as_overrides(&c.overrides));
             let e = Experiment::load(&exp.path, &with).map_err(|e| Illegal(e.to_string()))?;
-            let new: Vec<String> = lint::lint(&e, &opts.env, catalog)
+            let new: Vec<String> = lint::lint(&e, &opts.env, opts.world.as_ref(), catalog)
                 .into_iter()
                 .filter(|d| d.severity == Severity::Error)
                 .filter(|d| !base.contains(&(d.code, d.flag.clone())))

@@ -256,7 +256,10 @@ pub fn run(
     req.trial.profile = Some(prof.clone());
     let resume = resume_command(session, &study_name, &req);
     let cands = space.candidates_with_baseline(&exp);
-    let legal = space::legality(&exp, opts, &cands);
+    // Legal for the trials' world: a candidate Megatron would refuse on it never launches.
+    let mut at_world = opts.clone();
+    at_world.world = super::trial::world(session, treq.gpus, &caps);
+    let legal = space::legality(&exp, &at_world, &cands);
     let legal_cands: Vec<Candidate> = cands
         .iter()
         .zip(&legal)

@@ -152,7 +152,7 @@ pub fn build(
         };
         (exp, Some(view))
     };
-    let mut diagnostics = lint::lint(&exp, &opts.env, catalog);
+    let mut diagnostics = lint::lint(&exp, &opts.env, opts.world.as_ref(), catalog);
     diagnostics.sort_by_key(|d| match d.severity {
         Severity::Error => 0,
         Severity::Warning => 1,

@@ -39,7 +39,12 @@ pub struct ChecklistView {
 pub fn checklist(session: &Session) -> Result<ChecklistView, AppError> {
     let exp = session.load()?;
     let catalog = Catalog::builtin();
-    let diagnostics = crate::config::lint::lint(&exp, &session.load.env, catalog);
+    let diagnostics = crate::config::lint::lint(
+        &exp,
+        &session.load.env,
+        session.load.world.as_ref(),
+        catalog,
+    );
     let gemm = gemm_status(session, &exp);
     let checklist =
         crate::checklist::evaluate(&exp, &session.load.env, catalog, &diagnostics, &gemm);

@@ -147,6 +147,7 @@ pub fn recommend(session: &Session, req: &RecommendRequest) -> Result<RecommendV
     let gpu = gpu(session, req.gpu.as_deref())?;
     let ctx = Context {
         gpu: gpu.as_ref().map(|g| g.0),
+        world: session.load.world,
     };
     let mut recs = Vec::new();
     let mut evidence = None;

@@ -1,10 +1,12 @@
 //! Validation of a resolved experiment: the rules Primus and Megatron enforce (or silently
-//! apply), catalog types and ranges, unknown keys, and YAML 1.1 typing surprises.
+//! apply), Megatron's world-size asserts for a known world, catalog types and ranges, unknown
+//! keys, and YAML 1.1 typing surprises.
 
 mod env_rules;
 mod megatron;
 mod torchtitan;
 mod types;
+mod world;
 
 pub use types::closest as closest_key;
 
@@ -14,6 +16,7 @@ use super::env::Env;
 use super::resolve::{Experiment, Module};
 use super::tree::{Item, Layer, Leaf, Origin};
 use super::value::Value;
+use crate::megatron::World;
 
 /// Environment variables read by the launcher (shell hooks) before Primus' Python runtime applies
 /// the experiment's `env:` section — setting them there has no effect on what the hooks do.
@@ -30,22 +33,76 @@ pub const LAUNCHER_ENV: &[&str] = &[
 ];
 
 /// Lint every module of an experiment. `env` is the environment the job will be launched with
-/// (the process environment plus `--env` overrides).
-pub fn lint(exp: &Experiment, env: &Env, catalog: &Catalog) -> Vec<Diagnostic> {
+/// (the process environment plus `--env` overrides); `world` the world size it runs on, when
+/// known (None: Megatron's world-size rules are skipped, never checked against a guess).
+pub fn lint(
+    exp: &Experiment,
+    env: &Env,
+    world: Option<&World>,
+    catalog: &Catalog,
+) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     for module in &exp.modules {
-        let cx = Ctx::new(exp, module, env, catalog);
+        let cx = Ctx::new(exp, module, env, world.copied(), catalog);
         types::check(&cx, &mut out);
         match cx.backend {
-            Some(Backend::Megatron) => megatron::check(&cx, &mut out),
+            Some(Backend::Megatron) => {
+                megatron::check(&cx, &mut out);
+                world::check(&cx, &mut out);
+            }
             Some(Backend::Torchtitan) => torchtitan::check(&cx, &mut out),
             None => {}
         }
         env_rules::check(&cx, &mut out);
     }
     env_rules::check_env_section(exp, &mut out);
+    duplicate_keys(exp, &mut out);
     dedup_and_sort(&mut out);
     out
+}
+
+/// Keys written twice in one mapping of any file the experiment reads: Primus loads YAML with
+/// PyYAML's SafeLoader, which keeps the later value without a word, so the earlier one is dead.
+fn duplicate_keys(exp: &Experiment, out: &mut Vec<Diagnostic>) {
+    for d in &exp.duplicates {
+        let name = super::tree::file_name(&d.file);
+        let at = |p: super::yaml::Pos| format!("{name}:{}:{}", p.line, p.col);
+        let (ignored, wins) = (d.key.ignored, d.key.wins);
+        // A module's override is about the flag; anything else is named by its path.
+        let flag = exp
+            .modules
+            .iter()
+            .find_map(|m| {
+                d.key
+                    .path
+                    .strip_prefix(&format!("modules.{}.overrides.", m.name))
+            })
+            .filter(|_| d.file == exp.path)
+            .unwrap_or(&d.key.path);
+        out.push(
+            Diagnostic::new(
+                Severity::Warning,
+                "duplicate-key",
+                format!(
+                    "`{}` is written twice in one mapping, at {} and at {}; the later one wins (PyYAML keeps the last), so {} has no effect",
+                    d.key.path,
+                    at(ignored),
+                    at(wins),
+                    at(ignored)
+                ),
+            )
+            .at(Some(Location {
+                file: d.file.clone(),
+                line: ignored.line,
+                column: ignored.col,
+            }))
+            .flag(flag)
+            .hint(format!(
+                "delete one of the two; Primus uses the value at {}",
+                at(wins)
+            )),
+        );
+    }
 }
 
 fn dedup_and_sort(out: &mut Vec<Diagnostic>) {
@@ -67,13 +124,15 @@ fn dedup_and_sort(out: &mut Vec<Diagnostic>) {
 }
 
 /// What a rule sees: one module, the launch environment (with the experiment's `env:` section
-/// applied where the Python runtime reads it), the catalog.
+/// applied where the Python runtime reads it), the world size when known, the catalog.
 pub(crate) struct Ctx<'a> {
     pub exp: &'a Experiment,
     pub module: &'a Module,
     pub env: Env,
     /// The launch environment before the experiment's `env:` section (what shell hooks see).
     pub launch_env: &'a Env,
+    /// The world size the job runs on, with its source (None: unknown).
+    pub world: Option<World>,
     pub catalog: &'a Catalog,
     pub backend: Option<Backend>,
     /// The module's Megatron parameters, typed (parallelism, shape, MoE layers, recompute).
@@ -81,7 +140,13 @@ pub(crate) struct Ctx<'a> {
 }
 
 impl<'a> Ctx<'a> {
-    fn new(exp: &'a Experiment, module: &'a Module, env: &'a Env, catalog: &'a Catalog) -> Self {
+    fn new(
+        exp: &'a Experiment,
+        module: &'a Module,
+        env: &'a Env,
+        world: Option<World>,
+        catalog: &'a Catalog,
+    ) -> Self {
         let mut runtime_env = env.clone();
         for (k, leaf) in exp.env_section() {
             runtime_env.set(&k, &leaf.value.to_string());
@@ -91,6 +156,7 @@ impl<'a> Ctx<'a> {
             module,
             env: runtime_env,
             launch_env: env,
+            world,
             catalog,
             backend: Backend::from_framework(&module.framework),
             params: crate::megatron::Params::from_values(&module.values()),

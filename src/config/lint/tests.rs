@@ -5,6 +5,7 @@ use crate::config::catalog::Catalog;
 use crate::config::diag::{Diagnostic, Severity};
 use crate::config::env::Env;
 use crate::config::resolve::{Experiment, LoadOptions};
+use crate::megatron::World;
 use std::path::Path;
 
 /// Module preset defaults the rules read (a tiny stand-in for Primus' trainer_base chain).
@@ -76,6 +77,10 @@ pub(crate) fn write_tree(dir: &Path, overrides: &str) -> std::path::PathBuf {
 }
 
 fn run(overrides: &str, env: Env) -> Vec<Diagnostic> {
+    run_world(overrides, env, None)
+}
+
+fn run_world(overrides: &str, env: Env, world: Option<World>) -> Vec<Diagnostic> {
     let dir = tempfile::tempdir().unwrap();
     let p = write_tree(dir.path(), overrides);
     let exp = Experiment::load(
@@ -86,7 +91,7 @@ fn run(overrides: &str, env: Env) -> Vec<Diagnostic> {
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    lint(&exp, &env, Catalog::builtin())
+    lint(&exp, &env, world.as_ref(), Catalog::builtin())
 }
 
 fn codes(overrides: &str) -> Vec<&'static str> {
@@ -364,7 +369,7 @@ fn dropped_model_values_are_reported() {
     let model = dir.path().join("primus/configs/models/megatron/tiny.yaml");
     std::fs::write(&model, format!("{MODEL}micro_batch_size: 9\n")).unwrap();
     let exp = Experiment::load(&p, &LoadOptions::default()).unwrap();
-    let d = lint(&exp, &Env::empty(), Catalog::builtin());
+    let d = lint(&exp, &Env::empty(), None, Catalog::builtin());
     let w = d.iter().find(|d| d.code == "model-value-dropped").unwrap();
     assert_eq!(w.severity, Severity::Warning);
     assert!(w.message.contains("micro_batch_size: 9"), "{}", w.message);
@@ -390,4 +395,291 @@ fn moe_layer_freq_needs_one_entry_per_layer() {
     ));
     // Dense models ignore it.
     assert!(!has("moe_layer_freq: [1, 0]", "moe-layer-freq"));
+}
+
+/// The diagnostics of one code at `gpus` GPUs given with `--gpus`.
+fn at_gpus(overrides: &str, gpus: u64, code: &str) -> Vec<Diagnostic> {
+    run_world(overrides, Env::empty(), World::flag(gpus))
+        .into_iter()
+        .filter(|d| d.code == code)
+        .collect()
+}
+
+const WORLD_CODES: [&str; 3] = [
+    "world-model-parallel",
+    "world-expert-parallel",
+    "global-batch-divisibility",
+];
+
+#[test]
+fn the_world_must_divide_by_tp_pp_cp() {
+    let tp_pp = "tensor_model_parallel_size: 2\npipeline_model_parallel_size: 2";
+    assert!(at_gpus(tp_pp, 8, "world-model-parallel").is_empty());
+    assert!(at_gpus(tp_pp, 4, "world-model-parallel").is_empty());
+    let d = at_gpus(tp_pp, 6, "world-model-parallel");
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert_eq!(d[0].severity, Severity::Error);
+    assert!(
+        d[0].message.contains("world size 6 (--gpus)") && d[0].message.contains("= 4"),
+        "{}",
+        d[0].message
+    );
+    // Located at the first parallel size above 1 (the first override line).
+    let l = d[0].location.as_ref().unwrap();
+    assert!(l.file.ends_with("exp.yaml"));
+    assert_eq!((l.line, l.column), (11, 35));
+    // Fewer GPUs than one replica needs.
+    assert_eq!(
+        at_gpus("context_parallel_size: 4", 2, "world-model-parallel").len(),
+        1
+    );
+    // The source is named: the launcher's variables.
+    let env = Env::empty().with("GPUS_PER_NODE", "3").with("NNODES", "2");
+    let d = run_world(tp_pp, env.clone(), World::from_env(|k| env.get(k)));
+    let m = d.iter().find(|d| d.code == "world-model-parallel").unwrap();
+    assert!(
+        m.message
+            .contains("world size 6 (GPUS_PER_NODE × NNODES = 3 × 2)"),
+        "{}",
+        m.message
+    );
+}
+
+#[test]
+fn the_global_batch_must_split_over_micro_batches_and_data_parallel_ranks() {
+    let cfg = "micro_batch_size: 2\nglobal_batch_size: 16";
+    // DP 8 × micro 2 = 16 divides; DP 16 × 2 = 32 does not.
+    assert!(at_gpus(cfg, 8, "global-batch-divisibility").is_empty());
+    let d = at_gpus(cfg, 16, "global-batch-divisibility");
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert_eq!(d[0].severity, Severity::Error);
+    assert!(d[0].message.contains("2 × 16 = 32"), "{}", d[0].message);
+    assert!(
+        d[0].message.contains("world size 16 (--gpus)"),
+        "{}",
+        d[0].message
+    );
+    assert_eq!(d[0].flag.as_deref(), Some("global_batch_size"));
+    assert_eq!(d[0].location.as_ref().unwrap().line, 12);
+    assert!(
+        d[0].hint
+            .as_ref()
+            .unwrap()
+            .contains("`global_batch_size: 32`"),
+        "{:?}",
+        d[0].hint
+    );
+    // DP counts TP × PP × CP out: 16 GPUs at TP 2 is DP 8.
+    let tp = "micro_batch_size: 2\nglobal_batch_size: 16\ntensor_model_parallel_size: 2";
+    assert!(at_gpus(tp, 16, "global-batch-divisibility").is_empty());
+    // A micro batch not dividing the global batch per rank: 24 / DP 4 = 6, micro 4.
+    let odd = "micro_batch_size: 4\nglobal_batch_size: 24";
+    assert_eq!(at_gpus(odd, 4, "global-batch-divisibility").len(), 1);
+    assert!(at_gpus(odd, 2, "global-batch-divisibility").is_empty());
+    // decrease_batch_size_if_needed: Megatron lowers the batch (a warning) while at least one
+    // micro batch per rank remains.
+    let lower = format!("{cfg}\ndecrease_batch_size_if_needed: true");
+    let d = at_gpus(&lower, 16, "global-batch-divisibility");
+    assert_eq!(
+        d[0].severity,
+        Severity::Error,
+        "32 > 16: nothing to lower to"
+    );
+    let d = at_gpus(
+        &format!("{odd}\ndecrease_batch_size_if_needed: true"),
+        4,
+        "global-batch-divisibility",
+    );
+    assert_eq!(d[0].severity, Severity::Warning);
+    assert!(
+        d[0].message.contains("global batch of 16"),
+        "{}",
+        d[0].message
+    );
+    // A ramp-up schedule has its own calculator.
+    let ramp = "micro_batch_size: 2\nglobal_batch_size: 16\nrampup_batch_size: [4, 4, 100]";
+    assert!(at_gpus(ramp, 16, "global-batch-divisibility").is_empty());
+}
+
+#[test]
+fn a_micro_batch_larger_than_the_global_batch_is_an_error_at_any_world() {
+    // No world known: only what fails at every data-parallel size.
+    let d: Vec<_> = run("micro_batch_size: 32\nglobal_batch_size: 16", Env::empty())
+        .into_iter()
+        .filter(|d| d.code == "global-batch-divisibility")
+        .collect();
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert_eq!(d[0].severity, Severity::Error);
+    assert!(
+        d[0].message.contains("at no data-parallel size"),
+        "{}",
+        d[0].message
+    );
+    assert!(has(
+        "micro_batch_size: 3\nglobal_batch_size: 16",
+        "global-batch-divisibility"
+    ));
+    assert!(!has(
+        "micro_batch_size: 4\nglobal_batch_size: 16",
+        "global-batch-divisibility"
+    ));
+}
+
+#[test]
+fn expert_parallel_follows_what_megatron_asserts() {
+    // world % (ETP × EP × PP): EP 4 × PP 2 = 8 does not divide 4 though TP × PP × CP = 2 does.
+    let ep_pp = "num_experts: 8\nexpert_model_parallel_size: 4\npipeline_model_parallel_size: 2";
+    assert!(at_gpus(ep_pp, 4, "world-model-parallel").is_empty());
+    let d = at_gpus(ep_pp, 4, "world-expert-parallel");
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert_eq!(d[0].severity, Severity::Error);
+    assert_eq!(d[0].flag.as_deref(), Some("expert_model_parallel_size"));
+    assert!(d[0].message.contains("= 8"), "{}", d[0].message);
+    assert!(at_gpus(ep_pp, 8, "world-expert-parallel").is_empty());
+    // ETP follows TP when unset: TP 2 × EP 4 = 8 on 4 GPUs fails; ETP 1 fixes it.
+    let tp_ep = "num_experts: 8\ntensor_model_parallel_size: 2\nexpert_model_parallel_size: 4";
+    let d = at_gpus(tp_ep, 4, "world-expert-parallel");
+    assert_eq!(d.len(), 1);
+    assert!(d[0].message.contains("follows TP"), "{}", d[0].message);
+    assert!(
+        at_gpus(
+            &format!("{tp_ep}\nexpert_tensor_parallel_size: 1"),
+            4,
+            "world-expert-parallel"
+        )
+        .is_empty()
+    );
+    // CP does not enter the expert layout: CP 2 × EP 4 on 4 GPUs is legal.
+    let cp_ep = "num_experts: 8\ncontext_parallel_size: 2\nexpert_model_parallel_size: 4";
+    assert!(at_gpus(cp_ep, 4, "world-expert-parallel").is_empty());
+    assert!(at_gpus(cp_ep, 4, "world-model-parallel").is_empty());
+    // An expert TP that differs from TP is checked without EP.
+    let etp = "expert_tensor_parallel_size: 2";
+    let d = at_gpus(etp, 1, "world-expert-parallel");
+    assert_eq!(d[0].flag.as_deref(), Some("expert_tensor_parallel_size"));
+}
+
+#[test]
+fn an_unknown_world_raises_no_world_error() {
+    let cfg = "pipeline_model_parallel_size: 3\nnum_experts: 8\nexpert_model_parallel_size: 8\nmicro_batch_size: 2\nglobal_batch_size: 6";
+    let d = run(cfg, Env::empty());
+    assert!(
+        !d.iter().any(|d| WORLD_CODES.contains(&d.code)),
+        "no world, no world rule: {d:#?}"
+    );
+    // The same config has each of them on some world: 4 GPUs do not hold PP 3; on 6 (DP 2)
+    // 6 samples do not split into micro batches of 2 on 2 ranks, and EP 8 × PP 3 needs 24.
+    let codes = |g| -> Vec<&str> {
+        run_world(cfg, Env::empty(), World::flag(g))
+            .into_iter()
+            .map(|d| d.code)
+            .collect()
+    };
+    assert!(codes(4).contains(&"world-model-parallel"));
+    let six = codes(6);
+    assert!(six.contains(&"global-batch-divisibility"), "{six:?}");
+    assert!(six.contains(&"world-expert-parallel"), "{six:?}");
+}
+
+#[test]
+fn a_one_process_world_checks_the_batch_but_no_group_sizes() {
+    // A proxy runs one process: no parallel group is built, so EP 8 cannot stop it ...
+    let moe = "num_experts: 8\nexpert_model_parallel_size: 8\nmicro_batch_size: 4\nglobal_batch_size: 256";
+    let d = run_world(moe, Env::empty(), Some(World::one_process()));
+    assert!(!d.iter().any(|d| WORLD_CODES.contains(&d.code)), "{d:#?}");
+    // ... but its global batch still has to split into its micro batches (DP 1).
+    let d = run_world(
+        "micro_batch_size: 32\nglobal_batch_size: 16",
+        Env::empty(),
+        Some(World::one_process()),
+    );
+    let b = d
+        .iter()
+        .find(|d| d.code == "global-batch-divisibility")
+        .unwrap();
+    assert!(
+        b.message
+            .contains("world size 1 (the launch profile runs one process)"),
+        "{}",
+        b.message
+    );
+}
+
+#[test]
+fn zero_or_one_for_a_switch_is_a_warning_other_values_stay_errors() {
+    // AMD's Llama-3.1-70B FP8 example writes `sequence_parallel: 1`; Primus runs it.
+    let d = run("sequence_parallel: 1", Env::empty());
+    let w = d
+        .iter()
+        .find(|d| d.flag.as_deref() == Some("sequence_parallel"))
+        .unwrap();
+    assert_eq!(
+        (w.severity, w.code),
+        (Severity::Warning, "bool-written-as-int")
+    );
+    assert_eq!(w.hint.as_deref(), Some("write `true`"));
+    assert_eq!(w.location.as_ref().unwrap().line, 11);
+    let d = run("sequence_parallel: 0", Env::empty());
+    let w = d.iter().find(|d| d.code == "bool-written-as-int").unwrap();
+    assert_eq!(w.hint.as_deref(), Some("write `false`"));
+    // Not 0/1, or not an int: a genuinely wrong type.
+    for bad in [
+        "sequence_parallel: 2",
+        "sequence_parallel: \"true\"",
+        "sequence_parallel: 1.0",
+        "use_turbo_attention: [1]",
+    ] {
+        let d = run(bad, Env::empty());
+        assert!(
+            d.iter()
+                .any(|d| d.code == "wrong-type" && d.severity == Severity::Error),
+            "{bad}: {d:#?}"
+        );
+    }
+    assert!(!has("sequence_parallel: true", "bool-written-as-int"));
+}
+
+#[test]
+fn duplicate_keys_are_warnings_naming_both_places_in_every_file_read() {
+    // In the experiment's overrides: the later `lr` wins.
+    let d = run("lr: 1.0e-4\nmicro_batch_size: 4\nlr: 2.0e-4", Env::empty());
+    let dup: Vec<_> = d.iter().filter(|d| d.code == "duplicate-key").collect();
+    assert_eq!(dup.len(), 1, "{d:#?}");
+    let w = dup[0];
+    assert_eq!(w.severity, Severity::Warning);
+    assert_eq!(w.flag.as_deref(), Some("lr"));
+    let l = w.location.as_ref().unwrap();
+    assert!(l.file.ends_with("exp.yaml"));
+    assert_eq!((l.line, l.column), (11, 7));
+    assert!(
+        w.message.contains("exp.yaml:11:7")
+            && w.message.contains("exp.yaml:13:7")
+            && w.message.contains("the later one wins"),
+        "{}",
+        w.message
+    );
+    assert!(!has("lr: 1.0e-4\nmicro_batch_size: 4", "duplicate-key"));
+
+    // In a file a preset extends.
+    let dir = tempfile::tempdir().unwrap();
+    let p = write_tree(dir.path(), "");
+    let m = dir.path().join("primus/configs/modules/megatron");
+    std::fs::write(m.join("base.yaml"), "log_interval: 1\nlog_interval: 5\n").unwrap();
+    std::fs::write(
+        m.join("pre_trainer.yaml"),
+        format!("extends:\n  - base.yaml\n{MODULE}"),
+    )
+    .unwrap();
+    let exp = Experiment::load(&p, &LoadOptions::default()).unwrap();
+    assert_eq!(
+        exp.main_module().value("log_interval"),
+        Some(&crate::config::Value::Int(5))
+    );
+    let d = lint(&exp, &Env::empty(), None, Catalog::builtin());
+    let w = d.iter().find(|d| d.code == "duplicate-key").unwrap();
+    let l = w.location.as_ref().unwrap();
+    assert!(l.file.ends_with("base.yaml"), "{l:?}");
+    assert_eq!((l.line, l.column), (1, 1));
+    assert!(w.message.contains("base.yaml:2:1"), "{}", w.message);
+    assert_eq!(w.flag.as_deref(), Some("log_interval"));
 }

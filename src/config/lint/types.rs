@@ -93,6 +93,26 @@ pub(crate) fn check_flag(cx: &Ctx<'_>, flag: &Flag, leaf: &Leaf, out: &mut Vec<D
         FlagType::IntList => int_list(v).is_some(),
     };
     if !type_ok {
+        // 0/1 for a switch: Primus hands the int on and Python's truthiness makes it work
+        // (AMD's Llama-3.1-70B FP8 example has `sequence_parallel: 1`), so it only reads oddly.
+        if flag.ty == FlagType::Bool
+            && let Value::Int(i @ (0 | 1)) = v
+        {
+            let b = *i == 1;
+            out.push(
+                cx.diag(
+                    Severity::Warning,
+                    "bool-written-as-int",
+                    name,
+                    format!(
+                        "`{name}: {i}` is an int where a bool is expected; Primus passes it on and Python treats {i} as {}, so it works as {b}",
+                        if b { "truthy" } else { "falsy" }
+                    ),
+                )
+                .hint(format!("write `{b}`")),
+            );
+            return;
+        }
         // A float written `1e-5` is a string for PyYAML: say so precisely.
         if flag.ty == FlagType::Float
             && let Value::Str(s) = v

@@ -24,6 +24,7 @@ use crate::config::resolve::{Experiment, LoadOptions};
 use crate::domain::trial::{
     ExitInfo, Iteration, LogEvent, MemoryReport, StopReason, Summary, TrialResult,
 };
+use crate::megatron::World;
 use crate::store::{Store, TrialEnd};
 use crate::telemetry::host::Host;
 use crate::telemetry::sampler::{self, Sampler, SamplerConfig, Snapshot};
@@ -144,15 +145,31 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TrialError + '_ {
     }
 }
 
-/// GPUs of a trial when not given: the launcher's variables (`GPUS_PER_NODE` × `NNODES`), else 1
-/// for a one-process workload (the proxies) and 8 for a GPU launch.
-pub fn default_gpus(env: &crate::config::env::Env, caps: &Capabilities) -> u64 {
-    let get = |k: &str| env.get(k).and_then(|s| s.parse::<u64>().ok());
-    match get("GPUS_PER_NODE") {
-        Some(g) => g * get("NNODES").unwrap_or(1),
-        None if caps.launch == LaunchKind::OneProcess => 1,
-        None => 8,
-    }
+/// The world of a trial: `requested` (`--gpus`), else the launcher's variables
+/// (`GPUS_PER_NODE` × `NNODES`), else the one process of a one-process workload (the proxies),
+/// else the GPUs `detected` on this node. None when nothing says: the launch then starts
+/// [`FALLBACK_GPUS`] ranks, and lint treats the world as unknown.
+pub fn trial_world(
+    requested: Option<u64>,
+    env: &crate::config::env::Env,
+    caps: &Capabilities,
+    detected: Option<World>,
+) -> Option<World> {
+    requested
+        .and_then(World::flag)
+        .or_else(|| World::from_env(|k| env.get(k)))
+        .or_else(|| (caps.launch == LaunchKind::OneProcess).then(World::one_process))
+        .or(detected)
+}
+
+/// Ranks a GPU launch starts when nothing says how many (no `--gpus`, launcher variables or
+/// detected GPU): one 8-GPU node, the launchers' own default. Only the launch uses it; lint
+/// checks no world rule against it.
+pub const FALLBACK_GPUS: u64 = 8;
+
+/// GPUs a trial of `world` launches (the world's size, else [`FALLBACK_GPUS`]).
+pub fn launch_gpus(world: Option<&World>) -> u64 {
+    world.map_or(FALLBACK_GPUS, |w| w.gpus)
 }
 
 /// Keys the runner adds to trials by itself (the iteration budget, the log level the parser
@@ -467,5 +484,39 @@ async fn recv_snapshot(rx: &mut Option<tokio::sync::mpsc::Receiver<Snapshot>>) -
     match rx {
         Some(r) => r.recv().await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::env::Env;
+    use crate::megatron::WorldSource;
+
+    #[test]
+    fn a_trials_world_is_asked_for_set_one_process_or_detected_never_assumed() {
+        let gpu = Capabilities::default();
+        let proxy = Capabilities {
+            launch: LaunchKind::OneProcess,
+            ..Capabilities::default()
+        };
+        let none = Env::empty();
+        let env = Env::empty().with("GPUS_PER_NODE", "4").with("NNODES", "2");
+        let found = World::detected("nvml", 1, |_| None);
+        // --gpus first, then the launcher's variables, for every profile.
+        for caps in [&gpu, &proxy] {
+            assert_eq!(trial_world(Some(2), &env, caps, found).unwrap().gpus, 2);
+            assert_eq!(trial_world(None, &env, caps, found).unwrap().gpus, 8);
+        }
+        // A proxy runs its one process, whatever this node has.
+        let w = trial_world(None, &none, &proxy, found).unwrap();
+        assert_eq!(w.source, WorldSource::Profile);
+        // A GPU launch runs on the GPUs found here ...
+        let w = trial_world(None, &none, &gpu, found).unwrap();
+        assert!(matches!(w.source, WorldSource::Detected { .. }));
+        assert_eq!(launch_gpus(Some(&w)), 1);
+        // ... and with nothing known the world is unknown; only the launch falls back.
+        assert_eq!(trial_world(None, &none, &gpu, None), None);
+        assert_eq!(launch_gpus(None), FALLBACK_GPUS);
     }
 }

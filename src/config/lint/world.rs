@@ -1,0 +1,172 @@
+//! Megatron's start-up asserts that depend on the world size: the parallel groups must tile the
+//! world, and the global batch must split into micro batches on every data-parallel rank. They
+//! run only against a known world ([`World`]); without one, only what holds at every world size
+//! is checked (the global batch is a multiple of the micro batch).
+
+use super::Ctx;
+use crate::config::diag::{Diagnostic, Severity};
+use crate::megatron::World;
+
+pub(super) fn check(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
+    if let Some(w) = cx.world.filter(World::builds_groups) {
+        model_parallel(cx, &w, out);
+        expert_parallel(cx, &w, out);
+    }
+    batch(cx, out);
+}
+
+/// The key to point at for a product of parallel sizes: the first factor above 1 (the config
+/// sets it), else the first one.
+fn first_above_one<'k>(keys: &[(&'k str, u64)]) -> &'k str {
+    keys.iter()
+        .find(|(_, v)| *v > 1)
+        .or(keys.first())
+        .map_or("tensor_model_parallel_size", |(k, _)| *k)
+}
+
+/// `megatron/training/arguments.py` (`validate_args`) asserts
+/// `world_size % (tensor_model_parallel_size × pipeline_model_parallel_size ×
+/// context_parallel_size) == 0` before anything else; the data-parallel size is the quotient.
+fn model_parallel(cx: &Ctx<'_>, w: &World, out: &mut Vec<Diagnostic>) {
+    let p = cx.params.parallelism;
+    let m = p.model_size();
+    if w.gpus.is_multiple_of(m) {
+        return;
+    }
+    let key = first_above_one(&[
+        ("tensor_model_parallel_size", p.tp),
+        ("pipeline_model_parallel_size", p.pp),
+        ("context_parallel_size", p.cp),
+    ]);
+    out.push(
+        cx.diag(
+            Severity::Error,
+            "world-model-parallel",
+            key,
+            format!(
+                "{w} is not divisible by TP × PP × CP = {} × {} × {} = {m}; Megatron asserts it at start-up (\"world size is not divisible by total_model_size\")",
+                p.tp, p.pp, p.cp
+            ),
+        )
+        .hint(format!(
+            "run on a multiple of {m} GPUs (--gpus, GPUS_PER_NODE × NNODES), or choose parallel sizes whose product divides {}",
+            w.gpus
+        )),
+    );
+}
+
+/// `megatron/core/parallel_state.py` (`initialize_model_parallel`) takes
+/// `expert_tensor_parallel_size` = TP when unset and raises `RuntimeError` unless
+/// `world_size % (expert_tensor_parallel_size × expert_model_parallel_size ×
+/// pipeline_model_parallel_size) == 0` (the expert data-parallel size is the quotient; CP does
+/// not enter). With EP 1 and ETP = TP the product divides TP × PP × CP, so the rule above
+/// already covers it.
+fn expert_parallel(cx: &Ctx<'_>, w: &World, out: &mut Vec<Diagnostic>) {
+    let p = cx.params.parallelism;
+    if p.ep == 1 && p.etp == p.tp {
+        return;
+    }
+    let m = p.expert_model_size();
+    if w.gpus.is_multiple_of(m) {
+        return;
+    }
+    let key = if p.ep > 1 {
+        "expert_model_parallel_size"
+    } else {
+        "expert_tensor_parallel_size"
+    };
+    let etp_note = if cx.value("expert_tensor_parallel_size").is_null() {
+        " (expert_tensor_parallel_size is unset, so it follows TP)"
+    } else {
+        ""
+    };
+    out.push(
+        cx.diag(
+            Severity::Error,
+            "world-expert-parallel",
+            key,
+            format!(
+                "{w} is not divisible by ETP × EP × PP = {} × {} × {} = {m}{etp_note}; Megatron raises RuntimeError at start-up (\"world_size is not divisible by expert_tensor_model_pipeline_parallel size\")",
+                p.etp, p.ep, p.pp
+            ),
+        )
+        .hint(format!(
+            "run on a multiple of {m} GPUs, or choose an expert parallel size whose product with ETP and PP divides {}",
+            w.gpus
+        )),
+    );
+}
+
+/// Megatron's micro-batch calculator (`megatron/core/num_microbatches_calculator.py`,
+/// `ConstantNumMicroBatchesCalculator`) asserts `global_batch_size % (micro_batch_size ×
+/// data_parallel_size) == 0` at start-up, unless `decrease_batch_size_if_needed` lowers the
+/// running global batch to a multiple (at least one micro batch per rank). A batch ramp-up
+/// (`rampup_batch_size`) uses another calculator and is not checked here.
+fn batch(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
+    let b = cx.params.batch;
+    let (Some(mbs), Some(gbs)) = (b.micro, b.global) else {
+        return;
+    };
+    if !cx.value("rampup_batch_size").is_null() {
+        return;
+    }
+    let p = cx.params.parallelism;
+    let known = cx
+        .world
+        .and_then(|w| p.data_parallel(w.gpus).map(|dp| (w, dp)));
+    let per = mbs * known.map_or(1, |(_, dp)| dp);
+    if gbs.is_multiple_of(per) {
+        return;
+    }
+    let lower = gbs / per * per;
+    let upper = lower + per;
+    let decrease = cx.on("decrease_batch_size_if_needed");
+    let severity = if decrease && lower > 0 {
+        Severity::Warning
+    } else {
+        Severity::Error
+    };
+    let consequence = if severity == Severity::Warning {
+        match known {
+            Some(_) => format!(
+                "`decrease_batch_size_if_needed` makes Megatron train with a global batch of {lower} instead"
+            ),
+            None => "`decrease_batch_size_if_needed` makes Megatron train with a smaller global batch instead".into(),
+        }
+    } else {
+        "Megatron's micro-batch calculator asserts it at start-up".into()
+    };
+    let message = match known {
+        Some((w, dp)) => format!(
+            "`global_batch_size: {gbs}` is not divisible by micro_batch_size × data-parallel size = {mbs} × {dp} = {per} ({w}, DP = {} / (TP × PP × CP = {})); {consequence}",
+            w.gpus,
+            p.model_size()
+        ),
+        None => format!(
+            "`global_batch_size: {gbs}` is not a multiple of `micro_batch_size: {mbs}`, so it splits into micro batches at no data-parallel size; {consequence}"
+        ),
+    };
+    let mut fixes = Vec::new();
+    if lower > 0 {
+        fixes.push(format!("`global_batch_size: {lower}`"));
+    }
+    fixes.push(format!("`global_batch_size: {upper}`"));
+    let mut hint = format!("set {}", fixes.join(" or "));
+    match known {
+        Some((_, dp)) if gbs.is_multiple_of(dp) => hint.push_str(&format!(
+            ", or a micro batch size that divides {} (the global batch per data-parallel rank)",
+            gbs / dp
+        )),
+        Some(_) => {}
+        None => hint.push_str(&format!(", or a micro batch size that divides {gbs}")),
+    }
+    out.push(
+        cx.diag(
+            severity,
+            "global-batch-divisibility",
+            "global_batch_size",
+            message,
+        )
+        .hint(hint),
+    );
+}

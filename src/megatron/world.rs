@@ -1,0 +1,215 @@
+//! The world size a config is checked for: how many ranks a launch starts, and where that number
+//! came from. Megatron's start-up asserts about parallel sizes and batch sizes depend on it, so
+//! lint only applies them when the world is known — it is never guessed.
+//!
+//! Launcher variables are read through a lookup (`|k| env.get(k)`), so this typed view stays
+//! free of the config loader.
+
+use std::fmt;
+
+/// Where a world size came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorldSource {
+    /// `--gpus N`.
+    Flag,
+    /// The launcher's variables: `GPUS_PER_NODE` × `NNODES` (NNODES 1 when unset).
+    Environment { gpus_per_node: u64, nodes: u64 },
+    /// The launch profile runs one process whatever the parallel sizes (the proxies): the
+    /// trial's world is that process. It builds no parallel groups, so Megatron's group-size
+    /// asserts cannot stop it; the batch rule still holds for its data-parallel size.
+    Profile,
+    /// The GPUs a telemetry backend found on this node (× `NNODES` when set).
+    Detected {
+        backend: &'static str,
+        per_node: u64,
+        nodes: u64,
+    },
+}
+
+/// A world size with its source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct World {
+    /// Ranks (one per GPU), at least 1.
+    pub gpus: u64,
+    pub source: WorldSource,
+}
+
+/// A whole number ≥ 1 from a launcher variable.
+fn count<'e>(var: impl Fn(&str) -> Option<&'e str>, key: &str) -> Option<u64> {
+    var(key)?.trim().parse::<u64>().ok().filter(|n| *n >= 1)
+}
+
+impl World {
+    /// `--gpus N` (None for 0).
+    pub fn flag(gpus: u64) -> Option<World> {
+        (gpus >= 1).then_some(World {
+            gpus,
+            source: WorldSource::Flag,
+        })
+    }
+
+    /// The launcher's variables: `GPUS_PER_NODE` × `NNODES` (NNODES 1 when unset); None
+    /// without a readable `GPUS_PER_NODE`.
+    pub fn from_env<'e>(var: impl Fn(&str) -> Option<&'e str>) -> Option<World> {
+        let gpus_per_node = count(&var, "GPUS_PER_NODE")?;
+        let nodes = count(&var, "NNODES").unwrap_or(1);
+        Some(World {
+            gpus: gpus_per_node * nodes,
+            source: WorldSource::Environment {
+                gpus_per_node,
+                nodes,
+            },
+        })
+    }
+
+    /// The one process of a one-process profile.
+    pub fn one_process() -> World {
+        World {
+            gpus: 1,
+            source: WorldSource::Profile,
+        }
+    }
+
+    /// `per_node` GPUs found by `backend` on this node, times `NNODES` when set (None for 0).
+    pub fn detected<'e>(
+        backend: &'static str,
+        per_node: u64,
+        var: impl Fn(&str) -> Option<&'e str>,
+    ) -> Option<World> {
+        let nodes = count(var, "NNODES").unwrap_or(1);
+        (per_node >= 1).then_some(World {
+            gpus: per_node * nodes,
+            source: WorldSource::Detected {
+                backend,
+                per_node,
+                nodes,
+            },
+        })
+    }
+
+    /// The world a frontend evaluates a config for: `--gpus`, else the launcher's variables,
+    /// else what `detect` finds on this node (called only then); None when nothing says —
+    /// the world rules are then skipped, never run against a guess.
+    pub fn resolve<'e>(
+        flag: Option<u64>,
+        var: impl Fn(&str) -> Option<&'e str>,
+        detect: impl FnOnce() -> Option<World>,
+    ) -> Option<World> {
+        flag.and_then(World::flag)
+            .or_else(|| World::from_env(var))
+            .or_else(detect)
+    }
+
+    /// Whether the launch starts one rank per GPU, so that Megatron builds its parallel groups
+    /// over this world (false for a one-process profile).
+    pub fn builds_groups(&self) -> bool {
+        self.source != WorldSource::Profile
+    }
+
+    /// Where the number came from, in words: `--gpus`, `GPUS_PER_NODE × NNODES = 8 × 2`, ...
+    pub fn source_text(&self) -> String {
+        match self.source {
+            WorldSource::Flag => "--gpus".into(),
+            WorldSource::Environment {
+                gpus_per_node,
+                nodes,
+            } => format!("GPUS_PER_NODE × NNODES = {gpus_per_node} × {nodes}"),
+            WorldSource::Profile => "the launch profile runs one process".into(),
+            WorldSource::Detected {
+                backend,
+                per_node,
+                nodes,
+            } => {
+                let gpus = if per_node == 1 { "GPU" } else { "GPUs" };
+                if nodes > 1 {
+                    format!("{per_node} {gpus} detected on this node by {backend} × NNODES {nodes}")
+                } else {
+                    format!("{per_node} {gpus} detected on this node by {backend}")
+                }
+            }
+        }
+    }
+
+    /// A stable name of the source for JSON: `flag`, `environment`, `profile`, `detected`.
+    pub fn source_name(&self) -> &'static str {
+        match self.source {
+            WorldSource::Flag => "flag",
+            WorldSource::Environment { .. } => "environment",
+            WorldSource::Profile => "profile",
+            WorldSource::Detected { .. } => "detected",
+        }
+    }
+}
+
+/// `world size 8 (GPUS_PER_NODE × NNODES = 8 × 1)`
+impl fmt::Display for World {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "world size {} ({})", self.gpus, self.source_text())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// Launcher variables for a test.
+    fn vars(kv: &[(&'static str, &'static str)]) -> HashMap<&'static str, &'static str> {
+        kv.iter().copied().collect()
+    }
+
+    #[test]
+    fn flag_wins_then_environment_then_detection() {
+        let env = vars(&[("GPUS_PER_NODE", "8"), ("NNODES", "2")]);
+        let env = |k: &str| env.get(k).copied();
+        let never = || -> Option<World> { panic!("detection runs only when nothing else says") };
+        let w = World::resolve(Some(4), env, never).unwrap();
+        assert_eq!((w.gpus, w.source), (4, WorldSource::Flag));
+        let w = World::resolve(None, env, never).unwrap();
+        assert_eq!(w.gpus, 16);
+        assert_eq!(
+            w.to_string(),
+            "world size 16 (GPUS_PER_NODE × NNODES = 8 × 2)"
+        );
+        let none = |_: &str| None;
+        let w = World::resolve(None, none, || World::detected("nvml", 1, none)).unwrap();
+        assert_eq!(
+            w.to_string(),
+            "world size 1 (1 GPU detected on this node by nvml)"
+        );
+        assert!(w.builds_groups());
+    }
+
+    #[test]
+    fn nothing_known_is_no_world() {
+        assert_eq!(World::resolve(None, |_| None, || None), None);
+        // Unreadable or zero counts say nothing.
+        let env = vars(&[("GPUS_PER_NODE", "eight")]);
+        let env = |k: &str| env.get(k).copied();
+        assert_eq!(World::resolve(Some(0), env, || None), None);
+        assert_eq!(World::detected("nvml", 0, env), None);
+        // NNODES alone is not a world.
+        let nodes = vars(&[("NNODES", "4")]);
+        assert_eq!(World::from_env(|k| nodes.get(k).copied()), None);
+    }
+
+    #[test]
+    fn detection_counts_every_node() {
+        let env = vars(&[("NNODES", "4")]);
+        let w = World::detected("amdgpu-sysfs", 8, |k| env.get(k).copied()).unwrap();
+        assert_eq!(w.gpus, 32);
+        assert!(
+            w.source_text().contains("× NNODES 4"),
+            "{}",
+            w.source_text()
+        );
+    }
+
+    #[test]
+    fn a_one_process_world_builds_no_groups() {
+        let w = World::one_process();
+        assert_eq!(w.gpus, 1);
+        assert!(!w.builds_groups());
+        assert_eq!(w.source_name(), "profile");
+    }
+}
