@@ -7,6 +7,8 @@ use crate::config::diag::{Diagnostic, Severity};
 use crate::config::env::Env;
 use crate::config::resolve::{Experiment, Module};
 use crate::config::value::Value;
+use crate::domain::advice::{self as rule, Ack};
+use crate::megatron::World;
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -33,9 +35,13 @@ impl Status {
 /// One observation behind a step's status.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Finding {
-    /// `ok` (in place), `todo` (worth doing; from the guide's rules), `info`.
+    /// `ok` (in place), `todo` (worth doing; from the guide's rules), `info`, `acknowledged`
+    /// (a to-do the user decided against, with the reason).
     pub kind: FindingKind,
     pub text: String,
+    /// The rule a to-do follows ([`crate::domain::advice`]): what `recommend --ack` names.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<&'static str>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -44,6 +50,7 @@ pub enum FindingKind {
     Ok,
     Todo,
     Info,
+    Acknowledged,
 }
 
 /// A flag as the step shows it.
@@ -80,16 +87,20 @@ pub struct Checklist {
 
 /// Evaluate the checklist for the experiment's main module, with the HipBLASLt tuning state
 /// already read (its files, the environment, the stored stage-3 comparison).
+/// `acks` are the experiment's acknowledged rules (their to-dos show as acknowledged); `world`
+/// the world size lint checks against (None: unknown).
 pub fn evaluate(
     exp: &Experiment,
     env: &Env,
     catalog: &Catalog,
     diags: &[Diagnostic],
     gemm: &crate::gemm::status::GemmStatus,
+    acks: &[Ack],
+    world: Option<&World>,
 ) -> Checklist {
     let m = exp.main_module();
     let backend = Backend::from_framework(&m.framework);
-    let cx = Cx { exp, m, env };
+    let cx = Cx { exp, m, env, world };
     let steps = Step::CHECKLIST
         .iter()
         .map(|&step| {
@@ -102,6 +113,7 @@ pub fn evaluate(
                 Step::Moe => cx.moe(),
                 Step::Run => (None, Vec::new(), Vec::new()),
             };
+            let findings = acknowledge(findings, acks);
             let flags: Vec<FlagState> = catalog
                 .flags_for(backend)
                 .filter(|f| f.step == step && f.removed.is_none())
@@ -163,28 +175,50 @@ pub fn evaluate(
 
 type StepEval = (Option<Status>, Vec<Finding>, Vec<String>);
 
+/// To-dos whose rule the user acknowledged become `acknowledged`, with the reason.
+fn acknowledge(findings: Vec<Finding>, acks: &[Ack]) -> Vec<Finding> {
+    findings
+        .into_iter()
+        .map(
+            |f| match (f.kind, f.rule.and_then(|r| rule::acked(acks, r))) {
+                (FindingKind::Todo, Some(a)) => Finding {
+                    kind: FindingKind::Acknowledged,
+                    text: format!("{} — acknowledged: {}", f.text, a.reason),
+                    rule: f.rule,
+                },
+                _ => f,
+            },
+        )
+        .collect()
+}
+
 struct Cx<'a> {
     exp: &'a Experiment,
     m: &'a Module,
     env: &'a Env,
+    world: Option<&'a World>,
 }
 
 fn ok(t: impl Into<String>) -> Finding {
     Finding {
         kind: FindingKind::Ok,
         text: t.into(),
+        rule: None,
     }
 }
-fn todo(t: impl Into<String>) -> Finding {
+/// A to-do that follows `rule`.
+fn todo(rule: &'static str, t: impl Into<String>) -> Finding {
     Finding {
         kind: FindingKind::Todo,
         text: t.into(),
+        rule: Some(rule),
     }
 }
 fn info(t: impl Into<String>) -> Finding {
     Finding {
         kind: FindingKind::Info,
         text: t.into(),
+        rule: None,
     }
 }
 
@@ -252,7 +286,7 @@ impl Cx<'_> {
                 rel(file)
             )));
         } else if let Some(n) = st.next {
-            f.push(todo(match n {
+            f.push(todo(rule::HIPBLASLT_TUNING, match n {
                 1 => "GEMMs are not tuned: run stage 1 (a short run that dumps GEMM shapes), then 2 and 3".to_string(),
                 2 => "tune the dumped shapes offline: stage 2 (often 10–30 minutes)".to_string(),
                 _ => "train with the tuned file: stage 3 (compare it against the untuned baseline)".to_string(),
@@ -270,7 +304,9 @@ impl Cx<'_> {
         }
         for n in &st.notes {
             match n.level {
-                Level::Warning | Level::Error => f.push(todo(n.text.clone())),
+                Level::Warning | Level::Error => {
+                    f.push(todo(rule::HIPBLASLT_TUNING, n.text.clone()))
+                }
                 Level::Ok | Level::Info => {}
             }
         }
@@ -284,6 +320,7 @@ impl Cx<'_> {
         if self.megatron() {
             if !self.on("enable_primus_turbo") {
                 f.push(todo(
+                    rule::PRIMUS_TURBO,
                     "Primus-Turbo is off: install primus_turbo and set enable_primus_turbo: true",
                 ));
                 actions.push("primus-tune set CONFIG enable_primus_turbo=true --write".into());
@@ -303,23 +340,24 @@ impl Cx<'_> {
                 f.push(ok(format!("Turbo kernels on: {}", on.join(", "))));
             }
             if !self.on("use_turbo_attention") {
-                f.push(todo("rule (Primus performance-tuning guide §2): turn on use_turbo_attention for the optimized attention kernels"));
+                f.push(todo(rule::TURBO_ATTENTION, "rule (Primus performance-tuning guide §2): turn on use_turbo_attention for the optimized attention kernels"));
             }
             if self.is_moe() && !self.on("use_turbo_grouped_gemm") {
-                f.push(todo(
+                f.push(todo(rule::TURBO_GROUPED_GEMM,
                     "rule (Primus performance-tuning guide §2): MoE model — turn on use_turbo_grouped_gemm",
                 ));
             }
         } else {
             if !self.on("primus_turbo.enable_primus_turbo") {
                 f.push(todo(
+                    rule::PRIMUS_TURBO,
                     "Primus-Turbo is off: set primus_turbo.enable_primus_turbo: true",
                 ));
                 return (None, f, actions);
             }
             f.push(ok("Primus-Turbo is on (primus_turbo.enable_primus_turbo)"));
             if !self.on("primus_turbo.use_turbo_attention") {
-                f.push(todo(
+                f.push(todo(rule::TURBO_ATTENTION,
                     "rule (Primus performance-tuning guide §2): turn on primus_turbo.use_turbo_attention",
                 ));
             }
@@ -346,7 +384,7 @@ impl Cx<'_> {
                         .map_or("?".into(), |r| r.to_string())
                 ))),
                 _ if self.on("bf16") => f.push(ok("BF16 (the guide's default)")),
-                _ => f.push(todo(
+                _ => f.push(todo(rule::MIXED_PRECISION,
                     "neither bf16 nor FP8/FP4 is on: training runs in FP32",
                 )),
             }
@@ -382,34 +420,31 @@ impl Cx<'_> {
             if self.on("use_distributed_optimizer") {
                 f.push(ok("distributed optimizer shards optimizer state"));
             } else {
-                f.push(todo("rule (Primus performance-tuning guide §6): use_distributed_optimizer: true shards optimizer state across DP ranks"));
+                f.push(todo(rule::DISTRIBUTED_OPTIMIZER, "rule (Primus performance-tuning guide §6): use_distributed_optimizer: true shards optimizer state across DP ranks"));
             }
             if self.on("optimizer_cpu_offload") {
                 f.push(ok("optimizer state offloaded to CPU"));
             }
             let mbs = self.int("micro_batch_size", 1).max(1);
             let gbs = self.int("global_batch_size", mbs);
-            let world = self
-                .env
-                .get("NNODES")
-                .and_then(|s| s.parse::<i64>().ok())
-                .unwrap_or(1)
-                * self
-                    .env
-                    .get("GPUS_PER_NODE")
-                    .and_then(|s| s.parse::<i64>().ok())
-                    .unwrap_or(8);
-            let mp = self.int("tensor_model_parallel_size", 1).max(1)
-                * self.int("pipeline_model_parallel_size", 1).max(1)
-                * self.int("context_parallel_size", 1).max(1);
-            let dp = (world / mp).max(1);
-            if gbs % (mbs * dp) == 0 {
-                f.push(info(format!(
-                    "micro batch {mbs}, global batch {gbs}: {} accumulation steps on {world} GPUs (DP {dp})",
-                    gbs / (mbs * dp)
-                )));
-            } else {
-                f.push(info(format!("global batch {gbs} is not a multiple of micro batch × DP ({mbs} × {dp}) on {world} GPUs")));
+            match self.world.map(|w| w.gpus as i64) {
+                None => f.push(info(format!(
+                    "micro batch {mbs}, global batch {gbs}; the world size is unknown (--gpus, GPUS_PER_NODE), so its data-parallel split is not checked"
+                ))),
+                Some(world) => {
+                    let mp = self.int("tensor_model_parallel_size", 1).max(1)
+                        * self.int("pipeline_model_parallel_size", 1).max(1)
+                        * self.int("context_parallel_size", 1).max(1);
+                    let dp = (world / mp).max(1);
+                    if gbs % (mbs * dp) == 0 {
+                        f.push(info(format!(
+                            "micro batch {mbs}, global batch {gbs}: {} accumulation steps on {world} GPUs (DP {dp})",
+                            gbs / (mbs * dp)
+                        )));
+                    } else {
+                        f.push(info(format!("global batch {gbs} is not a multiple of micro batch × DP ({mbs} × {dp}) on {world} GPUs")));
+                    }
+                }
             }
         } else {
             let mode = self
@@ -427,13 +462,17 @@ impl Cx<'_> {
     fn comm(&self) -> StepEval {
         let mut f = Vec::new();
         if self.megatron() {
-            for k in ["overlap_grad_reduce", "overlap_param_gather"] {
+            for (k, krule) in [
+                ("overlap_grad_reduce", rule::OVERLAP_GRAD_REDUCE),
+                ("overlap_param_gather", rule::OVERLAP_PARAM_GATHER),
+            ] {
                 if self.on(k) {
                     f.push(ok(format!("{k} is on")));
                 } else {
-                    f.push(todo(format!(
-                        "rule (Primus performance-tuning guide §5): turn on {k}"
-                    )));
+                    f.push(todo(
+                        krule,
+                        format!("rule (Primus performance-tuning guide §5): turn on {k}"),
+                    ));
                 }
             }
             let tp = self.int("tensor_model_parallel_size", 1);
@@ -445,14 +484,14 @@ impl Cx<'_> {
                 }
             }
             if pp > 1 && !self.on("overlap_p2p_comm") {
-                f.push(todo(
+                f.push(todo(rule::OVERLAP_P2P,
                     "rule (Primus performance-tuning guide §5): pipeline parallel — turn on overlap_p2p_comm",
                 ));
             }
         } else {
             let tp = self.int("parallelism.tensor_parallel_degree", 1);
             if tp > 1 && !self.on("parallelism.enable_async_tensor_parallel") {
-                f.push(todo(
+                f.push(todo(rule::ASYNC_TP,
                     "rule (Primus performance-tuning guide §5): TP > 1 — turn on parallelism.enable_async_tensor_parallel",
                 ));
             } else {
@@ -478,27 +517,37 @@ impl Cx<'_> {
             if self.on("primus_turbo.use_turbo_grouped_mm") {
                 f.push(ok("Turbo grouped MM for experts"));
             } else {
-                f.push(todo(
+                f.push(todo(rule::TURBO_GROUPED_GEMM,
                     "rule (Primus performance-tuning guide §2): turn on primus_turbo.use_turbo_grouped_mm",
                 ));
             }
             return (None, f, actions);
         }
         let ep = self.int("expert_model_parallel_size", 1);
-        for (k, why) in [
-            ("moe_permute_fusion", "fuses permutation and unpermutation"),
+        for (k, why, krule) in [
+            (
+                "moe_permute_fusion",
+                "fuses permutation and unpermutation",
+                rule::PERMUTE_FUSION,
+            ),
             (
                 "moe_use_fused_router_with_aux_score",
                 "fuses router and aux loss (Primus-Turbo)",
+                rule::FUSED_ROUTER,
             ),
-            ("use_turbo_deepep", "DeepEP token dispatcher"),
+            (
+                "use_turbo_deepep",
+                "DeepEP token dispatcher",
+                rule::TURBO_DEEPEP,
+            ),
         ] {
             if self.on(k) {
                 f.push(ok(format!("{k} is on")));
             } else {
-                f.push(todo(format!(
-                    "rule (Primus performance-tuning guide §7): {k}: true — {why}"
-                )));
+                f.push(todo(
+                    krule,
+                    format!("rule (Primus performance-tuning guide §7): {k}: true — {why}"),
+                ));
             }
         }
         if self.on("use_turbo_deepep") {
@@ -510,7 +559,7 @@ impl Cx<'_> {
         }
         let stage = self.int("turbo_sync_free_moe_stage", 0);
         if stage == 0 {
-            f.push(todo(
+            f.push(todo(rule::SYNC_FREE_MOE,
                 "sync-free MoE is off: rule (Primus performance-tuning guide §7) — stage 2 on MI300X/MI325X, 1 on MI355X",
             ));
         } else {
@@ -520,5 +569,99 @@ impl Cx<'_> {
             f.push(info("overlap_moe_expert_parallel_comm is off (needs EP > 1, no full recompute, no shared-expert overlap)"));
         }
         (None, f, actions)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::LoadOptions;
+    use crate::config::overrides::Override;
+    use std::path::Path;
+
+    fn comm(acks: &[Ack]) -> StepReport {
+        let opts = LoadOptions {
+            overrides: vec![Override {
+                key: "overlap_param_gather".into(),
+                value: Value::Bool(false),
+                text: "overlap_param_gather=false".into(),
+            }],
+            ..LoadOptions::default()
+        };
+        let exp = Experiment::load(
+            Path::new("presets/examples/experiments/moe_16B-BF16-pretrain.yaml"),
+            &opts,
+        )
+        .unwrap();
+        let env = Env::default();
+        let gemm = crate::gemm::status::of_experiment(&exp, &env, None, None);
+        let list = evaluate(&exp, &env, Catalog::builtin(), &[], &gemm, acks, None);
+        list.steps
+            .into_iter()
+            .find(|s| s.step == Step::Comm)
+            .unwrap()
+    }
+
+    #[test]
+    fn an_acknowledged_to_do_is_not_to_do() {
+        let open = comm(&[]);
+        assert_eq!(open.status, Status::NeedsAttention);
+        let f = open
+            .findings
+            .iter()
+            .find(|f| f.rule == Some(rule::OVERLAP_PARAM_GATHER))
+            .unwrap();
+        assert_eq!(f.kind, FindingKind::Todo);
+        let ack = Ack {
+            rule: rule::OVERLAP_PARAM_GATHER.into(),
+            reason: "measured slower".into(),
+            at: "2026-12-01T00:00:00.000Z".into(),
+        };
+        let done = comm(&[ack]);
+        let f = done
+            .findings
+            .iter()
+            .find(|f| f.rule == Some(rule::OVERLAP_PARAM_GATHER))
+            .unwrap();
+        assert_eq!(f.kind, FindingKind::Acknowledged);
+        assert!(
+            f.text.ends_with("acknowledged: measured slower"),
+            "{}",
+            f.text
+        );
+        assert_ne!(done.status, Status::NeedsAttention, "{:?}", done.findings);
+    }
+
+    #[test]
+    fn the_memory_step_uses_the_world_it_is_given_never_a_guess() {
+        let exp = Experiment::load(
+            Path::new("presets/examples/experiments/moe_16B-BF16-pretrain.yaml"),
+            &LoadOptions::default(),
+        )
+        .unwrap();
+        let env = Env::default();
+        let gemm = crate::gemm::status::of_experiment(&exp, &env, None, None);
+        let memory = |world: Option<&World>| {
+            let list = evaluate(&exp, &env, Catalog::builtin(), &[], &gemm, &[], world);
+            let s = list
+                .steps
+                .into_iter()
+                .find(|s| s.step == Step::Memory)
+                .unwrap();
+            s.findings
+                .iter()
+                .map(|f| f.text.clone())
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        let unknown = memory(None);
+        assert!(unknown.contains("world size is unknown"), "{unknown}");
+        assert!(!unknown.contains("on 8 GPUs"), "{unknown}");
+        let four = World::flag(4).unwrap();
+        assert!(
+            memory(Some(&four)).contains("on 4 GPUs"),
+            "{}",
+            memory(Some(&four))
+        );
     }
 }

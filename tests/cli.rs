@@ -556,6 +556,10 @@ fn primus_root_from_option_and_environment() {
 }
 
 #[test]
+#[cfg_attr(
+    not(shared_fixtures),
+    ignore = "needs ../shared/fixtures beside the checkout (absent when the tests were built)"
+)]
 fn shared_show_all_on_torchtitan_keeps_keys_the_catalog_files_under_megatron() {
     let exp = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../shared/fixtures/primus/examples/torchtitan/configs/MI300X/llama3.1_8B-BF16-pretrain.yaml");
@@ -599,7 +603,7 @@ fn recommend_json_fixes_the_deepep_cu_for_ep16_as_a_rule() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v = json(&out.stdout);
-    let list = v.as_array().unwrap();
+    let list = v["recommendations"].as_array().unwrap();
     let cu = list
         .iter()
         .find(|r| r["flag"] == "turbo_deepep_num_cu")
@@ -614,7 +618,7 @@ fn recommend_json_fixes_the_deepep_cu_for_ep16_as_a_rule() {
         .expect("MI300X: a sync-free stage");
     assert_eq!(stage["value"], 2);
     for r in list {
-        for k in ["flag", "value", "current", "basis", "reason"] {
+        for k in ["flag", "value", "current", "basis", "reason", "rule"] {
             assert!(r.get(k).is_some(), "{k} missing in {r}");
         }
     }
@@ -673,7 +677,8 @@ fn recommend_apply_writes_config_values_only_and_keeps_comments() {
         .unwrap();
     let v = json(&again.stdout);
     assert!(
-        !v.as_array()
+        !v["recommendations"]
+            .as_array()
             .unwrap()
             .iter()
             .any(|r| r["flag"] == "turbo_sync_free_moe_stage")
@@ -716,4 +721,185 @@ fn studies_of_a_fresh_experiment_are_none_and_unknown_ones_are_usage_errors() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("no trial database"));
+}
+
+/// `recommend --apply` writes only what its own lint accepts: the Turbo grouped GEMM comes with
+/// `moe_use_legacy_grouped_gemm: false`, and lint of the result is clean.
+#[test]
+fn recommend_apply_brings_the_companions_lint_needs() {
+    let (d, exp) = tree();
+    let ws = d.path().join("ws");
+    let text = std::fs::read_to_string(&exp).unwrap().replace(
+        "use_turbo_grouped_gemm: true",
+        "use_turbo_grouped_gemm: false\n      moe_use_legacy_grouped_gemm: true",
+    );
+    std::fs::write(&exp, text).unwrap();
+    bin()
+        .args(["lint", exp.to_str().unwrap()])
+        .assert()
+        .success();
+    let out = bin()
+        .args([
+            "recommend",
+            exp.to_str().unwrap(),
+            "--gpu",
+            "MI300X",
+            "--json",
+        ])
+        .arg("--workspace")
+        .arg(&ws)
+        .output()
+        .unwrap();
+    let v = json(&out.stdout);
+    let recs = v["recommendations"].as_array().unwrap();
+    let legacy = recs
+        .iter()
+        .find(|r| r["flag"] == "moe_use_legacy_grouped_gemm")
+        .unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(legacy["value"], false);
+    assert_eq!(legacy["companion_of"], "use_turbo_grouped_gemm");
+    assert_eq!(v["withheld"], serde_json::json!([]));
+    bin()
+        .args([
+            "recommend",
+            exp.to_str().unwrap(),
+            "--gpu",
+            "MI300X",
+            "--apply",
+        ])
+        .arg("--workspace")
+        .arg(&ws)
+        .assert()
+        .success();
+    let after = std::fs::read_to_string(&exp).unwrap();
+    assert!(after.contains("use_turbo_grouped_gemm: true"), "{after}");
+    assert!(
+        after.contains("moe_use_legacy_grouped_gemm: false"),
+        "{after}"
+    );
+    bin()
+        .args(["lint", exp.to_str().unwrap()])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("0 error(s)"));
+}
+
+/// Primus-Turbo, DeepEP and hipBLASLt advice is for Primus on AMD: on an NVIDIA GPU or with a
+/// profile that runs upstream Megatron-LM it is listed as not applying, never advised.
+#[test]
+fn recommend_says_primus_amd_advice_does_not_apply_elsewhere() {
+    let (d, exp) = tree();
+    let ws = d.path().join("ws");
+    for args in [
+        vec!["--gpu", "H200"],
+        vec!["--gpu", "MI300X", "--profile", "megatron"],
+    ] {
+        let out = bin()
+            .args(["recommend", exp.to_str().unwrap(), "--json"])
+            .args(["--set", "enable_primus_turbo=false"])
+            .args(&args)
+            .arg("--workspace")
+            .arg(&ws)
+            .output()
+            .unwrap();
+        let v = json(&out.stdout);
+        let recs = v["recommendations"].as_array().unwrap();
+        assert!(
+            !recs.iter().any(|r| {
+                let f = r["flag"].as_str().unwrap();
+                f.contains("turbo") || f.contains("HIPBLASLT")
+            }),
+            "{args:?}: {v}"
+        );
+        let na = v["not_applicable"].to_string();
+        assert!(na.contains("enable_primus_turbo"), "{args:?}: {na}");
+        assert!(
+            na.contains("PRIMUS_HIPBLASLT_TUNING_STAGE"),
+            "{args:?}: {na}"
+        );
+    }
+    let text = bin()
+        .args(["recommend", exp.to_str().unwrap(), "--gpu", "H200"])
+        .arg("--workspace")
+        .arg(&ws)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("target: Primus on NVIDIA"), "{text}");
+    assert!(text.contains("does not apply: hipblaslt-tuning"), "{text}");
+}
+
+/// A rule acknowledged with a reason is stored in the workspace: the checklist shows it as
+/// acknowledged (not to do), recommend holds it back and says so; --unack withdraws it.
+#[test]
+fn an_acknowledged_rule_leaves_the_checklist_and_the_advice() {
+    let (d, exp) = tree();
+    let ws = d.path().join("ws");
+    let run = |args: &[&str]| {
+        bin()
+            .args(args)
+            .arg(exp.to_str().unwrap())
+            .arg("--workspace")
+            .arg(&ws)
+            .args(["--set", "overlap_param_gather=false"])
+            .output()
+            .unwrap()
+    };
+    let todo = |v: &serde_json::Value| {
+        v["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|s| s["findings"].as_array().unwrap().clone())
+            .find(|f| f["rule"] == "overlap-param-gather")
+            .unwrap_or_else(|| panic!("{v}"))
+    };
+    let before = json(&run(&["checklist", "--json"]).stdout);
+    assert_eq!(todo(&before)["kind"], "todo");
+
+    // A reason is required; an unknown rule is refused with the list.
+    let out = run(&[
+        "recommend",
+        "--ack",
+        "overlap-param-gather",
+        "--reason",
+        "  ",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs a reason"));
+    let out = run(&["recommend", "--ack", "no-such-rule", "--reason", "x"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("overlap-param-gather"));
+
+    let out = run(&[
+        "recommend",
+        "--ack",
+        "overlap-param-gather",
+        "--reason",
+        "measured 3 % slower on our fabric",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after = json(&run(&["checklist", "--json"]).stdout);
+    let f = todo(&after);
+    assert_eq!(f["kind"], "acknowledged");
+    assert!(f["text"].as_str().unwrap().contains("measured 3 % slower"));
+    let text = String::from_utf8_lossy(&run(&["checklist"]).stdout).to_string();
+    assert!(text.contains("[ack]"), "{text}");
+    let rec = json(&run(&["recommend", "--json", "--gpu", "MI300X"]).stdout);
+    assert_eq!(rec["acknowledged"][0]["rule"], "overlap-param-gather");
+    assert_eq!(
+        rec["acknowledged"][0]["reason"],
+        "measured 3 % slower on our fabric"
+    );
+
+    let out = run(&["recommend", "--unack", "overlap-param-gather"]);
+    assert!(out.status.success());
+    assert_eq!(
+        todo(&json(&run(&["checklist", "--json"]).stdout))["kind"],
+        "todo"
+    );
 }

@@ -530,6 +530,10 @@ proptest! {
     /// Mutating the experiment or one of its presets never panics the loader, lint or the
     /// editor; failures name the file.
     #[test]
+    #[cfg_attr(
+        not(shared_fixtures),
+        ignore = "needs ../shared/fixtures beside the checkout (absent when the tests were built)"
+    )]
     fn shared_mutated_configs_never_panic_the_loader(
         exp_pick in any::<Index>(),
         mutate_experiment in any::<bool>(),
@@ -721,6 +725,10 @@ fn yaml_aliases_do_not_expand_exponentially() {
 /// The unmutated corpus loads and every fixture file re-parses with in-bounds spans (a sanity
 /// check that the fuzz starts from valid input).
 #[test]
+#[cfg_attr(
+    not(shared_fixtures),
+    ignore = "needs ../shared/fixtures beside the checkout (absent when the tests were built)"
+)]
 fn shared_unmutated_corpus_is_valid() {
     let Some(c) = corpus() else {
         note_skip();

@@ -161,6 +161,10 @@ const TITAN_V3: &str = "torchtitan/configs/MI300X/deepseek_v3_16b-FP8-pretrain.y
 /// PP 16 × EP 8 layout on 16 such nodes) pass Megatron's world-size rules; on one node the
 /// DeepSeek-V3 layout does not fit, and lint says so with the world's source.
 #[test]
+#[cfg_attr(
+    not(shared_fixtures),
+    ignore = "needs ../shared/fixtures beside the checkout (absent when the tests were built)"
+)]
 fn shared_megatron_examples_fit_the_world_they_were_written_for() {
     use primus_tune::megatron::World;
     let root = root_or_skip!();
@@ -207,6 +211,10 @@ fn shared_megatron_examples_fit_the_world_they_were_written_for() {
 }
 
 #[test]
+#[cfg_attr(
+    not(shared_fixtures),
+    ignore = "needs ../shared/fixtures beside the checkout (absent when the tests were built)"
+)]
 fn shared_every_experiment_resolves_without_lint_errors() {
     let root = root_or_skip!();
     let exps = experiments(&root);
@@ -339,6 +347,10 @@ fn overrides_of(exp: &Experiment) -> Vec<(String, Leaf)> {
 // ---------------------------------------------------------------------------------------------
 
 #[test]
+#[cfg_attr(
+    not(shared_fixtures),
+    ignore = "needs ../shared/fixtures beside the checkout (absent when the tests were built)"
+)]
 fn shared_deepseek_v2_lite_values_and_provenance() {
     let root = root_or_skip!();
     let t = Tree { root };
@@ -727,6 +739,10 @@ fn shared_deepseek_v2_lite_values_and_provenance() {
 }
 
 #[test]
+#[cfg_attr(
+    not(shared_fixtures),
+    ignore = "needs ../shared/fixtures beside the checkout (absent when the tests were built)"
+)]
 fn shared_deepseek_v2_lite_environment_changes_values() {
     let root = root_or_skip!();
     let t = Tree { root };
@@ -788,6 +804,10 @@ fn shared_deepseek_v2_lite_environment_changes_values() {
 // ---------------------------------------------------------------------------------------------
 
 #[test]
+#[cfg_attr(
+    not(shared_fixtures),
+    ignore = "needs ../shared/fixtures beside the checkout (absent when the tests were built)"
+)]
 fn shared_deepseek_v3_mi355x_values_and_provenance() {
     let root = root_or_skip!();
     let t = Tree { root };
@@ -884,6 +904,10 @@ fn shared_deepseek_v3_mi355x_values_and_provenance() {
 // ---------------------------------------------------------------------------------------------
 
 #[test]
+#[cfg_attr(
+    not(shared_fixtures),
+    ignore = "needs ../shared/fixtures beside the checkout (absent when the tests were built)"
+)]
 fn shared_torchtitan_deepseek_v3_16b_nested_keys() {
     let root = root_or_skip!();
     let t = Tree { root };
@@ -1032,6 +1056,10 @@ fn shared_torchtitan_deepseek_v3_16b_nested_keys() {
 // ---------------------------------------------------------------------------------------------
 
 #[test]
+#[cfg_attr(
+    not(shared_fixtures),
+    ignore = "needs ../shared/fixtures beside the checkout (absent when the tests were built)"
+)]
 fn shared_cli_override_wins_and_shadows_the_experiment() {
     let root = root_or_skip!();
     let t = Tree { root };
@@ -1128,6 +1156,10 @@ fn scalar_paths(node: &Node, prefix: &mut Vec<String>, out: &mut Vec<(Vec<String
 }
 
 #[test]
+#[cfg_attr(
+    not(shared_fixtures),
+    ignore = "needs ../shared/fixtures beside the checkout (absent when the tests were built)"
+)]
 fn shared_yaml_doc_round_trips_every_fixture_byte_for_byte() {
     let root = root_or_skip!();
     let mut files = Vec::new();
@@ -1183,6 +1215,10 @@ fn shared_yaml_doc_round_trips_every_fixture_byte_for_byte() {
 }
 
 #[test]
+#[cfg_attr(
+    not(shared_fixtures),
+    ignore = "needs ../shared/fixtures beside the checkout (absent when the tests were built)"
+)]
 fn shared_editing_micro_batch_size_changes_one_line_and_one_value() {
     let root = root_or_skip!();
     let mut edited = 0;

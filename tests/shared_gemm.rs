@@ -51,6 +51,10 @@ fn first_gemm() -> primus_tune::gemm::Gemm {
 }
 
 #[test]
+#[cfg_attr(
+    not(shared_fixtures),
+    ignore = "needs ../shared/fixtures beside the checkout (absent when the tests were built)"
+)]
 fn shared_v26_3_entries() {
     let Some((path, r)) = v26_3() else { return };
     assert_eq!(r.path, path);
@@ -82,6 +86,10 @@ fn shared_v26_3_entries() {
 }
 
 #[test]
+#[cfg_attr(
+    not(shared_fixtures),
+    ignore = "needs ../shared/fixtures beside the checkout (absent when the tests were built)"
+)]
 fn shared_v26_5_entries() {
     let Some((_, r)) = v26_5() else { return };
     assert_eq!(r.git_version, "fa9cdd18");
@@ -100,6 +108,10 @@ fn shared_v26_5_entries() {
 }
 
 #[test]
+#[cfg_attr(
+    not(shared_fixtures),
+    ignore = "needs ../shared/fixtures beside the checkout (absent when the tests were built)"
+)]
 fn shared_arch_cus_and_fp8_types() {
     let Some((_, a)) = v26_3() else { return };
     let Some((_, b)) = v26_5() else { return };
@@ -135,6 +147,10 @@ fn shared_arch_cus_and_fp8_types() {
 }
 
 #[test]
+#[cfg_attr(
+    not(shared_fixtures),
+    ignore = "needs ../shared/fixtures beside the checkout (absent when the tests were built)"
+)]
 fn shared_solution_indices_differ_between_builds() {
     let Some((_, a)) = v26_3() else { return };
     let Some((_, b)) = v26_5() else { return };
@@ -168,6 +184,10 @@ fn shared_solution_indices_differ_between_builds() {
 }
 
 #[test]
+#[cfg_attr(
+    not(shared_fixtures),
+    ignore = "needs ../shared/fixtures beside the checkout (absent when the tests were built)"
+)]
 fn shared_results_json() {
     let Some((_, r)) = v26_5() else { return };
     let v = results::results_json(&r);
@@ -182,6 +202,10 @@ fn shared_results_json() {
 }
 
 #[test]
+#[cfg_attr(
+    not(shared_fixtures),
+    ignore = "needs ../shared/fixtures beside the checkout (absent when the tests were built)"
+)]
 fn shared_truncated_copies_error_naming_the_line() {
     let Some((path, full)) = v26_3() else { return };
     let text = std::fs::read_to_string(&path).unwrap();
@@ -236,6 +260,10 @@ fn shared_truncated_copies_error_naming_the_line() {
 /// A shape dump built from the tuned GEMMs (as `hipblaslt-bench` lines, each repeated, with
 /// other log lines between) reads back as the same unique shapes.
 #[test]
+#[cfg_attr(
+    not(shared_fixtures),
+    ignore = "needs ../shared/fixtures beside the checkout (absent when the tests were built)"
+)]
 fn shared_dump_of_the_tuned_shapes() {
     let Some((_, r)) = v26_5() else { return };
     let dir = tempfile::tempdir().unwrap();

@@ -73,6 +73,10 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 #[test]
+#[cfg_attr(
+    not(shared_fixtures),
+    ignore = "needs ../shared/fixtures beside the checkout (absent when the tests were built)"
+)]
 fn shared_run_c_iterations() {
     let text = log_or_skip!("run_c_mbs4.log");
     let p = parse_all(text.lines());
@@ -124,6 +128,10 @@ fn shared_run_c_iterations() {
 }
 
 #[test]
+#[cfg_attr(
+    not(shared_fixtures),
+    ignore = "needs ../shared/fixtures beside the checkout (absent when the tests were built)"
+)]
 fn shared_run_c_memory_lines() {
     let text = log_or_skip!("run_c_mbs4.log");
     let p = parse_all(text.lines());
@@ -171,6 +179,10 @@ fn shared_run_c_memory_lines() {
 }
 
 #[test]
+#[cfg_attr(
+    not(shared_fixtures),
+    ignore = "needs ../shared/fixtures beside the checkout (absent when the tests were built)"
+)]
 fn shared_run_c_no_false_events_or_failures() {
     let text = log_or_skip!("run_c_mbs4.log");
     // Only the 30 iteration lines, 5 memory reports and 2 footprint lines carry events.
@@ -196,6 +208,10 @@ fn shared_run_c_no_false_events_or_failures() {
 }
 
 #[test]
+#[cfg_attr(
+    not(shared_fixtures),
+    ignore = "needs ../shared/fixtures beside the checkout (absent when the tests were built)"
+)]
 fn shared_run_c_survives_primus_decoration() {
     let text = log_or_skip!("run_c_mbs4.log");
     let plain = parse_all(text.lines());
@@ -224,6 +240,10 @@ fn shared_run_c_survives_primus_decoration() {
 }
 
 #[test]
+#[cfg_attr(
+    not(shared_fixtures),
+    ignore = "needs ../shared/fixtures beside the checkout (absent when the tests were built)"
+)]
 fn shared_run_e_oom() {
     let text = log_or_skip!("run_e_oom_mbs96.log");
     let p = parse_all(text.lines());
@@ -323,6 +343,10 @@ fn primus_line(i: u64, total: u64) -> String {
 }
 
 #[test]
+#[cfg_attr(
+    not(shared_fixtures),
+    ignore = "needs ../shared/fixtures beside the checkout (absent when the tests were built)"
+)]
 fn shared_primus_console_stream() {
     // Single-node Primus console: loguru colours, each iteration line from the last rank and
     // again from rank 0, warnings and an argument dump in between.

@@ -69,6 +69,10 @@ fn run_c() -> Option<Vec<Iteration>> {
 }
 
 #[test]
+#[cfg_attr(
+    not(shared_fixtures),
+    ignore = "needs ../shared/fixtures beside the checkout (absent when the tests were built)"
+)]
 fn shared_steady_full_run() {
     let Some(iters) = run_c() else { return };
     let st = stats(&iters, Some(SHAPE), &SteadyConfig::default()).unwrap();
@@ -107,6 +111,10 @@ fn pct(x: f64, of: f64) -> f64 {
 }
 
 #[test]
+#[cfg_attr(
+    not(shared_fixtures),
+    ignore = "needs ../shared/fixtures beside the checkout (absent when the tests were built)"
+)]
 fn shared_steady_early_stop_vs_fixed_run() {
     let Some(iters) = run_c() else { return };
     let cfg = SteadyConfig::default();

@@ -213,7 +213,7 @@ fn sweep_prunes_what_an_oom_rules_out_resumes_and_recommends() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let mbs = v
+    let mbs = v["recommendations"]
         .as_array()
         .unwrap()
         .iter()

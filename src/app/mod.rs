@@ -3,6 +3,7 @@
 //! HipBLASLt stage, editing the experiment, and the read models the screens and commands show.
 //! Long use cases report typed [`events`]; the CLI prints them, the TUI renders them.
 
+pub mod ack;
 pub mod edit;
 mod error;
 pub mod events;

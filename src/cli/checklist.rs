@@ -42,8 +42,13 @@ pub fn run(a: &ChecklistArgs) -> Result<ExitCode, CliError> {
                 FindingKind::Ok => "[ok]  ",
                 FindingKind::Todo => "[todo]",
                 FindingKind::Info => "[i]   ",
+                FindingKind::Acknowledged => "[ack] ",
             };
-            println!("   {mark} {}", f.text);
+            let rule = match (f.kind, f.rule) {
+                (FindingKind::Todo, Some(r)) => format!(" [{r}]"),
+                _ => String::new(),
+            };
+            println!("   {mark} {}{rule}", f.text);
         }
         for d in &s.problems {
             println!("   [{}] {}", d.severity.label(), d.message);
@@ -69,5 +74,16 @@ pub fn run(a: &ChecklistArgs) -> Result<ExitCode, CliError> {
         "More: primus-tune show {0} | primus-tune lint {0} | primus-tune set {0} KEY=VALUE",
         display_path(&session.experiment)
     );
+    let todo = list
+        .steps
+        .iter()
+        .flat_map(|s| &s.findings)
+        .any(|f| f.kind == FindingKind::Todo && f.rule.is_some());
+    if todo {
+        println!(
+            "A to-do you decide against: primus-tune recommend {} --ack RULE --reason \"...\"",
+            display_path(&session.experiment)
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }

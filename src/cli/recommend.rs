@@ -1,12 +1,15 @@
-//! `primus-tune recommend [CONFIG] [--gpu NAME] [--json] [--apply]`
+//! `primus-tune recommend [CONFIG] [--gpu NAME] [--profile P] [--json] [--apply]`,
+//! `recommend --ack RULE --reason "..."`, `recommend --unack RULE`
 
 use super::{CliError, LoadArgs, display_path, format_diag, print_json};
-use crate::app::views::recommend::RecommendRequest;
+use crate::app::views::recommend::{RecommendRequest, RecommendView};
 use crate::config::catalog::Catalog;
 use crate::config::doc::SaveOptions;
 use crate::config::edit::{self, SetRequest};
 use crate::tune::recommend::Recommendation;
+use crate::tune::recommend::bundle::as_text;
 use clap::Args;
+use serde_json::json;
 use std::process::ExitCode;
 
 #[derive(Debug, Args)]
@@ -27,15 +30,21 @@ pub struct RecommendArgs {
     /// `.bak` kept). Environment variables are printed for the launch, never written.
     #[arg(long)]
     pub apply: bool,
-}
-
-/// The text `set` takes for a JSON value.
-fn as_text(v: &serde_json::Value) -> String {
-    match v {
-        serde_json::Value::Null => "null".into(),
-        serde_json::Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
+    /// The launch profile the job runs with (a profile passing Megatron's flags, such as
+    /// `megatron`, runs upstream Megatron-LM: Primus-on-AMD advice does not apply to it).
+    /// Default: Primus.
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Acknowledge a rule for this experiment (with --reason): the checklist shows it as
+    /// acknowledged, recommend stops proposing it. Stored in the workspace.
+    #[arg(long, value_name = "RULE", conflicts_with_all = ["apply", "unack"], requires = "reason")]
+    pub ack: Option<String>,
+    /// Why the rule is not followed (with --ack).
+    #[arg(long, value_name = "TEXT", requires = "ack")]
+    pub reason: Option<String>,
+    /// Withdraw the acknowledgement of a rule.
+    #[arg(long, value_name = "RULE", conflicts_with = "apply")]
+    pub unack: Option<String>,
 }
 
 fn show(v: &serde_json::Value) -> String {
@@ -47,16 +56,45 @@ fn show(v: &serde_json::Value) -> String {
 
 pub fn run(a: &RecommendArgs) -> Result<ExitCode, CliError> {
     let session = a.load.session(None)?;
+    if let Some(rule) = &a.ack {
+        let ack = crate::app::ack::acknowledge(&session, rule, a.reason.as_deref().unwrap_or(""))?;
+        if a.json {
+            print_json(&serde_json::to_value(&ack).unwrap_or_default());
+        } else {
+            println!(
+                "acknowledged `{}` for {}: {} (the checklist shows it as acknowledged; `--unack {}` withdraws it)",
+                ack.rule,
+                session.display(),
+                ack.reason,
+                ack.rule
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(rule) = &a.unack {
+        let had = crate::app::ack::withdraw(&session, rule)?;
+        if a.json {
+            print_json(&json!({"rule": rule, "withdrawn": had}));
+        } else if had {
+            println!(
+                "`{rule}` is no longer acknowledged for {}",
+                session.display()
+            );
+        } else {
+            println!("`{rule}` was not acknowledged for {}", session.display());
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let view = crate::app::views::recommend::recommend(
         &session,
         &RecommendRequest {
             gpu: a.gpu.clone(),
             study: a.study.clone(),
+            profile: a.profile.clone(),
         },
     )?;
-    let recs = view.recs;
     if a.json && !a.apply {
-        print_json(&serde_json::to_value(&recs).unwrap_or_default());
+        print_json(&view_json(&view));
         return Ok(ExitCode::SUCCESS);
     }
     if !a.json {
@@ -66,6 +104,7 @@ pub fn run(a: &RecommendArgs) -> Result<ExitCode, CliError> {
                 "GPU: unknown (pass --gpu MI300X|MI325X|MI355X for the GPU-specific rules)"
             ),
         }
+        println!("target: {}", view.target.describe());
         if let Some((name, rec)) = &view.evidence {
             super::sweep::print_record(name, rec);
             println!();
@@ -73,13 +112,61 @@ pub fn run(a: &RecommendArgs) -> Result<ExitCode, CliError> {
         for (flag, why) in &view.ignored {
             println!("{flag}: not recommended from the study ({why})");
         }
-        print_table(&recs);
+        print_table(&view.recs);
+        print_set_apart(&view);
     }
     if a.apply {
         let (exp, opts) = a.load.load()?;
-        apply(a, &exp, &opts, &recs)?;
+        apply(a, &exp, &opts, &view)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--json`: the recommendations and everything set apart, each with why.
+fn view_json(view: &RecommendView) -> serde_json::Value {
+    json!({
+        "gpu": view.gpu.as_ref().map(|g| g.0.name.clone()),
+        "gpu_from": view.gpu.as_ref().map(|g| g.1.clone()),
+        "target": view.target,
+        "recommendations": view.recs,
+        "withheld": view.withheld,
+        "not_applicable": view.not_applicable,
+        "acknowledged": view.acknowledged,
+        "ignored": view.ignored.iter().map(|(f, why)| json!({"flag": f, "why": why})).collect::<Vec<_>>(),
+    })
+}
+
+/// What the advice leaves out, and why: withheld by lint, not for this target, acknowledged.
+fn print_set_apart(view: &RecommendView) {
+    if view.recs.is_empty() && !view.withheld.is_empty() {
+        println!("nothing recommended passes lint together; withheld:");
+    }
+    for w in &view.withheld {
+        println!(
+            "withheld {}: {} → {} [{}] {}",
+            w.rec.rule,
+            w.rec.flag,
+            show(&w.rec.value),
+            w.rec.source,
+            w.why
+        );
+    }
+    for n in &view.not_applicable {
+        println!(
+            "does not apply: {} ({}): {}",
+            n.rule,
+            n.flags.join(", "),
+            n.why
+        );
+    }
+    for a in &view.acknowledged {
+        let held = if a.flags.is_empty() {
+            String::new()
+        } else {
+            format!(" (holds back {})", a.flags.join(", "))
+        };
+        println!("acknowledged {}: {}{held}", a.ack.rule, a.ack.reason);
+    }
 }
 
 fn print_table(recs: &[Recommendation]) {
@@ -96,8 +183,12 @@ fn print_table(recs: &[Recommendation]) {
         }
         // The measured reason lists every other candidate; the table above shows them already.
         let reason = r.reason.split("; the others:").next().unwrap_or(&r.reason);
+        let with = r
+            .companion_of
+            .as_ref()
+            .map_or(String::new(), |p| format!(" (with {p})"));
         println!(
-            "{kind}{}: {} → {}  [{}] {} ({})",
+            "{kind}{}{with}: {} → {}  [{}] {} ({})",
             r.flag,
             show(&r.current),
             show(&r.value),
@@ -115,8 +206,9 @@ fn apply(
     a: &RecommendArgs,
     exp: &crate::config::Experiment,
     opts: &crate::config::LoadOptions,
-    recs: &[Recommendation],
+    view: &RecommendView,
 ) -> Result<(), CliError> {
+    let recs = &view.recs;
     let requests: Vec<SetRequest> = recs
         .iter()
         .filter(|r| !r.env)
@@ -162,7 +254,7 @@ fn apply(
         println!("for the launch environment: export {}", line.join(" "));
     }
     if a.json {
-        print_json(&serde_json::to_value(recs).unwrap_or_default());
+        print_json(&view_json(view));
     }
     Ok(())
 }

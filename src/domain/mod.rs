@@ -3,6 +3,7 @@
 //! a figure (its evidence basis). The engines
 //! produce and consume these; the store keeps them; the frontends show them.
 
+pub mod advice;
 pub mod evidence;
 pub mod study;
 pub mod telemetry;

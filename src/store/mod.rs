@@ -22,6 +22,7 @@
 //! their complete [`Iteration`](crate::domain::trial::Iteration) as JSON, NaN and infinite values included (JSON has no NaN, so
 //! those go in a `_nonfinite` side object).
 
+mod acks;
 mod error;
 mod export;
 mod iterdata;

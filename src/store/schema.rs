@@ -120,6 +120,18 @@ const V3: &str = r#"
 ALTER TABLE trials ADD COLUMN resolved TEXT CHECK (resolved IS NULL OR json_valid(resolved));
 "#;
 
+/// Version 4: rules of the advice a user acknowledged for an experiment (the checklist shows
+/// them as acknowledged, `recommend` no longer proposes them), with the reason.
+const V4: &str = r#"
+CREATE TABLE acknowledgements (
+    config_path TEXT NOT NULL,
+    rule        TEXT NOT NULL,
+    reason      TEXT NOT NULL,
+    created_at  TEXT NOT NULL,
+    PRIMARY KEY (config_path, rule)
+) WITHOUT ROWID;
+"#;
+
 pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration {
         version: 1,
@@ -135,6 +147,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         version: 3,
         description: "trials' resolved parameters",
         sql: V3,
+    },
+    Migration {
+        version: 4,
+        description: "acknowledged rules",
+        sql: V4,
     },
 ];
 

@@ -28,6 +28,8 @@ pub const LOG_LINES: usize = 500;
 #[derive(Debug)]
 pub enum Msg {
     Key(KeyEvent),
+    /// A rule of the checklist was acknowledged (stored in the workspace), or not.
+    Acknowledged(Result<crate::domain::advice::Ack, AppError>),
     /// The config view was (re)built; `plan` is set when edits are pending.
     Loaded(Result<(Box<ConfigView>, Option<PlanView>), AppError>),
     Saved(Result<String, AppError>),
@@ -104,6 +106,11 @@ pub enum Effect {
     LoadStudy(String),
     /// Write a study's report into the workspace's reports folder.
     WriteReport(String),
+    /// Acknowledge a rule of the checklist for this experiment, with the reason.
+    Acknowledge {
+        rule: String,
+        reason: String,
+    },
     Quit,
 }
 
@@ -118,6 +125,12 @@ pub enum Overlay {
     /// The diff of the unsaved edits; `save` asks to confirm writing.
     Diff {
         save: bool,
+    },
+    /// Acknowledge a to-do of the checklist: the reason being typed.
+    Acknowledge {
+        rule: &'static str,
+        text: String,
+        reason: String,
     },
 }
 
@@ -386,6 +399,17 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
             vec![]
         }
         Msg::ApplyPlan(r) => screens::trials::on_apply_plan(app, r),
+        Msg::Acknowledged(Ok(a)) => {
+            app.info(format!(
+                "acknowledged `{}`: {} (recommend --unack {} withdraws it)",
+                a.rule, a.reason, a.rule
+            ));
+            vec![Effect::Load(app.pending.clone())]
+        }
+        Msg::Acknowledged(Err(e)) => {
+            app.error(format!("not acknowledged: {e}"));
+            vec![]
+        }
         Msg::Note(line) => {
             app.info(line);
             vec![]
@@ -509,11 +533,38 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
             }
             Some(Overlay::ConfirmQuit) => quit_now(app),
             Some(Overlay::ConfirmApply(plan)) => screens::trials::apply_edits(app, *plan),
+            Some(Overlay::Acknowledge { rule, reason, .. }) => {
+                if reason.trim().is_empty() {
+                    app.error("an acknowledgement needs a reason: type why, Esc cancels");
+                    app.overlay = Some(Overlay::Acknowledge {
+                        rule,
+                        text: String::new(),
+                        reason,
+                    });
+                    return vec![];
+                }
+                vec![Effect::Acknowledge {
+                    rule: rule.to_string(),
+                    reason: reason.trim().to_string(),
+                }]
+            }
             other => {
                 app.overlay = other;
                 vec![]
             }
         },
+        Action::PromptInput(ch) => {
+            if let Some(Overlay::Acknowledge { reason, .. }) = &mut app.overlay {
+                reason.push(ch);
+            }
+            vec![]
+        }
+        Action::PromptBackspace => {
+            if let Some(Overlay::Acknowledge { reason, .. }) = &mut app.overlay {
+                reason.pop();
+            }
+            vec![]
+        }
         Action::ToggleScope => {
             app.all_experiments = !app.all_experiments;
             app.info(if app.all_experiments {

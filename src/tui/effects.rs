@@ -105,6 +105,11 @@ impl Runner {
                     crate::app::views::studies::detail(s, &name).map(Box::new),
                 ))
             }),
+            Effect::Acknowledge { rule, reason } => self.read(move |s| {
+                Some(Msg::Acknowledged(crate::app::ack::acknowledge(
+                    s, &rule, &reason,
+                )))
+            }),
             Effect::WriteReport(name) => self.read(move |s| {
                 let dir = crate::app::views::report::default_dir(s, &name);
                 Some(Msg::Note(

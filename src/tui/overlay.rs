@@ -166,6 +166,23 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
             let area = centered(full, 72, lines.len() as u16 + 4);
             boxed(f, area, "Apply another experiment's trial?", lines, theme);
         }
+        Some(Overlay::Acknowledge { rule, text, reason }) => {
+            let lines = vec![
+                Line::raw(format!("To do: {text}")),
+                Line::raw(""),
+                Line::raw(format!(
+                    "Acknowledge rule `{rule}` for this experiment: the checklist shows it as acknowledged and recommend stops proposing it. Why?"
+                )),
+                Line::styled(format!("> {reason}_"), theme.pending()),
+                Line::raw(""),
+                Line::styled("Enter acknowledges · Esc cancels", theme.warn()),
+            ];
+            let w = 72u16.min(full.width);
+            let inner = usize::from(w.saturating_sub(2).max(1));
+            let rows: usize = lines.iter().map(|l| l.width().div_ceil(inner).max(1)).sum();
+            let area = centered(full, w, rows as u16 + 2);
+            boxed(f, area, "Acknowledge a to-do", lines, theme);
+        }
         Some(Overlay::Diff { save }) => {
             let mut lines: Vec<Line> = Vec::new();
             if let Some(plan) = &app.plan {

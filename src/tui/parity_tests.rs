@@ -121,7 +121,6 @@ impl Fixture {
         self.exp.to_str().unwrap()
     }
 
-    /// The session the TUI opens for this fixture (`primus-tune CONFIG --workspace WS`).
     /// The session the TUI opens for this fixture (`primus-tune CONFIG --workspace WS`); the
     /// CPU proxy is this build's binary (the tests run in another executable).
     fn session(&self, telemetry: Option<TelemetrySetup>) -> Session {
@@ -832,7 +831,7 @@ fn a_space_the_profile_does_not_model_is_refused_by_both_with_the_way_out() {
         "--gpu",
         "MI300X",
     ]));
-    let from_study: Vec<&serde_json::Value> = recs
+    let from_study: Vec<&serde_json::Value> = recs["recommendations"]
         .as_array()
         .unwrap()
         .iter()
@@ -923,5 +922,82 @@ fn unsaved_edits_run_as_overrides_and_apply_restores_the_difference() {
             key: "micro_batch_size".into(),
             text: "1".into(),
         }]
+    );
+}
+
+/// A to-do acknowledged in the TUI (`a` on the Checklist, the reason typed, Enter) is what the
+/// CLI's checklist and recommend see, and one acknowledged with `recommend --ack` is what the
+/// TUI shows after a reload: one store, one use case.
+#[test]
+fn an_acknowledgement_made_in_either_frontend_is_seen_by_the_other() {
+    use crate::checklist::FindingKind;
+    let Some(f) = fixture(&[]) else { return };
+    let mut d = Driver::new(f.session(None));
+    let open_todo = |a: &App| {
+        a.config
+            .as_ref()
+            .unwrap()
+            .checklist
+            .steps
+            .iter()
+            .position(|s| {
+                s.findings
+                    .iter()
+                    .any(|x| x.kind == FindingKind::Todo && x.rule.is_some())
+            })
+    };
+    let step = open_todo(&d.app).expect("the example has a to-do");
+    let rule = d.app.config.as_ref().unwrap().checklist.steps[step]
+        .findings
+        .iter()
+        .find(|x| x.kind == FindingKind::Todo && x.rule.is_some())
+        .unwrap()
+        .rule
+        .unwrap();
+    d.app.screens.checklist.selected = step;
+    d.key(KeyCode::Char('a'));
+    // Enter with no reason keeps asking.
+    d.key(KeyCode::Enter);
+    assert!(d.app.overlay.is_some(), "a reason is required");
+    for ch in "not on this cluster".chars() {
+        d.key(KeyCode::Char(ch));
+    }
+    d.key(KeyCode::Enter);
+    let acked = move |a: &App| {
+        a.config.as_ref().unwrap().checklist.steps[step]
+            .findings
+            .iter()
+            .any(|x| x.kind == FindingKind::Acknowledged && x.rule == Some(rule))
+    };
+    assert!(
+        d.until(acked, 30),
+        "the TUI's checklist shows it acknowledged"
+    );
+
+    let list = json(&f.cli(&["checklist", "--json", f.exp()]));
+    let found = list["steps"][step]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["rule"] == rule)
+        .cloned()
+        .unwrap();
+    assert_eq!(found["kind"], "acknowledged", "{found}");
+    assert!(
+        found["text"]
+            .as_str()
+            .unwrap()
+            .contains("not on this cluster")
+    );
+    let rec = json(&f.cli(&["recommend", "--json", f.exp(), "--gpu", "MI300X"]));
+    assert_eq!(rec["acknowledged"][0]["rule"], rule, "{rec}");
+
+    // The other way: acknowledged by the CLI, seen by the TUI after a reload.
+    let out = f.cli(&["recommend", f.exp(), "--unack", rule]);
+    assert!(out.status.success());
+    d.key(KeyCode::Char('R'));
+    assert!(
+        d.until(move |a| !acked(a), 30),
+        "withdrawn in the CLI, a to-do again in the TUI"
     );
 }

@@ -616,6 +616,57 @@ fn help_overlay() {
     snap_both("help", help_app);
 }
 
+/// `a` on a step with an open to-do asks for the reason in a box.
+fn acknowledge_app() -> App {
+    let mut app = loaded_app();
+    let step = app
+        .config
+        .as_ref()
+        .unwrap()
+        .checklist
+        .steps
+        .iter()
+        .position(|s| {
+            s.findings
+                .iter()
+                .any(|f| f.kind == crate::checklist::FindingKind::Todo && f.rule.is_some())
+        })
+        .expect("a to-do");
+    app.screens.checklist.selected = step;
+    press(&mut app, &[KeyCode::Char('a')]);
+    type_text(&mut app, "slower on our fabric");
+    assert!(matches!(
+        app.overlay,
+        Some(app::Overlay::Acknowledge { .. })
+    ));
+    app
+}
+
+#[test]
+fn acknowledge_overlay() {
+    snap_both("acknowledge", acknowledge_app);
+}
+
+/// An acknowledged to-do is shown as such, and no longer makes its step need attention: the
+/// view built from a workspace holding the acknowledgement.
+#[test]
+fn checklist_with_an_acknowledged_to_do() {
+    let ws = tempfile::tempdir().unwrap();
+    let session = crate::app::Session::new(
+        Path::new(EXPERIMENT).into(),
+        LoadOptions::default(),
+        crate::store::Workspace::at(ws.path().into(), crate::store::WorkspaceOrigin::Chosen),
+    );
+    crate::app::ack::acknowledge(&session, "hipblaslt-tuning", "slower on our fabric").unwrap();
+    let (view, _) = load::build(&session, &[]).unwrap();
+    let mut app = App::new(vec!["proxy-cpu".into()], "proxy-cpu", false);
+    app::update(&mut app, Msg::Loaded(Ok((Box::new(view), None))));
+    let s = screen(&mut app, 80, 24);
+    assert!(s.contains("ack GEMMs"), "{s}");
+    assert!(!s.contains("[!] 1. GEMMs"), "{s}");
+    insta::assert_snapshot!("checklist_acknowledged_80x24", s);
+}
+
 #[test]
 fn tour_overlay() {
     snap_both("tour", || tour_app(0));

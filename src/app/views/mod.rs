@@ -46,8 +46,15 @@ pub fn checklist(session: &Session) -> Result<ChecklistView, AppError> {
         catalog,
     );
     let gemm = gemm_status(session, &exp);
-    let checklist =
-        crate::checklist::evaluate(&exp, &session.load.env, catalog, &diagnostics, &gemm);
+    let checklist = crate::checklist::evaluate(
+        &exp,
+        &session.load.env,
+        catalog,
+        &diagnostics,
+        &gemm,
+        &crate::app::ack::acks(session),
+        session.world(),
+    );
     Ok(ChecklistView {
         checklist,
         diagnostics,

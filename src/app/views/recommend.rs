@@ -1,10 +1,18 @@
 //! Recommendations: measured ones from a finished study (with its evidence), then the guide's
-//! rules for the GPU the job runs on, with the HipBLASLt state the checklist sees.
+//! rules for the GPU and the framework the job runs on, with the HipBLASLt state the checklist
+//! sees. Acknowledged rules are set apart, Primus-on-AMD advice for another target is "does
+//! not apply", and what remains is linted together with its companions (what lint would refuse
+//! is withheld, with lint's message).
 
 use crate::app::{AppError, Session};
+use crate::config::catalog::Catalog;
+use crate::domain::advice::Ack;
 use crate::domain::study::{StudyRecord, settings};
+use crate::run::profile::OverrideStyle;
 use crate::telemetry::hardware::{self, GpuModel};
-use crate::tune::recommend::{self, Basis, Context, Recommendation};
+use crate::tune::recommend::{
+    self, Basis, Context, Framework, NotApplicable, Recommendation, Target, Withheld,
+};
 
 /// What to recommend from.
 #[derive(Debug, Clone, Default)]
@@ -13,6 +21,17 @@ pub struct RecommendRequest {
     pub gpu: Option<String>,
     /// Recommend from this study's measurements.
     pub study: Option<String>,
+    /// The launch profile the job runs with: one passing Megatron's `--flag-name`s runs
+    /// upstream Megatron-LM (default: Primus, the experiment's own launcher).
+    pub profile: Option<String>,
+}
+
+/// An acknowledged rule and the recommendations it holds back now.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Acknowledged {
+    #[serde(flatten)]
+    pub ack: Ack,
+    pub flags: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -26,6 +45,14 @@ pub struct RecommendView {
     /// Flags of the study's pick not recommended from it, and why (its profile does not model
     /// them).
     pub ignored: Vec<(String, String)>,
+    /// What the job runs on, and where the framework came from.
+    pub target: Target,
+    /// Left out because lint would refuse the config with them.
+    pub withheld: Vec<Withheld>,
+    /// Primus-on-AMD rules that do not apply to the target.
+    pub not_applicable: Vec<NotApplicable>,
+    /// The experiment's acknowledged rules (each with what it holds back now).
+    pub acknowledged: Vec<Acknowledged>,
 }
 
 /// The GPU model: as named, else the local GPU (the session's telemetry backend), else the
@@ -136,18 +163,45 @@ fn from_study(session: &Session, name: &str) -> Result<FromStudy, AppError> {
                 reason,
                 source: format!("study {name} ({} trials, {})", rec.trials, rec.basis_text()),
                 env: false,
+                rule: "study".to_string(),
+                companion_of: None,
             }
         })
         .collect();
     Ok((rec.clone(), out, ignored))
 }
 
+/// The framework the job runs: upstream Megatron-LM for a profile passing Megatron's flags.
+fn framework(profile: Option<&str>) -> Result<Framework, AppError> {
+    let Some(name) = profile else {
+        return Ok(Framework::Primus);
+    };
+    let p = crate::app::trial::find_profile(Some(name))?;
+    Ok(match p.overrides {
+        OverrideStyle::Megatron => Framework::UpstreamMegatron,
+        OverrideStyle::Primus => Framework::Primus,
+    })
+}
+
 pub fn recommend(session: &Session, req: &RecommendRequest) -> Result<RecommendView, AppError> {
     let exp = session.load()?;
     let gpu = gpu(session, req.gpu.as_deref())?;
-    let ctx = Context {
+    let target = Target {
+        framework: framework(req.profile.as_deref())?,
+        vendor: gpu.as_ref().map(|g| {
+            if g.0.vendor == "nvidia" {
+                "nvidia"
+            } else {
+                "amd"
+            }
+        }),
+    };
+    let acks = crate::app::ack::acks(session);
+    let mut ctx = Context {
         gpu: gpu.as_ref().map(|g| g.0),
         world: session.load.world,
+        target,
+        acked: Vec::new(),
     };
     let mut recs = Vec::new();
     let mut evidence = None;
@@ -159,15 +213,35 @@ pub fn recommend(session: &Session, req: &RecommendRequest) -> Result<RecommendV
         evidence = Some((name.clone(), rec));
     }
     let gemm = super::gemm_status(session, &exp);
+    // What each acknowledged rule holds back: the rules as they would be without it.
+    let unacked = recommend::rules(&exp, &session.load.env, &ctx, &gemm);
+    let acknowledged: Vec<Acknowledged> = acks
+        .into_iter()
+        .map(|ack| Acknowledged {
+            flags: unacked
+                .iter()
+                .filter(|r| r.rule == ack.rule)
+                .map(|r| r.flag.clone())
+                .collect(),
+            ack,
+        })
+        .collect();
+    ctx.acked = acknowledged.iter().map(|a| a.ack.rule.clone()).collect();
     for r in recommend::rules(&exp, &session.load.env, &ctx, &gemm) {
         if !recs.iter().any(|m: &Recommendation| m.flag == r.flag) {
             recs.push(r);
         }
     }
+    let (recs, not_applicable) = recommend::target::split(recs, &target);
+    let checked = recommend::lint_clean(&exp, &session.load, Catalog::builtin(), recs);
     Ok(RecommendView {
         gpu,
         evidence,
-        recs,
+        recs: checked.recs,
         ignored,
+        target,
+        withheld: checked.withheld,
+        not_applicable,
+        acknowledged,
     })
 }

@@ -7,7 +7,7 @@ use crate::app::views::compare::show_json;
 use crate::checklist::{FindingKind, Status, StepReport};
 use crate::config::catalog::Step;
 use crate::gemm::status::GemmStatus;
-use crate::tui::app::{App, Effect};
+use crate::tui::app::{App, Effect, Overlay};
 use crate::tui::keymap::Action;
 use crate::tui::theme::Theme;
 use crate::tui::widgets::fit;
@@ -53,6 +53,7 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
         }
         Action::GemmStage => start_gemm_stage(app),
         Action::ToggleGemmTuned => toggle_gemm_tuned(app),
+        Action::Acknowledge => ask_acknowledge(app),
         _ => vec![],
     }
 }
@@ -84,6 +85,32 @@ fn start_gemm_stage(app: &mut App) -> Vec<Effect> {
     super::run::starting(app);
     app.info(format!("GEMM stage {stage} with {profile}"));
     vec![Effect::StartGemmStage { stage, profile }]
+}
+
+/// `a`: the selected step's first open to-do that follows a rule, acknowledged with a reason
+/// typed in a box (stored in the workspace, as `recommend --ack` does).
+fn ask_acknowledge(app: &mut App) -> Vec<Effect> {
+    let todo = app
+        .config
+        .as_ref()
+        .and_then(|c| c.checklist.steps.get(app.screens.checklist.selected))
+        .and_then(|s| {
+            s.findings
+                .iter()
+                .find(|f| f.kind == FindingKind::Todo && f.rule.is_some())
+        })
+        .map(|f| (f.rule.unwrap_or_default(), f.text.clone()));
+    match todo {
+        Some((rule, text)) => {
+            app.overlay = Some(Overlay::Acknowledge {
+                rule,
+                text,
+                reason: String::new(),
+            });
+        }
+        None => app.info("this step has no open to-do to acknowledge"),
+    }
+    vec![]
 }
 
 /// `u` on the GEMM step: later trials and sweeps from the TUI train with the tuned file (or stop
@@ -289,6 +316,7 @@ fn draw_step(f: &mut Frame, s: &StepReport, stages: Vec<Line<'static>>, theme: &
             FindingKind::Ok => ("ok ", theme.ok()),
             FindingKind::Todo => ("to do ", theme.warn()),
             FindingKind::Info => ("· ", theme.dim()),
+            FindingKind::Acknowledged => ("ack ", theme.dim()),
         };
         lines.push(Line::from(vec![
             Span::styled(mark, style),

@@ -132,7 +132,7 @@ impl Move {
 pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
     use Action::*;
     match action {
-        OpenStep | GemmStage | ToggleGemmTuned => checklist::apply(app, action),
+        OpenStep | GemmStage | ToggleGemmTuned | Acknowledge => checklist::apply(app, action),
         ClearFilter | SearchStart | SearchInput(_) | SearchBackspace | SearchDone
         | SearchCancel | Edit | EditInput(_) | EditBackspace | EditCycle(_) | EditCancel
         | EditCommit | Undo | ShowDiff | Save => flags::apply(app, action),

@@ -1,0 +1,175 @@
+//! The guide's rules by their stable ids — what `recommend` emits, what the checklist's to-dos
+//! say, and what a user acknowledges — and an acknowledgement: a rule the user has decided not
+//! to follow for this experiment, with the reason.
+
+use serde::{Deserialize, Serialize};
+
+/// A rule of the advice: its id, what it asks for, and whether it is about Primus on AMD
+/// (Primus-Turbo, sync-free MoE, DeepEP, HipBLASLt tuning: nothing upstream Megatron-LM or an
+/// NVIDIA GPU has).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Rule {
+    pub id: &'static str,
+    pub what: &'static str,
+    pub primus_amd: bool,
+}
+
+const fn rule(id: &'static str, what: &'static str, primus_amd: bool) -> Rule {
+    Rule {
+        id,
+        what,
+        primus_amd,
+    }
+}
+
+pub const PRIMUS_TURBO: &str = "primus-turbo";
+pub const TURBO_ATTENTION: &str = "turbo-attention";
+pub const TURBO_GROUPED_GEMM: &str = "turbo-grouped-gemm";
+pub const SYNC_FREE_MOE: &str = "sync-free-moe";
+pub const TURBO_DEEPEP: &str = "turbo-deepep";
+pub const DEEPEP_NUM_CU: &str = "deepep-num-cu";
+pub const FUSED_ROUTER: &str = "moe-fused-router";
+pub const PERMUTE_FUSION: &str = "moe-permute-fusion";
+pub const HIPBLASLT_TUNING: &str = "hipblaslt-tuning";
+pub const CUDA_MAX_CONNECTIONS: &str = "cuda-max-connections";
+pub const DISTRIBUTED_OPTIMIZER: &str = "distributed-optimizer";
+pub const OVERLAP_GRAD_REDUCE: &str = "overlap-grad-reduce";
+pub const OVERLAP_PARAM_GATHER: &str = "overlap-param-gather";
+pub const OVERLAP_P2P: &str = "overlap-p2p-comm";
+pub const ASYNC_TP: &str = "async-tensor-parallel";
+pub const MIXED_PRECISION: &str = "mixed-precision";
+
+/// Every rule of the checklist and of `recommend` (lint's codes are rules too: see
+/// [`is_known`]).
+pub const RULES: &[Rule] = &[
+    rule(
+        PRIMUS_TURBO,
+        "turn on the Primus-Turbo kernels (enable_primus_turbo)",
+        true,
+    ),
+    rule(
+        TURBO_ATTENTION,
+        "Turbo attention kernels (use_turbo_attention)",
+        true,
+    ),
+    rule(
+        TURBO_GROUPED_GEMM,
+        "MoE expert GEMMs through the Turbo grouped GEMM",
+        true,
+    ),
+    rule(SYNC_FREE_MOE, "the sync-free MoE stage for the GPU", true),
+    rule(
+        TURBO_DEEPEP,
+        "the DeepEP token dispatcher (use_turbo_deepep)",
+        true,
+    ),
+    rule(
+        DEEPEP_NUM_CU,
+        "DeepEP CUs by expert parallelism (64/80 for EP 8, 32 from EP 16)",
+        true,
+    ),
+    rule(
+        FUSED_ROUTER,
+        "fused router with aux score (Primus-Turbo)",
+        true,
+    ),
+    rule(
+        PERMUTE_FUSION,
+        "fused MoE permutation (moe_permute_fusion)",
+        false,
+    ),
+    rule(HIPBLASLT_TUNING, "the HipBLASLt tuning stages 1–3", true),
+    rule(
+        CUDA_MAX_CONNECTIONS,
+        "CUDA_DEVICE_MAX_CONNECTIONS=1 with overlap or TP > 1",
+        false,
+    ),
+    rule(
+        DISTRIBUTED_OPTIMIZER,
+        "shard the optimizer state (use_distributed_optimizer)",
+        false,
+    ),
+    rule(
+        OVERLAP_GRAD_REDUCE,
+        "overlap the gradient reduce (overlap_grad_reduce)",
+        false,
+    ),
+    rule(
+        OVERLAP_PARAM_GATHER,
+        "overlap the parameter gather (overlap_param_gather)",
+        false,
+    ),
+    rule(
+        OVERLAP_P2P,
+        "overlap pipeline send/receive (overlap_p2p_comm)",
+        false,
+    ),
+    rule(ASYNC_TP, "asynchronous tensor parallel (TorchTitan)", false),
+    rule(MIXED_PRECISION, "train in BF16 or FP8/FP4, not FP32", false),
+];
+
+pub fn find(id: &str) -> Option<&'static Rule> {
+    RULES.iter().find(|r| r.id == id)
+}
+
+/// Lint codes whose fix is Primus-on-AMD advice (Turbo, sync-free, DeepEP, HipBLASLt).
+pub fn lint_code_is_primus_amd(code: &str) -> bool {
+    ["turbo-", "sync-free", "deepep-", "hipblaslt-"]
+        .iter()
+        .any(|p| code.starts_with(p))
+}
+
+/// A rule id or a lint code (lint's findings are rules of their own).
+pub fn is_known(id: &str, lint_codes: &[&str]) -> bool {
+    find(id).is_some() || lint_codes.contains(&id)
+}
+
+/// Whether the rule's advice is about Primus on AMD.
+pub fn is_primus_amd(id: &str) -> bool {
+    find(id).map_or_else(|| lint_code_is_primus_amd(id), |r| r.primus_amd)
+}
+
+/// A rule the user chose not to follow for an experiment, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ack {
+    pub rule: String,
+    pub reason: String,
+    /// RFC 3339, UTC.
+    pub at: String,
+}
+
+/// The acknowledgement of `rule` among `acks`.
+pub fn acked<'a>(acks: &'a [Ack], rule: &str) -> Option<&'a Ack> {
+    acks.iter().find(|a| a.rule == rule)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_unique_and_kebab_case() {
+        for (i, r) in RULES.iter().enumerate() {
+            assert!(RULES[i + 1..].iter().all(|o| o.id != r.id), "{}", r.id);
+            assert!(
+                r.id.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            );
+        }
+    }
+
+    #[test]
+    fn primus_amd_rules_and_lint_codes() {
+        assert!(is_primus_amd(SYNC_FREE_MOE));
+        assert!(!is_primus_amd(OVERLAP_GRAD_REDUCE));
+        assert!(is_primus_amd("turbo-grouped-gemm-legacy"));
+        assert!(is_primus_amd("deepep-router-dtype"));
+        assert!(!is_primus_amd("overlap-param-gather-needs-dist-opt"));
+        assert!(is_known("cuda-max-connections", &[]));
+        assert!(is_known(
+            "recompute-full-method",
+            &["recompute-full-method"]
+        ));
+        assert!(!is_known("no-such-rule", &["recompute-full-method"]));
+    }
+}

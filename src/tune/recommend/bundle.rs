@@ -1,0 +1,254 @@
+//! Advice that passes its own lint: the recommendations are linted together, as `--apply`
+//! would write them (and the launch variables as the launch would set them). A new error with
+//! a known one-value fix brings that fix in as a companion (the Turbo grouped GEMM with
+//! `moe_use_legacy_grouped_gemm: false`); one without a fix withholds the rule that causes it,
+//! with lint's message. Errors the experiment already has are not the advice's doing.
+
+use super::rules::fixes;
+use super::{Basis, Recommendation};
+use crate::config::catalog::Catalog;
+use crate::config::diag::{Diagnostic, Severity};
+use crate::config::overrides::{Override, coerce};
+use crate::config::{Experiment, LoadOptions, lint};
+use serde::Serialize;
+use serde_json::Value as Json;
+use std::collections::BTreeSet;
+
+/// A recommendation left out because lint would refuse the config with it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Withheld {
+    #[serde(flatten)]
+    pub rec: Recommendation,
+    pub why: String,
+}
+
+/// The recommendations lint accepts together, and those withheld.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Checked {
+    pub recs: Vec<Recommendation>,
+    pub withheld: Vec<Withheld>,
+}
+
+/// The text `set` takes for a JSON value.
+pub fn as_text(v: &Json) -> String {
+    match v {
+        Json::Null => "null".into(),
+        Json::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+type Key = (&'static str, Option<String>);
+
+fn key(d: &Diagnostic) -> Key {
+    (d.code, d.flag.clone())
+}
+
+/// Lints the experiment with recommendations applied, as `--apply` writes them and the launch
+/// sets its variables; `base` holds the errors the experiment has without them.
+struct Linter<'a> {
+    exp: &'a Experiment,
+    opts: &'a LoadOptions,
+    catalog: &'a Catalog,
+    base: BTreeSet<Key>,
+}
+
+impl Linter<'_> {
+    /// Lint's errors with the recommendations applied (Err: it does not even resolve).
+    fn errors(&self, recs: &[Recommendation]) -> Result<Vec<Diagnostic>, String> {
+        let mut with = self.opts.clone();
+        for r in recs {
+            let text = as_text(&r.value);
+            if r.env {
+                with.env.set(&r.flag, &text);
+            } else {
+                with.overrides.push(Override {
+                    key: r.flag.clone(),
+                    value: coerce(&text),
+                    text: format!("{}={text}", r.flag),
+                });
+            }
+        }
+        let view = Experiment::load(&self.exp.path, &with).map_err(|e| e.to_string())?;
+        Ok(
+            lint::lint(&view, &with.env, with.world.as_ref(), self.catalog)
+                .into_iter()
+                .filter(|d| d.severity == Severity::Error)
+                .collect(),
+        )
+    }
+
+    /// The errors the recommendations bring (not in `base`).
+    fn new_errors(&self, recs: &[Recommendation]) -> Result<Vec<Diagnostic>, String> {
+        Ok(self
+            .errors(recs)?
+            .into_iter()
+            .filter(|d| !self.base.contains(&key(d)))
+            .collect())
+    }
+
+    /// Whether `recs` are free of the finding `d`.
+    fn clear_of(&self, recs: &[Recommendation], d: &Diagnostic) -> bool {
+        self.new_errors(recs)
+            .is_ok_and(|e| !e.iter().any(|x| key(x) == key(d)))
+    }
+
+    /// The recommendation a finding comes from: the one setting its flag, else one its message
+    /// or hint names, else the latest whose removal clears it, else the latest config value
+    /// (several recommendations may bring it together, as a sync-free stage and the grouped
+    /// GEMM it turns on).
+    fn culprit<'r>(
+        &self,
+        recs: &'r [Recommendation],
+        d: &Diagnostic,
+    ) -> Option<&'r Recommendation> {
+        let named = |r: &&Recommendation| {
+            let tick = format!("`{}", r.flag);
+            d.message.contains(&tick) || d.hint.as_deref().is_some_and(|h| h.contains(&tick))
+        };
+        recs.iter()
+            .find(|r| d.flag.as_deref() == Some(r.flag.as_str()))
+            .or_else(|| recs.iter().find(named))
+            .or_else(|| {
+                recs.iter().rev().find(|r| {
+                    let rest: Vec<Recommendation> =
+                        recs.iter().filter(|o| o.flag != r.flag).cloned().collect();
+                    self.clear_of(&rest, d)
+                })
+            })
+            .or_else(|| recs.iter().rev().find(|r| !r.env))
+    }
+
+    /// The fewest rules (latest first) whose removal clears the finding `d`.
+    fn rules_behind(&self, recs: &[Recommendation], d: &Diagnostic) -> Vec<String> {
+        let mut rules: Vec<String> = Vec::new();
+        for r in recs.iter().rev() {
+            if !rules.contains(&r.rule) {
+                rules.push(r.rule.clone());
+            }
+        }
+        let without = |out: &[String]| -> Vec<Recommendation> {
+            recs.iter()
+                .filter(|r| !out.contains(&r.rule))
+                .cloned()
+                .collect()
+        };
+        // Grow the set until the finding is gone, then put back what it does not need.
+        let mut out: Vec<String> = Vec::new();
+        for r in &rules {
+            out.push(r.clone());
+            if self.clear_of(&without(&out), d) {
+                break;
+            }
+        }
+        let mut i = 0;
+        while i < out.len() && out.len() > 1 {
+            let mut fewer = out.clone();
+            fewer.remove(i);
+            if self.clear_of(&without(&fewer), d) {
+                out = fewer;
+            } else {
+                i += 1;
+            }
+        }
+        out
+    }
+}
+
+fn current(exp: &Experiment, flag: &str) -> Json {
+    exp.main_module()
+        .value(flag)
+        .map_or(Json::Null, |v| v.to_json())
+}
+
+/// Brings in the fixes of the findings; true when something was added.
+fn add_companions(lint: &Linter, recs: &mut Vec<Recommendation>, found: &[Diagnostic]) -> bool {
+    let mut added = false;
+    for d in found {
+        let fx = fixes(d.code);
+        if fx.is_empty() || fx.iter().any(|f| recs.iter().any(|r| r.flag == f.flag)) {
+            continue; // no fix, or it would contradict a recommendation: withhold instead
+        }
+        let Some(parent) = lint.culprit(recs, d).cloned() else {
+            continue;
+        };
+        for f in fx {
+            recs.push(Recommendation {
+                flag: f.flag.to_string(),
+                current: current(lint.exp, f.flag),
+                value: f.value,
+                basis: Basis::Rule,
+                reason: format!(
+                    "needed with {}={}: {}",
+                    parent.flag,
+                    as_text(&parent.value),
+                    d.message
+                ),
+                source: format!("lint: {}", d.code),
+                env: f.env,
+                rule: parent.rule.clone(),
+                companion_of: Some(parent.flag.clone()),
+            });
+            added = true;
+        }
+    }
+    added
+}
+
+/// Lints the recommendations together with the companions they need; withholds what lint
+/// would still refuse. At most a few rounds: each round adds a fix or withholds a rule.
+pub fn lint_clean(
+    exp: &Experiment,
+    opts: &LoadOptions,
+    catalog: &Catalog,
+    recs: Vec<Recommendation>,
+) -> Checked {
+    let mut lint = Linter {
+        exp,
+        opts,
+        catalog,
+        base: BTreeSet::new(),
+    };
+    match lint.errors(&[]) {
+        Ok(e) => lint.base = e.iter().map(key).collect(),
+        // The experiment does not resolve: nothing can be checked; nothing is claimed.
+        Err(_) => {
+            return Checked {
+                recs,
+                withheld: Vec::new(),
+            };
+        }
+    }
+    let mut recs = recs;
+    let mut withheld = Vec::new();
+    for _ in 0..16 {
+        let found = match lint.new_errors(&recs) {
+            Ok(f) => f,
+            Err(why) => {
+                // With them the experiment no longer resolves: withhold them all.
+                withheld.extend(recs.drain(..).map(|rec| Withheld {
+                    rec,
+                    why: format!("with it the experiment does not resolve: {why}"),
+                }));
+                break;
+            }
+        };
+        if found.is_empty() {
+            break;
+        }
+        if add_companions(&lint, &mut recs, &found) {
+            continue;
+        }
+        // No fix: withhold the fewest rules whose removal clears the first finding.
+        let d = &found[0];
+        let out = lint.rules_behind(&recs, d);
+        let why = format!("lint would refuse it: error[{}]: {}", d.code, d.message);
+        let (gone, kept): (Vec<_>, Vec<_>) = recs.into_iter().partition(|r| out.contains(&r.rule));
+        recs = kept;
+        withheld.extend(gone.into_iter().map(|rec| Withheld {
+            rec,
+            why: why.clone(),
+        }));
+    }
+    Checked { recs, withheld }
+}
