@@ -903,3 +903,34 @@ fn an_acknowledged_rule_leaves_the_checklist_and_the_advice() {
         "todo"
     );
 }
+
+/// `set` checks the edit against the world it is given: a global batch that does not split over
+/// 8 data-parallel ranks is refused (exit 2, nothing written), the same one on 2 GPUs is not.
+#[test]
+fn set_checks_the_batch_against_the_world_given_with_gpus() {
+    let (_d, exp) = tree();
+    let before = std::fs::read_to_string(&exp).unwrap();
+    // Micro batch 4 in the example: 40 is no multiple of 4 × 8 = 32, but one of 4 × 2 = 8.
+    bin()
+        .args([
+            "set",
+            exp.to_str().unwrap(),
+            "global_batch_size=40",
+            "--gpus",
+            "8",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("global-batch-divisibility"));
+    assert_eq!(std::fs::read_to_string(&exp).unwrap(), before);
+    bin()
+        .args([
+            "set",
+            exp.to_str().unwrap(),
+            "global_batch_size=40",
+            "--gpus",
+            "2",
+        ])
+        .assert()
+        .success();
+}

@@ -36,6 +36,11 @@ pub struct SetArgs {
     /// Set an environment variable for the check (repeatable).
     #[arg(long = "env", value_name = "KEY=VALUE")]
     pub env: Vec<String>,
+    /// GPUs (world size) the edit is checked against (Megatron's parallel and batch asserts).
+    /// Default: $GPUS_PER_NODE × $NNODES, else the GPUs detected on this node; unknown: the
+    /// world rules are skipped.
+    #[arg(long, value_name = "N")]
+    pub gpus: Option<u64>,
 }
 
 pub fn run(a: &SetArgs) -> Result<ExitCode, CliError> {
@@ -50,7 +55,7 @@ pub fn run(a: &SetArgs) -> Result<ExitCode, CliError> {
         env: a.env.clone(),
         overrides: Vec::new(),
         workspace: None,
-        gpus: None,
+        gpus: a.gpus,
     };
     let (exp, opts) = load.load()?;
     let catalog = Catalog::builtin();

@@ -23,8 +23,17 @@ pub enum WorldSource {
         backend: &'static str,
         per_node: u64,
         nodes: u64,
+        /// The visible-devices variable that limited the count (`CUDA_VISIBLE_DEVICES`, ...).
+        visible: Option<&'static str>,
     },
 }
+
+/// The variables that hide GPUs from a launch on this node.
+const VISIBLE: [&str; 3] = [
+    "CUDA_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+];
 
 /// A world size with its source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,19 +79,32 @@ impl World {
         }
     }
 
-    /// `per_node` GPUs found by `backend` on this node, times `NNODES` when set (None for 0).
+    /// `found` GPUs found by `backend` on this node — fewer when a visible-devices variable
+    /// lists fewer (the launch sees only those) — times `NNODES` when set (None for 0).
     pub fn detected<'e>(
         backend: &'static str,
-        per_node: u64,
+        found: u64,
         var: impl Fn(&str) -> Option<&'e str>,
     ) -> Option<World> {
-        let nodes = count(var, "NNODES").unwrap_or(1);
+        let nodes = count(&var, "NNODES").unwrap_or(1);
+        let mut per_node = found;
+        let mut visible = None;
+        for name in VISIBLE {
+            if let Some(list) = var(name) {
+                let n = list.split(',').filter(|x| !x.trim().is_empty()).count() as u64;
+                if n < per_node {
+                    per_node = n;
+                    visible = Some(name);
+                }
+            }
+        }
         (per_node >= 1).then_some(World {
             gpus: per_node * nodes,
             source: WorldSource::Detected {
                 backend,
                 per_node,
                 nodes,
+                visible,
             },
         })
     }
@@ -119,12 +141,19 @@ impl World {
                 backend,
                 per_node,
                 nodes,
+                visible,
             } => {
                 let gpus = if per_node == 1 { "GPU" } else { "GPUs" };
+                let seen = match visible {
+                    Some(v) => format!(" ({v} shows {per_node})"),
+                    None => String::new(),
+                };
                 if nodes > 1 {
-                    format!("{per_node} {gpus} detected on this node by {backend} × NNODES {nodes}")
+                    format!(
+                        "{per_node} {gpus} detected on this node by {backend}{seen} × NNODES {nodes}"
+                    )
                 } else {
-                    format!("{per_node} {gpus} detected on this node by {backend}")
+                    format!("{per_node} {gpus} detected on this node by {backend}{seen}")
                 }
             }
         }
@@ -211,5 +240,30 @@ mod tests {
         assert_eq!(w.gpus, 1);
         assert!(!w.builds_groups());
         assert_eq!(w.source_name(), "profile");
+    }
+
+    #[test]
+    fn visible_devices_limit_what_is_detected() {
+        let env = vars(&[
+            ("CUDA_VISIBLE_DEVICES", "0,1"),
+            ("HIP_VISIBLE_DEVICES", "0,1,2"),
+        ]);
+        let w = World::detected("nvml", 8, |k| env.get(k).copied()).unwrap();
+        assert_eq!(w.gpus, 2);
+        assert!(
+            w.source_text().contains("CUDA_VISIBLE_DEVICES shows 2"),
+            "{w}"
+        );
+        // More listed than found: what is found.
+        let env = vars(&[("ROCR_VISIBLE_DEVICES", "0,1,2,3")]);
+        assert_eq!(
+            World::detected("amdgpu-sysfs", 2, |k| env.get(k).copied())
+                .unwrap()
+                .gpus,
+            2
+        );
+        // None visible: no world.
+        let env = vars(&[("CUDA_VISIBLE_DEVICES", "")]);
+        assert!(World::detected("nvml", 8, |k| env.get(k).copied()).is_none());
     }
 }

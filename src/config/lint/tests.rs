@@ -683,3 +683,44 @@ fn duplicate_keys_are_warnings_naming_both_places_in_every_file_read() {
     assert!(w.message.contains("base.yaml:2:1"), "{}", w.message);
     assert_eq!(w.flag.as_deref(), Some("log_interval"));
 }
+
+#[test]
+fn experts_must_split_over_expert_parallel_ranks() {
+    assert!(!has(
+        "num_experts: 8\nexpert_model_parallel_size: 4",
+        "experts-expert-parallel"
+    ));
+    assert!(has(
+        "num_experts: 6\nexpert_model_parallel_size: 4",
+        "experts-expert-parallel"
+    ));
+    assert!(has(
+        "expert_model_parallel_size: 2",
+        "experts-expert-parallel"
+    ));
+    // EP 1 asks nothing.
+    assert!(!has("num_experts: 6", "experts-expert-parallel"));
+}
+
+#[test]
+fn layers_must_split_over_pipeline_stages_unless_uneven() {
+    // The module has 8 layers.
+    assert!(!has("pipeline_model_parallel_size: 4", "pipeline-layers"));
+    let d: Vec<Diagnostic> = run("pipeline_model_parallel_size: 3", Env::empty())
+        .into_iter()
+        .filter(|d| d.code == "pipeline-layers")
+        .collect();
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].severity, Severity::Error);
+    assert!(d[0].message.contains("num_layers: 8"), "{}", d[0].message);
+    // The embedding stage counts as a layer: 8 + 1 splits over 3.
+    assert!(!has(
+        "pipeline_model_parallel_size: 3\naccount_for_embedding_in_pipeline_split: true",
+        "pipeline-layers"
+    ));
+    // Uneven first/last stages are Megatron's way out.
+    assert!(!has(
+        "pipeline_model_parallel_size: 3\ndecoder_first_pipeline_num_layers: 2",
+        "pipeline-layers"
+    ));
+}

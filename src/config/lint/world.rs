@@ -1,7 +1,8 @@
 //! Megatron's start-up asserts that depend on the world size: the parallel groups must tile the
 //! world, and the global batch must split into micro batches on every data-parallel rank. They
 //! run only against a known world ([`World`]); without one, only what holds at every world size
-//! is checked (the global batch is a multiple of the micro batch).
+//! is checked (the global batch is a multiple of the micro batch, the experts split over EP,
+//! the layers over PP).
 
 use super::Ctx;
 use crate::config::diag::{Diagnostic, Severity};
@@ -13,6 +14,88 @@ pub(super) fn check(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
         expert_parallel(cx, &w, out);
     }
     batch(cx, out);
+    experts(cx, out);
+    pipeline_layers(cx, out);
+}
+
+/// `megatron/training/arguments.py` (`validate_args`, "Expert parallelism check"): with
+/// `expert_model_parallel_size` > 1, `num_experts` must be set and a multiple of it.
+fn experts(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
+    let ep = cx.params.parallelism.ep;
+    if ep <= 1 {
+        return;
+    }
+    let message = match cx.int("num_experts") {
+        None => format!(
+            "`expert_model_parallel_size: {ep}` without `num_experts`; Megatron asserts \"num_experts must be non None to use expert model parallelism\" at start-up"
+        ),
+        Some(n) if n > 0 && (n as u64).is_multiple_of(ep) => return,
+        Some(n) => format!(
+            "`num_experts: {n}` is not a multiple of `expert_model_parallel_size: {ep}`; Megatron asserts it at start-up (\"Number of experts should be a multiple of expert model parallel_size\")"
+        ),
+    };
+    out.push(
+        cx.diag(
+            Severity::Error,
+            "experts-expert-parallel",
+            "expert_model_parallel_size",
+            message,
+        )
+        .hint("choose an expert parallel size that divides num_experts"),
+    );
+}
+
+/// `validate_args`: without an uneven first/last stage (`decoder_first_pipeline_num_layers`,
+/// `decoder_last_pipeline_num_layers`), a layout or a hybrid pattern, `num_layers` (+1 for each
+/// of `account_for_embedding_in_pipeline_split` and `account_for_loss_in_pipeline_split`) must
+/// be a multiple of the pipeline parallel size.
+fn pipeline_layers(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
+    let pp = cx.params.parallelism.pp;
+    if pp <= 1 {
+        return;
+    }
+    let uneven = [
+        "decoder_first_pipeline_num_layers",
+        "decoder_last_pipeline_num_layers",
+        "pipeline_model_parallel_layout",
+        "hybrid_layer_pattern",
+        "hybrid_override_pattern",
+    ]
+    .iter()
+    .any(|k| !cx.value(k).is_null());
+    let Some(layers) = cx.int("num_layers").filter(|n| *n > 0) else {
+        return;
+    };
+    if uneven {
+        return;
+    }
+    let extra = [
+        "account_for_embedding_in_pipeline_split",
+        "account_for_loss_in_pipeline_split",
+    ]
+    .iter()
+    .filter(|k| cx.on(k))
+    .count() as u64;
+    let counted = layers as u64 + extra;
+    if counted.is_multiple_of(pp) {
+        return;
+    }
+    let with = if extra > 0 {
+        format!(" ({layers} layers + {extra} for the embedding/loss stages = {counted})")
+    } else {
+        String::new()
+    };
+    out.push(
+        cx.diag(
+            Severity::Error,
+            "pipeline-layers",
+            "pipeline_model_parallel_size",
+            format!(
+                "`num_layers: {layers}`{with} is not divisible by `pipeline_model_parallel_size: {pp}`; Megatron asserts it at start-up (\"Number of layers should be divisible by the pipeline-model-parallel size\")"
+            ),
+        )
+        .hint("choose a pipeline parallel size that divides the layer count, or set decoder_first_pipeline_num_layers / decoder_last_pipeline_num_layers for uneven stages"),
+    );
 }
 
 /// The key to point at for a product of parallel sizes: the first factor above 1 (the config
