@@ -19,6 +19,8 @@ pub enum Status {
     NeedsAttention,
     NotApplicable,
     NotMeasured,
+    /// Its to-dos are all acknowledged: the user decided against them, with reasons.
+    Acknowledged,
 }
 
 impl Status {
@@ -28,6 +30,7 @@ impl Status {
             Status::NeedsAttention => "needs attention",
             Status::NotApplicable => "not applicable",
             Status::NotMeasured => "not measured",
+            Status::Acknowledged => "acknowledged",
         }
     }
 }
@@ -114,6 +117,10 @@ pub fn evaluate(
                 Step::Run => (None, Vec::new(), Vec::new()),
             };
             let findings = acknowledge(findings, acks);
+            let open = findings.iter().any(|f| f.kind == FindingKind::Todo);
+            let acked = findings.iter().any(|f| f.kind == FindingKind::Acknowledged);
+            // What the step's next commands do is what was decided against.
+            let actions = if acked && !open { Vec::new() } else { actions };
             let flags: Vec<FlagState> = catalog
                 .flags_for(backend)
                 .filter(|f| f.step == step && f.removed.is_none())
@@ -146,7 +153,8 @@ pub fn evaluate(
             let status = match status_hint {
                 Some(s @ (Status::NotApplicable | Status::NotMeasured)) if problems.is_empty() => s,
                 _ if !problems.is_empty() => Status::NeedsAttention,
-                _ if findings.iter().any(|f| f.kind == FindingKind::Todo) => Status::NeedsAttention,
+                _ if open => Status::NeedsAttention,
+                _ if acked && status_hint.is_none() => Status::Acknowledged,
                 Some(s) => s,
                 None => Status::Done,
             };
@@ -629,7 +637,8 @@ mod tests {
             "{}",
             f.text
         );
-        assert_ne!(done.status, Status::NeedsAttention, "{:?}", done.findings);
+        assert_eq!(done.status, Status::Acknowledged, "{:?}", done.findings);
+        assert!(done.actions.is_empty(), "{:?}", done.actions);
     }
 
     #[test]

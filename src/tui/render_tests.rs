@@ -663,7 +663,10 @@ fn checklist_with_an_acknowledged_to_do() {
     app::update(&mut app, Msg::Loaded(Ok((Box::new(view), None))));
     let s = screen(&mut app, 80, 24);
     assert!(s.contains("ack GEMMs"), "{s}");
-    assert!(!s.contains("[!] 1. GEMMs"), "{s}");
+    assert!(
+        s.contains("[a] 1. GEMMs") && s.contains("— acknowledged"),
+        "{s}"
+    );
     insta::assert_snapshot!("checklist_acknowledged_80x24", s);
 }
 

@@ -141,7 +141,7 @@ fn status_style(theme: &Theme, s: Status) -> Style {
     match s {
         Status::Done => theme.ok(),
         Status::NeedsAttention => theme.warn(),
-        Status::NotApplicable | Status::NotMeasured => theme.dim(),
+        Status::NotApplicable | Status::NotMeasured | Status::Acknowledged => theme.dim(),
     }
 }
 
@@ -151,6 +151,7 @@ fn status_mark(s: Status) -> &'static str {
         Status::NeedsAttention => "[!]",
         Status::NotApplicable => "[-]",
         Status::NotMeasured => "[?]",
+        Status::Acknowledged => "[a]",
     }
 }
 
