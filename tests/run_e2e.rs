@@ -439,9 +439,9 @@ fn a_launch_that_cannot_start_is_stored_as_not_launched_with_the_reason() {
     }
 }
 
-/// The start-up (launch → first iteration) is measured and left out of the telemetry summary:
-/// a workload that waits 1.5 s before its first iteration, sampled every 100 ms from the
-/// recorded MI300X sysfs tree.
+/// The start-up (launch → first iteration) is measured and left out of the telemetry summary,
+/// which covers the steady iterations: a workload that waits 1.5 s before its first iteration,
+/// sampled every 100 ms from the recorded MI300X sysfs tree.
 #[test]
 fn the_start_up_is_reported_and_left_out_of_the_telemetry_summary() {
     let s = setup();
@@ -490,5 +490,11 @@ fn the_start_up_is_reported_and_left_out_of_the_telemetry_summary() {
     assert!(
         stored >= in_summary + 10,
         "stored {stored} snapshots, the summary used {in_summary}"
+    );
+    // The figures cover the steady iterations (10 × 100 ms after two of warm-up at least).
+    assert_eq!(summary["telemetry_span"], "steady", "{summary}");
+    assert!(
+        in_summary <= 13,
+        "{in_summary} samples for about 1 s at 100 ms"
     );
 }

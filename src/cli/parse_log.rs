@@ -156,9 +156,14 @@ pub fn print_summary(s: &Summary) {
         println!("  {}", parts.join(" | "));
     }
     if let Some(t) = s.startup_s {
-        println!(
-            "  start-up {t:.1} s (launch → first iteration; the GPU figures below start after it)"
+        println!("  start-up {t:.1} s (launch → first iteration; not in the GPU figures)");
+    }
+    if !s.telemetry.is_empty() {
+        let span = s.telemetry_span.map_or(
+            "over the whole trial (no iteration seen)",
+            crate::domain::trial::TelemetrySpan::label,
         );
+        println!("  GPU figures {span}:");
     }
     for g in &s.telemetry {
         let f = |v: Option<f64>, u: &str| v.map_or("-".into(), |x| format!("{x:.0}{u}"));

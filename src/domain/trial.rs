@@ -298,6 +298,25 @@ impl MemorySource {
     }
 }
 
+/// The part of a trial its GPU figures summarise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TelemetrySpan {
+    /// The steady iterations (after warm-up) the median step is measured on.
+    Steady,
+    /// From the first iteration to the last (the steady span held too few samples).
+    Training,
+}
+
+impl TelemetrySpan {
+    pub fn label(self) -> &'static str {
+        match self {
+            TelemetrySpan::Steady => "over the steady iterations",
+            TelemetrySpan::Training => "from the first iteration to the last",
+        }
+    }
+}
+
 /// What `run --json` and `parse-log --json` print as `summary`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Summary {
@@ -325,9 +344,14 @@ pub struct Summary {
     /// The telemetry figures leave it out.
     #[serde(default)]
     pub startup_s: Option<f64>,
+    /// What the telemetry figures cover: the steady iterations the step time is measured on
+    /// (`steady`), first to last iteration (`training`: too few samples in the steady span), or
+    /// the whole trial (None: no iteration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telemetry_span: Option<TelemetrySpan>,
     /// Last loss printed.
     pub last_loss: Option<f64>,
-    /// Telemetry per GPU from the first iteration on (empty when not sampled).
+    /// Telemetry per GPU over `telemetry_span` (empty when not sampled).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub telemetry: Vec<super::telemetry::GpuSummary>,
 }

@@ -36,6 +36,7 @@ impl Summary {
             peak_mem_source: source,
             peak_mem_kind: kind,
             startup_s: None,
+            telemetry_span: None,
             last_loss: iters.iter().rev().find_map(|i| i.loss),
             telemetry: Vec::new(),
         }

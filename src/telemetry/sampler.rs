@@ -6,6 +6,7 @@ use super::host::Host;
 use super::types::{Backend, GpuInfo, GpuSample};
 use crate::domain::telemetry::HostSample;
 pub use crate::domain::telemetry::{GpuSummary, Snapshot};
+use crate::domain::trial::TelemetrySpan;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -246,22 +247,40 @@ impl History {
     }
 }
 
-/// Summarise a trial's training: its snapshots from `first_iteration_ms` (Unix ms) on, so the
-/// start-up (often 25–60 s of a real job, at low utilisation) does not drag the means of a
-/// trial that trained flat out; without a first iteration, every snapshot.
+/// The least number of samples a span needs to be summarised on its own.
+const MIN_SPAN_SAMPLES: usize = 4;
+
+/// Summarise a trial's training, not its start-up or teardown: the snapshots taken while the
+/// steady iterations ran (`steady`: Unix ms from the end of the last warm-up iteration to the
+/// end of the last one), else while it trained (`training`: first to last iteration), so that
+/// the start-up (often 25–60 s of a real job, at low utilisation), slow first iterations and the
+/// exit do not drag the means of a trial that trained flat out. Without iterations, every
+/// snapshot. Returns the span used.
 pub fn summarize_training(
     snaps: &[Snapshot],
     pids: &std::collections::BTreeSet<u32>,
-    first_iteration_ms: Option<u64>,
-) -> Vec<GpuSummary> {
-    match first_iteration_ms {
-        Some(from) => {
-            let training: Vec<Snapshot> =
-                snaps.iter().filter(|s| s.ts_ms >= from).cloned().collect();
-            summarize(&training, pids)
+    steady: Option<(u64, u64)>,
+    training: Option<(u64, u64)>,
+) -> (Vec<GpuSummary>, Option<TelemetrySpan>) {
+    let within = |(from, to): (u64, u64)| -> Vec<Snapshot> {
+        snaps
+            .iter()
+            .filter(|s| s.ts_ms >= from && s.ts_ms <= to)
+            .cloned()
+            .collect()
+    };
+    for (span, kind) in [
+        (steady, TelemetrySpan::Steady),
+        (training, TelemetrySpan::Training),
+    ] {
+        if let Some(span) = span {
+            let part = within(span);
+            if part.len() >= MIN_SPAN_SAMPLES {
+                return (summarize(&part, pids), Some(kind));
+            }
         }
-        None => summarize(snaps, pids),
     }
+    (summarize(snaps, pids), None)
 }
 
 /// Summarise a trial's snapshots; `pids` are the trial's processes (per-process VRAM).
@@ -492,10 +511,45 @@ mod tests {
             })
             .collect();
         let pids = std::collections::BTreeSet::new();
-        let whole = summarize_training(&snaps, &pids, None);
+        let (whole, span) = summarize_training(&snaps, &pids, None, None);
+        assert_eq!(span, None);
         assert!((whole[0].util_mean_pct.unwrap() - 28.75).abs() < 1e-9);
-        let training = summarize_training(&snaps, &pids, Some(1_030_000));
+        let (training, span) =
+            summarize_training(&snaps, &pids, None, Some((1_030_000, 1_039_000)));
+        assert_eq!(span, Some(TelemetrySpan::Training));
         assert_eq!(training[0].samples, 10);
         assert_eq!(training[0].util_mean_pct, Some(100.0));
+    }
+
+    #[test]
+    fn the_steady_span_leaves_slow_first_iterations_and_the_exit_out() {
+        // Start-up at 5 %, two slow warm-up iterations at 40 %, steady at 99 %, exit at 0 %.
+        let util = |i: u64| match i {
+            0..30 => 5.0,
+            30..34 => 40.0,
+            34..44 => 99.0,
+            _ => 0.0,
+        };
+        let snaps: Vec<Snapshot> = (0..50u64)
+            .map(|i| Snapshot {
+                ts_ms: 1_000_000 + i * 1000,
+                gpus: vec![GpuSample {
+                    gpu: 0,
+                    util_pct: Some(util(i)),
+                    ..GpuSample::default()
+                }],
+                ..Snapshot::default()
+            })
+            .collect();
+        let pids = std::collections::BTreeSet::new();
+        let steady = Some((1_034_000, 1_043_000));
+        let training = Some((1_030_000, 1_043_000));
+        let (s, span) = summarize_training(&snaps, &pids, steady, training);
+        assert_eq!(span, Some(TelemetrySpan::Steady));
+        assert_eq!(s[0].util_mean_pct, Some(99.0));
+        // A steady span too short to sample: first to last iteration.
+        let (s, span) = summarize_training(&snaps, &pids, Some((1_034_000, 1_035_500)), training);
+        assert_eq!(span, Some(TelemetrySpan::Training));
+        assert_eq!(s[0].samples, 14);
     }
 }

@@ -119,6 +119,7 @@ fn summary(iters: u64) -> Summary {
         peak_mem_source: Some("hip mem usage".into()),
         peak_mem_kind: Some(crate::domain::trial::MemorySource::Device),
         startup_s: Some(31.4),
+        telemetry_span: Some(crate::domain::trial::TelemetrySpan::Steady),
         last_loss: Some(7.6),
         telemetry: Vec::new(),
     }

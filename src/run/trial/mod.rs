@@ -320,6 +320,9 @@ pub async fn run_trial(
     // When the first iteration was parsed (monotonic, and Unix ms as the snapshots are stamped):
     // the start-up ends there, and the telemetry summary starts there.
     let mut first_iteration: Option<(Instant, u64)> = None;
+    // When each iteration's line arrived (Unix ms), parallel to `iters`: the steady span the
+    // telemetry summary covers.
+    let mut iter_ms: Vec<u64> = Vec::new();
 
     let status = loop {
         let wake = policy.wake_at(last_progress, !iters.is_empty(), median_ms);
@@ -334,12 +337,11 @@ pub async fn run_trial(
                     match ev {
                         LogEvent::Iteration(it) => {
                             last_progress = Instant::now();
+                            let unix_ms = unix_now_ms();
                             if first_iteration.is_none() {
-                                let unix_ms = std::time::SystemTime::now()
-                                    .duration_since(std::time::UNIX_EPOCH)
-                                    .map_or(0, |d| d.as_millis() as u64);
                                 first_iteration = Some((last_progress, unix_ms));
                             }
+                            iter_ms.push(unix_ms);
                             iters.push(it.clone());
                             pending.push(it.clone());
                             if pending.len() >= 8 {
@@ -410,6 +412,7 @@ pub async fn run_trial(
         detector.feed(&line);
         for ev in parser.feed(&line) {
             if let LogEvent::Iteration(it) = ev {
+                iter_ms.push(unix_now_ms());
                 iters.push(it.clone());
                 pending.push(it);
             }
@@ -430,8 +433,6 @@ pub async fn run_trial(
         }
     }
     store.add_samples(trial_id, &snaps_pending)?;
-    let telemetry =
-        sampler::summarize_training(&snaps, &trial_pids, first_iteration.map(|(_, ms)| ms));
     if !pending.is_empty() {
         store.add_iterations(trial_id, &pending)?;
     }
@@ -441,7 +442,15 @@ pub async fn run_trial(
         exit.signal = status.and_then(|s| s.signal());
     }
     let wall_s = started.elapsed().as_secs_f64();
-    let mut summary = Summary::from_parts(&iters, &memory, shape, cfg).with_telemetry(telemetry);
+    let summary = Summary::from_parts(&iters, &memory, shape, cfg);
+    let (telemetry, span) = sampler::summarize_training(
+        &snaps,
+        &trial_pids,
+        steady_span(&iter_ms, summary.warmup, summary.n),
+        iter_ms.first().zip(iter_ms.last()).map(|(a, b)| (*a, *b)),
+    );
+    let mut summary = summary.with_telemetry(telemetry);
+    summary.telemetry_span = span;
     summary.startup_s = first_iteration.map(|(t, _)| t.duration_since(started).as_secs_f64());
     let (status, failure) = finish::classify(
         detector.finish(&exit, iters.len() as u64),
@@ -487,8 +496,39 @@ async fn recv_snapshot(rx: &mut Option<tokio::sync::mpsc::Receiver<Snapshot>>) -
     }
 }
 
+/// Now, in Unix milliseconds (as telemetry snapshots are stamped).
+fn unix_now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The Unix-ms span of the steady iterations: from the end of the last warm-up iteration (the
+/// first steady one starts there) to the end of the last; `arrived` holds when each
+/// iteration's line arrived. None without steady iterations.
+fn steady_span(arrived: &[u64], warmup: usize, n: usize) -> Option<(u64, u64)> {
+    if n == 0 || arrived.is_empty() {
+        return None;
+    }
+    let from = match warmup {
+        0 => arrived[0],
+        w => *arrived.get(w - 1)?,
+    };
+    Some((from, *arrived.last()?))
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_steady_span_starts_where_the_last_warm_up_iteration_ended() {
+        let arrived = [100, 200, 300, 400, 500];
+        assert_eq!(super::steady_span(&arrived, 2, 3), Some((200, 500)));
+        assert_eq!(super::steady_span(&arrived, 0, 5), Some((100, 500)));
+        assert_eq!(super::steady_span(&arrived, 5, 0), None);
+        assert_eq!(super::steady_span(&[], 0, 0), None);
+    }
+
     use super::*;
     use crate::config::env::Env;
     use crate::megatron::WorldSource;
