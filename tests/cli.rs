@@ -934,3 +934,38 @@ fn set_checks_the_batch_against_the_world_given_with_gpus() {
         .assert()
         .success();
 }
+
+/// With `--profile`, what its launch sets counts: the megatron profile exports
+/// `CUDA_DEVICE_MAX_CONNECTIONS=1`, so recommend does not ask for it; without, it does.
+#[test]
+fn recommend_counts_the_variables_the_profile_launches_with() {
+    let (d, exp) = tree();
+    let ws = d.path().join("ws");
+    let env_recs = |extra: &[&str]| -> Vec<String> {
+        let out = bin()
+            .args([
+                "recommend",
+                exp.to_str().unwrap(),
+                "--json",
+                "--gpu",
+                "H200",
+            ])
+            .args(["--set", "tensor_model_parallel_size=2"])
+            .args(extra)
+            .arg("--workspace")
+            .arg(&ws)
+            .output()
+            .unwrap();
+        json(&out.stdout)["recommendations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["env"] == true)
+            .map(|r| r["flag"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(env_recs(&[]).contains(&"CUDA_DEVICE_MAX_CONNECTIONS".to_string()));
+    assert!(
+        !env_recs(&["--profile", "megatron"]).contains(&"CUDA_DEVICE_MAX_CONNECTIONS".to_string())
+    );
+}

@@ -171,23 +171,35 @@ fn from_study(session: &Session, name: &str) -> Result<FromStudy, AppError> {
     Ok((rec.clone(), out, ignored))
 }
 
-/// The framework the job runs: upstream Megatron-LM for a profile passing Megatron's flags.
-fn framework(profile: Option<&str>) -> Result<Framework, AppError> {
+/// The framework the job runs (upstream Megatron-LM for a profile passing Megatron's flags)
+/// and the variables its launch sets (the profile's `env:`), added to `load`'s environment.
+fn launch(
+    profile: Option<&str>,
+    load: &crate::config::LoadOptions,
+) -> Result<(Framework, crate::config::LoadOptions), AppError> {
+    let mut load = load.clone();
     let Some(name) = profile else {
-        return Ok(Framework::Primus);
+        return Ok((Framework::Primus, load));
     };
     let p = crate::app::trial::find_profile(Some(name))?;
-    Ok(match p.overrides {
+    for (k, v) in &p.env {
+        if load.env.get(k).is_none() && !v.contains('{') {
+            load.env.set(k, v);
+        }
+    }
+    let fw = match p.overrides {
         OverrideStyle::Megatron => Framework::UpstreamMegatron,
         OverrideStyle::Primus => Framework::Primus,
-    })
+    };
+    Ok((fw, load))
 }
 
 pub fn recommend(session: &Session, req: &RecommendRequest) -> Result<RecommendView, AppError> {
     let exp = session.load()?;
     let gpu = gpu(session, req.gpu.as_deref())?;
+    let (framework, load) = launch(req.profile.as_deref(), &session.load)?;
     let target = Target {
-        framework: framework(req.profile.as_deref())?,
+        framework,
         vendor: gpu.as_ref().map(|g| {
             if g.0.vendor == "nvidia" {
                 "nvidia"
@@ -214,7 +226,7 @@ pub fn recommend(session: &Session, req: &RecommendRequest) -> Result<RecommendV
     }
     let gemm = super::gemm_status(session, &exp);
     // What each acknowledged rule holds back: the rules as they would be without it.
-    let unacked = recommend::rules(&exp, &session.load.env, &ctx, &gemm);
+    let unacked = recommend::rules(&exp, &load.env, &ctx, &gemm);
     let acknowledged: Vec<Acknowledged> = acks
         .into_iter()
         .map(|ack| Acknowledged {
@@ -227,13 +239,13 @@ pub fn recommend(session: &Session, req: &RecommendRequest) -> Result<RecommendV
         })
         .collect();
     ctx.acked = acknowledged.iter().map(|a| a.ack.rule.clone()).collect();
-    for r in recommend::rules(&exp, &session.load.env, &ctx, &gemm) {
+    for r in recommend::rules(&exp, &load.env, &ctx, &gemm) {
         if !recs.iter().any(|m: &Recommendation| m.flag == r.flag) {
             recs.push(r);
         }
     }
     let (recs, not_applicable) = recommend::target::split(recs, &target);
-    let checked = recommend::lint_clean(&exp, &session.load, Catalog::builtin(), recs);
+    let checked = recommend::lint_clean(&exp, &load, Catalog::builtin(), recs);
     Ok(RecommendView {
         gpu,
         evidence,
