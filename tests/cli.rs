@@ -45,6 +45,18 @@ fn json(out: &[u8]) -> serde_json::Value {
     serde_json::from_slice(out).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(out)))
 }
 
+/// `recommend EXP --json ARGS --workspace WS`, parsed.
+fn recommend_json(exp: &Path, ws: &Path, args: &[&str]) -> serde_json::Value {
+    let out = bin()
+        .args(["recommend", exp.to_str().unwrap(), "--json"])
+        .args(args)
+        .arg("--workspace")
+        .arg(ws)
+        .output()
+        .unwrap();
+    json(&out.stdout)
+}
+
 #[test]
 fn no_arguments_prints_the_checklist_of_the_bundled_example() {
     bin()
@@ -738,19 +750,7 @@ fn recommend_apply_brings_the_companions_lint_needs() {
         .args(["lint", exp.to_str().unwrap()])
         .assert()
         .success();
-    let out = bin()
-        .args([
-            "recommend",
-            exp.to_str().unwrap(),
-            "--gpu",
-            "MI300X",
-            "--json",
-        ])
-        .arg("--workspace")
-        .arg(&ws)
-        .output()
-        .unwrap();
-    let v = json(&out.stdout);
+    let v = recommend_json(&exp, &ws, &["--gpu", "MI300X"]);
     let recs = v["recommendations"].as_array().unwrap();
     let legacy = recs
         .iter()
@@ -794,15 +794,8 @@ fn recommend_says_primus_amd_advice_does_not_apply_elsewhere() {
         vec!["--gpu", "H200"],
         vec!["--gpu", "MI300X", "--profile", "megatron"],
     ] {
-        let out = bin()
-            .args(["recommend", exp.to_str().unwrap(), "--json"])
-            .args(["--set", "enable_primus_turbo=false"])
-            .args(&args)
-            .arg("--workspace")
-            .arg(&ws)
-            .output()
-            .unwrap();
-        let v = json(&out.stdout);
+        let args = [&["--set", "enable_primus_turbo=false"], args.as_slice()].concat();
+        let v = recommend_json(&exp, &ws, &args);
         let recs = v["recommendations"].as_array().unwrap();
         assert!(
             !recs.iter().any(|r| {
@@ -942,21 +935,12 @@ fn recommend_counts_the_variables_the_profile_launches_with() {
     let (d, exp) = tree();
     let ws = d.path().join("ws");
     let env_recs = |extra: &[&str]| -> Vec<String> {
-        let out = bin()
-            .args([
-                "recommend",
-                exp.to_str().unwrap(),
-                "--json",
-                "--gpu",
-                "H200",
-            ])
-            .args(["--set", "tensor_model_parallel_size=2"])
-            .args(extra)
-            .arg("--workspace")
-            .arg(&ws)
-            .output()
-            .unwrap();
-        json(&out.stdout)["recommendations"]
+        let args = [
+            &["--gpu", "H200", "--set", "tensor_model_parallel_size=2"],
+            extra,
+        ]
+        .concat();
+        recommend_json(&exp, &ws, &args)["recommendations"]
             .as_array()
             .unwrap()
             .iter()

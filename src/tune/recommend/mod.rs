@@ -82,9 +82,9 @@ mod tests {
         rules(exp, &Env::default(), ctx, &st)
     }
 
-    fn load(sets: &[(&str, Value)]) -> Experiment {
-        let opts = LoadOptions {
-            env: Env::default(),
+    /// Load options with `--set`-style overrides.
+    pub(super) fn opts(sets: &[(&str, Value)]) -> LoadOptions {
+        LoadOptions {
             overrides: sets
                 .iter()
                 .map(|(k, v)| Override {
@@ -94,8 +94,11 @@ mod tests {
                 })
                 .collect(),
             ..LoadOptions::default()
-        };
-        Experiment::load(Path::new(MOE), &opts).unwrap()
+        }
+    }
+
+    fn load(sets: &[(&str, Value)]) -> Experiment {
+        Experiment::load(Path::new(MOE), &opts(sets)).unwrap()
     }
 
     fn find<'a>(r: &'a [Recommendation], flag: &str) -> Option<&'a Recommendation> {
@@ -194,6 +197,7 @@ mod tests {
 #[cfg(test)]
 mod advice_tests {
     //! The filters: lint-clean bundles with companions, withheld advice, the target.
+    use super::tests::opts;
     use super::*;
     use crate::config::catalog::Catalog;
     use crate::config::env::Env;
@@ -204,20 +208,6 @@ mod advice_tests {
     use std::path::Path;
 
     const MOE: &str = "presets/examples/experiments/moe_16B-BF16-pretrain.yaml";
-
-    fn opts(sets: &[(&str, Value)]) -> LoadOptions {
-        LoadOptions {
-            overrides: sets
-                .iter()
-                .map(|(k, v)| Override {
-                    key: k.to_string(),
-                    value: v.clone(),
-                    text: format!("{k}={v}"),
-                })
-                .collect(),
-            ..LoadOptions::default()
-        }
-    }
 
     fn advise(o: &LoadOptions, ctx: &Context) -> (Experiment, Vec<Recommendation>) {
         let exp = Experiment::load(Path::new(MOE), o).unwrap();
