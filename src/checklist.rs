@@ -79,6 +79,15 @@ pub struct StepReport {
     pub problems: Vec<Diagnostic>,
 }
 
+impl StepReport {
+    /// The first to-do that follows a rule (what acknowledging acts on), if any is open.
+    pub fn open_todo(&self) -> Option<&Finding> {
+        self.findings
+            .iter()
+            .find(|f| f.kind == FindingKind::Todo && f.rule.is_some())
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Checklist {
     pub experiment: PathBuf,

@@ -933,27 +933,12 @@ fn an_acknowledgement_made_in_either_frontend_is_seen_by_the_other() {
     use crate::checklist::FindingKind;
     let Some(f) = fixture(&[]) else { return };
     let mut d = Driver::new(f.session(None));
-    let open_todo = |a: &App| {
-        a.config
-            .as_ref()
-            .unwrap()
-            .checklist
-            .steps
-            .iter()
-            .position(|s| {
-                s.findings
-                    .iter()
-                    .any(|x| x.kind == FindingKind::Todo && x.rule.is_some())
-            })
-    };
-    let step = open_todo(&d.app).expect("the example has a to-do");
-    let rule = d.app.config.as_ref().unwrap().checklist.steps[step]
-        .findings
+    let steps = &d.app.config.as_ref().unwrap().checklist.steps;
+    let step = steps
         .iter()
-        .find(|x| x.kind == FindingKind::Todo && x.rule.is_some())
-        .unwrap()
-        .rule
-        .unwrap();
+        .position(|s| s.open_todo().is_some())
+        .expect("the example has a to-do");
+    let rule = steps[step].open_todo().unwrap().rule.unwrap();
     d.app.screens.checklist.selected = step;
     d.key(KeyCode::Char('a'));
     // Enter with no reason keeps asking.

@@ -627,11 +627,7 @@ fn acknowledge_app() -> App {
         .checklist
         .steps
         .iter()
-        .position(|s| {
-            s.findings
-                .iter()
-                .any(|f| f.kind == crate::checklist::FindingKind::Todo && f.rule.is_some())
-        })
+        .position(|s| s.open_todo().is_some())
         .expect("a to-do");
     app.screens.checklist.selected = step;
     press(&mut app, &[KeyCode::Char('a')]);

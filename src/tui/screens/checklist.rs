@@ -94,11 +94,7 @@ fn ask_acknowledge(app: &mut App) -> Vec<Effect> {
         .config
         .as_ref()
         .and_then(|c| c.checklist.steps.get(app.screens.checklist.selected))
-        .and_then(|s| {
-            s.findings
-                .iter()
-                .find(|f| f.kind == FindingKind::Todo && f.rule.is_some())
-        })
+        .and_then(StepReport::open_todo)
         .map(|f| (f.rule.unwrap_or_default(), f.text.clone()));
     match todo {
         Some((rule, text)) => {
