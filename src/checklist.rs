@@ -7,7 +7,7 @@ use crate::config::diag::{Diagnostic, Severity};
 use crate::config::env::Env;
 use crate::config::resolve::{Experiment, Module};
 use crate::config::value::Value;
-use crate::domain::advice::{self as rule, Ack};
+use crate::domain::advice::{self as rule, Ack, Target};
 use crate::megatron::World;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -99,20 +99,33 @@ pub struct Checklist {
 
 /// Evaluate the checklist for the experiment's main module, with the HipBLASLt tuning state
 /// already read (its files, the environment, the stored stage-3 comparison).
-/// `acks` are the experiment's acknowledged rules (their to-dos show as acknowledged); `world`
-/// the world size lint checks against (None: unknown).
+/// What the checklist knows beyond the experiment and its environment.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Known<'a> {
+    /// The experiment's acknowledged rules: their to-dos show as acknowledged.
+    pub acks: &'a [Ack],
+    /// The world size lint checks against (None: unknown).
+    pub world: Option<&'a World>,
+    /// What the job runs on: Primus-on-AMD to-dos do not apply elsewhere.
+    pub target: Target,
+}
+
 pub fn evaluate(
     exp: &Experiment,
     env: &Env,
     catalog: &Catalog,
     diags: &[Diagnostic],
     gemm: &crate::gemm::status::GemmStatus,
-    acks: &[Ack],
-    world: Option<&World>,
+    known: &Known,
 ) -> Checklist {
     let m = exp.main_module();
     let backend = Backend::from_framework(&m.framework);
-    let cx = Cx { exp, m, env, world };
+    let cx = Cx {
+        exp,
+        m,
+        env,
+        world: known.world,
+    };
     let steps = Step::CHECKLIST
         .iter()
         .map(|&step| {
@@ -125,11 +138,16 @@ pub fn evaluate(
                 Step::Moe => cx.moe(),
                 Step::Run => (None, Vec::new(), Vec::new()),
             };
-            let findings = acknowledge(findings, acks);
+            let (findings, excluded) = not_for_target(findings, &known.target);
+            let findings = acknowledge(findings, known.acks);
             let open = findings.iter().any(|f| f.kind == FindingKind::Todo);
             let acked = findings.iter().any(|f| f.kind == FindingKind::Acknowledged);
-            // What the step's next commands do is what was decided against.
-            let actions = if acked && !open { Vec::new() } else { actions };
+            // What the step's next commands do was decided against, or is not for this job.
+            let actions = if (acked || excluded) && !open {
+                Vec::new()
+            } else {
+                actions
+            };
             let flags: Vec<FlagState> = catalog
                 .flags_for(backend)
                 .filter(|f| f.step == step && f.removed.is_none())
@@ -164,6 +182,7 @@ pub fn evaluate(
                 _ if !problems.is_empty() => Status::NeedsAttention,
                 _ if open => Status::NeedsAttention,
                 _ if acked && status_hint.is_none() => Status::Acknowledged,
+                _ if excluded && status_hint.is_none() => Status::NotApplicable,
                 Some(s) => s,
                 None => Status::Done,
             };
@@ -191,6 +210,30 @@ pub fn evaluate(
 }
 
 type StepEval = (Option<Status>, Vec<Finding>, Vec<String>);
+
+/// To-dos of Primus-on-AMD rules become information when the job runs elsewhere (upstream
+/// Megatron-LM, an NVIDIA GPU); true when one did.
+fn not_for_target(findings: Vec<Finding>, target: &Target) -> (Vec<Finding>, bool) {
+    let Some(why) = target.excludes_primus_amd_briefly() else {
+        return (findings, false);
+    };
+    let mut excluded = false;
+    let out = findings
+        .into_iter()
+        .map(|f| match f.rule {
+            Some(r) if f.kind == FindingKind::Todo && rule::is_primus_amd(r) => {
+                excluded = true;
+                Finding {
+                    kind: FindingKind::Info,
+                    text: format!("does not apply ({why}): {}", f.text),
+                    rule: f.rule,
+                }
+            }
+            _ => f,
+        })
+        .collect();
+    (out, excluded)
+}
 
 /// To-dos whose rule the user acknowledged become `acknowledged`, with the reason.
 fn acknowledge(findings: Vec<Finding>, acks: &[Ack]) -> Vec<Finding> {
@@ -612,7 +655,11 @@ mod tests {
         .unwrap();
         let env = Env::default();
         let gemm = crate::gemm::status::of_experiment(&exp, &env, None, None);
-        let list = evaluate(&exp, &env, Catalog::builtin(), &[], &gemm, acks, None);
+        let known = Known {
+            acks,
+            ..Known::default()
+        };
+        let list = evaluate(&exp, &env, Catalog::builtin(), &[], &gemm, &known);
         list.steps
             .into_iter()
             .find(|s| s.step == Step::Comm)
@@ -660,7 +707,11 @@ mod tests {
         let env = Env::default();
         let gemm = crate::gemm::status::of_experiment(&exp, &env, None, None);
         let memory = |world: Option<&World>| {
-            let list = evaluate(&exp, &env, Catalog::builtin(), &[], &gemm, &[], world);
+            let known = Known {
+                world,
+                ..Known::default()
+            };
+            let list = evaluate(&exp, &env, Catalog::builtin(), &[], &gemm, &known);
             let s = list
                 .steps
                 .into_iter()
@@ -681,5 +732,70 @@ mod tests {
             "{}",
             memory(Some(&four))
         );
+    }
+
+    #[test]
+    fn primus_amd_to_dos_do_not_apply_on_nvidia_or_upstream_megatron() {
+        use crate::domain::advice::Framework;
+        let opts = LoadOptions {
+            overrides: vec![Override {
+                key: "enable_primus_turbo".into(),
+                value: Value::Bool(false),
+                text: "enable_primus_turbo=false".into(),
+            }],
+            ..LoadOptions::default()
+        };
+        let exp = Experiment::load(
+            Path::new("presets/examples/experiments/moe_16B-BF16-pretrain.yaml"),
+            &opts,
+        )
+        .unwrap();
+        let env = Env::default();
+        let gemm = crate::gemm::status::of_experiment(&exp, &env, None, None);
+        let step = |target: Target, step: Step| {
+            let known = Known {
+                target,
+                ..Known::default()
+            };
+            evaluate(&exp, &env, Catalog::builtin(), &[], &gemm, &known)
+                .steps
+                .into_iter()
+                .find(|s| s.step == step)
+                .unwrap()
+        };
+        let amd = Target {
+            framework: Framework::Primus,
+            vendor: Some("amd"),
+        };
+        assert_eq!(step(amd, Step::Kernels).status, Status::NeedsAttention);
+        assert_eq!(step(amd, Step::Gemms).status, Status::NeedsAttention);
+        for t in [
+            Target {
+                framework: Framework::Primus,
+                vendor: Some("nvidia"),
+            },
+            Target {
+                framework: Framework::UpstreamMegatron,
+                vendor: Some("amd"),
+            },
+        ] {
+            for s in [Step::Kernels, Step::Gemms] {
+                let r = step(t, s);
+                assert_eq!(
+                    r.status,
+                    Status::NotApplicable,
+                    "{t:?} {s:?}: {:?}",
+                    r.findings
+                );
+                assert!(r.actions.is_empty(), "{:?}", r.actions);
+                assert!(
+                    r.findings
+                        .iter()
+                        .any(|f| f.text.starts_with("does not apply")),
+                    "{:?}",
+                    r.findings
+                );
+            }
+        }
     }
 }

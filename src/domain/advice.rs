@@ -129,6 +129,59 @@ pub fn is_primus_amd(id: &str) -> bool {
     find(id).map_or_else(|| lint_code_is_primus_amd(id), |r| r.primus_amd)
 }
 
+/// The training code the job launches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Framework {
+    /// Primus (its Megatron or TorchTitan backend): the experiment's own launcher.
+    #[default]
+    Primus,
+    /// Upstream Megatron-LM (a profile whose overrides are Megatron's `--flag-name`s).
+    UpstreamMegatron,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Target {
+    pub framework: Framework,
+    /// `amd` or `nvidia`; None when the GPU is unknown (the advice assumes Primus' AMD).
+    pub vendor: Option<&'static str>,
+}
+
+impl Target {
+    /// Why Primus-on-AMD advice does not apply to this job; None when it does.
+    pub fn excludes_primus_amd(&self) -> Option<&'static str> {
+        match (self.framework, self.vendor) {
+            (Framework::UpstreamMegatron, _) => Some(
+                "the job runs upstream Megatron-LM, which has no Primus-Turbo kernels, sync-free MoE, Turbo DeepEP or Primus' HipBLASLt tuning hook",
+            ),
+            (Framework::Primus, Some("nvidia")) => Some(
+                "the GPU is an NVIDIA GPU: Primus-Turbo, Turbo DeepEP and hipBLASLt tuning are for AMD GPUs (ROCm)",
+            ),
+            _ => None,
+        }
+    }
+
+    /// The same, in a few words for a checklist line.
+    pub fn excludes_primus_amd_briefly(&self) -> Option<&'static str> {
+        match (self.framework, self.vendor) {
+            (Framework::UpstreamMegatron, _) => Some("not in upstream Megatron-LM"),
+            (Framework::Primus, Some("nvidia")) => Some("for AMD GPUs, not this NVIDIA one"),
+            _ => None,
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        let fw = match self.framework {
+            Framework::Primus => "Primus",
+            Framework::UpstreamMegatron => "upstream Megatron-LM",
+        };
+        match self.vendor {
+            Some(v) => format!("{fw} on {}", v.to_uppercase()),
+            None => format!("{fw} (GPU vendor unknown)"),
+        }
+    }
+}
+
 /// A rule the user chose not to follow for an experiment, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ack {

@@ -159,15 +159,9 @@ pub fn build(
         Severity::Info => 2,
     });
     let gemm = gemm_status(session, &exp);
-    let checklist = checklist::evaluate(
-        &exp,
-        &opts.env,
-        catalog,
-        &diagnostics,
-        &gemm,
-        &crate::app::ack::acks(session),
-        opts.world.as_ref(),
-    );
+    let acks = crate::app::ack::acks(session);
+    let known = super::known(session, &acks);
+    let checklist = checklist::evaluate(&exp, &opts.env, catalog, &diagnostics, &gemm, &known);
     let m = exp.main_module();
     let backend = Backend::from_framework(&m.framework);
     let pending_keys: Vec<&str> = pending.iter().map(|p| p.key.as_str()).collect();

@@ -10,7 +10,7 @@ pub mod studies;
 pub mod trials;
 
 use super::{AppError, Session};
-use crate::checklist::Checklist;
+use crate::checklist::{Checklist, Known};
 use crate::config::Experiment;
 use crate::config::catalog::Catalog;
 use crate::config::diag::Diagnostic;
@@ -26,6 +26,18 @@ pub fn gemm_status(session: &Session, exp: &Experiment) -> GemmStatus {
         .flatten()
         .and_then(|s| crate::gemm::runner::latest_comparison(&s, &exp.path));
     crate::gemm::status::of_experiment(exp, &session.load.env, None, comparison)
+}
+
+/// What the checklist knows of the session beyond the experiment: its acknowledgements, its
+/// world, and what the job runs on (the GPU this machine or the experiment's path names).
+pub fn known<'a>(session: &'a Session, acks: &'a [crate::domain::advice::Ack]) -> Known<'a> {
+    Known {
+        acks,
+        world: session.world(),
+        target: recommend::target(session, None, None)
+            .map(|(_, t, _)| t)
+            .unwrap_or_default(),
+    }
 }
 
 /// The quick checklist and the diagnostics behind it.
@@ -46,14 +58,15 @@ pub fn checklist(session: &Session) -> Result<ChecklistView, AppError> {
         catalog,
     );
     let gemm = gemm_status(session, &exp);
+    let acks = crate::app::ack::acks(session);
+    let known = known(session, &acks);
     let checklist = crate::checklist::evaluate(
         &exp,
         &session.load.env,
         catalog,
         &diagnostics,
         &gemm,
-        &crate::app::ack::acks(session),
-        session.world(),
+        &known,
     );
     Ok(ChecklistView {
         checklist,

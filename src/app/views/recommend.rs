@@ -194,10 +194,23 @@ fn launch(
     Ok((fw, load))
 }
 
-pub fn recommend(session: &Session, req: &RecommendRequest) -> Result<RecommendView, AppError> {
-    let exp = session.load()?;
-    let gpu = gpu(session, req.gpu.as_deref())?;
-    let (framework, load) = launch(req.profile.as_deref(), &session.load)?;
+/// The GPU the advice is for (and where that came from), what the job runs on, and the load
+/// options with the launch's environment: one answer for recommend and the checklist.
+pub type Resolved = (
+    Option<(&'static GpuModel, String)>,
+    Target,
+    crate::config::LoadOptions,
+);
+
+/// What the job runs on: the GPU as named, else this machine's, else the experiment path's;
+/// the framework and launch variables of `profile` (default: Primus).
+pub fn target(
+    session: &Session,
+    gpu_name: Option<&str>,
+    profile: Option<&str>,
+) -> Result<Resolved, AppError> {
+    let gpu = gpu(session, gpu_name)?;
+    let (framework, load) = launch(profile, &session.load)?;
     let target = Target {
         framework,
         vendor: gpu.as_ref().map(|g| {
@@ -208,6 +221,12 @@ pub fn recommend(session: &Session, req: &RecommendRequest) -> Result<RecommendV
             }
         }),
     };
+    Ok((gpu, target, load))
+}
+
+pub fn recommend(session: &Session, req: &RecommendRequest) -> Result<RecommendView, AppError> {
+    let exp = session.load()?;
+    let (gpu, target, load) = target(session, req.gpu.as_deref(), req.profile.as_deref())?;
     let acks = crate::app::ack::acks(session);
     let mut ctx = Context {
         gpu: gpu.as_ref().map(|g| g.0),
