@@ -61,7 +61,16 @@ pub struct Session {
     /// The primus-tune binary a profile's `{self}` runs (the CPU proxy); None: this executable.
     /// A program that embeds the library names the binary here.
     pub self_exe: Option<PathBuf>,
+    /// The GPU model this machine reports, looked up once (a backend's start-up, NVML's
+    /// included, is not repeated for every view the session builds).
+    pub local_gpu: LocalGpu,
 }
+
+/// The GPU model this machine's telemetry reports and the backend that said so: looked up on
+/// first use, then kept (clones of a session share it).
+pub type LocalGpu = std::sync::Arc<
+    std::sync::OnceLock<Option<(&'static crate::telemetry::hardware::GpuModel, String)>>,
+>;
 
 /// `KEY=VALUE` pairs of `--env`, checked.
 pub fn env_pairs(items: &[String]) -> Result<Vec<(String, String)>, AppError> {
@@ -128,6 +137,7 @@ impl Session {
             telemetry: None,
             all_experiments: false,
             self_exe: None,
+            local_gpu: LocalGpu::default(),
         }
     }
 
@@ -175,6 +185,7 @@ impl Session {
             workspace,
             telemetry: o.telemetry,
             self_exe: None,
+            local_gpu: LocalGpu::default(),
         })
     }
 

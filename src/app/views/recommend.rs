@@ -72,11 +72,16 @@ fn gpu(
                 ))
             });
     }
-    let t = session.telemetry.clone().unwrap_or_default();
-    if let Ok((Some(b), _)) = crate::telemetry::select::open(&t.backend, &t.roots)
-        && let Some(g) = b.gpus().first().and_then(|g| hardware::lookup(&g.name))
-    {
-        return Ok(Some((g, format!("this machine ({})", b.name()))));
+    let local = session.local_gpu.get_or_init(|| {
+        let t = session.telemetry.clone().unwrap_or_default();
+        let Ok((Some(b), _)) = crate::telemetry::select::open(&t.backend, &t.roots) else {
+            return None;
+        };
+        let g = b.gpus().first().and_then(|g| hardware::lookup(&g.name))?;
+        Some((g, format!("this machine ({})", b.name())))
+    });
+    if let Some(found) = local {
+        return Ok(Some(found.clone()));
     }
     let p = session.experiment.to_string_lossy().to_lowercase();
     Ok(hardware::table()
