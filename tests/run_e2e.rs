@@ -498,3 +498,73 @@ fn the_start_up_is_reported_and_left_out_of_the_telemetry_summary() {
         "{in_summary} samples for about 1 s at 100 ms"
     );
 }
+
+/// The `SigIgn` mask of a `/proc/<pid>/status` text.
+fn sig_ign(status: &str) -> u64 {
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("SigIgn:"))
+        .unwrap_or_else(|| panic!("no SigIgn in {status}"));
+    u64::from_str_radix(line["SigIgn:".len()..].trim(), 16).unwrap()
+}
+
+/// Started with SIGHUP, SIGINT, SIGQUIT and SIGTERM ignored (as `nohup` or a background job
+/// starts it), primus-tune still gives the workload the default actions, so a shell launcher
+/// stops on the trial's stop signals.
+#[test]
+fn the_workload_starts_with_default_signal_actions() {
+    let s = setup();
+    profile(
+        &s,
+        "signals",
+        &format!(
+            "{ITER_FN}grep -E 'SigIgn|SigBlk' /proc/self/status > \"$1/signals.txt\"\nfor i in $(seq 1 4); do it $i 10.0; done\n"
+        ),
+    );
+    const IGNORE: &str = "trap '' HUP INT QUIT TERM; exec \"$0\" \"$@\"";
+    // HUP, INT, QUIT, TERM: bits 0, 1, 2 and 14.
+    let stop_bits: u64 = 0b111 | 1 << 14;
+    // The wrapper does make its program ignore them.
+    let probe = std::process::Command::new("sh")
+        .args(["-c", IGNORE, "cat", "/proc/self/status"])
+        .output()
+        .unwrap();
+    let inherited = sig_ign(&String::from_utf8_lossy(&probe.stdout));
+    assert_eq!(inherited & stop_bits, stop_bits, "{inherited:x}");
+
+    let bin_path = assert_cmd::cargo::cargo_bin("primus-tune");
+    let mut c = std::process::Command::new("sh");
+    c.args(["-c", IGNORE])
+        .arg(&bin_path)
+        .arg("run")
+        .arg(&s.exp)
+        .args([
+            "--profile",
+            "signals",
+            "--json",
+            "--max-iters",
+            "4",
+            "--ci-target",
+            "0",
+        ])
+        .env("XDG_CONFIG_HOME", &s.config_home)
+        .env("XDG_DATA_HOME", s.dir.path().join("data"))
+        .env("PRIMUS_TUNE_WORKSPACE", &s.ws)
+        .env_remove("PRIMUS_ROOT")
+        .env_remove("GPUS_PER_NODE");
+    let out = c.output().unwrap();
+    let v = result_line(&out.stdout, &out.stderr);
+    let dir = PathBuf::from(v["trial_dir"].as_str().unwrap());
+    let text = std::fs::read_to_string(dir.join("signals.txt")).unwrap();
+    let ignored = sig_ign(&text);
+    assert_eq!(
+        ignored & stop_bits,
+        0,
+        "the workload ignores {ignored:x}: {text}"
+    );
+    let blocked = text
+        .lines()
+        .find(|l| l.starts_with("SigBlk:"))
+        .map(|l| u64::from_str_radix(l["SigBlk:".len()..].trim(), 16).unwrap());
+    assert_eq!(blocked, Some(0), "{text}");
+}

@@ -119,7 +119,10 @@ impl Printer {
                 argv,
                 trial_dir,
             } if self.style.trial_headers => {
-                self.line(&format!("trial {trial_id}: {}", argv.join(" ")));
+                self.line(&format!(
+                    "trial {trial_id}: {}",
+                    crate::util::shell::join(argv)
+                ));
                 self.line(&format!(
                     "  folder {}",
                     crate::util::paths::display_path(trial_dir)

@@ -302,7 +302,7 @@ fn print_detail(s: &TrialSummary, stored_iters: usize) {
     println!("  profile: {}", t.profile.clone().unwrap_or_default());
     println!("  overrides: {}", overrides_text(t));
     println!("  differs from the config now: {}", s.settings_text());
-    println!("  argv:    {}", t.argv.join(" "));
+    println!("  argv:    {}", crate::util::shell::join(&t.argv));
     println!("  folder:  {}", t.trial_dir.display());
     println!(
         "  started {} | finished {} | wall {} s | exit {}",

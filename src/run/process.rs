@@ -78,6 +78,7 @@ pub enum SpawnError {
 
 /// Start the process in a new process group; its lines arrive on the returned channel (and are
 /// written to the log files) until both streams close.
+#[allow(unsafe_code)] // pre_exec: signal defaults in the child
 pub fn spawn(launch: &Launch) -> Result<(Running, mpsc::Receiver<(Stream, String)>), SpawnError> {
     let (program, args) = launch.argv.split_first().ok_or(SpawnError::Empty)?;
     let mut cmd = tokio::process::Command::new(program);
@@ -89,6 +90,17 @@ pub fn spawn(launch: &Launch) -> Result<(Running, mpsc::Receiver<(Stream, String
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    // The workload starts with every signal at its default action and none blocked, whatever
+    // primus-tune inherited (`nohup` and background jobs ignore SIGHUP/SIGINT): a shell
+    // launcher that inherited "ignore" would not stop on Ctrl-C or on the trial's stop.
+    // SAFETY: between fork and exec only async-signal-safe calls are made (signal,
+    // sigemptyset, sigprocmask).
+    unsafe {
+        cmd.pre_exec(|| {
+            default_signals();
+            Ok(())
+        });
+    }
     let mut child = cmd.spawn().map_err(|source| SpawnError::Spawn {
         program: program.clone(),
         source,
@@ -120,6 +132,27 @@ pub fn spawn(launch: &Launch) -> Result<(Running, mpsc::Receiver<(Stream, String
         },
         rx,
     ))
+}
+
+/// Resets every catchable signal to its default action and empties the signal mask (run in the
+/// child between fork and exec: async-signal-safe calls only).
+#[allow(unsafe_code)]
+fn default_signals() {
+    for sig in 1..32 {
+        if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+            // SAFETY: signal(2) with SIG_DFL is async-signal-safe; errors (invalid numbers) are
+            // of no consequence here.
+            unsafe {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+        }
+    }
+    // SAFETY: a zeroed sigset_t initialised by sigemptyset; sigprocmask is async-signal-safe.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+    }
 }
 
 /// Copy a stream to its log file and send each line (text after the last `\r` of a line, so

@@ -1,7 +1,8 @@
 //! Small helpers every layer may use: paths as the user reads them, the deterministic generator,
-//! `/proc` readers, and the bundled example. Nothing here knows about the other modules.
+//! `/proc` readers, the bundled example, and command lines quoted for a shell. Nothing here knows about the other modules.
 
 pub mod bundled;
 pub mod paths;
 pub mod procfs;
 pub mod rng;
+pub mod shell;

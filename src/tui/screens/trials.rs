@@ -455,7 +455,7 @@ fn draw_detail(f: &mut Frame, t: &TrialSummary, theme: &Theme, area: Rect) {
         theme.dim(),
     ));
     lines.push(Line::styled(
-        fit(&format!("argv {}", t.argv.join(" ")), 400),
+        fit(&format!("argv {}", crate::util::shell::join(&t.argv)), 400),
         theme.dim(),
     ));
     if !t.this_experiment {
