@@ -568,3 +568,82 @@ fn the_workload_starts_with_default_signal_actions() {
         .map(|l| u64::from_str_radix(l["SigBlk:".len()..].trim(), 16).unwrap());
     assert_eq!(blocked, Some(0), "{text}");
 }
+
+/// primus-tune killed with SIGKILL mid-trial cannot end its trial; the next command that opens
+/// the workspace marks it `interrupted` (its runner is gone), so no trial stays `running`.
+#[test]
+fn a_trial_whose_runner_was_killed_shows_interrupted() {
+    let s = setup();
+    profile(
+        &s,
+        "endless",
+        &format!("{ITER_FN}i=1; while true; do it $i 100.$i; i=$((i+1)); sleep 0.2; done"),
+    );
+    let exe = assert_cmd::cargo::cargo_bin("primus-tune");
+    let mut child = std::process::Command::new(exe)
+        .arg("run")
+        .arg(&s.exp)
+        .args(["--profile", "endless", "--json", "--no-telemetry"])
+        .env("XDG_CONFIG_HOME", &s.config_home)
+        .env("XDG_DATA_HOME", s.dir.path().join("data"))
+        .env("PRIMUS_TUNE_WORKSPACE", &s.ws)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid_file = s.ws.join("trials/1/workload.pid");
+    let t = Instant::now();
+    while !pid_file.is_file() && t.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(600));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    // The workload outlives a SIGKILLed runner (its own process group): end it here.
+    let pgid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let _ = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(pgid),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    let store = primus_tune::store::Store::open(&s.ws.join("trials.db")).unwrap();
+    assert_eq!(
+        store.trial(1).unwrap().unwrap().status.to_string(),
+        "running"
+    );
+    drop(store);
+    let out = bin(&s)
+        .args(["trials", "--json", "--config"])
+        .arg(&s.exp)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v[0]["status"], "interrupted", "{v}");
+    // And a trial whose runner lives is left running: this test process stands in for one.
+    let store = primus_tune::store::Store::open(&s.ws.join("trials.db")).unwrap();
+    let id = store
+        .insert_trial(&primus_tune::store::NewTrial {
+            config_path: s.exp.clone(),
+            config_hash: "x".into(),
+            trial_dir: s.ws.join("trials/x"),
+            ..Default::default()
+        })
+        .unwrap();
+    drop(store);
+    let out = bin(&s)
+        .args(["trials", "--json", "--config"])
+        .arg(&s.exp)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == id)
+        .unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(row["status"], "running", "{row}");
+}

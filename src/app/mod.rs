@@ -8,6 +8,7 @@ pub mod edit;
 mod error;
 pub mod events;
 pub mod gemm_stage;
+pub mod interrupted;
 pub mod session;
 pub mod sweep;
 pub mod trial;

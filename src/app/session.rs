@@ -64,6 +64,9 @@ pub struct Session {
     /// The GPU model this machine reports, looked up once (a backend's start-up, NVML's
     /// included, is not repeated for every view the session builds).
     pub local_gpu: LocalGpu,
+    /// Trials whose runner is gone were marked interrupted (once per session, on first use of
+    /// the store).
+    pub reaped: std::sync::Arc<std::sync::OnceLock<()>>,
 }
 
 /// The GPU model this machine's telemetry reports and the backend that said so: looked up on
@@ -138,6 +141,7 @@ impl Session {
             all_experiments: false,
             self_exe: None,
             local_gpu: LocalGpu::default(),
+            reaped: Default::default(),
         }
     }
 
@@ -186,6 +190,7 @@ impl Session {
             telemetry: o.telemetry,
             self_exe: None,
             local_gpu: LocalGpu::default(),
+            reaped: Default::default(),
         })
     }
 
@@ -204,12 +209,28 @@ impl Session {
 
     /// The store, created on first use.
     pub fn store(&self) -> Result<Store, AppError> {
-        Ok(self.workspace.open(Some(&self.experiment))?)
+        let s = self.workspace.open(Some(&self.experiment))?;
+        self.reap(&s);
+        Ok(s)
     }
 
     /// The store when something was stored already.
     pub fn existing_store(&self) -> Result<Option<Store>, AppError> {
-        Ok(self.workspace.open_existing()?)
+        let s = self.workspace.open_existing()?;
+        if let Some(s) = &s {
+            self.reap(s);
+        }
+        Ok(s)
+    }
+
+    /// Once per session: trials whose runner is gone become `interrupted`. A failure here (a
+    /// read-only database) leaves them as they are; the listing still works.
+    fn reap(&self, store: &Store) {
+        if self.reaped.set(()).is_ok()
+            && let Err(e) = super::interrupted::reap(store)
+        {
+            tracing::warn!(error = %e, "could not mark interrupted trials");
+        }
     }
 
     /// The store, or an error saying nothing was stored yet.

@@ -13,6 +13,8 @@ pub struct ProcStat {
     pub utime: u64,
     pub stime: u64,
     pub rss_pages: u64,
+    /// When the process started, in clock ticks after boot.
+    pub starttime: u64,
 }
 
 impl ProcStat {
@@ -37,7 +39,30 @@ pub fn parse_stat(text: &str) -> Option<ProcStat> {
         utime: f.get(11)?.parse().ok()?,
         stime: f.get(12)?.parse().ok()?,
         rss_pages: f.get(21)?.parse().ok()?,
+        starttime: f.get(19)?.parse().ok()?,
     })
+}
+
+/// Clock ticks per second of `/proc` times (`USER_HZ`: 100 on every Linux the kernel ABI
+/// supports for user space).
+const USER_HZ: u64 = 100;
+
+/// When process `pid` started (wall clock, to the second the boot time is known), None when it
+/// does not exist or has exited.
+pub fn start_time(pid: u32) -> Option<std::time::SystemTime> {
+    let st = read_stat(Path::new(&format!("/proc/{pid}/stat")))?;
+    if st.is_gone() {
+        return None;
+    }
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let btime: u64 = stat
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()?;
+    let ms = btime * 1000 + st.starttime * 1000 / USER_HZ;
+    Some(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms))
 }
 
 /// A procfs file kept open and re-read from offset 0 on each call: one `pread` instead of

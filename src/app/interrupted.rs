@@ -1,0 +1,46 @@
+//! Trials always end: a trial still `running` in the store whose runner process is gone (killed,
+//! crashed, the machine rebooted) becomes `interrupted`. Run once per session, the first time
+//! it opens the store, so `trials`, the TUI and sweeps never show a trial running for ever.
+
+use super::AppError;
+use crate::domain::trial::TrialStatus;
+use crate::store::{Store, TrialFilter, TrialRow, rfc3339_utc};
+use std::time::Duration;
+
+/// How much earlier than the trial's creation its runner may appear to have started: the boot
+/// time `/proc` gives is whole seconds.
+const SLACK: Duration = Duration::from_secs(2);
+
+/// Whether the process that started `t` still runs: a process with its pid that started
+/// before the trial was created (a later one reuses the pid). Trials without a pid count as
+/// running: nothing says otherwise.
+fn runner_alive(t: &TrialRow) -> bool {
+    let Some(pid) = t.runner_pid else {
+        return true;
+    };
+    if pid == std::process::id() {
+        return true;
+    }
+    match crate::util::procfs::start_time(pid) {
+        None => false,
+        Some(started) => {
+            let started = started.checked_sub(SLACK).unwrap_or(started);
+            rfc3339_utc(started) <= t.created_at
+        }
+    }
+}
+
+/// Marks every `running` trial whose runner is gone as `interrupted`; returns their ids.
+pub fn reap(store: &Store) -> Result<Vec<i64>, AppError> {
+    let running = store.list_trials(&TrialFilter {
+        statuses: vec![TrialStatus::Running],
+        ..TrialFilter::all()
+    })?;
+    let mut done = Vec::new();
+    for t in running.iter().filter(|t| !runner_alive(t)) {
+        if store.interrupt_trial(t.id)? {
+            done.push(t.id);
+        }
+    }
+    Ok(done)
+}
