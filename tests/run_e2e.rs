@@ -647,3 +647,51 @@ fn a_trial_whose_runner_was_killed_shows_interrupted() {
         .unwrap_or_else(|| panic!("{v}"));
     assert_eq!(row["status"], "running", "{row}");
 }
+
+/// After an out-of-memory line the workload gets 5 s to exit by itself, then is stopped: the
+/// trial ends as `oom` with that line, not after the tens of seconds a real Megatron takes.
+#[test]
+fn an_oom_line_ends_the_trial_within_the_failure_grace() {
+    let s = setup();
+    profile(
+        &s,
+        "oom-lingers",
+        &format!(
+            "{ITER_FN}it 1 100.0; it 2 100.0; it 3 100.0\necho 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB'\nsleep 60\n"
+        ),
+    );
+    let t = Instant::now();
+    let (code, v) = run_json(&s, "oom-lingers", &[]);
+    let took = t.elapsed();
+    assert!(took < Duration::from_secs(15), "took {took:?}");
+    assert!(took >= Duration::from_secs(4), "waited the grace: {took:?}");
+    assert_ne!(code, 0);
+    assert_eq!(v["status"], "failed", "{v}");
+    assert_eq!(v["failure"]["class"], "oom", "{v}");
+    assert!(
+        v["failure"]["line"]
+            .as_str()
+            .unwrap()
+            .contains("OutOfMemoryError")
+    );
+    assert_eq!(v["stop_reason"], "failure", "{v}");
+    assert!(group_gone(Path::new(v["trial_dir"].as_str().unwrap())));
+}
+
+/// A failure line the training survives (an iteration follows) does not stop it, even when a
+/// later step pauses longer than the grace.
+#[test]
+fn a_failure_line_followed_by_iterations_is_survived() {
+    let s = setup();
+    profile(
+        &s,
+        "survives",
+        &format!(
+            "{ITER_FN}it 1 100.0\necho 'torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error'\nit 2 100.0; it 3 100.0; sleep 6; it 4 100.0; it 5 100.0\n"
+        ),
+    );
+    let (code, v) = run_json(&s, "survives", &["--max-iters", "5", "--ci-target", "0"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["status"], "completed", "{v}");
+    assert_eq!(v["iterations"], 5, "{v}");
+}

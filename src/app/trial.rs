@@ -38,6 +38,9 @@ pub struct TrialRequest {
     pub first_iteration_seconds: f64,
     /// Between SIGINT, SIGTERM and SIGKILL when stopping.
     pub grace: Duration,
+    /// After a failure line with no iteration since: how long the workload may take to exit
+    /// by itself before it is stopped (at least two median steps once iterations flow).
+    pub failure_grace: Duration,
     /// GPUs (world size) of the trial; None: the session's `--gpus`, else [`world`]'s defaults.
     pub gpus: Option<u64>,
     /// Launch even when lint finds errors.
@@ -61,6 +64,7 @@ impl Default for TrialRequest {
             hang_seconds: 120.0,
             first_iteration_seconds: 600.0,
             grace: Duration::from_secs(10),
+            failure_grace: Duration::from_secs(5),
             gpus: None,
             force: false,
             gemm_tuned: false,
@@ -183,6 +187,7 @@ pub fn options(
         hang_seconds: req.hang_seconds,
         first_iteration_seconds: req.first_iteration_seconds,
         grace: req.grace,
+        failure_grace: req.failure_grace,
         gpus,
         study_id: None,
         trials_dir: session.workspace.trials_dir.clone(),

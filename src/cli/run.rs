@@ -39,6 +39,11 @@ pub struct RunArgs {
     /// Seconds between SIGINT, SIGTERM and SIGKILL when stopping the trial.
     #[arg(long, default_value_t = 10.0)]
     pub grace_seconds: f64,
+    /// After a failure line (out of memory, NCCL, a traceback) with no iteration since, seconds
+    /// the workload may take to exit by itself before it is stopped (at least two median steps
+    /// once iterations flow).
+    #[arg(long, default_value_t = 5.0)]
+    pub failure_grace_seconds: f64,
     /// The trial database (its folder holds the trial folders); default: the workspace's.
     #[arg(long)]
     pub db: Option<PathBuf>,
@@ -79,6 +84,7 @@ impl RunArgs {
             hang_seconds: self.hang_seconds,
             first_iteration_seconds: self.first_iteration_seconds,
             grace: Duration::from_secs_f64(self.grace_seconds.max(0.0)),
+            failure_grace: Duration::from_secs_f64(self.failure_grace_seconds.max(0.0)),
             gpus: self.load.gpus,
             force: self.force,
             gemm_tuned: self.gemm_tuned,

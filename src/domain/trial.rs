@@ -372,6 +372,9 @@ pub enum StopReason {
     Hang,
     /// The user (or a signal, or the frontend going away) asked it to stop.
     User,
+    /// A failure line (out of memory, NCCL, a traceback) and no iteration after it within the
+    /// grace: the workload was stopped instead of waiting for it to exit.
+    Failure,
 }
 
 impl StopReason {
@@ -383,6 +386,7 @@ impl StopReason {
             StopReason::MaxSeconds => "max-seconds",
             StopReason::Hang => "hang",
             StopReason::User => "user",
+            StopReason::Failure => "failure",
         }
     }
 }

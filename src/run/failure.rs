@@ -171,6 +171,15 @@ impl FailureDetector {
         }
     }
 
+    /// A failure seen since the last iteration line (what would classify the trial if it
+    /// ended now), tracebacks still open included.
+    pub fn pending_failure(&self) -> Option<Failure> {
+        if self.stopped {
+            return None;
+        }
+        self.slots_with_pending().1.best()
+    }
+
     /// The runner is about to stop the process (user request, hang, time limit, measurement
     /// complete): lines fed from now on are shutdown noise and no longer count.
     pub fn mark_stop(&mut self) {

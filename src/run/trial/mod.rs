@@ -53,6 +53,9 @@ pub struct TrialOptions {
     pub first_iteration_seconds: f64,
     /// Grace between SIGINT, SIGTERM and SIGKILL.
     pub grace: Duration,
+    /// After a failure line (out of memory, NCCL, a traceback) with no iteration since, how
+    /// long the workload may take to exit before it is stopped.
+    pub failure_grace: Duration,
     /// GPUs the trial uses (world size).
     pub gpus: u64,
     pub study_id: Option<i64>,
@@ -305,6 +308,7 @@ pub async fn run_trial(
         deadline: opts
             .max_seconds
             .map(|s| started + Duration::from_secs_f64(s)),
+        failure_grace: opts.failure_grace,
     };
     let cfg = &policy.steady;
     let mut parser = LogParser::new();
@@ -323,9 +327,12 @@ pub async fn run_trial(
     // When each iteration's line arrived (Unix ms), parallel to `iters`: the steady span the
     // telemetry summary covers.
     let mut iter_ms: Vec<u64> = Vec::new();
+    // When a failure line came with no iteration after it (the workload gets
+    // `failure_grace` to exit by itself, then is stopped).
+    let mut failed_at: Option<Instant> = None;
 
     let status = loop {
-        let wake = policy.wake_at(last_progress, !iters.is_empty(), median_ms);
+        let wake = policy.wake_at(last_progress, !iters.is_empty(), median_ms, failed_at);
         let stop: Stop = tokio::select! {
             line = lines.recv() => {
                 let Some((stream, line)) = line else {
@@ -333,10 +340,14 @@ pub async fn run_trial(
                     break running.child.wait().await.ok();
                 };
                 detector.feed(&line);
+                if failed_at.is_none() && detector.pending_failure().is_some() {
+                    failed_at = Some(Instant::now());
+                }
                 for ev in parser.feed(&line) {
                     match ev {
                         LogEvent::Iteration(it) => {
                             last_progress = Instant::now();
+                            failed_at = None; // survived: training goes on
                             let unix_ms = unix_now_ms();
                             if first_iteration.is_none() {
                                 first_iteration = Some((last_progress, unix_ms));
@@ -366,7 +377,11 @@ pub async fn run_trial(
                 }
             }
             _ = tokio::time::sleep_until(tokio::time::Instant::from_std(wake)) => {
-                match policy.on_clock(Instant::now(), last_progress, &iters, shape, median_ms) {
+                let now = Instant::now();
+                match policy
+                    .after_failure(now, failed_at, median_ms)
+                    .or_else(|| policy.on_clock(now, last_progress, &iters, shape, median_ms))
+                {
                     Some(stop) => stop,
                     None => continue,
                 }

@@ -23,6 +23,9 @@ pub struct StopPolicy {
     pub hang: Duration,
     /// The wall-clock budget's end.
     pub deadline: Option<Instant>,
+    /// After a failure line with no iteration since, how long the workload may take to exit
+    /// by itself before it is stopped.
+    pub failure_grace: Duration,
 }
 
 /// Why the runner stops a trial, and whether what it measured is complete.
@@ -51,7 +54,8 @@ impl Stop {
             }
             StopReason::Hang => exit.hang = true,
             StopReason::User => exit.stopped_by_user = true,
-            StopReason::Exited => {}
+            // Classified by its failure line, as an exit would be.
+            StopReason::Exited | StopReason::Failure => {}
         }
     }
 }
@@ -83,10 +87,40 @@ impl StopPolicy {
         }
     }
 
-    /// When the loop must wake to look at the clock.
-    pub fn wake_at(&self, last_progress: Instant, seen_iteration: bool, median_ms: f64) -> Instant {
+    /// When the loop must wake to look at the clock (`failed_at`: when a failure line came
+    /// with no iteration since).
+    pub fn wake_at(
+        &self,
+        last_progress: Instant,
+        seen_iteration: bool,
+        median_ms: f64,
+        failed_at: Option<Instant>,
+    ) -> Instant {
         let hang_at = last_progress + self.hang_after(seen_iteration, median_ms);
-        self.deadline.map_or(hang_at, |d| d.min(hang_at))
+        let at = self.deadline.map_or(hang_at, |d| d.min(hang_at));
+        failed_at.map_or(at, |f| at.min(f + self.failure_wait(median_ms)))
+    }
+
+    /// How long after a failure line the workload may take: the grace, or two median steps
+    /// when the steps are longer (a slow step is not yet an ended training).
+    pub fn failure_wait(&self, median_ms: f64) -> Duration {
+        self.failure_grace
+            .max(Duration::from_secs_f64((2.0 * median_ms / 1000.0).max(0.0)))
+    }
+
+    /// A failure line `failed_at` with no iteration since: stop once the wait has passed.
+    pub fn after_failure(
+        &self,
+        now: Instant,
+        failed_at: Option<Instant>,
+        median_ms: f64,
+    ) -> Option<Stop> {
+        failed_at
+            .is_some_and(|f| now >= f + self.failure_wait(median_ms))
+            .then_some(Stop {
+                reason: StopReason::Failure,
+                complete: false,
+            })
     }
 
     /// At a wake-up: stop at the deadline (complete when enough steady samples exist) or for a
@@ -131,6 +165,7 @@ mod tests {
             first_iteration: Duration::from_secs(600),
             hang: Duration::from_secs(120),
             deadline,
+            failure_grace: Duration::from_secs(5),
         }
     }
 
@@ -176,7 +211,10 @@ mod tests {
     fn the_clock_stops_at_the_deadline_or_a_hang() {
         let t0 = Instant::now();
         let p = policy(Some(t0 + Duration::from_secs(10)), true);
-        assert_eq!(p.wake_at(t0, false, 0.0), t0 + Duration::from_secs(10));
+        assert_eq!(
+            p.wake_at(t0, false, 0.0, None),
+            t0 + Duration::from_secs(10)
+        );
         assert_eq!(
             p.on_clock(t0 + Duration::from_secs(5), t0, &[], None, 0.0),
             None
@@ -204,5 +242,35 @@ mod tests {
         let mut e = ExitInfo::default();
         Stop::user().record(&mut e);
         assert!(e.stopped_by_user);
+    }
+
+    #[test]
+    fn a_failure_line_ends_the_trial_after_the_grace_or_two_slow_steps() {
+        let p = policy(None, true);
+        let t0 = Instant::now();
+        assert_eq!(p.after_failure(t0, None, 0.0), None);
+        assert_eq!(
+            p.after_failure(t0 + Duration::from_secs(4), Some(t0), 100.0),
+            None
+        );
+        let stop = p
+            .after_failure(t0 + Duration::from_secs(5), Some(t0), 100.0)
+            .unwrap();
+        assert_eq!(stop.reason, StopReason::Failure);
+        assert!(!stop.complete);
+        // 8 s steps: a slow step is not an ended training; two of them are waited for.
+        assert_eq!(
+            p.after_failure(t0 + Duration::from_secs(10), Some(t0), 8000.0),
+            None
+        );
+        assert!(
+            p.after_failure(t0 + Duration::from_secs(16), Some(t0), 8000.0)
+                .is_some()
+        );
+        // The loop wakes for it.
+        assert_eq!(
+            p.wake_at(t0, true, 100.0, Some(t0)),
+            t0 + Duration::from_secs(5)
+        );
     }
 }
