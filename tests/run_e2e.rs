@@ -695,3 +695,32 @@ fn a_failure_line_followed_by_iterations_is_survived() {
     assert_eq!(v["status"], "completed", "{v}");
     assert_eq!(v["iterations"], 5, "{v}");
 }
+
+/// `--db` naming another database in a workspace that has trials already: the new trial gets a
+/// folder of its own (`trials/1-2`) instead of failing on the other's `trials/1`, and no
+/// staging folder is left behind.
+#[test]
+fn a_second_database_beside_a_workspace_does_not_collide_with_its_trial_folders() {
+    let s = setup();
+    profile(
+        &s,
+        "quick",
+        &format!("{ITER_FN}it 1 100.0; it 2 100.0; it 3 100.0"),
+    );
+    let (code, first) = run_json(&s, "quick", &[]);
+    assert_eq!(code, 0, "{first}");
+    let other = s.ws.join("other.db");
+    let (code, v) = run_json(&s, "quick", &["--db", other.to_str().unwrap()]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["status"], "completed", "{v}");
+    assert_eq!(v["trial_id"], 1);
+    let dir = PathBuf::from(v["trial_dir"].as_str().unwrap());
+    assert_eq!(dir, s.ws.join("trials/1-2"));
+    assert_ne!(first["trial_dir"], v["trial_dir"]);
+    assert!(s.ws.join("trials/1/workload.pid").is_file());
+    let names: Vec<String> = std::fs::read_dir(s.ws.join("trials"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(!names.iter().any(|n| n.starts_with("new-")), "{names:?}");
+}

@@ -143,11 +143,9 @@ pub fn materialise(
         )),
     })?;
     let written = (|| -> Result<Materialised, TrialError> {
-        let dir = trials_root.join(trial_id.to_string());
         let staged = staging.keep();
-        std::fs::rename(&staged, &dir).map_err(|e| {
+        let dir = place(&staged, trials_root, trial_id).inspect_err(|_| {
             let _ = std::fs::remove_dir_all(&staged);
-            io(&dir)(e)
         })?;
         let config_path = dir.join("config.yaml");
         let resolved_path = dir.join("resolved.json");
@@ -218,6 +216,35 @@ pub fn materialise(
         )?;
     }
     written
+}
+
+/// Moves the staged trial folder to `trials/<id>`, or `trials/<id>-2`, `-3`, ... when a folder
+/// of that name exists already (another database's trial beside this one, `--db` in a used
+/// workspace): a trial never takes over or fails on another's folder.
+fn place(staged: &Path, trials_root: &Path, trial_id: i64) -> Result<PathBuf, TrialError> {
+    let mut last = None;
+    for n in 1..=100 {
+        let name = match n {
+            1 => trial_id.to_string(),
+            n => format!("{trial_id}-{n}"),
+        };
+        let dir = trials_root.join(name);
+        if dir.exists() {
+            continue;
+        }
+        match std::fs::rename(staged, &dir) {
+            Ok(()) => return Ok(dir),
+            // Taken meanwhile by another process: try the next name.
+            Err(e) => last = Some((dir, e)),
+        }
+    }
+    let (dir, e) = last.unwrap_or_else(|| {
+        (
+            trials_root.join(trial_id.to_string()),
+            std::io::Error::other("100 folders of this trial id exist"),
+        )
+    });
+    Err(io(&dir)(e))
 }
 
 /// What turns step times into tokens per second. A profile that runs the proxy's scaled-down
