@@ -53,7 +53,12 @@ echo $$ > "$1/workload.pid"
 "#;
 
 fn bin(s: &Setup) -> Command {
-    let mut c = Command::cargo_bin("primus-tune").unwrap();
+    Command::from_std(plain(s, assert_cmd::cargo::cargo_bin("primus-tune")))
+}
+
+/// `program` as a plain process with the setup's folders (for tests that signal or wrap it).
+fn plain(s: &Setup, program: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+    let mut c = std::process::Command::new(program);
     c.env("XDG_CONFIG_HOME", &s.config_home)
         .env("XDG_DATA_HOME", s.dir.path().join("data"))
         .env("PRIMUS_TUNE_WORKSPACE", &s.ws)
@@ -310,7 +315,7 @@ fn killing_primus_tune_mid_trial_leaves_no_child_and_keeps_earlier_trials() {
         ),
     );
     let exe = assert_cmd::cargo::cargo_bin("primus-tune");
-    let child = std::process::Command::new(exe)
+    let child = plain(&s, exe)
         .arg("run")
         .arg(&s.exp)
         .args([
@@ -321,9 +326,6 @@ fn killing_primus_tune_mid_trial_leaves_no_child_and_keeps_earlier_trials() {
             "--grace-seconds",
             "0.3",
         ])
-        .env("XDG_CONFIG_HOME", &s.config_home)
-        .env("XDG_DATA_HOME", s.dir.path().join("data"))
-        .env("PRIMUS_TUNE_WORKSPACE", &s.ws)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -533,7 +535,7 @@ fn the_workload_starts_with_default_signal_actions() {
     assert_eq!(inherited & stop_bits, stop_bits, "{inherited:x}");
 
     let bin_path = assert_cmd::cargo::cargo_bin("primus-tune");
-    let mut c = std::process::Command::new("sh");
+    let mut c = plain(&s, "sh");
     c.args(["-c", IGNORE])
         .arg(&bin_path)
         .arg("run")
@@ -546,12 +548,7 @@ fn the_workload_starts_with_default_signal_actions() {
             "4",
             "--ci-target",
             "0",
-        ])
-        .env("XDG_CONFIG_HOME", &s.config_home)
-        .env("XDG_DATA_HOME", s.dir.path().join("data"))
-        .env("PRIMUS_TUNE_WORKSPACE", &s.ws)
-        .env_remove("PRIMUS_ROOT")
-        .env_remove("GPUS_PER_NODE");
+        ]);
     let out = c.output().unwrap();
     let v = result_line(&out.stdout, &out.stderr);
     let dir = PathBuf::from(v["trial_dir"].as_str().unwrap());
@@ -580,13 +577,10 @@ fn a_trial_whose_runner_was_killed_shows_interrupted() {
         &format!("{ITER_FN}i=1; while true; do it $i 100.$i; i=$((i+1)); sleep 0.2; done"),
     );
     let exe = assert_cmd::cargo::cargo_bin("primus-tune");
-    let mut child = std::process::Command::new(exe)
+    let mut child = plain(&s, exe)
         .arg("run")
         .arg(&s.exp)
         .args(["--profile", "endless", "--json", "--no-telemetry"])
-        .env("XDG_CONFIG_HOME", &s.config_home)
-        .env("XDG_DATA_HOME", s.dir.path().join("data"))
-        .env("PRIMUS_TUNE_WORKSPACE", &s.ws)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
