@@ -197,6 +197,7 @@ pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
         expanded: 0,
         root: None,
         docs: 0,
+        lines: text.split('\n').count() as u32,
     };
     for ev in Parser::new_from_str(text) {
         let (ev, span) = ev.map_err(|e| YamlError {
@@ -266,14 +267,27 @@ struct Builder<'a> {
     expanded: usize,
     root: Option<Node>,
     docs: usize,
+    /// Lines of the text (the last one may be empty): a position past them is clamped.
+    lines: u32,
 }
 
 impl Builder<'_> {
     fn pos(&self, m: &saphyr_parser::Marker) -> Pos {
+        let offset = self.offsets.byte(m.index());
+        if m.line() as u32 > self.lines {
+            // The scanner's end of stream after a comment can lie past the last line (an
+            // empty value at the end of `? \n#`): report the end of the text.
+            let last = self.text.rsplit('\n').next().unwrap_or("");
+            return Pos {
+                line: self.lines,
+                col: last.chars().count() as u32 + 1,
+                offset: offset.min(self.text.len()),
+            };
+        }
         Pos {
             line: m.line() as u32,
             col: m.col() as u32 + 1,
-            offset: self.offsets.byte(m.index()),
+            offset,
         }
     }
 
@@ -857,5 +871,27 @@ mod tests {
         assert!(e.line >= 1);
         let e = parse("a: 1\n---\nb: 2\n").unwrap_err();
         assert!(e.message.contains("single document"), "{e}");
+    }
+
+    #[test]
+    fn positions_past_the_last_line_are_clamped_to_the_end_of_the_text() {
+        // saphyr puts the empty value of an explicit key before a final comment on line 3.
+        let doc = parse("? \n#").unwrap().expect("a document");
+        let text_lines = 2;
+        let mut stack = vec![&doc];
+        while let Some(n) = stack.pop() {
+            assert!(
+                n.start.line >= 1 && n.start.line <= text_lines,
+                "{:?}",
+                n.start
+            );
+            assert!(n.end.line <= text_lines, "{:?}", n.end);
+            if let NodeKind::Map(entries) = &n.kind {
+                for (k, v) in entries {
+                    assert!(k.start.line <= text_lines, "{:?}", k.start);
+                    stack.push(v);
+                }
+            }
+        }
     }
 }
