@@ -203,7 +203,33 @@ pub fn prepare(session: &Session, req: &TrialRequest) -> Result<PreparedTrial, A
     let w = world(session, req.gpus, &profile.capabilities);
     lint_gate(session, &exp, &req.overrides, w.as_ref(), req.force)?;
     let options = options(session, &exp, req)?;
+    if options.profile.capabilities.scaled_shape {
+        proxy_fits(session, &exp, &req.overrides, options.gpus)?;
+    }
     Ok(PreparedTrial { exp, options })
+}
+
+/// The built-in CPU proxy sizes itself from the config: a shape that needs more host memory
+/// than is available is refused before launch, with the sizes to change (it would otherwise
+/// abort on its allocation).
+fn proxy_fits(
+    session: &Session,
+    exp: &Experiment,
+    overrides: &[Override],
+    gpus: u64,
+) -> Result<(), AppError> {
+    let mut with = session.load.clone();
+    with.overrides = overrides.to_vec();
+    let view = Experiment::load(&exp.path, &with)?;
+    let resolved = crate::run::profile::resolved_json(&view.main_module().values(), gpus);
+    let shape = crate::run::proxy::ProxyShape::from_resolved(&resolved);
+    match crate::run::proxy::too_big(&shape, crate::run::proxy::host_available_bytes()) {
+        Some(why) => Err(AppError::Usage(format!(
+            "{}: {why}",
+            crate::util::paths::display_path(&exp.path)
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Runs `work` with the trial events it produces forwarded to `events` as they come.

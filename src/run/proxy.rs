@@ -408,6 +408,32 @@ impl ProxyShape {
     }
 
     /// One line describing the proxy, printed before the first iteration.
+    /// An upper estimate of the host memory the proxy needs, in bytes: four f32 arrays per
+    /// parameter (value, gradient, two Adam moments) and one micro batch's activations (a
+    /// dozen hidden-wide and three ffn-wide f32 vectors per token and layer, and the attention
+    /// scores). Saturates instead of overflowing.
+    pub fn estimated_bytes(&self) -> u128 {
+        let u = |x: usize| x as u128;
+        let width = u(self.heads) * u(self.head_dim);
+        let kv = u(self.kv_heads) * u(self.head_dim);
+        let attn = u(self.hidden) * (2 * width + 2 * kv);
+        let mlp_mats = if self.swiglu { 3 } else { 2 };
+        let dense_layers = u(self.layers.saturating_sub(self.moe_layers));
+        let mlp = u(self.hidden) * u(self.ffn) * mlp_mats;
+        let moe = u(self.experts) * u(self.hidden) * u(self.moe_ffn) * mlp_mats
+            + u(self.hidden) * u(self.experts)
+            + u(self.hidden) * u(self.shared_ffn) * mlp_mats;
+        let params = u(self.layers) * attn
+            + dense_layers * mlp
+            + u(self.moe_layers) * moe
+            + 2 * u(self.vocab) * u(self.hidden);
+        let tokens = u(self.micro_batch) * u(self.seq);
+        let per_token =
+            12 * u(self.hidden) + 3 * u(self.ffn.max(self.moe_ffn)) + u(self.heads) * u(self.seq);
+        let activations = tokens * per_token * u(self.layers) + tokens * u(self.vocab);
+        (params * 4 + activations).saturating_mul(4)
+    }
+
     pub fn describe(&self) -> String {
         let moe = if self.moe_layers > 0 {
             format!(
@@ -1739,6 +1765,36 @@ fn memory_line(after: u64, mb: [f64; 4]) -> String {
     )
 }
 
+/// `MemAvailable` of `/proc/meminfo` in bytes (None where it cannot be read).
+pub fn host_available_bytes() -> Option<u128> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kb: u128 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+/// Why the proxy cannot run this shape on a host with `available` bytes free (None: it fits,
+/// or the host's memory is unknown).
+pub fn too_big(shape: &ProxyShape, available: Option<u128>) -> Option<String> {
+    let need = shape.estimated_bytes();
+    let available = available?;
+    let gib = |b: u128| b as f64 / (1u64 << 30) as f64;
+    (need > available).then(|| {
+        format!(
+            "the CPU proxy would need about {:.1} GiB of host memory for this shape, {:.1} GiB is available ({}); choose smaller sizes (hidden_size, ffn_hidden_size, seq_length, micro_batch_size, padded_vocab_size)",
+            gib(need),
+            gib(available),
+            shape.describe()
+        )
+    })
+}
+
 /// `VmRSS` / `VmHWM` of this process in bytes (0 where `/proc` is unavailable).
 fn proc_memory_bytes() -> (u64, u64) {
     let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
@@ -1766,6 +1822,9 @@ fn proc_memory_bytes() -> (u64, u64) {
 pub fn run(shape: &ProxyShape, iters: u64, out: &mut impl Write) -> io::Result<()> {
     writeln!(out, "{}", shape.describe())?;
     out.flush()?;
+    if let Some(why) = too_big(shape, host_available_bytes()) {
+        return Err(io::Error::new(io::ErrorKind::OutOfMemory, why));
+    }
     let mut trainer = Trainer::new(shape);
     let params = trainer.param_bytes();
     let memory_after = iters.min(10);
@@ -2386,5 +2445,56 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn the_memory_estimate_bounds_what_the_trainer_allocates() {
+        let mut moe = tiny();
+        moe.moe_layers = 1;
+        moe.experts = 4;
+        moe.topk = 2;
+        moe.moe_ffn = 32;
+        for shape in [tiny(), moe] {
+            let mut t = Trainer::new(&shape);
+            t.step();
+            let (_, peak) = t.activation_bytes();
+            let used = t.param_bytes() + peak;
+            assert!(
+                shape.estimated_bytes() >= used as u128,
+                "estimate {} < {used}",
+                shape.estimated_bytes()
+            );
+        }
+    }
+
+    #[test]
+    fn the_bundled_examples_fit_a_laptop_and_absurd_sizes_are_refused() {
+        for f in ["llama3_8B-BF16-pretrain.yaml", "moe_16B-BF16-pretrain.yaml"] {
+            let exp = crate::config::Experiment::load(
+                Path::new("presets/examples/experiments").join(f).as_path(),
+                &crate::config::LoadOptions::default(),
+            )
+            .unwrap();
+            let resolved = crate::run::profile::resolved_json(&exp.main_module().values(), 1);
+            let shape = ProxyShape::from_resolved(&resolved);
+            assert!(
+                shape.estimated_bytes() < 2 << 30,
+                "{f}: {} bytes",
+                shape.estimated_bytes()
+            );
+            assert_eq!(too_big(&shape, Some(4 << 30)), None);
+        }
+        let mut huge = tiny();
+        huge.hidden = 3_125_000_000;
+        let why = too_big(&huge, Some(16 << 30)).expect("refused");
+        assert!(
+            why.contains("GiB of host memory") && why.contains("hidden_size"),
+            "{why}"
+        );
+        assert_eq!(
+            too_big(&huge, None),
+            None,
+            "unknown host memory: no refusal"
+        );
     }
 }
