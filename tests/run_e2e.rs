@@ -749,3 +749,42 @@ fn a_proxy_shape_larger_than_the_host_is_refused_before_launch() {
         }
     );
 }
+
+/// Another process holds the database's write lock for 30 s (twice the busy timeout of one
+/// attempt) while a trial runs: its writes wait the lock out and the figures are stored.
+#[test]
+fn a_database_locked_for_30_s_does_not_lose_the_measurement() {
+    let s = setup();
+    profile(
+        &s,
+        "quick",
+        &format!("{ITER_FN}it 1 100.0; it 2 100.0; it 3 100.0; it 4 100.0; it 5 100.0"),
+    );
+    let (code, _) = run_json(&s, "quick", &[]);
+    assert_eq!(code, 0);
+    let db = s.ws.join("trials.db");
+    let (locked_tx, locked_rx) = std::sync::mpsc::channel();
+    let holder = std::thread::spawn(move || {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute_batch("BEGIN EXCLUSIVE").unwrap();
+        locked_tx.send(()).unwrap();
+        std::thread::sleep(Duration::from_secs(30));
+        conn.execute_batch("COMMIT").unwrap();
+    });
+    locked_rx.recv().unwrap();
+    let t = Instant::now();
+    let (code, v) = run_json(&s, "quick", &["--max-iters", "5", "--ci-target", "0"]);
+    holder.join().unwrap();
+    assert_eq!(code, 0, "{v}");
+    assert!(
+        t.elapsed() >= Duration::from_secs(25),
+        "it waited for the lock"
+    );
+    assert_eq!(v["status"], "completed", "{v}");
+    let store = primus_tune::store::Store::open(&s.ws.join("trials.db")).unwrap();
+    let id = v["trial_id"].as_i64().unwrap();
+    let row = store.trial(id).unwrap().unwrap();
+    assert_eq!(row.status.to_string(), "completed");
+    assert_eq!(store.iterations(id).unwrap().len(), 5);
+    assert!(row.median_step_ms.is_some());
+}

@@ -9,7 +9,8 @@
 //! `synchronous=FULL` for their commit, which also makes every earlier commit durable. Each
 //! write is one `BEGIN IMMEDIATE` transaction, so a finished trial is stored completely or not
 //! at all, and a second primus-tune process waits up to [`BUSY_TIMEOUT`] for the write lock
-//! instead of failing at once.
+//! instead of failing at once, and tries again with back-off for up to [`WRITE_PATIENCE`]
+//! before it gives up.
 //!
 //! [`Store`] is `Send + Sync` (the connection sits behind a mutex), so one handle can be shared
 //! between the run engine's tasks.
@@ -51,8 +52,11 @@ pub use workspace::{
     BESIDE as WORKSPACE_BESIDE, DB_FILE as WORKSPACE_DB, Origin as WorkspaceOrigin, Workspace,
 };
 
-/// How long a write waits for another connection's lock before giving up.
+/// How long one attempt at a write waits for another connection's lock.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// How long a write keeps trying, attempt after attempt, before it gives up.
+pub const WRITE_PATIENCE: Duration = Duration::from_secs(180);
 
 /// An open trial database.
 pub struct Store {
@@ -143,12 +147,45 @@ impl Store {
     }
 
     /// Runs `f` in one `BEGIN IMMEDIATE` transaction and commits it; `durable` commits with
-    /// `synchronous=FULL`.
+    /// `synchronous=FULL`. A lock another process holds past [`BUSY_TIMEOUT`] is waited out,
+    /// with back-off, for up to [`WRITE_PATIENCE`] in all (a finished measurement is not thrown
+    /// away because another primus-tune held the database for a while); then the `Busy` error
+    /// says how long it waited.
     fn write<T>(
         &self,
         what: &str,
         durable: bool,
-        f: impl FnOnce(&Transaction<'_>) -> StoreResult<T>,
+        mut f: impl FnMut(&Transaction<'_>) -> StoreResult<T>,
+    ) -> StoreResult<T> {
+        let started = std::time::Instant::now();
+        let mut pause = Duration::from_millis(250);
+        loop {
+            match self.write_once(what, durable, &mut f) {
+                Err(StoreError::Busy {
+                    path, what, source, ..
+                }) => {
+                    let waited = started.elapsed();
+                    if waited >= WRITE_PATIENCE {
+                        return Err(StoreError::Busy {
+                            path,
+                            what,
+                            timeout: waited,
+                            source,
+                        });
+                    }
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_secs(4));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn write_once<T>(
+        &self,
+        what: &str,
+        durable: bool,
+        f: &mut impl FnMut(&Transaction<'_>) -> StoreResult<T>,
     ) -> StoreResult<T> {
         let mut conn = self.lock();
         if durable {
