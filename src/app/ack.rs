@@ -21,8 +21,13 @@ pub fn acks(session: &Session) -> Vec<Ack> {
         .existing_store()
         .ok()
         .flatten()
-        .and_then(|s| s.acknowledgements(&key(session)).ok())
+        .map(|s| acks_in(session, &s))
         .unwrap_or_default()
+}
+
+/// The experiment's acknowledgements in an open store.
+pub fn acks_in(session: &Session, store: &crate::store::Store) -> Vec<Ack> {
+    store.acknowledgements(&key(session)).unwrap_or_default()
 }
 
 /// The rule ids `--ack` takes for this experiment: the checklist's and `recommend`'s rules,

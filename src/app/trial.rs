@@ -128,20 +128,27 @@ pub fn world(session: &Session, gpus: Option<u64>, caps: &Capabilities) -> Optio
     trial::trial_world(requested, &session.load.env, caps, detected)
 }
 
-/// Lint the trial's config (the experiment with the request's overrides) at the trial's world
-/// and refuse it when it has errors that would stop Primus at start-up, unless forced.
-pub fn lint_gate(
+/// The trial's config: the experiment with the request's overrides.
+fn with_overrides(
     session: &Session,
     exp: &Experiment,
     overrides: &[Override],
+) -> Result<Experiment, AppError> {
+    let mut with = session.load.clone();
+    with.overrides = overrides.to_vec();
+    Ok(Experiment::load(&exp.path, &with)?)
+}
+
+/// Lint the trial's config (`view`, see [`with_overrides`]) at the trial's world and refuse it
+/// when it has errors that would stop Primus at start-up, unless forced.
+pub fn lint_gate(
+    session: &Session,
+    view: &Experiment,
     world: Option<&World>,
     force: bool,
 ) -> Result<(), AppError> {
-    let mut with = session.load.clone();
-    with.overrides = overrides.to_vec();
-    let view = Experiment::load(&exp.path, &with)?;
     let errors: Vec<_> =
-        crate::config::lint::lint(&view, &session.load.env, world, Catalog::builtin())
+        crate::config::lint::lint(view, &session.load.env, world, Catalog::builtin())
             .into_iter()
             .filter(|d| d.severity == Severity::Error)
             .collect();
@@ -149,7 +156,7 @@ pub fn lint_gate(
         return Ok(());
     }
     Err(AppError::LintGate {
-        path: crate::util::paths::display_path(&exp.path),
+        path: crate::util::paths::display_path(&view.path),
         errors,
     })
 }
@@ -201,10 +208,11 @@ pub fn prepare(session: &Session, req: &TrialRequest) -> Result<PreparedTrial, A
     let exp = session.load_plain()?;
     let profile = find_profile(req.profile.as_deref())?;
     let w = world(session, req.gpus, &profile.capabilities);
-    lint_gate(session, &exp, &req.overrides, w.as_ref(), req.force)?;
+    let view = with_overrides(session, &exp, &req.overrides)?;
+    lint_gate(session, &view, w.as_ref(), req.force)?;
     let options = options(session, &exp, req)?;
     if options.profile.capabilities.scaled_shape {
-        proxy_fits(session, &exp, &req.overrides, options.gpus)?;
+        proxy_fits(&view, options.gpus)?;
     }
     Ok(PreparedTrial { exp, options })
 }
@@ -212,21 +220,13 @@ pub fn prepare(session: &Session, req: &TrialRequest) -> Result<PreparedTrial, A
 /// The built-in CPU proxy sizes itself from the config: a shape that needs more host memory
 /// than is available is refused before launch, with the sizes to change (it would otherwise
 /// abort on its allocation).
-fn proxy_fits(
-    session: &Session,
-    exp: &Experiment,
-    overrides: &[Override],
-    gpus: u64,
-) -> Result<(), AppError> {
-    let mut with = session.load.clone();
-    with.overrides = overrides.to_vec();
-    let view = Experiment::load(&exp.path, &with)?;
+fn proxy_fits(view: &Experiment, gpus: u64) -> Result<(), AppError> {
     let resolved = crate::run::profile::resolved_json(&view.main_module().values(), gpus);
     let shape = crate::run::proxy::ProxyShape::from_resolved(&resolved);
     match crate::run::proxy::too_big(&shape, crate::run::proxy::host_available_bytes()) {
         Some(why) => Err(AppError::Usage(format!(
             "{}: {why}",
-            crate::util::paths::display_path(&exp.path)
+            crate::util::paths::display_path(&view.path)
         ))),
         None => Ok(()),
     }
@@ -361,7 +361,7 @@ mod tests {
         // The bundled MoE example (EP 8, 256 = micro 4 × DP 8 × 8) passes the gate on its 8
         // GPUs and as a one-process proxy, and is refused on 4 GPUs.
         let exp = s.load_plain().unwrap();
-        let gate = |w: Option<World>| lint_gate(&s, &exp, &[], w.as_ref(), false);
+        let gate = |w: Option<World>| lint_gate(&s, &exp, w.as_ref(), false);
         assert!(gate(World::flag(8)).is_ok());
         assert!(gate(Some(World::one_process())).is_ok());
         match gate(World::flag(4)) {
@@ -373,6 +373,6 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        assert!(lint_gate(&s, &exp, &[], World::flag(4).as_ref(), true).is_ok());
+        assert!(lint_gate(&s, &exp, World::flag(4).as_ref(), true).is_ok());
     }
 }

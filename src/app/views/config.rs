@@ -3,7 +3,6 @@
 //! the unsaved edits applied and planned against the file on disk (nothing is written here).
 
 use super::compare::show_json;
-use super::gemm_status;
 use crate::app::{AppError, Session};
 use crate::checklist::{self, Checklist};
 use crate::config::catalog::{Backend, Catalog, FlagType, Kind, Step};
@@ -158,8 +157,7 @@ pub fn build(
         Severity::Warning => 1,
         Severity::Info => 2,
     });
-    let gemm = gemm_status(session, &exp);
-    let acks = crate::app::ack::acks(session);
+    let (gemm, acks) = super::stored(session, &exp);
     let known = super::known(session, &acks);
     let checklist = checklist::evaluate(&exp, &opts.env, catalog, &diagnostics, &gemm, &known);
     let m = exp.main_module();

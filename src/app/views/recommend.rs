@@ -216,23 +216,34 @@ pub fn target(
 ) -> Result<Resolved, AppError> {
     let gpu = gpu(session, gpu_name)?;
     let (framework, load) = launch(profile, &session.load)?;
-    let target = Target {
+    let target = target_on(gpu.as_ref(), framework);
+    Ok((gpu, target, load))
+}
+
+/// What a Primus job runs on here: this machine's GPU, else the experiment path's (what the
+/// checklist uses; no profile, so no launch environment to gather).
+pub fn local_target(session: &Session) -> Target {
+    let gpu = gpu(session, None).ok().flatten();
+    target_on(gpu.as_ref(), Framework::Primus)
+}
+
+fn target_on(gpu: Option<&(&'static GpuModel, String)>, framework: Framework) -> Target {
+    Target {
         framework,
-        vendor: gpu.as_ref().map(|g| {
+        vendor: gpu.map(|g| {
             if g.0.vendor == "nvidia" {
                 "nvidia"
             } else {
                 "amd"
             }
         }),
-    };
-    Ok((gpu, target, load))
+    }
 }
 
 pub fn recommend(session: &Session, req: &RecommendRequest) -> Result<RecommendView, AppError> {
     let exp = session.load()?;
     let (gpu, target, load) = target(session, req.gpu.as_deref(), req.profile.as_deref())?;
-    let acks = crate::app::ack::acks(session);
+    let (gemm, acks) = super::stored(session, &exp);
     let mut ctx = Context {
         gpu: gpu.as_ref().map(|g| g.0),
         world: session.load.world,
@@ -248,9 +259,13 @@ pub fn recommend(session: &Session, req: &RecommendRequest) -> Result<RecommendV
         ignored = skipped;
         evidence = Some((name.clone(), rec));
     }
-    let gemm = super::gemm_status(session, &exp);
-    // What each acknowledged rule holds back: the rules as they would be without it.
-    let unacked = recommend::rules(&exp, &load.env, &ctx, &gemm);
+    // What each acknowledged rule holds back: the rules as they would be without it (run
+    // only when something is acknowledged).
+    let unacked = if acks.is_empty() {
+        Vec::new()
+    } else {
+        recommend::rules(&exp, &load.env, &ctx, &gemm)
+    };
     let acknowledged: Vec<Acknowledged> = acks
         .into_iter()
         .map(|ack| Acknowledged {
