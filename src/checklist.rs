@@ -639,13 +639,17 @@ mod tests {
     use crate::config::overrides::Override;
     use std::path::Path;
 
-    fn comm(acks: &[Ack]) -> StepReport {
+    /// One step of the bundled MoE example's checklist with `--set`-style overrides.
+    fn report(sets: &[(&str, Value)], known: &Known, step: Step) -> StepReport {
         let opts = LoadOptions {
-            overrides: vec![Override {
-                key: "overlap_param_gather".into(),
-                value: Value::Bool(false),
-                text: "overlap_param_gather=false".into(),
-            }],
+            overrides: sets
+                .iter()
+                .map(|(k, v)| Override {
+                    key: k.to_string(),
+                    value: v.clone(),
+                    text: format!("{k}={v}"),
+                })
+                .collect(),
             ..LoadOptions::default()
         };
         let exp = Experiment::load(
@@ -655,15 +659,23 @@ mod tests {
         .unwrap();
         let env = Env::default();
         let gemm = crate::gemm::status::of_experiment(&exp, &env, None, None);
+        evaluate(&exp, &env, Catalog::builtin(), &[], &gemm, known)
+            .steps
+            .into_iter()
+            .find(|s| s.step == step)
+            .unwrap()
+    }
+
+    fn comm(acks: &[Ack]) -> StepReport {
         let known = Known {
             acks,
             ..Known::default()
         };
-        let list = evaluate(&exp, &env, Catalog::builtin(), &[], &gemm, &known);
-        list.steps
-            .into_iter()
-            .find(|s| s.step == Step::Comm)
-            .unwrap()
+        report(
+            &[("overlap_param_gather", Value::Bool(false))],
+            &known,
+            Step::Comm,
+        )
     }
 
     #[test]
@@ -699,25 +711,13 @@ mod tests {
 
     #[test]
     fn the_memory_step_uses_the_world_it_is_given_never_a_guess() {
-        let exp = Experiment::load(
-            Path::new("presets/examples/experiments/moe_16B-BF16-pretrain.yaml"),
-            &LoadOptions::default(),
-        )
-        .unwrap();
-        let env = Env::default();
-        let gemm = crate::gemm::status::of_experiment(&exp, &env, None, None);
         let memory = |world: Option<&World>| {
             let known = Known {
                 world,
                 ..Known::default()
             };
-            let list = evaluate(&exp, &env, Catalog::builtin(), &[], &gemm, &known);
-            let s = list
-                .steps
-                .into_iter()
-                .find(|s| s.step == Step::Memory)
-                .unwrap();
-            s.findings
+            report(&[], &known, Step::Memory)
+                .findings
                 .iter()
                 .map(|f| f.text.clone())
                 .collect::<Vec<_>>()
@@ -727,41 +727,19 @@ mod tests {
         assert!(unknown.contains("world size is unknown"), "{unknown}");
         assert!(!unknown.contains("on 8 GPUs"), "{unknown}");
         let four = World::flag(4).unwrap();
-        assert!(
-            memory(Some(&four)).contains("on 4 GPUs"),
-            "{}",
-            memory(Some(&four))
-        );
+        let known = memory(Some(&four));
+        assert!(known.contains("on 4 GPUs"), "{known}");
     }
 
     #[test]
     fn primus_amd_to_dos_do_not_apply_on_nvidia_or_upstream_megatron() {
         use crate::domain::advice::Framework;
-        let opts = LoadOptions {
-            overrides: vec![Override {
-                key: "enable_primus_turbo".into(),
-                value: Value::Bool(false),
-                text: "enable_primus_turbo=false".into(),
-            }],
-            ..LoadOptions::default()
-        };
-        let exp = Experiment::load(
-            Path::new("presets/examples/experiments/moe_16B-BF16-pretrain.yaml"),
-            &opts,
-        )
-        .unwrap();
-        let env = Env::default();
-        let gemm = crate::gemm::status::of_experiment(&exp, &env, None, None);
         let step = |target: Target, step: Step| {
             let known = Known {
                 target,
                 ..Known::default()
             };
-            evaluate(&exp, &env, Catalog::builtin(), &[], &gemm, &known)
-                .steps
-                .into_iter()
-                .find(|s| s.step == step)
-                .unwrap()
+            report(&[("enable_primus_turbo", Value::Bool(false))], &known, step)
         };
         let amd = Target {
             framework: Framework::Primus,
