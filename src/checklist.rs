@@ -644,11 +644,7 @@ mod tests {
         let opts = LoadOptions {
             overrides: sets
                 .iter()
-                .map(|(k, v)| Override {
-                    key: k.to_string(),
-                    value: v.clone(),
-                    text: format!("{k}={v}"),
-                })
+                .map(|(k, v)| Override::new(*k, v.clone()))
                 .collect(),
             ..LoadOptions::default()
         };

@@ -609,12 +609,15 @@ fn a_trial_whose_runner_was_killed_shows_interrupted() {
         "running"
     );
     drop(store);
-    let out = bin(&s)
-        .args(["trials", "--json", "--config"])
-        .arg(&s.exp)
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let trials = || -> serde_json::Value {
+        let out = bin(&s)
+            .args(["trials", "--json", "--config"])
+            .arg(&s.exp)
+            .output()
+            .unwrap();
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let v = trials();
     assert_eq!(v[0]["status"], "interrupted", "{v}");
     // And a trial whose runner lives is left running: this test process stands in for one.
     let store = primus_tune::store::Store::open(&s.ws.join("trials.db")).unwrap();
@@ -627,12 +630,7 @@ fn a_trial_whose_runner_was_killed_shows_interrupted() {
         })
         .unwrap();
     drop(store);
-    let out = bin(&s)
-        .args(["trials", "--json", "--config"])
-        .arg(&s.exp)
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = trials();
     let row = v
         .as_array()
         .unwrap()

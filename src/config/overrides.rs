@@ -13,6 +13,15 @@ pub struct Override {
     pub text: String,
 }
 
+impl Override {
+    /// An override of `key` with an already typed value (its text is `key=value`).
+    pub fn new(key: impl Into<String>, value: Value) -> Override {
+        let key = key.into();
+        let text = format!("{key}={value}");
+        Override { key, value, text }
+    }
+}
+
 /// Parse `key=value` (also `--key=value`) into an override typed as Primus types CLI values.
 pub fn parse_assignment(token: &str) -> Result<Override, String> {
     let token = token.trim();

@@ -62,11 +62,8 @@ impl Linter<'_> {
             if r.env {
                 with.env.set(&r.flag, &text);
             } else {
-                with.overrides.push(Override {
-                    key: r.flag.clone(),
-                    value: coerce(&text),
-                    text: format!("{}={text}", r.flag),
-                });
+                with.overrides
+                    .push(Override::new(r.flag.clone(), coerce(&text)));
             }
         }
         let view = Experiment::load(&self.exp.path, &with).map_err(|e| e.to_string())?;

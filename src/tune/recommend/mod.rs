@@ -87,11 +87,7 @@ mod tests {
         LoadOptions {
             overrides: sets
                 .iter()
-                .map(|(k, v)| Override {
-                    key: k.to_string(),
-                    value: v.clone(),
-                    text: format!("{k}={v}"),
-                })
+                .map(|(k, v)| Override::new(*k, v.clone()))
                 .collect(),
             ..LoadOptions::default()
         }
@@ -220,11 +216,10 @@ mod advice_tests {
         let mut with = o.clone();
         for r in recs.iter().filter(|r| !r.env) {
             let text = bundle::as_text(&r.value);
-            with.overrides.push(Override {
-                key: r.flag.clone(),
-                value: crate::config::overrides::coerce(&text),
-                text: text.clone(),
-            });
+            with.overrides.push(Override::new(
+                r.flag.clone(),
+                crate::config::overrides::coerce(&text),
+            ));
         }
         let exp = Experiment::load(Path::new(MOE), &with).unwrap();
         crate::config::lint::lint(&exp, &with.env, None, Catalog::builtin())
