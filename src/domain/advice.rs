@@ -39,8 +39,8 @@ pub const OVERLAP_P2P: &str = "overlap-p2p-comm";
 pub const ASYNC_TP: &str = "async-tensor-parallel";
 pub const MIXED_PRECISION: &str = "mixed-precision";
 
-/// Every rule of the checklist and of `recommend` (lint's codes are rules too: see
-/// [`is_known`]).
+/// Every rule of the checklist and of `recommend` (lint's codes are rules too: the app layer's
+/// `ack::known_rules` adds those of an experiment).
 pub const RULES: &[Rule] = &[
     rule(
         PRIMUS_TURBO,
@@ -117,11 +117,6 @@ pub fn lint_code_is_primus_amd(code: &str) -> bool {
     ["turbo-", "sync-free", "deepep-", "hipblaslt-"]
         .iter()
         .any(|p| code.starts_with(p))
-}
-
-/// A rule id or a lint code (lint's findings are rules of their own).
-pub fn is_known(id: &str, lint_codes: &[&str]) -> bool {
-    find(id).is_some() || lint_codes.contains(&id)
 }
 
 /// Whether the rule's advice is about Primus on AMD.
@@ -218,11 +213,7 @@ mod tests {
         assert!(is_primus_amd("turbo-grouped-gemm-legacy"));
         assert!(is_primus_amd("deepep-router-dtype"));
         assert!(!is_primus_amd("overlap-param-gather-needs-dist-opt"));
-        assert!(is_known("cuda-max-connections", &[]));
-        assert!(is_known(
-            "recompute-full-method",
-            &["recompute-full-method"]
-        ));
-        assert!(!is_known("no-such-rule", &["recompute-full-method"]));
+        assert!(find("cuda-max-connections").is_some());
+        assert!(find("no-such-rule").is_none());
     }
 }

@@ -171,13 +171,16 @@ impl FailureDetector {
         }
     }
 
-    /// A failure seen since the last iteration line (what would classify the trial if it
-    /// ended now), tracebacks still open included.
-    pub fn pending_failure(&self) -> Option<Failure> {
-        if self.stopped {
-            return None;
-        }
-        self.slots_with_pending().1.best()
+    /// Whether a failure was seen since the last iteration line (what would classify the trial
+    /// if it ended now), tracebacks still open included. Cheap: asked after every line.
+    pub fn failure_pending(&self) -> bool {
+        !self.stopped
+            && (self.recent.0.iter().any(Option::is_some)
+                || self.streams.iter().any(|s| match &s.state {
+                    TbState::Idle => false,
+                    TbState::Open { .. } => true,
+                    TbState::Ended { kind, .. } => *kind != ExcKind::Noise,
+                }))
     }
 
     /// The runner is about to stop the process (user request, hang, time limit, measurement

@@ -340,7 +340,7 @@ pub async fn run_trial(
                     break running.child.wait().await.ok();
                 };
                 detector.feed(&line);
-                if failed_at.is_none() && detector.pending_failure().is_some() {
+                if failed_at.is_none() && detector.failure_pending() {
                     failed_at = Some(Instant::now());
                 }
                 for ev in parser.feed(&line) {
