@@ -30,7 +30,13 @@ pub mod tui;
 mod tui;
 
 /// The `primus-tune` command: parse the command line, then the TUI on a terminal or the
-/// headless command.
+/// headless command. `primus-tune __supervise ...` is the trial supervisor ([`run::supervise`]),
+/// which the binary runs for its own trials.
 pub fn main() -> std::process::ExitCode {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == run::supervise::SUBCOMMAND) {
+        run::supervise::main(&args[2..]);
+    }
+    run::supervise::mark_main_binary();
     cli::run()
 }

@@ -3,6 +3,8 @@
 //! no process of its group may survive, and the database keeps every trial.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use assert_cmd::Command;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -101,14 +103,15 @@ fn run_json(s: &Setup, profile: &str, extra: &[&str]) -> (i32, serde_json::Value
     (out.status.code().unwrap_or(-1), v)
 }
 
-/// No process of the trial's group is alive (zombies aside).
+/// No process of the trial is alive (zombies aside): none carries its folder in its
+/// environment (`PRIMUS_TUNE_TRIAL_DIR`), wherever it moved, and its process group is empty.
 fn group_gone(trial_dir: &Path) -> bool {
     let pid: i32 = std::fs::read_to_string(trial_dir.join("workload.pid"))
         .unwrap()
         .trim()
         .parse()
         .unwrap();
-    !primus_tune::run::process::group_alive(pid)
+    common::trial_processes(trial_dir).is_empty() && !primus_tune::run::process::tree_alive(pid)
 }
 
 fn trial_dir(v: &serde_json::Value) -> PathBuf {

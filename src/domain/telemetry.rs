@@ -73,13 +73,16 @@ pub struct HostSample {
     pub cpu_pct: Option<f64>,
     pub ram_used_bytes: Option<u64>,
     pub ram_total_bytes: Option<u64>,
-    /// The watched process group, when one is set.
+    /// The watched process tree (the running trial's), when one is set.
     pub group: Option<GroupUsage>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct GroupUsage {
-    pub pgid: i32,
+    /// The tree's root: the trial's supervisor (or its workload when unsupervised), which
+    /// leads its process group. Stored samples from before trees name it `pgid`.
+    #[serde(alias = "pgid")]
+    pub root: i32,
     pub processes: usize,
     pub rss_bytes: u64,
     /// CPU use of the group since the previous sample, in percent of one core.

@@ -8,4 +8,5 @@ pub mod profile;
 pub mod proxy;
 pub mod steady;
 pub mod summary;
+pub mod supervise;
 pub mod trial;

@@ -1,8 +1,11 @@
-//! Trial processes: spawned in their own process group with an argv vector (never a shell),
-//! stdout and stderr streamed line by line, stopped as a group (SIGINT, then SIGTERM, then
-//! SIGKILL), and checked gone afterwards. A guard kills the group if the runner unwinds.
+//! Trial processes: spawned with an argv vector (never a shell) in their own process group,
+//! through the trial supervisor ([`super::supervise`]) when this binary can run it, so the trial
+//! owns its whole process tree whatever sessions or groups the workload creates. stdout and
+//! stderr are streamed line by line; a stop signals every process of the tree (SIGINT, then
+//! SIGTERM, then SIGKILL), and checks it gone. A guard kills the tree if the runner unwinds.
 
-use nix::sys::signal::{Signal, killpg};
+use super::supervise::Supervisor;
+use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -27,33 +30,63 @@ pub struct Launch {
     pub cwd: PathBuf,
     pub stdout_log: PathBuf,
     pub stderr_log: PathBuf,
+    /// Launch through this supervisor (None: the workload is the direct child, and only its
+    /// descendants that stay in reach are the trial's).
+    pub supervisor: Option<Supervisor>,
 }
 
 /// A running trial process.
 pub struct Running {
     pub child: tokio::process::Child,
-    pub pgid: i32,
-    pub guard: GroupGuard,
+    /// The direct child: the supervisor, or the workload itself. It leads the process group.
+    pub root: i32,
+    /// Whether `root` is the supervisor (which is never signalled: it ends the tree and exits
+    /// by itself once the workload is gone).
+    pub supervised: bool,
+    pub guard: TreeGuard,
 }
 
-/// Kills the process group with SIGKILL when dropped while still armed — the last line of
+impl Running {
+    /// The trial's live processes other than the supervisor.
+    pub fn workload(&self) -> Vec<u32> {
+        workload_pids(self.root, self.supervised)
+    }
+
+    /// Whether any process of the trial is still alive (zombies aside).
+    pub fn alive(&self) -> bool {
+        !self.workload().is_empty()
+    }
+}
+
+fn workload_pids(root: i32, supervised: bool) -> Vec<u32> {
+    crate::util::procfs::family(Path::new("/proc"), root)
+        .into_iter()
+        .map(|(pid, _)| pid)
+        .filter(|p| !(supervised && *p as i32 == root))
+        .collect()
+}
+
+/// Kills the trial's whole tree with SIGKILL when dropped while still armed — the last line of
 /// defence when the runner panics or returns early.
 #[derive(Debug)]
-pub struct GroupGuard {
-    pgid: i32,
+pub struct TreeGuard {
+    root: i32,
     armed: bool,
 }
 
-impl GroupGuard {
+impl TreeGuard {
     pub fn disarm(&mut self) {
         self.armed = false;
     }
 }
 
-impl Drop for GroupGuard {
+impl Drop for TreeGuard {
     fn drop(&mut self) {
-        if self.armed && group_alive(self.pgid) {
-            let _ = killpg(Pid::from_raw(self.pgid), Signal::SIGKILL);
+        if self.armed {
+            for pid in workload_pids(self.root, false) {
+                let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+            }
+            let _ = killpg(Pid::from_raw(self.root), Signal::SIGKILL);
         }
     }
 }
@@ -76,11 +109,25 @@ pub enum SpawnError {
     Empty,
 }
 
-/// Start the process in a new process group; its lines arrive on the returned channel (and are
-/// written to the log files) until both streams close.
+/// Start the process in a new process group (through the supervisor when the launch has one);
+/// its lines arrive on the returned channel (and are written to the log files) until both
+/// streams close.
 #[allow(unsafe_code)] // pre_exec: signal defaults in the child
 pub fn spawn(launch: &Launch) -> Result<(Running, mpsc::Receiver<(Stream, String)>), SpawnError> {
-    let (program, args) = launch.argv.split_first().ok_or(SpawnError::Empty)?;
+    let (program, _) = launch.argv.split_first().ok_or(SpawnError::Empty)?;
+    let argv = match &launch.supervisor {
+        Some(sup) => {
+            // The supervisor starts the workload; a program that cannot start is still an error
+            // of this launch (nothing was launched), not a failed trial.
+            findable(program, launch).map_err(|source| SpawnError::Spawn {
+                program: program.clone(),
+                source,
+            })?;
+            sup.wrap(std::process::id(), &launch.argv)
+        }
+        None => launch.argv.clone(),
+    };
+    let (program, args) = argv.split_first().ok_or(SpawnError::Empty)?;
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(args)
         .current_dir(&launch.cwd)
@@ -124,9 +171,10 @@ pub fn spawn(launch: &Launch) -> Result<(Running, mpsc::Receiver<(Stream, String
     Ok((
         Running {
             child,
-            pgid: pid,
-            guard: GroupGuard {
-                pgid: pid,
+            root: pid,
+            supervised: launch.supervisor.is_some(),
+            guard: TreeGuard {
+                root: pid,
                 armed: true,
             },
         },
@@ -134,10 +182,40 @@ pub fn spawn(launch: &Launch) -> Result<(Running, mpsc::Receiver<(Stream, String
     ))
 }
 
+/// Whether `program` can be executed as `execvp` would find it: a path (relative to the launch's
+/// folder) or a name on the launch's `PATH`.
+fn findable(program: &str, launch: &Launch) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let p = launch.cwd.join(program);
+        return match std::fs::metadata(&p) {
+            Err(e) => Err(e),
+            Ok(_) if runnable(&p) => Ok(()),
+            Ok(_) => Err(std::io::Error::from(std::io::ErrorKind::PermissionDenied)),
+        };
+    }
+    let path = launch
+        .env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| std::ffi::OsString::from(v))
+        .or_else(|| std::env::var_os("PATH"))
+        .unwrap_or_default();
+    if std::env::split_paths(&path).any(|d| runnable(&launch.cwd.join(d).join(program))) {
+        Ok(())
+    } else {
+        Err(std::io::Error::from(std::io::ErrorKind::NotFound))
+    }
+}
+
 /// Resets every catchable signal to its default action and empties the signal mask (run in the
 /// child between fork and exec: async-signal-safe calls only).
 #[allow(unsafe_code)]
-fn default_signals() {
+pub(crate) fn default_signals() {
     for sig in 1..32 {
         if sig != libc::SIGKILL && sig != libc::SIGSTOP {
             // SAFETY: signal(2) with SIG_DFL is async-signal-safe; errors (invalid numbers) are
@@ -185,47 +263,72 @@ async fn pump(
     let _ = log.flush().await;
 }
 
-/// Whether any process of the group is still alive. Zombies do not count: a killed member whose
-/// parent already exited waits for PID 1 to reap it, which in a container may take a while.
-pub fn group_alive(pgid: i32) -> bool {
-    if pgid <= 0 || killpg(Pid::from_raw(pgid), None).is_err() {
-        return false;
-    }
-    let proc_root = Path::new("/proc");
-    crate::util::procfs::pids(proc_root).into_iter().any(|pid| {
-        crate::util::procfs::read_stat(&proc_root.join(pid.to_string()).join("stat"))
-            .is_some_and(|st| st.pgrp == pgid && !st.is_gone())
-    })
+/// Whether any process of the tree `root` leads is still alive (zombies aside): `root`, its
+/// descendants, the members of its process group.
+pub fn tree_alive(root: i32) -> bool {
+    !workload_pids(root, false).is_empty()
 }
 
-/// Stop the whole group: SIGINT, wait `grace`; SIGTERM, wait `grace`; SIGKILL. Returns the
-/// signal that finally ended it (None if it was already gone).
-pub async fn stop_group(running: &mut Running, grace: Duration) -> Option<Signal> {
-    let pgid = Pid::from_raw(running.pgid);
+/// Stop the whole trial: SIGINT, wait `grace`; SIGTERM, wait `grace`; SIGKILL — each sent to
+/// every process of the tree (not the supervisor), wherever its session or group. Returns the
+/// signal that finally ended it (None if it was already gone). A supervisor is then left a
+/// moment to exit by itself, and killed if it does not.
+pub async fn stop_tree(running: &mut Running, grace: Duration) -> Option<Signal> {
     let mut last = None;
     for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGKILL] {
-        if !group_alive(running.pgid) {
+        let targets = running.workload();
+        if targets.is_empty() {
             break;
         }
-        let _ = killpg(pgid, sig);
+        for pid in targets {
+            let _ = kill(Pid::from_raw(pid as i32), sig);
+        }
         last = Some(sig);
         let wait = if sig == Signal::SIGKILL {
-            Duration::from_secs(5)
+            Duration::from_secs(10)
         } else {
             grace
         };
         let deadline = tokio::time::Instant::now() + wait;
-        // The leader must be reaped for the group to disappear; other members are checked too.
+        // The direct child must be reaped for the tree to disappear.
         while tokio::time::Instant::now() < deadline {
             let _ = running.child.try_wait();
-            if !group_alive(running.pgid) {
+            let left = running.workload();
+            if left.is_empty() {
                 break;
             }
+            if sig == Signal::SIGKILL {
+                // Children forked between the walk and the signal.
+                for pid in left {
+                    let _ = kill(Pid::from_raw(pid as i32), sig);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    if running.supervised {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while matches!(running.child.try_wait(), Ok(None)) && tokio::time::Instant::now() < deadline
+        {
             tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if matches!(running.child.try_wait(), Ok(None)) {
+            let _ = running.child.start_kill();
         }
     }
     let _ = running.child.try_wait();
     last
+}
+
+/// Kill (SIGKILL) every process that still carries the trial's identity `key=value` in its
+/// environment after the trial ended: one that left the tree (an unsupervised launch, a nested
+/// subreaper). Returns how many there were.
+pub fn kill_strays(key: &str, value: &str) -> usize {
+    let strays = crate::util::procfs::with_env(Path::new("/proc"), key, value);
+    for pid in &strays {
+        let _ = kill(Pid::from_raw(*pid as i32), Signal::SIGKILL);
+    }
+    strays.len()
 }
 
 /// Resolves on the first SIGINT, SIGTERM or SIGHUP (the terminal went away): what stops a trial
@@ -257,6 +360,8 @@ mod tests {
             cwd: dir.to_path_buf(),
             stdout_log: dir.join("stdout.log"),
             stderr_log: dir.join("stderr.log"),
+            // The supervised launch is tested with the binary, in tests/supervise.rs.
+            supervisor: None,
         }
     }
 
@@ -285,7 +390,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn stop_escalates_to_sigkill_and_leaves_no_group_member() {
+    async fn stop_escalates_to_sigkill_and_leaves_no_tree_member() {
         let dir = tempfile::tempdir().unwrap();
         // The shell and a grandchild both ignore SIGINT and SIGTERM.
         let (mut r, _rx) = spawn(&launch(
@@ -294,10 +399,11 @@ mod tests {
         ))
         .unwrap();
         tokio::time::sleep(Duration::from_millis(200)).await;
-        assert!(group_alive(r.pgid));
-        let sig = stop_group(&mut r, Duration::from_millis(200)).await;
+        assert!(r.alive());
+        assert!(r.workload().len() >= 2, "{:?}", r.workload());
+        let sig = stop_tree(&mut r, Duration::from_millis(200)).await;
         assert_eq!(sig, Some(Signal::SIGKILL));
-        assert!(!group_alive(r.pgid));
+        assert!(!tree_alive(r.root));
     }
 
     #[tokio::test]
@@ -305,26 +411,26 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (mut r, _rx) = spawn(&launch(dir.path(), "sleep 30")).unwrap();
         tokio::time::sleep(Duration::from_millis(100)).await;
-        let sig = stop_group(&mut r, Duration::from_secs(2)).await;
+        let sig = stop_tree(&mut r, Duration::from_secs(2)).await;
         assert_eq!(sig, Some(Signal::SIGINT));
-        assert!(!group_alive(r.pgid));
+        assert!(!tree_alive(r.root));
     }
 
     #[tokio::test]
-    async fn the_guard_kills_the_group_on_drop() {
+    async fn the_guard_kills_the_tree_on_drop() {
         let dir = tempfile::tempdir().unwrap();
         let (r, _rx) = spawn(&launch(dir.path(), "trap '' INT TERM; sleep 30")).unwrap();
-        let pgid = r.pgid;
+        let root = r.root;
         drop(r.guard);
         let mut child = r.child;
         let _ = child.wait().await;
         // The group's other member (sleep) is reaped by init, which on a loaded machine takes a
         // moment after the SIGKILL.
         let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while group_alive(pgid) && std::time::Instant::now() < end {
+        while tree_alive(root) && std::time::Instant::now() < end {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
-        assert!(!group_alive(pgid));
+        assert!(!tree_alive(root));
     }
 
     #[test]

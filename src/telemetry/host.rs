@@ -1,9 +1,10 @@
 //! Host telemetry from procfs: CPU and RAM of the machine (`/proc/stat`, `/proc/meminfo`), and
-//! the resident memory and CPU use of one process group (the trial's). Reading procfs directly
+//! the resident memory and CPU use of one process tree (the trial's: its root, every
+//! descendant wherever its session or group, and the root's process group). Reading procfs directly
 //! keeps the root injectable for tests and avoids a dependency for three files.
 
 pub use crate::domain::telemetry::{GroupUsage, HostSample};
-use crate::util::procfs::{ProcFile, read_stat};
+use crate::util::procfs::ProcFile;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -17,7 +18,7 @@ pub struct Host {
     prev_cpu: Option<(u64, u64)>,
     page_size: u64,
     ticks_per_s: f64,
-    /// Previous CPU ticks per pid of the watched group, and when they were read.
+    /// Previous CPU ticks per pid of the watched tree, and when they were read.
     prev: Option<(Instant, HashMap<u32, u64>)>,
 }
 
@@ -74,32 +75,27 @@ impl Host {
         Some((total.saturating_sub(avail), total))
     }
 
-    /// CPU and RAM of the machine, and the group's usage when `pgid` is given.
-    pub fn sample(&mut self, pgid: Option<i32>) -> HostSample {
+    /// CPU and RAM of the machine, and the tree's usage when `root` is given.
+    pub fn sample(&mut self, root: Option<i32>) -> HostSample {
         let ram = self.ram();
         HostSample {
             cpu_pct: self.cpu_pct(),
             ram_used_bytes: ram.map(|r| r.0),
             ram_total_bytes: ram.map(|r| r.1),
-            group: pgid.map(|g| self.group(g)),
+            group: root.map(|g| self.tree(g)),
         }
     }
 
-    /// Every process whose process group is `pgid`, with RSS and CPU since the last call.
-    pub fn group(&mut self, pgid: i32) -> GroupUsage {
+    /// Every process of the tree `root` leads ([`crate::util::procfs::family`]), with RSS and
+    /// CPU since the last call.
+    pub fn tree(&mut self, root: i32) -> GroupUsage {
         let now = Instant::now();
         let mut ticks = HashMap::new();
         let mut usage = GroupUsage {
-            pgid,
+            root,
             ..GroupUsage::default()
         };
-        for pid in crate::util::procfs::pids(&self.procfs) {
-            let Some(st) = read_stat(&self.procfs.join(pid.to_string()).join("stat")) else {
-                continue;
-            };
-            if st.pgrp != pgid {
-                continue;
-            }
+        for (pid, st) in crate::util::procfs::family(&self.procfs, root) {
             usage.processes += 1;
             usage.pids.push(pid);
             usage.rss_bytes += st.rss_pages * self.page_size;
@@ -133,25 +129,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn group_usage_of_a_real_process_group() {
+    fn tree_usage_of_a_real_process_tree_across_sessions() {
         use std::os::unix::process::CommandExt;
+        // One grandchild moves to a session of its own, as torchrun's workers do.
         let mut child = std::process::Command::new("sh")
-            .args(["-c", "sleep 5 & sleep 5 & wait"])
+            .args(["-c", "sleep 5 & setsid sleep 5 & wait"])
             .process_group(0)
             .spawn()
             .unwrap();
         std::thread::sleep(std::time::Duration::from_millis(200));
         let mut h = Host::new(Path::new("/proc"));
-        let u = h.group(child.id() as i32);
+        let u = h.tree(child.id() as i32);
         assert_eq!(u.processes, 3, "{u:?}");
         assert!(u.rss_bytes > 0);
         let s = h.sample(Some(child.id() as i32));
         assert!(s.ram_total_bytes.unwrap() > 0);
         assert!(s.group.unwrap().cpu_pct.is_some());
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(child.id() as i32),
-            nix::sys::signal::Signal::SIGKILL,
-        );
+        for pid in u.pids {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
         let _ = child.wait();
     }
 }

@@ -180,9 +180,10 @@ impl Sampler {
         )
     }
 
-    /// Watch this process group's RSS and CPU (the running trial), or none with 0.
-    pub fn watch_group(&self, pgid: i32) {
-        self.group.store(pgid, Ordering::Relaxed);
+    /// Watch this process tree's RSS and CPU (the running trial, by its root pid), or none
+    /// with 0.
+    pub fn watch_tree(&self, root: i32) {
+        self.group.store(root, Ordering::Relaxed);
     }
 
     pub fn stop(mut self) {
@@ -464,6 +465,97 @@ mod tests {
         let g = third.host.group.expect("group read at once");
         assert!(g.pids.contains(&std::process::id()), "{g:?}");
         assert!(c.collect(me).processes.is_none());
+    }
+
+    /// A GPU-memory-per-process double (the hardware boundary): each listed pid holds 1 GiB on
+    /// GPU 0.
+    struct PerProcess {
+        gpus: Vec<GpuInfo>,
+        holders: Vec<u32>,
+    }
+
+    impl Backend for PerProcess {
+        fn name(&self) -> &'static str {
+            "per-process-double"
+        }
+        fn gpus(&self) -> &[GpuInfo] {
+            &self.gpus
+        }
+        fn sample(&mut self) -> Result<Vec<GpuSample>, TelemetryError> {
+            Ok(vec![GpuSample::default()])
+        }
+        fn processes(&mut self) -> Result<Vec<ProcessSample>, TelemetryError> {
+            Ok(self
+                .holders
+                .iter()
+                .map(|&pid| ProcessSample {
+                    pid,
+                    gpu: 0,
+                    vram_bytes: 1 << 30,
+                    name: None,
+                })
+                .collect())
+        }
+    }
+
+    #[test]
+    fn gpu_memory_of_every_process_of_the_tree_is_the_trials_and_no_other() {
+        use std::os::unix::process::CommandExt;
+        // A worker in a session of its own (as torchrun starts them), one in the group, and a
+        // process outside the trial that holds GPU memory too.
+        let mut trial = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & setsid sleep 30 & wait"])
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let mut other = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let root = trial.id() as i32;
+        let end = std::time::Instant::now() + Duration::from_secs(5);
+        let workers = loop {
+            let w: Vec<u32> = crate::util::procfs::family(std::path::Path::new("/proc"), root)
+                .into_iter()
+                .map(|(pid, _)| pid)
+                .filter(|p| *p != trial.id())
+                .collect();
+            if w.len() == 2 || std::time::Instant::now() > end {
+                break w;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(workers.len(), 2, "{workers:?}");
+        let mut holders = workers.clone();
+        holders.push(other.id());
+        let mut c = Collector::new(
+            Some(Box::new(PerProcess {
+                gpus: vec![GpuInfo::default()],
+                holders,
+            })),
+            Host::new(std::path::Path::new("/proc")),
+            &SamplerConfig::default(),
+        );
+        let snap = c.collect(root);
+        let pids: std::collections::BTreeSet<u32> = snap
+            .host
+            .group
+            .as_ref()
+            .unwrap()
+            .pids
+            .iter()
+            .copied()
+            .collect();
+        let sum = summarize(&[snap], &pids);
+        assert_eq!(sum[0].trial_vram_peak_bytes, Some(2 << 30), "{pids:?}");
+        for pid in workers.iter().chain([&trial.id(), &other.id()]) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(*pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let _ = trial.wait();
+        let _ = other.wait();
     }
 
     #[test]

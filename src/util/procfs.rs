@@ -8,6 +8,7 @@ use std::path::Path;
 pub struct ProcStat {
     /// `R`, `S`, `D`, `Z` (zombie), `X` (dead), ...
     pub state: char,
+    pub ppid: i32,
     pub pgrp: i32,
     /// CPU time in clock ticks.
     pub utime: u64,
@@ -35,6 +36,7 @@ pub fn parse_stat(text: &str) -> Option<ProcStat> {
     // After the command: state(0) ppid(1) pgrp(2) ... utime(11) stime(12) ... rss(21).
     Some(ProcStat {
         state: f.first()?.chars().next()?,
+        ppid: f.get(1)?.parse().ok()?,
         pgrp: f.get(2)?.parse().ok()?,
         utime: f.get(11)?.parse().ok()?,
         stime: f.get(12)?.parse().ok()?,
@@ -120,6 +122,63 @@ pub fn pids(procfs: &Path) -> Vec<u32> {
         .unwrap_or_default()
 }
 
+/// Every live process of a launched tree, with its stat: `root` itself, every descendant of it
+/// (by parent pid, whatever session or group it moved to), and every member of the process group
+/// `root` leads (a member whose parent died before the walk). Exited processes waiting to be
+/// reaped are left out. One pass over `procfs`.
+pub fn family(procfs: &Path, root: i32) -> Vec<(u32, ProcStat)> {
+    if root <= 0 {
+        return Vec::new();
+    }
+    let all: Vec<(u32, ProcStat)> = pids(procfs)
+        .into_iter()
+        .filter_map(|pid| Some((pid, read_stat(&procfs.join(pid.to_string()).join("stat"))?)))
+        .collect();
+    let mut children: std::collections::HashMap<i32, Vec<usize>> = Default::default();
+    for (i, (_, st)) in all.iter().enumerate() {
+        children.entry(st.ppid).or_default().push(i);
+    }
+    let mut member = vec![false; all.len()];
+    let mut stack: Vec<i32> = vec![root];
+    for (i, (pid, st)) in all.iter().enumerate() {
+        if *pid as i32 == root || st.pgrp == root {
+            member[i] = true;
+            if *pid as i32 != root {
+                stack.push(*pid as i32);
+            }
+        }
+    }
+    while let Some(parent) = stack.pop() {
+        for &i in children.get(&parent).map(Vec::as_slice).unwrap_or(&[]) {
+            if !member[i] {
+                member[i] = true;
+                stack.push(all[i].0 as i32);
+            }
+        }
+    }
+    all.into_iter()
+        .zip(member)
+        .filter(|((_, st), m)| *m && !st.is_gone())
+        .map(|(p, _)| p)
+        .collect()
+}
+
+/// Live processes whose environment holds `key=value` (as they were started: a process that
+/// changed its own environment later is still found by what it inherited). Processes of other
+/// users, whose environment is unreadable, are never listed.
+pub fn with_env(procfs: &Path, key: &str, value: &str) -> Vec<u32> {
+    let needle = format!("{key}={value}");
+    pids(procfs)
+        .into_iter()
+        .filter(|pid| {
+            let dir = procfs.join(pid.to_string());
+            std::fs::read(dir.join("environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()))
+                && read_stat(&dir.join("stat")).is_some_and(|st| !st.is_gone())
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,8 +212,57 @@ mod tests {
         assert_eq!(st.state, 'Z');
         assert!(st.is_gone());
         assert_eq!(st.pgrp, 4242);
+        assert_eq!(st.ppid, 1);
         assert_eq!((st.utime, st.stime), (37, 5));
         assert_eq!(st.rss_pages, 789);
         assert!(parse_stat("12 (x) S 1").is_none());
+    }
+
+    fn fake_proc(dir: &Path, pid: u32, ppid: u32, pgrp: u32, state: char) {
+        let d = dir.join(pid.to_string());
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(
+            d.join("stat"),
+            format!(
+                "{pid} (p) {state} {ppid} {pgrp} {pgrp} 0 -1 0 0 0 0 0 1 1 0 0 20 0 1 0 1 1 1 0"
+            ),
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn family_follows_parents_across_sessions_and_keeps_the_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path();
+        fake_proc(p, 1, 0, 1, 'S');
+        fake_proc(p, 100, 1, 100, 'S'); // root
+        fake_proc(p, 101, 100, 100, 'S'); // child
+        fake_proc(p, 102, 101, 102, 'S'); // grandchild in its own session
+        fake_proc(p, 103, 102, 102, 'S'); // its child
+        fake_proc(p, 104, 1, 100, 'S'); // orphan still in the group, reparented to init
+        fake_proc(p, 105, 104, 105, 'S'); // the orphan's child, own group
+        fake_proc(p, 106, 101, 100, 'Z'); // exited, not reaped
+        fake_proc(p, 200, 1, 200, 'S'); // unrelated
+        let mut got: Vec<u32> = family(p, 100).into_iter().map(|(pid, _)| pid).collect();
+        got.sort_unstable();
+        assert_eq!(got, vec![100, 101, 102, 103, 104, 105]);
+        assert!(family(p, 0).is_empty());
+        assert!(family(p, 999).is_empty());
+    }
+
+    #[test]
+    fn with_env_finds_a_process_by_an_inherited_variable() {
+        let token = format!("pt-{}", std::process::id());
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .env("PT_PROCFS_TEST", &token)
+            .spawn()
+            .unwrap();
+        let found = with_env(Path::new("/proc"), "PT_PROCFS_TEST", &token);
+        assert_eq!(found, vec![child.id()]);
+        assert!(with_env(Path::new("/proc"), "PT_PROCFS_TEST", "other").is_empty());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(with_env(Path::new("/proc"), "PT_PROCFS_TEST", &token).is_empty());
     }
 }

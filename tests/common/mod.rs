@@ -111,3 +111,25 @@ pub fn json_lines(out: &std::process::Output) -> Vec<serde_json::Value> {
 pub fn last_json(out: &std::process::Output) -> serde_json::Value {
     json_lines(out).pop().unwrap_or_default()
 }
+
+/// The live processes of a trial, found by the folder every process of it inherits in
+/// `PRIMUS_TUNE_TRIAL_DIR` (whatever session, group or parent it moved to).
+pub fn trial_processes(trial_dir: &std::path::Path) -> Vec<u32> {
+    primus_tune::util::procfs::with_env(
+        std::path::Path::new("/proc"),
+        primus_tune::run::trial::materialise::TRIAL_DIR_ENV,
+        &trial_dir.display().to_string(),
+    )
+}
+
+/// Waits up to `limit` for a trial's last process to end; the ones left.
+pub fn trial_processes_after(trial_dir: &std::path::Path, limit: std::time::Duration) -> Vec<u32> {
+    let end = std::time::Instant::now() + limit;
+    loop {
+        let left = trial_processes(trial_dir);
+        if left.is_empty() || std::time::Instant::now() >= end {
+            return left;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}

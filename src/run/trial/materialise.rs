@@ -174,6 +174,10 @@ pub fn materialise(
         };
         let mut env = opts.profile.expand_env(&cx)?;
         env.extend(opts.env.iter().cloned());
+        // Every process of the trial inherits its identity: the workload may use it, and a
+        // process that escaped the trial's tree is still found by it.
+        env.push((TRIAL_ID_ENV.into(), trial_id.to_string()));
+        env.push((TRIAL_DIR_ENV.into(), dir.display().to_string()));
         let (argv, cwd) = opts.profile.expand(&cx)?;
         let write_json = |name: &str, v: serde_json::Value| {
             let p = dir.join(name);
@@ -198,6 +202,12 @@ pub fn materialise(
                 cwd,
                 stdout_log: dir.join("stdout.log"),
                 stderr_log: dir.join("stderr.log"),
+                supervisor: crate::run::supervise::supervisor_exe(opts.self_exe.as_deref()).map(
+                    |exe| crate::run::supervise::Supervisor {
+                        exe,
+                        grace: opts.grace,
+                    },
+                ),
             },
             dir,
             params,
@@ -217,6 +227,11 @@ pub fn materialise(
     }
     written
 }
+
+/// The environment variable naming the trial a process belongs to (its id).
+pub const TRIAL_ID_ENV: &str = "PRIMUS_TUNE_TRIAL_ID";
+/// The environment variable naming the trial's folder: unique per trial, whatever the database.
+pub const TRIAL_DIR_ENV: &str = "PRIMUS_TUNE_TRIAL_DIR";
 
 /// Moves the staged trial folder to `trials/<id>`, or `trials/<id>-2`, `-3`, ... when a folder
 /// of that name exists already (another database's trial beside this one, `--db` in a used

@@ -293,7 +293,7 @@ pub async fn run_trial(
         }
     };
     if let Some(s) = &sampler {
-        s.watch_group(running.pgid);
+        s.watch_tree(running.root);
     }
     let policy = StopPolicy {
         steady: SteadyConfig {
@@ -419,7 +419,7 @@ pub async fn run_trial(
             })
             .await;
         detector.mark_stop();
-        process::stop_group(&mut running, opts.grace).await;
+        process::stop_tree(&mut running, opts.grace).await;
         break running.child.wait().await.ok();
     };
     // Drain what the pipes still hold (the failure line often comes last).
@@ -434,8 +434,20 @@ pub async fn run_trial(
         }
     }
     // No process of the trial may outlive it.
-    if process::group_alive(running.pgid) {
-        process::stop_group(&mut running, Duration::from_millis(200)).await;
+    if running.alive() {
+        process::stop_tree(&mut running, Duration::from_millis(200)).await;
+    }
+    let strays = process::kill_strays(materialise::TRIAL_DIR_ENV, &dir.display().to_string());
+    if strays > 0 {
+        let _ = events
+            .send(TrialEvent::Line {
+                stream: Stream::Stderr,
+                line: format!(
+                    "primus-tune: killed {strays} process(es) of this trial that had left its \
+                     process tree"
+                ),
+            })
+            .await;
     }
     running.guard.disarm();
     if let Some(s) = sampler {

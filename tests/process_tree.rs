@@ -1,0 +1,194 @@
+//! A trial owns its whole process tree: fault injection with a workload double whose
+//! descendants leave its process group and session (`setsid`, double fork) and ignore SIGINT and
+//! SIGTERM. For Ctrl-C to primus-tune's group, SIGTERM, SIGKILL of primus-tune, a hang and an
+//! out-of-memory line after which the workload keeps running, no process of the trial is left
+//! 15 s after the stop, and the trial's final status is right.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{Setup, cmd, trial_processes, trial_processes_after};
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+/// Megatron's iteration line `$1` with step time `$2` ms (braces doubled: the profile
+/// expands `{name}`).
+const ITER: &str = r#"it() {{ printf ' [2026-11-29 22:59:27.865632] iteration %8d/%8d | consumed samples: %12d | elapsed time per iteration (ms): %s | throughput per GPU (TFLOP/s/GPU): 100.0 | learning rate: 1.000000E-04 | global batch size:    16 | lm loss: 9.800000E+00 | loss scale: 1.0 | grad norm: 1.000 | number of skipped iterations:   0 | number of nan iterations:   0 |\n' "$1" 100000 "$1" "$2"; }}"#;
+
+/// The double: a grandchild in a session of its own, orphaned at once (reparented away from the
+/// workload), that ignores every stop signal but SIGKILL; a grandchild in the workload's group
+/// that ignores SIGINT and SIGTERM; then iterations every 50 ms until iteration 5, where `then`
+/// runs (nothing: iterations go on for ever).
+fn double(then: &str) -> String {
+    format!(
+        "{ITER}
+( setsid sh -c 'trap \"\" INT TERM HUP QUIT; while :; do sleep 1; done' & )
+( trap '' INT TERM; while :; do sleep 1; done ) &
+i=1
+while :; do
+  it $i $(( (i * 7919) % 97 + 100 )).0
+  if [ $i = 5 ]; then touch \"$1/at5\"; {then}; fi
+  i=$((i+1)); sleep 0.05
+done
+"
+    )
+}
+
+/// primus-tune running the profile `name` with short grace periods, in a process group of its
+/// own (as a shell job is), stdout piped.
+fn start(s: &Setup, extra: &[&str]) -> Child {
+    let mut c = cmd(s);
+    c.arg("run")
+        .arg(&s.exp)
+        .args([
+            "--profile",
+            "tree",
+            "--json",
+            "--no-telemetry",
+            "--grace-seconds",
+            "1",
+            "--ci-target",
+            "0.000001",
+            "--max-iters",
+            "100000",
+        ])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    std::os::unix::process::CommandExt::process_group(&mut c, 0);
+    c.spawn().unwrap()
+}
+
+/// The first trial's folder, once its workload reached iteration 5 and every process of the
+/// double is up.
+fn wait_running(s: &Setup, child: &mut Child) -> PathBuf {
+    let dir = s.ws.join("trials/1");
+    let t = Instant::now();
+    while !dir.join("at5").is_file() {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+            panic!("primus-tune ended ({status}) before the workload was up: {err}");
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the workload never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The supervisor, the shell, the setsid shell, the group grandchild and their sleeps.
+    let n = trial_processes(&dir).len();
+    assert!(n >= 4, "only {n} processes of the trial are up");
+    dir
+}
+
+fn result(child: Child) -> (Option<i32>, serde_json::Value) {
+    let out = child.wait_with_output().unwrap();
+    (out.status.code(), common::last_json(&out))
+}
+
+fn assert_nothing_left(dir: &Path) {
+    let left = trial_processes_after(dir, Duration::from_secs(15));
+    assert!(
+        left.is_empty(),
+        "left running 15 s after the stop: {left:?}"
+    );
+}
+
+fn stop_by_signal(to_group: bool, sig: Signal) {
+    let s = common::setup("tree", &double(":"), "unused");
+    let mut child = start(&s, &[]);
+    let dir = wait_running(&s, &mut child);
+    let pid = Pid::from_raw(child.id() as i32);
+    if to_group {
+        killpg(pid, sig).unwrap();
+    } else {
+        kill(pid, sig).unwrap();
+    }
+    let (code, v) = result(child);
+    assert_eq!(code, Some(3), "{v}");
+    assert_eq!(v["status"], "stopped", "{v}");
+    assert_eq!(v["failure"]["class"], "killed-by-user", "{v}");
+    assert_nothing_left(&dir);
+}
+
+#[test]
+fn ctrl_c_to_the_group_ends_every_descendant() {
+    stop_by_signal(true, Signal::SIGINT);
+}
+
+#[test]
+fn sigterm_ends_every_descendant() {
+    stop_by_signal(false, Signal::SIGTERM);
+}
+
+#[test]
+fn sigkill_of_primus_tune_ends_every_descendant_and_the_trial_shows_interrupted() {
+    let s = common::setup("tree", &double(":"), "unused");
+    let mut child = start(&s, &[]);
+    let dir = wait_running(&s, &mut child);
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), None, "killed");
+    assert_nothing_left(&dir);
+    let out = cmd(&s)
+        .args(["trials", "--all", "--json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = v.as_array().or(v["trials"].as_array()).cloned().unwrap();
+    assert_eq!(rows.len(), 1, "{v}");
+    assert_eq!(rows[0]["status"], "interrupted", "{v}");
+}
+
+#[test]
+fn a_hang_ends_every_descendant() {
+    let s = common::setup("tree", &double("while :; do sleep 1; done"), "unused");
+    let mut child = start(&s, &["--hang-seconds", "1"]);
+    let dir = wait_running(&s, &mut child);
+    let (code, v) = result(child);
+    assert_eq!(code, Some(3), "{v}");
+    assert_eq!(v["status"], "failed", "{v}");
+    assert_eq!(v["failure"]["class"], "hang", "{v}");
+    assert_nothing_left(&dir);
+}
+
+#[test]
+fn an_oom_line_ends_the_trial_within_5_s_though_the_workload_runs_on() {
+    // After the line the shell ignores SIGINT too and keeps running.
+    let oom = "date +%s.%N > \"$1/oom_at\"; \
+               echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB' >&2; \
+               trap '' INT; while :; do sleep 1; done";
+    let s = common::setup("tree", &double(oom), "unused");
+    let mut child = start(&s, &["--failure-grace-seconds", "2"]);
+    let dir = wait_running(&s, &mut child);
+    let (code, v) = result(child);
+    let ended = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let oom_at: f64 = std::fs::read_to_string(dir.join("oom_at"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        ended - oom_at < 5.0,
+        "ended {:.1} s after the line",
+        ended - oom_at
+    );
+    assert_eq!(code, Some(3), "{v}");
+    assert_eq!(v["status"], "failed", "{v}");
+    assert_eq!(v["failure"]["class"], "oom", "{v}");
+    assert!(
+        v["failure"]["line"]
+            .as_str()
+            .unwrap()
+            .contains("CUDA out of memory"),
+        "{v}"
+    );
+    assert_nothing_left(&dir);
+}
