@@ -35,7 +35,7 @@ mod tui;
 pub fn main() -> std::process::ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if args.get(1).is_some_and(|a| a == run::supervise::SUBCOMMAND) {
-        run::supervise::main(&args[2..]);
+        cli::supervise(&args[2..]);
     }
     run::supervise::mark_main_binary();
     cli::run()

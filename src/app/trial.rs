@@ -182,8 +182,21 @@ pub fn options(
     if req.gemm_tuned {
         env.extend(tuned_env(session, exp)?);
     }
-    let gpus = trial::launch_gpus(world(session, req.gpus, &profile.capabilities).as_ref());
+    refuse_settings(
+        &profile,
+        req.overrides.iter().map(|o| o.key.as_str()),
+        session,
+    )?;
+    let w = world(session, req.gpus, &profile.capabilities);
+    let gpus = trial::launch_gpus(w.as_ref());
+    let world_note = w.is_none().then(|| {
+        format!(
+            "the world size is unknown (no --gpus, no GPUS_PER_NODE × NNODES, no GPU detected \
+             here): launching {gpus} ranks, one 8-GPU node; pass --gpus N to choose"
+        )
+    });
     Ok(TrialOptions {
+        world_note,
         trains: profile.capabilities.trains,
         profile,
         overrides: req.overrides.clone(),
@@ -201,6 +214,31 @@ pub fn options(
         self_exe: session.self_exe.clone(),
         telemetry: session.telemetry.clone(),
     })
+}
+
+/// Refuse settings the profile cannot pass to its workload (a Primus-only setting for upstream
+/// Megatron-LM), before anything launches.
+pub fn refuse_settings<'a>(
+    profile: &crate::run::profile::Profile,
+    keys: impl Iterator<Item = &'a str>,
+    session: &Session,
+) -> Result<(), AppError> {
+    let refused = profile
+        .refused_settings(keys, &session.load.env)
+        .map_err(AppError::Usage)?;
+    if refused.is_empty() {
+        return Ok(());
+    }
+    Err(AppError::Usage(format!(
+        "profile `{}` runs upstream Megatron-LM, which has no argument for {}: a Primus-only \
+         setting cannot be passed to it (run it with the primus profile, or leave it out)",
+        profile.name,
+        refused
+            .iter()
+            .map(|k| format!("`{k}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )))
 }
 
 /// Load, lint at the trial's world and set up one trial.

@@ -160,6 +160,12 @@ impl CliError {
     }
 }
 
+/// The trial supervisor's process (`primus-tune __supervise ...`); never returns.
+pub fn supervise(args: &[std::ffi::OsString]) -> ! {
+    let code = crate::run::supervise::run(args, &mut |line| eprintln!("{line}"));
+    std::process::exit(code)
+}
+
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
     let interactive = !cli.json

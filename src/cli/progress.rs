@@ -155,6 +155,8 @@ impl Printer {
                 let _ = self.err.flush();
                 self.open_line = true;
             }
+            // primus-tune's own notes in the trial's log (the world it chose, strays it killed).
+            TrialEvent::Line { line, .. } if line.starts_with("primus-tune: ") => self.line(line),
             TrialEvent::Line { line, .. } if self.style.job => self.line(&format!("  | {line}")),
             TrialEvent::TelemetryUnavailable { why } => self.line(&format!(
                 "no GPU telemetry ({why}); sampling host figures only"

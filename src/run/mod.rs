@@ -3,6 +3,7 @@
 pub mod capabilities;
 pub mod failure;
 pub mod logparse;
+pub mod megatron_args;
 pub mod process;
 pub mod profile;
 pub mod proxy;

@@ -27,6 +27,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "megatron",
         include_str!("../../presets/profiles/megatron.yaml"),
     ),
+    (
+        "megatron-local",
+        include_str!("../../presets/profiles/megatron-local.yaml"),
+    ),
 ];
 
 /// The profile used when none is named.
@@ -111,29 +115,53 @@ pub struct TrialContext {
     pub process_env: crate::config::env::Env,
 }
 
-/// Megatron arguments `{model_args}` passes from the resolved config (the run's shape).
+/// Settings `{model_args}` passes from the resolved config: the run's shape, batch, precision,
+/// parallelism, recompute, learning rate and iteration budget. The megatron override style
+/// renders each with upstream Megatron-LM's own option ([`super::megatron_args`]).
 pub const MODEL_ARGS: &[&str] = &[
+    // Shape.
     "num_layers",
     "hidden_size",
     "ffn_hidden_size",
     "num_attention_heads",
-    "num_query_groups",
     "group_query_attention",
+    "num_query_groups",
+    "kv_channels",
     "seq_length",
     "max_position_embeddings",
-    "micro_batch_size",
-    "global_batch_size",
-    "tensor_model_parallel_size",
-    "pipeline_model_parallel_size",
-    "expert_model_parallel_size",
+    "vocab_size",
+    "swiglu",
+    "normalization",
+    "position_embedding_type",
+    "add_bias_linear",
+    "untie_embeddings_and_output_weights",
     "num_experts",
     "moe_router_topk",
     "moe_ffn_hidden_size",
+    "moe_shared_expert_intermediate_size",
+    "moe_layer_freq",
+    // Batch and budget.
+    "micro_batch_size",
+    "global_batch_size",
+    "train_iters",
+    "lr",
+    // Precision.
+    "bf16",
+    "fp16",
+    "fp8",
+    // Parallelism.
+    "tensor_model_parallel_size",
+    "pipeline_model_parallel_size",
+    "num_layers_per_virtual_pipeline_stage",
+    "context_parallel_size",
+    "expert_model_parallel_size",
+    "expert_tensor_parallel_size",
+    "sequence_parallel",
+    "use_distributed_optimizer",
+    // Recompute.
     "recompute_granularity",
     "recompute_method",
     "recompute_num_layers",
-    "bf16",
-    "lr",
 ];
 
 impl Profile {
@@ -159,33 +187,53 @@ impl Profile {
         Ok(p)
     }
 
-    /// The argv and working directory of one trial.
+    /// The argv and working directory of one trial. `{model_args}` (the resolved run) and
+    /// `{overrides}` (the trial's overrides) are merged: each setting is rendered once, where the
+    /// first of them stands, an override replacing the resolved value; a flag of the template
+    /// that they render too is left out with its value, so every flag appears once.
     pub fn expand(&self, cx: &TrialContext) -> Result<(Vec<String>, PathBuf), ProfileError> {
         let err = |message: String| ProfileError::Expand {
             profile: self.name.clone(),
             message,
         };
+        let generated = self.generated(cx).map_err(err)?;
+        let flags: std::collections::BTreeSet<&str> = generated
+            .iter()
+            .filter(|a| a.starts_with("--"))
+            .map(String::as_str)
+            .collect();
         let mut argv = Vec::new();
+        let mut placed = false;
+        // A template flag the generated arguments set too is dropped with its values.
+        let mut dropping = false;
         for t in &self.argv {
             match t.as_str() {
-                "{overrides}" => argv.extend(render_overrides(
-                    cx.overrides.iter().map(|o| (o.key.as_str(), &o.value)),
-                    self.overrides,
-                )),
-                "{model_args}" => argv.extend(render_overrides(
-                    MODEL_ARGS
-                        .iter()
-                        .filter_map(|k| cx.params.get(*k).map(|v| (*k, v)))
-                        .filter(|(_, v)| !v.is_null()),
-                    self.overrides,
-                )),
+                "{overrides}" | "{model_args}" => {
+                    dropping = false;
+                    if !placed {
+                        argv.extend(generated.iter().cloned());
+                        placed = true;
+                    }
+                }
                 "{env_args}" => {
+                    dropping = false;
                     for (k, v) in &cx.env {
                         argv.push("--env".into());
                         argv.push(format!("{k}={v}"));
                     }
                 }
-                _ => argv.push(substitute(t, cx).map_err(err)?),
+                _ => {
+                    let arg = substitute(t, cx).map_err(err)?;
+                    if arg.starts_with("--") {
+                        let flag = arg.split('=').next().unwrap_or(&arg);
+                        dropping = flags.contains(flag);
+                    } else if dropping && is_option(&arg) {
+                        dropping = false;
+                    }
+                    if !dropping {
+                        argv.push(arg);
+                    }
+                }
             }
         }
         let workdir = match &self.workdir {
@@ -193,6 +241,66 @@ impl Profile {
             None => cx.trial_dir.clone(),
         };
         Ok((argv, workdir))
+    }
+
+    /// Settings among `keys` this profile cannot pass to its workload: with the megatron
+    /// override style, those upstream Megatron-LM has no argument for (Primus-only settings).
+    /// Checked before launch, so such a trial or sweep is refused instead of failing in
+    /// Megatron's argparse after start-up.
+    pub fn refused_settings<'a>(
+        &self,
+        keys: impl Iterator<Item = &'a str>,
+        env: &crate::config::env::Env,
+    ) -> Result<Vec<String>, String> {
+        if self.overrides != OverrideStyle::Megatron
+            || !self.argv.iter().any(|t| t == "{overrides}")
+        {
+            return Ok(Vec::new());
+        }
+        let table = super::megatron_args::MegatronArgs::for_env(env)?;
+        let mut out: Vec<String> = keys
+            .filter(|k| !table.knows(k))
+            .map(str::to_string)
+            .collect();
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+
+    /// The arguments `{model_args}` and `{overrides}` stand for, merged (see [`Profile::expand`]).
+    fn generated(&self, cx: &TrialContext) -> Result<Vec<String>, String> {
+        let has = |p: &str| self.argv.iter().any(|t| t == p);
+        let mut items: Vec<(&str, &Value)> = Vec::new();
+        if has("{model_args}") {
+            // MoE settings only for a model with experts (presets give dense models defaults).
+            let moe = cx.params.get("num_experts").is_some_and(|v| !v.is_null());
+            items.extend(
+                MODEL_ARGS
+                    .iter()
+                    .filter(|k| moe || !k.starts_with("moe_"))
+                    .filter_map(|k| cx.params.get(*k).map(|v| (*k, v)))
+                    .filter(|(_, v)| !v.is_null()),
+            );
+        }
+        if has("{overrides}") {
+            for o in &cx.overrides {
+                match items.iter_mut().find(|(k, _)| *k == o.key) {
+                    Some(slot) => slot.1 = &o.value,
+                    None => items.push((o.key.as_str(), &o.value)),
+                }
+            }
+        }
+        match self.overrides {
+            OverrideStyle::Primus => Ok(render_overrides(items.into_iter(), self.overrides)),
+            OverrideStyle::Megatron => {
+                let table = super::megatron_args::MegatronArgs::for_env(&cx.process_env)?;
+                let mut out = Vec::new();
+                for (k, v) in items {
+                    out.extend(table.render(k, v)?);
+                }
+                Ok(out)
+            }
+        }
     }
 
     /// The profile's environment with placeholders filled.
@@ -293,6 +401,11 @@ fn substitute(t: &str, cx: &TrialContext) -> Result<String, String> {
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// Whether a command-line word is an option (`-x`, `--x`) rather than a value (`-1`, `-0.5`).
+fn is_option(arg: &str) -> bool {
+    arg.starts_with('-') && arg.parse::<f64>().is_err()
 }
 
 /// `--key value` pairs for overrides.
@@ -487,7 +600,13 @@ mod tests {
         let names: Vec<&str> = all.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(
             names,
-            vec!["proxy-cpu", "proxy-torch", "primus", "megatron"]
+            vec![
+                "proxy-cpu",
+                "proxy-torch",
+                "primus",
+                "megatron",
+                "megatron-local"
+            ]
         );
     }
 
@@ -527,20 +646,84 @@ mod tests {
         }
     }
 
-    #[test]
-    fn megatron_style_and_model_args() {
-        let p = find("megatron", None).unwrap();
-        let (argv, _) = p.expand(&cx()).unwrap();
-        assert!(argv.starts_with(&[
-            "torchrun".into(),
-            "--nproc_per_node".into(),
-            "8".into(),
-            "/m/pretrain_gpt.py".into()
-        ]));
-        let joined = argv.join(" ");
-        assert!(joined.contains("--micro-batch-size 4"));
-        assert!(joined.contains("--use-turbo-deepep"));
+    /// A trial of the megatron profiles: the resolved run plus the runner's budget and a
+    /// micro-batch override.
+    fn megatron_cx() -> TrialContext {
         let mut c = cx();
+        for (k, v) in [
+            ("num_layers", Value::Int(4)),
+            ("hidden_size", Value::Int(1024)),
+            ("micro_batch_size", Value::Int(2)),
+            ("train_iters", Value::Int(30)),
+            ("add_bias_linear", Value::Bool(false)),
+            ("bf16", Value::Bool(true)),
+            ("fp16", Value::Bool(false)),
+            ("use_turbo_attention", Value::Bool(true)),
+        ] {
+            c.params.insert(k.into(), v);
+        }
+        c.overrides = ["micro_batch_size=4", "train_iters=30"]
+            .iter()
+            .map(|s| parse_assignment(s).unwrap())
+            .collect();
+        c
+    }
+
+    #[test]
+    fn megatron_profiles_render_the_run_with_each_flag_once() {
+        for name in ["megatron", "megatron-local"] {
+            let p = find(name, None).unwrap();
+            let (argv, _) = p.expand(&megatron_cx()).unwrap();
+            assert!(argv.starts_with(&[
+                "torchrun".into(),
+                "--standalone".into(),
+                "--nproc_per_node".into(),
+                "8".into(),
+                "/m/pretrain_gpt.py".into()
+            ]));
+            let flags: Vec<&String> = argv.iter().filter(|a| a.starts_with("--")).collect();
+            let unique: std::collections::BTreeSet<&String> = flags.iter().copied().collect();
+            assert_eq!(flags.len(), unique.len(), "a flag repeated: {argv:?}");
+            let joined = argv.join(" ");
+            // The shape, the override replacing the resolved micro batch, the runner's budget
+            // once, upstream's own switch for a Primus dest; no Primus-only setting.
+            for want in [
+                "--num-layers 4",
+                "--hidden-size 1024",
+                "--micro-batch-size 4",
+                "--train-iters 30 ",
+                "--disable-bias-linear",
+                "--bf16",
+            ] {
+                assert!(joined.contains(want), "{want} missing: {joined}");
+            }
+            assert!(!joined.contains("--micro-batch-size 2"), "{joined}");
+            assert!(
+                !joined.contains("turbo") && !joined.contains("fp16"),
+                "{joined}"
+            );
+        }
+        let local = find("megatron-local", None)
+            .unwrap()
+            .expand(&megatron_cx())
+            .unwrap()
+            .0
+            .join(" ");
+        assert!(local.contains("--transformer-impl local --no-persist-layer-norm"));
+    }
+
+    #[test]
+    fn megatron_profiles_refuse_a_primus_only_override_and_need_megatron_path() {
+        let p = find("megatron", None).unwrap();
+        let mut c = megatron_cx();
+        c.overrides
+            .push(parse_assignment("use_turbo_deepep=true").unwrap());
+        let e = p.expand(&c).unwrap_err().to_string();
+        assert!(
+            e.contains("use_turbo_deepep") && e.contains("upstream"),
+            "{e}"
+        );
+        let mut c = megatron_cx();
         c.process_env = crate::config::env::Env::empty();
         assert!(
             p.expand(&c)
@@ -548,14 +731,30 @@ mod tests {
                 .to_string()
                 .contains("MEGATRON_PATH")
         );
-        let rendered = render_overrides(
-            MODEL_ARGS
-                .iter()
-                .filter_map(|k| c.params.get(*k).map(|v| (*k, v)))
-                .filter(|(_, v)| !v.is_null()),
-            OverrideStyle::Megatron,
+    }
+
+    #[test]
+    fn every_model_arg_is_an_upstream_megatron_argument() {
+        let table = super::super::megatron_args::MegatronArgs::shipped();
+        for k in MODEL_ARGS {
+            assert!(table.knows(k), "{k}");
+        }
+    }
+
+    #[test]
+    fn a_template_flag_the_overrides_set_is_replaced_not_repeated() {
+        let p = Profile::parse(
+            "name: x\nargv: [run, --micro_batch_size, \"1\", --keep, \"-1\", --flag, \"{overrides}\"]\n",
+            "x.yaml",
+        )
+        .unwrap();
+        let mut c = cx();
+        c.overrides = vec![parse_assignment("micro_batch_size=4").unwrap()];
+        let (argv, _) = p.expand(&c).unwrap();
+        assert_eq!(
+            argv,
+            ["run", "--keep", "-1", "--flag", "--micro_batch_size", "4"]
         );
-        assert_eq!(rendered, vec!["--num-layers", "4", "--bf16"]);
     }
 
     #[test]

@@ -130,28 +130,31 @@ extern "C" fn remember(sig: libc::c_int) {
 /// Exit status for a supervisor that could not start (the shells' "cannot execute").
 const CANNOT_START: i32 = 127;
 
-/// Run the supervisor with the arguments after the subcommand; never returns.
-pub fn main(args: &[OsString]) -> ! {
-    let args = match parse(args) {
-        Ok(a) => a,
+/// Run the supervisor with the arguments after the subcommand; returns its exit status. What
+/// goes wrong is said through `say` (the frontend writes it to stderr, which is the trial's).
+pub fn run(args: &[OsString], say: &mut dyn FnMut(String)) -> i32 {
+    match parse(args) {
+        Ok(a) => supervise(&a, say),
         Err(e) => {
-            eprintln!("primus-tune {SUBCOMMAND}: {e}");
-            std::process::exit(64);
+            say(format!("primus-tune {SUBCOMMAND}: {e}"));
+            USAGE
         }
-    };
-    std::process::exit(supervise(&args))
+    }
 }
 
+/// Exit status for a command line the supervisor does not understand (EX_USAGE).
+const USAGE: i32 = 64;
+
 #[allow(unsafe_code)]
-fn supervise(args: &Args) -> i32 {
+fn supervise(args: &Args, say: &mut dyn FnMut(String)) -> i32 {
     // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes an integer flag; no memory is passed.
     let subreaper = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } == 0;
     if !subreaper {
-        eprintln!(
+        say(format!(
             "primus-tune supervisor: cannot become a child subreaper ({}); descendants that \
              leave the process group may outlive the trial",
             std::io::Error::last_os_error()
-        );
+        ));
     }
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
         // SAFETY: `remember` only stores to an atomic, which is async-signal-safe.
@@ -178,10 +181,10 @@ fn supervise(args: &Args) -> i32 {
         match cmd.spawn() {
             Ok(c) => c.id() as i32,
             Err(e) => {
-                eprintln!(
+                say(format!(
                     "primus-tune supervisor: cannot start `{}`: {e}",
                     args.argv[0].to_string_lossy()
-                );
+                ));
                 return CANNOT_START;
             }
         }

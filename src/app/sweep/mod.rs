@@ -243,6 +243,11 @@ pub fn run(
     let mut base = super::trial::options(session, &exp, &treq)?;
     base.study_id = Some(study_id);
     let (prof, gpus) = (base.profile.name.clone(), base.gpus);
+    super::trial::refuse_settings(
+        &base.profile,
+        space.flags().iter().map(String::as_str),
+        session,
+    )?;
     let caps = base.profile.capabilities.clone();
     let unmodeled = caps.unmodeled(space.flags().iter().map(String::as_str));
     if !unmodeled.is_empty() && !req.allow_unmodeled {

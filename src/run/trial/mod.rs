@@ -58,6 +58,9 @@ pub struct TrialOptions {
     pub failure_grace: Duration,
     /// GPUs the trial uses (world size).
     pub gpus: u64,
+    /// Said at the start of the trial, in its log: how the world was chosen when nothing
+    /// named it (the launch's fallback of [`FALLBACK_GPUS`] ranks).
+    pub world_note: Option<String>,
     pub study_id: Option<i64>,
     /// Where the trial's folder goes (`<workspace>/trials`).
     pub trials_dir: PathBuf,
@@ -257,6 +260,14 @@ pub async fn run_trial(
             trial_dir: dir.clone(),
         })
         .await;
+    if let Some(note) = &opts.world_note {
+        let _ = events
+            .send(TrialEvent::Line {
+                stream: Stream::Stderr,
+                line: format!("primus-tune: note: {note}"),
+            })
+            .await;
+    }
     let (sampler, mut telemetry_rx) = match &opts.telemetry {
         Some(t) => {
             let (backend, notes) =
