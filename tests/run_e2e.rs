@@ -789,3 +789,90 @@ fn a_database_locked_for_30_s_does_not_lose_the_measurement() {
     assert_eq!(store.iterations(id).unwrap().len(), 5);
     assert!(row.median_step_ms.is_some());
 }
+
+/// The database is held by another process from the middle of a trial until well after its
+/// end, longer than primus-tune's patience: the result is kept in the trial's folder, the run
+/// still reports it, and the next command that opens the workspace stores it.
+#[test]
+fn a_database_unavailable_at_the_end_keeps_the_result_for_the_next_access() {
+    let s = setup();
+    profile(
+        &s,
+        "paused",
+        &format!(
+            "{ITER_FN}it 1 100.0; it 2 100.0; it 3 100.0; touch \"$1/ready\"; \
+             while [ ! -f \"$1/go\" ]; do sleep 0.05; done; it 4 100.0; it 5 100.0"
+        ),
+    );
+    let exe = assert_cmd::cargo::cargo_bin("primus-tune");
+    let child = plain(&s, &exe)
+        .arg("run")
+        .arg(&s.exp)
+        .args([
+            "--profile",
+            "paused",
+            "--json",
+            "--no-telemetry",
+            "--max-iters",
+            "5",
+        ])
+        .env(primus_tune::store::PATIENCE_ENV, "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let dir = s.ws.join("trials/1");
+    let t = Instant::now();
+    while !dir.join("ready").is_file() {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the workload never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let db = s.ws.join("trials.db");
+    let (locked_tx, locked_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let holder = std::thread::spawn(move || {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute_batch("BEGIN EXCLUSIVE").unwrap();
+        locked_tx.send(()).unwrap();
+        let _ = release_rx.recv_timeout(Duration::from_secs(60));
+        conn.execute_batch("COMMIT").unwrap();
+    });
+    locked_rx.recv().unwrap();
+    std::fs::write(dir.join("go"), "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = result_line(&out.stdout, &out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{v} {err}");
+    assert_eq!(v["status"], "completed", "{v}");
+    assert_eq!(v["iterations"], 5, "{v}");
+    let kept = dir.join(primus_tune::run::trial::pending::FILE);
+    assert!(kept.is_file(), "{err}");
+    assert!(err.contains("the trial database is unavailable"), "{err}");
+    // Still locked: the database does not have the result yet.
+    release_tx.send(()).unwrap();
+    holder.join().unwrap();
+    let out = bin(&s)
+        .args(["trials", "--all", "--json"])
+        .output()
+        .unwrap();
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == 1)
+        .cloned()
+        .unwrap();
+    assert_eq!(row["status"], "completed", "{row}");
+    assert!(!kept.exists(), "imported and removed");
+    let store = primus_tune::store::Store::open(&s.ws.join("trials.db")).unwrap();
+    assert_eq!(store.iterations(1).unwrap().len(), 5);
+    assert!(store.trial(1).unwrap().unwrap().median_step_ms.is_some());
+}

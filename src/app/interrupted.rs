@@ -1,6 +1,8 @@
 //! Trials always end: a trial still `running` in the store whose runner process is gone (killed,
-//! crashed, the machine rebooted) becomes `interrupted`. Run once per session, the first time
-//! it opens the store, so `trials`, the TUI and sweeps never show a trial running for ever.
+//! crashed, the machine rebooted) becomes `interrupted` — unless its folder holds the result the
+//! runner could not store (the database was unavailable at its end), which is imported instead.
+//! Run once per session, the first time it opens the store, so `trials`, the TUI and sweeps
+//! never show a trial running for ever.
 
 use super::AppError;
 use crate::domain::trial::TrialStatus;
@@ -30,14 +32,19 @@ fn runner_alive(t: &TrialRow) -> bool {
     }
 }
 
-/// Marks every `running` trial whose runner is gone as `interrupted`; returns their ids.
+/// Ends every `running` trial whose runner is gone: its kept result is stored, or it is marked
+/// `interrupted`; returns the ids marked interrupted.
 pub fn reap(store: &Store) -> Result<Vec<i64>, AppError> {
+    use crate::run::trial::pending::{Imported, import};
     let running = store.list_trials(&TrialFilter {
         statuses: vec![TrialStatus::Running],
         ..TrialFilter::all()
     })?;
     let mut done = Vec::new();
     for t in running.iter().filter(|t| !runner_alive(t)) {
+        if import(store, t.id, &t.trial_dir)? == Imported::Stored {
+            continue;
+        }
         if store.interrupt_trial(t.id)? {
             done.push(t.id);
         }

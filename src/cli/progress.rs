@@ -97,6 +97,12 @@ impl Printer {
                 let _ = writeln!(out, "{line}");
                 let _ = out.flush();
             }
+            // primus-tune's own notes go to stderr, as a human reads them; stdout stays JSON.
+            if let AppEvent::Trial(TrialEvent::Line { line, .. }) = ev
+                && line.starts_with("primus-tune: ")
+            {
+                self.line(line);
+            }
             return;
         }
         match ev {

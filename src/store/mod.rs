@@ -55,14 +55,30 @@ pub use workspace::{
 /// How long one attempt at a write waits for another connection's lock.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// How long a write keeps trying, attempt after attempt, before it gives up.
+/// How long a write keeps trying, attempt after attempt, before it gives up (unless
+/// [`PATIENCE_ENV`] says otherwise).
 pub const WRITE_PATIENCE: Duration = Duration::from_secs(180);
+
+/// The environment variable that sets the write patience, in seconds.
+pub const PATIENCE_ENV: &str = "PRIMUS_TUNE_DB_PATIENCE";
+
+/// The write patience: [`PATIENCE_ENV`] when it holds a number of seconds, else
+/// [`WRITE_PATIENCE`].
+fn default_patience() -> Duration {
+    std::env::var(PATIENCE_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map_or(WRITE_PATIENCE, Duration::from_secs_f64)
+}
 
 /// An open trial database.
 pub struct Store {
     conn: Mutex<Connection>,
     path: PathBuf,
     journal_mode: String,
+    /// How long a write keeps trying, in milliseconds (see [`Store::with_patience`]).
+    patience_ms: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Store {
@@ -97,12 +113,14 @@ impl Store {
     }
 
     fn init(conn: Connection, path: PathBuf, file: bool) -> StoreResult<Store> {
-        conn.busy_timeout(BUSY_TIMEOUT)
+        let patience = default_patience();
+        conn.busy_timeout(BUSY_TIMEOUT.min(patience))
             .ctx(&path, "set the busy timeout")?;
         let mut store = Store {
             conn: Mutex::new(conn),
             path,
             journal_mode: "memory".into(),
+            patience_ms: (patience.as_millis() as u64).into(),
         };
         // Read-only checks first, so a database we must refuse is left exactly as it was.
         store.preflight()?;
@@ -122,6 +140,27 @@ impl Store {
         store.journal_mode = journal_mode;
         store.migrate()?;
         Ok(store)
+    }
+
+    /// How long a write waits for a lock another process holds.
+    pub fn patience(&self) -> Duration {
+        Duration::from_millis(self.patience_ms.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// Runs `f` with writes waiting at most `patience` for another process's lock (zero: one
+    /// attempt that does not wait), then restores the store's own patience. A trial's writes
+    /// while it runs use a short one, so a locked database never stalls the watch of the log;
+    /// what they could not store is written at the end.
+    pub fn with_patience<T>(&self, patience: Duration, f: impl FnOnce() -> T) -> T {
+        use std::sync::atomic::Ordering::Relaxed;
+        let before = self.patience_ms.swap(patience.as_millis() as u64, Relaxed);
+        let _ = self.lock().busy_timeout(BUSY_TIMEOUT.min(patience));
+        let out = f();
+        self.patience_ms.store(before, Relaxed);
+        let _ = self
+            .lock()
+            .busy_timeout(BUSY_TIMEOUT.min(Duration::from_millis(before)));
+        out
     }
 
     /// The database file (`:memory:` for an in-memory store).
@@ -165,7 +204,7 @@ impl Store {
                     path, what, source, ..
                 }) => {
                     let waited = started.elapsed();
-                    if waited >= WRITE_PATIENCE {
+                    if waited >= self.patience() {
                         return Err(StoreError::Busy {
                             path,
                             what,

@@ -9,6 +9,7 @@
 
 pub mod finish;
 pub mod materialise;
+pub mod pending;
 pub mod watch;
 
 pub use materialise::{Materialised, config_hash, effective_config_text, materialise};
@@ -285,7 +286,11 @@ pub async fn run_trial(
         None => (None, None),
     };
     let mut snaps: Vec<Snapshot> = Vec::new();
+    // What is not stored yet: written in batches while the trial runs, with no wait for a
+    // database another process holds (a miss waits for the next batch), and all at the end.
     let mut snaps_pending: Vec<Snapshot> = Vec::new();
+    let mut memory_pending: Vec<MemoryReport> = Vec::new();
+    let mut flush = Flush::default();
     let mut trial_pids: std::collections::BTreeSet<u32> = std::collections::BTreeSet::new();
     let started = Instant::now();
     let (mut running, mut lines) = match process::spawn(&m.launch) {
@@ -366,16 +371,24 @@ pub async fn run_trial(
                             iter_ms.push(unix_ms);
                             iters.push(it.clone());
                             pending.push(it.clone());
-                            if pending.len() >= 8 {
-                                store.add_iterations(trial_id, &pending)?;
-                                pending.clear();
+                            if pending.len() >= 8 && flush.due() {
+                                flush.done(store.with_patience(Duration::ZERO, || {
+                                    store.add_iterations(trial_id, &pending)
+                                }).map(|_| pending.clear()));
                             }
                             let summary = Summary::from_parts(&iters, &memory, shape, cfg);
                             median_ms = summary.median_step_ms.or(it.elapsed_ms).unwrap_or(median_ms);
                             let _ = events.send(TrialEvent::Iteration { it, summary: Box::new(summary) }).await;
                         }
                         LogEvent::Memory(m) => {
-                            store.add_memory_report(trial_id, &m)?;
+                            memory_pending.push(m.clone());
+                            if flush.due() {
+                                flush.done(store.with_patience(Duration::ZERO, || {
+                                    memory_pending
+                                        .iter()
+                                        .try_for_each(|m| store.add_memory_report(trial_id, m).map(|_| ()))
+                                }).map(|_| memory_pending.clear()));
+                            }
                             memory.push(m);
                         }
                         LogEvent::Theoretical(_) => {}
@@ -404,9 +417,10 @@ pub async fn run_trial(
                     }
                     snaps.push(snap.clone());
                     snaps_pending.push(snap.clone());
-                    if snaps_pending.len() >= 10 {
-                        store.add_samples(trial_id, &snaps_pending)?;
-                        snaps_pending.clear();
+                    if snaps_pending.len() >= 10 && flush.due() {
+                        flush.done(store.with_patience(Duration::ZERO, || {
+                            store.add_samples(trial_id, &snaps_pending)
+                        }).map(|_| snaps_pending.clear()));
                     }
                     let _ = events.send(TrialEvent::Telemetry(Box::new(snap))).await;
                 } else {
@@ -470,10 +484,6 @@ pub async fn run_trial(
             snaps_pending.push(snap);
         }
     }
-    store.add_samples(trial_id, &snaps_pending)?;
-    if !pending.is_empty() {
-        store.add_iterations(trial_id, &pending)?;
-    }
     {
         use std::os::unix::process::ExitStatusExt;
         exit.code = status.and_then(|s| s.code());
@@ -496,23 +506,45 @@ pub async fn run_trial(
         summary.n > 0,
         opts.trains,
     );
-    store.finish_trial(
+    let end = TrialEnd {
+        status,
+        failure: failure.clone(),
+        exit_code: exit.code,
+        exit_signal: exit.signal,
+        iterations_seen: iters.len() as u64,
+        wall_s,
+        summary: serde_json::to_value(&summary).ok(),
+        median_step_ms: summary.median_step_ms,
+        ci95_ms: summary.ci95_ms,
+        tokens_per_s_per_gpu: summary.tokens_per_s_per_gpu,
+        tflops_per_gpu: summary.tflops_per_gpu,
+        peak_mem_gib: summary.peak_mem_gib,
+    };
+    // Everything not stored yet, with the store's full patience; a database that stays
+    // unavailable gets the result in the trial's folder instead, imported on the next access.
+    let result = pending::PendingResult {
+        db: store.path().to_path_buf(),
         trial_id,
-        &TrialEnd {
-            status,
-            failure: failure.clone(),
-            exit_code: exit.code,
-            exit_signal: exit.signal,
-            iterations_seen: iters.len() as u64,
-            wall_s,
-            summary: serde_json::to_value(&summary).ok(),
-            median_step_ms: summary.median_step_ms,
-            ci95_ms: summary.ci95_ms,
-            tokens_per_s_per_gpu: summary.tokens_per_s_per_gpu,
-            tflops_per_gpu: summary.tflops_per_gpu,
-            peak_mem_gib: summary.peak_mem_gib,
-        },
-    )?;
+        iterations: pending,
+        memory: memory_pending,
+        samples: snaps_pending,
+        end,
+    };
+    if let Err(e) = result.store(store) {
+        let Ok(kept) = result.keep(&dir) else {
+            return Err(e.into());
+        };
+        let _ = events
+            .send(TrialEvent::Line {
+                stream: Stream::Stderr,
+                line: format!(
+                    "primus-tune: the trial database is unavailable ({e}); the result is kept in \
+                     {} and is stored the next time this workspace is opened",
+                    kept.display()
+                ),
+            })
+            .await;
+    }
     Ok(TrialResult {
         trial_id: Some(trial_id),
         status,
@@ -524,6 +556,26 @@ pub async fn run_trial(
         trial_dir: Some(dir.display().to_string()),
         summary,
     })
+}
+
+/// When the running trial may try its next batch of writes: at once, or after a miss (the
+/// database was held by another process) a few seconds later.
+#[derive(Default)]
+struct Flush {
+    not_before: Option<Instant>,
+}
+
+impl Flush {
+    /// How long to leave the database alone after a write it refused.
+    const BACKOFF: Duration = Duration::from_secs(5);
+
+    fn due(&self) -> bool {
+        self.not_before.is_none_or(|t| Instant::now() >= t)
+    }
+
+    fn done<T>(&mut self, r: Result<T, crate::store::StoreError>) {
+        self.not_before = r.is_err().then(|| Instant::now() + Self::BACKOFF);
+    }
 }
 
 /// The next snapshot, or never when the trial samples no telemetry.
