@@ -4,6 +4,7 @@
 
 mod env_rules;
 mod megatron;
+mod sizes;
 mod torchtitan;
 mod types;
 mod world;
@@ -47,6 +48,7 @@ pub fn lint(
         types::check(&cx, &mut out);
         match cx.backend {
             Some(Backend::Megatron) => {
+                sizes::check(&cx, &mut out);
                 megatron::check(&cx, &mut out);
                 world::check(&cx, &mut out);
             }

@@ -724,3 +724,21 @@ fn layers_must_split_over_pipeline_stages_unless_uneven() {
         "pipeline-layers"
     ));
 }
+
+#[test]
+fn sizes_beyond_any_model_or_below_one_are_errors() {
+    assert!(has("num_layers: 1000000000000", "size-range"));
+    assert!(has("seq_length: 0", "size-range") || has("seq_length: 0", "out-of-range"));
+    assert!(has("num_experts: -8", "size-range") || has("num_experts: -8", "out-of-range"));
+    assert!(has("hidden_size: 2000000", "size-range"));
+    assert!(!has("num_layers: 126", "size-range"));
+    assert!(!has("seq_length: 131072", "size-range"));
+    let d = run("num_layers: 1000000000000", Env::empty());
+    let d = d.iter().find(|d| d.code == "size-range").unwrap();
+    assert_eq!(d.severity, Severity::Error);
+    assert!(
+        d.message.contains("num_layers: 1000000000000"),
+        "{}",
+        d.message
+    );
+}
