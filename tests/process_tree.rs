@@ -181,14 +181,6 @@ fn an_oom_line_ends_the_trial_within_5_s_though_the_workload_runs_on() {
         ended - oom_at
     );
     assert_eq!(code, Some(3), "{v}");
-    assert_eq!(v["status"], "failed", "{v}");
-    assert_eq!(v["failure"]["class"], "oom", "{v}");
-    assert!(
-        v["failure"]["line"]
-            .as_str()
-            .unwrap()
-            .contains("CUDA out of memory"),
-        "{v}"
-    );
+    common::assert_failed_with(&v, "oom", "CUDA out of memory");
     assert_nothing_left(&dir);
 }

@@ -133,3 +133,16 @@ pub fn trial_processes_after(trial_dir: &std::path::Path, limit: std::time::Dura
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
 }
+
+/// A trial result (`run --json`'s last line) that failed with `class`, whose first offending
+/// line contains `line`.
+pub fn assert_failed_with(v: &serde_json::Value, class: &str, line: &str) {
+    assert_eq!(v["status"], "failed", "{v}");
+    assert_eq!(v["failure"]["class"], class, "{v}");
+    assert!(
+        v["failure"]["line"]
+            .as_str()
+            .is_some_and(|l| l.contains(line)),
+        "{v}"
+    );
+}
