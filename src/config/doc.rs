@@ -5,7 +5,6 @@
 //! edited value (comments, blank lines, key order, quoting, anchors) stays as it was.
 
 use super::yaml::{self, Node, NodeKind, Style};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
@@ -303,64 +302,48 @@ impl YamlDoc {
             .to_string()
     }
 
-    /// Write the edited text atomically: refuse if the file changed on disk since it was read,
-    /// write a temp file in the same folder, fsync, keep `<file>.bak` when asked, rename over
-    /// the original (keeping its permissions), fsync the folder.
+    /// Save the edited text ([`super::save`]): under the folder's lock, refuse if the file
+    /// changed on disk since it was read, keep `<file>.bak` when asked, and rename a synced temp
+    /// file over the original (keeping its permissions). A symlink is edited through: the file
+    /// it points to is replaced and the link stays.
     pub fn save(&mut self, opts: SaveOptions) -> Result<Option<PathBuf>, EditError> {
-        let current = std::fs::read_to_string(&self.path).map_err(|source| EditError::Io {
+        let read_err = |source| EditError::Io {
             path: self.path.clone(),
             source,
-        })?;
+        };
+        let target = super::save::target_of(&self.path).map_err(read_err)?;
+        let werr = |source| EditError::Write {
+            path: target.clone(),
+            source,
+        };
+        let dir = super::save::folder_of(&target);
+        let lock = super::save::lock_dir(dir).map_err(werr)?;
+        super::save::clean_stale(dir, &lock);
+        let current = std::fs::read_to_string(&target).map_err(read_err)?;
         if current != self.original {
             return Err(EditError::Conflict {
                 path: self.path.clone(),
             });
         }
-        let perms = std::fs::metadata(&self.path).ok().map(|m| m.permissions());
+        let perms = std::fs::metadata(&target).ok().map(|m| m.permissions());
         let backup = if opts.backup {
-            let mut bak = self.path.clone().into_os_string();
+            let mut bak = target.clone().into_os_string();
             bak.push(".bak");
             let bak = PathBuf::from(bak);
-            write_atomic(&bak, &self.original, perms.clone())?;
+            super::save::replace(&bak, self.original.as_bytes(), perms.clone(), &lock).map_err(
+                |source| EditError::Write {
+                    path: bak.clone(),
+                    source,
+                },
+            )?;
             Some(bak)
         } else {
             None
         };
-        write_atomic(&self.path, &self.text, perms)?;
+        super::save::replace(&target, self.text.as_bytes(), perms, &lock).map_err(werr)?;
         self.original = self.text.clone();
         Ok(backup)
     }
-}
-
-/// Replace `path` with `content` by a temp file in the same folder and a rename.
-pub fn write_atomic(
-    path: &Path,
-    content: &str,
-    perms: Option<std::fs::Permissions>,
-) -> Result<(), EditError> {
-    let werr = |source| EditError::Write {
-        path: path.to_path_buf(),
-        source,
-    };
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".primus-tune-")
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map_err(werr)?;
-    tmp.write_all(content.as_bytes()).map_err(werr)?;
-    tmp.as_file().sync_all().map_err(werr)?;
-    if let Some(p) = perms {
-        tmp.as_file().set_permissions(p).map_err(werr)?;
-    }
-    tmp.persist(path).map_err(|e| werr(e.error))?;
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
 }
 
 fn kind_name(n: &Node) -> &'static str {
@@ -613,5 +596,54 @@ modules:
             .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
             .collect();
         assert!(leftovers.is_empty());
+    }
+
+    #[test]
+    fn a_symlinked_experiment_is_edited_through_the_link() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("real")).unwrap();
+        let real = dir.path().join("real/exp.yaml");
+        std::fs::write(&real, EXP).unwrap();
+        let link = dir.path().join("exp.yaml");
+        std::os::unix::fs::symlink("real/exp.yaml", &link).unwrap();
+        let mut d = YamlDoc::open(&link).unwrap();
+        d.set_literal(&["modules", "pre_trainer", "overrides", "lr"], "2.0e-05")
+            .unwrap();
+        let bak = d.save(SaveOptions { backup: true }).unwrap().unwrap();
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert!(
+            std::fs::read_to_string(&real)
+                .unwrap()
+                .contains("lr: 2.0e-05\n")
+        );
+        assert_eq!(
+            bak,
+            std::fs::canonicalize(&real)
+                .unwrap()
+                .with_extension("yaml.bak")
+        );
+        assert_eq!(std::fs::read_to_string(&bak).unwrap(), EXP);
+    }
+
+    #[test]
+    fn a_save_removes_temp_files_a_killed_save_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("exp.yaml");
+        std::fs::write(&p, EXP).unwrap();
+        std::fs::write(dir.path().join(".primus-tune-killed.tmp"), "half").unwrap();
+        let mut d = YamlDoc::open(&p).unwrap();
+        d.set_literal(&["modules", "pre_trainer", "overrides", "lr"], "2.0e-05")
+            .unwrap();
+        d.save(SaveOptions { backup: false }).unwrap();
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["exp.yaml"]);
     }
 }

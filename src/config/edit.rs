@@ -67,20 +67,30 @@ pub enum SetError {
 /// Plan `requests` against `exp` (loaded with `opts`). With `force`, new cross-flag errors and
 /// near-miss unknown keys are written anyway; type, range and removed-flag errors never are.
 pub fn plan(
-    exp: &Experiment,
+    loaded: &Experiment,
     opts: &LoadOptions,
     requests: &[SetRequest],
     module_name: Option<&str>,
     force: bool,
     catalog: &Catalog,
 ) -> Result<SetPlan, SetError> {
+    let mut doc = YamlDoc::open(&loaded.path)?;
+    // The experiment as the text this edit starts from: another program may have saved the file
+    // since `loaded` was read, and the edit is planned and checked against what it will
+    // replace (the save then refuses it if the file changes again).
+    let mut base_opts = opts.clone();
+    base_opts
+        .texts
+        .insert(loaded.path.clone(), doc.text().to_string());
+    let reloaded =
+        Experiment::load(&loaded.path, &base_opts).map_err(|e| SetError::Usage(e.to_string()))?;
+    let exp = &reloaded;
     let module = match module_name {
         Some(m) => exp
             .module(m)
             .ok_or_else(|| SetError::Usage(format!("the experiment has no module `{m}`")))?,
         None => exp.main_module(),
     };
-    let mut doc = YamlDoc::open(&exp.path)?;
     let mut changes = Vec::new();
     let mut diagnostics = Vec::new();
     let mut hard_refusal = false;

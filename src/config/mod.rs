@@ -20,3 +20,4 @@ pub mod doc;
 pub mod edit;
 pub mod lint;
 pub mod literal;
+pub mod save;
