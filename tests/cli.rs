@@ -953,3 +953,46 @@ fn recommend_counts_the_variables_the_profile_launches_with() {
         !env_recs(&["--profile", "megatron"]).contains(&"CUDA_DEVICE_MAX_CONNECTIONS".to_string())
     );
 }
+
+/// Inputs that are not a regular UTF-8 file are refused at once, saying what they are: a FIFO
+/// (no writer: reading would block), a device, bytes that are not UTF-8 (at their line and
+/// column), a directory named by `extends`.
+#[test]
+fn inputs_that_are_not_regular_utf8_files_are_refused_at_once() {
+    let (d, _exp) = tree();
+    let fifo = d.path().join("experiments/fifo.yaml");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let root = d.path().to_str().unwrap().to_string();
+    let lint = |p: &Path| {
+        let out = bin()
+            .args(["lint", "--primus-root", &root])
+            .arg(p)
+            .timeout(std::time::Duration::from_secs(20))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    assert!(lint(&fifo).contains("not a regular file: a FIFO"));
+    assert!(lint(Path::new("/dev/zero")).contains("a character device"));
+    let bad = d.path().join("experiments/latin1.yaml");
+    std::fs::write(&bad, b"work_group: x\nuser_name: Jos\xe9\n").unwrap();
+    let err = lint(&bad);
+    assert!(
+        err.contains("latin1.yaml:2:15: not UTF-8 text (byte 0xe9)"),
+        "{err}"
+    );
+    std::fs::create_dir_all(d.path().join("experiments/base")).unwrap();
+    let ext = write(
+        d.path(),
+        "experiments/ext.yaml",
+        "extends: [base]\nwork_group: x\n",
+    );
+    assert!(lint(&ext).contains("extends target `base`") && lint(&ext).contains("is a directory"));
+}

@@ -241,6 +241,28 @@ fn invalid(origin: &Origin, message: &str) -> ConfigError {
     }
 }
 
+/// Read an experiment or a file it extends ([`crate::util::input::read_text`]): regular files
+/// only, size-capped, UTF-8 (a bad byte is reported at its line and column).
+pub fn read_input(path: &Path) -> Result<String, ConfigError> {
+    use crate::util::input::{InputError, cap_bytes, read_text};
+    read_text(path, cap_bytes()).map_err(|e| match e {
+        InputError::Io(source) => ConfigError::Io {
+            path: path.to_path_buf(),
+            source,
+        },
+        InputError::NotUtf8 { line, col, .. } => ConfigError::Invalid {
+            path: path.to_path_buf(),
+            line,
+            col,
+            message: format!("{e}; Primus reads UTF-8"),
+        },
+        other => ConfigError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::other(other.to_string()),
+        },
+    })
+}
+
 struct Loader<'a> {
     env: &'a Env,
     texts: &'a HashMap<PathBuf, String>,
@@ -254,10 +276,7 @@ impl Loader<'_> {
         if let Some(t) = self.texts.get(path) {
             return Ok(t.clone());
         }
-        std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
-            path: path.to_path_buf(),
-            source,
-        })
+        read_input(path)
     }
 
     /// `parse_yaml`: read, substitute env, apply `extends` (relative to the file, later wins,
@@ -308,14 +327,34 @@ impl Loader<'_> {
         for (target, pos) in targets {
             let dir = path.parent().unwrap_or(Path::new("."));
             let resolved = dir.join(&target);
-            if !resolved.is_file() {
-                return Err(ConfigError::MissingExtends {
-                    path: path.to_path_buf(),
-                    line: pos.line,
-                    col: pos.col,
-                    target,
-                    resolved,
-                });
+            match crate::util::input::kind_of(&resolved) {
+                Ok(None) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return Err(ConfigError::MissingExtends {
+                        path: path.to_path_buf(),
+                        line: pos.line,
+                        col: pos.col,
+                        target,
+                        resolved,
+                    });
+                }
+                // A directory, a device, a FIFO or a symbolic link loop: said as it is.
+                other => {
+                    let what = match other {
+                        Ok(Some(kind)) => format!("is {kind}, not a file"),
+                        Err(e) => format!("cannot be read: {e}"),
+                        Ok(None) => unreachable!(),
+                    };
+                    return Err(ConfigError::Invalid {
+                        path: path.to_path_buf(),
+                        line: pos.line,
+                        col: pos.col,
+                        message: format!(
+                            "extends target `{target}` ({}) {what}",
+                            resolved.display()
+                        ),
+                    });
+                }
             }
             let canon = canonical(&resolved);
             if let Some(i) = stack.iter().position(|p| *p == canon) {

@@ -2,6 +2,7 @@
 //! `/proc` readers, the bundled example, and command lines quoted for a shell. Nothing here knows about the other modules.
 
 pub mod bundled;
+pub mod input;
 pub mod paths;
 pub mod procfs;
 pub mod rng;
