@@ -980,6 +980,35 @@ fn inputs_that_are_not_regular_utf8_files_are_refused_at_once() {
         String::from_utf8_lossy(&out.stderr).into_owned()
     };
     assert!(lint(&fifo).contains("not a regular file: a FIFO"));
+    let out = bin()
+        .arg("parse-log")
+        .arg(&fifo)
+        .timeout(std::time::Duration::from_secs(20))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("a FIFO"));
+    // A 3 MiB line is cut at 1 MiB and counted; the lines around it still parse.
+    let log = d.path().join("long.log");
+    let it = |i: u32| {
+        format!(
+            " [2026-11-29 22:59:27.865632] iteration {i:>8}/      50 | consumed samples: {:>12} | elapsed time per iteration (ms): 100.0 | global batch size:    16 |\n",
+            16 * i
+        )
+    };
+    std::fs::write(&log, format!("{}{}\n{}", it(1), "y".repeat(3 << 20), it(2))).unwrap();
+    let out = bin()
+        .args(["parse-log", "--json"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    let v = json(&out.stdout);
+    assert_eq!(v["iterations"].as_array().unwrap().len(), 2, "{v}");
+    assert_eq!(v["overlong_lines"]["lines"], 1);
+    assert_eq!(
+        v["overlong_lines"]["bytes_skipped"],
+        (3 << 20) + 1 - (1 << 20)
+    );
     assert!(lint(Path::new("/dev/zero")).contains("a character device"));
     let bad = d.path().join("experiments/latin1.yaml");
     std::fs::write(&bad, b"work_group: x\nuser_name: Jos\xe9\n").unwrap();

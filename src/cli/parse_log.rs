@@ -7,7 +7,6 @@ use crate::run::failure::FailureDetector;
 use crate::run::logparse::LogParser;
 use crate::run::steady::SteadyConfig;
 use clap::Args;
-use std::io::BufRead;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -33,22 +32,28 @@ pub struct ParseLogArgs {
 }
 
 pub fn run(a: &ParseLogArgs) -> Result<ExitCode, CliError> {
-    let file = std::fs::File::open(&a.logfile)
-        .map_err(|e| CliError::Usage(format!("{}: {e}", a.logfile.display())))?;
+    let unreadable =
+        |e: &dyn std::fmt::Display| CliError::Usage(format!("{}: {e}", a.logfile.display()));
+    // A regular file only: a FIFO would block, /dev/zero would never end.
+    if let Some(kind) = crate::util::input::kind_of(&a.logfile).map_err(|e| unreadable(&e))? {
+        return Err(unreadable(&format!("not a regular file: {kind}")));
+    }
+    let file = std::fs::File::open(&a.logfile).map_err(|e| unreadable(&e))?;
+    let mut skipped = crate::util::lines::Skipped::default();
     let mut parser = LogParser::new();
     let mut detector = FailureDetector::new();
     let mut iters: Vec<Iteration> = Vec::new();
     let mut memory: Vec<MemoryReport> = Vec::new();
     let mut reader = std::io::BufReader::new(file);
     let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        let n = reader
-            .read_until(b'\n', &mut buf)
-            .map_err(|e| CliError::Usage(format!("{}: {e}", a.logfile.display())))?;
-        if n == 0 {
-            break;
-        }
+    while crate::util::lines::read_line(
+        &mut reader,
+        &mut buf,
+        crate::util::lines::MAX_LINE,
+        &mut skipped,
+    )
+    .map_err(|e| unreadable(&e))?
+    {
         let text = String::from_utf8_lossy(&buf);
         let line = text.trim_end_matches(['\n', '\r']);
         detector.feed(line);
@@ -83,8 +88,17 @@ pub fn run(a: &ParseLogArgs) -> Result<ExitCode, CliError> {
             "memory_reports": memory,
             "summary": summary,
             "failure": failure,
+            "overlong_lines": {"lines": skipped.lines, "bytes_skipped": skipped.bytes},
         }));
         return Ok(ExitCode::SUCCESS);
+    }
+    if skipped.lines > 0 {
+        eprintln!(
+            "note: {} line(s) longer than {} MiB were cut there ({} bytes skipped)",
+            skipped.lines,
+            crate::util::lines::MAX_LINE >> 20,
+            skipped.bytes
+        );
     }
     println!(
         "{:>6} {:>11} {:>10} {:>12} {:>12} {:>9}",

@@ -234,7 +234,8 @@ pub(crate) fn default_signals() {
 }
 
 /// Copy a stream to its log file and send each line (text after the last `\r` of a line, so
-/// progress bars yield their final state).
+/// progress bars yield their final state). The log file gets every byte; a line sent on is cut at
+/// [`crate::util::lines::MAX_LINE`] bytes, so an endless line costs no memory.
 async fn pump(
     stream: impl AsyncRead + Unpin,
     which: Stream,
@@ -244,21 +245,41 @@ async fn pump(
     let mut log = tokio::fs::File::from_std(log);
     let mut reader = BufReader::new(stream);
     let mut buf = Vec::new();
-    loop {
+    let max = crate::util::lines::MAX_LINE;
+    let mut eof = false;
+    while !eof {
         buf.clear();
-        match reader.read_until(b'\n', &mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {
-                let _ = log.write_all(&buf).await;
-                let text = String::from_utf8_lossy(&buf);
-                let line = text.trim_end_matches(['\n', '\r']);
-                let line = line.rsplit('\r').next().unwrap_or(line).to_string();
-                if tx.send((which, line)).await.is_err() {
-                    // The runner is gone; keep draining so the child never blocks on a full pipe.
-                    continue;
+        let mut any = false;
+        loop {
+            let avail = match reader.fill_buf().await {
+                Ok(a) if !a.is_empty() => a,
+                _ => {
+                    eof = true;
+                    break;
                 }
+            };
+            any = true;
+            let (len, done) = match avail.iter().position(|b| *b == b'\n') {
+                Some(i) => (i + 1, true),
+                None => (avail.len(), false),
+            };
+            let chunk = &avail[..len];
+            let _ = log.write_all(chunk).await;
+            let keep = chunk.len().min(max.saturating_sub(buf.len()));
+            buf.extend_from_slice(&chunk[..keep]);
+            reader.consume(len);
+            if done {
+                break;
             }
         }
+        if !any {
+            break;
+        }
+        let text = String::from_utf8_lossy(&buf);
+        let line = text.trim_end_matches(['\n', '\r']);
+        let line = line.rsplit('\r').next().unwrap_or(line).to_string();
+        // The runner may be gone; keep draining so the child never blocks on a full pipe.
+        let _ = tx.send((which, line)).await;
     }
     let _ = log.flush().await;
 }
@@ -387,6 +408,35 @@ mod tests {
             std::fs::read_to_string(dir.path().join("stderr.log")).unwrap(),
             "yes\n"
         );
+    }
+
+    #[tokio::test]
+    async fn an_endless_line_is_cut_for_the_parser_and_kept_whole_in_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        // 3 MiB without a newline, then a normal line.
+        let (mut r, mut rx) = spawn(&launch(
+            dir.path(),
+            "head -c 3145728 /dev/zero | tr '\\0' x; echo; echo after",
+        ))
+        .unwrap();
+        let mut got = Vec::new();
+        while let Some((_, l)) = rx.recv().await {
+            got.push(l);
+        }
+        r.child.wait().await.unwrap();
+        r.guard.disarm();
+        assert_eq!(
+            got.len(),
+            2,
+            "{:?}",
+            got.iter().map(String::len).collect::<Vec<_>>()
+        );
+        assert_eq!(got[0].len(), crate::util::lines::MAX_LINE);
+        assert_eq!(got[1], "after");
+        let logged = std::fs::metadata(dir.path().join("stdout.log"))
+            .unwrap()
+            .len();
+        assert_eq!(logged, 3 * (1 << 20) + 1 + 6);
     }
 
     #[tokio::test]

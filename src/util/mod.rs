@@ -3,6 +3,7 @@
 
 pub mod bundled;
 pub mod input;
+pub mod lines;
 pub mod paths;
 pub mod procfs;
 pub mod rng;

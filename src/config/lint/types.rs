@@ -294,6 +294,9 @@ fn unknown_keys(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
             .map(String::as_str)
             .chain(cx.catalog.flags_for(cx.backend).map(|f| f.name.as_str()))
     };
+    // The did-you-mean search costs a distance per known key: it runs for the first
+    // SUGGEST_CAP unknown keys only, so lint stays linear in the size of the file.
+    let mut searched = 0usize;
     for (key, leaf) in cx.module.params.leaves() {
         if !matches!(leaf.origin.layer, Layer::Experiment | Layer::CommandLine) {
             continue;
@@ -305,6 +308,19 @@ fn unknown_keys(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
         if !key_in_overrides(cx, &key) && leaf.origin.layer == Layer::Experiment {
             continue;
         }
+        if searched >= SUGGEST_CAP {
+            out.push(cx.diag(
+                Severity::Info,
+                "unlisted-key",
+                &key,
+                format!(
+                    "`{key}` is not defined by the presets; Primus passes it to the backend as is \
+                     (no did-you-mean: the search stops after {SUGGEST_CAP} unknown keys)"
+                ),
+            ));
+            continue;
+        }
+        searched += 1;
         if let Some(near) = closest(&key, known()) {
             out.push(
                 cx.diag(
@@ -328,6 +344,9 @@ fn unknown_keys(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     }
 }
 
+/// Unknown keys per module that get a did-you-mean search.
+pub const SUGGEST_CAP: usize = 200;
+
 fn key_in_overrides(cx: &Ctx<'_>, key: &str) -> bool {
     cx.exp
         .file
@@ -335,11 +354,22 @@ fn key_in_overrides(cx: &Ctx<'_>, key: &str) -> bool {
         .is_some()
 }
 
-/// The closest candidate when it is near enough to be a likely typo.
+/// The closest candidate when it is near enough to be a likely typo: normalized
+/// Damerau-Levenshtein similarity ≥ 0.8, or at most 2 edits for a key of 5 or more characters.
+/// Candidates whose length alone puts them out of reach are skipped before the distance is
+/// computed (an edit changes the length by at most one).
 pub fn closest<'c>(key: &str, candidates: impl Iterator<Item = &'c str>) -> Option<&'c str> {
     let mut best: Option<(f64, &str)> = None;
+    let klen = key.chars().count();
     for c in candidates {
         if c == key {
+            continue;
+        }
+        let clen = c.chars().count();
+        let longest = klen.max(clen);
+        // Within reach: at most 20 % of the longer length, or 2, in edits.
+        let reach = (longest / 5).max(if klen >= 5 { 2 } else { 0 });
+        if klen.abs_diff(clen) > reach {
             continue;
         }
         let score = strsim::normalized_damerau_levenshtein(key, c);
