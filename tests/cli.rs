@@ -1025,3 +1025,29 @@ fn inputs_that_are_not_regular_utf8_files_are_refused_at_once() {
     );
     assert!(lint(&ext).contains("extends target `base`") && lint(&ext).contains("is a directory"));
 }
+
+/// A config value holding an escape sequence is shown escaped: it cannot retitle or recolour
+/// the terminal that prints it.
+#[test]
+fn control_characters_in_values_are_printed_as_escapes() {
+    let (_d, exp) = tree();
+    let text = std::fs::read_to_string(&exp).unwrap().replace(
+        "train_iters: 50",
+        "train_iters: 50\n      evil_key: \"\\e]0;pwned\\a\\e[31mred\"",
+    );
+    std::fs::write(&exp, text).unwrap();
+    let out = bin()
+        .args(["show", "--flag", "evil_key"])
+        .arg(&exp)
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !shown.contains('\x1b') && !shown.contains('\x07'),
+        "{shown:?}"
+    );
+    assert!(
+        shown.contains("evil_key = \\x1b]0;pwned\\x07\\x1b[31mred"),
+        "{shown}"
+    );
+}

@@ -1,6 +1,28 @@
 //! The headless frontend: clap definitions and dispatch. Each subcommand lives in its own file
 //! and prints what the core returns (human text, or JSON with `--json`).
 
+/// Every line printed for people goes through [`crate::util::text::visible`]: a control
+/// character from a config value, a key or a log line is shown as an escape, never sent to the
+/// terminal. (These shadow the std macros in every subcommand's module; JSON is escaped by
+/// serde.)
+macro_rules! println {
+    () => {
+        std::println!()
+    };
+    ($($arg:tt)*) => {
+        std::println!("{}", $crate::util::text::visible(&format!($($arg)*)))
+    };
+}
+
+macro_rules! eprintln {
+    () => {
+        std::eprintln!()
+    };
+    ($($arg:tt)*) => {
+        std::eprintln!("{}", $crate::util::text::visible(&format!($($arg)*)))
+    };
+}
+
 mod bench_replay;
 mod checklist;
 mod gemm_tune;

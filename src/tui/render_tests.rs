@@ -1051,3 +1051,26 @@ fn session_at(experiment: impl Into<std::path::PathBuf>, opts: LoadOptions) -> c
         ),
     )
 }
+
+#[test]
+fn control_characters_in_log_lines_never_reach_the_terminal() {
+    let mut app = loaded_app();
+    feed_trial(&mut app);
+    app::update(
+        &mut app,
+        Msg::Trial(TrialEvent::Line {
+            stream: Stream::Stderr,
+            line: "evil \x1b]0;pwned\x07\x1b[31mred\u{9b}2J end".into(),
+        }),
+    );
+    app.tab = Tab::Run;
+    let buf = draw(&mut app, 160, 48, Palette::None);
+    assert!(
+        buf.content
+            .iter()
+            .all(|c| !c.symbol().chars().any(crate::util::text::is_control)),
+        "a control character reached a cell"
+    );
+    let shown = text(&buf);
+    assert!(shown.contains("evil"), "{shown}");
+}

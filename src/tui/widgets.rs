@@ -10,6 +10,16 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
+/// Whatever a screen drew, no control character reaches the terminal: a cell holding one (from
+/// a config value or a log line, e.g. an escape sequence) shows `�` instead.
+fn visible_cells(buf: &mut ratatui::buffer::Buffer) {
+    for cell in buf.content.iter_mut() {
+        if cell.symbol().chars().any(crate::util::text::is_control) {
+            cell.set_symbol("\u{fffd}");
+        }
+    }
+}
+
 pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme) {
     let [top, file, body, status] = Layout::vertical([
         Constraint::Length(1),
@@ -38,6 +48,7 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme) {
     }
     draw_status(f, app, theme, status);
     super::overlay::draw(f, app, theme);
+    visible_cells(f.buffer_mut());
 }
 
 fn draw_tabs(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
@@ -186,4 +197,18 @@ pub fn class_name(c: crate::domain::trial::FailureClass) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_cell_holding_a_control_character_is_replaced() {
+        let mut buf = ratatui::buffer::Buffer::empty(ratatui::layout::Rect::new(0, 0, 3, 1));
+        buf.content[0].set_symbol("\x1b");
+        buf.content[1].set_symbol("a");
+        buf.content[2].set_symbol("\u{9b}");
+        super::visible_cells(&mut buf);
+        let symbols: Vec<&str> = buf.content.iter().map(|c| c.symbol()).collect();
+        assert_eq!(symbols, ["\u{fffd}", "a", "\u{fffd}"]);
+    }
 }

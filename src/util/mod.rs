@@ -8,3 +8,4 @@ pub mod paths;
 pub mod procfs;
 pub mod rng;
 pub mod shell;
+pub mod text;

@@ -1,0 +1,50 @@
+//! Text from configs and logs shown to a person: control characters (C0 but tab and newline,
+//! DEL, C1) are written as visible escapes (`\x1b`, `\u{9b}`), so a value such as
+//! `"\x1b]0;title\x07"` cannot retitle, recolour or move the cursor of the terminal that shows
+//! it. JSON output needs nothing of this: serde escapes them itself.
+
+use std::borrow::Cow;
+
+/// Whether `c` would act on a terminal instead of being shown.
+pub fn is_control(c: char) -> bool {
+    (c.is_control() && c != '\n' && c != '\t') || ('\u{80}'..='\u{9f}').contains(&c)
+}
+
+/// `s` with every control character written as an escape.
+pub fn visible(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(is_control) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if is_control(c) {
+            if (c as u32) < 0x80 {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            } else {
+                out.push_str(&format!("\\u{{{:x}}}", c as u32));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_become_visible_escapes() {
+        assert_eq!(
+            visible("plain — ünïcode\tand\nlines"),
+            "plain — ünïcode\tand\nlines"
+        );
+        assert_eq!(visible("\x1b]0;pwned\x07x"), "\\x1b]0;pwned\\x07x");
+        assert_eq!(
+            visible("a\rb\x7f\u{9b}31m\u{85}"),
+            "a\\x0db\\x7f\\u{9b}31m\\u{85}"
+        );
+        assert!(matches!(visible("ok"), Cow::Borrowed(_)));
+    }
+}
