@@ -1051,3 +1051,45 @@ fn control_characters_in_values_are_printed_as_escapes() {
         "{shown}"
     );
 }
+
+/// `lr=nan` reads back as the NaN it is (no "reads back as .nan instead of .nan"); an integer
+/// beyond 64 bits is named as such, from the command line and from the file.
+#[test]
+fn nan_and_huge_integers_get_the_right_words() {
+    let (_d, exp) = tree();
+    let out = bin()
+        .args(["set"])
+        .arg(&exp)
+        .arg("lr=nan")
+        .output()
+        .unwrap();
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{all}");
+    assert!(!all.contains("instead of"), "{all}");
+    let huge = "123456789012345678901234567890";
+    let out = bin()
+        .args(["set"])
+        .arg(&exp)
+        .arg(format!("train_iters={huge}"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("int-out-of-range") && err.contains("beyond the 64-bit range"),
+        "{err}"
+    );
+    let text = std::fs::read_to_string(&exp)
+        .unwrap()
+        .replace("train_iters: 50", &format!("train_iters: {huge}"));
+    std::fs::write(&exp, text).unwrap();
+    let out = bin().arg("lint").arg(&exp).output().unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.contains(&format!("error[int-out-of-range]: `train_iters: {huge}`")),
+        "{shown}"
+    );
+}

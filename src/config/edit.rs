@@ -222,7 +222,7 @@ fn verify(
         } else {
             new_m.value(&c.key).cloned()
         };
-        if read.as_ref() != Some(&c.new) {
+        if !read.as_ref().is_some_and(|r| r.same(&c.new)) {
             let overridden = new_m.get(&c.key).is_some_and(|l| {
                 l.template.is_some() || l.origin.layer == super::tree::Layer::CommandLine
             });
@@ -254,7 +254,7 @@ fn verify(
             .any(|s| k == *s || k.starts_with(&format!("{s}.")) || s.starts_with(&format!("{k}.")))
     };
     for (k, v) in &before {
-        if !touched(k) && after.get(k) != Some(v) {
+        if !touched(k) && !after.get(k).is_some_and(|a| a.same(v)) {
             refused = true;
             diagnostics.push(Diagnostic::new(
                 Severity::Error,
@@ -330,9 +330,22 @@ pub fn interpret(
             FlagType::Bool => parse_bool(text)
                 .map(Value::Bool)
                 .ok_or_else(|| bad("true or false")),
-            FlagType::Int => python_int(text)
-                .map(Value::Int)
-                .ok_or_else(|| bad("a whole number")),
+            FlagType::Int => python_int(text).map(Value::Int).ok_or_else(|| {
+                let digits = text.trim_start_matches(['-', '+']).replace('_', "");
+                if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+                    Diagnostic::new(
+                        Severity::Error,
+                        "int-out-of-range",
+                        format!(
+                            "`{key}`: {text} is an integer beyond the 64-bit range \
+                             (±9223372036854775807)"
+                        ),
+                    )
+                    .flag(key)
+                } else {
+                    bad("a whole number")
+                }
+            }),
             FlagType::Float => python_float(text)
                 .or_else(|| python_int(text).map(|i| i as f64))
                 .map(Value::Float)

@@ -16,6 +16,21 @@ pub enum Value {
 }
 
 impl Value {
+    /// Equal as values, a NaN equal to a NaN (`==` follows IEEE, where NaN equals nothing: a
+    /// `.nan` written and read back would otherwise be "changed").
+    pub fn same(&self, other: &Value) -> bool {
+        match (self, other) {
+            (Value::Float(a), Value::Float(b)) => a == b || (a.is_nan() && b.is_nan()),
+            (Value::List(a), Value::List(b)) => {
+                a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.same(y))
+            }
+            (Value::Map(a), Value::Map(b)) => {
+                a.len() == b.len() && a.iter().all(|(k, x)| b.get(k).is_some_and(|y| x.same(y)))
+            }
+            (a, b) => a == b,
+        }
+    }
+
     /// Python's type name for the value (`bool`, `int`, `float`, `str`, `list`, `dict`, `NoneType`),
     /// the name Primus prints in its effective-args dump.
     pub fn type_name(&self) -> &'static str {

@@ -130,6 +130,27 @@ pub(crate) fn check_flag(cx: &Ctx<'_>, flag: &Flag, leaf: &Leaf, out: &mut Vec<D
             );
             return;
         }
+        // An integer literal beyond 64 bits: PyYAML keeps a big int; say what it is.
+        if flag.ty == FlagType::Int && is_huge_integer(v) {
+            // The digits as written (the float this tool holds it as has lost some).
+            let written = cx
+                .leaf(name)
+                .and_then(|l| l.raw.as_ref())
+                .map_or_else(|| huge_text(v), |r| r.text.clone());
+            out.push(
+                cx.diag(
+                    Severity::Error,
+                    "int-out-of-range",
+                    name,
+                    format!(
+                        "`{name}: {written}` is an integer beyond the 64-bit range \
+                         (±9223372036854775807)"
+                    ),
+                )
+                .hint(type_hint(flag)),
+            );
+            return;
+        }
         out.push(
             cx.diag(
                 Severity::Error,
@@ -276,6 +297,27 @@ fn typing_surprise(cx: &Ctx<'_>, key: &str, leaf: &Leaf, out: &mut Vec<Diagnosti
             );
         }
         _ => {}
+    }
+}
+
+/// A whole number too large for 64 bits: YAML's big integer (typed as the nearest float here) or
+/// a command-line digit string.
+fn is_huge_integer(v: &Value) -> bool {
+    match v {
+        Value::Float(f) => f.is_finite() && f.fract() == 0.0 && f.abs() >= 9.223_372_036_854_776e18,
+        Value::Str(s) => {
+            let t = s.trim_start_matches(['-', '+']).replace('_', "");
+            !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) && t.parse::<i64>().is_err()
+        }
+        _ => false,
+    }
+}
+
+/// A huge integer as digits.
+fn huge_text(v: &Value) -> String {
+    match v {
+        Value::Float(f) => format!("{f:.0}"),
+        other => other.to_string(),
     }
 }
 
