@@ -31,6 +31,28 @@ struct Row<'a> {
     name: String,
     leaf: Option<&'a Leaf>,
     flag: Option<&'a Flag>,
+    /// A mapping written where the flag's value belongs (what Primus passes on instead), and
+    /// where it is written.
+    mapping: Option<(Value, String)>,
+}
+
+/// The mapping a file wrote under a flag's key, when it is one (`micro_batch_size: {a: 1}`).
+fn mapping_of(module: &crate::config::resolve::Module, name: &str) -> Option<(Value, String)> {
+    match module.params.get(name)? {
+        crate::config::tree::Item::Map(t) => Some((
+            Value::Map(
+                t.leaves()
+                    .into_iter()
+                    .map(|(k, l)| (k, l.value.clone()))
+                    .collect(),
+            ),
+            format!(
+                "{} (a mapping where a value belongs: lint error)",
+                t.origin.describe()
+            ),
+        )),
+        crate::config::tree::Item::Leaf(_) => None,
+    }
 }
 
 pub fn run(a: &ShowArgs) -> Result<ExitCode, CliError> {
@@ -100,6 +122,7 @@ fn rows<'a>(
                     name: name.clone(),
                     leaf,
                     flag,
+                    mapping: mapping_of(module, name),
                 })
             })
             .collect();
@@ -115,6 +138,7 @@ fn rows<'a>(
                 name: f.name.clone(),
                 leaf,
                 flag: Some(f),
+                mapping: mapping_of(module, &f.name),
             });
         }
     }
@@ -125,6 +149,7 @@ fn rows<'a>(
                     name: k,
                     leaf: Some(leaf),
                     flag: None,
+                    mapping: None,
                 });
             }
         }
@@ -133,6 +158,9 @@ fn rows<'a>(
 }
 
 fn value_of(r: &Row<'_>) -> Value {
+    if let Some((m, _)) = &r.mapping {
+        return m.clone();
+    }
     match (r.leaf, r.flag) {
         (Some(l), _) => l.value.clone(),
         (None, Some(f)) => f.default_value(),
@@ -151,11 +179,11 @@ fn short(s: String, max: usize) -> String {
 
 fn print_row(r: &Row<'_>, detailed: bool) {
     let value = value_of(r);
-    let source = r
-        .leaf
-        .map_or("default (not set by any file)".to_string(), |l| {
-            l.origin.describe()
-        });
+    let source = match (&r.mapping, r.leaf) {
+        (Some((_, at)), _) => at.clone(),
+        (None, Some(l)) => l.origin.describe(),
+        (None, None) => "default (not set by any file)".to_string(),
+    };
     let changed = r
         .flag
         .is_some_and(|f| r.leaf.is_some() && f.default_value() != value);

@@ -188,6 +188,7 @@ fn collect_duplicates(node: &Node, path: &str, out: &mut Vec<DuplicateKey>) {
 
 /// Parse one YAML document. `Ok(None)` for an empty document (PyYAML returns `None`).
 pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
+    non_printable(text)?;
     let offsets = CharOffsets::new(text);
     let mut b = Builder {
         text,
@@ -326,6 +327,13 @@ impl Builder<'_> {
                 self.push(node);
             }
             Event::Scalar(text, style, anchor, tag) => {
+                if let Some(why) = tag.as_deref().and_then(refused_tag) {
+                    return Err(YamlError {
+                        line: start.line,
+                        col: start.col,
+                        message: why,
+                    });
+                }
                 let style = match style {
                     ScalarStyle::Plain => Style::Plain,
                     ScalarStyle::SingleQuoted => Style::SingleQuoted,
@@ -371,6 +379,13 @@ impl Builder<'_> {
                     message: format!("nesting deeper than {MAX_DEPTH} levels"),
                 });
             }
+            Event::SequenceStart(_, Some(tag)) if refused_tag(&tag).is_some() => {
+                return Err(YamlError {
+                    line: start.line,
+                    col: start.col,
+                    message: refused_tag(&tag).unwrap_or_default(),
+                });
+            }
             Event::SequenceStart(anchor, _) => {
                 let flow = self.text[start.offset..].starts_with('[');
                 self.stack.push(Frame::Seq {
@@ -378,6 +393,13 @@ impl Builder<'_> {
                     items: Vec::new(),
                     anchor,
                     flow,
+                });
+            }
+            Event::MappingStart(_, Some(tag)) if refused_tag(&tag).is_some() => {
+                return Err(YamlError {
+                    line: start.line,
+                    col: start.col,
+                    message: refused_tag(&tag).unwrap_or_default(),
                 });
             }
             Event::MappingStart(anchor, _) => {
@@ -627,6 +649,77 @@ static FLOAT_RE: LazyLock<Regex> = LazyLock::new(|| {
 });
 static NULL_RE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^(?:~|null|Null|NULL|)$").expect("static regex"));
+
+/// PyYAML's reader refuses a stream with a character outside YAML's printable set (a raw ESC, a
+/// NUL, DEL, C1 controls): the first one, at its line and column.
+fn non_printable(text: &str) -> Result<(), YamlError> {
+    let printable = |c: char| {
+        matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{7e}' | '\u{85}')
+            || ('\u{a0}'..='\u{d7ff}').contains(&c)
+            || ('\u{e000}'..='\u{fffd}').contains(&c)
+            || c >= '\u{10000}'
+    };
+    let Some((i, c)) = text.char_indices().find(|(_, c)| !printable(*c)) else {
+        return Ok(());
+    };
+    let before = &text[..i];
+    let line = before.matches('\n').count() as u32 + 1;
+    let col = before[before.rfind('\n').map_or(0, |p| p + 1)..]
+        .chars()
+        .count() as u32
+        + 1;
+    Err(YamlError {
+        line,
+        col,
+        message: format!(
+            "special character #x{:x} is not allowed in YAML: PyYAML refuses the file (write it \
+             as an escape in a double-quoted string, e.g. \"\\e\")",
+            c as u32
+        ),
+    })
+}
+
+/// Why PyYAML's SafeLoader — how Primus reads YAML — cannot construct a node with `tag`, or None
+/// when it can: it knows the core schema's `!!null`, `!!bool`, `!!int`, `!!float`, `!!binary`,
+/// `!!timestamp`, `!!omap`, `!!pairs`, `!!set`, `!!str`, `!!seq` and `!!map` (and `!`, which
+/// only makes a scalar a string); `!!python/...` and local tags make it raise a
+/// ConstructorError.
+fn refused_tag(tag: &saphyr_parser::Tag) -> Option<String> {
+    const SAFE: &[&str] = &[
+        "null",
+        "bool",
+        "int",
+        "float",
+        "binary",
+        "timestamp",
+        "omap",
+        "pairs",
+        "set",
+        "str",
+        "seq",
+        "map",
+    ];
+    let ok = if tag.is_yaml_core_schema() {
+        SAFE.contains(&tag.suffix.as_str())
+    } else {
+        // The non-specific tag `!` (it only makes a scalar a string).
+        matches!(
+            (tag.handle.as_str(), tag.suffix.as_str()),
+            ("!", "") | ("", "!")
+        )
+    };
+    (!ok).then(|| {
+        let shown = if tag.is_yaml_core_schema() {
+            format!("!!{}", tag.suffix)
+        } else {
+            tag.to_string()
+        };
+        format!(
+            "tag `{shown}` is not one PyYAML's SafeLoader can construct: Primus fails to load \
+             this file (a Python object or local tag has no place in an experiment)"
+        )
+    })
+}
 
 /// How PyYAML's SafeLoader types a scalar (YAML 1.1 implicit resolvers; quoted and block
 /// scalars are always strings; core-schema tags are honoured).
@@ -893,5 +986,36 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn what_pyyaml_refuses_is_refused_where_it_stands() {
+        let e = parse("a: 1\nb: !!python/name:os.system ''\n").unwrap_err();
+        assert_eq!((e.line, e.col), (2, 4));
+        assert!(
+            e.message.contains("!!python/name:os.system"),
+            "{}",
+            e.message
+        );
+        let e = parse("a: !!python/object:x {k: 1}\n").unwrap_err();
+        assert!(e.message.contains("SafeLoader"), "{}", e.message);
+        assert!(parse("a: !local 1\n").is_err());
+        for ok in [
+            "a: !!str 5\n",
+            "a: !!int '5'\n",
+            "a: ! 5\n",
+            "a: !!set {x: null}\n",
+        ] {
+            assert!(parse(ok).is_ok(), "{ok}");
+        }
+        let e = parse("a: 1\nbé: x\u{1b}[31m\n").unwrap_err();
+        assert_eq!((e.line, e.col), (2, 6));
+        assert!(e.message.contains("#x1b"), "{}", e.message);
+        assert!(
+            parse("a: \"\\e[31m\"\n").is_ok(),
+            "an escape in double quotes is fine"
+        );
+        assert!(parse("a: x\u{7f}\n").is_err());
+        assert!(parse("a: x\u{85}y\n").is_ok());
     }
 }

@@ -742,3 +742,14 @@ fn sizes_beyond_any_model_or_below_one_are_errors() {
         d.message
     );
 }
+
+#[test]
+fn a_mapping_where_an_int_belongs_is_an_error_not_the_default() {
+    let d = run("micro_batch_size: {a: 1}", Env::empty());
+    let e = d
+        .iter()
+        .find(|d| d.code == "wrong-type" && d.flag.as_deref() == Some("micro_batch_size"))
+        .unwrap_or_else(|| panic!("{d:#?}"));
+    assert_eq!(e.severity, Severity::Error);
+    assert!(e.message.contains("mapping `{a: 1}`"), "{}", e.message);
+}

@@ -12,6 +12,33 @@ pub(super) fn check(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     for flag in cx.catalog.flags_for(cx.backend) {
         if let Some(leaf) = cx.leaf(&flag.name) {
             check_flag(cx, flag, leaf, out);
+        } else if let Some(crate::config::tree::Item::Map(t)) = cx.module.params.get(&flag.name)
+            && !matches!(flag.ty, FlagType::List)
+        {
+            // A mapping where a scalar belongs: Primus' deep merge hands Megatron the dict,
+            // which it cannot use (the preset's value is gone, not kept).
+            let written = crate::config::value::Value::Map(
+                t.leaves()
+                    .into_iter()
+                    .map(|(k, l)| (k, l.value.clone()))
+                    .collect(),
+            );
+            out.push(
+                Diagnostic::new(
+                    Severity::Error,
+                    "wrong-type",
+                    format!(
+                        "`{}` expects {} but is a mapping `{written}` ({}); Primus passes the \
+                         mapping on in place of the preset's value",
+                        flag.name,
+                        article(flag.ty.label()),
+                        t.origin.describe()
+                    ),
+                )
+                .at(Some(loc(&t.origin)))
+                .flag(&flag.name)
+                .hint(type_hint(flag)),
+            );
         }
     }
     for (key, leaf) in cx.module.params.leaves() {
