@@ -1093,3 +1093,52 @@ fn nan_and_huge_integers_get_the_right_words() {
         "{shown}"
     );
 }
+
+/// `set` writes exactly the value Primus would parse from `--key value`, or refuses it: a
+/// comment-looking text, spaces, `yes` and `0x10` stay the strings they are; a line break and
+/// YAML node syntax are refused with nothing written.
+#[test]
+fn set_writes_the_value_asked_for_or_refuses_it() {
+    let (_d, exp) = tree();
+    for (i, (text, want)) in [
+        ("abc # note", serde_json::json!("abc # note")),
+        (" lead ", serde_json::json!(" lead ")),
+        ("yes", serde_json::json!("yes")),
+        ("0x10", serde_json::json!("0x10")),
+        ("1.5", serde_json::json!(1.5)),
+        ("[1, 2]", serde_json::json!([1, 2])),
+        ("None", serde_json::json!(null)),
+        ("x\u{85}y", serde_json::Value::Null),
+        ("a\nkey: v", serde_json::Value::Null),
+        ("&anchor", serde_json::Value::Null),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let key = format!("pt_set_{i}");
+        let before = std::fs::read_to_string(&exp).unwrap();
+        let out = bin()
+            .args(["set", "--write", "--no-backup"])
+            .arg(&exp)
+            .arg(format!("{key}={text}"))
+            .output()
+            .unwrap();
+        if want.is_null() && text != "None" {
+            assert!(!out.status.success(), "{text:?} was written");
+            assert_eq!(std::fs::read_to_string(&exp).unwrap(), before, "{text:?}");
+            continue;
+        }
+        assert!(
+            out.status.success(),
+            "{text:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let shown = bin()
+            .args(["show", "--json", "--flag", &key])
+            .arg(&exp)
+            .output()
+            .unwrap();
+        let v = json(&shown.stdout);
+        assert_eq!(v[0]["value"], want, "{text:?}");
+    }
+}

@@ -95,3 +95,83 @@ proptest! {
         }
     }
 }
+
+/// Text a user may give `set`: any string (control characters, quotes, YAML syntax, spaces),
+/// integers, floats, bools and nulls as they would type them.
+fn any_text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        any::<String>(),
+        "[ -~]{0,12}",
+        any::<i64>().prop_map(|i| i.to_string()),
+        any::<f64>().prop_map(|f| f.to_string()),
+        any::<f64>().prop_map(|f| format!("{f:e}")),
+        any::<bool>().prop_map(|b| b.to_string()),
+        prop::sample::select(vec![
+            "None",
+            "null",
+            "~",
+            "yes",
+            "No",
+            "0x10",
+            "1e5",
+            "0o7",
+            ".inf",
+            "nan",
+            "[1, 2]",
+            "{'a': 1}",
+            "(1, 2)",
+            "abc # note",
+            " lead ",
+            "#start",
+            "&a",
+            "*a",
+            "!!str x",
+            "a: b",
+            "- x",
+            "'q'",
+            "\"dq\"",
+        ])
+        .prop_map(str::to_string),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// `set KEY=V` on a key no preset or catalog types writes the value Primus would parse
+    /// from `--KEY V` (read back from the saved file), or refuses with the file unchanged —
+    /// never a value changed on the way.
+    #[test]
+    fn set_writes_what_primus_would_parse_or_refuses(text in any_text()) {
+        let dir = tempfile::tempdir().unwrap();
+        primus_tune::util::bundled::extract(dir.path()).unwrap();
+        let path = dir.path().join(primus_tune::util::bundled::DEFAULT_EXPERIMENT);
+        let opts = LoadOptions { env: Env::empty(), ..Default::default() };
+        let exp = Experiment::load(&path, &opts).unwrap();
+        let before = std::fs::read_to_string(&path).unwrap();
+        let req = SetRequest { key: "pt_prop_key".into(), text: text.clone() };
+        let written = match plan(&exp, &opts, &[req], None, true, Catalog::builtin()) {
+            Ok(mut p) if !p.refused => {
+                p.doc.save(primus_tune::config::doc::SaveOptions { backup: false }).unwrap();
+                true
+            }
+            Ok(p) => {
+                prop_assert!(
+                    !p.diagnostics.iter().any(|d| d.code == "edit-read-back"),
+                    "refused because it would read back differently: {:?}", p.diagnostics
+                );
+                false
+            }
+            Err(_) => false,
+        };
+        let after = std::fs::read_to_string(&path).unwrap();
+        if !written {
+            prop_assert_eq!(after, before);
+            return Ok(());
+        }
+        let back = Experiment::load(&path, &opts).unwrap();
+        let got = back.main_module().value("pt_prop_key").cloned().unwrap();
+        let want = primus_tune::config::overrides::coerce(&text);
+        prop_assert!(got.same(&want), "{text:?}: wrote {got:?}, Primus reads {want:?}");
+    }
+}

@@ -23,9 +23,10 @@ pub struct SetRequest {
 impl SetRequest {
     pub fn parse(s: &str) -> Result<SetRequest, String> {
         match s.split_once('=') {
+            // The value is taken as given: spaces are part of it.
             Some((k, v)) if !k.trim().is_empty() => Ok(SetRequest {
                 key: k.trim().to_string(),
-                text: v.trim().to_string(),
+                text: v.to_string(),
             }),
             _ => Err(format!("`{s}` is not of the form KEY=VALUE")),
         }
@@ -304,14 +305,53 @@ fn verify(
 }
 
 #[allow(clippy::result_large_err)] // one diagnostic per rejected request; not a hot path
-/// Type the user's text for `key`: by the catalog type, else by the current value's type, else
-/// as YAML would read it (with `1e-5` taken as the float that was surely meant).
+/// The typing rule of `set` and the TUI's editor — the value the user's text stands for, or why
+/// it is refused:
+/// - a catalog flag: `null`, `None` or `~` → null, else its type (bool: `true`/`false` in any case; int: Python's `int()`; float:
+///   Python's `float()` or an int; enum: one of its values; string/path: the text without
+///   surrounding quotes; lists as written);
+/// - a key whose current value is a bool, int or float, when the text is one of that type;
+/// - otherwise Primus' own typing of `--key value` ([`coerce`]): `true`/`false`, a Python
+///   literal for `[`, `(`, `{` and `None`, a float when the text has a `.`, an int, else the
+///   string exactly as given (`yes`, `0x10`, `1e5`, `abc # note`, ` lead` stay strings).
+///
+/// Refused: a line break (set takes one-line values; write a block scalar in the file) and YAML
+/// node syntax — an anchor `&`, an alias `*` or a tag `!` at the start — which set does not
+/// write. The value is then written with the quoting that reads back to it
+/// ([`super::literal`]), and checked by reading the edited file back.
 pub fn interpret(
     key: &str,
     text: &str,
     flag: Option<&Flag>,
     existing: Option<&Value>,
 ) -> Result<Value, Diagnostic> {
+    if text.contains(['\n', '\r', '\u{85}', '\u{2028}', '\u{2029}']) {
+        return Err(Diagnostic::new(
+            Severity::Error,
+            "multi-line-value",
+            format!(
+                "`{key}`: the value has a line break; set writes one-line values (write a block \
+                 scalar in the file for more)"
+            ),
+        )
+        .flag(key));
+    }
+    if let Some(c) = text.chars().next().filter(|c| matches!(c, '&' | '*' | '!')) {
+        let what = match c {
+            '&' => "an anchor",
+            '*' => "an alias",
+            _ => "a tag",
+        };
+        return Err(Diagnostic::new(
+            Severity::Error,
+            "yaml-syntax-value",
+            format!(
+                "`{key}`: `{text}` starts like {what} (YAML node syntax), which set does not write"
+            ),
+        )
+        .flag(key)
+        .hint("quote the value in the file itself if the text is what you mean"));
+    }
     let unquoted = strip_quotes(text);
     let is_null = matches!(text, "null" | "None" | "~" | "Null" | "NULL");
     let bad = |what: &str| {
@@ -391,9 +431,6 @@ pub fn interpret(
             }
         };
     }
-    if is_null {
-        return Ok(Value::Null);
-    }
     match existing {
         Some(Value::Bool(_)) if parse_bool(text).is_some() => {
             return Ok(Value::Bool(parse_bool(text).unwrap_or_default()));
@@ -414,13 +451,7 @@ pub fn interpret(
         }
         _ => {}
     }
-    match yaml_value(text) {
-        Some(Value::Str(s)) if text == s && looks_like_float(&s) => {
-            Ok(Value::Float(python_float(&s).unwrap_or_default()))
-        }
-        Some(v) => Ok(v),
-        None => Ok(Value::Str(text.to_string())),
-    }
+    Ok(super::overrides::coerce(text))
 }
 
 fn lint_closest<'a>(s: &str, values: &'a [String]) -> Option<&'a str> {
@@ -432,10 +463,6 @@ fn lint_closest<'a>(s: &str, values: &'a [String]) -> Option<&'a str> {
         .map(|(_, v)| v)
 }
 
-fn looks_like_float(s: &str) -> bool {
-    s.bytes().any(|b| b == b'e' || b == b'E') && python_float(s).is_some()
-}
-
 fn strip_quotes(t: &str) -> &str {
     for q in ['"', '\''] {
         if t.len() >= 2 && t.starts_with(q) && t.ends_with(q) {
@@ -445,10 +472,11 @@ fn strip_quotes(t: &str) -> &str {
     t
 }
 
+/// A bool as Primus' command line reads one: `true` or `false`, in any case.
 fn parse_bool(t: &str) -> Option<bool> {
     match t.to_ascii_lowercase().as_str() {
-        "true" | "yes" | "on" => Some(true),
-        "false" | "no" | "off" => Some(false),
+        "true" => Some(true),
+        "false" => Some(false),
         _ => None,
     }
 }

@@ -53,7 +53,7 @@ pub fn plain_ok(s: &str, flow: bool) -> bool {
     if !matches!(type_plain(s), Value::Str(_)) {
         return false;
     }
-    if s.trim() != s || s.contains(['\n', '\r', '\t']) {
+    if s.trim() != s || s.contains(['\n', '\r', '\t']) || s.chars().any(needs_escape) {
         return false;
     }
     if "-?:,[]{}#&*!|>'\"%@`".contains(first) {
@@ -66,6 +66,15 @@ pub fn plain_ok(s: &str, flow: bool) -> bool {
         return false;
     }
     s != "<<"
+}
+
+/// A character a YAML stream may not hold raw (C0 but tab and newline, DEL, C1) or that YAML 1.1
+/// reads as a line break (NEL, LS, PS): written as an escape in double quotes.
+fn needs_escape(c: char) -> bool {
+    ((c as u32) < 0x20 && c != '\t' && c != '\n')
+        || ('\u{7f}'..='\u{9f}').contains(&c)
+        || c == '\u{2028}'
+        || c == '\u{2029}'
 }
 
 fn single_quoted(s: &str) -> String {
@@ -82,7 +91,11 @@ fn double_quoted(s: &str) -> String {
             '\n' => out.push_str("\\n"),
             '\t' => out.push_str("\\t"),
             '\r' => out.push_str("\\r"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\x{:02x}", c as u32)),
+            // YAML 1.1's other line breaks, read as breaks if written raw.
+            '\u{85}' => out.push_str("\\N"),
+            '\u{2028}' => out.push_str("\\L"),
+            '\u{2029}' => out.push_str("\\P"),
+            c if needs_escape(c) => out.push_str(&format!("\\x{:02x}", c as u32)),
             c => out.push(c),
         }
     }

@@ -135,6 +135,18 @@ pub struct DuplicateKey {
     pub ignored: Pos,
     /// The last occurrence: the one that wins.
     pub wins: Pos,
+    /// Settings (scalar leaves) under the ignored occurrence, all dropped with it (1 for a
+    /// scalar).
+    pub dropped: usize,
+}
+
+/// Scalar leaves under `node` (a scalar is one).
+fn leaf_count(node: &Node) -> usize {
+    match &node.kind {
+        NodeKind::Scalar(_) => 1,
+        NodeKind::Seq(_) => 1,
+        NodeKind::Map(entries) => entries.iter().map(|(_, v)| leaf_count(v)).sum(),
+    }
 }
 
 /// Every key written more than once in one mapping of `node`, at any depth: one entry per
@@ -178,6 +190,7 @@ fn collect_duplicates(node: &Node, path: &str, out: &mut Vec<DuplicateKey>) {
                         path: child.clone(),
                         ignored: k.start,
                         wins: *wins,
+                        dropped: leaf_count(v),
                     });
                 }
                 collect_duplicates(v, &child, out);
@@ -1017,5 +1030,16 @@ mod tests {
         );
         assert!(parse("a: x\u{7f}\n").is_err());
         assert!(parse("a: x\u{85}y\n").is_ok());
+    }
+
+    #[test]
+    fn a_duplicated_block_counts_the_settings_it_drops() {
+        let n = parse("modules:\n  t:\n    overrides:\n      a: 1\n      b: [1, 2]\n      c: {d: 1, e: 2}\nmodules:\n  t: {}\nx: 1\nx: 2\n")
+            .unwrap()
+            .unwrap();
+        let d = duplicate_keys(&n);
+        let modules = d.iter().find(|d| d.path == "modules").unwrap();
+        assert_eq!(modules.dropped, 4);
+        assert_eq!(d.iter().find(|d| d.path == "x").unwrap().dropped, 1);
     }
 }

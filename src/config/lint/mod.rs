@@ -86,11 +86,16 @@ fn duplicate_keys(exp: &Experiment, out: &mut Vec<Diagnostic>) {
                 Severity::Warning,
                 "duplicate-key",
                 format!(
-                    "`{}` is written twice in one mapping, at {} and at {}; the later one wins (PyYAML keeps the last), so {} has no effect",
+                    "`{}` is written twice in one mapping, at {} and at {}; the later one wins (PyYAML keeps the last), so {} has no effect{}",
                     d.key.path,
                     at(ignored),
                     at(wins),
-                    at(ignored)
+                    at(ignored),
+                    if d.key.dropped > 1 {
+                        format!(" — the {} settings under it are dropped", d.key.dropped)
+                    } else {
+                        String::new()
+                    }
                 ),
             )
             .at(Some(Location {
