@@ -1017,6 +1017,34 @@ fn inputs_that_are_not_regular_utf8_files_are_refused_at_once() {
         err.contains("latin1.yaml:2:15: not UTF-8 text (byte 0xe9)"),
         "{err}"
     );
+    // Over the size cap: refused, naming the way to lift it; lifted, it loads.
+    let big = d.path().join("experiments/big.yaml");
+    let mut text = std::fs::read_to_string(
+        d.path()
+            .join(primus_tune::util::bundled::DEFAULT_EXPERIMENT),
+    )
+    .unwrap();
+    text.push_str(
+        &"# padding padding padding padding padding padding padding padding\n".repeat(20_000),
+    );
+    std::fs::write(&big, text).unwrap();
+    let capped = bin()
+        .args(["lint", "--max-yaml-mib", "1"])
+        .arg(&big)
+        .output()
+        .unwrap();
+    assert_eq!(capped.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&capped.stderr).contains("--max-yaml-mib"));
+    let lifted = bin()
+        .args(["lint", "--max-yaml-mib", "2"])
+        .arg(&big)
+        .output()
+        .unwrap();
+    assert!(
+        lifted.status.code().is_some_and(|c| c != 2),
+        "{}",
+        String::from_utf8_lossy(&lifted.stderr)
+    );
     std::fs::create_dir_all(d.path().join("experiments/base")).unwrap();
     let ext = write(
         d.path(),

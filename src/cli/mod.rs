@@ -137,6 +137,10 @@ pub struct LoadArgs {
     /// these the world is unknown and its rules are skipped.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub gpus: Option<u64>,
+    /// The largest experiment or extends file read, in MiB (default 16, or
+    /// $PRIMUS_TUNE_MAX_YAML_MIB): a larger one is refused.
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_yaml_mib: Option<u64>,
 }
 
 /// Errors the frontend reports before exiting with status 2.
@@ -264,7 +268,15 @@ impl LoadArgs {
         SessionOptions {
             config: self.config.clone(),
             primus_root: self.primus_root.clone(),
-            env: self.env.clone(),
+            env: self
+                .env
+                .iter()
+                .cloned()
+                .chain(
+                    self.max_yaml_mib
+                        .map(|m| format!("{}={m}", crate::util::input::CAP_ENV)),
+                )
+                .collect(),
             overrides: self.overrides.clone(),
             workspace: self.workspace.clone(),
             gpus: self.gpus,

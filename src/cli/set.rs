@@ -56,6 +56,7 @@ pub fn run(a: &SetArgs) -> Result<ExitCode, CliError> {
         overrides: Vec::new(),
         workspace: None,
         gpus: a.gpus,
+        max_yaml_mib: None,
     };
     let (exp, opts) = load.load()?;
     let catalog = Catalog::builtin();

@@ -243,9 +243,13 @@ fn invalid(origin: &Origin, message: &str) -> ConfigError {
 
 /// Read an experiment or a file it extends ([`crate::util::input::read_text`]): regular files
 /// only, size-capped, UTF-8 (a bad byte is reported at its line and column).
-pub fn read_input(path: &Path) -> Result<String, ConfigError> {
-    use crate::util::input::{InputError, cap_bytes, read_text};
-    read_text(path, cap_bytes()).map_err(|e| match e {
+pub fn read_input(path: &Path, env: &Env) -> Result<String, ConfigError> {
+    use crate::util::input::{CAP_ENV, InputError, cap_bytes, read_text};
+    let cap = env
+        .get(CAP_ENV)
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or_else(cap_bytes, |m| m.saturating_mul(1 << 20));
+    read_text(path, cap).map_err(|e| match e {
         InputError::Io(source) => ConfigError::Io {
             path: path.to_path_buf(),
             source,
@@ -276,7 +280,7 @@ impl Loader<'_> {
         if let Some(t) = self.texts.get(path) {
             return Ok(t.clone());
         }
-        read_input(path)
+        read_input(path, self.env)
     }
 
     /// `parse_yaml`: read, substitute env, apply `extends` (relative to the file, later wins,

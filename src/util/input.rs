@@ -6,7 +6,7 @@
 use std::path::Path;
 
 /// The default cap on an input's size, in MiB ([`CAP_ENV`] changes it).
-pub const DEFAULT_CAP_MIB: u64 = 64;
+pub const DEFAULT_CAP_MIB: u64 = 16;
 
 /// The environment variable that sets the cap, in MiB.
 pub const CAP_ENV: &str = "PRIMUS_TUNE_MAX_YAML_MIB";
@@ -18,7 +18,9 @@ pub enum InputError {
     /// Not a regular file: what it is instead.
     #[error("not a regular file: {0}")]
     NotRegular(&'static str),
-    #[error("{size} bytes, over the {cap_mib} MiB cap on input files (set {CAP_ENV} to lift it)")]
+    #[error(
+        "{size} bytes, over the {cap_mib} MiB cap on input files (--max-yaml-mib N or {CAP_ENV} lifts it)"
+    )]
     TooLarge { size: u64, cap_mib: u64 },
     #[error("not UTF-8 text (byte 0x{byte:02x})")]
     NotUtf8 { line: u32, col: u32, byte: u8 },
