@@ -7,6 +7,7 @@ pub mod megatron_args;
 pub mod process;
 pub mod profile;
 pub mod proxy;
+pub mod slurm;
 pub mod steady;
 pub mod summary;
 pub mod supervise;
