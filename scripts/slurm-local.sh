@@ -39,8 +39,12 @@ start() {
   [ "$(id -u)" = 0 ] || die "needs root (SlurmUser=root)"
   if ! command -v slurmctld > /dev/null || ! command -v munged > /dev/null; then
     [ "${PT_SLURM_INSTALL:-1}" = 1 ] || die "slurm-wlm and munge are not installed"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurm-wlm munge > "${TMPDIR:-/tmp}/slurm-local-apt.log" 2>&1 \
-      || die "apt-get install slurm-wlm munge failed (see ${TMPDIR:-/tmp}/slurm-local-apt.log)"
+    # One install at a time (several clusters may start at once).
+    log="${TMPDIR:-/tmp}/slurm-local-apt.log"
+    flock "${TMPDIR:-/tmp}/slurm-local-apt.lock" sh -c \
+      'command -v slurmctld >/dev/null && command -v munged >/dev/null ||
+       DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurm-wlm munge' > "$log" 2>&1 \
+      || die "apt-get install slurm-wlm munge failed (see $log)"
   fi
   [ -r /etc/munge/munge.key ] || die "no /etc/munge/munge.key (the munge package creates it)"
   stop
