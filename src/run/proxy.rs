@@ -2173,7 +2173,7 @@ mod tests {
     }
 
     #[test]
-    fn full_recompute_less_memory_more_time() {
+    fn full_recompute_keeps_less_memory_and_does_more_work() {
         let mut none = tiny();
         none.micro_batch = 4;
         let mut full = none.clone();
@@ -2182,7 +2182,9 @@ mod tests {
         let mut selective = none.clone();
         selective.recompute = Recompute::Selective;
         let r = measure_all(&[&none, &full], 6);
-        let ((tn, fn_, mn), (tf, ff, mf)) = (r[0], r[1]);
+        // Work and memory are counted, not timed: wall time on a shared 2-core machine says
+        // nothing reliable (the timing belongs to the benchmarks).
+        let ((_, fn_, mn), (_, ff, mf)) = (r[0], r[1]);
         let (_, fs, ms) = measure(&selective, 2);
         assert!(
             mf < mn / 2,
@@ -2191,10 +2193,6 @@ mod tests {
         assert!(
             ff > fn_ * 5 / 4,
             "full recompute reruns the forward: {fn_} vs {ff}"
-        );
-        assert!(
-            tf > tn,
-            "full recompute takes longer: none {tn} s, full {tf} s"
         );
         assert!(
             ms < mn && ms > mf,
