@@ -170,7 +170,12 @@ proptest! {
             return Ok(());
         }
         let back = Experiment::load(&path, &opts).unwrap();
-        let got = back.main_module().value("pt_prop_key").cloned().unwrap();
+        let got = back
+            .main_module()
+            .params
+            .get("pt_prop_key")
+            .map(primus_tune::config::tree::Item::value)
+            .unwrap();
         let want = primus_tune::config::overrides::coerce(&text);
         prop_assert!(got.same(&want), "{text:?}: wrote {got:?}, Primus reads {want:?}");
     }

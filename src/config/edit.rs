@@ -221,7 +221,8 @@ fn verify(
         let read = if REQUIRED_META.contains(&c.key.as_str()) {
             new.meta(&c.key).cloned()
         } else {
-            new_m.value(&c.key).cloned()
+            // A mapping is an item of its own in the resolved tree, not a leaf.
+            new_m.params.get(&c.key).map(super::tree::Item::value)
         };
         if !read.as_ref().is_some_and(|r| r.same(&c.new)) {
             let overridden = new_m.get(&c.key).is_some_and(|l| {
