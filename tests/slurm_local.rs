@@ -174,7 +174,7 @@ fn a_rendered_job_runs_per_node_waits_pending_and_is_cancelled_clean() {
             "echo \"$SLURM_PROCID $SLURMD_NODENAME $PT_MARK\"; sleep 4",
         ],
     );
-    let b = submit("b", &["sleep", "100"]);
+    let b = submit("b", &["sleep", "100.0417"]);
     let seen_a = follow(&sl, a, Duration::from_secs(60), |s| s.is_over());
     assert!(seen_a.contains(&JobState::Running), "{seen_a:?}");
     assert_eq!(seen_a.last(), Some(&JobState::Completed), "{seen_a:?}");
@@ -196,11 +196,18 @@ fn a_rendered_job_runs_per_node_waits_pending_and_is_cancelled_clean() {
         "still in squeue"
     );
     assert_eq!(sl.state(b).unwrap(), JobState::Ended(SlurmEnd::Cancelled));
-    std::thread::sleep(Duration::from_millis(500));
-    let sleeps = Command::new("pgrep")
-        .args(["-f", "sleep 100"])
-        .output()
-        .unwrap();
-    assert!(sleeps.stdout.is_empty(), "a job step outlived the cancel");
+    // The job left squeue; its step's processes end within Slurm's KillWait (5 s here).
+    let end = Instant::now() + Duration::from_secs(15);
+    let left = loop {
+        let p = Command::new("pgrep")
+            .args(["-f", "sleep 100.0417"])
+            .output()
+            .unwrap();
+        if p.stdout.is_empty() || Instant::now() > end {
+            break p.stdout;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(left.is_empty(), "a job step outlived the cancel by 15 s");
     c.stop();
 }
