@@ -65,6 +65,7 @@ fn sample(g: u32, k: u64) -> GpuSample {
 
 fn snapshot(k: u64) -> Snapshot {
     Snapshot {
+        node: None,
         ts_ms: 1_750_000_000_000 + k * 500,
         gpus: (0..GPUS).map(|g| sample(g, k)).collect(),
         processes: None,
@@ -82,6 +83,7 @@ fn trial_row(id: i64) -> TrialRow {
     let failed = id % 10 == 0;
     let step = 1100.0 + (id * 37 % 300) as f64;
     TrialRow {
+        slurm: None,
         id,
         study_id: None,
         status: if failed {

@@ -156,13 +156,19 @@ fn a_rendered_job_runs_per_node_waits_pending_and_is_cancelled_clean() {
         ..SlurmSpec::default()
     };
     let submit = |name: &str, argv: &[&str]| {
+        let dir = work.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
         let text = slurm::batch_script(
             &spec(name),
             &argv.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
-            &[("PT_MARK".into(), format!("{name} $x"))],
-            &work,
+            &[
+                ("PT_MARK".into(), format!("{name} $x")),
+                ("PRIMUS_TUNE_TRIAL_DIR".into(), dir.display().to_string()),
+            ],
+            &dir,
+            &dir,
         );
-        let path = work.join(format!("{name}.sbatch"));
+        let path = dir.join("job.sbatch");
         std::fs::write(&path, text).unwrap();
         sl.submit(&path).unwrap()
     };
@@ -178,10 +184,10 @@ fn a_rendered_job_runs_per_node_waits_pending_and_is_cancelled_clean() {
     let seen_a = follow(&sl, a, Duration::from_secs(60), |s| s.is_over());
     assert!(seen_a.contains(&JobState::Running), "{seen_a:?}");
     assert_eq!(seen_a.last(), Some(&JobState::Completed), "{seen_a:?}");
-    let out = std::fs::read_to_string(work.join(format!("slurm-{a}.out"))).unwrap();
-    let mut lines: Vec<&str> = out.lines().collect();
-    lines.sort();
-    assert_eq!(lines, ["0 n1 a $x", "1 n2 a $x"], "{out}");
+    // One log per node, named by the node's index in the job; the distributed variables set.
+    let node = |n: u32| std::fs::read_to_string(SlurmSpec::node_log(&work.join("a"), n)).unwrap();
+    assert_eq!(node(0).trim(), "0 n1 a $x");
+    assert_eq!(node(1).trim(), "1 n2 a $x");
     // b waited for a's nodes: it was pending with a reason, then ran.
     let seen_b = follow(&sl, b, Duration::from_secs(60), |s| *s == JobState::Running);
     assert!(
@@ -209,5 +215,468 @@ fn a_rendered_job_runs_per_node_waits_pending_and_is_cancelled_clean() {
         std::thread::sleep(Duration::from_millis(200));
     };
     assert!(left.is_empty(), "a job step outlived the cancel by 15 s");
+    c.stop();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Trials and sweeps on the cluster, through the primus-tune binary (`--slurm`).
+
+const BIN: &str = env!("CARGO_BIN_EXE_primus-tune");
+
+/// A workspace beside the cluster, and primus-tune commands that use both.
+struct Ws {
+    dir: tempfile::TempDir,
+    conf: PathBuf,
+    exp: PathBuf,
+}
+
+/// A small dense model, so the CPU proxy of a debug build steps in tens of milliseconds.
+const SMALL: &[&str] = &[
+    "--set",
+    "micro_batch_size=1",
+    "--set",
+    "global_batch_size=8",
+    "--set",
+    "num_layers=2",
+    "--set",
+    "seq_length=512",
+    "--set",
+    "max_position_embeddings=512",
+    "--set",
+    "hidden_size=1024",
+    "--set",
+    "ffn_hidden_size=2048",
+    "--set",
+    "num_attention_heads=4",
+    "--set",
+    "num_query_groups=2",
+];
+
+impl Ws {
+    fn new(c: &Cluster) -> Ws {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("ex");
+        primus_tune::util::bundled::extract(&root).unwrap();
+        Ws {
+            exp: root.join("experiments/llama3_8B-BF16-pretrain.yaml"),
+            dir,
+            conf: c.conf(),
+        }
+    }
+
+    /// primus-tune `args` on the small model (`run`, `sweep`) or as given.
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(BIN);
+        cmd.args(args);
+        if matches!(args.first(), Some(&"run") | Some(&"sweep")) {
+            cmd.arg(&self.exp).args(SMALL);
+        }
+        cmd.arg("--workspace")
+            .arg(self.dir.path())
+            .env("SLURM_CONF", &self.conf)
+            .env("NO_COLOR", "1")
+            .env("PRIMUS_TUNE_CONFIG", self.dir.path().join("no-config.toml"))
+            .current_dir(self.dir.path());
+        cmd
+    }
+
+    fn trial(&self, id: i64) -> serde_json::Value {
+        let out = self
+            .cmd(&["trials", "show", &id.to_string(), "--json"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    fn sl(&self) -> Slurm {
+        Slurm {
+            conf: Some(self.conf.clone()),
+        }
+    }
+
+    /// Job ids `squeue` lists.
+    fn queue(&self) -> Vec<String> {
+        let out = Command::new("squeue")
+            .args(["-h", "-o", "%i"])
+            .env("SLURM_CONF", &self.conf)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+/// JSON events a `--json` command printed.
+fn events(stdout: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// Processes whose command line contains `s`.
+fn procs(s: &str) -> Vec<String> {
+    let out = Command::new("pgrep").args(["-af", s]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.contains("pgrep"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Waits up to `limit` for `f` to hold.
+fn wait_for(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    f()
+}
+
+#[test]
+fn a_proxy_trial_on_two_nodes_is_followed_to_its_end_with_telemetry_from_each_node() {
+    let Some(c) = Cluster::start(2) else { return };
+    let ws = Ws::new(&c);
+    let out = ws
+        .cmd(&[
+            "run",
+            "--profile",
+            "proxy-cpu",
+            "--slurm",
+            "--nodes",
+            "2",
+            "--max-iters",
+            "20",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let ev = events(&out.stdout);
+    // The job's states as they came: submitted, running on both nodes, completed.
+    let states: Vec<&str> = ev
+        .iter()
+        .filter(|e| e["event"] == "job")
+        .filter_map(|e| e["state"].as_str())
+        .collect();
+    assert_eq!(states.first(), Some(&"SUBMITTED"), "{states:?}");
+    assert!(states.contains(&"RUNNING"), "{states:?}");
+    assert_eq!(states.last(), Some(&"COMPLETED"), "{states:?}");
+    // One proxy per node, each named by its rank and node; the last rank's log (node 1 of
+    // the job) is the trial's: its iterations are the stored ones.
+    let dir = ws.dir.path().join("trials/1");
+    let node = |n: u32| std::fs::read_to_string(SlurmSpec::node_log(&dir, n)).unwrap();
+    assert!(
+        node(0).contains("Slurm rank 0 of 2, node 0 (n1)"),
+        "{}",
+        node(0)
+    );
+    assert!(
+        node(1).contains("Slurm rank 1 of 2, node 1 (n2)"),
+        "{}",
+        node(1)
+    );
+    let t = ws.trial(1);
+    assert_eq!(t["status"], "completed", "{t}");
+    let job = &t["slurm"];
+    assert_eq!(job["state"], "COMPLETED");
+    assert_eq!(job["node_list"], serde_json::json!(["n1", "n2"]));
+    assert!(t["iterations_stored"].as_u64().unwrap() >= 10, "{t}");
+    let s = &t["summary"];
+    assert!(s["median_step_ms"].as_f64().unwrap() > 0.0);
+    assert!(s["pending_s"].as_f64().is_some(), "{s}");
+    let nodes = s["nodes"].as_array().unwrap();
+    let names: Vec<&str> = nodes.iter().map(|n| n["node"].as_str().unwrap()).collect();
+    assert_eq!(names, ["n1", "n2"]);
+    for n in nodes {
+        assert!(n["iterations"].as_u64().unwrap() >= 10, "{n}");
+        assert!(n["samples"].as_u64().unwrap() >= 1, "{n}");
+    }
+    assert_eq!(nodes.iter().filter(|n| n["slowest"] == true).count(), 1);
+    // The store holds telemetry samples of both nodes.
+    let store =
+        primus_tune::store::Store::open(&ws.dir.path().join(primus_tune::store::WORKSPACE_DB))
+            .unwrap();
+    let mut seen: Vec<String> = store
+        .samples(1)
+        .unwrap()
+        .into_iter()
+        .filter_map(|s| s.node)
+        .collect();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen, ["n1", "n2"]);
+    assert!(ws.queue().is_empty());
+    c.stop();
+}
+
+#[test]
+fn a_trial_stopped_mid_run_cancels_its_job_and_leaves_nothing_running() {
+    let Some(c) = Cluster::start(3) else { return };
+    let ws = Ws::new(&c);
+    let mut child = ws
+        .cmd(&[
+            "run",
+            "--profile",
+            "proxy-cpu",
+            "--slurm",
+            "--nodes",
+            "2",
+            "--max-iters",
+            "100000",
+            "--ci-target",
+            "0.000001",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let dir = ws.dir.path().join("trials/1");
+    let log = SlurmSpec::node_log(&dir, 1);
+    assert!(
+        wait_for(Duration::from_secs(60), || std::fs::read_to_string(&log)
+            .is_ok_and(|t| t.matches("iteration").count() >= 3)),
+        "the job never ran"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(!status.success(), "{err}");
+    assert!(ws.queue().is_empty(), "still queued: {:?}", ws.queue());
+    let resolved = dir.join("resolved.json").display().to_string();
+    assert!(
+        wait_for(Duration::from_secs(15), || procs(&resolved).is_empty()),
+        "left running: {:?}",
+        procs(&resolved)
+    );
+    let t = ws.trial(1);
+    assert_eq!(t["status"], "stopped", "{t}\n{err}");
+    assert_eq!(t["failure"]["class"], "killed-by-user", "{t}");
+    assert_eq!(t["slurm"]["state"], "CANCELLED", "{t}");
+    c.stop();
+}
+
+#[test]
+fn a_job_killed_at_its_time_limit_fails_as_slurm_timeout() {
+    let Some(c) = Cluster::start(4) else { return };
+    let ws = Ws::new(&c);
+    let out = ws
+        .cmd(&[
+            "run",
+            "--profile",
+            "proxy-cpu",
+            "--slurm",
+            "--time",
+            "1",
+            "--max-iters",
+            "100000",
+            "--ci-target",
+            "0.000001",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    let t = ws.trial(1);
+    assert_eq!(t["status"], "failed", "{t}");
+    assert_eq!(t["failure"]["class"], "slurm-timeout", "{t}\n{err}");
+    assert_eq!(t["slurm"]["state"], "TIMEOUT", "{t}");
+    // It measured until Slurm ended it: the figures are kept, labelled by the failure.
+    assert!(t["iterations_stored"].as_u64().unwrap() > 0);
+    assert!(ws.queue().is_empty());
+    c.stop();
+}
+
+#[test]
+fn a_trial_waits_pending_with_slurms_reason_then_runs() {
+    let Some(c) = Cluster::start(5) else { return };
+    let ws = Ws::new(&c);
+    // Both nodes held by another job.
+    let hold = Command::new("sbatch")
+        .args(["--parsable", "-N2", "--wrap", "sleep 8", "-o", "/dev/null"])
+        .env("SLURM_CONF", &ws.conf)
+        .output()
+        .unwrap();
+    assert!(hold.status.success());
+    let held = String::from_utf8_lossy(&hold.stdout).trim().to_string();
+    assert!(wait_for(Duration::from_secs(30), || {
+        ws.sl().state(held.parse().unwrap()).unwrap() == JobState::Running
+    }));
+    let out = ws
+        .cmd(&[
+            "run",
+            "--profile",
+            "proxy-cpu",
+            "--slurm",
+            "--max-iters",
+            "12",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ev = events(&out.stdout);
+    let pending: Vec<&serde_json::Value> = ev
+        .iter()
+        .filter(|e| e["event"] == "job" && e["state"] == "PENDING")
+        .collect();
+    assert!(
+        pending
+            .iter()
+            .any(|e| e["reason"].as_str().is_some_and(|r| !r.is_empty())),
+        "no pending state with a reason: {ev:?}"
+    );
+    let t = ws.trial(1);
+    assert_eq!(t["status"], "completed");
+    // The queue wait is its own figure, not start-up or wall time.
+    let pend = t["summary"]["pending_s"].as_f64().unwrap();
+    assert!(pend >= 2.0, "pending {pend} s");
+    assert!(t["wall_s"].as_f64().unwrap() < pend + 60.0);
+    assert!(t["summary"]["startup_s"].as_f64().unwrap() < pend);
+    c.stop();
+}
+
+#[test]
+fn a_sweep_runs_two_candidates_as_concurrent_jobs_and_resume_reattaches_to_a_running_job() {
+    let Some(c) = Cluster::start(6) else { return };
+    let ws = Ws::new(&c);
+    let space = ws.dir.path().join("two.yaml");
+    std::fs::write(
+        &space,
+        "name: two\ndescription: two micro batches\nknobs:\n  - flag: micro_batch_size\n    \
+         values: [1, 2]\n    memory: increasing\n",
+    )
+    .unwrap();
+    let space = space.display().to_string();
+    let sweep = |iters: &'static str, extra: &[&str]| {
+        let mut a = vec![
+            "sweep",
+            "--profile",
+            "proxy-cpu",
+            "--slurm",
+            "--first-iters",
+            iters,
+            "--max-iters",
+            iters,
+            "--allow-unmodeled",
+        ];
+        a.extend_from_slice(extra);
+        ws.cmd(&a)
+    };
+    let out = sweep(
+        "60",
+        &["--space", &space, "--name", "par", "--parallel", "2"],
+    )
+    .output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    // Both first trials ran as jobs at the same time.
+    let (a, b) = (ws.trial(1), ws.trial(2));
+    let span = |t: &serde_json::Value| {
+        (
+            t["slurm"]["started_ms"].as_u64().unwrap(),
+            t["slurm"]["ended_ms"].as_u64().unwrap(),
+        )
+    };
+    let ((a0, a1), (b0, b1)) = (span(&a), span(&b));
+    assert!(
+        a0 < b1 && b0 < a1,
+        "not concurrent: {a0}-{a1} and {b0}-{b1}\n{err}"
+    );
+    assert_ne!(a["slurm"]["job_id"], b["slurm"]["job_id"]);
+
+    // A sweep whose runner dies mid-trial: its job runs on; the resume follows that job.
+    let mut child = sweep(
+        "2000",
+        &["--space", &space, "--name", "res", "--max-trials", "1"],
+    )
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    // The trial whose job runs: the folder whose last rank has printed iterations.
+    let running = |ws: &Ws| -> Option<String> {
+        std::fs::read_dir(ws.dir.path().join("trials"))
+            .ok()?
+            .flatten()
+            .find(|d| {
+                !["1", "2", "3", "4"].iter().any(|n| d.file_name() == *n)
+                    && std::fs::read_to_string(SlurmSpec::node_log(&d.path(), 0))
+                        .is_ok_and(|t| t.matches("iteration").count() >= 3)
+            })
+            .map(|d| d.file_name().to_string_lossy().into_owned())
+    };
+    let before: std::collections::BTreeSet<String> =
+        std::fs::read_dir(ws.dir.path().join("trials"))
+            .unwrap()
+            .flatten()
+            .map(|d| d.file_name().to_string_lossy().into_owned())
+            .collect();
+    let mut trial = None;
+    assert!(
+        wait_for(Duration::from_secs(60), || {
+            trial = running(&ws).filter(|t| !before.contains(t));
+            trial.is_some() && ws.queue().len() == 1
+        }),
+        "the trial's job never ran"
+    );
+    let trial: i64 = trial.unwrap().parse().unwrap();
+    let job = ws.queue()[0].clone();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(
+        ws.queue(),
+        std::slice::from_ref(&job),
+        "the job should outlive its runner"
+    );
+    assert_eq!(ws.trial(trial)["status"], "running");
+    let out = sweep("2000", &["--resume", "res", "--max-trials", "1", "--json"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let ev = events(&out.stdout);
+    // The same trial, following the same job: nothing submitted again.
+    let started: Vec<i64> = ev
+        .iter()
+        .filter(|e| e["event"] == "trial-started")
+        .filter_map(|e| e["trial_id"].as_i64())
+        .collect();
+    assert_eq!(started, [trial], "{ev:?}\n{err}");
+    let ids: Vec<String> = ev
+        .iter()
+        .filter(|e| e["event"] == "job")
+        .map(|e| e["job_id"].to_string())
+        .collect();
+    assert!(!ids.is_empty() && ids.iter().all(|i| *i == job), "{ids:?}");
+    let t = ws.trial(trial);
+    assert_ne!(t["status"], "running", "{t}");
+    assert_eq!(t["slurm"]["job_id"].to_string(), job);
+    assert!(ws.queue().is_empty());
     c.stop();
 }

@@ -2,7 +2,8 @@
 //! crashed, the machine rebooted) becomes `interrupted` — unless its folder holds the result the
 //! runner could not store (the database was unavailable at its end), which is imported instead.
 //! Run once per session, the first time it opens the store, so `trials`, the TUI and sweeps
-//! never show a trial running for ever.
+//! never show a trial running for ever. A Slurm trial stays `running` while its job does (its
+//! time limit ends it), so a resumed sweep can follow the job again.
 
 use super::AppError;
 use crate::domain::trial::TrialStatus;
@@ -16,7 +17,7 @@ const SLACK: Duration = Duration::from_secs(2);
 /// Whether the process that started `t` still runs: a process with its pid that started
 /// before the trial was created (a later one reuses the pid). Trials without a pid count as
 /// running: nothing says otherwise.
-fn runner_alive(t: &TrialRow) -> bool {
+pub(crate) fn runner_alive(t: &TrialRow) -> bool {
     let Some(pid) = t.runner_pid else {
         return true;
     };
@@ -44,6 +45,16 @@ pub fn reap(store: &Store) -> Result<Vec<i64>, AppError> {
     for t in running.iter().filter(|t| !runner_alive(t)) {
         if import(store, t.id, &t.trial_dir)? == Imported::Stored {
             continue;
+        }
+        // A Slurm trial's job outlives its runner: while Slurm still runs it, the trial runs
+        // (a resumed sweep follows it again); once the job is over, it is interrupted.
+        if let Some(job) = &t.slurm {
+            let sl = crate::run::slurm::Slurm {
+                conf: job.conf.clone(),
+            };
+            if sl.state(job.job_id).is_ok_and(|s| !s.is_over()) {
+                continue;
+            }
         }
         if store.interrupt_trial(t.id)? {
             done.push(t.id);

@@ -10,6 +10,7 @@ pub mod events;
 pub mod gemm_stage;
 pub mod interrupted;
 pub mod session;
+pub mod slurm;
 pub mod sweep;
 pub mod trial;
 pub mod views;

@@ -47,6 +47,8 @@ pub struct TrialRequest {
     pub force: bool,
     /// Train with the tuned GEMMs of HipBLASLt stage 2 (stage 3's environment).
     pub gemm_tuned: bool,
+    /// Run it as a Slurm job (see [`super::slurm`]).
+    pub slurm: super::slurm::SlurmRequest,
 }
 
 /// Iterations of a trial when the request names none.
@@ -68,6 +70,7 @@ impl Default for TrialRequest {
             gpus: None,
             force: false,
             gemm_tuned: false,
+            slurm: super::slurm::SlurmRequest::default(),
         }
     }
 }
@@ -187,7 +190,22 @@ pub fn options(
         req.overrides.iter().map(|o| o.key.as_str()),
         session,
     )?;
-    let w = world(session, req.gpus, &profile.capabilities);
+    let slurm = super::slurm::launch(&req.slurm, &profile)?;
+    // On Slurm the world is the job's: nodes × GPUs per node (one process per node for a
+    // one-process profile), unless --gpus names it.
+    let job_world = slurm.as_ref().and_then(|s| {
+        let per_node = match s.spec.gpus_per_node {
+            Some(g) => u64::from(g),
+            None if profile.capabilities.launch
+                == crate::run::capabilities::LaunchKind::OneProcess =>
+            {
+                1
+            }
+            None => return None,
+        };
+        Some(u64::from(s.spec.nodes.max(1)) * per_node)
+    });
+    let w = world(session, req.gpus.or(job_world), &profile.capabilities);
     let gpus = trial::launch_gpus(w.as_ref());
     let world_note = w.is_none().then(|| {
         format!(
@@ -198,6 +216,7 @@ pub fn options(
     Ok(TrialOptions {
         world_note,
         trains: profile.capabilities.trains,
+        slurm,
         profile,
         overrides: req.overrides.clone(),
         env,

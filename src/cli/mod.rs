@@ -37,6 +37,7 @@ mod report;
 mod run;
 mod set;
 mod show;
+mod slurm_args;
 mod studies;
 mod sweep;
 mod trials;

@@ -87,12 +87,31 @@ pub struct MonitorArgs {
     /// CSV (the default when stdout is not a terminal).
     #[arg(long)]
     pub csv: bool,
+    /// A Slurm trial's monitor step: whole snapshots as JSON Lines, named by this node
+    /// (`SLURMD_NODENAME`, else the host name), appended to DIR/telemetry-<node>.jsonl.
+    #[arg(long, value_name = "DIR", hide = true, conflicts_with_all = ["csv", "json"])]
+    pub snapshots_dir: Option<PathBuf>,
 }
 
 enum Mode {
     Table,
     Json,
     Csv,
+    /// Whole snapshots of a node, one per line.
+    Snapshots(String),
+}
+
+/// This node's name as Slurm knows it, else the host name.
+fn node_name() -> String {
+    std::env::var("SLURMD_NODENAME")
+        .ok()
+        .filter(|n| !n.is_empty())
+        .or_else(|| {
+            nix::unistd::gethostname()
+                .ok()
+                .map(|h| h.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| "node".into())
 }
 
 pub fn run(a: &MonitorArgs) -> Result<ExitCode, CliError> {
@@ -108,7 +127,9 @@ pub fn run(a: &MonitorArgs) -> Result<ExitCode, CliError> {
             }
         );
     }
-    let mode = if a.json {
+    let mode = if a.snapshots_dir.is_some() {
+        Mode::Snapshots(node_name())
+    } else if a.json {
         Mode::Json
     } else if a.csv || !std::io::stdout().is_terminal() {
         Mode::Csv
@@ -129,7 +150,30 @@ pub fn run(a: &MonitorArgs) -> Result<ExitCode, CliError> {
         .duration
         .map(|d| Instant::now() + Duration::from_secs_f64(d));
     // One write per sample, however many GPUs (flushed below).
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let sink: Box<dyn Write> = match (&a.snapshots_dir, &mode) {
+        (Some(dir), Mode::Snapshots(node)) => {
+            let safe: String = node
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            let path = dir.join(format!("telemetry-{safe}.jsonl"));
+            Box::new(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&path)
+                    .map_err(|e| CliError::Usage(format!("{}: {e}", path.display())))?,
+            )
+        }
+        _ => Box::new(std::io::stdout().lock()),
+    };
+    let mut out = std::io::BufWriter::new(sink);
     let mut csv_header: Option<Vec<String>> = None;
     let mut lines_drawn = 0usize;
     let mut ticker = Ticker::new(cfg.interval);
@@ -137,6 +181,13 @@ pub fn run(a: &MonitorArgs) -> Result<ExitCode, CliError> {
         let s = collector.collect(0);
         let ok = match mode {
             Mode::Json => write_json(&mut out, &s, &gpus),
+            Mode::Snapshots(ref node) => {
+                let mut s = s;
+                s.node = Some(node.clone());
+                serde_json::to_string(&s)
+                    .map_err(std::io::Error::other)
+                    .and_then(|j| writeln!(out, "{j}"))
+            }
             Mode::Csv => write_csv(&mut out, &s, &gpus, &mut csv_header),
             Mode::Table => {
                 let text = table(&s, &gpus, name);

@@ -18,6 +18,18 @@ pub struct ProxyArgs {
 
 pub fn run(a: &ProxyArgs) -> Result<ExitCode, CliError> {
     let mut out = std::io::stdout().lock();
+    // As a rank of a Slurm job (one proxy per node), it says which.
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    if let Some(rank) = var("SLURM_PROCID") {
+        use std::io::Write;
+        let _ = writeln!(
+            out,
+            "primus-tune proxy-cpu: Slurm rank {rank} of {}, node {} ({})",
+            var("SLURM_NTASKS").unwrap_or_else(|| "?".into()),
+            var("SLURM_NODEID").unwrap_or_else(|| "?".into()),
+            var("SLURMD_NODENAME").unwrap_or_else(|| "?".into()),
+        );
+    }
     crate::run::proxy::run_resolved_file(&a.resolved, a.iters, &mut out)
         .map_err(|e| CliError::Usage(format!("{}: {e}", a.resolved.display())))?;
     Ok(ExitCode::SUCCESS)

@@ -58,6 +58,8 @@ pub struct RunArgs {
     /// Train with the tuned GEMMs of `gemm-tune stage 2` (HipBLASLt stage 3).
     #[arg(long)]
     pub gemm_tuned: bool,
+    #[command(flatten)]
+    pub slurm: super::slurm_args::SlurmArgs,
 }
 
 impl RunArgs {
@@ -88,6 +90,7 @@ impl RunArgs {
             gpus: self.load.gpus,
             force: self.force,
             gemm_tuned: self.gemm_tuned,
+            slurm: self.slurm.request(),
         })
     }
 }
@@ -138,7 +141,13 @@ pub fn print_result(r: &TrialResult) {
     {
         println!("  cause: {line}");
     }
+    if let Some(w) = s.pending_s {
+        println!("{}", super::trials::queue_line(w));
+    }
     super::parse_log::print_summary(s);
+    for l in super::trials::node_lines(s) {
+        println!("{l}");
+    }
     if let Some(d) = &r.trial_dir {
         println!("  logs: {}", display_path(std::path::Path::new(d)));
     }

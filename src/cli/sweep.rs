@@ -61,6 +61,12 @@ pub struct SweepArgs {
     /// results labelled as not evidence.
     #[arg(long)]
     pub allow_unmodeled: bool,
+    /// Trials run at once (Slurm: concurrent jobs the scheduler places; on this node: 1).
+    #[arg(long, value_name = "K", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub parallel: u32,
+    #[command(flatten)]
+    pub slurm: super::slurm_args::SlurmArgs,
 }
 
 pub fn run(a: &SweepArgs) -> Result<ExitCode, CliError> {
@@ -77,8 +83,10 @@ pub fn run(a: &SweepArgs) -> Result<ExitCode, CliError> {
             profile: a.profile.clone(),
             gpus: a.load.gpus,
             gemm_tuned: a.gemm_tuned,
+            slurm: a.slurm.request(),
             ..TrialRequest::default()
         },
+        parallel: a.parallel as usize,
         first_iters: a.first_iters,
         max_iters: a.max_iters,
         budget_minutes: a.budget_minutes,

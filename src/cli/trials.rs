@@ -4,10 +4,13 @@ use super::{CliError, display_path, print_json};
 use crate::app::views::compare::{Change, Comparison, show_json};
 use crate::app::views::trials::{self, TrialSummary};
 use crate::app::{Session, SessionOptions};
+use crate::domain::trial::{SlurmJob, Summary};
 use crate::store::{TrialFilter, TrialRow, TrialStatus};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+const GIB: f64 = (1u64 << 30) as f64;
 
 #[derive(Debug, Args)]
 pub struct TrialsArgs {
@@ -318,9 +321,251 @@ fn print_detail(s: &TrialSummary, stored_iters: usize) {
         "  iterations: {} seen, {stored_iters} stored",
         t.iterations_seen
     );
-    if let Some(s) = &t.summary
-        && let Ok(sum) = serde_json::from_value::<crate::domain::trial::Summary>(s.clone())
-    {
-        super::parse_log::print_summary(&sum);
+    let sum = t
+        .summary
+        .as_ref()
+        .and_then(|s| serde_json::from_value::<Summary>(s.clone()).ok());
+    if let Some(j) = &t.slurm {
+        for l in job_lines(j, sum.as_ref().and_then(|s| s.pending_s)) {
+            println!("{l}");
+        }
+    }
+    if let Some(sum) = &sum {
+        super::parse_log::print_summary(sum);
+        for l in node_lines(sum) {
+            println!("{l}");
+        }
+    }
+}
+
+/// `s` cut to `w` characters, with `…` when cut.
+fn cut(s: &str, w: usize) -> String {
+    if s.chars().count() <= w {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(w.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+/// The queue wait of a Slurm trial's job, one line.
+pub(super) fn queue_line(pending_s: f64) -> String {
+    format!("  queued {pending_s:.1} s before the job started (not GPU time)")
+}
+
+/// A trial's Slurm job: its id and last state seen, its nodes, its queue wait (the summary's,
+/// else from the job's submit and start times).
+fn job_lines(j: &SlurmJob, pending_s: Option<f64>) -> Vec<String> {
+    let mut out = Vec::new();
+    let reason = j
+        .reason
+        .as_ref()
+        .map_or(String::new(), |r| format!(" ({r})"));
+    let gpus = j
+        .gpus_per_node
+        .map_or(String::new(), |g| format!(", {g} GPU(s) each"));
+    out.push(format!(
+        "  slurm:   job {} {}{reason}: {} node(s){gpus}",
+        j.job_id, j.state, j.nodes
+    ));
+    if !j.node_list.is_empty() {
+        // Long lists keep their first names and a count.
+        const SHOWN: usize = 6;
+        let mut names = j
+            .node_list
+            .iter()
+            .take(SHOWN)
+            .map(|n| cut(n, 24))
+            .collect::<Vec<_>>()
+            .join(", ");
+        if j.node_list.len() > SHOWN {
+            names.push_str(&format!(" and {} more", j.node_list.len() - SHOWN));
+        }
+        out.push(format!("  ran on:  {names}"));
+    }
+    if let Some(c) = &j.conf {
+        out.push(format!("  slurm.conf: {}", display_path(c)));
+    }
+    let waited = pending_s.or_else(|| {
+        j.started_ms
+            .map(|s| s.saturating_sub(j.submitted_ms) as f64 / 1000.0)
+    });
+    match waited {
+        Some(w) => out.push(queue_line(w)),
+        None if j.ended_ms.is_some() => out.push("  queued: the job never started".into()),
+        None => out.push("  queued: the job has not started yet".into()),
+    }
+    out
+}
+
+/// A trial's nodes, each line within 80 columns: per node its median step and iterations from
+/// its own log, its mean host CPU use, the slowest/hottest flags; with several nodes, per GPU
+/// its mean utilisation, peak VRAM and hottest sensor (on one node the trial's GPU lines are
+/// that node's). Empty for a trial on one machine.
+pub(super) fn node_lines(s: &Summary) -> Vec<String> {
+    if s.nodes.is_empty() {
+        return Vec::new();
+    }
+    let several = s.nodes.len() >= 2;
+    let mut out =
+        vec!["  per node (median step and iterations from the node's own log):".to_string()];
+    if several && s.nodes.iter().any(|n| !n.gpus.is_empty()) {
+        let span = s.telemetry_span.map_or(
+            "over the whole trial (no iteration seen)",
+            crate::domain::trial::TelemetrySpan::label,
+        );
+        out.push(format!("  GPU figures per node {span}"));
+    }
+    out.push(format!(
+        "    {:<16} {:>10} {:>10} {:>9}  flags",
+        "node", "median ms", "iterations", "mean CPU"
+    ));
+    for n in &s.nodes {
+        let flags: Vec<&str> = [(n.slowest, "slowest"), (n.hottest, "hottest")]
+            .into_iter()
+            .filter_map(|(on, f)| on.then_some(f))
+            .collect();
+        out.push(format!(
+            "    {:<16} {:>10} {:>10} {:>9}  {}",
+            cut(&n.node, 16),
+            n.median_step_ms.map_or("-".into(), |m| format!("{m:.1}")),
+            n.iterations,
+            n.cpu_mean_pct.map_or("-".into(), |c| format!("{c:.0}%")),
+            flags.join(" ")
+        ));
+        if !several {
+            continue;
+        }
+        if n.samples == 0 {
+            out.push("      no telemetry from this node".into());
+        }
+        for g in &n.gpus {
+            let temp = g.temp_max_c.values().copied().reduce(f64::max);
+            out.push(format!(
+                "      GPU {}: util mean {} · VRAM peak {} · hottest {}{}",
+                g.gpu,
+                g.util_mean_pct.map_or("-".into(), |u| format!("{u:.0}%")),
+                g.vram_peak_bytes
+                    .map_or("-".into(), |b| format!("{:.2} GiB", b as f64 / GIB)),
+                temp.map_or("-".into(), |t| format!("{t:.0} °C")),
+                if g.throttled { " · THROTTLED" } else { "" }
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::telemetry::{GpuSummary, NodeSummary};
+
+    fn node(name: &str, step: Option<f64>, slowest: bool, hottest: bool) -> NodeSummary {
+        NodeSummary {
+            node: name.into(),
+            samples: 12,
+            gpus: (0..2)
+                .map(|g| GpuSummary {
+                    gpu: g,
+                    samples: 12,
+                    util_mean_pct: Some(99.6),
+                    vram_peak_bytes: Some(191 << 30),
+                    temp_max_c: [("junction".to_string(), 104.6)].into_iter().collect(),
+                    throttled: g == 1,
+                    ..GpuSummary::default()
+                })
+                .collect(),
+            cpu_mean_pct: Some(35.4),
+            temp_max_c: Some(104.6),
+            median_step_ms: step,
+            iterations: 40,
+            slowest,
+            hottest,
+        }
+    }
+
+    /// Each node's line says its own step time, iterations, CPU and flags; with several nodes
+    /// each GPU has its line; every line fits 80 columns, even with a long node name.
+    #[test]
+    fn node_lines_fit_80_columns_and_flag_the_slowest() {
+        let s = Summary {
+            telemetry_span: Some(crate::domain::trial::TelemetrySpan::Training),
+            nodes: vec![
+                node(
+                    "gpu-node-0001.cluster.example.com",
+                    Some(1210.04),
+                    false,
+                    true,
+                ),
+                node("n2", Some(12345.67), true, false),
+            ],
+            ..Summary::default()
+        };
+        let lines = node_lines(&s);
+        for l in &lines {
+            assert!(l.chars().count() <= 80, "{l:?} is wider than 80 columns");
+        }
+        let text = lines.join("\n");
+        assert!(
+            text.contains("    gpu-node-0001.c…     1210.0         40       35%  hottest"),
+            "{text}"
+        );
+        assert!(
+            text.contains("    n2                  12345.7         40       35%  slowest"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "      GPU 1: util mean 100% · VRAM peak 191.00 GiB · hottest 105 °C · THROTTLED"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("GPU figures per node from the first iteration to the last"),
+            "{text}"
+        );
+        // On one node the trial's own GPU lines are that node's: no GPU line here.
+        let one = Summary {
+            nodes: vec![node("n1", None, false, false)],
+            ..Summary::default()
+        };
+        let text = node_lines(&one).join("\n");
+        assert!(
+            text.contains("    n1                        -         40       35%"),
+            "{text}"
+        );
+        assert!(!text.contains("GPU 0"), "{text}");
+        assert!(node_lines(&Summary::default()).is_empty());
+    }
+
+    #[test]
+    fn job_lines_say_the_state_the_nodes_and_the_queue_wait() {
+        let mut j = SlurmJob {
+            job_id: 12,
+            nodes: 2,
+            gpus_per_node: Some(8),
+            state: "PENDING".into(),
+            reason: Some("Resources".into()),
+            submitted_ms: 1_000,
+            ..SlurmJob::default()
+        };
+        let text = job_lines(&j, None).join("\n");
+        assert!(
+            text.contains("  slurm:   job 12 PENDING (Resources): 2 node(s), 8 GPU(s) each"),
+            "{text}"
+        );
+        assert!(text.contains("the job has not started yet"), "{text}");
+        j.state = "COMPLETED".into();
+        j.reason = None;
+        j.started_ms = Some(3_100);
+        j.node_list = vec!["n1".into(), "n2".into()];
+        let text = job_lines(&j, None).join("\n");
+        assert!(text.contains("  ran on:  n1, n2"), "{text}");
+        assert!(
+            text.contains("  queued 2.1 s before the job started (not GPU time)"),
+            "{text}"
+        );
+        // The summary's figure comes first.
+        assert!(job_lines(&j, Some(4.0)).join("\n").contains("queued 4.0 s"));
     }
 }

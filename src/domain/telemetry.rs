@@ -95,6 +95,10 @@ pub struct GroupUsage {
 pub struct Snapshot {
     /// Unix time in milliseconds.
     pub ts_ms: u64,
+    /// The node it was read on, for a trial across nodes (Slurm's node name); None on the
+    /// node primus-tune runs on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
     pub gpus: Vec<GpuSample>,
     /// Present on the samples where the (slower) process scan ran.
     pub processes: Option<Vec<ProcessSample>>,
@@ -120,4 +124,31 @@ pub struct GpuSummary {
     pub sclk_median_mhz: Option<f64>,
     pub throttled: bool,
     pub throttle_reasons: Vec<String>,
+}
+
+/// One node of a trial across nodes: its GPUs' telemetry and its own step time, with the
+/// slowest and the hottest node of the trial flagged.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct NodeSummary {
+    /// Slurm's node name.
+    pub node: String,
+    /// Telemetry snapshots read on the node.
+    pub samples: usize,
+    /// Per GPU, over the trial's steady span.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<GpuSummary>,
+    /// Host CPU use, mean percent of the node's CPUs.
+    pub cpu_mean_pct: Option<f64>,
+    /// Hottest GPU sensor on the node, °C.
+    pub temp_max_c: Option<f64>,
+    /// Median steady step time in the node's own log, when its ranks print iterations.
+    pub median_step_ms: Option<f64>,
+    /// Iterations the node's log printed.
+    pub iterations: u64,
+    /// The node with the longest median step (only flagged when ≥ 2 nodes have one).
+    #[serde(default)]
+    pub slowest: bool,
+    /// The node with the hottest GPU (only flagged when ≥ 2 nodes have a temperature).
+    #[serde(default)]
+    pub hottest: bool,
 }

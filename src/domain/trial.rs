@@ -106,6 +106,16 @@ pub enum FailureClass {
     /// Nothing started: its launch could not be built or spawned (a missing runner, an unset
     /// variable its profile needs, an unwritable trial folder).
     NotLaunched,
+    /// Slurm ended the job at its time limit (`TIMEOUT`, or its `DEADLINE`).
+    SlurmTimeout,
+    /// The job was cancelled by someone other than primus-tune (`scancel`, an administrator).
+    SlurmCancelled,
+    /// A node of the job failed, or did not boot (`NODE_FAIL`, `BOOT_FAIL`).
+    NodeFail,
+    /// Slurm preempted the job for another.
+    SlurmPreempted,
+    /// Slurm lost the job: neither `squeue`, `sacct` nor `scontrol` knows it any more.
+    SlurmLost,
 }
 
 impl FailureClass {
@@ -121,6 +131,11 @@ impl FailureClass {
             FailureClass::KilledByUser => "stopped by the user",
             FailureClass::Timeout => "time limit reached",
             FailureClass::NotLaunched => "could not be launched",
+            FailureClass::SlurmTimeout => "killed at its Slurm time limit",
+            FailureClass::SlurmCancelled => "cancelled in Slurm by someone else",
+            FailureClass::NodeFail => "a node of the job failed",
+            FailureClass::SlurmPreempted => "preempted by Slurm",
+            FailureClass::SlurmLost => "the Slurm job was lost",
         }
     }
 }
@@ -354,6 +369,14 @@ pub struct Summary {
     /// Telemetry per GPU over `telemetry_span` (empty when not sampled).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub telemetry: Vec<super::telemetry::GpuSummary>,
+    /// A Slurm trial: seconds its job waited in the queue before it started (not GPU time;
+    /// `startup_s` and the wall time count from the job's start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_s: Option<f64>,
+    /// A trial across nodes: figures per node, the slowest and the hottest flagged (empty on
+    /// one node).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<super::telemetry::NodeSummary>,
 }
 
 /// Why the runner ended a trial.
@@ -412,4 +435,30 @@ pub struct TrialResult {
     pub trial_dir: Option<String>,
     #[serde(flatten)]
     pub summary: Summary,
+}
+
+/// A trial's Slurm job, stored with the trial: what it asked for and the last state seen.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct SlurmJob {
+    pub job_id: u64,
+    /// The `slurm.conf` its commands used (None: Slurm's own default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conf: Option<std::path::PathBuf>,
+    pub nodes: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus_per_node: Option<u32>,
+    /// Slurm's state name last seen (`PENDING`, `RUNNING`, `COMPLETED`, `TIMEOUT`, ...).
+    pub state: String,
+    /// Why it waits, while pending (`Resources`, `Priority`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Unix milliseconds: submitted, started running, ended.
+    pub submitted_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_ms: Option<u64>,
+    /// The nodes it ran on, once running.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_list: Vec<String>,
 }

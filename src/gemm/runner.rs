@@ -59,6 +59,7 @@ pub fn apply_plan(
     }
     if let Some(cmd) = &plan.command {
         topts.profile = Profile {
+            slurm: None,
             name: format!("{}+offline-tune", topts.profile.name),
             description: "Primus' offline_tune_gemm.py (HipBLASLt stage 2)".into(),
             argv: cmd.clone(),

@@ -9,6 +9,7 @@ mod text;
 
 use crate::domain::study::{CandidateRecord, StudyRecord, VerdictKind, settings};
 use crate::domain::study::{Knob, Overrides};
+use crate::domain::telemetry::NodeSummary;
 use crate::store::TrialRow;
 use crate::telemetry::sampler::Snapshot;
 use crate::tune::space::Space;
@@ -144,6 +145,8 @@ pub struct Report {
     pub telemetry_gpus: usize,
     /// The experiment module the YAML snippet goes under.
     pub module: String,
+    /// Per trial that ran across two nodes or more (by id), its nodes' figures.
+    pub nodes: Vec<(i64, Vec<NodeSummary>)>,
 }
 
 /// What [`build`] reads.
@@ -375,6 +378,12 @@ pub fn build(i: &Inputs<'_>) -> Report {
             });
         }
     }
+    let mut nodes: Vec<(i64, Vec<NodeSummary>)> = i
+        .trials
+        .iter()
+        .filter_map(|t| Some((t.id, trial_nodes(t)?)))
+        .collect();
+    nodes.sort_by_key(|(id, _)| *id);
     Report {
         study: i.name.to_string(),
         record: rec.clone(),
@@ -392,7 +401,15 @@ pub fn build(i: &Inputs<'_>) -> Report {
         telemetry,
         telemetry_gpus,
         module: i.module.to_string(),
+        nodes,
     }
+}
+
+/// A trial's per-node figures, when it ran across two nodes or more.
+fn trial_nodes(t: &TrialRow) -> Option<Vec<NodeSummary>> {
+    let v = t.summary.as_ref()?.get("nodes")?;
+    let nodes: Vec<NodeSummary> = serde_json::from_value(v.clone()).ok()?;
+    (nodes.len() >= 2).then_some(nodes)
 }
 
 /// A YAML scalar: plain when that reads back as the same string, else double-quoted.
@@ -738,6 +755,10 @@ impl Report {
         }
         let _ = writeln!(s);
 
+        if !self.nodes.is_empty() {
+            s.push_str(&self.nodes_section());
+        }
+
         let _ = writeln!(s, "## Charts\n");
         for c in self.charts() {
             match c {
@@ -768,6 +789,57 @@ impl Report {
         for (i, l) in r.log.iter().enumerate() {
             let _ = writeln!(s, "{}. {}", i + 1, l.replace('\n', " "));
         }
+        s
+    }
+
+    /// The trials that ran across nodes: one row per node.
+    fn nodes_section(&self) -> String {
+        let mut s = String::from("## Per node\n\n");
+        let _ = writeln!(
+            s,
+            "Trials that ran across nodes (Slurm), one row per node. The median step and the \
+             iterations come from the node's own log (– when its ranks print no iteration); CPU \
+             is the node's mean host CPU use; GPU util is the mean over the node's GPUs of each \
+             GPU's mean utilisation, VRAM peak the fullest GPU's peak, temperature the hottest \
+             GPU sensor, over the trial's steady iterations (or its training span when that is \
+             too short). `slowest` marks the node with the longest median step, `hottest` the \
+             one with the hottest GPU, each among two nodes or more with the figure.\n"
+        );
+        let _ = writeln!(
+            s,
+            "| trial | node | median step (ms) | iterations | CPU (%) | GPU util (%) | VRAM peak (GiB) | max temp (°C) | flags |"
+        );
+        let _ = writeln!(s, "|---:|---|---:|---:|---:|---:|---:|---:|---|");
+        for (id, nodes) in &self.nodes {
+            for n in nodes {
+                let utils: Vec<f64> = n.gpus.iter().filter_map(|g| g.util_mean_pct).collect();
+                let util =
+                    (!utils.is_empty()).then(|| utils.iter().sum::<f64>() / utils.len() as f64);
+                let vram = n
+                    .gpus
+                    .iter()
+                    .filter_map(|g| g.vram_peak_bytes)
+                    .max()
+                    .map(|b| b as f64 / GIB);
+                let flags: Vec<&str> = [(n.slowest, "slowest"), (n.hottest, "hottest")]
+                    .into_iter()
+                    .filter_map(|(on, f)| on.then_some(f))
+                    .collect();
+                let _ = writeln!(
+                    s,
+                    "| {id} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                    cell(&n.node),
+                    opt(n.median_step_ms, 1),
+                    n.iterations,
+                    opt(n.cpu_mean_pct, 0),
+                    opt(util, 0),
+                    opt(vram, 2),
+                    opt(n.temp_max_c, 0),
+                    flags.join(", ")
+                );
+            }
+        }
+        s.push('\n');
         s
     }
 
@@ -1106,6 +1178,66 @@ mod tests {
         }
         assert!(svg.contains("-5.0 (invalid)"));
         assert!(svg.contains("ran out of memory (no peak reported)"));
+    }
+
+    /// A trial across two nodes gets a row per node, the slowest flagged; one on a single node
+    /// (or on this machine) gets none, and without such trials there is no section.
+    #[test]
+    fn a_trial_across_nodes_gets_a_per_node_table() {
+        use crate::domain::telemetry::GpuSummary;
+        let node = |name: &str, step: f64, temp: f64, slowest: bool, hottest: bool| NodeSummary {
+            node: name.into(),
+            samples: 20,
+            gpus: vec![
+                GpuSummary {
+                    gpu: 0,
+                    samples: 20,
+                    util_mean_pct: Some(90.0),
+                    vram_peak_bytes: Some(140 << 30),
+                    temp_max_c: [("junction".to_string(), temp)].into_iter().collect(),
+                    ..GpuSummary::default()
+                },
+                GpuSummary {
+                    gpu: 1,
+                    samples: 20,
+                    util_mean_pct: Some(80.0),
+                    vram_peak_bytes: Some(141 << 30),
+                    ..GpuSummary::default()
+                },
+            ],
+            cpu_mean_pct: Some(35.2),
+            temp_max_c: Some(temp),
+            median_step_ms: Some(step),
+            iterations: 40,
+            slowest,
+            hottest,
+        };
+        let mut across = trial(2, 2, 12, None);
+        across.summary = Some(json!({
+            "nodes": [node("gpu-a1", 1210.0, 80.0, false, true), node("gpu-a2", 1250.5, 70.0, true, false)],
+        }));
+        let mut one = trial(3, 2, 36, None);
+        one.summary = Some(json!({ "nodes": [node("gpu-b1", 1200.0, 70.0, false, false)] }));
+        let plain = trial(1, 1, 12, None);
+        let r = report_of(&[plain.clone(), across, one], &BTreeMap::new());
+        assert_eq!(r.nodes.len(), 1);
+        assert_eq!(r.nodes[0].0, 2);
+        let md = r.markdown();
+        assert!(md.contains("## Per node\n"), "{md}");
+        assert!(
+            md.contains("| 2 | gpu-a1 | 1210.0 | 40 | 35 | 85 | 141.00 | 80 | hottest |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 2 | gpu-a2 | 1250.5 | 40 | 35 | 85 | 141.00 | 70 | slowest |"),
+            "{md}"
+        );
+        assert!(!md.contains("gpu-b1"), "{md}");
+        // The section sits between the evidence and the charts.
+        let at = |h: &str| md.find(h).unwrap();
+        assert!(at("## Evidence") < at("## Per node") && at("## Per node") < at("## Charts"));
+        let md = report_of(&[plain], &BTreeMap::new()).markdown();
+        assert!(!md.contains("## Per node"), "{md}");
     }
 
     #[test]

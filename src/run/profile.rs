@@ -24,6 +24,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ),
     ("primus", include_str!("../../presets/profiles/primus.yaml")),
     (
+        "primus-slurm",
+        include_str!("../../presets/profiles/primus-slurm.yaml"),
+    ),
+    (
         "megatron",
         include_str!("../../presets/profiles/megatron.yaml"),
     ),
@@ -64,6 +68,9 @@ pub struct Profile {
     /// What the profile's workload can do (how it launches, logs, uses hipBLASLt, models knobs).
     #[serde(default)]
     pub capabilities: Capabilities,
+    /// Slurm: the job's default settings, and whether the command submits the job itself.
+    #[serde(default)]
+    pub slurm: Option<ProfileSlurm>,
     /// Where the profile came from (set on load).
     #[serde(skip)]
     pub source: String,
@@ -71,6 +78,20 @@ pub struct Profile {
     /// built-in and declares none keeps the built-in's).
     #[serde(skip)]
     pub declares_capabilities: bool,
+}
+
+/// A profile's `slurm:` section.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+pub struct ProfileSlurm {
+    /// The command submits the job itself (Primus' `primus-cli slurm sbatch ...`): it runs on
+    /// this node, names its job (`Submitted batch job N`), and primus-tune follows that job.
+    /// `{slurm_args}` renders the job's sbatch options for it.
+    #[serde(default)]
+    pub submits: bool,
+    /// Defaults of the job (`nodes`, `gpus_per_node`, `partition`, `account`, `time`,
+    /// `sbatch_args`); the command line wins over them.
+    #[serde(flatten)]
+    pub settings: super::slurm::SlurmSettings,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -111,6 +132,10 @@ pub struct TrialContext {
     pub params: BTreeMap<String, Value>,
     /// Explicit environment of the trial (`{env_args}` renders it as `--env K=V`).
     pub env: Vec<(String, String)>,
+    /// GPUs of each node (`{gpus_per_node}`: `gpus` on one node).
+    pub gpus_per_node: u64,
+    /// The sbatch options of a Slurm trial (`{slurm_args}`, whole argument).
+    pub slurm_args: Vec<String>,
     /// The environment the launch sees (for `{env:NAME}`).
     pub process_env: crate::config::env::Env,
 }
@@ -214,6 +239,10 @@ impl Profile {
                         argv.extend(generated.iter().cloned());
                         placed = true;
                     }
+                }
+                "{slurm_args}" => {
+                    dropping = false;
+                    argv.extend(cx.slurm_args.iter().cloned());
                 }
                 "{env_args}" => {
                     dropping = false;
@@ -327,10 +356,11 @@ const PLACEHOLDERS: &[&str] = &[
     "trial_dir",
     "iters",
     "gpus",
+    "gpus_per_node",
     "assets",
     "python",
 ];
-const WHOLE_ARG: &[&str] = &["{overrides}", "{model_args}", "{env_args}"];
+const WHOLE_ARG: &[&str] = &["{overrides}", "{model_args}", "{env_args}", "{slurm_args}"];
 
 fn check_placeholders(t: &str) -> Result<(), String> {
     if WHOLE_ARG.contains(&t) {
@@ -386,6 +416,7 @@ fn substitute(t: &str, cx: &TrialContext) -> Result<String, String> {
             "trial_dir" => path(&cx.trial_dir),
             "iters" => cx.iters.to_string(),
             "gpus" => cx.gpus.to_string(),
+            "gpus_per_node" => cx.gpus_per_node.to_string(),
             "assets" => path(&cx.assets),
             "python" => cx.python.clone(),
             n if n.starts_with("env:") => {
@@ -576,6 +607,8 @@ mod tests {
             trial_dir: "/t/1".into(),
             iters: 30,
             gpus: 8,
+            gpus_per_node: 8,
+            slurm_args: Vec::new(),
             assets: "/a".into(),
             python: "python3".into(),
             overrides: [

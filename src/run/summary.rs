@@ -39,6 +39,8 @@ impl Summary {
             telemetry_span: None,
             last_loss: iters.iter().rev().find_map(|i| i.loss),
             telemetry: Vec::new(),
+            pending_s: None,
+            nodes: Vec::new(),
         }
     }
 }

@@ -14,8 +14,16 @@ struct HostRow {
     cost_us: u64,
 }
 
-/// One `samples` row: ts_ms, gpu, util_pct, vram_used_bytes, power_w, data.
-type SampleRow = (i64, i64, Option<f64>, Option<i64>, Option<f64>, String);
+/// One `samples` row: node, ts_ms, gpu, util_pct, vram_used_bytes, power_w, data.
+type SampleRow = (
+    String,
+    i64,
+    i64,
+    Option<f64>,
+    Option<i64>,
+    Option<f64>,
+    String,
+);
 
 impl Store {
     /// Store a batch of snapshots of a trial in one transaction (a repeated timestamp keeps its
@@ -28,9 +36,11 @@ impl Store {
         let mut rows: Vec<SampleRow> = Vec::new();
         for s in snaps {
             let ts = s.ts_ms as i64;
+            let node = s.node.clone().unwrap_or_default();
             for g in &s.gpus {
                 let data = serde_json::to_string(g).map_err(self.encode_err(&what))?;
                 rows.push((
+                    node.clone(),
                     ts,
                     i64::from(g.gpu),
                     g.util_pct,
@@ -45,47 +55,57 @@ impl Store {
                 cost_us: s.cost_us,
             };
             let data = serde_json::to_string(&host).map_err(self.encode_err(&what))?;
-            rows.push((ts, -1, None, None, None, data));
+            rows.push((node, ts, -1, None, None, None, data));
         }
         self.write(&what, false, |tx| {
             self.require_trial(tx, trial_id)?;
             let mut stmt = tx
                 .prepare_cached(
-                    "INSERT INTO samples (trial_id, ts_ms, gpu, util_pct, vram_used_bytes, power_w, data) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (trial_id, ts_ms, gpu) DO NOTHING",
+                    "INSERT INTO samples (trial_id, node, ts_ms, gpu, util_pct, vram_used_bytes, \
+                     power_w, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
+                     ON CONFLICT (trial_id, node, ts_ms, gpu) DO NOTHING",
                 )
                 .ctx(&self.path, &what)?;
             let mut n = 0;
-            for (ts, gpu, util, vram, power, data) in &rows {
+            for (node, ts, gpu, util, vram, power, data) in &rows {
                 n += stmt
-                    .execute(params![trial_id, ts, gpu, util, vram, power, data])
+                    .execute(params![trial_id, node, ts, gpu, util, vram, power, data])
                     .ctx(&self.path, &what)?;
             }
             Ok(n)
         })
     }
 
-    /// The trial's snapshots in time order, rebuilt from the stored rows.
+    /// The trial's snapshots in time order (nodes in name order at the same time), rebuilt from
+    /// the stored rows.
     pub fn samples(&self, trial_id: i64) -> StoreResult<Vec<Snapshot>> {
         let what = format!("read telemetry of trial {trial_id}");
-        let rows: Vec<(i64, i64, String)> = {
+        let rows: Vec<(String, i64, i64, String)> = {
             let conn = self.lock();
             self.require_trial(&conn, trial_id)?;
             let mut stmt = conn
                 .prepare_cached(
-                    "SELECT ts_ms, gpu, data FROM samples WHERE trial_id = ?1 ORDER BY ts_ms, gpu",
+                    "SELECT node, ts_ms, gpu, data FROM samples WHERE trial_id = ?1 \
+                     ORDER BY ts_ms, node, gpu",
                 )
                 .ctx(&self.path, &what)?;
-            stmt.query_map([trial_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-                .ctx(&self.path, &what)?
-                .collect::<rusqlite::Result<_>>()
-                .ctx(&self.path, &what)?
+            stmt.query_map([trial_id], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })
+            .ctx(&self.path, &what)?
+            .collect::<rusqlite::Result<_>>()
+            .ctx(&self.path, &what)?
         };
         let mut out: Vec<Snapshot> = Vec::new();
-        for (ts, gpu, data) in rows {
-            if out.last().is_none_or(|s| s.ts_ms != ts as u64) {
+        for (node, ts, gpu, data) in rows {
+            let node = (!node.is_empty()).then_some(node);
+            if out
+                .last()
+                .is_none_or(|s| s.ts_ms != ts as u64 || s.node != node)
+            {
                 out.push(Snapshot {
                     ts_ms: ts as u64,
+                    node,
                     ..Snapshot::default()
                 });
             }
@@ -135,6 +155,7 @@ mod tests {
                 ..HostSample::default()
             },
             cost_us: 210,
+            node: None,
         };
         let later = Snapshot {
             ts_ms: 1500,
@@ -145,6 +166,18 @@ mod tests {
             4
         );
         assert_eq!(s.add_samples(id, std::slice::from_ref(&snap)).unwrap(), 0);
-        assert_eq!(s.samples(id).unwrap(), vec![snap, later]);
+        assert_eq!(s.samples(id).unwrap(), vec![snap.clone(), later.clone()]);
+        // Two nodes read at the same time keep their own rows.
+        let n1 = Snapshot {
+            ts_ms: 2000,
+            node: Some("n1".into()),
+            ..snap.clone()
+        };
+        let n2 = Snapshot {
+            node: Some("n2".into()),
+            ..n1.clone()
+        };
+        assert_eq!(s.add_samples(id, &[n2.clone(), n1.clone()]).unwrap(), 4);
+        assert_eq!(s.samples(id).unwrap(), vec![snap, later, n1, n2]);
     }
 }

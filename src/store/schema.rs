@@ -132,6 +132,28 @@ CREATE TABLE acknowledgements (
 ) WITHOUT ROWID;
 "#;
 
+/// Version 5: trials across nodes. A trial launched as a Slurm job records the job (`slurm`,
+/// JSON: id, cluster, nodes, state); telemetry samples name the node they were read on (`node`,
+/// '' on the runner's own node), so the key of a sample becomes (trial, node, time, GPU).
+const V5: &str = r#"
+ALTER TABLE trials ADD COLUMN slurm TEXT CHECK (slurm IS NULL OR json_valid(slurm));
+CREATE TABLE samples_v5 (
+    trial_id        INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
+    node            TEXT NOT NULL DEFAULT '',
+    ts_ms           INTEGER NOT NULL,
+    gpu             INTEGER NOT NULL,
+    util_pct        REAL,
+    vram_used_bytes INTEGER,
+    power_w         REAL,
+    data            TEXT NOT NULL CHECK (json_valid(data)),
+    PRIMARY KEY (trial_id, node, ts_ms, gpu)
+) WITHOUT ROWID;
+INSERT INTO samples_v5 (trial_id, node, ts_ms, gpu, util_pct, vram_used_bytes, power_w, data)
+    SELECT trial_id, '', ts_ms, gpu, util_pct, vram_used_bytes, power_w, data FROM samples;
+DROP TABLE samples;
+ALTER TABLE samples_v5 RENAME TO samples;
+"#;
+
 pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration {
         version: 1,
@@ -152,6 +174,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         version: 4,
         description: "acknowledged rules",
         sql: V4,
+    },
+    Migration {
+        version: 5,
+        description: "Slurm jobs of trials, the node of telemetry samples",
+        sql: V5,
     },
 ];
 

@@ -148,6 +148,9 @@ pub struct TrialRow {
     /// Left out of the JSON of lists (`trials show --json` carries it).
     #[serde(skip)]
     pub resolved: Option<Value>,
+    /// Its Slurm job, when it ran as one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm: Option<crate::domain::trial::SlurmJob>,
 }
 
 impl TrialRow {

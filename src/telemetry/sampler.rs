@@ -95,6 +95,7 @@ impl Collector {
                 .duration_since(UNIX_EPOCH)
                 .map(|d| d.as_millis() as u64)
                 .unwrap_or(0),
+            node: None,
             gpus,
             processes,
             host: self.last_host.clone(),

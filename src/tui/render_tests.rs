@@ -9,8 +9,8 @@
 use crate::app::views::config as load;
 use crate::config::LoadOptions;
 use crate::config::env::Env;
-use crate::domain::trial::Summary;
 use crate::domain::trial::{Failure, FailureClass, Iteration};
+use crate::domain::trial::{SlurmJob, Summary};
 use crate::run::process::Stream;
 use crate::run::trial::TrialEvent;
 use crate::store::{TrialRow, TrialStatus};
@@ -104,6 +104,8 @@ fn iteration(i: u64) -> Iteration {
 
 fn summary(iters: u64) -> Summary {
     Summary {
+        pending_s: None,
+        nodes: Vec::new(),
         iterations: iters,
         n: iters.saturating_sub(2) as usize,
         warmup: 2,
@@ -223,6 +225,7 @@ fn gpu_sample(g: u32, k: u64) -> GpuSample {
 
 fn snapshot(k: u64, gpus: u32) -> Snapshot {
     Snapshot {
+        node: None,
         ts_ms: T0_MS + k * 500,
         gpus: (0..gpus).map(|g| gpu_sample(g, k)).collect(),
         processes: None,
@@ -259,6 +262,7 @@ fn trial_row(id: i64, status: TrialStatus, overrides: Vec<(&str, Value)>) -> Tri
     all.extend(overrides.into_iter().map(|(k, v)| (k.to_string(), v)));
     let dir = format!("presets/examples/experiments/.primus-tune/trials/{id:04}");
     TrialRow {
+        slurm: None,
         id,
         study_id: None,
         status,
@@ -461,6 +465,78 @@ fn run_app() -> App {
     app
 }
 
+/// A Slurm job of two nodes, 8 GPUs each, in `state` (submitted at T0).
+fn slurm_job(state: &str) -> SlurmJob {
+    let running = state != "PENDING";
+    SlurmJob {
+        job_id: 12,
+        conf: None,
+        nodes: 2,
+        gpus_per_node: Some(8),
+        state: state.into(),
+        reason: (!running).then(|| "Resources".to_string()),
+        submitted_ms: T0_MS,
+        started_ms: running.then_some(T0_MS + 2_100),
+        ended_ms: None,
+        node_list: if running {
+            vec!["gpu-a01".into(), "gpu-a02".into()]
+        } else {
+            Vec::new()
+        },
+    }
+}
+
+/// Trial 7 started as Slurm job 12, still in the queue; this machine's telemetry flows.
+fn slurm_pending_app() -> App {
+    let mut app = loaded_app();
+    feed_telemetry(&mut app, 100);
+    app::update(
+        &mut app,
+        Msg::Trial(TrialEvent::Started {
+            trial_id: 7,
+            argv: vec!["sbatch".into(), "job.sh".into()],
+            trial_dir: PathBuf::from("presets/examples/experiments/.primus-tune/trials/0007"),
+        }),
+    );
+    app::update(
+        &mut app,
+        Msg::Trial(TrialEvent::Job(Box::new(slurm_job("PENDING")))),
+    );
+    press(&mut app, &[KeyCode::Char('3')]);
+    assert_eq!(app.tab, Tab::Run);
+    app
+}
+
+/// Trial 7 running as Slurm job 12 on two nodes, each sending its telemetry (the second
+/// node's GPUs hotter and busier, its host CPU higher).
+fn slurm_running_app() -> App {
+    let mut app = loaded_app();
+    feed_telemetry(&mut app, 100);
+    feed_trial(&mut app);
+    app::update(
+        &mut app,
+        Msg::Trial(TrialEvent::Job(Box::new(slurm_job("RUNNING")))),
+    );
+    for (i, node) in ["gpu-a01", "gpu-a02"].into_iter().enumerate() {
+        for k in 0..4 {
+            let mut s = snapshot(k + 10 * i as u64, 8);
+            s.node = Some(node.into());
+            for g in &mut s.gpus {
+                for t in g.temp_c.values_mut() {
+                    *t += 6.0 * i as f64;
+                }
+                g.util_pct = g.util_pct.map(|u| u - 9.0 * i as f64);
+                g.vram_used_bytes = g.vram_used_bytes.map(|b| b + (i as u64) * (3 << 30));
+                g.power_w = g.power_w.map(|w| w + 25.0 * i as f64);
+            }
+            s.host.cpu_pct = Some(31.0 + 17.0 * i as f64);
+            app::update(&mut app, Msg::Trial(TrialEvent::Telemetry(Box::new(s))));
+        }
+    }
+    press(&mut app, &[KeyCode::Char('3')]);
+    app
+}
+
 fn trials_app() -> App {
     let mut app = loaded_app();
     press(&mut app, &[KeyCode::Char('4')]);
@@ -595,6 +671,103 @@ fn flags_screen_with_invalid_edit() {
 #[test]
 fn run_screen() {
     snap_both("run", run_app);
+}
+
+#[test]
+fn run_screen_slurm_pending() {
+    snap_both("run_slurm_pending", slurm_pending_app);
+}
+
+#[test]
+fn run_screen_slurm_running() {
+    snap_both("run_slurm_running", slurm_running_app);
+}
+
+/// At 80×24 a Slurm trial says its job's state, and its nodes replace this machine's GPUs.
+#[test]
+fn run_80x24_shows_the_slurm_job_and_its_nodes() {
+    let s = screen(&mut slurm_pending_app(), 80, 24);
+    assert!(
+        s.contains("trial 7 Slurm job 12 pending (Resources)"),
+        "{s}"
+    );
+    assert!(s.contains("its nodes report once it runs"), "{s}");
+    assert!(!s.contains("MI300X"), "{s}");
+    let s = screen(&mut slurm_running_app(), 80, 24);
+    assert!(
+        s.contains("trial 7 Slurm job 12 running on gpu-a01,gpu-a02"),
+        "{s}"
+    );
+    for n in ["│gpu-a01 ", "│gpu-a02 "] {
+        assert!(s.lines().any(|l| l.starts_with(n)), "{n}: {s}");
+    }
+    assert!(!s.contains("of 2 shown"), "{s}");
+}
+
+/// A job on many nodes names those that fit and counts the rest.
+#[test]
+fn a_job_on_many_nodes_names_those_that_fit() {
+    let mut j = slurm_job("RUNNING");
+    j.node_list = (1..=16).map(|i| format!("gpu-a{i:02}")).collect();
+    let s = screens::run::job_state(&j, 60);
+    assert_eq!(
+        s,
+        "Slurm job 12 running on gpu-a01,gpu-a02,gpu-a03,gpu-a04,+12"
+    );
+    assert!(s.chars().count() <= 60);
+    j.state = "TIMEOUT".into();
+    assert_eq!(screens::run::job_state(&j, 60), "Slurm job 12 timeout");
+}
+
+/// Once the trial ends, its summary's per-node step times and flags join the table, and the
+/// head says the job's last state.
+#[test]
+fn a_finished_slurm_trial_flags_its_slowest_node() {
+    let mut app = slurm_running_app();
+    let mut done = slurm_job("COMPLETED");
+    done.ended_ms = Some(T0_MS + 90_000);
+    app::update(&mut app, Msg::Trial(TrialEvent::Job(Box::new(done))));
+    let node = |name: &str, step: f64, slowest: bool, hottest: bool| {
+        crate::domain::telemetry::NodeSummary {
+            node: name.into(),
+            samples: 4,
+            median_step_ms: Some(step),
+            iterations: 30,
+            slowest,
+            hottest,
+            ..Default::default()
+        }
+    };
+    let mut sum = summary(30);
+    sum.pending_s = Some(2.1);
+    sum.nodes = vec![
+        node("gpu-a01", 1212.5, false, false),
+        node("gpu-a02", 1251.0, true, true),
+    ];
+    let result = crate::domain::trial::TrialResult {
+        trial_id: Some(7),
+        status: TrialStatus::Completed,
+        failure: None,
+        stop_reason: crate::domain::trial::StopReason::MaxIters,
+        exit_code: Some(0),
+        exit_signal: None,
+        wall_s: 80.0,
+        trial_dir: None,
+        summary: sum,
+    };
+    app::update(&mut app, Msg::TrialDone(Ok(Box::new(result))));
+    let s = screen(&mut app, 80, 24);
+    assert!(
+        s.contains("trial 7 completed · Slurm job 12 completed"),
+        "{s}"
+    );
+    let row = s.lines().find(|l| l.starts_with("│gpu-a02 ")).unwrap();
+    assert!(
+        row.contains("1251.0") && row.contains("slowest hottest"),
+        "{s}"
+    );
+    let row = s.lines().find(|l| l.starts_with("│gpu-a01 ")).unwrap();
+    assert!(row.contains("1212.5") && !row.contains("slowest"), "{s}");
 }
 
 #[test]
@@ -734,11 +907,13 @@ fn flags_editor_error_is_visible_at_80x24() {
 /// `NO_COLOR`: no cell of any screen has a foreground or background colour.
 #[test]
 fn no_color_sets_no_colour_on_any_screen() {
-    let apps: [fn() -> App; 9] = [
+    let apps: [fn() -> App; 11] = [
         checklist_app,
         flags_app,
         flags_editor_app,
         run_app,
+        slurm_pending_app,
+        slurm_running_app,
         trials_app,
         trials_detail_app,
         trials_compare_app,

@@ -392,6 +392,7 @@ fn outside_changes_reload_or_wait_for_the_user() {
 
 fn trial_row(id: i64, overrides: &[(&str, serde_json::Value)], step: f64) -> TrialRow {
     TrialRow {
+        slurm: None,
         id,
         study_id: None,
         status: TrialStatus::Completed,

@@ -15,7 +15,8 @@
 //!    slope, before it may rule anything out) and pending candidates that no longer fit are
 //!    pruned. A measured candidate's prediction, as reported, is the one in force before its
 //!    first trial, so the error the study tracks is a forecast error, not a fit.
-//! 2. **First rung.** Candidates get a short trial of `first_iters` iterations, one at a time:
+//! 2. **First rung.** Candidates get a short trial of `first_iters` iterations, one at a time
+//!    (or in batches of up to `parallel` concurrent trials, see below):
 //!    * *Design.* Lowest memory first (a linear extension of the memory-dominance order),
 //!      every candidate that widens what the additive model can tell apart: the model is
 //!      `ln(step) = b₀ + Σ_knob b_knob[value]`, one parameter per knob value beyond each knob's
@@ -38,12 +39,20 @@
 //!      ruled-out candidate is never run ([`Verdict::RuledOut`]). In the design stage a
 //!      candidate runs only after those it dominates; in the prediction stage a fast (often
 //!      high-memory) candidate may run first, so an OOM there costs a trial it could have saved.
+//!    * *Batches* (`parallel` > 1). The memory recalibration and the choice are made once per
+//!      batch: while widening, the next pending candidates in memory order that each raise the
+//!      rank given the measured ones and those already in the batch; then the `parallel` lowest
+//!      predicted (after the prediction pruning). The batch's outcomes are recorded in its order;
+//!      an OOM rules out pending dominators only (one in the same batch already ran and keeps its
+//!      own outcome, so a batch may spend a trial a sequential search would have saved).
 //! 3. **Halving.** The leader is the lowest median step time. A candidate whose 95 % CI of the
 //!    median lies entirely above the leader's is out of contention. The next rung keeps the
 //!    contenders among the best `1/growth` (by median; at least two) and gives each a fresh
 //!    trial `growth` times longer (capped at `max_iters`); samples are pooled across a
-//!    candidate's trials. Keeping `1/growth` (rather than a half) makes every rung cost about
-//!    the same, as in standard successive halving; `growth = 2` halves. It stops when
+//!    candidate's trials (with `parallel` > 1, a rung's trials, like the confirmations, run in
+//!    batches of `parallel` in the rung's order). Keeping `1/growth` (rather than a half) makes
+//!    every rung cost about the same, as in standard successive halving; `growth = 2` halves.
+//!    It stops when
 //!    * the leader's CI is separated from every other candidate's (non-overlapping 95 % CIs),
 //!    * or the tie is resolved: some candidate tied with the leader is, even in the worst case
 //!      the CIs allow, at most `tolerance` (relative) slower than every tied candidate (an
@@ -69,12 +78,20 @@ use serde::Serialize;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-/// Runs one trial of a candidate.
+/// Runs trials of candidates.
 pub trait Runner {
     /// A trial of `iters` iterations in a fresh process. `Outcome::step_ms` are the steady
     /// samples it measured (after its warm-up); a runner may stop early once the figure is
     /// steady, so it can return fewer than `iters`.
     fn run(&mut self, c: &Candidate, iters: u64) -> Outcome;
+
+    /// A batch of trials that may run at the same time (as concurrent jobs), each a
+    /// `(candidate, iters)` as in [`Runner::run`]: one outcome per job, in the jobs' order. The
+    /// search calls it only with [`SearchConfig::parallel`] above 1, with at most that many
+    /// jobs. The default runs them one after the other.
+    fn run_many(&mut self, jobs: &[(&Candidate, u64)]) -> Vec<Outcome> {
+        jobs.iter().map(|&(c, iters)| self.run(c, iters)).collect()
+    }
 }
 
 /// How the search spends trials.
@@ -90,8 +107,9 @@ pub struct SearchConfig {
     pub max_iters: u64,
     /// Stop launching after this many trials (OOMs and failures count).
     pub max_trials: Option<usize>,
-    /// Stop launching once this many GPU-seconds are spent (the trial in flight finishes, so
-    /// the total exceeds it by at most one trial).
+    /// Stop launching once this many GPU-seconds are spent (the trials in flight finish, so
+    /// the total exceeds it by at most one trial, or with [`SearchConfig::parallel`] above 1
+    /// by at most one batch: the budget is checked before a batch is launched).
     pub budget_gpu_seconds: Option<f64>,
     /// How many of the top candidates get a confirmation trial before the verdict.
     pub confirm_top: usize,
@@ -119,6 +137,12 @@ pub struct SearchConfig {
     /// trials of this experiment). When not, no candidate is pruned on its prediction before
     /// this study has measured a peak to calibrate it with.
     pub predictions_calibrated: bool,
+    /// How many trials may run at once (0 counts as 1). Above 1 the search launches batches
+    /// through [`Runner::run_many`]: in the first rung up to this many candidates at a time
+    /// (while widening the additive model, the next in memory order that each add to its rank;
+    /// then the lowest predicted), later rungs and confirmations in chunks of this many. A batch
+    /// never exceeds `max_trials`. 1 launches one trial at a time through [`Runner::run`].
+    pub parallel: usize,
 }
 
 /// The defaults, tuned on the replay benchmark (`primus-tune bench-replay --synthetic 100`):
@@ -145,6 +169,7 @@ impl Default for SearchConfig {
             prune_sigmas: Some(1.5),
             min_df: 3,
             predictions_calibrated: true,
+            parallel: 1,
         }
     }
 }
@@ -481,6 +506,9 @@ enum State {
     Pending,
     /// Measured, no failure.
     Measured,
+    /// In a batch of trials whose outcomes are being recorded: no longer pending (an OOM in
+    /// the batch does not rule it out; its own outcome decides).
+    Launched,
     /// Out for good, with its final verdict.
     Out(Verdict),
 }
@@ -633,12 +661,87 @@ impl<'a> Search<'a> {
         }
     }
 
+    /// How many trials may run at once.
+    fn parallel(&self) -> usize {
+        self.cfg.parallel.max(1)
+    }
+
+    /// How many of `want` trials may be launched now, as one batch: none when
+    /// [`Search::can_launch`] forbids another (the budget is checked before the batch), else at
+    /// most what `max_trials` leaves.
+    fn room(&mut self, want: usize) -> usize {
+        if !self.can_launch() {
+            return 0;
+        }
+        self.cfg
+            .max_trials
+            .map_or(want, |m| want.min(m.saturating_sub(self.trials)))
+    }
+
     /// One trial of candidate `i`; `false` when the budget forbids it.
     fn trial(&mut self, runner: &mut dyn Runner, i: usize, iters: u64) -> bool {
         if !self.can_launch() {
             return false;
         }
         let out = runner.run(&self.cands[i], iters);
+        self.record(i, iters, out);
+        true
+    }
+
+    /// One batch of trials of `iters` each, launched at once through [`Runner::run_many`]; the
+    /// caller has checked [`Search::room`]. The outcomes are recorded in the batch's order.
+    fn batch(&mut self, runner: &mut dyn Runner, batch: &[usize], iters: u64) {
+        let cands = self.cands;
+        let jobs: Vec<(&Candidate, u64)> = batch.iter().map(|&i| (&cands[i], iters)).collect();
+        for &i in batch {
+            self.state[i] = State::Launched;
+        }
+        let mut outs = runner.run_many(&jobs).into_iter();
+        for &i in batch {
+            let out = outs.next().unwrap_or_else(|| Outcome {
+                failed: Some("the runner returned no outcome for this trial".to_string()),
+                ..Outcome::default()
+            });
+            self.record(i, iters, out);
+        }
+    }
+
+    /// A trial of `iters` for each of `list`, in its order: one at a time, or in batches of
+    /// [`Search::parallel`]. Returns the candidates launched (in order), and `false` when the
+    /// budget stopped it before the end of the list.
+    fn trials(
+        &mut self,
+        runner: &mut dyn Runner,
+        list: &[usize],
+        iters: u64,
+    ) -> (Vec<usize>, bool) {
+        let par = self.parallel();
+        let mut launched = Vec::new();
+        if par == 1 {
+            for &i in list {
+                if !self.trial(runner, i, iters) {
+                    return (launched, false);
+                }
+                launched.push(i);
+            }
+            return (launched, true);
+        }
+        let mut rest = list;
+        while !rest.is_empty() {
+            let k = self.room(par.min(rest.len()));
+            if k == 0 {
+                return (launched, false);
+            }
+            let (now, later) = rest.split_at(k);
+            self.batch(runner, now, iters);
+            launched.extend_from_slice(now);
+            rest = later;
+        }
+        (launched, true)
+    }
+
+    /// Records the outcome of a trial of `iters` of candidate `i`.
+    fn record(&mut self, i: usize, iters: u64, out: Outcome) {
         self.trials += 1;
         if out.gpu_seconds.is_finite() && out.gpu_seconds > 0.0 {
             self.gpu_seconds += out.gpu_seconds;
@@ -661,12 +764,12 @@ impl<'a> Search<'a> {
             self.state[i] = State::Out(Verdict::Oom);
             self.log.push(format!("{}: out of memory", self.label(i)));
             self.rule_out_dominators(i);
-            return true;
+            return;
         }
         if let Some(msg) = out.failed {
             self.log.push(format!("{}: failed: {msg}", self.label(i)));
             self.state[i] = State::Out(Verdict::Failed(msg));
-            return true;
+            return;
         }
         let good: Vec<f64> = out
             .step_ms
@@ -678,7 +781,7 @@ impl<'a> Search<'a> {
             let msg = "no steady step times".to_string();
             self.log.push(format!("{}: failed: {msg}", self.label(i)));
             self.state[i] = State::Out(Verdict::Failed(msg));
-            return true;
+            return;
         }
         self.samples[i].extend(good);
         self.state[i] = State::Measured;
@@ -689,7 +792,6 @@ impl<'a> Search<'a> {
             ev.ci_low_ms = Some(s.lo);
             ev.ci_high_ms = Some(s.hi);
         }
-        true
     }
 
     /// Candidate `b` ran out of memory: every candidate that dominates it in memory and has not
@@ -942,6 +1044,13 @@ pub fn search(
     let max_iters = cfg.max_iters.max(1);
     let mut iters = cfg.first_iters.clamp(1, max_iters);
     let growth = cfg.growth.max(2);
+    let par = s.parallel();
+    if par > 1 {
+        s.log.push(format!(
+            "up to {par} trials at once: each rung's trials are launched in batches of concurrent \
+             jobs"
+        ));
+    }
 
     // 1. Predicted OOM (with an uncalibrated model, only once this study calibrates it).
     let predicted = s.predicted.clone();
@@ -1015,6 +1124,34 @@ pub fn search(
             .collect();
         if pending.is_empty() {
             break;
+        }
+        if par > 1 {
+            let Some(batch) = first_batch(&mut s, &model, &pending, &mut saturated, par) else {
+                break;
+            };
+            // The batch is chosen before the budget is checked, as a single trial is.
+            let k = s.room(batch.len());
+            if k == 0 {
+                exhausted = true;
+                break;
+            }
+            let batch = &batch[..k];
+            let cal = s.calibration();
+            for &i in batch {
+                s.at_launch[i] = s.calibrated(&cal, i);
+            }
+            if batch.len() > 1 {
+                s.log.push(format!(
+                    "batch: {} at once",
+                    batch
+                        .iter()
+                        .map(|&i| format!("#{}", s.cands[i].id))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            s.batch(runner, batch, iters);
+            continue;
         }
         // Lowest memory first, while a candidate adds to what the model can tell apart.
         let widens = if saturated {
@@ -1150,11 +1287,15 @@ pub fn search(
             }
         ));
         let since = s.gpu_seconds;
-        for &i in &next {
-            if s.state[i] == State::Measured && !s.trial(runner, i, iters) {
-                exhausted = true;
-                break;
-            }
+        // Only the trialled candidate's state changes (nothing is pending after rung 1), so the
+        // list can be filtered before any trial.
+        let run: Vec<usize> = next
+            .iter()
+            .copied()
+            .filter(|&i| s.state[i] == State::Measured)
+            .collect();
+        if !s.trials(runner, &run, iters).1 {
+            exhausted = true;
         }
         s.note_spent(&format!("rung {rung}"), since);
         contenders = next
@@ -1212,14 +1353,14 @@ pub fn search(
         }
         let confirm = again;
         let since = s.gpu_seconds;
-        for &i in &confirm {
-            if !s.trial(runner, i, confirm_iters) {
-                exhausted = true;
-                break;
-            }
+        let (launched, done) = s.trials(runner, &confirm, confirm_iters);
+        for i in launched {
             if !contenders.contains(&i) {
                 contenders.push(i);
             }
+        }
+        if !done {
+            exhausted = true;
         }
         s.note_spent("confirmation", since);
         contenders.retain(|&i| s.state[i] == State::Measured);
@@ -1227,6 +1368,66 @@ pub fn search(
 
     // 5. Verdicts.
     finish(s, &contenders, exhausted)
+}
+
+/// The first rung's next batch of up to `par` candidates (`pending`: in memory order): while
+/// some pending candidate widens the additive model, the next ones in memory order that each
+/// raise the design's rank given the measured candidates and those already picked; once none
+/// does (`saturated`), the `par` lowest predicted after [`Search::prune_predicted`] (the first
+/// pending ones when nothing can be predicted). `None` when nothing is left to run.
+fn first_batch(
+    s: &mut Search<'_>,
+    model: &Additive,
+    pending: &[usize],
+    saturated: &mut bool,
+    par: usize,
+) -> Option<Vec<usize>> {
+    let cands = s.cands;
+    if !*saturated {
+        let mut rows: Vec<Vec<f64>> = s.model_rows(model).into_iter().map(|r| r.1).collect();
+        let mut rank = model.rank(&rows);
+        let mut batch = Vec::new();
+        for &i in pending {
+            if batch.len() >= par {
+                break;
+            }
+            match model.x(&cands[i]) {
+                // Ranks that do not fit the knobs: the model cannot place it, so it runs.
+                None => batch.push(i),
+                Some(x) => {
+                    rows.push(x);
+                    let r = model.rank(&rows);
+                    if r > rank {
+                        rank = r;
+                        batch.push(i);
+                    } else {
+                        rows.pop();
+                    }
+                }
+            }
+        }
+        *saturated = batch.is_empty();
+        if !batch.is_empty() {
+            return Some(batch);
+        }
+    }
+    let mut preds = s.prune_predicted(model);
+    let pending: Vec<usize> = pending
+        .iter()
+        .copied()
+        .filter(|&i| s.state[i] == State::Pending)
+        .collect();
+    if pending.is_empty() {
+        return None;
+    }
+    // The most promising first (a stable sort: on a tie, the order the sequential search picks).
+    preds.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let batch: Vec<usize> = if preds.is_empty() {
+        pending.into_iter().take(par).collect()
+    } else {
+        preds.into_iter().take(par).map(|t| t.0).collect()
+    };
+    Some(batch)
 }
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
@@ -1266,7 +1467,7 @@ fn finish(s: Search<'_>, contenders: &[usize], exhausted: bool) -> SearchResult 
         .iter()
         .map(|st| match st {
             State::Out(v) => v.clone(),
-            State::Pending | State::Measured => Verdict::NotRun,
+            State::Pending | State::Launched | State::Measured => Verdict::NotRun,
         })
         .collect();
     let mut ranking = Vec::new();
@@ -1427,7 +1628,7 @@ mod tests {
 
     /// A fake trainer: candidate `id` steps `step_ms[id]` with relative noise `cv`; `iters`
     /// iterations give `iters − 2` samples and cost `iters × step` seconds (÷ 1000) plus
-    /// `startup_s`. Records every launch.
+    /// `startup_s`. Records every launch, and every batch given to [`Runner::run_many`].
     struct Fake {
         step_ms: Vec<f64>,
         cv: f64,
@@ -1438,6 +1639,9 @@ mod tests {
         launched: Vec<(usize, u64)>,
         /// Peak per candidate, GiB (1 GiB for those not listed).
         peaks_gib: Vec<f64>,
+        /// Per call of `run_many`: its jobs, and the GPU-seconds spent before it.
+        batches: Vec<(Vec<(usize, u64)>, f64)>,
+        spent: f64,
     }
 
     impl Fake {
@@ -1451,12 +1655,29 @@ mod tests {
                 rng: Rng(seed),
                 launched: Vec::new(),
                 peaks_gib: Vec::new(),
+                batches: Vec::new(),
+                spent: 0.0,
             }
         }
     }
 
     impl Runner for Fake {
+        /// Records the batch, then runs its jobs one by one (the default's order).
+        fn run_many(&mut self, jobs: &[(&Candidate, u64)]) -> Vec<Outcome> {
+            let ids = jobs.iter().map(|&(c, n)| (c.id, n)).collect();
+            self.batches.push((ids, self.spent));
+            jobs.iter().map(|&(c, n)| self.run(c, n)).collect()
+        }
+
         fn run(&mut self, c: &Candidate, iters: u64) -> Outcome {
+            let out = self.outcome(c, iters);
+            self.spent += out.gpu_seconds;
+            out
+        }
+    }
+
+    impl Fake {
+        fn outcome(&mut self, c: &Candidate, iters: u64) -> Outcome {
             self.launched.push((c.id, iters));
             let step = self.step_ms[c.id];
             if self.oom.contains(&c.id) {
@@ -1957,6 +2178,180 @@ mod tests {
         ));
         assert!(r.log.iter().any(|l| l.contains("max trials")));
         assert!(r.log.iter().any(|l| l.starts_with("incomplete")));
+    }
+
+    /// The search over [`additive_space`] with `cfg`, some high-memory candidates running out
+    /// of memory (micro batch rank 3 without recompute).
+    fn with_ooms(cfg: &SearchConfig, seed: u64) -> (SearchResult, Fake) {
+        let (knobs, cands, steps) = additive_space();
+        let mut fake = Fake::new(steps, 0.02, seed);
+        fake.oom = cands
+            .iter()
+            .filter(|c| c.ranks[0] == 3 && c.ranks[1] == 0)
+            .map(|c| c.id)
+            .collect();
+        let r = search(&knobs, &cands, &mut fake, cfg, &no_model);
+        (r, fake)
+    }
+
+    #[test]
+    fn two_at_once_run_in_batches_of_at_most_two_and_find_the_best() {
+        let (knobs, cands, steps) = additive_space();
+        let best = (0..cands.len())
+            .min_by(|&a, &b| steps[a].total_cmp(&steps[b]))
+            .unwrap();
+        let cfg = SearchConfig {
+            parallel: 2,
+            ..SearchConfig::default()
+        };
+        for seed in 0..5 {
+            let mut fake = Fake::new(steps.clone(), 0.02, seed);
+            let r = search(&knobs, &cands, &mut fake, &cfg, &no_model);
+            assert_eq!(r.pick, Some(best), "seed {seed}: {:#?}", r.log);
+            check_dominance(&knobs, &cands, &r, &fake);
+            // Every trial went through `run_many`, in batches of one or two distinct candidates,
+            // and the first rung filled them.
+            for (jobs, _) in &fake.batches {
+                assert!((1..=2).contains(&jobs.len()), "{jobs:?}");
+                assert!(jobs.len() < 2 || jobs[0].0 != jobs[1].0, "{jobs:?}");
+            }
+            assert!(
+                fake.batches
+                    .iter()
+                    .any(|(jobs, _)| jobs.len() == 2 && jobs[0].1 == cfg.first_iters)
+            );
+            let flat: Vec<(usize, u64)> = fake.batches.iter().flat_map(|b| b.0.clone()).collect();
+            assert_eq!(flat, fake.launched);
+            assert_eq!(r.trials, fake.launched.len());
+            assert!(r.trials < cands.len(), "seed {seed}: {} trials", r.trials);
+            assert!(
+                r.log[0].starts_with("up to 2 trials at once"),
+                "{}",
+                r.log[0]
+            );
+        }
+    }
+
+    #[test]
+    fn one_at_a_time_launches_exactly_as_the_default() {
+        for (seed, max_trials) in [(0, None), (1, Some(7)), (2, Some(20)), (3, None)] {
+            let base = SearchConfig {
+                max_trials,
+                ..SearchConfig::default()
+            };
+            let (r0, f0) = with_ooms(&base, seed);
+            assert!(f0.batches.is_empty());
+            assert!(r0.log.iter().all(|l| !l.contains("at once")));
+            for parallel in [0, 1] {
+                let cfg = SearchConfig {
+                    parallel,
+                    ..base.clone()
+                };
+                let (r, f) = with_ooms(&cfg, seed);
+                assert_eq!(f.launched, f0.launched, "parallel {parallel}, seed {seed}");
+                assert_eq!(r, r0, "parallel {parallel}, seed {seed}");
+                // One trial at a time goes through `run`, never `run_many`.
+                assert!(f.batches.is_empty());
+            }
+        }
+    }
+
+    #[test]
+    fn batches_never_exceed_max_trials() {
+        let unlimited = SearchConfig {
+            parallel: 3,
+            ..SearchConfig::default()
+        };
+        for seed in 0..3 {
+            let (r0, f0) = with_ooms(&unlimited, seed);
+            assert!(f0.batches.iter().any(|(jobs, _)| jobs.len() == 3));
+            for m in 1..=r0.trials + 2 {
+                let cfg = SearchConfig {
+                    max_trials: Some(m),
+                    ..unlimited.clone()
+                };
+                let (r, f) = with_ooms(&cfg, seed);
+                assert!(
+                    f.batches
+                        .iter()
+                        .all(|(jobs, _)| (1..=3).contains(&jobs.len()))
+                );
+                assert_eq!(r.trials, f.launched.len());
+                // The limit only cuts the search short: the same launches, up to it.
+                assert_eq!(r.trials, m.min(r0.trials), "max {m}, seed {seed}");
+                assert_eq!(f.launched[..], f0.launched[..r.trials]);
+                if m < r0.trials {
+                    assert!(r.log.iter().any(|l| l.starts_with("stop: max trials")));
+                    assert!(matches!(r.conclusion, Conclusion::Incomplete { .. }));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_batch_overshoots_the_budget_by_at_most_itself() {
+        let (knobs, cands, steps) = additive_space();
+        for (seed, budget) in [(0, 0.5), (1, 2.0), (2, 5.0), (3, 9.0)] {
+            let cfg = SearchConfig {
+                parallel: 3,
+                budget_gpu_seconds: Some(budget),
+                ..SearchConfig::default()
+            };
+            let mut fake = Fake::new(steps.clone(), 0.02, seed);
+            fake.startup_s = 0.3;
+            let r = search(&knobs, &cands, &mut fake, &cfg, &no_model);
+            assert!((r.gpu_seconds - fake.spent).abs() < 1e-9);
+            // Every batch starts below the budget.
+            assert!(fake.batches.iter().all(|&(_, before)| before < budget));
+            let batch_s = 3.0 * (0.3 + cfg.max_iters as f64 * 400.0 / 1000.0);
+            assert!(
+                r.gpu_seconds < budget + batch_s,
+                "{} > {budget}",
+                r.gpu_seconds
+            );
+            assert!(r.log.iter().any(|l| l.starts_with("stop: budget spent")));
+        }
+    }
+
+    #[test]
+    fn an_oom_in_a_batch_rules_out_the_pending_dominators_and_not_its_batch() {
+        // Micro batch 0..5; 2, 3 and 4 run out of memory. Two at a time, the first rung runs
+        // [0, 1], then [2, 3] (each widens the model): #2's OOM rules out #4, which is pending,
+        // while #3, in the same batch, ran and has its own outcome.
+        let knobs = vec![knob("micro_batch_size", 5, MemoryTrend::Increasing)];
+        let cands = grid(&knobs);
+        let steps = vec![100.0, 90.0, 80.0, 70.0, 60.0];
+        let run = |parallel| {
+            let mut fake = Fake::new(steps.clone(), 0.01, 3);
+            fake.oom = [2, 3, 4].into();
+            let cfg = SearchConfig {
+                parallel,
+                ..SearchConfig::default()
+            };
+            (search(&knobs, &cands, &mut fake, &cfg, &no_model), fake)
+        };
+        let (r, fake) = run(2);
+        let ids = |f: &Fake| -> Vec<Vec<usize>> {
+            f.batches
+                .iter()
+                .map(|(jobs, _)| jobs.iter().map(|j| j.0).collect())
+                .collect()
+        };
+        assert_eq!(ids(&fake)[..2], [vec![0, 1], vec![2, 3]]);
+        assert_eq!(verdict(&r, 2), &Verdict::Oom);
+        assert_eq!(verdict(&r, 3), &Verdict::Oom);
+        assert!(matches!(verdict(&r, 4), Verdict::RuledOut { by: 2, .. }));
+        assert!(
+            r.log
+                .iter()
+                .any(|l| l == "#2 OOM rules out #4 (they dominate it in memory; never run)")
+        );
+        assert!(r.log.iter().any(|l| l == "batch: #2, #3 at once"));
+        assert_eq!(r.pick, Some(1));
+        // One at a time, #2's OOM rules out #3 as well.
+        let (r, _) = run(1);
+        assert!(matches!(verdict(&r, 3), Verdict::RuledOut { by: 2, .. }));
+        assert_eq!(r.pick, Some(1));
     }
 
     /// `n` candidates of one knob, candidate `b` (by id) holding the current settings.

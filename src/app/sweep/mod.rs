@@ -37,6 +37,8 @@ pub struct SweepRequest {
     pub headroom: f64,
     /// Sweep knobs the profile does not model (a demo); the study records which.
     pub allow_unmodeled: bool,
+    /// Trials run at once: concurrent Slurm jobs (on this node, trials share the GPUs, so 1).
+    pub parallel: usize,
 }
 
 impl Default for SweepRequest {
@@ -53,6 +55,7 @@ impl Default for SweepRequest {
             capacity_gib: None,
             headroom: 0.1,
             allow_unmodeled: false,
+            parallel: 1,
         }
     }
 }
@@ -104,6 +107,28 @@ pub fn resume_command(session: &Session, study: &str, req: &SweepRequest) -> Str
     }
     if req.trial.gemm_tuned {
         words.push("--gemm-tuned".into());
+    }
+    let sl = &req.trial.slurm;
+    if sl.enabled {
+        words.push("--slurm".into());
+        let s = &sl.settings;
+        for (flag, v) in [
+            ("--nodes", s.nodes.map(|n| n.to_string())),
+            ("--gpus-per-node", s.gpus_per_node.map(|n| n.to_string())),
+            ("--partition", s.partition.clone()),
+            ("--account", s.account.clone()),
+            ("--time", s.time.clone()),
+        ] {
+            if let Some(v) = v {
+                words.extend([flag.into(), shell_word(&v)]);
+            }
+        }
+        for a in &s.sbatch_args {
+            words.push(shell_word(&format!("--sbatch-arg={a}")));
+        }
+        if req.parallel > 1 {
+            words.extend(["--parallel".into(), req.parallel.to_string()]);
+        }
     }
     if session.workspace.origin == WorkspaceOrigin::Chosen {
         let db = session.workspace.db.clone();
@@ -181,6 +206,16 @@ fn study_profile(store: &Store, study: i64) -> Option<String> {
         .find_map(|t| t.profile)
 }
 
+/// The Slurm job of a resumed study's last trial that ran as one.
+fn study_job(store: &Store, study: i64) -> Option<crate::domain::trial::SlurmJob> {
+    store
+        .list_trials(&crate::store::TrialFilter::all().study(study))
+        .ok()?
+        .into_iter()
+        .rev()
+        .find_map(|t| t.slurm)
+}
+
 /// Run a sweep to its end (blocking: call it from a thread that is not inside a tokio
 /// runtime). `cancel` stops the trial in flight and the sweep; the study can be resumed.
 pub fn run(
@@ -209,6 +244,15 @@ pub fn run(
                 .ok_or_else(|| AppError::Usage(format!("study `{name}` has no space recorded")))?;
             if req.trial.profile.is_none() {
                 req.trial.profile = study_profile(&store, s.id);
+            }
+            // A study whose trials ran as Slurm jobs goes on as jobs of the same shape.
+            if !req.trial.slurm.enabled
+                && let Some(job) = study_job(&store, s.id)
+            {
+                req.trial.slurm.enabled = true;
+                let set = &mut req.trial.slurm.settings;
+                set.nodes = set.nodes.or(Some(job.nodes));
+                set.gpus_per_node = set.gpus_per_node.or(job.gpus_per_node);
             }
             (s.id, name.clone(), space)
         }
@@ -242,6 +286,13 @@ pub fn run(
     treq.max_iters = Some(req.first_iters);
     let mut base = super::trial::options(session, &exp, &treq)?;
     base.study_id = Some(study_id);
+    if req.parallel > 1 && base.slurm.is_none() {
+        return Err(AppError::Usage(
+            "--parallel runs trials as concurrent Slurm jobs: it needs --slurm (on this node, \
+             trials would share its GPUs and measure each other)"
+                .into(),
+        ));
+    }
     let (prof, gpus) = (base.profile.name.clone(), base.gpus);
     super::trial::refuse_settings(
         &base.profile,
@@ -317,6 +368,7 @@ pub fn run(
         capacity_bytes: capacity,
         headroom: req.headroom,
         predictions_calibrated: !points.is_empty(),
+        parallel: req.parallel.max(1),
         ..SearchConfig::default()
     };
     let result = search::search(

@@ -25,6 +25,9 @@ pub struct TrialRunner<'a> {
     cancel: watch::Receiver<bool>,
     /// Finished trials of the study not yet replayed, in id order.
     stored: Vec<TrialRow>,
+    /// Trials of the study whose runner is gone while their Slurm job still runs: a resumed
+    /// sweep follows the job again instead of submitting the trial again.
+    attachable: Vec<TrialRow>,
     events: Events,
     pub replayed: usize,
     pub launched: usize,
@@ -57,6 +60,16 @@ impl<'a> TrialRunner<'a> {
             .collect::<Vec<_>>();
         let mut stored = stored;
         stored.sort_by_key(|t| t.id);
+        let attachable = store
+            .list_trials(&TrialFilter {
+                study_id: Some(study_id),
+                statuses: vec![TrialStatus::Running],
+                ..TrialFilter::all()
+            })
+            .map_err(std::io::Error::other)?
+            .into_iter()
+            .filter(|t| t.slurm.is_some() && !crate::app::interrupted::runner_alive(t))
+            .collect();
         Ok(TrialRunner {
             exp,
             load,
@@ -68,6 +81,7 @@ impl<'a> TrialRunner<'a> {
                 .build()?,
             cancel,
             stored,
+            attachable,
             events,
             replayed: 0,
             launched: 0,
@@ -85,6 +99,15 @@ impl<'a> TrialRunner<'a> {
             .iter()
             .position(|t| trial::trial_settings(t) == *o && trial::trial_iters(t) == Some(iters))?;
         Some(self.stored.remove(i))
+    }
+
+    /// A trial of this candidate and length whose job still runs on Slurm, if any.
+    fn take_attachable(&mut self, o: &Overrides, iters: u64) -> Option<TrialRow> {
+        let i = self
+            .attachable
+            .iter()
+            .position(|t| trial::trial_settings(t) == *o && trial::trial_iters(t) == Some(iters))?;
+        Some(self.attachable.remove(i))
     }
 }
 
@@ -156,8 +179,16 @@ fn outcome_of(store: &Store, t: &TrialRow, gpus: u64) -> Outcome {
     }
 }
 
-impl Runner for TrialRunner<'_> {
-    fn run(&mut self, c: &Candidate, iters: u64) -> Outcome {
+/// A trial the runner is about to run: its result is known already (replayed, or the sweep
+/// was stopped), or it is launched with these options.
+enum Prep {
+    Known(Outcome),
+    Launch(Box<TrialOptions>),
+}
+
+impl TrialRunner<'_> {
+    /// Replays a stored trial of the candidate, or builds the options of a new one.
+    fn prepare(&mut self, c: &Candidate, iters: u64) -> Prep {
         let label = c
             .overrides
             .iter()
@@ -180,13 +211,13 @@ impl Runner for TrialRunner<'_> {
                 iters,
                 trial: t.id,
             });
-            return outcome_of(self.store, &t, self.base.gpus);
+            return Prep::Known(outcome_of(self.store, &t, self.base.gpus));
         }
         if self.cancelled() {
-            return Outcome {
+            return Prep::Known(Outcome {
                 failed: Some("the sweep was stopped".into()),
                 ..Outcome::default()
-            };
+            });
         }
         let mut opts = self.base.clone();
         // The command line's `--set` values (in `base`), then the candidate's, which win.
@@ -194,24 +225,41 @@ impl Runner for TrialRunner<'_> {
         opts.overrides.extend(as_overrides(&c.overrides));
         opts.max_iters = iters;
         opts.study_id = Some(self.study_id);
+        // A resumed sweep follows the job of this trial that still runs on Slurm.
+        if let Some(t) = self.take_attachable(&expected, iters)
+            && let (Some(sl), Some(job)) = (opts.slurm.as_mut(), t.slurm.clone())
+        {
+            sl.attach = Some(crate::run::trial::slurm_job::AttachTo {
+                trial_id: t.id,
+                dir: t.trial_dir.clone(),
+                job,
+            });
+        }
         self.say(SweepEvent::Launching {
             candidate: c.id,
             label,
             iters,
         });
         self.launched += 1;
-        let (exp, load, store, cancel) = (self.exp, self.load, self.store, self.cancel.clone());
-        let events = self.events.clone();
-        let result: Result<TrialResult, String> = self.rt.block_on(async {
-            let r = forwarding(&events, |tx| {
-                trial::run_trial(exp, load, store, &opts, tx, cancel)
-            })
-            .await;
-            if let Ok(r) = &r {
-                let _ = events.send(AppEvent::trial_ended(r.clone())).await;
-            }
-            r.map_err(|e| e.to_string())
-        });
+        Prep::Launch(Box::new(opts))
+    }
+
+    /// Runs one trial to its end, its events and its end forwarded to the frontend.
+    async fn launch(&self, opts: &TrialOptions) -> Result<TrialResult, String> {
+        let (exp, load, store) = (self.exp, self.load, self.store);
+        let (events, cancel) = (self.events.clone(), self.cancel.clone());
+        let r = forwarding(&events, |tx| {
+            trial::run_trial(exp, load, store, opts, tx, cancel)
+        })
+        .await;
+        if let Ok(r) = &r {
+            let _ = events.send(AppEvent::trial_ended(r.clone())).await;
+        }
+        r.map_err(|e| e.to_string())
+    }
+
+    /// The outcome of a launched trial, as the search sees it.
+    fn outcome(&self, result: Result<TrialResult, String>) -> Outcome {
         match result {
             Ok(r) => {
                 self.say(SweepEvent::Measured {
@@ -240,5 +288,46 @@ impl Runner for TrialRunner<'_> {
                 }
             }
         }
+    }
+}
+
+impl Runner for TrialRunner<'_> {
+    fn run(&mut self, c: &Candidate, iters: u64) -> Outcome {
+        match self.prepare(c, iters) {
+            Prep::Known(o) => o,
+            Prep::Launch(opts) => {
+                let result = self.rt.block_on(self.launch(&opts));
+                self.outcome(result)
+            }
+        }
+    }
+
+    /// The batch's new trials run at once (concurrent Slurm jobs, placed by the scheduler).
+    fn run_many(&mut self, jobs: &[(&Candidate, u64)]) -> Vec<Outcome> {
+        let preps: Vec<Prep> = jobs.iter().map(|(c, n)| self.prepare(c, *n)).collect();
+        let launches: Vec<&TrialOptions> = preps
+            .iter()
+            .filter_map(|p| match p {
+                Prep::Launch(o) => Some(o.as_ref()),
+                Prep::Known(_) => None,
+            })
+            .collect();
+        let this = &*self;
+        let mut results = this
+            .rt
+            .block_on(futures_util::future::join_all(
+                launches.iter().map(|o| this.launch(o)),
+            ))
+            .into_iter();
+        preps
+            .into_iter()
+            .map(|p| match p {
+                Prep::Known(o) => o,
+                Prep::Launch(_) => match results.next() {
+                    Some(r) => self.outcome(r),
+                    None => Outcome::default(),
+                },
+            })
+            .collect()
     }
 }

@@ -157,6 +157,10 @@ pub fn materialise(
         )
         .map_err(io(&resolved_path))?;
 
+        let nodes = opts
+            .slurm
+            .as_ref()
+            .map_or(1, |s| u64::from(s.spec.nodes.max(1)));
         let cx = TrialContext {
             exe,
             primus_root: exp.primus_root.clone(),
@@ -171,6 +175,12 @@ pub fn materialise(
             params: params.clone(),
             env: opts.env.clone(),
             process_env: load.env.clone(),
+            gpus_per_node: opts.gpus / nodes,
+            slurm_args: opts
+                .slurm
+                .as_ref()
+                .map(|s| s.spec.sbatch_options(&dir))
+                .unwrap_or_default(),
         };
         let mut env = opts.profile.expand_env(&cx)?;
         env.extend(opts.env.iter().cloned());
@@ -280,4 +290,47 @@ fn run_shape(
         shape.world_size = 1;
     }
     (shape.seq_length > 0 && shape.global_batch_size > 0).then_some(shape)
+}
+
+/// A trial whose Slurm job still runs, as a resumed sweep finds it: its folder and store row
+/// exist, its launch is the one recorded in `argv.json` and `env.json`.
+pub fn reattach(
+    a: &super::slurm_job::AttachTo,
+    opts: &TrialOptions,
+) -> Result<Materialised, TrialError> {
+    let read = |name: &str| -> Result<serde_json::Value, TrialError> {
+        let p = a.dir.join(name);
+        let text = std::fs::read_to_string(&p).map_err(io(&p))?;
+        serde_json::from_str(&text).map_err(|e| io(&p)(std::io::Error::other(e)))
+    };
+    let resolved = read("resolved.json")?;
+    let params = crate::run::profile::read_resolved(&resolved);
+    let argv: Vec<String> = serde_json::from_value(read("argv.json")?).unwrap_or_default();
+    let env: Vec<(String, String)> = match read("env.json")? {
+        serde_json::Value::Object(m) => m
+            .into_iter()
+            .map(|(k, v)| (k, v.as_str().unwrap_or_default().to_string()))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let shape = run_shape(&params, &resolved, opts);
+    Ok(Materialised {
+        trial_id: a.trial_id,
+        launch: Launch {
+            argv,
+            env,
+            cwd: a.dir.clone(),
+            stdout_log: a.dir.join("stdout.log"),
+            stderr_log: a.dir.join("stderr.log"),
+            supervisor: crate::run::supervise::supervisor_exe(opts.self_exe.as_deref()).map(
+                |exe| crate::run::supervise::Supervisor {
+                    exe,
+                    grace: opts.grace,
+                },
+            ),
+        },
+        dir: a.dir.clone(),
+        params,
+        shape,
+    })
 }

@@ -9,7 +9,9 @@
 
 pub mod finish;
 pub mod materialise;
+pub mod nodes;
 pub mod pending;
+pub mod slurm_job;
 pub mod watch;
 
 pub use materialise::{Materialised, config_hash, effective_config_text, materialise};
@@ -30,6 +32,7 @@ use crate::store::{Store, TrialEnd};
 use crate::telemetry::host::Host;
 use crate::telemetry::sampler::{self, Sampler, SamplerConfig, Snapshot};
 use crate::telemetry::select::{self, Roots};
+use slurm_job as job;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -73,6 +76,8 @@ pub struct TrialOptions {
     /// which completes by exiting 0; it has no first-iteration hang limit, only
     /// `max_seconds`).
     pub trains: bool,
+    /// Run the trial as a Slurm job (None: on this node).
+    pub slurm: Option<slurm_job::SlurmLaunch>,
 }
 
 /// How the trial samples telemetry.
@@ -123,6 +128,9 @@ pub enum TrialEvent {
     TelemetryUnavailable {
         why: String,
     },
+    /// A Slurm trial's job: submitted, or its state changed (pending with Slurm's reason,
+    /// running on its nodes, ended).
+    Job(Box<crate::domain::trial::SlurmJob>),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -137,6 +145,8 @@ pub enum TrialError {
     Spawn(#[from] process::SpawnError),
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
+    #[error("Slurm: {0}")]
+    Slurm(String),
     #[error("{}: {source}", path.display())]
     Io {
         path: PathBuf,
@@ -252,7 +262,10 @@ pub async fn run_trial(
     events: mpsc::Sender<TrialEvent>,
     mut cancel: wch::Receiver<bool>,
 ) -> Result<TrialResult, TrialError> {
-    let m = materialise(exp, load, store, opts)?;
+    let m = match opts.slurm.as_ref().and_then(|s| s.attach.as_ref()) {
+        Some(a) => materialise::reattach(a, opts)?,
+        None => materialise(exp, load, store, opts)?,
+    };
     let (trial_id, dir, shape) = (m.trial_id, m.dir.clone(), m.shape);
     let _ = events
         .send(TrialEvent::Started {
@@ -269,7 +282,9 @@ pub async fn run_trial(
             })
             .await;
     }
-    let (sampler, mut telemetry_rx) = match &opts.telemetry {
+    // A Slurm trial's telemetry comes from its nodes (the job's monitor step), not from here.
+    let local_telemetry = opts.telemetry.as_ref().filter(|_| opts.slurm.is_none());
+    let (sampler, mut telemetry_rx) = match local_telemetry {
         Some(t) => {
             let (backend, notes) =
                 select::open(&t.backend, &t.roots).unwrap_or_else(|e| (None, vec![e.to_string()]));
@@ -293,25 +308,37 @@ pub async fn run_trial(
     let mut flush = Flush::default();
     let mut trial_pids: std::collections::BTreeSet<u32> = std::collections::BTreeSet::new();
     let started = Instant::now();
-    let (mut running, mut lines) = match process::spawn(&m.launch) {
-        Ok(x) => x,
-        Err(e) => {
-            let failure = crate::domain::trial::Failure {
-                class: crate::domain::trial::FailureClass::NotLaunched,
-                line: Some(format!("nothing was launched: {e}")),
+    let (mut work, mut lines, mut job_states) = match &opts.slurm {
+        Some(sl) => {
+            let (job, followers) = match job::start(sl, &m, opts, store, &events).await {
+                Ok(x) => x,
+                Err(e) => {
+                    if sl.attach.is_none() {
+                        not_launched(store, trial_id, &e)?;
+                    }
+                    return Err(e);
+                }
             };
-            store.finish_trial(
-                trial_id,
-                &TrialEnd::new(crate::domain::trial::TrialStatus::Failed, 0.0)
-                    .with_failure(Some(failure)),
-            )?;
-            return Err(e.into());
+            telemetry_rx = Some(followers.snaps);
+            (
+                Workload::Job(Box::new(job)),
+                followers.lines,
+                Some(followers.states),
+            )
         }
+        None => match process::spawn(&m.launch) {
+            Ok((running, lines)) => (Workload::Local(running), lines, None),
+            Err(e) => {
+                let e = TrialError::from(e);
+                not_launched(store, trial_id, &e)?;
+                return Err(e);
+            }
+        },
     };
-    if let Some(s) = &sampler {
+    if let (Some(s), Workload::Local(running)) = (&sampler, &work) {
         s.watch_tree(running.root);
     }
-    let policy = StopPolicy {
+    let mut policy = StopPolicy {
         steady: SteadyConfig {
             ci_target: opts.ci_target,
             max_iters: Some(opts.max_iters),
@@ -352,8 +379,8 @@ pub async fn run_trial(
         let stop: Stop = tokio::select! {
             line = lines.recv() => {
                 let Some((stream, line)) = line else {
-                    // Both streams closed: the process is exiting.
-                    break running.child.wait().await.ok();
+                    // Both streams closed: the process is exiting (a job: it is over).
+                    break work.wait().await;
                 };
                 detector.feed(&line);
                 if failed_at.is_none() && detector.failure_pending() {
@@ -400,8 +427,31 @@ pub async fn run_trial(
                     None => continue,
                 }
             }
+            update = job::recv_update(&mut job_states) => {
+                match update {
+                    Some(u) => {
+                        if let Workload::Job(j) = &mut work
+                            && j.update(&u, store, trial_id, &events).await
+                        {
+                            // It runs from now on: start-up, hang limits and the wall-clock
+                            // budget count from the job's start, not from its time in the queue.
+                            last_progress = Instant::now();
+                            policy.deadline = opts
+                                .max_seconds
+                                .map(|s| last_progress + Duration::from_secs_f64(s));
+                        }
+                    }
+                    None => job_states = None,
+                }
+                continue;
+            }
             _ = tokio::time::sleep_until(tokio::time::Instant::from_std(wake)) => {
                 let now = Instant::now();
+                if work.waiting() {
+                    // A job still in the queue: no start-up or hang clock runs yet.
+                    last_progress = now;
+                    continue;
+                }
                 match policy
                     .after_failure(now, failed_at, median_ms)
                     .or_else(|| policy.on_clock(now, last_progress, &iters, shape, median_ms))
@@ -444,11 +494,21 @@ pub async fn run_trial(
             })
             .await;
         detector.mark_stop();
-        process::stop_tree(&mut running, opts.grace).await;
-        break running.child.wait().await.ok();
+        work.stop(opts.grace).await;
+        break work.wait().await;
     };
-    // Drain what the pipes still hold (the failure line often comes last).
-    while let Ok((_, line)) = lines.try_recv() {
+    // Drain what the pipes still hold (the failure line often comes last); a job's follower
+    // reads the nodes' files to their end and closes.
+    let mut rest = Vec::new();
+    if matches!(work, Workload::Job(_)) {
+        while let Some(l) = lines.recv().await {
+            rest.push(l);
+        }
+    }
+    while let Ok(l) = lines.try_recv() {
+        rest.push(l);
+    }
+    for (_, line) in rest {
         detector.feed(&line);
         for ev in parser.feed(&line) {
             if let LogEvent::Iteration(it) = ev {
@@ -459,10 +519,16 @@ pub async fn run_trial(
         }
     }
     // No process of the trial may outlive it.
-    if running.alive() {
-        process::stop_tree(&mut running, Duration::from_millis(200)).await;
-    }
-    let strays = process::kill_strays(materialise::TRIAL_DIR_ENV, &dir.display().to_string());
+    let strays = match &mut work {
+        Workload::Local(running) => {
+            if running.alive() {
+                process::stop_tree(running, Duration::from_millis(200)).await;
+            }
+            running.guard.disarm();
+            process::kill_strays(materialise::TRIAL_DIR_ENV, &dir.display().to_string())
+        }
+        Workload::Job(_) => 0,
+    };
     if strays > 0 {
         let _ = events
             .send(TrialEvent::Line {
@@ -474,7 +540,6 @@ pub async fn run_trial(
             })
             .await;
     }
-    running.guard.disarm();
     if let Some(s) = sampler {
         s.stop();
     }
@@ -484,12 +549,21 @@ pub async fn run_trial(
             snaps_pending.push(snap);
         }
     }
-    {
-        use std::os::unix::process::ExitStatusExt;
-        exit.code = status.and_then(|s| s.code());
-        exit.signal = status.and_then(|s| s.signal());
+    // A job's last state (its exit) came before its follower closed.
+    if let (Workload::Job(j), Some(states)) = (&mut work, job_states.as_mut()) {
+        while let Ok(u) = states.try_recv() {
+            j.update(&u, store, trial_id, &events).await;
+        }
     }
-    let wall_s = started.elapsed().as_secs_f64();
+    (exit.code, exit.signal) = match &work {
+        Workload::Job(j) => j.exit_status(),
+        Workload::Local(_) => status,
+    };
+    let run_start = work.run_start().unwrap_or(started);
+    let wall_s = match &work {
+        Workload::Job(j) => j.wall_s(),
+        Workload::Local(_) => started.elapsed().as_secs_f64(),
+    };
     let summary = Summary::from_parts(&iters, &memory, shape, cfg);
     let (telemetry, span) = sampler::summarize_training(
         &snaps,
@@ -499,13 +573,34 @@ pub async fn run_trial(
     );
     let mut summary = summary.with_telemetry(telemetry);
     summary.telemetry_span = span;
-    summary.startup_s = first_iteration.map(|(t, _)| t.duration_since(started).as_secs_f64());
-    let (status, failure) = finish::classify(
+    summary.startup_s =
+        first_iteration.map(|(t, _)| t.saturating_duration_since(run_start).as_secs_f64());
+    let (mut status, mut failure) = finish::classify(
         detector.finish(&exit, iters.len() as u64),
         &exit,
         summary.n > 0,
         opts.trains,
     );
+    if let Workload::Job(j) = &work {
+        summary.pending_s = j.pending_s();
+        summary.nodes = nodes::summarize(
+            &dir,
+            &j.record.node_list,
+            &snaps,
+            steady_span(&iter_ms, summary.warmup, summary.n),
+            iter_ms.first().zip(iter_ms.last()).map(|(a, b)| (*a, *b)),
+            cfg,
+        );
+        // On several nodes the per-GPU figures are per node; on one they are the trial's.
+        summary.telemetry = match summary.nodes.as_slice() {
+            [one] => one.gpus.clone(),
+            _ => Vec::new(),
+        };
+        if let Some(f) = j.slurm_failure() {
+            status = crate::domain::trial::TrialStatus::Failed;
+            failure = Some(f);
+        }
+    }
     let end = TrialEnd {
         status,
         failure: failure.clone(),
@@ -556,6 +651,61 @@ pub async fn run_trial(
         trial_dir: Some(dir.display().to_string()),
         summary,
     })
+}
+
+/// Marks a trial that could not start as failed (`not-launched`), so it does not stay running.
+fn not_launched(store: &Store, trial_id: i64, e: &TrialError) -> Result<(), TrialError> {
+    let failure = crate::domain::trial::Failure {
+        class: crate::domain::trial::FailureClass::NotLaunched,
+        line: Some(format!("nothing was launched: {e}")),
+    };
+    store.finish_trial(
+        trial_id,
+        &TrialEnd::new(crate::domain::trial::TrialStatus::Failed, 0.0).with_failure(Some(failure)),
+    )?;
+    Ok(())
+}
+
+/// What a trial runs: a process tree on this node, or a Slurm job.
+enum Workload {
+    Local(process::Running),
+    Job(Box<job::JobCtl>),
+}
+
+impl Workload {
+    async fn stop(&mut self, grace: Duration) {
+        match self {
+            Workload::Local(r) => {
+                process::stop_tree(r, grace).await;
+            }
+            Workload::Job(j) => j.cancel().await,
+        }
+    }
+
+    /// The exit (code, signal) of a local process; a job's comes with its last state.
+    async fn wait(&mut self) -> (Option<i32>, Option<i32>) {
+        use std::os::unix::process::ExitStatusExt;
+        match self {
+            Workload::Local(r) => {
+                let s = r.child.wait().await.ok();
+                (s.and_then(|s| s.code()), s.and_then(|s| s.signal()))
+            }
+            Workload::Job(_) => (None, None),
+        }
+    }
+
+    /// A job still waiting in Slurm's queue.
+    fn waiting(&self) -> bool {
+        matches!(self, Workload::Job(j) if j.running_since.is_none() && !j.over)
+    }
+
+    /// When the workload started running (a job: when Slurm started it).
+    fn run_start(&self) -> Option<Instant> {
+        match self {
+            Workload::Local(_) => None,
+            Workload::Job(j) => j.running_since,
+        }
+    }
 }
 
 /// When the running trial may try its next batch of writes: at once, or after a miss (the

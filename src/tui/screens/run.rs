@@ -3,7 +3,7 @@
 //! failure lines marked. Telemetry shows whether or not a trial runs.
 
 use crate::app::AppError;
-use crate::domain::trial::{Iteration, Summary, TrialResult};
+use crate::domain::trial::{Iteration, SlurmJob, Summary, TrialResult};
 use crate::run::process::Stream;
 use crate::run::trial::TrialEvent;
 use crate::tui::app::{App, Effect, LOG_LINES, quit_if_done};
@@ -31,6 +31,10 @@ pub struct LiveTrial {
     pub stopping: Option<String>,
     /// Set when the trial has ended.
     pub result: Option<Result<TrialResult, String>>,
+    /// A Slurm trial's job (state, pending reason, nodes).
+    pub job: Option<crate::domain::trial::SlurmJob>,
+    /// The latest telemetry of each node of a job.
+    pub nodes: std::collections::BTreeMap<String, crate::telemetry::sampler::Snapshot>,
 }
 
 impl LiveTrial {
@@ -183,7 +187,13 @@ pub fn on_event(app: &mut App, ev: TrialEvent) {
             t.summary = Some(*summary);
         }
         TrialEvent::Stopping { reason } => t.stopping = Some(reason.to_string()),
-        TrialEvent::Telemetry(_) => {} // the live sampler feeds the charts
+        // On this node the live sampler feeds the charts; a job's nodes send their own.
+        TrialEvent::Telemetry(s) => {
+            if let Some(node) = s.node.clone() {
+                t.nodes.insert(node, *s);
+            }
+        }
+        TrialEvent::Job(j) => t.job = Some(*j),
         TrialEvent::TelemetryUnavailable { why } => {
             app.telemetry.note.get_or_insert(why);
         }
@@ -216,9 +226,21 @@ pub fn on_done(app: &mut App, r: Result<Box<TrialResult>, AppError>) -> Vec<Effe
 }
 
 pub fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
-    let ngpu = app.telemetry.gpus.len().max(1) as u16;
+    // A Slurm trial runs on its job's nodes: their table takes the place of this machine's GPUs.
+    let job = app
+        .screens
+        .run
+        .trial
+        .as_ref()
+        .and_then(|t| t.job.as_ref().map(|j| (t, j)));
     let tall = area.height >= 36;
-    let gpu_h = (ngpu + 3).min(if tall { 12 } else { 5 });
+    // Borders, a header row, a row per GPU or node; a line of text while a job has no node.
+    let gpu_h = match job {
+        Some((t, _)) if t.nodes.is_empty() => 3,
+        Some((t, _)) => t.nodes.len().min(12) as u16 + 3,
+        None => app.telemetry.gpus.len().max(1) as u16 + 3,
+    }
+    .min(if tall { 12 } else { 5 });
     let chart_h = if tall { 12 } else { 6 };
     let [head, charts, gpus, rest] = Layout::vertical([
         Constraint::Length(4),
@@ -229,7 +251,10 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     .areas(area);
     draw_head(f, app, theme, head);
     draw_charts(f, app, theme, charts);
-    draw_gpus(f, app, theme, gpus);
+    match job {
+        Some((t, j)) => draw_nodes(f, t, j, theme, gpus),
+        None => draw_gpus(f, app, theme, gpus),
+    }
     if tall {
         // Room for both: the telemetry chart (utilisation unless another was chosen) and the log.
         let [chart_area, log] =
@@ -302,8 +327,20 @@ fn draw_telemetry_chart(f: &mut Frame, app: &App, theme: &Theme, panel: RunPanel
                 .data(pts)
         })
         .collect();
+    // A Slurm trial runs elsewhere: these are the GPUs of the machine the TUI runs on.
+    let whose = if app
+        .screens
+        .run
+        .trial
+        .as_ref()
+        .is_some_and(|t| t.job.is_some())
+    {
+        "this machine's "
+    } else {
+        ""
+    };
     let title = format!(
-        " {} · {} GPU(s) · last {:.0} s · m: next chart ",
+        " {} · {whose}{} GPU(s) · last {:.0} s · m: next chart ",
         panel.label(),
         series.len(),
         xb[1] - xb[0]
@@ -323,6 +360,7 @@ fn draw_telemetry_chart(f: &mut Frame, app: &App, theme: &Theme, panel: RunPanel
 }
 
 fn draw_head(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+    let w = usize::from(area.width.saturating_sub(2));
     let profile = app.profile_name().unwrap_or("-");
     let mut first = vec![
         Span::raw("profile "),
@@ -347,7 +385,14 @@ fn draw_head(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
                 }
                 (Some(Err(e)), _) => format!("could not run: {e}"),
                 (None, Some(why)) => format!("stopping ({why})"),
-                (None, None) => "running".into(),
+                (None, None) => match &t.job {
+                    // The room the line leaves, for the job's node names.
+                    Some(j) => {
+                        let used = first.iter().map(Span::width).sum::<usize>() + 9 + id.len();
+                        job_state(j, w.saturating_sub(used))
+                    }
+                    None => "running".into(),
+                },
             };
             let style = match &t.result {
                 Some(Ok(r)) if r.status == crate::domain::trial::TrialStatus::Completed => {
@@ -358,10 +403,29 @@ fn draw_head(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             };
             first.push(Span::raw(format!("  trial {id} ")));
             first.push(Span::styled(state, style));
-            second.push(Span::raw(format!(
-                "it {it}{} · ",
-                max.map_or(String::new(), |m| format!("/{m}"))
-            )));
+            // Once the trial ended (or is stopping), the job's last state follows its own.
+            if let Some(j) = &t.job
+                && (t.result.is_some() || t.stopping.is_some())
+            {
+                first.push(Span::styled(
+                    format!(" · Slurm job {} {}", j.job_id, j.state.to_lowercase()),
+                    theme.dim(),
+                ));
+            }
+            match &t.job {
+                Some(j) if t.iters.is_empty() && t.result.is_none() && j.state == "PENDING" => {
+                    second.push(Span::raw(format!(
+                        "waiting in Slurm's queue for {} node(s){} (not GPU time)",
+                        j.nodes,
+                        j.gpus_per_node
+                            .map_or(String::new(), |g| format!(", {g} GPU(s) each"))
+                    )));
+                }
+                _ => second.push(Span::raw(format!(
+                    "it {it}{} · ",
+                    max.map_or(String::new(), |m| format!("/{m}"))
+                ))),
+            }
             if let Some(s) = &t.summary {
                 let ci = match (s.median_step_ms, s.ci95_ms) {
                     (Some(m), Some(c)) if m > 0.0 => format!(" ±{:.1}%", 100.0 * c / m),
@@ -397,7 +461,6 @@ fn draw_head(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             Some(Err(e)) => Some(e.clone()),
             None => None,
         });
-    let w = usize::from(area.width.saturating_sub(2));
     let second = match failure {
         Some(l) => Line::styled(fit(&l, w), theme.error()),
         None => {
@@ -587,6 +650,210 @@ fn draw_gpus(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             );
         }
     }
+}
+
+/// A Slurm job's state in words within `w` columns: `Slurm job 12 pending (Resources)`,
+/// `Slurm job 12 running on n1,n2` (the names that fit, then `+N`), `Slurm job 12 timeout`.
+pub(crate) fn job_state(j: &SlurmJob, w: usize) -> String {
+    let head = format!("Slurm job {}", j.job_id);
+    match j.state.as_str() {
+        "PENDING" => match &j.reason {
+            Some(r) => format!("{head} pending ({r})"),
+            None => format!("{head} pending"),
+        },
+        "RUNNING" if !j.node_list.is_empty() => {
+            let head = format!("{head} running on ");
+            let room = w.saturating_sub(head.chars().count());
+            let n = j.node_list.len();
+            let mut names = String::new();
+            for (i, name) in j.node_list.iter().enumerate() {
+                let more = if i + 1 < n {
+                    format!(",+{}", n - i - 1)
+                } else {
+                    String::new()
+                };
+                let sep = if i == 0 { "" } else { "," };
+                // Keep this name when it (and the count of those after it) still fits.
+                if names.chars().count() + sep.len() + name.chars().count() + more.len() > room
+                    && i > 0
+                {
+                    names.push_str(&format!(",+{}", n - i));
+                    break;
+                }
+                names.push_str(sep);
+                names.push_str(name);
+            }
+            format!("{head}{names}")
+        }
+        other => format!("{head} {}", other.to_lowercase()),
+    }
+}
+
+/// The figures of one node's latest snapshot: mean GPU utilisation, the fullest GPU's VRAM
+/// used and its total (GiB), the hottest GPU sensor (°C), host CPU (%), mean power per GPU.
+struct NodeNow {
+    gpus: usize,
+    util: Option<f64>,
+    vram: Option<(f64, Option<f64>)>,
+    temp: Option<f64>,
+    cpu: Option<f64>,
+    power: Option<f64>,
+}
+
+impl NodeNow {
+    fn of(s: &crate::telemetry::sampler::Snapshot) -> NodeNow {
+        let mean =
+            |xs: Vec<f64>| (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64);
+        let fullest = s
+            .gpus
+            .iter()
+            .filter(|g| g.vram_used_bytes.is_some())
+            .max_by_key(|g| g.vram_used_bytes);
+        NodeNow {
+            gpus: s.gpus.len(),
+            util: mean(s.gpus.iter().filter_map(|g| g.util_pct).collect()),
+            vram: fullest
+                .and_then(|g| Some((gib(g.vram_used_bytes?), g.vram_total_bytes.map(gib)))),
+            temp: s
+                .gpus
+                .iter()
+                .flat_map(|g| g.temp_c.values().copied())
+                .reduce(f64::max),
+            cpu: s.host.cpu_pct,
+            power: mean(s.gpus.iter().filter_map(|g| g.power_w).collect()),
+        }
+    }
+}
+
+/// A Slurm trial's nodes, one row each from its latest snapshot (the columns that fit, by
+/// priority: node, GPU util, VRAM, hottest sensor, CPU, then GPU count, power, and the
+/// summary's step time and flags when it has them).
+fn draw_nodes(f: &mut Frame, t: &LiveTrial, job: &SlurmJob, theme: &Theme, area: Rect) {
+    let mut block = Block::default().borders(Borders::ALL).title(format!(
+        " Nodes · Slurm job {} · latest sample ",
+        job.job_id
+    ));
+    let inner = block.inner(area);
+    let w = usize::from(inner.width);
+    if t.nodes.is_empty() {
+        let why = if t.result.is_some() {
+            "no telemetry came from the job's nodes"
+        } else if job.state == "PENDING" {
+            "the job waits in the queue: its nodes report once it runs"
+        } else {
+            "no telemetry from the job's nodes yet"
+        };
+        f.render_widget(
+            Paragraph::new(Line::styled(fit(why, w), theme.dim())).block(block),
+            area,
+        );
+        return;
+    }
+    let shown = usize::from(inner.height.saturating_sub(1));
+    if t.nodes.len() > shown {
+        block = block.title(format!(
+            " {shown} of {} shown (a taller terminal shows all) ",
+            t.nodes.len()
+        ));
+    }
+    let done: &[crate::domain::telemetry::NodeSummary] =
+        t.summary.as_ref().map_or(&[], |s| s.nodes.as_slice());
+    let summary_of = |name: &str| done.iter().find(|n| n.node == name);
+    let rows: Vec<(&String, NodeNow)> = t.nodes.iter().map(|(n, s)| (n, NodeNow::of(s))).collect();
+    // (priority, header, width, cell per row); the node name comes first and always shows.
+    type Cell<'a> = Box<dyn Fn(&str, &NodeNow) -> String + 'a>;
+    // In the order they show.
+    let mut cols: Vec<(u8, &str, usize, Cell)> = vec![
+        (6, "GPUs", 4, Box::new(|_, n| n.gpus.to_string())),
+        (1, "GPU util", 8, Box::new(|_, n| num(n.util, 0, "%"))),
+        (
+            2,
+            "VRAM GiB",
+            11,
+            Box::new(|_, n| match n.vram {
+                Some((u, Some(t))) => format!("{u:.1}/{t:.0}"),
+                Some((u, None)) => format!("{u:.1}"),
+                None => "-".into(),
+            }),
+        ),
+        (3, "max °C", 6, Box::new(|_, n| num(n.temp, 0, ""))),
+        (7, "W/GPU", 5, Box::new(|_, n| num(n.power, 0, ""))),
+        (4, "CPU", 4, Box::new(|_, n| num(n.cpu, 0, "%"))),
+    ];
+    if done.iter().any(|n| n.median_step_ms.is_some()) {
+        cols.push((
+            5,
+            "step ms",
+            8,
+            Box::new(move |name, _| num(summary_of(name).and_then(|n| n.median_step_ms), 1, "")),
+        ));
+    }
+    let name_w = rows
+        .iter()
+        .map(|(n, _)| n.chars().count())
+        .max()
+        .unwrap_or(0)
+        .clamp(4, 16);
+    let flags = |name: &str| {
+        let Some(n) = summary_of(name) else {
+            return String::new();
+        };
+        [(n.slowest, "slowest"), (n.hottest, "hottest")]
+            .into_iter()
+            .filter_map(|(on, f)| on.then_some(f))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let flags_w = rows.iter().map(|(n, _)| flags(n).len()).max().unwrap_or(0);
+    // Drop the least important columns until the rest fit (the flags go first).
+    let fits = |cols: &[(u8, &str, usize, Cell)], flags_w: usize| {
+        name_w + cols.iter().map(|c| c.2 + 1).sum::<usize>() + flags_w.min(1) + flags_w <= w
+    };
+    let mut flags_w = flags_w;
+    if !fits(&cols, flags_w) {
+        flags_w = 0;
+    }
+    while !cols.is_empty() && !fits(&cols, flags_w) {
+        let worst = cols
+            .iter()
+            .enumerate()
+            .max_by_key(|(_, c)| c.0)
+            .map_or(0, |(i, _)| i);
+        drop(cols.remove(worst));
+    }
+    let line = |name: String, cells: Vec<String>, flag: String| {
+        let mut l = format!("{:<name_w$}", fit(&name, name_w));
+        for (c, v) in cols.iter().zip(cells) {
+            l.push_str(&format!(" {v:>w$}", w = c.2));
+        }
+        if flags_w > 0 && !flag.is_empty() {
+            l.push(' ');
+            l.push_str(&flag);
+        }
+        fit(&l, w)
+    };
+    let mut lines = vec![Line::styled(
+        line(
+            "node".into(),
+            cols.iter().map(|c| c.1.to_string()).collect(),
+            String::new(),
+        ),
+        theme.dim(),
+    )];
+    for (name, now) in rows.iter().take(shown) {
+        let flag = flags(name);
+        let text = line(
+            (*name).clone(),
+            cols.iter().map(|c| (c.3)(name, now)).collect(),
+            flag.clone(),
+        );
+        lines.push(if flag.is_empty() {
+            Line::raw(text)
+        } else {
+            Line::styled(text, theme.warn())
+        });
+    }
+    f.render_widget(Paragraph::new(lines).block(block), area);
 }
 
 /// The GPU's name without the vendor's brand words, which leave no room for the model
