@@ -637,8 +637,49 @@ mod tests {
                 "proxy-cpu",
                 "proxy-torch",
                 "primus",
+                "primus-slurm",
                 "megatron",
                 "megatron-local"
+            ]
+        );
+    }
+
+    #[test]
+    fn primus_slurm_hands_the_jobs_options_to_primus_cli_and_submits_itself() {
+        let p = find("primus-slurm", None).unwrap();
+        assert!(p.slurm.as_ref().is_some_and(|s| s.submits));
+        let mut c = cx();
+        c.overrides.clear();
+        c.slurm_args = crate::run::slurm::SlurmSpec {
+            nodes: 2,
+            gpus_per_node: Some(8),
+            partition: Some("mi300x".into()),
+            job_name: "primus-tune-primus-slurm".into(),
+            ..Default::default()
+        }
+        .sbatch_options(Path::new("/t/1"));
+        let (argv, _) = p.expand(&c).unwrap();
+        assert_eq!(
+            argv,
+            [
+                "/p/runner/primus-cli",
+                "slurm",
+                "sbatch",
+                "--job-name=primus-tune-primus-slurm",
+                "--nodes=2",
+                "--ntasks-per-node=1",
+                "--gpus-per-node=8",
+                "--partition=mi300x",
+                "--output=/t/1/slurm-%j.out",
+                "--",
+                "direct",
+                "--env",
+                "PRIMUS_HIPBLASLT_TUNING=1",
+                "--",
+                "train",
+                "pretrain",
+                "--config",
+                "/t/1/config.yaml",
             ]
         );
     }
