@@ -680,3 +680,40 @@ fn a_sweep_runs_two_candidates_as_concurrent_jobs_and_resume_reattaches_to_a_run
     assert!(ws.queue().is_empty());
     c.stop();
 }
+
+#[test]
+fn a_profile_whose_command_submits_the_job_itself_is_followed_like_a_rendered_one() {
+    let Some(c) = Cluster::start(7) else { return };
+    let ws = Ws::new(&c);
+    // As primus-slurm does with primus-cli: the command runs sbatch with the job's options,
+    // and primus-tune follows the job sbatch names.
+    let profiles = ws.dir.path().join("config/primus-tune/profiles");
+    std::fs::create_dir_all(&profiles).unwrap();
+    std::fs::write(
+        profiles.join("self-submit.yaml"),
+        "name: self-submit\nargv: [sbatch, \"{slurm_args}\", --wrap, \
+         \"srun {self} proxy --resolved {resolved} --iters 15\"]\n\
+         slurm:\n  submits: true\ncapabilities:\n  launch: one-process\n",
+    )
+    .unwrap();
+    let out = ws
+        .cmd(&[
+            "run",
+            "--profile",
+            "self-submit",
+            "--max-iters",
+            "15",
+            "--json",
+        ])
+        .env("XDG_CONFIG_HOME", ws.dir.path().join("config"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let t = ws.trial(1);
+    assert_eq!(t["status"], "completed", "{t}\n{err}");
+    assert_eq!(t["slurm"]["state"], "COMPLETED", "{t}");
+    assert!(t["iterations_stored"].as_u64().unwrap() >= 10, "{t}");
+    assert!(ws.queue().is_empty());
+    c.stop();
+}
