@@ -44,8 +44,8 @@ pub fn defaults_in(path: &Path) -> Result<SlurmSettings, AppError> {
         let at = e
             .span()
             .map(|s| line_col(&text, s.start))
-            .map_or(String::new(), |(l, c)| format!("{l}:{c}: "));
-        bad(format!("{at}{}", e.message()))
+            .map_or(String::new(), |(l, c)| format!(":{l}:{c}"));
+        AppError::Usage(format!("{}{at}: {}", path.display(), e.message()))
     })?;
     let Some(table) = doc.get("slurm") else {
         return Ok(SlurmSettings::default());

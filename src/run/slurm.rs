@@ -496,7 +496,8 @@ mod tests {
         ] {
             assert!(s.lines().any(|l| l == line), "{line} missing:\n{s}");
         }
-        let run = s.lines().find(|l| l.starts_with("exec srun")).unwrap();
+        let run = &s[s.find("\nexec srun").unwrap() + 1..];
+        let run = run.trim_end();
         assert!(run.starts_with(
             "exec srun --ntasks-per-node=1 --kill-on-bad-exit=1 \
              --output=/shared/ws/trials/7/node-%n.log bash -c "
