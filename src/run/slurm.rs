@@ -386,6 +386,10 @@ impl Slurm {
         if list.is_empty() || list == "(null)" {
             return Vec::new();
         }
+        // Only a bracketed range (`n[1-2]`) needs Slurm to expand it.
+        if !list.contains('[') {
+            return list.split(',').map(str::to_string).collect();
+        }
         self.run("scontrol", &["show", "hostnames", list])
             .map(|o| o.lines().map(str::to_string).collect())
             .unwrap_or_else(|_| vec![list.to_string()])

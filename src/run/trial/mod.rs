@@ -391,7 +391,7 @@ pub async fn run_trial(
                         LogEvent::Iteration(it) => {
                             last_progress = Instant::now();
                             failed_at = None; // survived: training goes on
-                            let unix_ms = unix_now_ms();
+                            let unix_ms = job::unix_ms();
                             if first_iteration.is_none() {
                                 first_iteration = Some((last_progress, unix_ms));
                             }
@@ -512,7 +512,7 @@ pub async fn run_trial(
         detector.feed(&line);
         for ev in parser.feed(&line) {
             if let LogEvent::Iteration(it) = ev {
-                iter_ms.push(unix_now_ms());
+                iter_ms.push(job::unix_ms());
                 iters.push(it.clone());
                 pending.push(it);
             }
@@ -734,13 +734,6 @@ async fn recv_snapshot(rx: &mut Option<tokio::sync::mpsc::Receiver<Snapshot>>) -
         Some(r) => r.recv().await,
         None => std::future::pending().await,
     }
-}
-
-/// Now, in Unix milliseconds (as telemetry snapshots are stamped).
-fn unix_now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// The Unix-ms span of the steady iterations: from the end of the last warm-up iteration (the

@@ -70,7 +70,7 @@ pub struct Follow {
     pub lost_after: Duration,
 }
 
-/// Unix milliseconds now.
+/// Now, in Unix milliseconds (as telemetry snapshots are stamped).
 pub fn unix_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -358,8 +358,7 @@ pub struct JobCtl {
     /// The trial folder.
     pub dir: PathBuf,
     pub record: crate::domain::trial::SlurmJob,
-    /// When it was submitted and started running (here, monotonic).
-    pub submitted: Instant,
+    /// When it started running (here, monotonic).
     pub running_since: Option<Instant>,
     pub ended: Option<Instant>,
     pub over: bool,
@@ -634,12 +633,10 @@ pub async fn start(
         monitor,
         lost_after: Duration::from_secs(60),
     });
-    let submitted = instant_of(record.submitted_ms);
     let ctl = JobCtl {
         slurm: sl.slurm.clone(),
         dir: m.dir.clone(),
         record,
-        submitted,
         running_since: None,
         ended: None,
         over: false,
