@@ -128,6 +128,11 @@ pub struct Outcome {
     pub peak_memory_kind: Option<crate::domain::trial::MemorySource>,
     /// GPU-seconds the trial cost (wall time × GPUs).
     pub gpu_seconds: f64,
+    /// Wall seconds of the trial before its first steady sample: launch to the first iteration
+    /// (start-up) plus the warm-up iterations. What every fresh launch pays again; `None` when
+    /// the trial did not measure it (it never reached an iteration, or an older record).
+    #[serde(default)]
+    pub launch_s: Option<f64>,
 }
 
 /// A candidate's verdict at the end of a search, as stored and shown (`winner`, `tie`, ...).

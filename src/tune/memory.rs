@@ -439,14 +439,22 @@ pub fn estimate(
     })
 }
 
-/// Calibration from measured trials: measured = a · predicted + c fitted by least squares over the
-/// points (with one point: c = measured − predicted, a = 1). predict(x) applies it.
+/// Calibration from measured trials. While the measured points span a narrow range of
+/// predictions (the largest under [`AFFINE_SPREAD`] times the smallest, e.g. the two lowest-memory
+/// candidates a sweep runs first, or a single point), measured = a · predicted (through the
+/// origin: a slope fitted on close points is noise, and extrapolated to a candidate twice as
+/// large it errs by tens of %); over a wider range, measured = a · predicted + c by least
+/// squares (the model's missing constant, allocator and communication buffers, is then
+/// measurable). predict(x) applies it.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Calibration {
     pub scale: f64,
     pub offset_bytes: f64,
     pub points: usize,
 }
+
+/// How far apart (largest / smallest prediction) the points must be before an offset is fitted.
+pub const AFFINE_SPREAD: f64 = 1.5;
 
 impl Default for Calibration {
     fn default() -> Self {
@@ -459,23 +467,40 @@ impl Calibration {
         Calibration::fit(&[]) // no points: a = 1, c = 0
     }
 
-    /// Least squares over the finite points; a = 1 (offset only) with one point, with predictions
-    /// that do not vary, or when the slope would not be positive.
+    /// Over the finite points with a positive prediction: least squares with an offset when the
+    /// predictions span [`AFFINE_SPREAD`] and the slope comes out positive, else the ratio
+    /// through the origin (a = Σxy / Σx²); a = 1, c = 0 without points.
     pub fn fit(points: &[(f64 /*predicted*/, f64 /*measured*/)]) -> Calibration {
-        let finite = |(x, y): &&(f64, f64)| x.is_finite() && y.is_finite();
-        let pts: Vec<(f64, f64)> = points.iter().filter(finite).copied().collect();
-        let n = pts.len().max(1) as f64;
+        let usable = |(x, y): &&(f64, f64)| x.is_finite() && y.is_finite() && *x > 0.0;
+        let pts: Vec<(f64, f64)> = points.iter().filter(usable).copied().collect();
+        if pts.is_empty() {
+            return Calibration {
+                scale: 1.0,
+                offset_bytes: 0.0,
+                points: 0,
+            };
+        }
+        let n = pts.len() as f64;
+        let lo = pts.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
+        let hi = pts.iter().map(|p| p.0).fold(0.0, f64::max);
         let mx = pts.iter().map(|p| p.0).sum::<f64>() / n;
         let my = pts.iter().map(|p| p.1).sum::<f64>() / n;
         let sxx: f64 = pts.iter().map(|(x, _)| (x - mx) * (x - mx)).sum();
         let sxy: f64 = pts.iter().map(|(x, y)| (x - mx) * (y - my)).sum();
-        let spread = sxx > 1e-12 * (mx * mx).max(1.0) && sxy > 0.0;
-        let scale = if spread { sxy / sxx } else { 1.0 };
-        let (offset_bytes, points) = (my - scale * mx, pts.len());
+        if hi >= AFFINE_SPREAD * lo && sxx > 0.0 && sxy > 0.0 {
+            let scale = sxy / sxx;
+            return Calibration {
+                scale,
+                offset_bytes: my - scale * mx,
+                points: pts.len(),
+            };
+        }
+        let xx: f64 = pts.iter().map(|(x, _)| x * x).sum();
+        let xy: f64 = pts.iter().map(|(x, y)| x * y).sum();
         Calibration {
-            scale,
-            offset_bytes,
-            points,
+            scale: if xy > 0.0 { xy / xx } else { 1.0 },
+            offset_bytes: 0.0,
+            points: pts.len(),
         }
     }
 
@@ -805,13 +830,23 @@ mod tests {
         assert_eq!((c.scale, c.offset_bytes, c.points), (1.25, 2.0 * GIB, 4));
         assert_eq!(c.error(&pts), Some(0.0));
         assert_eq!(c.predict(8.0 * GIB), 12.0 * GIB);
-        // one point: offset only
+        // one point: a ratio through the origin
         let c = Calibration::fit(&[(50.0 * GIB, 56.0 * GIB)]);
-        assert_eq!((c.scale, c.offset_bytes, c.points), (1.0, 6.0 * GIB, 1));
-        // no points: identity; predictions that do not vary: offset only
+        assert_eq!((c.scale, c.offset_bytes, c.points), (1.12, 0.0, 1));
+        // no points: identity; predictions that do not vary, or close ones: a ratio
         assert_eq!(Calibration::fit(&[]), Calibration::identity());
         let c = Calibration::fit(&[(GIB, 2.0 * GIB), (GIB, 4.0 * GIB)]);
-        assert_eq!((c.scale, c.offset_bytes), (1.0, 2.0 * GIB));
+        assert_eq!((c.scale, c.offset_bytes), (3.0, 0.0));
+        // two close points on a line with an offset: the slope between them would be noise;
+        // the ratio errs by a few % at twice the prediction, not by the slope's error
+        let close = [(50.0 * GIB, 20.0 * GIB), (70.0 * GIB, 30.0 * GIB)];
+        let c = Calibration::fit(&close);
+        assert_eq!(c.offset_bytes, 0.0);
+        assert!((c.scale - 3100.0 / 7400.0).abs() < 1e-12);
+        // spread over AFFINE_SPREAD: the offset is fitted
+        let wide = [(50.0 * GIB, 20.0 * GIB), (110.0 * GIB, 50.0 * GIB)];
+        let c = Calibration::fit(&wide);
+        assert!((c.scale - 0.5).abs() < 1e-12 && (c.offset_bytes / GIB + 5.0).abs() < 1e-9);
         // identity on points 10 % over: error 1/11
         let id = Calibration::identity();
         let e = id.error(&[(10.0, 11.0), (20.0, 22.0)]).unwrap();

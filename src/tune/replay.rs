@@ -53,6 +53,11 @@ pub struct ReplayCandidate {
     /// against. Recorded studies leave it out and the median of `per_iter_ms` stands in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub true_step_ms: Option<f64>,
+    /// The memory model's peak for this candidate's config, bytes, as the model gives it
+    /// before any calibration (`bench-replay --annotate-memory` adds it to a recorded table).
+    /// The search recalibrates it on the study's measured peaks as it goes, as a sweep does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_bytes: Option<f64>,
 }
 
 /// A table that cannot be replayed.
@@ -121,6 +126,11 @@ impl ReplayTable {
                 && !(t.is_finite() && t > 0.0)
             {
                 return bad(i, format!("true_step_ms = {t} is not a positive step time"));
+            }
+            if let Some(p) = c.predicted_bytes
+                && !(p.is_finite() && p > 0.0)
+            {
+                return bad(i, format!("predicted_bytes = {p} is not a positive size"));
             }
         }
         Ok(())
@@ -340,6 +350,7 @@ impl Runner for ReplayRunner<'_> {
         }
         self.cursor[row] = cur;
         let cost_ms: f64 = series.iter().sum();
+        let warm_ms: f64 = series.iter().take(WARMUP_ITERS).sum();
         Outcome {
             step_ms: series.iter().skip(WARMUP_ITERS).copied().collect(),
             oom: false,
@@ -348,6 +359,7 @@ impl Runner for ReplayRunner<'_> {
             // A recorded table's peaks are of one kind, whichever the table recorded.
             peak_memory_kind: None,
             gpu_seconds: rec.startup_s + cost_ms / 1000.0,
+            launch_s: (series.len() > WARMUP_ITERS).then(|| rec.startup_s + warm_ms / 1000.0),
         }
     }
 }
@@ -442,6 +454,11 @@ pub struct ReplayReport {
     pub predicted_slower: usize,
     /// Trials that ran out of memory.
     pub oom_trials: usize,
+    /// The memory model's forecast error on this study: |forecast − measured| / measured, %,
+    /// over the candidates that ran without running out of memory and were forecast after at
+    /// least [`FORECAST_AFTER_PEAKS`] measured peaks calibrated the model. `None`: no such
+    /// candidate (or the table has no predictions).
+    pub memory_forecast_error_pct: Option<ForecastError>,
     /// The search itself (verdicts, evidence, log).
     #[serde(skip)]
     pub search: SearchResult,
@@ -456,8 +473,18 @@ pub fn replay(table: &ReplayTable, cfg: &SearchConfig) -> ReplayReport {
     if cfg.capacity_bytes.is_none() {
         cfg.capacity_bytes = table.capacity_bytes;
     }
+    // A replay re-reads one recording per candidate: its launches do not vary from one
+    // another, so no confirmation launch is needed for that.
+    if cfg.launch_cv.is_none() {
+        cfg.launch_cv = Some(0.0);
+    }
+    // The table's memory predictions are the model's own, uncalibrated: none is trusted to
+    // prune before this study has measured two peaks.
+    cfg.predictions_calibrated = false;
     let mut runner = ReplayRunner::new(table);
-    let res = search(&ks, &cands, &mut runner, &cfg, &|_| None);
+    let predicted = |c: &Candidate| table.candidates.get(c.id).and_then(|r| r.predicted_bytes);
+    let res = search(&ks, &cands, &mut runner, &cfg, &predicted);
+    let memory_forecast_error_pct = forecast_error(table, &res);
     let (grid_pick, grid_gpu_seconds, grid_trials) = grid(table);
     let best = true_best(table);
     let truth = |row: Option<usize>| {
@@ -511,8 +538,47 @@ pub fn replay(table: &ReplayTable, cfg: &SearchConfig) -> ReplayReport {
         ruled_out,
         predicted_slower,
         oom_trials,
+        memory_forecast_error_pct,
         search: res,
     }
+}
+
+/// Forecasts count once the model is calibrated on this many measured peaks (a slope).
+pub const FORECAST_AFTER_PEAKS: usize = 2;
+
+/// The memory model's forecast error over a study's candidates, %.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ForecastError {
+    pub median: f64,
+    pub p90: f64,
+    /// Candidates forecast (after the calibration peaks) and measured.
+    pub n: usize,
+}
+
+/// The forecast error of `res` against the table's measured peaks (see
+/// [`ReplayReport::memory_forecast_error_pct`]).
+fn forecast_error(table: &ReplayTable, res: &SearchResult) -> Option<ForecastError> {
+    let mut errs: Vec<f64> = res
+        .points_at_launch
+        .iter()
+        .filter(|&(_, &pts)| pts >= FORECAST_AFTER_PEAKS)
+        .filter_map(|(&id, _)| {
+            let row = table.candidates.get(id)?;
+            let measured = row.peak_memory_bytes.filter(|_| !row.oom)?;
+            let forecast = *res.predicted_bytes.get(&id)?;
+            (measured > 0.0).then(|| ((forecast - measured) / measured).abs() * 100.0)
+        })
+        .collect();
+    if errs.is_empty() {
+        return None;
+    }
+    errs.sort_by(f64::total_cmp);
+    let q = |p: f64| errs[((p * errs.len() as f64).ceil() as usize).clamp(1, errs.len()) - 1];
+    Some(ForecastError {
+        median: median(&errs).unwrap_or(f64::NAN),
+        p90: q(0.9),
+        n: errs.len(),
+    })
 }
 
 use crate::util::rng::Rng;
@@ -535,8 +601,12 @@ pub const SYNTHETIC_ITERS: usize = 300;
 ///   by −4 % … +2 %; the DeepEP CU count has an interior optimum (0–6 % penalty away from it);
 ///   and every candidate gets an unmodelled factor of ±1 % (σ).
 /// * Memory grows with the micro batch and the sync-free stage and shrinks with recompute; the
-///   capacity is a random quantile of the candidates' peaks, so 0–45 % of them OOM (OOM rows
-///   record no iteration, as a real OOM in the first iteration).
+///   candidates' peaks are cut at a random quantile, so 0–45 % of them OOM (OOM rows record
+///   no iteration, as a real OOM in the first iteration); the largest peak that fits is 90 %
+///   of the 192 GiB capacity.
+/// * The memory model's prediction (`predicted_bytes`, uncalibrated) weighs the study's three
+///   memory terms each 0.7–1.3× wrong and is off by another ±2 % (σ) per candidate, so two
+///   measured peaks calibrate it to within a few %, not exactly.
 /// * Iterations: `step × (1 + noise_cv·N(0,1))` (floored at half the step), with a 2 % chance
 ///   of a straggler 20–80 % slower; the first two iterations add a per-study warm-up of 1–6 s
 ///   and 0.3–2 s (real logs: +3.3 s and +1.7 s on a small model). `startup_s` is per trial.
@@ -609,8 +679,17 @@ pub fn synthetic(seed: u64, n_candidates: usize, noise_cv: f64, startup_s: f64) 
     // Capacity: the (1 − oom_share) quantile of the peaks (everything fits at share 0).
     let q = ((1.0 - oom_share) * mems.len() as f64).ceil() as usize;
     let limit = mems[q.clamp(1, mems.len()) - 1];
+    // The largest peak that fits uses 90 % of the GPU: what the allocator's reserve and
+    // fragmentation leave (a candidate above it runs out of memory before the last 10 %).
     let capacity = 192.0 * 1024.0 * 1024.0 * 1024.0;
-    let scale = capacity / limit.max(1e-9);
+    let scale = 0.9 * capacity / limit.max(1e-9);
+    // The memory model's view (its own stream, so the studies above stay as they were): each
+    // term weighted wrong by up to ±30 % (what a closed form misses), ±2 % per candidate.
+    let mut mrng = Rng(seed ^ 0x3E30_0DE1_F00D);
+    let w: Vec<f64> = (0..3).map(|_| mrng.range(0.7, 1.3)).collect();
+    let model_of = |p: &[f64; 4]| {
+        w[0] * fixed_mem + w[1] * act_mem * p[0] * (1.0 - 0.8 * p[1] / 8.0) + w[2] * sf_mem * p[3]
+    };
 
     let candidates = points
         .iter()
@@ -648,6 +727,9 @@ pub fn synthetic(seed: u64, n_candidates: usize, noise_cv: f64, startup_s: f64) 
                 oom,
                 startup_s,
                 true_step_ms: (!oom).then_some(step),
+                predicted_bytes: Some(
+                    (model_of(p) * scale * (1.0 + 0.02 * mrng.normal()).max(0.5)).round(),
+                ),
             }
         })
         .collect();
@@ -693,6 +775,7 @@ mod tests {
             oom: false,
             startup_s: 0.0,
             true_step_ms: None,
+            predicted_bytes: None,
         }
     }
 

@@ -148,9 +148,22 @@ fn outcome_of(store: &Store, t: &TrialRow, gpus: u64) -> Outcome {
         .and_then(|s| s.get("warmup"))
         .and_then(|w| w.as_u64())
         .unwrap_or(0) as usize;
-    let step_ms: Vec<f64> = store
-        .iterations(t.id)
-        .unwrap_or_default()
+    let iterations = store.iterations(t.id).unwrap_or_default();
+    // Start-up and the warm-up iterations: what every fresh launch pays before it measures.
+    let startup_s = t
+        .summary
+        .as_ref()
+        .and_then(|s| s.get("startup_s"))
+        .and_then(|v| v.as_f64());
+    let launch_s = startup_s.filter(|_| iterations.len() > warmup).map(|s| {
+        s + iterations
+            .iter()
+            .take(warmup)
+            .filter_map(|i| i.elapsed_ms)
+            .sum::<f64>()
+            / 1000.0
+    });
+    let step_ms: Vec<f64> = iterations
         .iter()
         .skip(warmup)
         .filter_map(|i| {
@@ -176,6 +189,7 @@ fn outcome_of(store: &Store, t: &TrialRow, gpus: u64) -> Outcome {
         peak_memory_bytes: t.peak_mem_gib.map(|g| (g * (1u64 << 30) as f64) as u64),
         peak_memory_kind: t.peak_mem_kind(),
         gpu_seconds: t.wall_s.unwrap_or(0.0) * gpus as f64,
+        launch_s,
     }
 }
 

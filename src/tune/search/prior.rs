@@ -1,0 +1,200 @@
+//! What is known before anything is measured, from how training works.
+//!
+//! **Recomputation adds work.** Activation recomputation re-runs forward passes in the backward
+//! pass to keep fewer activations: it trades time for memory, never the other way. The tuning
+//! guide (`performance-tuning-guide.md` §4, "`full` recomputes more; max memory savings") and
+//! Korthikanti et al. 2022 (selective recompute costs a few % of the step, full about a third).
+//! So of two candidates that agree on every other flag, the one that recomputes more is not
+//! faster — and once the lighter one is known to fit (it ran), the heavier one is not worth a
+//! launch. While the lighter one has not run, the heavier one waits: it runs only if the lighter
+//! one does not fit.
+//!
+//! How much a candidate recomputes, compared only between candidates equal in every other flag:
+//! * the granularity: none (or unset) < `selective` < `full` (Megatron's
+//!   `recompute_granularity`, TorchTitan's `activation_checkpoint.mode`); a bare
+//!   `recompute_num_layers` above 0 counts as `full`;
+//! * at the same granularity, more `recompute_num_layers` is more work, except with
+//!   `recompute_method: uniform`, where the count only sets the chunk size (every layer is
+//!   recomputed either way), so two uniform settings are not compared.
+
+use crate::domain::study::{Candidate, Overrides};
+use serde_json::Value;
+
+/// Flags whose values set how much is recomputed.
+const RECOMPUTE_KEYS: [&str; 6] = [
+    "recompute_granularity",
+    "recompute_method",
+    "recompute_num_layers",
+    "recompute_layer_ids",
+    "activation_checkpoint.mode",
+    "activation_checkpoint.selective_ac_option",
+];
+
+fn text(v: Option<&Value>) -> Option<String> {
+    match v? {
+        Value::String(s) => Some(s.trim().to_ascii_lowercase()),
+        Value::Null => None,
+        other => Some(other.to_string()),
+    }
+}
+
+fn layers(o: &Overrides) -> f64 {
+    match o.get("recompute_num_layers") {
+        Some(Value::Number(n)) => n.as_f64().unwrap_or(0.0),
+        Some(Value::String(s)) => s.trim().parse().unwrap_or(0.0),
+        _ => match o.get("recompute_layer_ids") {
+            Some(Value::Array(a)) => a.len() as f64,
+            _ => 0.0,
+        },
+    }
+}
+
+/// (granularity rank, layers, uniform method) of a candidate's recompute settings; `None` when a
+/// granularity is not one this prior knows.
+fn work(o: &Overrides) -> Option<(u8, f64, bool)> {
+    let g =
+        text(o.get("recompute_granularity")).or_else(|| text(o.get("activation_checkpoint.mode")));
+    let n = layers(o);
+    let rank = match g.as_deref() {
+        None | Some("none") | Some("") | Some("null") | Some("~") => u8::from(n > 0.0) * 2,
+        Some("selective") => 1,
+        Some("full") => 2,
+        Some(_) => return None,
+    };
+    let uniform = text(o.get("recompute_method")).as_deref() == Some("uniform");
+    Some((rank, if rank == 0 { 0.0 } else { n }, uniform))
+}
+
+/// The flags other than the recompute settings.
+fn rest(o: &Overrides) -> Vec<(&String, &Value)> {
+    o.iter()
+        .filter(|(k, _)| !RECOMPUTE_KEYS.contains(&k.as_str()))
+        .collect()
+}
+
+/// Whether `a` recomputes more than `b` while agreeing with it on every other flag (so `a` is
+/// not faster than `b`).
+pub fn recomputes_more(a: &Overrides, b: &Overrides) -> bool {
+    if rest(a) != rest(b) {
+        return false;
+    }
+    let (Some((ga, na, ua)), Some((gb, nb, ub))) = (work(a), work(b)) else {
+        return false;
+    };
+    if ga != gb {
+        return ga > gb;
+    }
+    ga > 0 && !(ua || ub) && na > nb
+}
+
+/// Per candidate, the candidates that agree with it on every other flag and recompute less
+/// (indices into `cands`). The baseline is left out on both sides: it is measured whatever a
+/// prior says.
+pub fn lighter_siblings(cands: &[Candidate]) -> Vec<Vec<usize>> {
+    let touches = |c: &Candidate| {
+        c.overrides
+            .keys()
+            .any(|k| RECOMPUTE_KEYS.contains(&k.as_str()))
+    };
+    cands
+        .iter()
+        .map(|a| {
+            if a.baseline || !touches(a) {
+                return Vec::new();
+            }
+            cands
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| !b.baseline && recomputes_more(&a.overrides, &b.overrides))
+                .map(|(j, _)| j)
+                .collect()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn o(v: Value) -> Overrides {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn more_recompute_at_the_same_other_settings_is_more_work() {
+        let none = o(json!({"micro_batch_size": 4, "recompute_granularity": null}));
+        let sel = o(json!({"micro_batch_size": 4, "recompute_granularity": "selective"}));
+        let full = o(
+            json!({"micro_batch_size": 4, "recompute_granularity": "full",
+                             "recompute_method": "uniform", "recompute_num_layers": 1}),
+        );
+        assert!(recomputes_more(&sel, &none));
+        assert!(recomputes_more(&full, &sel));
+        assert!(recomputes_more(&full, &none));
+        assert!(!recomputes_more(&none, &full));
+        assert!(!recomputes_more(&none, &none));
+        // Another micro batch: not comparable (a larger batch may fit only with recompute).
+        let full8 = o(
+            json!({"micro_batch_size": 8, "recompute_granularity": "full",
+                              "recompute_method": "uniform", "recompute_num_layers": 1}),
+        );
+        assert!(!recomputes_more(&full8, &none));
+        // Bare layer counts (block-like): more layers, more work.
+        let l2 = o(json!({"micro_batch_size": 2, "recompute_num_layers": 2}));
+        let l4 = o(json!({"micro_batch_size": 2, "recompute_num_layers": 4}));
+        let l0 = o(json!({"micro_batch_size": 2, "recompute_num_layers": 0}));
+        assert!(recomputes_more(&l4, &l2) && recomputes_more(&l2, &l0));
+        // Uniform chunks recompute every layer: the count is not more work.
+        let u1 = o(
+            json!({"recompute_granularity": "full", "recompute_method": "uniform", "recompute_num_layers": 1}),
+        );
+        let u2 = o(
+            json!({"recompute_granularity": "full", "recompute_method": "uniform", "recompute_num_layers": 2}),
+        );
+        assert!(!recomputes_more(&u2, &u1) && !recomputes_more(&u1, &u2));
+        // TorchTitan's activation checkpointing.
+        let t_none =
+            o(json!({"training.local_batch_size": 2, "activation_checkpoint.mode": "none"}));
+        let t_full =
+            o(json!({"training.local_batch_size": 2, "activation_checkpoint.mode": "full"}));
+        assert!(recomputes_more(&t_full, &t_none));
+        // An unknown granularity compares with nothing.
+        let odd = o(json!({"micro_batch_size": 4, "recompute_granularity": "partial"}));
+        assert!(!recomputes_more(&odd, &none) && !recomputes_more(&none, &odd));
+    }
+
+    #[test]
+    fn siblings_leave_out_the_baseline_and_other_flags() {
+        let c = |id, v: Value, baseline| Candidate {
+            id,
+            overrides: o(v),
+            ranks: vec![],
+            baseline,
+        };
+        let cands = vec![
+            c(
+                0,
+                json!({"micro_batch_size": 1, "recompute_num_layers": 0}),
+                false,
+            ),
+            c(
+                1,
+                json!({"micro_batch_size": 1, "recompute_num_layers": 2}),
+                false,
+            ),
+            c(
+                2,
+                json!({"micro_batch_size": 2, "recompute_num_layers": 2}),
+                false,
+            ),
+            c(
+                3,
+                json!({"micro_batch_size": 1, "recompute_num_layers": 4}),
+                true,
+            ),
+        ];
+        let l = lighter_siblings(&cands);
+        assert_eq!(l, vec![vec![], vec![0], vec![], vec![]]);
+    }
+}
