@@ -3,7 +3,9 @@
 
 use super::{CliError, display_path, print_json};
 use crate::domain::study::Overrides;
-use crate::tune::replay::{ReplayReport, ReplayTable, replay, synthetic_suite};
+use crate::tune::replay::{
+    FORECAST_AFTER_PEAKS, ReplayReport, ReplayTable, replay, synthetic_suite,
+};
 use crate::tune::search::SearchConfig;
 use clap::Args;
 use std::path::PathBuf;
@@ -189,6 +191,12 @@ pub fn run(a: &BenchReplayArgs) -> Result<ExitCode, CliError> {
             r.oom_trials,
             overrides(r.best.as_ref())
         );
+        if let Some(e) = &r.memory_forecast_error_pct {
+            println!(
+                "  memory forecast error: median {:.1} %, p90 {:.1} % over {} candidate(s) forecast after {} measured peaks",
+                e.median, e.p90, e.n, FORECAST_AFTER_PEAKS
+            );
+        }
         if a.verbose {
             for l in &r.search.log {
                 println!("    {l}");
@@ -231,6 +239,11 @@ struct Summary {
     max_ratio: f64,
     mean_gap_pct: f64,
     max_gap_pct: f64,
+    /// Studies with memory forecasts (after the calibration peaks), and of those, the ones
+    /// whose p90 forecast error is within 10 % (the goal), and the worst p90.
+    memory_forecast_studies: usize,
+    memory_forecast_within_10pct: usize,
+    memory_forecast_worst_p90_pct: Option<f64>,
 }
 
 impl Summary {
@@ -266,6 +279,18 @@ impl Summary {
                 finite.iter().sum::<f64>() / finite.len() as f64
             },
             max_gap_pct: gaps.iter().copied().fold(0.0, f64::max),
+            memory_forecast_studies: reports
+                .iter()
+                .filter(|(_, r)| r.memory_forecast_error_pct.is_some())
+                .count(),
+            memory_forecast_within_10pct: reports
+                .iter()
+                .filter(|(_, r)| r.memory_forecast_error_pct.is_some_and(|e| e.p90 <= 10.0))
+                .count(),
+            memory_forecast_worst_p90_pct: reports
+                .iter()
+                .filter_map(|(_, r)| r.memory_forecast_error_pct.map(|e| e.p90))
+                .reduce(f64::max),
         }
     }
 
@@ -284,6 +309,12 @@ impl Summary {
             self.max_ratio * 100.0,
             self.mean_gap_pct,
             self.max_gap_pct
-        )
+        ) + &match self.memory_forecast_worst_p90_pct {
+            Some(w) => format!(
+                "; memory forecast p90 within 10 % in {} of {} studies with forecasts (worst p90 {w:.1} %)",
+                self.memory_forecast_within_10pct, self.memory_forecast_studies
+            ),
+            None => String::new(),
+        }
     }
 }

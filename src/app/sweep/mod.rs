@@ -2,6 +2,7 @@
 //! predictions (calibrated on stored trials), the search with real trials, and the study's
 //! record. Its progress and every trial's events go to the frontend as [`SweepEvent`]s.
 
+pub mod history;
 pub mod runner;
 
 use super::events::{self, AppEvent, Events, SweepEvent};
@@ -359,8 +360,11 @@ pub fn run(
             unmodeled: unmodeled.clone(),
         }),
     );
+    let history = history::launch_history(&store, &exp.path, &prof, gpus);
     let mut runner = TrialRunner::new(&exp, opts, &store, base, study_id, cancel, events.clone())?;
     let cfg = SearchConfig {
+        launch_s_prior: history.launch_s.map(|l| l.0),
+        launch_cv: history.launch_cv.map(|c| c.0),
         first_iters: req.first_iters,
         max_iters: req.max_iters.max(req.first_iters),
         max_trials: req.max_trials,

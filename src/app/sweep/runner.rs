@@ -140,7 +140,7 @@ fn config_global_batch(t: &TrialRow) -> Option<f64> {
 /// part of it per step (the proxies cap the micro batches per step) reports `global batch size`
 /// in its log, and its step time is scaled up to the full batch, so candidates with different
 /// micro batch sizes compare by the time of the same work.
-fn outcome_of(store: &Store, t: &TrialRow, gpus: u64) -> Outcome {
+pub(super) fn outcome_of(store: &Store, t: &TrialRow, gpus: u64) -> Outcome {
     let target = config_global_batch(t);
     let warmup = t
         .summary
