@@ -56,9 +56,27 @@ pub struct BenchReplayArgs {
     /// candidate slower than the leader to skip its first trial (default 2).
     #[arg(long, value_name = "Z", conflicts_with = "no_prune")]
     pub prune_sigmas: Option<f64>,
-    /// Give every candidate a first trial (no skipping on the additive model's prediction).
+    /// Give every candidate a first trial (no skipping on the additive model's prediction or
+    /// on the recompute rule).
     #[arg(long)]
     pub no_prune: bool,
+    /// Write TABLE back to standard output with the memory model's peak for every candidate
+    /// (`predicted_bytes`): the experiment EXP with the --annotate-set values and the
+    /// candidate's overrides, on --annotate-gpus GPUs (how a recorded grid gets the forecasts
+    /// the replay checks). Nothing is replayed.
+    #[arg(long, value_name = "EXP")]
+    pub annotate_memory: Option<PathBuf>,
+    /// A `--set KEY=VALUE` the recorded grid ran with (repeatable; with --annotate-memory).
+    #[arg(long, value_name = "KEY=VALUE", requires = "annotate_memory")]
+    pub annotate_set: Vec<String>,
+    /// GPUs the recorded grid ran on (with --annotate-memory; default 1).
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "annotate_memory",
+        default_value_t = 1
+    )]
+    pub annotate_gpus: u64,
     /// Seed of the synthetic studies (0, the default, is the documented suite; another seed
     /// draws other studies of the same sizes and noise levels).
     #[arg(long, value_name = "N", default_value_t = 0)]
@@ -76,6 +94,7 @@ impl BenchReplayArgs {
             confirm_top: self.confirm_top.unwrap_or(d.confirm_top),
             confirm_iters: self.confirm_iters.unwrap_or(d.confirm_iters),
             tolerance: self.tolerance_pct.map_or(d.tolerance, |p| p / 100.0),
+            priors: !self.no_prune,
             prune_sigmas: if self.no_prune {
                 None
             } else {
@@ -116,6 +135,9 @@ pub fn run(a: &BenchReplayArgs) -> Result<ExitCode, CliError> {
             "--startup-s {} is not a duration",
             a.startup_s
         )));
+    }
+    if let Some(exp) = &a.annotate_memory {
+        return annotate(a, exp);
     }
     let mut studies: Vec<(String, ReplayTable)> = Vec::new();
     for p in &a.table {
@@ -317,4 +339,34 @@ impl Summary {
             None => String::new(),
         }
     }
+}
+
+/// `--annotate-memory`: the table with the model's peaks added.
+fn annotate(a: &BenchReplayArgs, exp: &std::path::Path) -> Result<ExitCode, CliError> {
+    let [path] = a.table.as_slice() else {
+        return Err(CliError::Usage(
+            "--annotate-memory takes exactly one TABLE.json".into(),
+        ));
+    };
+    let name = display_path(path);
+    let text =
+        std::fs::read_to_string(path).map_err(|e| CliError::Usage(format!("{name}: {e}")))?;
+    let mut t =
+        ReplayTable::from_json(&text).map_err(|e| CliError::Usage(format!("{name}: {e}")))?;
+    let mut opts = crate::config::LoadOptions::default();
+    for s in &a.annotate_set {
+        opts.overrides.push(
+            crate::config::overrides::parse_assignment(s)
+                .map_err(|e| CliError::Usage(format!("--annotate-set {s}: {e}")))?,
+        );
+    }
+    let e = crate::config::Experiment::load(exp, &opts)
+        .map_err(|e| CliError::Usage(format!("{}: {e}", display_path(exp))))?;
+    let overrides: Vec<Overrides> = t.candidates.iter().map(|c| c.overrides.clone()).collect();
+    let peaks = crate::app::sweep::model_peaks(&e, &opts, &overrides, a.annotate_gpus.max(1));
+    for (c, p) in t.candidates.iter_mut().zip(peaks) {
+        c.predicted_bytes = p.map(f64::round);
+    }
+    print_json(&serde_json::to_value(&t).unwrap_or_default());
+    Ok(ExitCode::SUCCESS)
 }

@@ -285,9 +285,19 @@ pub fn estimate(
     let dropout = |key: &str| num(p, key).unwrap_or(0.1) > 0.0; // Megatron's default 0.1
     let mask = if dropout("hidden_dropout") { 1.0 } else { 0.0 }; // 1-byte masks
     let local = text(p, "transformer_impl") == Some("local") && !on(p, "use_flash_attn");
-    // without flash/fused attention: softmax output (+ dropout mask and output), 5·a·s²·b/t
+    // without flash/fused attention: softmax output (+ dropout mask and output), 5·a·s²·b/t.
+    // With the masked-softmax fusion off as well (Megatron's unfused path, upstream's
+    // `--no-masked-softmax-fusion`), the softmax runs in fp32 (`attention_softmax_in_fp32`):
+    // its 4-byte output is kept, and the 2-byte probabilities for the value matmul (measured on
+    // the H200: 5.2 bytes per score without dropout, docs/validation/h200-2026-12-02-grids).
     let attn_dropout = dropout("attention_dropout");
-    let per_score = if attn_dropout { 5.0 } else { 2.0 };
+    let unfused = p.get("masked_softmax_fusion").is_some() && !on(p, "masked_softmax_fusion");
+    let per_score = match (unfused, attn_dropout) {
+        (false, true) => 5.0,
+        (false, false) => 2.0,
+        (true, true) => 9.0,
+        (true, false) => 6.0,
+    };
     let score_bytes = per_score * heads * s * tok / t;
     let scores = if local { score_bytes } else { 0.0 };
     let (seq, tp) = (|x: f64| x / spd, |x: f64| x / t);

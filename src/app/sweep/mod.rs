@@ -160,6 +160,35 @@ fn params_of(
     Some(e.main_module().values())
 }
 
+/// The memory model's peak (uncalibrated, bytes) for `exp` with `opts` and each of the given
+/// overrides on top (a `null` value leaves the key as the config has it), on `world` GPUs:
+/// what a replay table's `predicted_bytes` holds. `None` for a config the model cannot read.
+pub fn model_peaks(
+    exp: &Experiment,
+    opts: &LoadOptions,
+    overrides: &[crate::domain::study::Overrides],
+    world: u64,
+) -> Vec<Option<f64>> {
+    overrides
+        .iter()
+        .map(|o| {
+            let set: crate::domain::study::Overrides = o
+                .iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let c = Candidate {
+                id: 0,
+                overrides: set,
+                ranks: Vec::new(),
+                baseline: false,
+            };
+            let p = params_of(exp, opts, &c)?;
+            Some(memory::estimate(&p, world).ok()?.total_bytes)
+        })
+        .collect()
+}
+
 /// Calibration points from stored trials of this experiment: the model's prediction for the
 /// trial's resolved config against the peak it measured. Only completed trials count: a failed,
 /// OOM or rejected trial's "peak" is whatever it reached before it ended, not the config's.

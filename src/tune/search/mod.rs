@@ -2048,7 +2048,11 @@ mod tests {
             let n = fake.launched.iter().filter(|l| l.0 == c.id).count();
             assert!(n <= 1 || c.id == first, "#{} launched {n} times", c.id);
         }
-        assert!(!r.log.iter().any(|l| l.starts_with("rung 2")), "{:?}", r.log);
+        assert!(
+            !r.log.iter().any(|l| l.starts_with("rung 2")),
+            "{:?}",
+            r.log
+        );
         assert_eq!(r.pick, Some(6), "{:?}", r.log);
         // A known start-up (the workspace's history) makes even the first launch long.
         let mut fake = Fake::new(steps, 0.01, 3);
@@ -2132,7 +2136,11 @@ mod tests {
         };
         let (n, r) = run(0.0);
         assert_eq!(n, 2, "{:?}", r.log);
-        assert!(r.log.iter().any(|l| l.starts_with("no confirmation launch")));
+        assert!(
+            r.log
+                .iter()
+                .any(|l| l.starts_with("no confirmation launch"))
+        );
         let (n, r) = run(0.02);
         assert_eq!(n, 4, "{:?}", r.log);
         assert!(
