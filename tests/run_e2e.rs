@@ -185,6 +185,47 @@ fn proxy_cpu_trial_completes_and_is_stored() {
     let _ = s.root;
 }
 
+/// A TorchTitan experiment runs on the CPU proxy sized from its model flavor (Llama 3.1 8B:
+/// hidden 4096 / 32), its local batch and sequence, and stops at the trial's budget
+/// (`training.steps`).
+#[test]
+fn proxy_cpu_runs_a_torchtitan_experiment_at_its_models_size() {
+    let s = setup();
+    let exp = s
+        .root
+        .join("experiments/llama3.1_8B-torchtitan-pretrain.yaml");
+    let out = bin(&s)
+        .arg("run")
+        .arg(&exp)
+        .args(["--profile", "proxy-cpu", "--json", "--no-telemetry"])
+        .args(["--set", "training.local_batch_size=1", "--max-iters", "4"])
+        .args(["--ci-target", "0"])
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let v = result_line(&out.stdout, &out.stderr);
+    assert_eq!(v["status"], "completed", "{v}");
+    let dir = trial_dir(&v);
+    let log = std::fs::read_to_string(dir.join("stdout.log")).unwrap();
+    let shape = log
+        .lines()
+        .find(|l| l.contains("proxy-cpu: hidden"))
+        .unwrap();
+    assert!(
+        shape.contains("hidden 128,") && shape.contains("seq 128,") && shape.contains("vocab 501,"),
+        "{shape}"
+    );
+    assert!(shape.contains("micro batch 1 x"), "{shape}");
+    let resolved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("resolved.json")).unwrap()).unwrap();
+    assert_eq!(resolved["model.flavor"], "8B");
+    assert_eq!(
+        resolved["hidden_size"], 4096,
+        "the Megatron names beside TorchTitan's"
+    );
+    assert_eq!(resolved["training.steps"], 4, "the trial's budget");
+}
+
 #[test]
 fn early_stop_ends_a_steady_trial_before_max_iters() {
     let s = setup();

@@ -6,10 +6,15 @@
 //! Built from resolved values (`Module::values()` or a trial's `resolved.json` read back); reads
 //! never fail: a missing or unreadable size is `None`, a parallel size is at least 1.
 //!
+//! [`titan`] is the same view for TorchTitan's dotted keys (its model named by a flavor, see
+//! [`flavors`]), with the Megatron parameters that describe the same model and run.
+//!
 //! [`World`] is the world size a config is checked for, with where it came from (`--gpus`, the
 //! launcher's variables, a one-process profile, the GPUs detected on this node).
 
+pub mod flavors;
 mod layers;
+pub mod titan;
 mod world;
 
 pub use layers::{LayerFreqError, parse_layer_freq};
@@ -99,6 +104,25 @@ pub fn default_ffn(hidden: u64, swiglu: bool) -> u64 {
     } else {
         4 * hidden
     }
+}
+
+/// Tokenizers whose vocabulary presets leave to Megatron (it reads the tokenizer at start-up).
+const TOKENIZER_VOCAB: &[(&str, u64)] = &[
+    ("llama-3", 128_256),
+    ("llama-2", 32_000),
+    ("deepseek-v2", 102_400),
+    ("deepseek-v3", 129_280),
+    ("mixtral", 32_000),
+];
+
+/// The vocabulary of a `tokenizer_model` this table knows (by a name it contains, any case),
+/// before Megatron's padding.
+pub fn tokenizer_vocab(tokenizer_model: &str) -> Option<u64> {
+    let name = tokenizer_model.to_lowercase();
+    TOKENIZER_VOCAB
+        .iter()
+        .find(|(k, _)| name.contains(k))
+        .map(|(_, v)| *v)
 }
 
 /// Mixture of experts, when `num_experts` ≥ 1.

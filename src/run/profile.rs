@@ -578,6 +578,23 @@ pub fn resolved_json(params: &BTreeMap<String, Value>, world_size: u64) -> serde
     serde_json::Value::Object(m)
 }
 
+/// The `{resolved}` file of a trial: [`resolved_json`], and for a TorchTitan config also the
+/// Megatron names of its model and run (`hidden_size`, `num_layers`, `seq_length`,
+/// `micro_batch_size`, `recompute_granularity`, ...: [`crate::megatron::titan::megatron_view`]),
+/// so a workload sized from Megatron's names (the proxies) reads a TorchTitan job too.
+pub fn trial_resolved_json(params: &BTreeMap<String, Value>, world_size: u64) -> serde_json::Value {
+    let mut j = resolved_json(params, world_size);
+    let world = (world_size > 0).then_some(world_size);
+    if let (Some(view), serde_json::Value::Object(m)) =
+        (crate::megatron::titan::megatron_view(params, world), &mut j)
+    {
+        for (k, v) in view {
+            m.entry(k).or_insert_with(|| v.to_json());
+        }
+    }
+    j
+}
+
 /// Read back a `{resolved}` file into values.
 pub fn read_resolved(j: &serde_json::Value) -> BTreeMap<String, Value> {
     match j {

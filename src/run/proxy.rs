@@ -181,6 +181,18 @@ fn moe_fraction(moe: &crate::megatron::Moe, layers: usize) -> f64 {
     }
 }
 
+/// A TorchTitan trial's resolved values as the equivalent Megatron values (None for a Megatron
+/// one). Keys the values already hold under Megatron names are kept.
+fn titan_as_megatron(v: &Value, world: usize) -> Option<Value> {
+    let params = crate::run::profile::read_resolved(v);
+    let view = crate::megatron::titan::megatron_view(&params, Some(world as u64))?;
+    let mut out = v.as_object()?.clone();
+    for (k, x) in view {
+        out.entry(k).or_insert_with(|| x.to_json());
+    }
+    Some(Value::Object(out))
+}
+
 impl ProxyShape {
     /// Derives the proxy from a trial's `resolved.json` object. Missing or null keys get
     /// Megatron-like defaults (hidden 1024, 24 layers, 16 heads, seq 2048, micro batch 1, ...).
@@ -194,15 +206,24 @@ impl ProxyShape {
     ///   `moe_layer_freq` (at least one), placed last;
     /// - experts = min(num_experts, max(8, top-k)); top-k = min(moe_router_topk, experts);
     ///   expert ffn = ⌈moe_ffn_hidden_size / 32⌉; shared expert = ⌈size / (32·TP)⌉;
-    /// - seq = ⌈seq_length / (64·CP)⌉ (≥ 8); vocab = ⌈padded_vocab_size / (256·TP)⌉ (≥ 32);
+    /// - seq = ⌈seq_length / (64·CP)⌉ (≥ 8); vocab = ⌈padded_vocab_size / (256·TP)⌉ (≥ 32), the
+    ///   vocabulary being `padded_vocab_size`, else `vocab_size`, else the tokenizer's
+    ///   ([`crate::megatron::tokenizer_vocab`]), else 32000;
     /// - micro batch size unchanged; micro batches n = global / (micro × DP), run as ⌈n / D⌉
     ///   with D = ⌈n × FLOPs per micro batch / [`ITERATION_FLOP_BUDGET`]⌉ (≥ 1). n × FLOPs per
     ///   micro batch does not depend on the micro batch size, so D does not either: the count
     ///   stays proportional to the config's (up to rounding) and is the config's when it fits;
     /// - recompute `full` with method `block` recomputes ⌈recompute_num_layers × layers /
     ///   stage layers⌉ layers, otherwise all layers.
+    ///
+    /// A TorchTitan config (`model.name`, `training.*`, ...) is first read as the Megatron config
+    /// of the same model and run ([`crate::megatron::titan::megatron_view`]: the flavor's
+    /// dimensions, `training.seq_len`, `training.local_batch_size`, `activation_checkpoint.mode`,
+    /// the parallel degrees), then scaled by the same rules.
     pub fn from_resolved(v: &Value) -> ProxyShape {
         let world = param_usize(v, "_world_size").unwrap_or(1).max(1);
+        let titan = titan_as_megatron(v, world);
+        let v = titan.as_ref().unwrap_or(v);
         let tp = param_usize(v, "tensor_model_parallel_size")
             .unwrap_or(1)
             .max(1);
@@ -230,6 +251,10 @@ impl ProxyShape {
             .max(1);
         let vocab_real = param_usize(v, "padded_vocab_size")
             .or_else(|| param_usize(v, "vocab_size"))
+            .or_else(|| {
+                let tok = param(v, "tokenizer_model")?.as_str()?;
+                crate::megatron::tokenizer_vocab(tok).map(|n| n as usize)
+            })
             .unwrap_or(32_000);
         let experts_real = param_usize(v, "num_experts").unwrap_or(0);
         let topk_real = param_usize(v, "moe_router_topk").unwrap_or(2).max(1);
@@ -1873,6 +1898,9 @@ pub fn run_resolved_file(path: &Path, iters: u64, out: &mut impl Write) -> io::R
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("not valid JSON: {e}")))?;
     run(&ProxyShape::from_resolved(&value), iters, out)
 }
+
+#[cfg(test)]
+mod titan_tests;
 
 #[cfg(test)]
 mod tests {

@@ -14,6 +14,11 @@
 //!   (`permute_max_token_num`).
 //!
 //! What no closed form sees (allocator, RCCL, workspaces) is left to [`Calibration`].
+//!
+//! TorchTitan configs (dotted keys, a model flavor) have their own model, [`titan`]: FSDP
+//! sharding, TorchTitan's checkpointing modes; [`estimate`] picks it from the keys.
+
+mod titan;
 
 use crate::config::value::Value;
 use crate::megatron;
@@ -38,6 +43,10 @@ pub enum MemoryError {
     RecomputeGranularity(String),
     #[error(transparent)]
     Layers(#[from] crate::megatron::LayerFreqError),
+    #[error("unknown TorchTitan model `{model}` (known: {known})")]
+    UnknownModel { model: String, known: String },
+    #[error("unknown activation checkpointing `{0}` (none, selective with op or N, full)")]
+    Checkpointing(String),
     #[error("world size {world} not divisible by {group} {size}")]
     World {
         world: u64,
@@ -88,10 +97,6 @@ fn text<'a>(p: &'a Params, key: &str) -> Option<&'a str> {
     p.get(key).and_then(Value::as_str)
 }
 
-/// Tokenizers whose vocabulary presets leave to Megatron (it reads the tokenizer at start-up).
-const TOKENIZER_VOCAB: &str =
-    "llama-3=128256 llama-2=32000 deepseek-v2=102400 deepseek-v3=129280 mixtral=32000";
-
 /// `padded_vocab_size`, else `vocab_size` (or the tokenizer's) padded as Megatron does: up to a
 /// multiple of `make_vocab_size_divisible_by` × TP.
 fn vocab(p: &Params, t: f64, notes: &mut Vec<String>) -> Result<f64, MemoryError> {
@@ -99,13 +104,14 @@ fn vocab(p: &Params, t: f64, notes: &mut Vec<String>) -> Result<f64, MemoryError
         return Ok(v);
     }
     let tok = text(p, "tokenizer_model").unwrap_or("");
-    let known = TOKENIZER_VOCAB.split(' ').filter_map(|e| e.split_once('='));
-    let mut known = known.filter(|(name, _)| tok.to_lowercase().contains(name));
-    let raw = match (num(p, "vocab_size").filter(|v| *v > 0.0), known.next()) {
+    let raw = match (
+        num(p, "vocab_size").filter(|v| *v > 0.0),
+        megatron::tokenizer_vocab(tok),
+    ) {
         (Some(v), _) => v,
-        (None, Some((_, v))) => {
+        (None, Some(v)) => {
             notes.push(format!("vocab {v} from the tokenizer name `{tok}`"));
-            v.parse().unwrap_or(0.0)
+            v as f64
         }
         (None, None) => return Err(MemoryError::NoVocab),
     };
@@ -176,10 +182,16 @@ fn recompute(rc: &megatron::Recompute, notes: &mut Vec<String>) -> Result<Recomp
 /// with the expert data-parallel size for the optimizer, MoE activations (top-k routed tokens
 /// through the expert MLP), DeepEP/sync-free stage ≥ 2 buffers from primus.md, distributed
 /// optimizer 6 + 12/d bytes, CPU offload moving optimizer state off the GPU.
+///
+/// A TorchTitan module's values ([`crate::megatron::titan::is_torchtitan`]) go to [`titan`]'s
+/// model instead.
 pub fn estimate(
     params: &BTreeMap<String, Value>,
     world_size: u64,
 ) -> Result<MemoryEstimate, MemoryError> {
+    if crate::megatron::titan::is_torchtitan(params) {
+        return titan::estimate(params, world_size);
+    }
     let p = params;
     let mut notes = Vec::new();
     let h = need(p, "hidden_size")?;

@@ -18,7 +18,8 @@ use std::path::{Path, PathBuf};
 pub struct Space {
     pub name: String,
     pub description: String,
-    /// What the config must have for the space to mean anything: `moe`, `deepep`, `megatron`.
+    /// What the config must have for the space to mean anything: `megatron`, `moe` or `deepep`
+    /// (a Megatron config, with an MoE model, with Primus-Turbo DeepEP), or `torchtitan`.
     #[serde(default)]
     pub requires: Option<String>,
     pub knobs: Vec<Knob>,
@@ -42,12 +43,17 @@ pub enum SpaceError {
     NotFound { name: String, known: Vec<String> },
 }
 
-const BUILTIN: [&str; 4] = [
+const BUILTIN: [&str; 6] = [
     include_str!("../../presets/spaces/deepep-cu.yaml"),
     include_str!("../../presets/spaces/sync-free-stage.yaml"),
     include_str!("../../presets/spaces/memory-fit.yaml"),
     include_str!("../../presets/spaces/precision.yaml"),
+    include_str!("../../presets/spaces/titan-memory-fit.yaml"),
+    include_str!("../../presets/spaces/titan-float8.yaml"),
 ];
+
+/// What a space may require (see [`Space::requires`]).
+const REQUIRES: [&str; 4] = ["megatron", "moe", "deepep", "torchtitan"];
 
 impl Space {
     pub fn parse(text: &str, source: &str) -> Result<Space, SpaceError> {
@@ -60,6 +66,14 @@ impl Space {
             .ok_or_else(|| invalid("empty file".into()))?;
         let s: Space =
             serde_json::from_value(node.typed().to_json()).map_err(|e| invalid(e.to_string()))?;
+        if let Some(r) = s.requires.as_deref()
+            && !REQUIRES.contains(&r)
+        {
+            return Err(invalid(format!(
+                "unknown `requires: {r}` (one of {})",
+                REQUIRES.join(", ")
+            )));
+        }
         if s.knobs.is_empty() || s.knobs.iter().any(|k| k.values.is_empty()) {
             return Err(invalid("every space needs knobs with values".into()));
         }
@@ -140,16 +154,27 @@ impl Space {
         .collect()
     }
 
-    /// Why the space does not apply to this experiment, if it does not.
+    /// Why the space does not apply to this experiment, if it does not. A space that needs
+    /// Megatron (`megatron`, `moe`, `deepep`: Megatron flags) does not apply to another backend,
+    /// nor a `torchtitan` space to a Megatron config.
     pub fn not_applicable(&self, exp: &Experiment) -> Option<String> {
         let m = exp.main_module();
         let int = |k: &str| m.value(k).and_then(|v| v.as_i64()).unwrap_or(0);
         let on = |k: &str| m.value(k).is_some_and(|v| v.truthy());
         let moe = crate::megatron::Params::from_values(&m.values()).is_moe();
+        let backend = format!(
+            "this experiment's module `{}` uses `framework: {}`",
+            m.name, m.framework
+        );
         match self.requires.as_deref() {
-            Some("megatron") if !m.is_megatron() => {
-                Some(format!("`{}` is for Megatron configs", self.name))
-            }
+            Some("megatron" | "moe" | "deepep") if !m.is_megatron() => Some(format!(
+                "`{}` sets Megatron flags and is for Megatron configs; {backend}",
+                self.name
+            )),
+            Some("torchtitan") if !m.is_torchtitan() => Some(format!(
+                "`{}` sets TorchTitan keys and is for TorchTitan configs; {backend}",
+                self.name
+            )),
             Some("moe") if !moe => {
                 Some(format!("`{}` needs an MoE model (num_experts)", self.name))
             }
@@ -334,6 +359,9 @@ fn overrides(knobs: &[Knob], ranks: &[usize]) -> Overrides {
 }
 
 #[cfg(test)]
+mod titan_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::env::Env;
@@ -353,7 +381,14 @@ mod tests {
         let names: Vec<String> = builtin().into_iter().map(|s| s.name).collect();
         assert_eq!(
             names,
-            ["deepep-cu", "sync-free-stage", "memory-fit", "precision"]
+            [
+                "deepep-cu",
+                "sync-free-stage",
+                "memory-fit",
+                "precision",
+                "titan-memory-fit",
+                "titan-float8"
+            ]
         );
     }
 

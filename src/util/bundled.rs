@@ -1,4 +1,4 @@
-//! The bundled example: a small Primus root (presets + two experiments) compiled into the
+//! The bundled example: a small Primus root (presets + three experiments) compiled into the
 //! binary, so `primus-tune` works on a fresh machine with no Primus checkout.
 
 use std::path::{Path, PathBuf};
@@ -14,6 +14,7 @@ pub const FILES: &[(&str, &str)] = bundle![
     "README.md",
     "experiments/llama3_8B-BF16-pretrain.yaml",
     "experiments/moe_16B-BF16-pretrain.yaml",
+    "experiments/llama3.1_8B-torchtitan-pretrain.yaml",
     "primus/configs/modules/module_base.yaml",
     "primus/configs/modules/megatron/pre_trainer.yaml",
     "primus/configs/modules/megatron/trainer_base.yaml",
@@ -23,6 +24,8 @@ pub const FILES: &[(&str, &str)] = bundle![
     "primus/configs/models/megatron/llama3_8B.yaml",
     "primus/configs/models/megatron/moe_base.yaml",
     "primus/configs/models/megatron/moe_16B_A3B.yaml",
+    "primus/configs/modules/torchtitan/pre_trainer.yaml",
+    "primus/configs/models/torchtitan/llama3.1_8B.yaml",
 ];
 
 /// The experiment opened when no CONFIG is given.
@@ -124,6 +127,7 @@ mod tests {
         extract(dir.path()).unwrap();
         for exp in [
             "experiments/llama3_8B-BF16-pretrain.yaml",
+            "experiments/llama3.1_8B-torchtitan-pretrain.yaml",
             DEFAULT_EXPERIMENT,
         ] {
             let p = dir.path().join(exp);

@@ -11,7 +11,7 @@ use crate::config::resolve::{Experiment, LoadOptions};
 use crate::config::value::Value;
 use crate::domain::trial::{Failure, FailureClass, RunShape, TrialStatus};
 use crate::run::process::Launch;
-use crate::run::profile::{TrialContext, resolved_json};
+use crate::run::profile::{TrialContext, resolved_json, trial_resolved_json};
 use crate::store::{NewTrial, Store, TrialEnd};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -68,17 +68,27 @@ pub fn config_hash(params: &BTreeMap<String, Value>) -> String {
     format!("{h:016x}")
 }
 
-/// The request's overrides plus what the runner adds: the iteration budget (Megatron) and the
-/// console log level the profile's iteration lines need.
+/// The request's overrides plus what the runner adds: the iteration budget (Megatron
+/// `train_iters`, TorchTitan `training.steps`) and the console log level the profile's iteration
+/// lines need.
 pub fn trial_overrides(exp: &Experiment, opts: &TrialOptions) -> Vec<Override> {
     let mut out: Vec<Override> = opts.overrides.clone();
     let has = |out: &[Override], k: &str| out.iter().any(|o| o.key == k);
     let m = exp.main_module();
-    if !has(&out, "train_iters") && m.is_megatron() {
+    let budget = if m.is_megatron() {
+        Some("train_iters")
+    } else if m.is_torchtitan() {
+        Some("training.steps")
+    } else {
+        None
+    };
+    if let Some(key) = budget
+        && !has(&out, key)
+    {
         out.push(Override {
-            key: "train_iters".into(),
+            key: key.into(),
             value: Value::Int(opts.max_iters as i64),
-            text: format!("train_iters={}", opts.max_iters),
+            text: format!("{key}={}", opts.max_iters),
         });
     }
     if let Some(level) = &opts.profile.capabilities.log_level
@@ -150,7 +160,7 @@ pub fn materialise(
         let config_path = dir.join("config.yaml");
         let resolved_path = dir.join("resolved.json");
         std::fs::write(&config_path, text).map_err(io(&config_path))?;
-        let resolved = resolved_json(&params, opts.gpus);
+        let resolved = trial_resolved_json(&params, opts.gpus);
         std::fs::write(
             &resolved_path,
             serde_json::to_string_pretty(&resolved).unwrap_or_default(),
@@ -203,7 +213,7 @@ pub fn materialise(
             ),
         )?;
         store.set_trial_launch(trial_id, &dir, &argv, &env)?;
-        let shape = run_shape(&params, &resolved, opts);
+        let shape = run_shape(&resolved, opts);
         Ok(Materialised {
             trial_id,
             launch: Launch {
@@ -272,14 +282,16 @@ fn place(staged: &Path, trials_root: &Path, trial_id: i64) -> Result<PathBuf, Tr
     Err(io(&dir)(e))
 }
 
-/// What turns step times into tokens per second. A profile that runs the proxy's scaled-down
-/// shape counts the tokens of the sequence that ran, on one process.
-fn run_shape(
-    params: &BTreeMap<String, Value>,
-    resolved: &serde_json::Value,
-    opts: &TrialOptions,
-) -> Option<RunShape> {
-    let size = |k: &str| params.get(k).and_then(Value::as_i64).unwrap_or(0) as u64;
+/// What turns step times into tokens per second, from the trial's `resolved.json` (a TorchTitan
+/// trial's carries the Megatron names of its sizes). A profile that runs the proxy's
+/// scaled-down shape counts the tokens of the sequence that ran, on one process.
+fn run_shape(resolved: &serde_json::Value, opts: &TrialOptions) -> Option<RunShape> {
+    let size = |k: &str| {
+        resolved
+            .get(k)
+            .and_then(serde_json::Value::as_i64)
+            .unwrap_or(0) as u64
+    };
     let mut shape = RunShape {
         seq_length: size("seq_length"),
         global_batch_size: size("global_batch_size"),
@@ -313,7 +325,7 @@ pub fn reattach(
             .collect(),
         _ => Vec::new(),
     };
-    let shape = run_shape(&params, &resolved, opts);
+    let shape = run_shape(&resolved, opts);
     Ok(Materialised {
         trial_id: a.trial_id,
         launch: Launch {

@@ -1,0 +1,347 @@
+//! The memory model for TorchTitan configs: peak bytes per GPU of the first pipeline stage, from
+//! the module's dotted keys ([`crate::megatron::titan::Titan`]) and its model flavor.
+//!
+//! Sources (torchtitan as Primus pins it: v0.2.2, `research/primus.md` §0):
+//! * sharding: `parallelize_llama` → `apply_fsdp`: FSDP2 `fully_shard` on every transformer block
+//!   and on the root (token embedding, final norm, output layer), with
+//!   `MixedPrecisionPolicy(param_dtype=training.mixed_precision_param,
+//!   reduce_dtype=training.mixed_precision_reduce)`. Parameters, gradients and AdamW's two
+//!   moments are sharded in fp32 over the `dp_shard × cp` mesh: 4 + 4 + 8 = 16 bytes per
+//!   parameter divided by the shard degree (ZeRO-3's count, `research/tuners.md` §2.2). While it
+//!   runs a unit is gathered in the param dtype: the root for the whole step, a block and the
+//!   next one prefetched (every block with `fsdp_reshard_after_forward: never`); in backward the
+//!   root's unsharded gradient lives until the root's reduce-scatter at the end, plus one
+//!   block's. Routed experts are split over EP (borrowed from the shard dimension) and sharded
+//!   over the rest: expert parameters / max(dp_shard × CP, EP) per GPU. TP shards the
+//!   attention, MLP, embedding and output weights; norms are replicated.
+//! * activations: Korthikanti et al. 2022, Table 2, term by term as the Megatron model
+//!   (`research/tuners.md` §7.4), for TorchTitan's block: RMSNorm and no dropout (no masks),
+//!   SDPA flash/memory-efficient attention (no score matrix), SwiGLU (`w1`, `w3` and the product
+//!   kept: 3 F-wide tensors under `torch.compile`, 4 in eager mode where `silu(w1·x)` is kept
+//!   too). TorchTitan's TP plan runs the norms sequence-parallel, so TP divides every term (the
+//!   TP+SP row); CP divides the sequence. MoE blocks as in the Megatron model (fp32 router
+//!   scores, top-k routed rows through the experts, balanced routing).
+//! * checkpointing: `torchtitan/distributed/activation_checkpoint.py`: `full` wraps every block
+//!   (its input kept, the block rerun in backward); selective `op` saves, per block, the output
+//!   of SDPA and of every other `aten.mm` (`_save_list` with `mm_count % 2`: `wq`, `wv`, `w1`,
+//!   `w2` of the block's `wq wk wv wo w1 w3 w2`), plus the block input, and recomputes the rest;
+//!   selective N (`_apply_layer_sac`) fully checkpoints every N-th block. A recomputed block is
+//!   whole while it reruns. MoE blocks under `op`: the routed experts (grouped GEMMs, not in the
+//!   save list) are recomputed; the router output and the shared experts' `w1`, `w3` and `w2`
+//!   outputs are counted as saved (an upper bound).
+//! * output: the final norm's input and output, and the logits as one fp32 copy (the loss runs on
+//!   `pred.float()`), sharded over TP by loss parallelism.
+//!
+//! What no closed form sees (allocator, RCCL, compile's own choices) is left to the calibration.
+
+use super::{MemoryError, MemoryEstimate};
+use crate::config::value::Value;
+use crate::megatron::titan::{Checkpointing, Titan};
+use std::collections::BTreeMap;
+
+/// Peak memory per GPU of a TorchTitan config on `world_size` GPUs.
+pub fn estimate(
+    p: &BTreeMap<String, Value>,
+    world_size: u64,
+) -> Result<MemoryEstimate, MemoryError> {
+    let t = Titan::from_values(p).ok_or_else(|| MemoryError::Missing("model.name".into()))?;
+    let f = t.flavor.ok_or_else(|| MemoryError::UnknownModel {
+        model: t.model_label(),
+        known: crate::megatron::flavors::known().join(", "),
+    })?;
+    let s = t
+        .seq
+        .ok_or_else(|| MemoryError::Missing("training.seq_len".into()))? as f64;
+    let local = t
+        .local_batch
+        .ok_or_else(|| MemoryError::Missing("training.local_batch_size".into()))?;
+    let shard = t.shard_degree(world_size).ok_or(MemoryError::World {
+        world: world_size,
+        group: "replicate×CP×TP×PP×dp_shard",
+        size: (t.non_shard_size() * t.dp_shard.unwrap_or(1)) as f64,
+    })?;
+    let mut notes = Vec::new();
+    let (h, a, g, k) = (
+        f.dim as f64,
+        f.heads as f64,
+        f.kv_heads as f64,
+        f.head_dim as f64,
+    );
+    let (ffn, vocab) = (f.ffn as f64, f.vocab as f64);
+    let (tp, cp, ep) = (t.tp as f64, t.cp as f64, t.ep as f64);
+    let layers = t.stage_layers().unwrap_or(f.layers) as usize;
+    let moe = f.moe;
+    let is_moe = |i: usize| moe.is_some_and(|m| i as u64 >= m.dense_layers);
+    let (e, topk, fm, fs) = moe.map_or((0.0, 0.0, 0.0, 0.0), |m| {
+        (
+            m.experts as f64,
+            m.topk as f64,
+            m.ffn as f64,
+            m.shared_ffn as f64,
+        )
+    });
+
+    // Parameters of the first stage: TP-sharded, replicated (norms), routed experts.
+    let attention = 2.0 * h * k * (a + g); // wq, wo: h·k·a each; wk, wv: h·k·g each
+    let block = |i: usize| -> (f64, f64, f64) {
+        if is_moe(i) {
+            (attention + 3.0 * h * fs, 2.0 * h + h * e, 3.0 * h * fm * e)
+        } else {
+            (attention + 3.0 * h * ffn, 2.0 * h, 0.0)
+        }
+    };
+    let root_sharded = if t.pp > 1 || f.tied {
+        h * vocab
+    } else {
+        2.0 * h * vocab
+    };
+    let root_replicated = if t.pp > 1 { 0.0 } else { h };
+    let (mut sharded, mut replicated, mut experts) = (root_sharded, root_replicated, 0.0);
+    let mut unit_block = 0.0f64; // the largest block, as one GPU gathers it
+    let expert_split = (shard as f64 * cp).max(ep);
+    for i in 0..layers {
+        let (sh, rep, ex) = block(i);
+        sharded += sh;
+        replicated += rep;
+        experts += ex;
+        unit_block = unit_block.max(sh / tp + rep + ex / ep);
+    }
+    let dense = sharded / tp + replicated;
+    let fsdp = shard as f64 * cp;
+    let per_gpu = dense / fsdp + experts / expert_split;
+    let (mut weights, mut grads, mut optimizer) = (4.0 * per_gpu, 4.0 * per_gpu, 8.0 * per_gpu);
+    if t.cpu_offload {
+        (weights, grads, optimizer) = (0.0, 0.0, 0.0);
+        notes.push(
+            "CPU offload: sharded parameters, gradients and optimizer state on the host".into(),
+        );
+    }
+    // FSDP's gathered units: the root all step, a block and the next; their gradients.
+    let pbytes = if t.bf16 { 2.0 } else { 4.0 };
+    let unit_root = root_sharded / tp + root_replicated;
+    let never = text(p, "parallelism.fsdp_reshard_after_forward") == Some("never");
+    let gathered_blocks = if never {
+        (sharded - root_sharded) / tp + replicated - root_replicated + experts / ep
+    } else {
+        2.0 * unit_block
+    };
+    weights += pbytes * (unit_root + gathered_blocks);
+    grads += pbytes * (unit_root + unit_block);
+
+    // Activations of one microbatch on this rank.
+    let micro = t.micro_batch().unwrap_or(local) as f64;
+    let tok = s * micro / cp;
+    let th = tok * h;
+    let sw = if t.compiled { 3.0 } else { 4.0 }; // F-wide tensors a SwiGLU MLP keeps
+    let attn_part = 4.0 * th + 2.0 * tok * k * (a + 2.0 * g) + 2.0 * tok * k * a;
+    let rows = tok * topk * t.etp as f64; // routed rows per rank, balanced routing
+    let full = |i: usize| -> f64 {
+        let mlp = if is_moe(i) {
+            4.0 * th
+                + 4.0 * tok * e
+                + rows * (2.0 * h + 2.0 * fm * sw + 4.0)
+                + 2.0 * th
+                + 2.0 * tok * fs * sw
+        } else {
+            4.0 * th + 2.0 * tok * ffn * sw
+        };
+        (attn_part + mlp) / tp
+    };
+    let ckpt = 2.0 * th / tp; // a checkpointed block's input
+    let ops = |i: usize| -> f64 {
+        let saved_attn = 2.0 * tok * k * (2.0 * a + g); // wq, wv, SDPA outputs
+        let mlp = if is_moe(i) {
+            let shared = if fs > 0.0 {
+                4.0 * tok * fs + 2.0 * th
+            } else {
+                0.0
+            };
+            2.0 * tok * e + shared
+        } else {
+            2.0 * tok * ffn + 2.0 * th // w1, w2 outputs
+        };
+        ckpt + (saved_attn + mlp) / tp
+    };
+    let (mut stored, mut working) = (0.0, 0.0f64);
+    for i in 0..layers {
+        let recomputed = match &t.checkpointing {
+            Checkpointing::None => None,
+            Checkpointing::Full => Some(ckpt),
+            Checkpointing::Ops => Some(ops(i)),
+            Checkpointing::EveryNth(n) => ((i as u64 + 1).is_multiple_of(*n)).then_some(ckpt),
+            Checkpointing::Unknown(m) => return Err(MemoryError::Checkpointing(m.clone())),
+        };
+        match recomputed {
+            Some(kept) => {
+                stored += kept;
+                working = working.max(full(i));
+            }
+            None => stored += full(i),
+        }
+    }
+    let inflight = if t.pp > 1 {
+        let microbatches = (local / t.pp_microbatch.max(1)).max(1) as f64;
+        notes.push("only the first pipeline stage is modeled (1F1B in-flight microbatches)".into());
+        microbatches.min(t.pp as f64)
+    } else {
+        1.0
+    };
+    let embedding = 8.0 * tok; // token ids
+    let output = if t.pp > 1 {
+        0.0
+    } else {
+        (4.0 * th + 4.0 * tok * vocab) / tp
+    };
+    let activations = (stored + embedding) * inflight + working + output;
+
+    if t.float8 {
+        notes.push("float8 linears: weights and activations counted as bf16".into());
+    }
+    if f.mla {
+        notes.push("multi-latent attention modeled as standard attention".into());
+    }
+    if moe.is_some() {
+        notes.push("routed-token activations assume balanced routing".into());
+    }
+    if !t.compiled {
+        notes.push("eager mode: SwiGLU keeps 4 F-wide tensors".into());
+    }
+    notes.push("allocator fragmentation, RCCL buffers, workspaces not modeled".into());
+    let total_bytes = weights + grads + optimizer + activations;
+    Ok(MemoryEstimate {
+        weights_bytes: weights,
+        grads_bytes: grads,
+        optimizer_bytes: optimizer,
+        activations_bytes: activations,
+        moe_buffers_bytes: 0.0,
+        total_bytes,
+        notes,
+    })
+}
+
+fn text<'a>(p: &'a BTreeMap<String, Value>, key: &str) -> Option<&'a str> {
+    p.get(key).and_then(Value::as_str)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::estimate as any_estimate;
+    use super::*;
+    use crate::config::overrides::parse_assignment;
+
+    fn with(base: &str, kv: &str) -> BTreeMap<String, Value> {
+        format!("{base} {kv}")
+            .split_whitespace()
+            .map(|a| {
+                let o = parse_assignment(a).unwrap();
+                (o.key, o.value)
+            })
+            .collect()
+    }
+
+    /// torchtitan's llama3 debugmodel: h = 256, L = 6, a = g = 16, head 16, F = 768, V = 2048,
+    /// untied; s = 2048, b = 1, one GPU, compiled.
+    const DEBUG: &str = "model.name=llama3 model.flavor=debugmodel training.seq_len=2048 \
+        training.local_batch_size=1 parallelism.data_parallel_shard_degree=-1 compile.enable=true";
+
+    fn est(kv: &str, world: u64) -> MemoryEstimate {
+        any_estimate(&with(DEBUG, kv), world).unwrap()
+    }
+
+    // Per block: attention 2·256·16·32 = 262,144, norms 512, MLP 3·256·768 = 589,824 →
+    // 852,480; ×6 = 5,114,880; embedding + output 2·256·2048 = 1,048,576; final norm 256 →
+    // N = 6,163,712.
+    const N: f64 = 6_163_712.0;
+
+    #[test]
+    fn debugmodel_weights_grads_optimizer_by_hand() {
+        let m = est("", 1);
+        // 16 bytes/param sharded over 1; gathered: root 1,048,832 + two blocks 1,704,960 in
+        // bf16 = 5,507,584; gradients: root + one block 1,901,312 in bf16 = 3,802,624
+        assert_eq!(m.weights_bytes, 4.0 * N + 5_507_584.0);
+        assert_eq!(m.grads_bytes, 4.0 * N + 3_802_624.0);
+        assert_eq!(m.optimizer_bytes, 8.0 * N);
+        // FSDP over 8: the sharded terms divide by 8, the gathered units do not
+        let m8 = est("", 8);
+        assert_eq!(m8.optimizer_bytes, N);
+        assert_eq!(m8.weights_bytes, 0.5 * N + 5_507_584.0);
+        // HSDP: replicate 2 × shard 4 on 8 GPUs shards over 4 only
+        let hsdp = est("parallelism.data_parallel_replicate_degree=2", 8);
+        assert_eq!(hsdp.optimizer_bytes, 2.0 * N);
+        let e = any_estimate(&with(DEBUG, "parallelism.tensor_parallel_degree=3"), 8);
+        assert!(e.unwrap_err().to_string().contains("world size 8"));
+    }
+
+    // s·b·h = th = 524,288. Block without checkpointing: norms in/out 4·th = 2,097,152; Q K V
+    // 2·2048·16·48 = 3,145,728; attention output 1,048,576; MLP norms 2,097,152 and w1, w3,
+    // product 2·2048·768·3 = 9,437,184 → 17,825,792. Embedding ids 8·2048 = 16,384; output
+    // 4·th + 4·2048·2048 = 18,874,368.
+    const BLOCK: f64 = 17_825_792.0;
+    const EDGES: f64 = 16_384.0 + 18_874_368.0;
+
+    #[test]
+    fn debugmodel_activations_by_checkpointing_mode() {
+        let act = |kv: &str| est(kv, 1).activations_bytes;
+        assert_eq!(act(""), 6.0 * BLOCK + EDGES); // 125,845,504
+        // full: six inputs 2·th + one block rerun
+        assert_eq!(
+            act("activation_checkpoint.mode=full"),
+            6.0 * 1_048_576.0 + BLOCK + EDGES
+        );
+        // op: input 2·th + wq, wv, SDPA 2·2048·16·48 + w1 2·2048·768 + w2 2·th = 8,388,608
+        let op =
+            "activation_checkpoint.mode=selective activation_checkpoint.selective_ac_option=op";
+        assert_eq!(act(op), 6.0 * 8_388_608.0 + BLOCK + EDGES);
+        // every 2nd block (the preset's "2"): blocks 2, 4, 6 checkpointed
+        let every2 =
+            "activation_checkpoint.mode=selective activation_checkpoint.selective_ac_option=2";
+        assert_eq!(act(every2), 3.0 * 1_048_576.0 + 4.0 * BLOCK + EDGES);
+        assert!(
+            act("") > act(every2)
+                && act(every2) > act(op)
+                && act(op) > act("activation_checkpoint.mode=full")
+        );
+        // eager: one more F-wide tensor per block, 2·2048·768 = 3,145,728
+        assert_eq!(
+            act("compile.enable=false"),
+            6.0 * (BLOCK + 3_145_728.0) + EDGES
+        );
+        let bad = any_estimate(&with(DEBUG, "activation_checkpoint.mode=offload"), 1);
+        assert!(bad.unwrap_err().to_string().contains("offload"));
+    }
+
+    #[test]
+    fn batch_sequence_and_parallelism_move_memory_the_right_way() {
+        let total = |kv: &str, w: u64| est(kv, w).total_bytes;
+        for mode in ["none", "selective", "full"] {
+            let kv =
+                |b: u64| format!("activation_checkpoint.mode={mode} training.local_batch_size={b}");
+            assert!(total(&kv(1), 8) < total(&kv(2), 8));
+            assert!(total(&kv(2), 8) < total(&kv(4), 8));
+        }
+        assert!(total("", 16) < total("", 8), "more shards, less state");
+        assert!(total("parallelism.tensor_parallel_degree=2", 8) < total("", 4));
+        assert!(total("training.seq_len=4096", 1) > total("", 1));
+        let off = est("training.enable_cpu_offload=true", 1);
+        assert_eq!(off.optimizer_bytes, 0.0);
+    }
+
+    #[test]
+    fn unknown_flavors_and_moe_models() {
+        let p = with(DEBUG, "model.name=llama4 model.flavor=17Bx16E");
+        let e = any_estimate(&p, 8).unwrap_err().to_string();
+        assert!(
+            e.contains("llama4/17Bx16E") && e.contains("llama3/8B"),
+            "{e}"
+        );
+        // DeepSeek-V3 16B, EP 8 on 8 GPUs: experts 26·3·2048·1408·64 / 8 per GPU, 16 bytes each
+        let ds = "model.name=deepseek_v3 model.flavor=16B training.seq_len=4096 \
+            training.local_batch_size=8 parallelism.expert_parallel_degree=8 \
+            model.converters=['primus_turbo','quantize.linear.float8']";
+        let m = any_estimate(&with(ds, ""), 8).unwrap();
+        let experts = 26.0 * 3.0 * 2048.0 * 1408.0 * 64.0 / 8.0;
+        assert!(m.optimizer_bytes > 8.0 * experts, "{m:?}");
+        assert!(m.notes.iter().any(|n| n.contains("float8")));
+        assert!(m.notes.iter().any(|n| n.contains("multi-latent")));
+    }
+}

@@ -1,0 +1,142 @@
+//! TorchTitan experiments of the real Primus tree under `../shared/fixtures/primus`: the spaces
+//! that apply to them (and the Megatron ones that do not), their candidates resolved, the proxy
+//! sized as the Megatron config of the same model, and the memory model's estimates.
+//! Each test skips (with a message on stderr) when the fixture folder is absent.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use primus_tune::config::overrides::parse_assignment;
+use primus_tune::config::{Env, Experiment, LoadOptions};
+use primus_tune::run::proxy::ProxyShape;
+use primus_tune::tune::{memory, space};
+use std::path::{Path, PathBuf};
+
+fn fixtures() -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/primus");
+    if !p.join("primus/configs").is_dir() {
+        eprintln!(
+            "skipped: the shared Primus fixture tree {} is absent",
+            p.display()
+        );
+        return None;
+    }
+    Some(p)
+}
+
+macro_rules! root_or_skip {
+    () => {
+        match fixtures() {
+            Some(root) => root,
+            None => return,
+        }
+    };
+}
+
+const TITAN: [&str; 2] = [
+    "examples/torchtitan/configs/MI300X/llama3.1_8B-BF16-pretrain.yaml",
+    "examples/torchtitan/configs/MI300X/deepseek_v3_16b-FP8-pretrain.yaml",
+];
+const MEGATRON_LLAMA: &str = "examples/megatron/configs/MI300X/llama3.1_8B-BF16-pretrain.yaml";
+
+fn load(root: &Path, rel: &str, set: &[&str]) -> Experiment {
+    let opts = LoadOptions {
+        env: Env::default(),
+        overrides: set.iter().map(|a| parse_assignment(a).unwrap()).collect(),
+        ..LoadOptions::default()
+    };
+    Experiment::load(&root.join(rel), &opts).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+#[test]
+fn torchtitan_experiments_get_the_titan_spaces_and_megatron_ones_do_not() {
+    let root = root_or_skip!();
+    for rel in TITAN {
+        let exp = load(&root, rel, &[]);
+        for s in space::builtin() {
+            match (s.name.starts_with("titan-"), s.not_applicable(&exp)) {
+                (true, None) => {}
+                (false, Some(why)) => assert!(why.contains("Megatron"), "{rel}: {why}"),
+                (titan, why) => panic!("{rel}: {} titan={titan} n/a={why:?}", s.name),
+            }
+        }
+        // Every candidate of the TorchTitan spaces is legal and resolves.
+        for name in ["titan-memory-fit", "titan-float8"] {
+            let s = space::find(name, None).unwrap();
+            let cands = s.candidates_with_baseline(&exp);
+            let opts = LoadOptions::default();
+            let legal = space::legality(&exp, &opts, &cands);
+            assert!(legal.iter().all(Result::is_ok), "{rel} {name}: {legal:?}");
+        }
+    }
+    let megatron = load(&root, MEGATRON_LLAMA, &[]);
+    for name in ["titan-memory-fit", "titan-float8"] {
+        let why = space::find(name, None).unwrap().not_applicable(&megatron);
+        assert!(why.is_some_and(|w| w.contains("TorchTitan")));
+    }
+    assert_eq!(
+        space::find("memory-fit", None)
+            .unwrap()
+            .not_applicable(&megatron),
+        None
+    );
+}
+
+fn shape(exp: &Experiment, world: u64) -> ProxyShape {
+    let resolved = primus_tune::run::profile::resolved_json(&exp.main_module().values(), world);
+    ProxyShape::from_resolved(&resolved)
+}
+
+#[test]
+fn llama3_1_8b_sizes_the_proxy_as_primus_megatron_llama3_1_8b() {
+    let root = root_or_skip!();
+    // TorchTitan: local batch 4 × seq 8192, FSDP over 8 GPUs; the Megatron example at the same
+    // micro batch, global batch and sequence.
+    let titan = shape(&load(&root, TITAN[0], &[]), 8);
+    let set = ["micro_batch_size=4", "global_batch_size=32"];
+    let megatron = shape(&load(&root, MEGATRON_LLAMA, &set), 8);
+    let geometry = |s: &ProxyShape| {
+        (
+            (s.hidden, s.heads, s.head_dim, s.kv_heads, s.ffn, s.swiglu),
+            (s.layers, s.seq, s.vocab, s.micro_batch, s.micro_batches),
+            (s.data_parallel, s.recompute, s.recompute_layers),
+        )
+    };
+    assert_eq!(geometry(&titan), geometry(&megatron));
+    assert_eq!((titan.hidden, titan.ffn, titan.vocab), (128, 448, 501));
+    // Checkpointing full ↔ recompute full, every layer.
+    let full = shape(
+        &load(&root, TITAN[0], &["activation_checkpoint.mode=full"]),
+        8,
+    );
+    assert_eq!(full.recompute_layers, full.layers);
+}
+
+#[test]
+fn the_memory_model_orders_torchtitan_checkpointing_and_batch() {
+    let root = root_or_skip!();
+    let gib = |x: f64| x / f64::from(1u32 << 30);
+    let total = |rel: &str, set: &[&str]| {
+        let exp = load(&root, rel, set);
+        memory::estimate(&exp.main_module().values(), 8)
+            .unwrap_or_else(|e| panic!("{rel} {set:?}: {e}"))
+            .total_bytes
+    };
+    for rel in TITAN {
+        let modes = [
+            "activation_checkpoint.mode=none",
+            "activation_checkpoint.mode=selective",
+            "activation_checkpoint.mode=full",
+        ];
+        let m: Vec<f64> = modes.iter().map(|kv| total(rel, &[kv])).collect();
+        assert!(m[0] > m[1] && m[1] > m[2], "{rel}: {m:?}");
+        let b: Vec<f64> = [1, 2, 4, 8]
+            .iter()
+            .map(|n| total(rel, &[&format!("training.local_batch_size={n}")]))
+            .collect();
+        assert!(b.windows(2).all(|w| w[0] < w[1]), "{rel}: {b:?}");
+    }
+    // Llama 3.1 8B at 4 × 8192 tokens without checkpointing, FSDP over 8: 8.03 B params ×
+    // 16 bytes / 8 ≈ 15 GiB of state, ≈ 4.5 GB of activations per block × 32 and 16 GiB of
+    // fp32 logits: meant for one MI300X node (192 GiB).
+    let llama = gib(total(TITAN[0], &[]));
+    assert!((120.0..192.0).contains(&llama), "{llama} GiB");
+}
