@@ -211,10 +211,16 @@ pub fn print_record(name: &str, r: &StudyRecord) {
             c.why
         );
     }
-    if let Some(e) = r.memory_error {
-        println!(
+    let proxy = matches!(r.basis, Some(crate::domain::evidence::Basis::Proxy { .. }));
+    match r.memory_error {
+        Some(_) if proxy => println!(
+            "memory model vs measured: not compared (a proxy's peak is its stand-in's, not the \
+             config's)"
+        ),
+        Some(e) => println!(
             "memory model vs measured: mean error {:.1} % over the measured candidates",
             100.0 * e
-        );
+        ),
+        None => {}
     }
 }

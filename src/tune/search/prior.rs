@@ -88,8 +88,8 @@ pub fn recomputes_more(a: &Overrides, b: &Overrides) -> bool {
 }
 
 /// Per candidate, the candidates that agree with it on every other flag and recompute less
-/// (indices into `cands`). The baseline is left out on both sides: it is measured whatever a
-/// prior says.
+/// (indices into `cands`). The baseline (the current settings) is measured whatever a prior
+/// says, so it has none; as the lighter one it counts like any other.
 pub fn lighter_siblings(cands: &[Candidate]) -> Vec<Vec<usize>> {
     let touches = |c: &Candidate| {
         c.overrides
@@ -105,7 +105,7 @@ pub fn lighter_siblings(cands: &[Candidate]) -> Vec<Vec<usize>> {
             cands
                 .iter()
                 .enumerate()
-                .filter(|(_, b)| !b.baseline && recomputes_more(&a.overrides, &b.overrides))
+                .filter(|(_, b)| recomputes_more(&a.overrides, &b.overrides))
                 .map(|(j, _)| j)
                 .collect()
         })
@@ -196,5 +196,19 @@ mod tests {
         ];
         let l = lighter_siblings(&cands);
         assert_eq!(l, vec![vec![], vec![0], vec![], vec![]]);
+        // The current settings as the lighter one count.
+        let cands = vec![
+            c(
+                0,
+                json!({"micro_batch_size": 1, "recompute_num_layers": 0}),
+                true,
+            ),
+            c(
+                1,
+                json!({"micro_batch_size": 1, "recompute_num_layers": 2}),
+                false,
+            ),
+        ];
+        assert_eq!(lighter_siblings(&cands), vec![vec![], vec![0]]);
     }
 }
