@@ -74,3 +74,79 @@ pub fn launch_history(store: &Store, exp: &Path, profile: &str, gpus: u64) -> La
         launch_cv: (df > 0).then(|| (((ss - within) / df as f64).max(0.0).sqrt(), df)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::trial::Iteration;
+    use crate::store::{NewTrial, TrialEnd};
+    use serde_json::json;
+
+    /// A completed trial of `exp` with `profile`: start-up `startup_s`, two 2 s warm-up
+    /// iterations, then steady ones of `ms` (median `ms`, CI ±`ci`).
+    fn trial(store: &Store, exp: &Path, profile: &str, mbs: u64, startup_s: f64, ms: f64, ci: f64) {
+        let id = store
+            .insert_trial(&NewTrial {
+                config_path: exp.to_path_buf(),
+                config_hash: "h".into(),
+                overrides: vec![("micro_batch_size".into(), json!(mbs))],
+                profile: Some(profile.into()),
+                ..NewTrial::default()
+            })
+            .unwrap();
+        let iters: Vec<Iteration> = (0..10)
+            .map(|i| Iteration {
+                iteration: i + 1,
+                elapsed_ms: Some(if i < 2 { 2000.0 } else { ms }),
+                ..Default::default()
+            })
+            .collect();
+        store.add_iterations(id, &iters).unwrap();
+        let mut end = TrialEnd::new(TrialStatus::Completed, startup_s + 4.0 + 8.0 * ms / 1000.0);
+        end.median_step_ms = Some(ms);
+        end.ci95_ms = Some(ci);
+        end.summary = Some(json!({"warmup": 2, "startup_s": startup_s}));
+        store.finish_trial(id, &end).unwrap();
+    }
+
+    #[test]
+    fn launch_cost_and_launch_variation_come_from_this_experiment_and_profile() {
+        let store = Store::open_in_memory().unwrap();
+        let exp = Path::new("/x/exp.yaml");
+        assert_eq!(
+            launch_history(&store, exp, "megatron", 1),
+            LaunchHistory::default()
+        );
+        trial(&store, exp, "megatron", 1, 30.0, 500.0, 0.0);
+        trial(&store, exp, "megatron", 1, 40.0, 520.0, 0.0);
+        trial(&store, exp, "megatron", 2, 50.0, 400.0, 0.0);
+        // Another profile and another experiment do not count.
+        trial(&store, exp, "proxy-cpu", 1, 0.5, 300.0, 0.0);
+        trial(
+            &store,
+            Path::new("/x/other.yaml"),
+            "megatron",
+            1,
+            90.0,
+            900.0,
+            0.0,
+        );
+        let h = launch_history(&store, exp, "megatron", 1);
+        // Start-up plus the two 2 s warm-up iterations: 34, 44, 54 s.
+        let (l, n) = h.launch_s.unwrap();
+        assert!((l - 44.0).abs() < 1e-9 && n == 3, "{h:?}");
+        // Micro batch 1 launched twice: ln(520/500) apart, one degree of freedom.
+        let (cv, df) = h.launch_cv.unwrap();
+        let d = (520.0f64 / 500.0).ln();
+        assert_eq!(df, 1);
+        assert!((cv - (d * d / 2.0).sqrt()).abs() < 1e-9, "{cv}");
+        // The within-trial error of each median is taken out (never below 0).
+        let store = Store::open_in_memory().unwrap();
+        trial(&store, exp, "megatron", 1, 30.0, 500.0, 50.0);
+        trial(&store, exp, "megatron", 1, 30.0, 501.0, 50.0);
+        assert_eq!(
+            launch_history(&store, exp, "megatron", 1).launch_cv,
+            Some((0.0, 1))
+        );
+    }
+}
