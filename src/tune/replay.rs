@@ -17,6 +17,7 @@ use super::search::{Runner, SearchConfig, SearchResult, search};
 use crate::domain::study::{Candidate, Knob, MemoryTrend, Outcome, Overrides};
 use crate::domain::trial::Iteration;
 use crate::run::steady::{SteadyConfig, should_stop};
+use crate::util::stats::median;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -370,21 +371,6 @@ fn iteration(i: usize, ms: f64) -> Iteration {
         elapsed_ms: Some(ms),
         ..Default::default()
     }
-}
-
-/// Median of a slice (`None` when empty).
-fn median(xs: &[f64]) -> Option<f64> {
-    if xs.is_empty() {
-        return None;
-    }
-    let mut v = xs.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
 }
 
 /// A candidate's true step time: `true_step_ms` when known, else the median of all its

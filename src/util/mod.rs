@@ -8,4 +8,5 @@ pub mod paths;
 pub mod procfs;
 pub mod rng;
 pub mod shell;
+pub mod stats;
 pub mod text;

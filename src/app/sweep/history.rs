@@ -5,6 +5,7 @@
 
 use super::runner::outcome_of;
 use crate::store::{Store, TrialFilter, TrialRow, TrialStatus};
+use crate::util::stats::median;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -29,16 +30,6 @@ fn trials(store: &Store, exp: &Path, profile: &str) -> Vec<TrialRow> {
         .filter(|t| t.failure.is_none() && t.config_path == exp)
         .filter(|t| t.profile.as_deref() == Some(profile))
         .collect()
-}
-
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(v[n / 2]),
-        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
-    }
 }
 
 /// Reads the workspace's history for `exp` with `profile` (`gpus` only scales GPU-seconds,
@@ -70,7 +61,7 @@ pub fn launch_history(store: &Store, exp: &Path, profile: &str, gpus: u64) -> La
         df += g.len() - 1;
     }
     LaunchHistory {
-        launch_s: median(launches).map(|m| (m, n_launch)),
+        launch_s: median(&launches).map(|m| (m, n_launch)),
         launch_cv: (df > 0).then(|| (((ss - within) / df as f64).max(0.0).sqrt(), df)),
     }
 }

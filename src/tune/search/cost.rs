@@ -14,6 +14,8 @@
 //! [`super::SearchConfig::launch_s_prior`]). With neither, the first trial is short, as in the
 //! halving, and measures it.
 
+use crate::util::stats::median;
+
 /// Where the launch-cost figure comes from.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum LaunchSource {
@@ -31,20 +33,6 @@ pub struct LaunchCost {
     launch_s: Vec<f64>,
     /// Median steady step time of each measured trial, seconds.
     step_s: Vec<f64>,
-}
-
-fn median(v: &[f64]) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
 }
 
 impl LaunchCost {
