@@ -47,8 +47,13 @@ pub fn telemetry<DB: DrawingBackend>(
             format!("GPU capacity ({} GiB)", num(c, 1)),
         ));
     }
+    // The pick in full: the title has the room.
     let who = r.pick().map_or(String::new(), |p| {
-        format!(": {}", super::compact_label(r, p))
+        if p.label.starts_with('#') {
+            format!(": {}", p.label)
+        } else {
+            format!(": {}={}", r.category_axis, p.label)
+        }
     });
     let title = format!("GPU telemetry of the pick{who}");
     let plot = layout(root, k, &title, &super::subtitle(r), &items)?;
