@@ -74,6 +74,28 @@ fn report(s: &Setup, study: &str, out: &Path) -> Output {
         .unwrap()
 }
 
+/// `report` with extra arguments (chart options).
+fn report_with(s: &Setup, study: &str, out: &Path, extra: &[&str]) -> Output {
+    let mut c = cmd(s);
+    c.args([
+        "report",
+        study,
+        "--out",
+        out.to_str().unwrap(),
+        "--config",
+        s.exp.to_str().unwrap(),
+    ]);
+    c.args(extra).output().unwrap()
+}
+
+/// A PNG's width and height, from its header.
+fn png_dims(p: &Path) -> (u32, u32) {
+    let b = std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    assert!(b.starts_with(b"\x89PNG\r\n\x1a\n"), "{}", p.display());
+    let be = |i: usize| u32::from_be_bytes(b[i..i + 4].try_into().unwrap());
+    (be(16), be(20))
+}
+
 fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
@@ -144,8 +166,19 @@ fn report_of_a_real_sweep_with_charts_and_telemetry() {
             "winner (the pick)",
             "median with 95 % CI",
             "not measured",
-            "OOM",
         ],
+    );
+    // The candidate at 8 has no step time: its column says why.
+    let t = read(&out_dir.join("throughput.svg"));
+    assert!(
+        [
+            "ran out of memory",
+            "not run: predicted OOM",
+            "not run: ruled out"
+        ]
+        .iter()
+        .any(|w| t.contains(w)),
+        "no verdict for the unmeasured candidate"
     );
     assert_svg(
         &out_dir.join("memory.svg"),
@@ -222,7 +255,10 @@ fn report_of_a_real_sweep_with_charts_and_telemetry() {
         .find(|l| l.contains(&format!("**micro_batch_size={mbs}**")) && l.starts_with("| 1 |"))
         .unwrap();
     let cells: Vec<&str> = pick_row.split('|').map(str::trim).collect();
-    let tokens: f64 = cells[8].parse().unwrap_or_else(|_| panic!("{pick_row}"));
+    let tokens: f64 = cells[8]
+        .replace(',', "")
+        .parse()
+        .unwrap_or_else(|_| panic!("{pick_row}"));
     assert!((100_000.0..200_000.0).contains(&tokens), "{pick_row}");
     assert!(
         md.contains("![Throughput by candidate](throughput.svg)"),
@@ -237,6 +273,46 @@ fn report_of_a_real_sweep_with_charts_and_telemetry() {
     assert!(md.contains("## Decision log"), "{md}");
     assert!(md.contains(&format!("1. {}", record.log[0])), "{md}");
     assert!(md.contains("| Memory model | mean error"), "{md}");
+    assert!(
+        md.contains("![Throughput against peak memory](throughput-vs-memory.svg)"),
+        "{md}"
+    );
+    assert_svg(
+        &out_dir.join("throughput-vs-memory.svg"),
+        &[
+            "Throughput against peak memory",
+            "Pareto front: no other candidate is both faster and smaller",
+            &format!("micro_batch_size={mbs} · "),
+        ],
+    );
+
+    // `--size` and `--dpi`: the PNGs are the size × DPI / 96 (kept where they can be looked at).
+    let big = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("report-charts")
+        .join("sweep");
+    let _ = std::fs::remove_dir_all(&big);
+    let out = report_with(&s, "mbs-r", &big, &["--size", "1200x800", "--dpi", "192"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for stem in ["throughput", "memory", "throughput-vs-memory"] {
+        assert_eq!(
+            png_dims(&big.join(format!("{stem}.png"))),
+            (2400, 1600),
+            "{stem}"
+        );
+        assert!(read(&big.join(format!("{stem}.svg"))).contains("viewBox=\"0 0 1200 800\""));
+    }
+    let out = report_with(&s, "mbs-r", &big, &["--size", "1200"]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("WIDTHxHEIGHT"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     // Telemetry of the winner's trials (as a GPU backend would have stored it): the chart.
     let store = db(&s);
@@ -367,4 +443,393 @@ fn report_errors_are_usage_errors() {
         "{md}"
     );
     assert!(md.contains("| crashed |"), "{md}");
+}
+
+/// Chart studies with every kind of candidate, built as the store would hold them.
+mod charts {
+    use primus_tune::domain::evidence::Basis;
+    use primus_tune::domain::study::{CandidateRecord, StudyRecord};
+    use primus_tune::report::charts::{Chart, ChartOptions, pareto};
+    use primus_tune::report::{Inputs, Report, build};
+    use primus_tune::store::TrialRow;
+    use primus_tune::telemetry::sampler::Snapshot;
+    use primus_tune::tune::space::Space;
+    use serde_json::json;
+    use std::collections::BTreeMap;
+    use std::path::{Path, PathBuf};
+
+    const GIB: f64 = (1u64 << 30) as f64;
+
+    /// Where the charts are written, to be looked at: `<target>/tmp/report-charts/<case>`.
+    fn out_dir(case: &str) -> PathBuf {
+        let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join("report-charts")
+            .join(case);
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn cand(
+        id: usize,
+        overrides: BTreeMap<String, serde_json::Value>,
+        verdict: &str,
+        why: &str,
+        median: Option<f64>,
+        peak: Option<u64>,
+        predicted: Option<f64>,
+    ) -> CandidateRecord {
+        CandidateRecord {
+            id,
+            baseline: false,
+            overrides,
+            verdict: verdict.parse().unwrap(),
+            why: why.into(),
+            n: if median.is_some() { 40 } else { 0 },
+            median_ms: median,
+            ci_low_ms: median.map(|m| m * 0.985),
+            ci_high_ms: median.map(|m| m * 1.02),
+            peak_memory_bytes: peak,
+            peak_memory_source: None,
+            predicted_bytes: predicted,
+        }
+    }
+
+    fn record(
+        space: &str,
+        cands: Vec<CandidateRecord>,
+        pick: usize,
+        basis: Basis,
+        capacity_gib: f64,
+    ) -> StudyRecord {
+        StudyRecord {
+            space: space.into(),
+            config: "/x/llama3_8B-pretrain.yaml".into(),
+            profile: "local-8gpu".into(),
+            gpus: 8,
+            capacity_bytes: Some(capacity_gib * GIB),
+            candidates: cands,
+            pick: Some(pick),
+            gpu_seconds: 1800.0,
+            trials: 6,
+            log: vec!["rung 1".into()],
+            memory_error: None,
+            basis: Some(basis),
+            unmodeled: Vec::new(),
+            baseline: None,
+            conclusion: None,
+        }
+    }
+
+    fn trial(id: i64, mbs: i64, tokens: f64) -> TrialRow {
+        serde_json::from_value(json!({
+            "id": id, "study_id": 1, "status": "completed", "created_at": "t", "updated_at": "t",
+            "config_path": "/x/exp.yaml", "config_hash": "h",
+            "overrides": [{"key": "micro_batch_size", "value": mbs},
+                          {"key": "train_iters", "value": 50}],
+            "argv": [], "env": [], "trial_dir": "/x/t", "iterations_seen": 50,
+            "iterations_stored": 50, "tokens_per_s_per_gpu": tokens,
+        }))
+        .unwrap()
+    }
+
+    /// Llama 3 8B on 8 MI300X-class GPUs, micro batch 1–32: tokens/s, the pick at 2, a tie, a
+    /// candidate predicted slower (with its predicted step time), an OOM without a peak and a
+    /// predicted OOM; telemetry of the pick.
+    fn gpu_study() -> Report {
+        let sp = Space::parse(
+            "name: mbs\ndescription: d\nknobs:\n  - flag: micro_batch_size\n    values: [1, 2, 4, 8, 16, 32]\n",
+            "test",
+        )
+        .unwrap();
+        let o = |mbs: i64| {
+            [("micro_batch_size".to_string(), json!(mbs))]
+                .into_iter()
+                .collect()
+        };
+        let g = |x: f64| Some((x * GIB) as u64);
+        let cands = vec![
+            cand(
+                0,
+                o(1),
+                "slower",
+                "slower by 18 %",
+                Some(2950.0),
+                g(38.2),
+                Some(39.0 * GIB),
+            ),
+            cand(
+                1,
+                o(2),
+                "winner",
+                "fastest",
+                Some(2480.0),
+                g(61.7),
+                Some(60.1 * GIB),
+            ),
+            cand(
+                2,
+                o(4),
+                "tie",
+                "within 1 %",
+                Some(2505.0),
+                g(104.3),
+                Some(101.0 * GIB),
+            ),
+            cand(
+                3,
+                o(8),
+                "predicted-slower",
+                "not run: predicted 2790.0 ms, 12.5 % slower than #1 (predicted 2480.0 ms, measured 2480.0 ms) by the additive model",
+                None,
+                None,
+                Some(150.0 * GIB),
+            ),
+            cand(
+                4,
+                o(16),
+                "oom",
+                "HIP out of memory",
+                None,
+                Some(0),
+                Some(181.0 * GIB),
+            ),
+            cand(
+                5,
+                o(32),
+                "predicted-oom",
+                "predicted 352 GiB",
+                None,
+                None,
+                Some(352.0 * GIB),
+            ),
+        ];
+        let rec = record(
+            "mbs",
+            cands,
+            1,
+            Basis::Measured {
+                profile: "local-8gpu".into(),
+                gpu: Some("AMD Instinct MI300X".into()),
+            },
+            192.0,
+        );
+        let tokens = |ms: f64| 8.0 * 8192.0 / (ms / 1000.0) / 8.0;
+        let trials = vec![
+            trial(1, 1, tokens(2950.0)),
+            trial(2, 2, tokens(2480.0)),
+            trial(3, 4, tokens(2505.0)),
+        ];
+        let samples: BTreeMap<i64, Vec<Snapshot>> = [(
+            2,
+            (0..60u64)
+                .map(|k| Snapshot {
+                    ts_ms: 1_000 * k,
+                    gpus: (0..8)
+                        .map(|gpu| primus_tune::telemetry::GpuSample {
+                            gpu,
+                            util_pct: Some(if k < 8 { 5.0 } else { 97.0 }),
+                            power_w: Some(if k < 8 { 150.0 } else { 690.0 + gpu as f64 }),
+                            vram_used_bytes: Some(((if k < 8 { 2 } else { 61 }) as u64) << 30),
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                })
+                .collect(),
+        )]
+        .into_iter()
+        .collect();
+        build(&Inputs {
+            name: "llama3-8b-mbs-2026-11-29T22:59",
+            record: &rec,
+            space: Some(&sp),
+            trials: &trials,
+            samples: &samples,
+            module: "pre_trainer",
+        })
+    }
+
+    /// The CPU proxy over micro batch × recompute: step times, peaks of 14–41 MiB against a
+    /// 192 GiB GPU, ten candidates (down the side), every verdict without a measurement.
+    fn proxy_study() -> Report {
+        let sp = Space::parse(
+            "name: mr\ndescription: d\nknobs:\n  - flag: micro_batch_size\n    values: [1, 2, 4, 8, 16]\n  - flag: \"@recompute\"\n    values:\n      - {recompute_granularity: null, recompute_num_layers: null}\n      - {recompute_granularity: full, recompute_num_layers: 2}\n",
+            "test",
+        )
+        .unwrap();
+        let m = |x: u64| Some(x << 20);
+        let p = |x: f64| Some(x * 1024.0 * 1024.0);
+        // (verdict, why, median ms, peak bytes, predicted bytes) per candidate.
+        type Spec = (
+            &'static str,
+            &'static str,
+            Option<f64>,
+            Option<u64>,
+            Option<f64>,
+        );
+        let spec: [Spec; 10] = [
+            ("slower", "slower by 30 %", Some(52.0), m(27), p(26.0)),
+            ("slower", "slower by 50 %", Some(60.0), m(14), p(15.0)),
+            ("winner", "fastest", Some(40.0), m(41), p(40.0)),
+            ("slower", "slower by 12 %", Some(45.0), m(25), p(24.0)),
+            ("failed", "exit status 1", None, None, p(80.0)),
+            (
+                "predicted-slower",
+                "not run: recomputation adds work: #3 fits",
+                None,
+                None,
+                p(45.0),
+            ),
+            ("oom", "out of memory", None, m(39), p(160.0)),
+            ("ruled-out", "ruled out by #6 (OOM)", None, None, p(90.0)),
+            ("predicted-oom", "predicted 300 MiB", None, None, p(300.0)),
+            ("not-run", "budget spent", None, None, p(180.0)),
+        ];
+        let cands = sp
+            .candidates()
+            .into_iter()
+            .zip(spec)
+            .map(|(c, (v, why, med, peak, pred))| cand(c.id, c.overrides, v, why, med, peak, pred))
+            .collect();
+        let rec = record(
+            "mr",
+            cands,
+            2,
+            Basis::Proxy {
+                profile: "proxy-cpu".into(),
+            },
+            192.0,
+        );
+        build(&Inputs {
+            name: "proxy-mbs-recompute",
+            record: &rec,
+            space: Some(&sp),
+            trials: &[],
+            samples: &BTreeMap::new(),
+            module: "pre_trainer",
+        })
+    }
+
+    /// Every chart kind of both studies, written where they can be looked at; the labels the
+    /// issue found wrong, checked in the SVGs.
+    #[test]
+    fn every_chart_kind_renders_from_realistic_studies() {
+        let gpu = gpu_study();
+        let dir = out_dir("gpu");
+        let written = gpu.write(&dir).unwrap();
+        let files: Vec<String> = written
+            .iter()
+            .filter_map(|w| match w {
+                primus_tune::report::Written::File(p) => {
+                    Some(p.file_name()?.to_string_lossy().into_owned())
+                }
+                _ => None,
+            })
+            .collect();
+        for stem in ["throughput", "memory", "throughput-vs-memory", "telemetry"] {
+            assert!(files.contains(&format!("{stem}.png")), "{files:?}");
+            assert_eq!(super::png_dims(&dir.join(format!("{stem}.png"))).0, 1600);
+        }
+        assert_eq!(super::png_dims(&dir.join("memory.png")), (1600, 1000));
+        let svg = |d: &Path, stem: &str| super::read(&d.join(format!("{stem}.svg")));
+        let t = svg(&dir, "throughput");
+        for want in [
+            "Throughput per candidate",
+            "study llama3-8b-mbs-2026-11-29T22:59 · local-8gpu on AMD Instinct MI300X",
+            "prediction, not measured",
+            "not run: predicted OOM",
+            "ran out of memory",
+            // 8 × 8192 tokens / 2.48 s / 8 GPUs, one separator convention.
+            "3,303",
+            "≈2,936 predicted",
+        ] {
+            assert!(t.contains(want), "throughput.svg lacks `{want}`");
+        }
+        assert!(!t.contains("measured vs predicted"));
+        let m = svg(&dir, "memory");
+        for want in [
+            "Peak GPU memory per candidate: measured and predicted",
+            "predicted by the memory model",
+            "GPU capacity (192.0 GiB)",
+            "out of memory, no peak reported",
+            "not run: predicted slower",
+            "\n61.7\n</text>",
+            "\n352.0\n</text>",
+        ] {
+            assert!(m.contains(want), "memory.svg lacks `{want}`");
+        }
+        let p = svg(&dir, "throughput-vs-memory");
+        for want in [
+            "Throughput against peak memory",
+            "Pareto front: no other candidate is both faster and smaller",
+            "micro_batch_size=2 · 3,303 · 61.7 GiB",
+            "3 candidates without a step time and a peak not shown",
+            "GPU capacity (192.0 GiB)",
+        ] {
+            assert!(p.contains(want), "throughput-vs-memory.svg lacks `{want}`");
+        }
+        let front: Vec<usize> = pareto::front_rows(&gpu)
+            .into_iter()
+            .map(|i| gpu.rows[i].id)
+            .collect();
+        assert_eq!(front, [0, 1], "#2 is slower and bigger than #1");
+        let md = gpu.markdown();
+        assert!(
+            md.contains("![Throughput against peak memory](throughput-vs-memory.svg)"),
+            "{md}"
+        );
+        assert!(md.contains("is ringed and joined: #0, #1."), "{md}");
+
+        let proxy = proxy_study();
+        assert!(proxy.horizontal);
+        let dir = out_dir("proxy");
+        proxy.write(&dir).unwrap();
+        let m = svg(&dir, "memory");
+        for want in [
+            "peak memory per GPU (MiB)",
+            "\n14.0\n</text>",
+            "\n41.0\n</text>",
+            "GPU capacity 192.0 GiB: far above these peaks, not drawn",
+            "not run: ruled out",
+        ] {
+            assert!(m.contains(want), "proxy memory.svg lacks `{want}`");
+        }
+        assert!(!m.contains("\n0.0\n</text>"), "a 14 MiB peak labelled 0.0");
+        let t = svg(&dir, "throughput");
+        assert!(t.contains("Step time per candidate"));
+        assert!(t.contains("not run: predicted slower") && t.contains("\nfailed\n</text>"));
+        assert!(
+            !t.contains("prediction, not measured"),
+            "no predicted step time to draw"
+        );
+        let front: Vec<usize> = pareto::front_rows(&proxy)
+            .into_iter()
+            .map(|i| proxy.rows[i].id)
+            .collect();
+        assert_eq!(front, [1, 3, 2]);
+        let p = svg(&dir, "throughput-vs-memory");
+        assert!(p.contains("#3 2, full/2 · 45.0 ms · 25.0 MiB"), "{p}");
+        assert!(p.contains("GPU capacity 192.0 GiB: right of the axis"));
+
+        // Size and DPI: the PNG is the size × DPI / 96, the SVG the size.
+        let dir = out_dir("gpu-2x");
+        let opts = ChartOptions {
+            size: Some((1200, 800)),
+            dpi: 192,
+        };
+        primus_tune::report::charts::render(&gpu, Chart::Pareto, &dir, &opts).unwrap();
+        assert_eq!(
+            super::png_dims(&dir.join("throughput-vs-memory.png")),
+            (2400, 1600)
+        );
+        assert!(svg(&dir, "throughput-vs-memory").contains("viewBox=\"0 0 1200 800\""));
+        eprintln!(
+            "charts in {}",
+            Path::new(env!("CARGO_TARGET_TMPDIR"))
+                .join("report-charts")
+                .display()
+        );
+    }
 }

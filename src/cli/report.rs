@@ -1,9 +1,10 @@
-//! `primus-tune report STUDY --out DIR [--config CONFIG] [--db DB]`: a finished sweep as
-//! `report.md` plus charts (PNG and SVG).
+//! `primus-tune report STUDY --out DIR [--config CONFIG] [--db DB] [--size WxH] [--dpi N]`: a
+//! finished sweep as `report.md` plus charts (PNG and SVG).
 
 use super::trials::DbArgs;
 use super::{CliError, display_path};
 use crate::report::Written;
+use crate::report::charts::ChartOptions;
 use clap::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -17,11 +18,24 @@ pub struct ReportArgs {
     pub out: PathBuf,
     #[command(flatten)]
     pub db: DbArgs,
+    /// Size of every chart, WIDTHxHEIGHT in pixels at 96 DPI (default: 1600x1000, taller for
+    /// many candidates).
+    #[arg(long, value_name = "WxH", value_parser = ChartOptions::parse_size)]
+    pub size: Option<(u32, u32)>,
+    /// Resolution of the PNGs: their pixels are the size × DPI / 96, fonts and lines scaled
+    /// alike (192 for a sharp slide). The SVGs are drawn at the size.
+    #[arg(long, value_name = "N", default_value_t = 96,
+          value_parser = clap::value_parser!(u32).range(48..=600))]
+    pub dpi: u32,
 }
 
 pub fn run(a: &ReportArgs) -> Result<ExitCode, CliError> {
     let session = a.db.session()?;
-    let written = crate::app::views::report::write(&session, &a.study, &a.out)?;
+    let opts = ChartOptions {
+        size: a.size,
+        dpi: a.dpi,
+    };
+    let written = crate::app::views::report::write_with(&session, &a.study, &a.out, &opts)?;
     for w in &written {
         match w {
             Written::File(p) => println!("wrote {}", display_path(p)),

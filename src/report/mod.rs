@@ -50,6 +50,9 @@ pub struct Row {
     /// What the peak measures.
     pub peak_source: Option<crate::domain::trial::MemorySource>,
     pub predicted_gib: Option<f64>,
+    /// The step time the search predicted for a candidate it did not run (`predicted-slower`
+    /// verdicts), ms.
+    pub predicted_ms: Option<f64>,
     /// The candidate's trials in the study, by id.
     pub trials: Vec<i64>,
 }
@@ -288,6 +291,17 @@ fn point(s: &Snapshot, t0: u64) -> Option<TelemetryPoint> {
     })
 }
 
+/// The step time in a `predicted-slower` verdict's reason (`predicted 130.2 ms, 12.0 % slower
+/// than #1 ...`), ms.
+fn predicted_ms(why: &str) -> Option<f64> {
+    let rest = &why[why.find("predicted ")? + "predicted ".len()..];
+    let (num, tail) = rest.split_once(' ')?;
+    tail.starts_with("ms")
+        .then(|| num.trim_end_matches(',').parse::<f64>().ok())
+        .flatten()
+        .filter(|v| v.is_finite() && *v > 0.0)
+}
+
 /// The report of a study, from what the store holds.
 pub fn build(i: &Inputs<'_>) -> Report {
     let rec = i.record;
@@ -328,6 +342,9 @@ pub fn build(i: &Inputs<'_>) -> Report {
                     .map(|b| b as f64 / GIB),
                 peak_source: c.peak_memory_source,
                 predicted_gib: c.predicted_bytes.map(|b| b / GIB),
+                predicted_ms: (c.verdict == VerdictKind::PredictedSlower)
+                    .then(|| predicted_ms(&c.why))
+                    .flatten(),
                 trials: mine.iter().map(|t| t.id).collect(),
             }
         })
@@ -514,6 +531,14 @@ impl Report {
                 ))
             },
         );
+        out.push(if charts::pareto::placed(self).is_empty() {
+            Err((
+                charts::Chart::Pareto,
+                "no candidate has both a step time and a measured peak".to_string(),
+            ))
+        } else {
+            Ok(charts::Chart::Pareto)
+        });
         out.push(if !self.telemetry.is_empty() {
             Ok(Chart::Telemetry)
         } else if self.winner.is_none() {
@@ -542,13 +567,22 @@ impl Report {
 
     /// Renders the charts (PNG and SVG) and `report.md` into `dir`, creating it.
     pub fn write(&self, dir: &Path) -> std::io::Result<Vec<Written>> {
+        self.write_with(dir, &charts::ChartOptions::default())
+    }
+
+    /// [`Report::write`] with the charts' size and resolution.
+    pub fn write_with(
+        &self,
+        dir: &Path,
+        opts: &charts::ChartOptions,
+    ) -> std::io::Result<Vec<Written>> {
         std::fs::create_dir_all(dir)?;
         let mut out = Vec::new();
         let mut made = Vec::new();
         for c in self.charts() {
             match c {
                 Ok(chart) => {
-                    for p in charts::render(self, chart, dir)? {
+                    for p in charts::render(self, chart, dir, opts)? {
                         out.push(Written::File(p));
                     }
                     made.push(chart);
@@ -667,7 +701,7 @@ impl Report {
                     p.n
                 );
                 if let Some(t) = p.tokens_per_s {
-                    let _ = write!(line, ", {t:.0} tokens/s per GPU");
+                    let _ = write!(line, ", {} tokens/s per GPU", charts::fmt::grouped(t));
                 }
                 if let Some(g) = p.peak_gib {
                     let _ = write!(line, ", peak memory {g:.2} GiB per GPU");
@@ -744,7 +778,7 @@ impl Report {
                 opt(row.median_ms, 1),
                 ci,
                 row.n,
-                opt(row.tokens_per_s, 0),
+                row.tokens_per_s.map_or("–".into(), charts::fmt::grouped),
                 match (row.peak_gib, row.peak_source) {
                     (Some(g), Some(k)) => format!("{g:.2} {}", k.tag()),
                     (g, _) => opt(g, 2),
@@ -1036,7 +1070,7 @@ mod tests {
         let md = r.markdown();
         assert!(
             md.contains(
-                "| 1 | 1 | **micro_batch_size=2** | winner | 100.0 | 99.0–102.0 | 12 | 1200 |"
+                "| 1 | 1 | **micro_batch_size=2** | winner | 100.0 | 99.0–102.0 | 12 | 1,200 |"
             ),
             "{md}"
         );
@@ -1177,7 +1211,7 @@ mod tests {
             root.present().unwrap();
         }
         assert!(svg.contains("-5.0 (invalid)"));
-        assert!(svg.contains("ran out of memory (no peak reported)"));
+        assert!(svg.contains("out of memory, no peak reported"));
     }
 
     /// A trial across two nodes gets a row per node, the slowest flagged; one on a single node
@@ -1241,6 +1275,21 @@ mod tests {
     }
 
     #[test]
+    fn a_predicted_step_time_is_read_from_the_reason() {
+        assert_eq!(
+            predicted_ms(
+                "not run: predicted 2790.5 ms, 12.5 % slower than #1 (predicted 2480.0 ms)"
+            ),
+            Some(2790.5)
+        );
+        assert_eq!(
+            predicted_ms("not run: recomputation adds work: #3 fits"),
+            None
+        );
+        assert_eq!(predicted_ms("predicted 352 GiB"), None);
+    }
+
+    #[test]
     fn yaml_scalars_read_back_as_written() {
         assert_eq!(yaml_scalar(&json!("selective")), "selective");
         assert_eq!(yaml_scalar(&json!("true")), "\"true\"");
@@ -1268,14 +1317,14 @@ mod tests {
         .collect();
         let r = report_of(&trials, &samples);
         charts::register_font().unwrap();
-        let expect: [(charts::Chart, &[&str]); 3] = [
+        let expect: [(charts::Chart, &[&str]); 4] = [
             (
                 charts::Chart::Throughput,
                 &[
                     "median step time (ms), lower is better",
                     "micro_batch_size",
                     "winner (the pick)",
-                    "OOM",
+                    "ran out of memory",
                 ],
             ),
             (
@@ -1285,6 +1334,15 @@ mod tests {
                     "measured peak per GPU",
                     "predicted by the memory model",
                     "GPU capacity (192.0 GiB)",
+                ],
+            ),
+            (
+                charts::Chart::Pareto,
+                &[
+                    "Step time against peak memory",
+                    "peak memory per GPU (GiB)",
+                    "micro_batch_size=2 · 100.0 ms · 100.0 GiB",
+                    "the pick",
                 ],
             ),
             (

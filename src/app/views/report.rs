@@ -17,6 +17,16 @@ fn module_of(config: &Path) -> String {
 
 /// Builds the report of study `name` and writes it into `out` (created if missing).
 pub fn write(session: &Session, name: &str, out: &Path) -> Result<Vec<Written>, AppError> {
+    write_with(session, name, out, &report::charts::ChartOptions::default())
+}
+
+/// [`write`] with the charts' size and resolution.
+pub fn write_with(
+    session: &Session,
+    name: &str,
+    out: &Path,
+    opts: &report::charts::ChartOptions,
+) -> Result<Vec<Written>, AppError> {
     let record = super::studies::finished_record(session, name)?;
     let store = session.require_store()?;
     let study = store
@@ -46,7 +56,7 @@ pub fn write(session: &Session, name: &str, out: &Path) -> Result<Vec<Written>, 
         samples: &samples,
         module: &module,
     });
-    rep.write(out).map_err(|e| {
+    rep.write_with(out, opts).map_err(|e| {
         AppError::Usage(format!(
             "cannot write the report to {}: {e}",
             crate::util::paths::display_path(out)
