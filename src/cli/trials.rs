@@ -91,7 +91,7 @@ pub fn run(a: &TrialsArgs) -> Result<ExitCode, CliError> {
     let mut session = a.db.session()?;
     session.all_experiments |= a.all;
     let store = session.require_store()?;
-    let usage = |e: crate::store::StoreError| CliError::Usage(e.to_string());
+    let usage = |e: crate::store::StoreError| CliError::Failed(e.to_string());
     if let Some(TrialsCommand::Compare { a: x, b: y, json }) = &a.command {
         let c = trials::compare(&session, *x, *y)?;
         if *json {

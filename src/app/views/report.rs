@@ -47,7 +47,7 @@ pub fn write(session: &Session, name: &str, out: &Path) -> Result<Vec<Written>, 
         module: &module,
     });
     rep.write(out).map_err(|e| {
-        AppError::Usage(format!(
+        AppError::Failed(format!(
             "cannot write the report to {}: {e}",
             crate::util::paths::display_path(out)
         ))
