@@ -160,7 +160,8 @@ fn lint_checks_the_world_size_it_is_given() {
         .code(2);
     let v = json(&out.get_output().stdout);
     assert_eq!(v["world"]["gpus"], 4);
-    assert_eq!(v["world"]["source"], "flag");
+    assert_eq!(v["world"]["source"]["kind"], "flag");
+    assert_eq!(v["world"]["source"]["text"], "--gpus");
     let ep = v["diagnostics"]
         .as_array()
         .unwrap()
@@ -225,7 +226,7 @@ fn lint_checks_the_world_size_it_is_given() {
             .collect();
         assert!(!codes.iter().any(|c| c.starts_with("world-")), "{codes:?}");
     } else {
-        assert_eq!(v["world"]["source"], "detected", "{v}");
+        assert_eq!(v["world"]["source"]["kind"], "detected", "{v}");
     }
 }
 
@@ -1263,4 +1264,167 @@ fn mistyped_commands_are_usage_errors_with_a_suggestion() {
     bin().arg("--help").assert().success().stdout(
         predicate::str::contains("64 usage error").and(predicate::str::contains("66 no input")),
     );
+}
+
+/// `trials` and `report` take CONFIG positionally, as the other commands do (the same as
+/// `--config`); `trials --status` takes every word the status column prints.
+#[test]
+fn trials_and_report_take_config_positionally_and_status_words() {
+    let (d, exp) = tree();
+    let ws = d.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    // Named positionally, a missing experiment is named back (it is read as the CONFIG).
+    bin()
+        .args(["trials", "/nonexistent/exp.yaml"])
+        .assert()
+        .code(66)
+        .stderr(predicate::str::contains("/nonexistent/exp.yaml"));
+    bin()
+        .args(["report", "s", "/nonexistent/exp.yaml", "--out"])
+        .arg(d.path().join("r"))
+        .assert()
+        .code(66)
+        .stderr(predicate::str::contains("/nonexistent/exp.yaml"));
+    bin()
+        .args(["trials", "--config"])
+        .arg(&exp)
+        .arg(&exp)
+        .assert()
+        .code(64);
+    // A database with no trials: every printed word filters (to nothing), others are refused.
+    drop(primus_tune::store::Store::open(&ws.join("trials.db")).unwrap());
+    for word in ["completed", "interrupted", "oom", "host-oom", "slurm-lost"] {
+        let out = bin()
+            .arg("trials")
+            .arg(&exp)
+            .args([
+                "--workspace",
+                ws.to_str().unwrap(),
+                "--json",
+                "--status",
+                word,
+            ])
+            .assert()
+            .success();
+        assert_eq!(
+            json(&out.get_output().stdout),
+            serde_json::json!([]),
+            "{word}"
+        );
+    }
+    bin()
+        .arg("trials")
+        .arg(&exp)
+        .args(["--workspace", ws.to_str().unwrap(), "--status", "crashed"])
+        .assert()
+        .code(64)
+        .stderr(predicate::str::contains("non-zero-exit"));
+}
+
+/// A GPU backend asked for by name that finds no GPU fails (status 2, the reason on stderr, and
+/// JSON with --json); an unknown backend is a usage error.
+#[test]
+fn gpus_with_a_named_backend_and_no_gpu_fails() {
+    let empty = tempfile::tempdir().unwrap();
+    let out = bin()
+        .args([
+            "gpus",
+            "--backend",
+            "amdgpu-sysfs",
+            "--json",
+            "--sysfs-root",
+        ])
+        .arg(empty.path())
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--backend amdgpu-sysfs: no GPU"));
+    assert_eq!(json(&out.get_output().stdout)["error"]["kind"], "failed");
+    // No AMD SMI library under this ROCm path (on a machine without ROCm installed: there,
+    // the library could be found in its default place).
+    if !Path::new("/opt/rocm").exists() {
+        bin()
+            .args(["gpus", "--backend", "amd-smi"])
+            .env("ROCM_PATH", empty.path())
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("--backend amd-smi: no GPU"));
+    }
+    bin().args(["gpus", "--backend", "host"]).assert().success();
+    bin()
+        .args(["gpus", "--backend", "quantum"])
+        .assert()
+        .code(64);
+}
+
+/// `source` is an object with `kind` and `text` in every JSON output: show, checklist (a
+/// flag's origin, or the default), lint (the world size's), recommend (a rule's reference).
+#[test]
+fn source_has_one_json_shape_everywhere() {
+    let (_d, exp) = tree();
+    let e = exp.to_str().unwrap();
+    let mut sources = Vec::new();
+    let show = json(
+        &bin()
+            .args(["show", e, "--json", "--set", "micro_batch_size=8"])
+            .output()
+            .unwrap()
+            .stdout,
+    );
+    for row in show.as_array().unwrap() {
+        sources.push(("show", row["source"].clone()));
+    }
+    let kinds: Vec<&str> = sources
+        .iter()
+        .filter_map(|(_, s)| s["kind"].as_str())
+        .collect();
+    assert!(
+        kinds.contains(&"file") && kinds.contains(&"command-line"),
+        "{kinds:?}"
+    );
+    let checklist = json(
+        &bin()
+            .args(["checklist", e, "--json"])
+            .output()
+            .unwrap()
+            .stdout,
+    );
+    let steps = checklist["steps"]
+        .as_array()
+        .or(checklist.as_array())
+        .unwrap()
+        .clone();
+    for step in &steps {
+        for f in step["flags"].as_array().unwrap() {
+            sources.push(("checklist", f["source"].clone()));
+        }
+    }
+    let lint = json(
+        &bin()
+            .args(["lint", e, "--json", "--gpus", "8"])
+            .output()
+            .unwrap()
+            .stdout,
+    );
+    sources.push(("lint", lint["world"]["source"].clone()));
+    let rec = json(
+        &bin()
+            .args(["recommend", e, "--json", "--gpu", "MI300X"])
+            .output()
+            .unwrap()
+            .stdout,
+    );
+    for r in rec["recommendations"].as_array().unwrap() {
+        sources.push(("recommend", r["source"].clone()));
+        if r["basis"]["kind"] == "rule" {
+            sources.push(("recommend basis", r["basis"]["source"].clone()));
+        }
+    }
+    assert!(sources.iter().any(|(w, _)| *w == "checklist"));
+    assert!(sources.iter().any(|(w, _)| *w == "recommend"));
+    for (what, s) in &sources {
+        assert!(
+            s.is_object() && s["kind"].is_string() && s["text"].is_string(),
+            "{what}: {s}"
+        );
+    }
 }

@@ -372,10 +372,13 @@ impl LoadArgs {
 
 pub use crate::util::paths::display_path;
 
+/// Print JSON for scripts, floats without noise (`1548.8`, not `1548.8000000000002`).
 pub fn print_json(v: &serde_json::Value) {
+    let mut v = v.clone();
+    crate::util::num::tidy_json(&mut v);
     println!(
         "{}",
-        serde_json::to_string_pretty(v).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+        serde_json::to_string_pretty(&v).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
     );
 }
 

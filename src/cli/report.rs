@@ -1,4 +1,4 @@
-//! `primus-tune report STUDY --out DIR [--config CONFIG] [--db DB]`: a finished sweep as
+//! `primus-tune report STUDY [CONFIG] --out DIR [--config CONFIG] [--db DB]`: a finished sweep as
 //! `report.md` plus charts (PNG and SVG).
 
 use super::trials::DbArgs;

@@ -108,8 +108,7 @@ fn json(r: &LintReport) -> serde_json::Value {
         }).collect::<Vec<_>>(),
         "world": r.world.as_ref().map(|w| serde_json::json!({
             "gpus": w.gpus,
-            "source": w.source_name(),
-            "text": w.source_text(),
+            "source": crate::config::source::named_json(w.source_name(), &w.source_text()),
         })),
         "errors": c.errors,
         "warnings": c.warnings,
