@@ -62,8 +62,15 @@ pub struct FlagState {
     pub name: String,
     pub value: serde_json::Value,
     pub default: serde_json::Value,
-    /// `file:line via ...`, or `default` when no file sets it.
+    /// `file:line via ...`, or `default` when no file sets it (for people).
+    #[serde(skip)]
     pub source: String,
+    /// Where the value came from (None: the default), written as the `source` object.
+    #[serde(
+        rename = "source",
+        serialize_with = "crate::config::source::serialize_origin"
+    )]
+    pub origin: Option<crate::config::Origin>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -161,6 +168,7 @@ pub fn evaluate(
                         value: leaf.map_or(f.default.clone(), |l| l.value.to_json()),
                         default: f.default.clone(),
                         source: leaf.map_or("default".into(), |l| l.origin.describe()),
+                        origin: leaf.map(|l| l.origin.clone()),
                     })
                 })
                 .collect();

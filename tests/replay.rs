@@ -168,18 +168,28 @@ fn several_studies_give_a_summary() {
 }
 
 #[test]
-fn a_malformed_table_is_a_usage_error_naming_the_file() {
+fn bad_input_is_an_error_naming_the_file_and_a_missing_one_no_input() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("broken-study.json");
     std::fs::write(&bad, "{\"candidates\": [\n  {\"overrides\": {}, }\n]}\n").unwrap();
-    bin()
+    let out = bin()
         .args(["bench-replay", "--json"])
         .arg(&bad)
         .assert()
         .code(2)
-        .stdout("")
         .stderr(predicate::str::contains("broken-study.json"))
         .stderr(predicate::str::contains("line 2 column"));
+    // With --json the error is JSON on stdout too, and nothing else is.
+    let v = json_out(&out.get_output().stdout);
+    assert_eq!(v["error"]["kind"], "failed");
+    assert_eq!(v["error"]["exit_code"], 2);
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("broken-study.json"),
+        "{v}"
+    );
 
     let empty = dir.path().join("empty.json");
     std::fs::write(&empty, r#"{"capacity_bytes": 1, "candidates": []}"#).unwrap();
@@ -194,13 +204,13 @@ fn a_malformed_table_is_a_usage_error_naming_the_file() {
         .args(["bench-replay"])
         .arg(dir.path().join("missing.json"))
         .assert()
-        .code(2)
+        .code(66)
         .stderr(predicate::str::contains("missing.json"));
 
     bin()
         .args(["bench-replay"])
         .assert()
-        .code(2)
+        .code(64)
         .stderr(predicate::str::contains("TABLE.json or --synthetic"));
 }
 

@@ -375,12 +375,12 @@ fn report_of_a_real_sweep_with_charts_and_telemetry() {
 }
 
 #[test]
-fn report_errors_are_usage_errors() {
+fn report_errors_say_their_kind_in_the_exit_status() {
     let s = setup();
     let out_dir = s.dir.path().join("r");
-    // No database yet.
+    // No database yet: no input (66); the other failures below are errors (2).
     let out = report(&s, "nope", &out_dir);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(66));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("no trial database"),
         "{}",

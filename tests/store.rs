@@ -370,6 +370,18 @@ fn filters() {
         [ids[0], ids[5]]
     );
     assert_eq!(ids_of(TrialFilter::all().last(2)), [ids[4], ids[5]]);
+    // By failure class, as the list's status column shows it: a trial that did not complete.
+    let oom = store.insert_trial(&new_trial(None, "oom")).unwrap();
+    let mut end = TrialEnd::new(TrialStatus::Failed, 1.0);
+    end.failure = Some(Failure {
+        class: FailureClass::Oom,
+        line: None,
+    });
+    store.finish_trial(oom, &end).unwrap();
+    let oom_filter = TrialFilter::all().failure(FailureClass::Oom);
+    assert_eq!(ids_of(oom_filter.clone()), [oom]);
+    assert!(ids_of(oom_filter.status(TrialStatus::Completed)).is_empty());
+    assert!(ids_of(TrialFilter::all().failure(FailureClass::Nccl)).is_empty());
     assert_eq!(ids_of(TrialFilter::all().study(s2).last(5)), [ids[2]]);
     assert!(ids_of(TrialFilter::all().study(999)).is_empty());
     assert_eq!(store.study(s1).unwrap().unwrap().trials, 4);

@@ -14,6 +14,7 @@ pub(crate) fn set_error(e: SetError) -> AppError {
     match e {
         SetError::Edit(e) => AppError::from(e),
         SetError::Usage(m) => AppError::Usage(m),
+        SetError::Config(e) => AppError::Config(e),
     }
 }
 

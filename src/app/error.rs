@@ -1,5 +1,6 @@
 //! What a use case can fail with. Each variant keeps the engine's error (which names the file,
-//! the line or the cause); the frontends print it and the CLI exits with status 2.
+//! the line or the cause); the frontends print it and the CLI exits with a status that says which kind it is
+//! (`cli::exit`).
 
 use crate::config::diag::Diagnostic;
 use std::path::PathBuf;
@@ -54,6 +55,14 @@ pub enum AppError {
     NoDatabase { path: PathBuf },
     #[error("{0}")]
     Usage(String),
+    /// The request is well-formed but cannot be carried out for this experiment, profile or
+    /// host (a setting the profile cannot pass on, a space that does not apply, a report that
+    /// cannot be written).
+    #[error("{0}")]
+    Failed(String),
+    /// A file or folder named as input does not exist, or a folder holds no experiment.
+    #[error("{}: {why}", path.display())]
+    NoInput { path: PathBuf, why: String },
 }
 
 impl AppError {

@@ -9,6 +9,7 @@ mod error;
 pub mod events;
 pub mod gemm_stage;
 pub mod interrupted;
+pub mod lint;
 pub mod session;
 pub mod slurm;
 pub mod sweep;

@@ -123,6 +123,25 @@ pub fn session_world(
     World::resolve(gpus, |k| env.get(k), || detected_world(telemetry, env))
 }
 
+/// How the options load an experiment (Primus root, the launch environment with `--env`, the
+/// `--set` overrides, the world size), and the `--env` pairs themselves.
+pub fn load_options(o: &SessionOptions) -> Result<(LoadOptions, Vec<(String, String)>), AppError> {
+    let env = env_pairs(&o.env)?;
+    let mut process = Env::from_process();
+    for (k, v) in &env {
+        process.set(k, v);
+    }
+    let world = session_world(o.gpus, &process, o.telemetry.as_ref());
+    let load = LoadOptions {
+        primus_root: o.primus_root.clone(),
+        env: process,
+        overrides: overrides(&o.overrides)?,
+        texts: Default::default(),
+        world,
+    };
+    Ok((load, env))
+}
+
 /// Where keyed workspaces go: `<data dir>/primus-tune/workspaces`.
 pub fn workspaces_dir(data_home: Option<&Path>) -> PathBuf {
     crate::util::bundled::data_dir_in(data_home, "workspaces")
@@ -148,24 +167,15 @@ impl Session {
     pub fn open(o: SessionOptions) -> Result<Session, AppError> {
         let experiment = match &o.config {
             Some(p) if !p.exists() => {
-                return Err(AppError::Usage(format!("{}: no such file", p.display())));
+                return Err(AppError::NoInput {
+                    path: p.clone(),
+                    why: "no such file".into(),
+                });
             }
             Some(p) => p.clone(),
             None => crate::util::bundled::editable_default_experiment_in(o.data_home.as_deref())?,
         };
-        let env = env_pairs(&o.env)?;
-        let mut process = Env::from_process();
-        for (k, v) in &env {
-            process.set(k, v);
-        }
-        let world = session_world(o.gpus, &process, o.telemetry.as_ref());
-        let load = LoadOptions {
-            primus_root: o.primus_root.clone(),
-            env: process,
-            overrides: overrides(&o.overrides)?,
-            texts: Default::default(),
-            world,
-        };
+        let (load, env) = load_options(&o)?;
         let chosen = o.workspace.clone().or_else(|| {
             std::env::var_os(WORKSPACE_ENV)
                 .filter(|v| !v.is_empty())

@@ -248,7 +248,7 @@ pub fn refuse_settings<'a>(
     if refused.is_empty() {
         return Ok(());
     }
-    Err(AppError::Usage(format!(
+    Err(AppError::Failed(format!(
         "profile `{}` runs upstream Megatron-LM, which has no argument for {}: a Primus-only \
          setting cannot be passed to it (run it with the primus profile, or leave it out)",
         profile.name,
@@ -281,7 +281,7 @@ fn proxy_fits(view: &Experiment, gpus: u64) -> Result<(), AppError> {
     let resolved = crate::run::profile::resolved_json(&view.main_module().values(), gpus);
     let shape = crate::run::proxy::ProxyShape::from_resolved(&resolved);
     match crate::run::proxy::too_big(&shape, crate::run::proxy::host_available_bytes()) {
-        Some(why) => Err(AppError::Usage(format!(
+        Some(why) => Err(AppError::Failed(format!(
             "{}: {why}",
             crate::util::paths::display_path(&view.path)
         ))),

@@ -142,10 +142,8 @@ pub fn run(a: &BenchReplayArgs) -> Result<ExitCode, CliError> {
     let mut studies: Vec<(String, ReplayTable)> = Vec::new();
     for p in &a.table {
         let name = display_path(p);
-        let text =
-            std::fs::read_to_string(p).map_err(|e| CliError::Usage(format!("{name}: {e}")))?;
-        let t =
-            ReplayTable::from_json(&text).map_err(|e| CliError::Usage(format!("{name}: {e}")))?;
+        let text = std::fs::read_to_string(p).map_err(|e| CliError::input(p, e))?;
+        let t = ReplayTable::from_json(&text).map_err(|e| CliError::input(p, e))?;
         studies.push((name, t));
     }
     studies.extend(synthetic_suite(
@@ -348,11 +346,8 @@ fn annotate(a: &BenchReplayArgs, exp: &std::path::Path) -> Result<ExitCode, CliE
             "--annotate-memory takes exactly one TABLE.json".into(),
         ));
     };
-    let name = display_path(path);
-    let text =
-        std::fs::read_to_string(path).map_err(|e| CliError::Usage(format!("{name}: {e}")))?;
-    let mut t =
-        ReplayTable::from_json(&text).map_err(|e| CliError::Usage(format!("{name}: {e}")))?;
+    let text = std::fs::read_to_string(path).map_err(|e| CliError::input(path, e))?;
+    let mut t = ReplayTable::from_json(&text).map_err(|e| CliError::input(path, e))?;
     let mut opts = crate::config::LoadOptions::default();
     for s in &a.annotate_set {
         opts.overrides.push(
@@ -360,8 +355,7 @@ fn annotate(a: &BenchReplayArgs, exp: &std::path::Path) -> Result<ExitCode, CliE
                 .map_err(|e| CliError::Usage(format!("--annotate-set {s}: {e}")))?,
         );
     }
-    let e = crate::config::Experiment::load(exp, &opts)
-        .map_err(|e| CliError::Usage(format!("{}: {e}", display_path(exp))))?;
+    let e = crate::config::Experiment::load(exp, &opts)?;
     let overrides: Vec<Overrides> = t.candidates.iter().map(|c| c.overrides.clone()).collect();
     let peaks = crate::app::sweep::model_peaks(&e, &opts, &overrides, a.annotate_gpus.max(1));
     for (c, p) in t.candidates.iter_mut().zip(peaks) {

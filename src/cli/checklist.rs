@@ -1,6 +1,6 @@
 //! `primus-tune checklist [CONFIG] [--json]` (also what `primus-tune [CONFIG]` prints for now).
 
-use super::{CliError, LoadArgs, display_path, format_diag, print_json};
+use super::{CliError, LoadArgs, display_path, print_json};
 use crate::checklist::FindingKind;
 use crate::config::diag::counts;
 use clap::Args;
@@ -20,7 +20,7 @@ pub fn run(a: &ChecklistArgs) -> Result<ExitCode, CliError> {
     let view = crate::app::views::checklist(&session)?;
     let (list, diags) = (view.checklist, view.diagnostics);
     if a.json {
-        let mut v = serde_json::to_value(&list).map_err(|e| CliError::Usage(e.to_string()))?;
+        let mut v = serde_json::to_value(&list).map_err(|e| CliError::Failed(e.to_string()))?;
         v["diagnostics"] = serde_json::Value::Array(diags.iter().map(super::diag_json).collect());
         print_json(&v);
         return Ok(ExitCode::SUCCESS);
@@ -61,12 +61,13 @@ pub fn run(a: &ChecklistArgs) -> Result<ExitCode, CliError> {
     println!();
     if e + w > 0 {
         println!("lint: {e} error(s), {w} warning(s):");
-        for d in diags
-            .iter()
-            .filter(|d| d.severity != crate::config::diag::Severity::Info)
-        {
-            println!("  {}", format_diag(d).replace('\n', "\n  "));
-        }
+        super::print_diags(
+            diags
+                .iter()
+                .filter(|d| d.severity != crate::config::diag::Severity::Info),
+            "  ",
+            false,
+        );
     } else {
         println!("lint: no errors or warnings");
     }

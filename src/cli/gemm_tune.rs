@@ -208,7 +208,16 @@ fn run_shapes(a: &ShapesArgs) -> Result<ExitCode, CliError> {
         }
     };
     let summary = dump::read_dumps(&path).map_err(|e| {
-        CliError::Usage(match (&e, &exp_path) {
+        let missing = matches!(
+            e,
+            dump::DumpError::Io { .. } | dump::DumpError::Empty { .. }
+        );
+        let wrap = if missing {
+            CliError::NoInput
+        } else {
+            CliError::Failed
+        };
+        wrap(match (&e, &exp_path) {
             (dump::DumpError::Io { .. } | dump::DumpError::Empty { .. }, Some(x)) => format!(
                 "{e}\n  no stage-1 dump for {}: run `primus-tune gemm-tune stage 1 {}` first",
                 display_path(x),
@@ -217,7 +226,7 @@ fn run_shapes(a: &ShapesArgs) -> Result<ExitCode, CliError> {
             _ => e.to_string(),
         })
     })?;
-    let world = crate::run::trial::trial_world(a.load.gpus, &env, &Default::default(), None);
+    let world = crate::run::trial::trial_world(a.load.flags.gpus, &env, &Default::default(), None);
     let gpus = crate::run::trial::launch_gpus(world.as_ref());
     if a.json {
         let mut v = dump::shapes_json(&summary);
@@ -294,7 +303,13 @@ fn short_type(t: &str) -> &str {
 }
 
 fn run_results(a: &ResultsArgs) -> Result<ExitCode, CliError> {
-    let r = results::read(&a.file).map_err(|e| CliError::Usage(e.to_string()))?;
+    let r = results::read(&a.file).map_err(|e| {
+        if a.file.exists() {
+            CliError::Failed(e.to_string())
+        } else {
+            CliError::NoInput(e.to_string())
+        }
+    })?;
     if a.json {
         print_json(&results::results_json(&r));
         return Ok(ExitCode::SUCCESS);

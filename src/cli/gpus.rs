@@ -1,4 +1,5 @@
 //! `primus-tune gpus [--json]`: detected GPUs, the backend, and static facts from the hardware table.
+//! A GPU backend named with `--backend` that finds no GPU exits with status 2.
 
 use super::monitor::TelemetryArgs;
 use super::{CliError, print_json};
@@ -24,6 +25,19 @@ pub fn run(a: &GpusArgs) -> Result<ExitCode, CliError> {
         .map(|b| b.gpus().to_vec())
         .unwrap_or_default();
     let name = backend.as_ref().map(|b| b.name());
+    // A GPU backend asked for by name that finds none is a failure (status 2); `auto` on a
+    // machine without GPUs and `host` report what there is.
+    let asked = a.telemetry.backend.as_str();
+    if gpus.is_empty() && !matches!(asked, "auto" | "host") {
+        let why = if notes.is_empty() {
+            "it found no GPU".to_string()
+        } else {
+            notes.join("; ")
+        };
+        return Err(CliError::Failed(format!(
+            "--backend {asked}: no GPU: {why}"
+        )));
+    }
     if a.json {
         let rows: Vec<serde_json::Value> = gpus
             .iter()

@@ -25,6 +25,8 @@ macro_rules! eprintln {
 
 mod bench_replay;
 mod checklist;
+mod completions;
+mod exit;
 mod gemm_tune;
 mod gpus;
 mod lint;
@@ -39,6 +41,8 @@ mod set;
 mod show;
 mod slurm_args;
 mod studies;
+mod style;
+mod suggest;
 mod sweep;
 mod trials;
 
@@ -55,7 +59,13 @@ use std::process::ExitCode;
     name = "primus-tune",
     version,
     about = "Performance-tuning assistant for AMD Primus training jobs (Megatron-LM and TorchTitan)",
-    args_conflicts_with_subcommands = true
+    args_conflicts_with_subcommands = true,
+    after_help = "\
+Exit status: 0 success; 1 warnings with `lint --strict`; 2 errors (lint errors, or the command \
+failed: an invalid config, a refused edit, ...); 64 usage error (unknown command or option, bad \
+value); 66 no input (a file or folder named does not exist, a folder holds no experiment, no \
+trial database yet). With --json a fatal error is also printed on stdout as \
+{\"error\": {\"kind\", \"exit_code\", \"message\", \"details\"}}."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -110,6 +120,10 @@ enum Command {
     GemmTune(gemm_tune::GemmTuneArgs),
     /// A finished sweep as report.md plus charts (PNG and SVG): evidence, memory, telemetry.
     Report(report::ReportArgs),
+    /// Shell completions: `primus-tune completions bash > ~/.local/share/bash-completion/completions/primus-tune`.
+    Completions(completions::CompletionsArgs),
+    /// The manual page (roff), generated from these definitions: `primus-tune man | man -l -`.
+    Man(completions::ManArgs),
 }
 
 /// How to load an experiment: shared by every subcommand that reads one.
@@ -117,6 +131,13 @@ enum Command {
 pub struct LoadArgs {
     /// Experiment YAML (default: the bundled example).
     pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub flags: LoadFlags,
+}
+
+/// How to load an experiment, without naming it (`lint` takes several).
+#[derive(Debug, Args, Clone, Default)]
+pub struct LoadFlags {
     /// The Primus root (the folder holding primus/configs/). Default: found by walking up from
     /// the experiment, else $PRIMUS_ROOT.
     #[arg(long, value_name = "DIR")]
@@ -144,7 +165,7 @@ pub struct LoadArgs {
     pub max_yaml_mib: Option<u64>,
 }
 
-/// Errors the frontend reports before exiting with status 2.
+/// Errors the frontend reports before exiting (with the status of their [`exit::Kind`]).
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
     #[error(transparent)]
@@ -155,6 +176,12 @@ pub enum CliError {
     Edit(Box<crate::config::doc::EditError>),
     #[error("{0}")]
     Usage(String),
+    /// An input named on the command line does not exist.
+    #[error("{0}")]
+    NoInput(String),
+    /// The command failed: an input is not valid, an edit was refused, ...
+    #[error("{0}")]
+    Failed(String),
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
@@ -178,6 +205,17 @@ impl From<crate::config::doc::EditError> for CliError {
 }
 
 impl CliError {
+    /// An input file named on the command line that cannot be read or is not valid: "no
+    /// input" when it does not exist, else a failure. The message names the file.
+    pub fn input(path: &std::path::Path, e: impl std::fmt::Display) -> CliError {
+        let text = format!("{}: {e}", display_path(path));
+        if path.exists() {
+            CliError::Failed(text)
+        } else {
+            CliError::NoInput(text)
+        }
+    }
+
     /// Lint errors behind the error, printed under it.
     fn details(&self) -> Vec<String> {
         match self {
@@ -194,7 +232,35 @@ pub fn supervise(args: &[std::ffi::OsString]) -> ! {
 }
 
 pub fn run() -> ExitCode {
-    let cli = Cli::parse();
+    use clap::CommandFactory;
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let json = exit::wants_json(&args);
+    if let Some(message) = suggest::unknown_command(&Cli::command(), &args[1.min(args.len())..]) {
+        return exit::report(exit::Kind::Usage, &message, &[], json);
+    }
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        // --help, --version: printed, success.
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            if json {
+                let text = e.render().to_string();
+                let message = text.lines().next().unwrap_or_default();
+                let message = message.strip_prefix("error: ").unwrap_or(message);
+                print_json(&serde_json::json!({"error": {
+                    "kind": exit::Kind::Usage.name(),
+                    "exit_code": exit::USAGE,
+                    "message": message,
+                    "details": [],
+                }}));
+            }
+            let _ = e.print();
+            return ExitCode::from(exit::USAGE);
+        }
+    };
     let interactive = !cli.json
         && !cli.no_tui
         && std::io::stdout().is_terminal()
@@ -221,16 +287,12 @@ pub fn run() -> ExitCode {
         Some(Command::Sweep(a)) => sweep::run(&a),
         Some(Command::Report(a)) => report::run(&a),
         Some(Command::GemmTune(a)) => gemm_tune::run(&a),
+        Some(Command::Completions(a)) => completions::completions(&a),
+        Some(Command::Man(a)) => completions::man(&a),
     };
     match result {
         Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e}");
-            for d in e.details() {
-                eprintln!("  {}", d.replace('\n', "\n  "));
-            }
-            ExitCode::from(2)
-        }
+        Err(e) => exit::report(e.kind(), &e.to_string(), &e.details(), json),
     }
 }
 
@@ -263,11 +325,11 @@ pub(crate) fn tui_session(
     })?)
 }
 
-impl LoadArgs {
-    /// The session options these arguments give.
-    pub fn options(&self) -> SessionOptions {
+impl LoadFlags {
+    /// The session options these flags give, for `config`.
+    pub fn options(&self, config: Option<PathBuf>) -> SessionOptions {
         SessionOptions {
-            config: self.config.clone(),
+            config,
             primus_root: self.primus_root.clone(),
             env: self
                 .env
@@ -283,6 +345,13 @@ impl LoadArgs {
             gpus: self.gpus,
             ..SessionOptions::default()
         }
+    }
+}
+
+impl LoadArgs {
+    /// The session options these arguments give.
+    pub fn options(&self) -> SessionOptions {
+        self.flags.options(self.config.clone())
     }
 
     /// The session: the experiment, its environment and workspace, the trials' telemetry.
@@ -303,34 +372,41 @@ impl LoadArgs {
 
 pub use crate::util::paths::display_path;
 
+/// Print JSON for scripts, floats without noise (`1548.8`, not `1548.8000000000002`).
 pub fn print_json(v: &serde_json::Value) {
+    let mut v = v.clone();
+    crate::util::num::tidy_json(&mut v);
     println!(
         "{}",
-        serde_json::to_string_pretty(v).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+        serde_json::to_string_pretty(&v).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
     );
 }
 
 /// One diagnostic as text: `file:line:col: error[code]: message` and an indented hint.
 pub fn format_diag(d: &crate::config::diag::Diagnostic) -> String {
-    let mut s = String::new();
-    if let Some(l) = &d.location {
-        s.push_str(&format!(
-            "{}:{}:{}: ",
-            display_path(&l.file),
-            l.line,
-            l.column
-        ));
+    style::diagnostic(d, false)
+}
+
+/// Print diagnostics for people: on stdout (`to_stderr`: stderr), `indent`ed, the severity
+/// coloured when that stream is a terminal and NO_COLOR is unset.
+pub fn print_diags<'d>(
+    diags: impl IntoIterator<Item = &'d crate::config::diag::Diagnostic>,
+    indent: &str,
+    to_stderr: bool,
+) {
+    let colour = if to_stderr {
+        style::stderr()
+    } else {
+        style::stdout()
+    };
+    for d in diags {
+        let text = style::diagnostic(d, colour).replace('\n', &format!("\n{indent}"));
+        if to_stderr {
+            std::eprintln!("{indent}{text}");
+        } else {
+            std::println!("{indent}{text}");
+        }
     }
-    s.push_str(&format!(
-        "{}[{}]: {}",
-        d.severity.label(),
-        d.code,
-        d.message
-    ));
-    if let Some(h) = &d.hint {
-        s.push_str(&format!("\n    hint: {h}"));
-    }
-    s
 }
 
 pub fn diag_json(d: &crate::config::diag::Diagnostic) -> serde_json::Value {

@@ -32,8 +32,7 @@ pub struct ParseLogArgs {
 }
 
 pub fn run(a: &ParseLogArgs) -> Result<ExitCode, CliError> {
-    let unreadable =
-        |e: &dyn std::fmt::Display| CliError::Usage(format!("{}: {e}", a.logfile.display()));
+    let unreadable = |e: &dyn std::fmt::Display| CliError::input(&a.logfile, e);
     // A regular file only: a FIFO would block, /dev/zero would never end.
     if let Some(kind) = crate::util::input::kind_of(&a.logfile).map_err(|e| unreadable(&e))? {
         return Err(unreadable(&format!("not a regular file: {kind}")));

@@ -31,6 +31,6 @@ pub fn run(a: &ProxyArgs) -> Result<ExitCode, CliError> {
         );
     }
     crate::run::proxy::run_resolved_file(&a.resolved, a.iters, &mut out)
-        .map_err(|e| CliError::Usage(format!("{}: {e}", a.resolved.display())))?;
+        .map_err(|e| CliError::input(&a.resolved, e))?;
     Ok(ExitCode::SUCCESS)
 }

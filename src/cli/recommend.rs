@@ -1,7 +1,7 @@
 //! `primus-tune recommend [CONFIG] [--gpu NAME] [--profile P] [--json] [--apply]`,
 //! `recommend --ack RULE --reason "..."`, `recommend --unack RULE`
 
-use super::{CliError, LoadArgs, display_path, format_diag, print_json};
+use super::{CliError, LoadArgs, display_path, print_json};
 use crate::app::views::recommend::{RecommendRequest, RecommendView};
 use crate::config::catalog::Catalog;
 use crate::config::doc::SaveOptions;
@@ -225,13 +225,12 @@ fn apply(
             |e| match e {
                 edit::SetError::Edit(e) => CliError::from(e),
                 edit::SetError::Usage(m) => CliError::Usage(m),
+                edit::SetError::Config(e) => CliError::Config(e),
             },
         )?;
-        for d in &plan.diagnostics {
-            eprintln!("{}", format_diag(d));
-        }
+        super::print_diags(&plan.diagnostics, "", true);
         if plan.refused {
-            return Err(CliError::Usage(format!(
+            return Err(CliError::Failed(format!(
                 "{}: the recommended values were refused; nothing was written",
                 display_path(&exp.path)
             )));

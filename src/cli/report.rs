@@ -1,5 +1,5 @@
-//! `primus-tune report STUDY --out DIR [--config CONFIG] [--db DB] [--size WxH] [--dpi N]`: a
-//! finished sweep as `report.md` plus charts (PNG and SVG).
+//! `primus-tune report STUDY [CONFIG] --out DIR [--config CONFIG] [--db DB] [--size WxH]
+//! [--dpi N]`: a finished sweep as `report.md` plus charts (PNG and SVG).
 
 use super::trials::DbArgs;
 use super::{CliError, display_path};

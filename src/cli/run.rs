@@ -78,7 +78,7 @@ impl RunArgs {
     pub fn request(&self) -> Result<TrialRequest, CliError> {
         Ok(TrialRequest {
             profile: self.profile.clone(),
-            overrides: session::overrides(&self.load.overrides)?,
+            overrides: session::overrides(&self.load.flags.overrides)?,
             env: Vec::new(),
             max_iters: self.max_iters,
             max_seconds: self.max_seconds,
@@ -87,7 +87,7 @@ impl RunArgs {
             first_iteration_seconds: self.first_iteration_seconds,
             grace: Duration::from_secs_f64(self.grace_seconds.max(0.0)),
             failure_grace: Duration::from_secs_f64(self.failure_grace_seconds.max(0.0)),
-            gpus: self.load.gpus,
+            gpus: self.load.flags.gpus,
             force: self.force,
             gemm_tuned: self.gemm_tuned,
             slurm: self.slurm.request(),

@@ -1,6 +1,6 @@
 //! `primus-tune set CONFIG KEY=VALUE ... [--write] [--no-backup] [--json]`
 
-use super::{CliError, LoadArgs, diag_json, display_path, format_diag, print_json};
+use super::{CliError, LoadArgs, LoadFlags, diag_json, display_path, print_json};
 use crate::config::catalog::Catalog;
 use crate::config::doc::{EditKind, SaveOptions};
 use crate::config::edit::{self, SetRequest};
@@ -51,12 +51,12 @@ pub fn run(a: &SetArgs) -> Result<ExitCode, CliError> {
         .collect::<Result<Vec<_>, _>>()?;
     let load = LoadArgs {
         config: Some(a.config.clone()),
-        primus_root: a.primus_root.clone(),
-        env: a.env.clone(),
-        overrides: Vec::new(),
-        workspace: None,
-        gpus: a.gpus,
-        max_yaml_mib: None,
+        flags: LoadFlags {
+            primus_root: a.primus_root.clone(),
+            env: a.env.clone(),
+            gpus: a.gpus,
+            ..LoadFlags::default()
+        },
     };
     let (exp, opts) = load.load()?;
     let catalog = Catalog::builtin();
@@ -71,6 +71,7 @@ pub fn run(a: &SetArgs) -> Result<ExitCode, CliError> {
     .map_err(|e| match e {
         edit::SetError::Edit(e) => CliError::from(e),
         edit::SetError::Usage(m) => CliError::Usage(m),
+        edit::SetError::Config(e) => CliError::Config(e),
     })?;
     let diff = plan.doc.diff();
     let mut backup = None;
@@ -99,9 +100,7 @@ pub fn run(a: &SetArgs) -> Result<ExitCode, CliError> {
             "diff": diff,
         }));
     } else {
-        for d in &plan.diagnostics {
-            eprintln!("{}", format_diag(d));
-        }
+        super::print_diags(&plan.diagnostics, "", true);
         if plan.refused {
             eprintln!("{}: nothing was written", display_path(&exp.path));
         } else {

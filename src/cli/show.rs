@@ -248,11 +248,7 @@ fn row_json(r: &Row<'_>) -> serde_json::Value {
         "type": value.type_name(),
         "default": r.flag.map(|f| f.default.clone()),
         "step": r.flag.map(|f| f.step.key()),
-        "source": r.leaf.map(|l| serde_json::json!({
-            "file": l.origin.file.display().to_string(),
-            "line": l.origin.line,
-            "column": l.origin.column,
-        })),
+        "source": crate::config::source::origin_json(r.leaf.map(|l| &l.origin)),
         "via": r.leaf.map(|l| l.origin.via.iter().map(|p| p.display().to_string()).collect::<Vec<_>>()),
         "layer": r.leaf.map(|l| l.origin.layer),
         "template": r.leaf.and_then(|l| l.template.clone()),

@@ -81,7 +81,7 @@ pub fn run(a: &SweepArgs) -> Result<ExitCode, CliError> {
         resume: a.resume.clone(),
         trial: TrialRequest {
             profile: a.profile.clone(),
-            gpus: a.load.gpus,
+            gpus: a.load.flags.gpus,
             gemm_tuned: a.gemm_tuned,
             slurm: a.slurm.request(),
             ..TrialRequest::default()

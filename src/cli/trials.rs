@@ -1,4 +1,4 @@
-//! `primus-tune trials [--all] [--json | --csv]`, `trials show ID` and `trials compare A B`.
+//! `primus-tune trials [CONFIG] [--all] [--status WORD] [--json | --csv]`, `trials show ID` and `trials compare A B`.
 
 use super::{CliError, display_path, print_json};
 use crate::app::views::compare::{Change, Comparison, show_json};
@@ -18,8 +18,12 @@ pub struct TrialsArgs {
     pub command: Option<TrialsCommand>,
     #[command(flatten)]
     pub db: DbArgs,
-    /// Only trials with this status (running, completed, failed, stopped, interrupted).
-    #[arg(long)]
+    /// Only trials shown with this word in the status column: a status (running, completed,
+    /// failed, stopped, interrupted) or the failure class of a trial that did not complete
+    /// (oom, host-oom, nccl, hang, traceback, config-assertion, non-zero-exit, killed-by-user,
+    /// timeout, not-launched, slurm-timeout, slurm-cancelled, node-fail, slurm-preempted,
+    /// slurm-lost).
+    #[arg(long, value_name = "WORD")]
     pub status: Option<String>,
     /// Only the last N trials.
     #[arg(long)]
@@ -39,6 +43,9 @@ pub struct TrialsArgs {
 /// Which workspace to read: an experiment's, a folder, or a database file.
 #[derive(Debug, Args, Clone)]
 pub struct DbArgs {
+    /// The experiment whose trials to read (the same as --config).
+    #[arg(value_name = "CONFIG", conflicts_with = "config")]
+    pub experiment: Option<PathBuf>,
     /// The trial database (default: the workspace's; without --config, ./.primus-tune/ when it
     /// holds one, else the bundled example's).
     #[arg(long, global = true)]
@@ -78,7 +85,7 @@ pub enum TrialsCommand {
 impl DbArgs {
     pub fn session(&self) -> Result<Session, CliError> {
         Ok(Session::open(SessionOptions {
-            config: self.config.clone(),
+            config: self.config.clone().or_else(|| self.experiment.clone()),
             db: self.db.clone(),
             workspace: self.workspace.clone(),
             workspace_here: true,
@@ -91,7 +98,7 @@ pub fn run(a: &TrialsArgs) -> Result<ExitCode, CliError> {
     let mut session = a.db.session()?;
     session.all_experiments |= a.all;
     let store = session.require_store()?;
-    let usage = |e: crate::store::StoreError| CliError::Usage(e.to_string());
+    let usage = |e: crate::store::StoreError| CliError::Failed(e.to_string());
     if let Some(TrialsCommand::Compare { a: x, b: y, json }) = &a.command {
         let c = trials::compare(&session, *x, *y)?;
         if *json {
@@ -127,10 +134,7 @@ pub fn run(a: &TrialsArgs) -> Result<ExitCode, CliError> {
     }
     let mut filter = TrialFilter::all();
     if let Some(s) = &a.status {
-        let st: TrialStatus = s
-            .parse()
-            .map_err(|e: crate::domain::trial::ParseStatusError| CliError::Usage(e.to_string()))?;
-        filter = filter.status(st);
+        filter = trials::with_status(filter, s)?;
     }
     if let Some(n) = a.last {
         filter = filter.last(n);
@@ -567,5 +571,24 @@ mod tests {
         );
         // The summary's figure comes first.
         assert!(job_lines(&j, Some(4.0)).join("\n").contains("queued 4.0 s"));
+    }
+}
+
+#[cfg(test)]
+mod status_help_tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_status_help_names_every_word_it_accepts() {
+        let cmd = super::super::Cli::command();
+        let trials = cmd.find_subcommand("trials").expect("trials");
+        let arg = trials
+            .get_arguments()
+            .find(|a| a.get_id() == "status")
+            .expect("--status");
+        let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+        for w in crate::app::views::trials::status_words() {
+            assert!(help.contains(&w), "{w} missing from: {help}");
+        }
     }
 }

@@ -63,6 +63,9 @@ pub enum SetError {
     Edit(#[from] EditError),
     #[error("{0}")]
     Usage(String),
+    /// The experiment with the edit applied no longer loads.
+    #[error(transparent)]
+    Config(Box<super::ConfigError>),
 }
 
 /// Plan `requests` against `exp` (loaded with `opts`). With `force`, new cross-flag errors and
@@ -84,7 +87,7 @@ pub fn plan(
         .texts
         .insert(loaded.path.clone(), doc.text().to_string());
     let reloaded =
-        Experiment::load(&loaded.path, &base_opts).map_err(|e| SetError::Usage(e.to_string()))?;
+        Experiment::load(&loaded.path, &base_opts).map_err(|e| SetError::Config(Box::new(e)))?;
     let exp = &reloaded;
     let module = match module_name {
         Some(m) => exp

@@ -100,4 +100,37 @@ impl ConfigError {
             ConfigError::BadOverride { .. } => None,
         }
     }
+
+    /// The line and column the error is at, where it names one.
+    pub fn position(&self) -> Option<(u32, u32)> {
+        match self {
+            ConfigError::Yaml { line, col, .. }
+            | ConfigError::Invalid { line, col, .. }
+            | ConfigError::MissingExtends { line, col, .. }
+            | ConfigError::ExtendsCycle { line, col, .. }
+            | ConfigError::EnvRequired { line, col, .. }
+            | ConfigError::PresetNotFound { line, col, .. } => Some((*line, *col)),
+            _ => None,
+        }
+    }
+
+    /// The message without the `file[:line:col]: ` it starts with (for a report that names
+    /// the place apart).
+    pub fn message(&self) -> String {
+        let text = self.to_string();
+        let Some(path) = self.path() else {
+            return text;
+        };
+        let prefix = match self.position() {
+            Some((l, c)) => format!("{}:{l}:{c}: ", path.display()),
+            None => format!("{}: ", path.display()),
+        };
+        text.strip_prefix(&prefix)
+            .map_or(text.clone(), str::to_string)
+    }
+
+    /// The named file does not exist (as opposed to a file that exists and is wrong).
+    pub fn is_missing_file(&self) -> bool {
+        matches!(self, ConfigError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+    }
 }

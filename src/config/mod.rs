@@ -21,3 +21,4 @@ pub mod edit;
 pub mod lint;
 pub mod literal;
 pub mod save;
+pub mod source;

@@ -16,8 +16,15 @@ pub enum Basis {
     /// Measured on a stand-in (the CPU proxy): it shows how the knobs it models move the step,
     /// not GPU evidence.
     Proxy { profile: String },
-    /// A rule, with where it comes from.
-    Rule { source: String },
+    /// A rule, with where it comes from (JSON: `source: {"kind": "reference", "text"}`; a
+    /// plain string, as stored before, is read too).
+    Rule {
+        #[serde(
+            serialize_with = "crate::domain::source::serialize_reference",
+            deserialize_with = "crate::domain::source::deserialize_reference"
+        )]
+        source: String,
+    },
     /// Predicted by a model, never run.
     Predicted { model: String },
 }

@@ -5,6 +5,7 @@
 
 pub mod advice;
 pub mod evidence;
+pub mod source;
 pub mod study;
 pub mod telemetry;
 pub mod trial;

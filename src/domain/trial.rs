@@ -119,6 +119,33 @@ pub enum FailureClass {
 }
 
 impl FailureClass {
+    /// Every class, in declaration order.
+    pub const ALL: [FailureClass; 15] = [
+        FailureClass::Oom,
+        FailureClass::HostOom,
+        FailureClass::Nccl,
+        FailureClass::Hang,
+        FailureClass::Traceback,
+        FailureClass::ConfigAssertion,
+        FailureClass::NonZeroExit,
+        FailureClass::KilledByUser,
+        FailureClass::Timeout,
+        FailureClass::NotLaunched,
+        FailureClass::SlurmTimeout,
+        FailureClass::SlurmCancelled,
+        FailureClass::NodeFail,
+        FailureClass::SlurmPreempted,
+        FailureClass::SlurmLost,
+    ];
+
+    /// The class's name as stored, printed in the status column and in JSON (`host-oom`).
+    pub fn name(self) -> String {
+        match serde_json::to_value(self) {
+            Ok(serde_json::Value::String(s)) => s,
+            _ => format!("{self:?}"),
+        }
+    }
+
     pub fn label(self) -> &'static str {
         match self {
             FailureClass::Oom => "out of GPU memory",

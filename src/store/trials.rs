@@ -385,6 +385,19 @@ impl Store {
             }
             clauses.push(format!("status IN ({})", marks.join(", ")));
         }
+        if !filter.failures.is_empty() {
+            let mut marks = Vec::new();
+            for class in &filter.failures {
+                args.push(SqlValue::Text(class_name(*class)));
+                marks.push(format!("?{}", args.len()));
+            }
+            args.push(SqlValue::Text(TrialStatus::Completed.as_str().to_owned()));
+            clauses.push(format!(
+                "failure_class IN ({}) AND status != ?{}",
+                marks.join(", "),
+                args.len()
+            ));
+        }
         let mut tail = String::new();
         if !clauses.is_empty() {
             tail = format!("WHERE {}", clauses.join(" AND "));

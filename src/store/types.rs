@@ -180,6 +180,10 @@ pub struct TrialFilter {
     pub statuses: Vec<TrialStatus>,
     /// Only the last `n` trials (by id) that match.
     pub last: Option<usize>,
+    /// Only trials that did not complete and failed with one of these classes (empty: any), as
+    /// the status column shows them.
+    #[serde(default)]
+    pub failures: Vec<crate::domain::trial::FailureClass>,
 }
 
 impl TrialFilter {
@@ -189,6 +193,14 @@ impl TrialFilter {
 
     pub fn study(mut self, study_id: i64) -> Self {
         self.study_id = Some(study_id);
+        self
+    }
+
+    /// Adds a failure class to accept (a trial that did not complete, failing so).
+    pub fn failure(mut self, class: crate::domain::trial::FailureClass) -> Self {
+        if !self.failures.contains(&class) {
+            self.failures.push(class);
+        }
         self
     }
 

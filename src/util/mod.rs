@@ -4,6 +4,7 @@
 pub mod bundled;
 pub mod input;
 pub mod lines;
+pub mod num;
 pub mod paths;
 pub mod procfs;
 pub mod rng;

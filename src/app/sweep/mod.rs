@@ -271,7 +271,7 @@ pub fn run(
                 .space
                 .clone()
                 .and_then(|v| serde_json::from_value(v).ok())
-                .ok_or_else(|| AppError::Usage(format!("study `{name}` has no space recorded")))?;
+                .ok_or_else(|| AppError::Failed(format!("study `{name}` has no space recorded")))?;
             if req.trial.profile.is_none() {
                 req.trial.profile = study_profile(&store, s.id);
             }
@@ -292,7 +292,7 @@ pub fn run(
             })?;
             let space = space::find(name, space::user_dir().as_deref())?;
             if let Some(why) = space.not_applicable(&exp) {
-                return Err(AppError::Usage(format!("{}: {why}", session.display())));
+                return Err(AppError::Failed(format!("{}: {why}", session.display())));
             }
             let study = req.name.clone().unwrap_or_else(|| {
                 format!(
@@ -307,7 +307,7 @@ pub fn run(
         }
     };
     if let Some(why) = space.not_applicable(&exp) {
-        return Err(AppError::Usage(format!("{}: {why}", session.display())));
+        return Err(AppError::Failed(format!("{}: {why}", session.display())));
     }
     // Every trial: the request's defaults, the command line's `--set` values (the candidate's
     // on top), the session's telemetry.

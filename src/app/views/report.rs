@@ -57,7 +57,7 @@ pub fn write_with(
         module: &module,
     });
     rep.write_with(out, opts).map_err(|e| {
-        AppError::Usage(format!(
+        AppError::Failed(format!(
             "cannot write the report to {}: {e}",
             crate::util::paths::display_path(out)
         ))

@@ -217,3 +217,60 @@ pub(crate) fn summary_of_overrides(row: TrialRow) -> TrialSummary {
         differences: Some(differences),
     }
 }
+
+/// The words `trials --status` accepts: every word the status column prints — a trial status
+/// (`running`, `completed`, `failed`, `stopped`, `interrupted`), or for a trial that did not
+/// complete its failure class (`oom`, `host-oom`, `nccl`, ...).
+pub fn status_words() -> Vec<String> {
+    crate::store::TrialStatus::ALL
+        .iter()
+        .map(|s| s.as_str().to_string())
+        .chain(
+            crate::domain::trial::FailureClass::ALL
+                .iter()
+                .map(|c| c.name()),
+        )
+        .collect()
+}
+
+/// `filter` narrowed to trials shown with `word` in the status column.
+pub fn with_status(filter: TrialFilter, word: &str) -> Result<TrialFilter, AppError> {
+    if let Ok(st) = word.parse::<crate::store::TrialStatus>() {
+        return Ok(filter.status(st));
+    }
+    match crate::domain::trial::FailureClass::ALL
+        .into_iter()
+        .find(|c| c.name() == word)
+    {
+        Some(c) => Ok(filter.failure(c)),
+        None => Err(AppError::Usage(format!(
+            "--status {word}: not a status the list shows (one of: {})",
+            status_words().join(", ")
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod status_tests {
+    use super::*;
+    use crate::domain::trial::FailureClass;
+    use crate::store::TrialStatus;
+
+    #[test]
+    fn every_printed_status_word_filters() {
+        let words = status_words();
+        assert!(words.contains(&"host-oom".to_string()), "{words:?}");
+        assert_eq!(
+            words.len(),
+            TrialStatus::ALL.len() + FailureClass::ALL.len()
+        );
+        for w in &words {
+            assert!(with_status(TrialFilter::all(), w).is_ok(), "{w}");
+        }
+        let f = with_status(TrialFilter::all(), "oom").unwrap_or_default();
+        assert_eq!(f.failures, vec![FailureClass::Oom]);
+        assert!(f.statuses.is_empty());
+        let e = with_status(TrialFilter::all(), "crashed").unwrap_err();
+        assert!(e.to_string().contains("slurm-lost"), "{e}");
+    }
+}

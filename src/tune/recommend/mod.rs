@@ -41,7 +41,8 @@ pub struct Recommendation {
     pub current: Json,
     pub basis: Basis,
     pub reason: String,
-    /// Where the rule or the evidence comes from.
+    /// Where the rule or the evidence comes from (JSON: `{"kind": "reference", "text"}`).
+    #[serde(serialize_with = "crate::config::source::serialize_reference")]
     pub source: String,
     /// An environment variable of the launch (not written into the YAML by `--apply`).
     pub env: bool,

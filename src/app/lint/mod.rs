@@ -1,0 +1,150 @@
+//! Linting one or more experiments (files, and the experiments in folders) for one world size:
+//! what `lint` prints in every format. A file that cannot be loaded (YAML error, missing
+//! `extends` target, no Primus root, ...) is a `load-error` finding at its place, so one broken
+//! experiment does not hide the others' findings.
+
+mod discover;
+
+pub use discover::experiment_files;
+
+use super::AppError;
+use super::session::{SessionOptions, load_options};
+use crate::config::catalog::Catalog;
+use crate::config::diag::{Diagnostic, Location, Severity, counts};
+use crate::config::{ConfigError, Experiment};
+use crate::megatron::World;
+use std::path::{Path, PathBuf};
+
+/// The rule code of a file that could not be loaded.
+pub const LOAD_ERROR: &str = "load-error";
+
+/// One linted file and its findings.
+#[derive(Debug, Clone)]
+pub struct LintedFile {
+    pub path: PathBuf,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Every file's findings and the world they were checked for.
+#[derive(Debug, Clone)]
+pub struct LintReport {
+    pub files: Vec<LintedFile>,
+    pub world: Option<World>,
+}
+
+/// Findings by severity, over every file.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub errors: usize,
+    pub warnings: usize,
+    pub infos: usize,
+}
+
+impl Counts {
+    pub fn of(diags: &[Diagnostic]) -> Counts {
+        let (errors, warnings, infos) = counts(diags);
+        Counts {
+            errors,
+            warnings,
+            infos,
+        }
+    }
+}
+
+impl LintReport {
+    pub fn counts(&self) -> Counts {
+        self.files.iter().fold(Counts::default(), |a, f| {
+            let c = Counts::of(&f.diagnostics);
+            Counts {
+                errors: a.errors + c.errors,
+                warnings: a.warnings + c.warnings,
+                infos: a.infos + c.infos,
+            }
+        })
+    }
+
+    pub fn diagnostics(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.files.iter().flat_map(|f| &f.diagnostics)
+    }
+}
+
+/// Lint `inputs` (files, and folders searched for experiments; none: the session's experiment,
+/// the bundled example's copy when `options.config` is None) with the options' `--env`, `--set`
+/// and world size. Fails only on what concerns every file: a missing input or a folder without
+/// an experiment ([`AppError::NoInput`]), malformed `--env`/`--set` ([`AppError::Usage`]).
+pub fn lint_inputs(options: &SessionOptions, inputs: &[PathBuf]) -> Result<LintReport, AppError> {
+    let files = if inputs.is_empty() {
+        vec![match &options.config {
+            Some(p) => p.clone(),
+            None => {
+                crate::util::bundled::editable_default_experiment_in(options.data_home.as_deref())?
+            }
+        }]
+    } else {
+        experiment_files(inputs)?
+    };
+    let (load, _) = load_options(options)?;
+    let catalog = Catalog::builtin();
+    let files = files
+        .into_iter()
+        .map(|path| {
+            let diagnostics = match Experiment::load(&path, &load) {
+                Ok(exp) => crate::config::lint::lint(&exp, &load.env, load.world.as_ref(), catalog),
+                Err(e) if e.is_missing_file() => {
+                    return Err(AppError::NoInput {
+                        path,
+                        why: "no such file".into(),
+                    });
+                }
+                Err(e) => vec![load_error(&path, &e)],
+            };
+            Ok(LintedFile { path, diagnostics })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(LintReport {
+        files,
+        world: load.world,
+    })
+}
+
+/// A file that cannot be loaded as a finding: at the place the error names (the experiment, or
+/// the preset or `extends` target at fault), else at the experiment.
+pub fn load_error(experiment: &Path, e: &ConfigError) -> Diagnostic {
+    let (line, column) = e.position().unwrap_or((0, 0));
+    let file = e.path().unwrap_or(experiment).to_path_buf();
+    Diagnostic::new(Severity::Error, LOAD_ERROR, e.message()).at(Some(Location {
+        file,
+        line,
+        column,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_broken_file_is_a_finding_at_its_line_and_the_others_are_still_linted() {
+        let d = tempfile::tempdir().unwrap();
+        crate::util::bundled::extract(d.path()).unwrap();
+        let exps = d.path().join("experiments");
+        let broken = exps.join("broken.yaml");
+        std::fs::write(&broken, "work_group: a\nmodules:\n  x: [unclosed\n").unwrap();
+        let options = SessionOptions {
+            gpus: Some(8),
+            ..SessionOptions::default()
+        };
+        let r = lint_inputs(&options, std::slice::from_ref(&exps)).unwrap();
+        assert_eq!(r.files.len(), 3, "{:?}", r.files);
+        let b = r.files.iter().find(|f| f.path == broken).unwrap();
+        assert_eq!(b.diagnostics.len(), 1);
+        let d0 = &b.diagnostics[0];
+        assert_eq!((d0.code, d0.severity), (LOAD_ERROR, Severity::Error));
+        let at = d0.location.as_ref().unwrap();
+        assert_eq!((at.file.clone(), at.line > 1), (broken.clone(), true));
+        assert!(!d0.message.starts_with(&broken.display().to_string()));
+        assert_eq!(r.counts().errors, 1, "{:?}", r.files);
+        assert_eq!(r.world.map(|w| w.gpus), Some(8));
+    }
+}

@@ -1,0 +1,155 @@
+//! Exit statuses, one meaning each (README "Exit status"), and how a fatal error is reported:
+//! `error: ...` on stderr, and with `--json` also `{"error": {...}}` on stdout.
+
+use super::CliError;
+use crate::app::AppError;
+use crate::config::ConfigError;
+use std::process::ExitCode;
+
+/// Warnings with `lint --strict`.
+pub const WARNINGS: u8 = 1;
+/// Errors: lint errors, or a command that failed (an invalid config, a refused edit, ...).
+pub const ERRORS: u8 = 2;
+/// EX_USAGE (sysexits.h): the command line is wrong (an unknown command or option, a bad
+/// value, a malformed `--set`/`--env`).
+pub const USAGE: u8 = 64;
+/// EX_NOINPUT: a file or folder named as input does not exist, a folder holds no experiment,
+/// or the workspace has no trial database yet.
+pub const NO_INPUT: u8 = 66;
+
+/// What kind of failure an error is, as `--json` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Usage,
+    NoInput,
+    Failed,
+}
+
+impl Kind {
+    pub fn code(self) -> u8 {
+        match self {
+            Kind::Usage => USAGE,
+            Kind::NoInput => NO_INPUT,
+            Kind::Failed => ERRORS,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Usage => "usage",
+            Kind::NoInput => "no-input",
+            Kind::Failed => "failed",
+        }
+    }
+}
+
+fn config_kind(e: &ConfigError) -> Kind {
+    match e {
+        ConfigError::BadOverride { .. } => Kind::Usage,
+        e if e.is_missing_file() => Kind::NoInput,
+        _ => Kind::Failed,
+    }
+}
+
+fn io_kind(e: &std::io::Error) -> Kind {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        Kind::NoInput
+    } else {
+        Kind::Failed
+    }
+}
+
+impl CliError {
+    pub fn kind(&self) -> Kind {
+        match self {
+            CliError::Usage(_) => Kind::Usage,
+            CliError::NoInput(_) => Kind::NoInput,
+            CliError::Failed(_) => Kind::Failed,
+            CliError::Config(e) => config_kind(e),
+            CliError::Io(e) => io_kind(e),
+            CliError::Edit(_) => Kind::Failed,
+            CliError::App(e) => match e.as_ref() {
+                AppError::Usage(_) => Kind::Usage,
+                AppError::NoInput { .. } | AppError::NoDatabase { .. } => Kind::NoInput,
+                AppError::Config(e) => config_kind(e),
+                AppError::Io(e) => io_kind(e),
+                _ => Kind::Failed,
+            },
+        }
+    }
+}
+
+/// Whether the command line asks for JSON (`--json`, or `--format json|sarif`), before any
+/// `--`: then a fatal error is JSON on stdout as well.
+pub fn wants_json(args: &[std::ffi::OsString]) -> bool {
+    let args: Vec<&str> = args
+        .iter()
+        .map(|a| a.to_str().unwrap_or(""))
+        .take_while(|a| *a != "--")
+        .collect();
+    args.iter().enumerate().any(|(i, a)| {
+        *a == "--json"
+            || matches!(*a, "--format=json" | "--format=sarif")
+            || (*a == "--format" && matches!(args.get(i + 1), Some(&"json" | &"sarif")))
+    })
+}
+
+/// Report a fatal error: `error: MESSAGE` (and its details) on stderr, and the JSON object on
+/// stdout when asked for; the exit status of its kind.
+pub fn report(kind: Kind, message: &str, details: &[String], json: bool) -> ExitCode {
+    if json {
+        super::print_json(&serde_json::json!({
+            "error": {
+                "kind": kind.name(),
+                "exit_code": kind.code(),
+                "message": message,
+                "details": details,
+            }
+        }));
+    }
+    let colour = super::style::stderr();
+    let prefix = super::style::paint(crate::config::diag::Severity::Error, "error", colour);
+    std::eprintln!(
+        "{prefix}: {}",
+        crate::util::text::visible(message.trim_end())
+    );
+    for d in details {
+        std::eprintln!("  {}", crate::util::text::visible(&d.replace('\n', "\n  ")));
+    }
+    ExitCode::from(kind.code())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<std::ffi::OsString> {
+        a.iter().map(Into::into).collect()
+    }
+
+    #[test]
+    fn json_is_asked_for_by_json_and_the_machine_formats_only() {
+        assert!(wants_json(&args(&["lint", "--json", "x"])));
+        assert!(wants_json(&args(&["lint", "--format", "sarif"])));
+        assert!(wants_json(&args(&["lint", "--format=json"])));
+        assert!(!wants_json(&args(&["lint", "--format", "github"])));
+        assert!(!wants_json(&args(&["run", "--", "--json"])));
+    }
+
+    #[test]
+    fn kinds_map_to_distinct_codes() {
+        let missing = CliError::from(AppError::NoInput {
+            path: "x".into(),
+            why: "no such file".into(),
+        });
+        assert_eq!(missing.kind().code(), NO_INPUT);
+        assert_eq!(CliError::Usage("bad".into()).kind().code(), USAGE);
+        let bad_set = CliError::from(ConfigError::BadOverride {
+            text: "a".into(),
+            message: "no =".into(),
+        });
+        assert_eq!(bad_set.kind(), Kind::Usage);
+        let yaml = CliError::from(ConfigError::Empty { path: "x".into() });
+        assert_eq!(yaml.kind().code(), ERRORS);
+    }
+}

@@ -1,0 +1,49 @@
+//! Numbers for display: float noise such as `1548.8000000000002` (a sum of decimal fractions)
+//! is rounded away; nothing a measurement can resolve is lost.
+
+/// Significant digits kept: beyond any figure measured here, short of f64's noise (~16).
+const SIGNIFICANT: usize = 12;
+
+/// `x` rounded to 12 significant digits (non-finite values as they are).
+pub fn tidy(x: f64) -> f64 {
+    if !x.is_finite() || x == 0.0 {
+        return x;
+    }
+    format!("{x:.prec$e}", prec = SIGNIFICANT - 1)
+        .parse()
+        .unwrap_or(x)
+}
+
+/// Every float in a JSON value [`tidy`]ed; integers are left alone.
+pub fn tidy_json(v: &mut serde_json::Value) {
+    use serde_json::Value;
+    match v {
+        Value::Number(n) if n.is_f64() => {
+            if let Some(t) = n.as_f64().map(tidy).and_then(serde_json::Number::from_f64) {
+                *n = t;
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(tidy_json),
+        Value::Object(map) => map.values_mut().for_each(tidy_json),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn noise_is_rounded_away_and_real_digits_kept() {
+        assert_eq!(tidy(1548.8000000000002).to_string(), "1548.8");
+        assert_eq!(tidy(0.1 + 0.2).to_string(), "0.3");
+        assert_eq!(tidy(221.25), 221.25);
+        assert_eq!(tidy(1.0e-5), 1.0e-5);
+        assert_eq!(tidy(123456.789012), 123456.789012);
+        assert!(tidy(f64::NAN).is_nan());
+        let mut v =
+            serde_json::json!({"a": [1548.8000000000002, 3], "b": {"c": 0.30000000000000004}});
+        tidy_json(&mut v);
+        assert_eq!(v.to_string(), r#"{"a":[1548.8,3],"b":{"c":0.3}}"#);
+    }
+}
