@@ -96,7 +96,7 @@ fn the_bundled_examples_in_github_and_sarif_formats() {
     assert!(
         clean
             .stdout
-            .contains("2 files, 0 errors, 0 warnings, 0 infos; world size 8 (--gpus)"),
+            .contains("3 files, 0 errors, 0 warnings, 0 infos; world size 8 (--gpus)"),
         "{}",
         clean.stdout
     );
@@ -116,7 +116,11 @@ fn the_bundled_examples_in_github_and_sarif_formats() {
         "{}",
         lines[0]
     );
-    assert!(lines[1].starts_with("2 files, 1 error, 0 warnings, 0 infos"));
+    assert!(
+        lines[1].starts_with("3 files, 1 error, 0 warnings, 0 infos"),
+        "{}",
+        lines[1]
+    );
     let out = lint(&["presets", "--gpus", "4", "--format", "sarif"]);
     assert_eq!(out.code, 2);
     let results = check_sarif(&json(&out.stdout));
@@ -184,13 +188,13 @@ fn exit_status_per_case() {
         w.stdout
     );
 
-    // Errors: 2. The folder holds 5 experiments (notes.yaml is no experiment); the broken one
+    // Errors: 2. The folder holds 6 experiments (notes.yaml is no experiment); the broken one
     // is a load-error finding where the parser stopped (the end of the file), and the others are still linted.
     let all = lint(&[&p(&exps), "--gpus", "8"]);
     assert_eq!(all.code, 2, "{}{}", all.stdout, all.stderr);
     assert!(
         all.stdout
-            .contains("5 files, 2 errors, 1 warning, 0 infos; world size 8 (--gpus)"),
+            .contains("6 files, 2 errors, 1 warning, 0 infos; world size 8 (--gpus)"),
         "{}",
         all.stdout
     );
@@ -204,7 +208,7 @@ fn exit_status_per_case() {
     assert!(all.stdout.contains("error[deepep-router-dtype]"));
     assert!(!all.stdout.contains("notes.yaml"));
     let v = json(&lint(&[&p(&exps), "--gpus", "8", "--json"]).stdout);
-    assert_eq!(v["files"].as_array().unwrap().len(), 5, "{v}");
+    assert_eq!(v["files"].as_array().unwrap().len(), 6, "{v}");
     assert_eq!(
         (v["errors"].clone(), v["warnings"].clone()),
         (2.into(), 1.into())

@@ -136,7 +136,7 @@ mod tests {
             ..SessionOptions::default()
         };
         let r = lint_inputs(&options, std::slice::from_ref(&exps)).unwrap();
-        assert_eq!(r.files.len(), 3, "{:?}", r.files);
+        assert_eq!(r.files.len(), 4, "{:?}", r.files);
         let b = r.files.iter().find(|f| f.path == broken).unwrap();
         assert_eq!(b.diagnostics.len(), 1);
         let d0 = &b.diagnostics[0];
