@@ -176,12 +176,13 @@ pub struct App {
 }
 
 /// The guided tour's pages: title and text.
-pub const TOUR: [(&str, &str); 5] = [
+pub const TOUR: [(&str, &str); 6] = [
     (
         "Welcome to primus-tune",
         "This walks you through the Primus performance-tuning checklist for the experiment \
          shown at the top. Nothing is written to your files until you save, and every figure \
-         shown was measured or is labelled as a rule. Esc skips the tour; t shows it again.",
+         shown was measured or is labelled as a rule. Esc skips the tour, t shows it again, \
+         q quits.",
     ),
     (
         "1 Checklist",
@@ -207,6 +208,14 @@ pub const TOUR: [(&str, &str); 5] = [
         "Every trial of this experiment's workspace: sort with s, Enter for detail, Space \
          marks one and c compares it with the selected one, a applies a trial's settings to \
          the config (shown as unsaved edits first). ? shows all keys.",
+    ),
+    (
+        "5 Sweep",
+        "Sweeps one knob space (micro batch, recompute, DeepEP CUs, ...) with short trials: \
+         every legal candidate, longer runs for the best, until the leader stands out from \
+         the noise. Enter shows a space's details; r starts the sweep (on GPUs it asks first, \
+         showing the budget and the GPUs); x stops it, a applies the pick. 6 Studies keeps \
+         every sweep to resume, report or apply.",
     ),
 ];
 
@@ -458,6 +467,8 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
     match action {
         Action::None => vec![],
         Action::Quit => {
+            // From an overlay too: it closes, and the quit question takes its place if needed.
+            app.overlay = None;
             if app.busy() || !app.pending.is_empty() {
                 app.overlay = Some(Overlay::ConfirmQuit);
                 vec![]

@@ -166,12 +166,16 @@ pub const KEYMAP: &[Binding] = &[
     b(Scope::ConfirmQuit, &[Key::Ctrl('c')], Action::ForceQuit, "", None),
     b(Scope::Always, &[Key::Ctrl('c')], Action::Quit, "", None),
     // Overlays.
-    b(Scope::Tour, &[ENTER, RIGHT, c(' '), c('n')], Action::TourNext, "", Some("next")),
-    b(Scope::Tour, &[LEFT, c('p')], Action::TourBack, "", Some("back")),
+    b(Scope::Tour, &[ENTER, RIGHT, c(' '), c('n'), k(KeyCode::Tab)], Action::TourNext, "", Some("next")),
+    b(Scope::Tour, &[LEFT, c('p'), k(KeyCode::BackTab)], Action::TourBack, "", Some("back")),
+    // `q` on the quit question answers it: quit.
+    b(Scope::ConfirmQuit, &[c('q')], Action::ConfirmYes, "", None),
     b(Question, &[c('y'), c('Y')], Action::ConfirmYes, "", Some("yes")),
     b(Question, &[c('n'), c('N')], Action::CloseOverlay, "", Some("no")),
     b(Scope::Info, &[ENTER], Action::CloseOverlay, "", None),
-    b(Scope::Overlay, &[ESC, c('q'), c('?')], Action::CloseOverlay, "", Some("close")),
+    b(Scope::Overlay, &[ESC, c('?')], Action::CloseOverlay, "", Some("close")),
+    // `q` quits from every overlay (asking, as anywhere, when something runs or is unsaved).
+    b(Scope::Overlay, &[c('q')], Action::Quit, "", Some("quit")),
     // The flag editor and the search line.
     b(Editor, &[Key::AnyChar], Action::EditInput(' '), "", Some("type a value")),
     b(Editor, &[LEFT, UP], Action::EditCycle(-1), "", Some("cycle choices")),
@@ -261,6 +265,7 @@ fn scopes(app: &App) -> Vec<Scope> {
             Overlay::ConfirmApply(_) => vec![Scope::Always, Question, Scope::Overlay],
             Overlay::Diff { save: true } => vec![Scope::Always, Question, Scope::Overlay],
             Overlay::Tour(_) => vec![Scope::Always, Scope::Tour, Scope::Overlay],
+            // The typed reason takes every character (`q` too); Esc cancels.
             Overlay::Acknowledge { .. } => vec![Scope::Always, Scope::Prompt, Scope::Overlay],
             Overlay::Help | Overlay::Diff { save: false } => {
                 vec![Scope::Always, Scope::Info, Scope::Overlay]
@@ -438,9 +443,15 @@ pub fn footer(app: &App, width: usize) -> String {
         .as_ref()
         .is_some_and(|e| !e.choices.is_empty());
     let mut parts: Vec<(String, &'static str)> = Vec::new();
-    for scope in scopes(app) {
+    let scopes = scopes(app);
+    // While a reason is typed, `q` is a letter: the overlay's `q quit` is not offered.
+    let typing = scopes.contains(&Scope::Prompt);
+    for scope in scopes {
         for bind in KEYMAP.iter().filter(|b| b.scope == scope) {
             let Some(hint) = bind.hint else { continue };
+            if typing && bind.action == Action::Quit {
+                continue;
+            }
             if matches!(bind.action, Action::EditCycle(_)) && !choices {
                 continue;
             }

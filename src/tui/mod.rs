@@ -21,6 +21,8 @@ mod parity_tests;
 #[cfg(test)]
 mod render_tests;
 #[cfg(test)]
+mod terminal_tests;
+#[cfg(test)]
 mod update_tests;
 
 use crate::app::Session;

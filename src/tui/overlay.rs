@@ -106,7 +106,7 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
                 Line::raw(""),
                 Line::styled(
                     format!(
-                        "{}/{} · Enter next · ← back · Esc skip the tour",
+                        "{}/{} · Enter next · ← back · Esc skip the tour · q quit",
                         i + 1,
                         TOUR.len()
                     ),

@@ -993,7 +993,8 @@ fn frame_lines_and_boxes_are_whole() {
         file_line.contains("moe_16B-BF16-pretrain.yaml ·") && file_line.contains("lint clean"),
         "{file_line}"
     );
-    assert!(s.contains("[x] done [!] to do [?] unmeasured"), "{s}");
+    assert!(s.contains("[x] done   [!] to do   [-] n/a"), "{s}");
+    assert!(s.contains("[?] unmeasured   [a] acknowledged"), "{s}");
     for (w, h) in [(160, 48), (80, 24)] {
         let s = screen(&mut help_app(), w, h);
         assert!(

@@ -178,18 +178,40 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         })
         .collect();
     let mut state = ListState::default().with_selected(Some(app.screens.checklist.selected));
+    // The legend of every mark: two lines under the steps where there is room, else the box's
+    // bottom border.
+    let legend = [
+        "[x] done   [!] to do   [-] n/a",
+        "[?] unmeasured   [a] acknowledged",
+    ];
+    let mut block = Block::default()
+        .borders(Borders::ALL)
+        .title(" Quick checklist ");
+    let inner = block.inner(left);
+    let below = usize::from(inner.height) >= steps.len() + 1 + legend.len();
+    if !below {
+        block = block.title_bottom(" [x] done [!] to do [-] n/a [?] unmeasured [a] ack ");
+    }
     f.render_stateful_widget(
         List::new(items)
-            .block(
-                Block::default()
-                    .borders(Borders::ALL)
-                    .title(" Quick checklist ")
-                    .title_bottom(" [x] done [!] to do [?] unmeasured"),
-            )
+            .block(block)
             .highlight_style(theme.selected()),
         left,
         &mut state,
     );
+    if below {
+        let h = legend.len() as u16;
+        let area = Rect {
+            y: inner.y + inner.height - h,
+            height: h,
+            ..inner
+        };
+        let lines: Vec<Line> = legend
+            .iter()
+            .map(|l| Line::styled(fit(l, inner.width.into()), theme.dim()))
+            .collect();
+        f.render_widget(Paragraph::new(lines), area);
+    }
     if let Some(step) = steps.get(app.screens.checklist.selected) {
         let stages = c
             .gemm

@@ -9,7 +9,7 @@ use crate::config::diag::Severity;
 use crate::tui::app::{App, Effect, Overlay, add_edits};
 use crate::tui::keymap::Action;
 use crate::tui::theme::Theme;
-use crate::tui::widgets::fit;
+use crate::tui::widgets::{fit, fit_source};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
@@ -269,7 +269,7 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
                 cells.push(Cell::from(Span::styled(r.step.title(), theme.dim())));
             }
             cells.push(Cell::from(Span::styled(
-                fit(&r.source, from_w),
+                fit_source(&r.source, from_w),
                 theme.dim(),
             )));
             Row::new(cells)

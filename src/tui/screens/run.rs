@@ -85,6 +85,9 @@ impl RunPanel {
 pub struct State {
     pub trial: Option<LiveTrial>,
     pub panel: RunPanel,
+    /// The status line the trial last wrote: while the status line still shows it, it follows
+    /// the trial (started, iteration i/n, stopping); a key or another message ends that.
+    pub status_line: Option<String>,
 }
 
 impl State {
@@ -118,6 +121,45 @@ pub fn starting(app: &mut App) {
     app.tab = Tab::Run;
 }
 
+/// Says `line` on the status line as the trial's own (see `State::status_line`).
+fn say_trial(app: &mut App, line: String) {
+    app.info(line.clone());
+    app.screens.run.status_line = Some(line);
+}
+
+/// The trial's state in one line: started, iteration i/n with the figures so far, stopping.
+fn trial_line(t: &LiveTrial) -> String {
+    let id = t.id.map_or("-".into(), |i| i.to_string());
+    if let Some(why) = &t.stopping {
+        return format!("trial {id} stopping ({why})");
+    }
+    let Some(last) = t.iters.last() else {
+        return match &t.job {
+            Some(j) => format!(
+                "trial {id}: Slurm job {} {}",
+                j.job_id,
+                j.state.to_lowercase()
+            ),
+            None => format!("trial {id} started: waiting for its first iteration (start-up)"),
+        };
+    };
+    let of = last.train_iters.map_or(String::new(), |n| format!("/{n}"));
+    let mut line = format!("trial {id} running · iteration {}{of}", last.iteration);
+    if let Some(s) = &t.summary {
+        if s.n == 0 {
+            line.push_str(" · warming up");
+        } else {
+            line.push_str(&format!(
+                " · median {} · {} tok/s/GPU",
+                num(s.median_step_ms, 1, " ms"),
+                num(s.tokens_per_s_per_gpu, 0, "")
+            ));
+        }
+    }
+    line.push_str(" · x stops it");
+    line
+}
+
 pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
     match action {
         Action::ProfileNext | Action::ProfilePrev => {
@@ -138,12 +180,15 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
             starting(app);
             let edits = app.pending.clone();
             if edits.is_empty() {
-                app.info(format!("starting a trial with {profile}"));
+                say_trial(app, format!("starting a trial with {profile}"));
             } else {
-                app.info(format!(
-                    "starting a trial with {profile}, your {} unsaved edit(s) as its overrides (the file is unchanged)",
-                    edits.len()
-                ));
+                say_trial(
+                    app,
+                    format!(
+                        "starting a trial with {profile}, your {} unsaved edit(s) as its overrides (the file is unchanged)",
+                        edits.len()
+                    ),
+                );
             }
             vec![Effect::StartTrial { profile, edits }]
         }
@@ -197,6 +242,15 @@ pub fn on_event(app: &mut App, ev: TrialEvent) {
         TrialEvent::TelemetryUnavailable { why } => {
             app.telemetry.note.get_or_insert(why);
         }
+    }
+    // The status line follows the trial while it shows the trial's last line.
+    let follows = matches!(
+        (&app.status, &app.screens.run.status_line),
+        (Some((crate::tui::app::Level::Info, shown)), Some(ours)) if shown == ours
+    );
+    if follows && let Some(t) = &app.screens.run.trial {
+        let line = trial_line(t);
+        say_trial(app, line);
     }
 }
 

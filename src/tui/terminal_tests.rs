@@ -1,0 +1,185 @@
+//! Update tests of the terminal conventions (issue 18): `q` and Esc in every overlay, Tab in
+//! the tour, the status line following a running trial.
+
+use super::app::{App, Effect, Msg, Overlay, TOUR, update};
+use super::screens::Tab;
+use crate::app::Session;
+use crate::app::views::config::{self as load, PendingEdit};
+use crate::config::LoadOptions;
+use crate::config::env::Env;
+use crate::domain::trial::{Iteration, Summary};
+use crate::run::trial::TrialEvent;
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+const EXAMPLE: &str = "presets/examples/experiments/moe_16B-BF16-pretrain.yaml";
+
+fn session() -> Session {
+    Session::new(
+        EXAMPLE.into(),
+        LoadOptions {
+            env: Env::default(),
+            ..LoadOptions::default()
+        },
+        crate::store::Workspace::at(
+            "/nonexistent/primus-tune-test-workspace".into(),
+            crate::store::WorkspaceOrigin::Chosen,
+        ),
+    )
+}
+
+/// The example loaded, with the first-start tour open.
+pub(super) fn app_with_tour() -> App {
+    let mut app = App::new(
+        vec!["proxy-cpu".into(), "proxy-torch".into()],
+        "proxy-cpu",
+        true,
+    );
+    let (view, plan) = load::build(&session(), &[]).expect("the example loads");
+    update(&mut app, Msg::Loaded(Ok((Box::new(view), plan))));
+    app
+}
+
+pub(super) fn key(app: &mut App, code: KeyCode) -> Vec<Effect> {
+    update(app, Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)))
+}
+
+#[test]
+fn q_quits_from_the_first_start_tour() {
+    let mut app = app_with_tour();
+    assert_eq!(app.overlay, Some(Overlay::Tour(0)));
+    assert_eq!(key(&mut app, KeyCode::Char('q')), [Effect::Quit]);
+}
+
+#[test]
+fn q_asks_first_from_an_overlay_when_edits_are_unsaved_and_q_again_quits() {
+    let mut app = app_with_tour();
+    app.pending.push(PendingEdit {
+        key: "micro_batch_size".into(),
+        text: "2".into(),
+    });
+    app.overlay = Some(Overlay::Help);
+    assert!(key(&mut app, KeyCode::Char('q')).is_empty());
+    assert_eq!(app.overlay, Some(Overlay::ConfirmQuit));
+    assert_eq!(key(&mut app, KeyCode::Char('q')), [Effect::Quit]);
+}
+
+#[test]
+fn q_quits_from_the_diff_and_the_help() {
+    for overlay in [Overlay::Help, Overlay::Diff { save: false }] {
+        let mut app = app_with_tour();
+        app.overlay = Some(overlay.clone());
+        assert_eq!(
+            key(&mut app, KeyCode::Char('q')),
+            [Effect::Quit],
+            "{overlay:?}"
+        );
+    }
+}
+
+#[test]
+fn esc_closes_every_overlay_without_quitting() {
+    for overlay in [
+        Overlay::Tour(2),
+        Overlay::Help,
+        Overlay::Diff { save: true },
+        Overlay::ConfirmQuit,
+    ] {
+        let mut app = app_with_tour();
+        app.overlay = Some(overlay.clone());
+        assert!(key(&mut app, KeyCode::Esc).is_empty(), "{overlay:?}");
+        assert_eq!(app.overlay, None, "{overlay:?}");
+    }
+}
+
+#[test]
+fn the_typed_reason_takes_q_as_a_letter() {
+    let mut app = app_with_tour();
+    app.overlay = Some(Overlay::Acknowledge {
+        rule: "some-rule",
+        text: "a to-do".into(),
+        reason: String::new(),
+    });
+    assert!(key(&mut app, KeyCode::Char('q')).is_empty());
+    assert!(matches!(
+        &app.overlay,
+        Some(Overlay::Acknowledge { reason, .. }) if reason == "q"
+    ));
+}
+
+#[test]
+fn tab_pages_through_the_tour_and_it_has_a_sweep_page() {
+    let mut app = app_with_tour();
+    key(&mut app, KeyCode::Tab);
+    assert_eq!(app.overlay, Some(Overlay::Tour(1)));
+    key(&mut app, KeyCode::BackTab);
+    assert_eq!(app.overlay, Some(Overlay::Tour(0)));
+    assert_eq!(
+        app.tab,
+        Tab::Checklist,
+        "Tab in the tour does not switch screens"
+    );
+    let sweep = TOUR
+        .iter()
+        .find(|(title, _)| title.contains("Sweep"))
+        .expect("a tour page for the Sweep screen");
+    assert!(sweep.1.contains("Enter"), "{}", sweep.1);
+}
+
+fn iteration(i: u64) -> TrialEvent {
+    TrialEvent::Iteration {
+        it: Iteration {
+            iteration: i,
+            train_iters: Some(50),
+            elapsed_ms: Some(1210.0),
+            ..Default::default()
+        },
+        summary: Box::new(Summary {
+            n: i.saturating_sub(3) as usize,
+            median_step_ms: Some(1210.0),
+            tokens_per_s_per_gpu: Some(17518.0),
+            ..Default::default()
+        }),
+    }
+}
+
+fn status(app: &App) -> String {
+    app.status.clone().map(|s| s.1).unwrap_or_default()
+}
+
+#[test]
+fn the_status_line_follows_the_running_trial() {
+    let mut app = app_with_tour();
+    app.overlay = None;
+    key(&mut app, KeyCode::Char('3'));
+    let fx = key(&mut app, KeyCode::Char('r'));
+    assert!(matches!(fx[..], [Effect::StartTrial { .. }]), "{fx:?}");
+    assert!(
+        status(&app).starts_with("starting a trial"),
+        "{}",
+        status(&app)
+    );
+    update(
+        &mut app,
+        Msg::Trial(TrialEvent::Started {
+            trial_id: 12,
+            argv: vec!["proxy".into()],
+            trial_dir: "/tmp/t12".into(),
+        }),
+    );
+    assert!(
+        status(&app).contains("trial 12 started"),
+        "{}",
+        status(&app)
+    );
+    for i in 1..=29 {
+        update(&mut app, Msg::Trial(iteration(i)));
+    }
+    let s = status(&app);
+    assert!(s.contains("iteration 29/50"), "{s}");
+    assert!(s.contains("17518 tok/s"), "{s}");
+    assert!(!s.contains("starting"), "{s}");
+    // A key takes the status line back for the key hints; later iterations leave it so.
+    key(&mut app, KeyCode::Char('m'));
+    update(&mut app, Msg::Trial(iteration(30)));
+    assert_eq!(app.status, None);
+}
