@@ -197,3 +197,86 @@ fn tmux_too_small_terminal_says_so() {
     tui.keys(&["q"]);
     assert_eq!(tui.assert_exited_and_restored(), 0);
 }
+
+/// `monitor` on the recorded 8-GPU MI300X sysfs tree at 80×24: after many in-place refreshes
+/// the screen holds one table with exactly one header, every GPU once, no line wrapped, and the
+/// process table with the trial's processes marked.
+#[test]
+fn tmux_monitor_fits_80_columns_with_one_header() {
+    if !have_tmux() {
+        return;
+    }
+    let tree = tempfile::tempdir().unwrap();
+    tmux::copy_tree(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/sysfs/mi300x_spx_nps1"),
+        tree.path(),
+    );
+    // pid 4102 belongs to trial 7 (as a trial's processes inherit it), 4101 has a command line.
+    let proc_dir = tree.path().join("proc");
+    std::fs::write(
+        proc_dir.join("4102/environ"),
+        b"HOME=/root\0PRIMUS_TUNE_TRIAL_ID=7\0",
+    )
+    .unwrap();
+    std::fs::write(
+        proc_dir.join("4101/cmdline"),
+        b"python3\0pretrain.py\0--config\0exp.yaml\0",
+    )
+    .unwrap();
+    let (sys, procfs) = (
+        tree.path().join("sys").display().to_string(),
+        proc_dir.display().to_string(),
+    );
+    let args = [
+        "monitor",
+        "--backend",
+        "amdgpu-sysfs",
+        "--sysfs-root",
+        &sys,
+        "--procfs-root",
+        &procfs,
+        "--interval",
+        "100",
+        "--process-interval",
+        "100",
+        "--duration",
+        "2",
+    ];
+    let mut tui = Tui::start_with("monitor", &args, (80, 24));
+    let s = tui.wait_text("EXITED 0");
+    let headers: Vec<&str> = s.lines().filter(|l| l.starts_with("GPU ")).collect();
+    assert_eq!(headers.len(), 1, "one header after the refreshes:\n{s}");
+    assert!(
+        headers[0].contains("UTIL") && headers[0].contains("VRAM"),
+        "{s}"
+    );
+    for g in 0..8 {
+        let rows = s
+            .lines()
+            .filter(|l| l.starts_with(&format!("{g}   ")))
+            .count();
+        assert_eq!(rows, 1, "GPU {g} once:\n{s}");
+    }
+    // Nothing wrapped: every GPU row ends with a figure, not a fragment on the next line.
+    let gpu_rows: Vec<&str> = s.lines().filter(|l| l.contains("MI300X")).collect();
+    assert_eq!(gpu_rows.len(), 8, "{s}");
+    assert!(s.lines().all(|l| l.chars().count() <= 80), "{s}");
+    assert_eq!(
+        s.lines()
+            .filter(|l| l.contains("PID") && l.contains("COMMAND"))
+            .count(),
+        1,
+        "{s}"
+    );
+    assert!(
+        s.lines()
+            .any(|l| l.trim_start().starts_with("4102") && l.contains("▶7")),
+        "trial 7's process marked:\n{s}"
+    );
+    assert!(
+        s.lines()
+            .any(|l| l.contains("python3 pretrain.py --config exp.yaml")),
+        "{s}"
+    );
+}

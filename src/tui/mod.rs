@@ -83,6 +83,14 @@ fn init_logging() {
 
 type Term = Terminal<CrosstermBackend<Stdout>>;
 
+/// The terminal's size in columns and rows (None when stdout is not a terminal): for the CLI's
+/// own live views (`monitor`), as the terminal crates are the TUI's alone.
+pub fn terminal_size() -> Option<(u16, u16)> {
+    crossterm::terminal::size()
+        .ok()
+        .filter(|(w, h)| *w > 0 && *h > 0)
+}
+
 /// Give the terminal back: leave the alternate screen, raw mode off, cursor on.
 pub fn restore_terminal() {
     use crossterm::{cursor, execute, terminal};

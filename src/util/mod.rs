@@ -6,6 +6,7 @@ pub mod input;
 pub mod lines;
 pub mod paths;
 pub mod procfs;
+pub mod procinfo;
 pub mod rng;
 pub mod shell;
 pub mod text;

@@ -304,3 +304,20 @@ pub fn right_pane(screen: &str) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// Copies a tree, recreating symlinks as symlinks (the recorded sysfs trees are made of them).
+pub fn copy_tree(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).unwrap();
+    for entry in std::fs::read_dir(src).unwrap() {
+        let entry = entry.unwrap();
+        let kind = entry.file_type().unwrap();
+        let to = dst.join(entry.file_name());
+        if kind.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(entry.path()).unwrap(), &to).unwrap();
+        } else if kind.is_dir() {
+            copy_tree(&entry.path(), &to);
+        } else {
+            std::fs::copy(entry.path(), &to).unwrap();
+        }
+    }
+}
