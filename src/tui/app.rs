@@ -120,6 +120,8 @@ pub enum Overlay {
     /// The guided tour, at this step.
     Tour(usize),
     ConfirmQuit,
+    /// Start a trial or a sweep on GPUs? (what runs, its budget, the GPUs)
+    ConfirmLaunch(Box<super::launch::Launch>),
     /// Apply the values of a trial that ran another experiment file?
     ConfirmApply(Box<ApplyPlan>),
     /// The diff of the unsaved edits; `save` asks to confirm writing.
@@ -161,6 +163,8 @@ pub struct App {
     pub profile: usize,
     /// Per profile: its workload calls hipBLASLt (the GEMM stages apply to it).
     pub calls_hipblaslt: Vec<bool>,
+    /// Per profile: it launches on GPUs (not a CPU stand-in): starting work asks first.
+    pub on_gpus: Vec<bool>,
     pub telemetry: Telemetry,
     pub screens: Screens,
     pub overlay: Option<Overlay>,
@@ -233,6 +237,10 @@ impl App {
                     .map_or(true, |p| p.capabilities.calls_hipblaslt())
             })
             .collect();
+        let on_gpus = profiles
+            .iter()
+            .map(|p| crate::run::profile::find(p, None).map_or(true, |p| launches_on_gpus(&p)))
+            .collect();
         App {
             tab: Tab::Checklist,
             config: None,
@@ -242,6 +250,7 @@ impl App {
             profiles,
             profile,
             calls_hipblaslt,
+            on_gpus,
             telemetry: Telemetry::default(),
             screens: Screens::default(),
             overlay: tour.then_some(Overlay::Tour(0)),
@@ -276,6 +285,7 @@ impl App {
             .iter()
             .map(|p| p.capabilities.calls_hipblaslt())
             .collect();
+        self.on_gpus = profiles.iter().map(launches_on_gpus).collect();
         self.profile = chosen
             .and_then(|c| self.profiles.iter().position(|p| *p == c))
             .unwrap_or(0);
@@ -289,6 +299,11 @@ impl App {
             .unwrap_or(true)
     }
 
+    /// The Run screen's profile launches on GPUs (unknown: it does).
+    pub fn profile_on_gpus(&self) -> bool {
+        self.on_gpus.get(self.profile).copied().unwrap_or(true)
+    }
+
     pub(crate) fn info(&mut self, s: impl Into<String>) {
         self.status = Some((Level::Info, s.into()));
     }
@@ -296,6 +311,11 @@ impl App {
     pub(crate) fn error(&mut self, s: impl Into<String>) {
         self.status = Some((Level::Error, s.into()));
     }
+}
+
+/// A profile runs on GPUs: one rank per GPU and not a CPU stand-in.
+fn launches_on_gpus(p: &crate::run::profile::Profile) -> bool {
+    p.capabilities.launch == crate::run::capabilities::LaunchKind::Gpus && !p.capabilities.stand_in
 }
 
 /// A stored override as the text `set` would take.
@@ -543,6 +563,7 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
                 vec![Effect::Save(app.pending.clone())]
             }
             Some(Overlay::ConfirmQuit) => quit_now(app),
+            Some(Overlay::ConfirmLaunch(launch)) => super::launch::start(app, *launch),
             Some(Overlay::ConfirmApply(plan)) => screens::trials::apply_edits(app, *plan),
             Some(Overlay::Acknowledge { rule, reason, .. }) => {
                 if reason.trim().is_empty() {

@@ -70,6 +70,8 @@ pub enum Action {
     ApplyTrial,
     /// Read the screen's data again (trials, studies).
     Refresh,
+    /// Sweep: the selected space's details (Enter), or back.
+    SpaceDetail,
     StartSweep,
     StopSweep,
     ApplySweep,
@@ -222,7 +224,8 @@ pub const KEYMAP: &[Binding] = &[
     b(Screen(Trials), &[c('A')], Action::ToggleScope, HIDDEN, None),
     b(Screen(Sweep), &[UP, c('k')], Action::Up, "", Some("space")),
     b(Screen(Sweep), &[DOWN, c('j')], Action::Down, "", Some("space")),
-    b(Screen(Sweep), &[c('r'), ENTER], Action::StartSweep, "sweep the space", Some("sweep")),
+    b(Screen(Sweep), &[ENTER], Action::SpaceDetail, "the space's details", Some("details")),
+    b(Screen(Sweep), &[c('r')], Action::StartSweep, "sweep it (asks on GPUs)", Some("sweep")),
     b(Screen(Sweep), &[c('x')], Action::StopSweep, "stop the sweep", Some("stop")),
     b(Screen(Sweep), &[c('a')], Action::ApplySweep, "apply the pick", Some("apply the pick")),
     b(Screen(Studies), &[UP, c('k')], Action::Up, "", Some("study")),
@@ -262,7 +265,9 @@ fn scopes(app: &App) -> Vec<Scope> {
             Overlay::ConfirmQuit => {
                 vec![Scope::ConfirmQuit, Scope::Always, Question, Scope::Overlay]
             }
-            Overlay::ConfirmApply(_) => vec![Scope::Always, Question, Scope::Overlay],
+            Overlay::ConfirmApply(_) | Overlay::ConfirmLaunch(_) => {
+                vec![Scope::Always, Question, Scope::Overlay]
+            }
             Overlay::Diff { save: true } => vec![Scope::Always, Question, Scope::Overlay],
             Overlay::Tour(_) => vec![Scope::Always, Scope::Tour, Scope::Overlay],
             // The typed reason takes every character (`q` too); Esc cancels.
@@ -516,7 +521,7 @@ mod tests {
             .expect("a Sweep section")
             .1;
         assert!(
-            sweep.contains(&("r Enter".to_string(), "sweep the space")),
+            sweep.contains(&("r".to_string(), "sweep it (asks on GPUs)")),
             "{sweep:?}"
         );
         // `r` starts a trial only where it does (on Flags too, unlisted: the box is full).

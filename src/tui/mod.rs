@@ -11,6 +11,7 @@
 pub mod app;
 pub mod effects;
 pub mod keymap;
+pub mod launch;
 pub mod overlay;
 pub mod screens;
 pub mod theme;

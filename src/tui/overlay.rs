@@ -137,6 +137,16 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
             let area = centered(full, 60, lines.len() as u16 + 4);
             boxed(f, area, "Quit?", lines, theme);
         }
+        Some(Overlay::ConfirmLaunch(launch)) => {
+            let mut lines: Vec<Line> = launch.lines.iter().map(|l| Line::raw(l.clone())).collect();
+            lines.push(Line::raw(""));
+            lines.push(Line::styled("y start · n not now", theme.warn()));
+            let w = 72u16.min(full.width);
+            let inner = usize::from(w.saturating_sub(2).max(1));
+            let rows: usize = lines.iter().map(|l| l.width().div_ceil(inner).max(1)).sum();
+            let area = centered(full, w, rows as u16 + 2);
+            boxed(f, area, &launch.title, lines, theme);
+        }
         Some(Overlay::ConfirmApply(plan)) => {
             let mut lines = vec![
                 Line::raw(format!(

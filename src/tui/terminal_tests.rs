@@ -183,3 +183,120 @@ fn the_status_line_follows_the_running_trial() {
     update(&mut app, Msg::Trial(iteration(30)));
     assert_eq!(app.status, None);
 }
+
+/// The example loaded on a GPU profile (`primus`) and a CPU stand-in (`proxy-cpu`), eight GPUs
+/// seen by the telemetry.
+fn gpu_app(profile: &str) -> App {
+    let mut app = App::new(vec!["proxy-cpu".into(), "primus".into()], profile, false);
+    let (view, plan) = load::build(&session(), &[]).expect("the example loads");
+    update(&mut app, Msg::Loaded(Ok((Box::new(view), plan))));
+    let gpus = (0..8)
+        .map(|i| crate::telemetry::GpuInfo {
+            index: i,
+            name: "AMD Instinct MI300X".into(),
+            ..Default::default()
+        })
+        .collect();
+    update(
+        &mut app,
+        Msg::TelemetryReady {
+            gpus,
+            backend: "amdgpu-sysfs".into(),
+            note: None,
+        },
+    );
+    app
+}
+
+fn launch_lines(app: &App) -> Vec<String> {
+    match &app.overlay {
+        Some(Overlay::ConfirmLaunch(l)) => l.lines.clone(),
+        other => panic!("no launch question: {other:?}"),
+    }
+}
+
+#[test]
+fn a_trial_on_a_gpu_profile_asks_first_and_y_starts_it() {
+    let mut app = gpu_app("primus");
+    key(&mut app, KeyCode::Char('3'));
+    assert!(key(&mut app, KeyCode::Char('r')).is_empty());
+    let lines = launch_lines(&app).join("\n");
+    assert!(lines.contains("Budget: up to 50 iterations"), "{lines}");
+    assert!(
+        lines.contains("GPUs: all 8 of this node, 8 × AMD Instinct MI300X"),
+        "{lines}"
+    );
+    assert!(!app.trial_running(), "nothing started before the answer");
+    // n: not now.
+    assert!(key(&mut app, KeyCode::Char('n')).is_empty());
+    assert_eq!(app.overlay, None);
+    key(&mut app, KeyCode::Char('r'));
+    let fx = key(&mut app, KeyCode::Char('y'));
+    assert!(
+        matches!(&fx[..], [Effect::StartTrial { profile, .. }] if profile == "primus"),
+        "{fx:?}"
+    );
+    assert!(app.trial_running());
+}
+
+#[test]
+fn a_cpu_stand_in_starts_at_once() {
+    let mut app = gpu_app("proxy-cpu");
+    key(&mut app, KeyCode::Char('3'));
+    let fx = key(&mut app, KeyCode::Char('r'));
+    assert!(matches!(&fx[..], [Effect::StartTrial { .. }]), "{fx:?}");
+    assert_eq!(app.overlay, None);
+}
+
+#[test]
+fn enter_on_sweep_shows_details_and_a_sweep_on_gpus_asks_with_its_budget() {
+    let mut app = gpu_app("primus");
+    key(&mut app, KeyCode::Char('5'));
+    let ok = app
+        .config
+        .as_ref()
+        .and_then(|c| c.spaces.iter().position(|s| s.not_applicable.is_none()))
+        .expect("a space that applies to the example");
+    app.screens.sweep.selected = ok;
+    assert!(
+        key(&mut app, KeyCode::Enter).is_empty(),
+        "Enter starts nothing"
+    );
+    assert!(app.screens.sweep.detail);
+    assert_eq!(app.overlay, None);
+    assert!(key(&mut app, KeyCode::Char('r')).is_empty());
+    let lines = launch_lines(&app).join("\n");
+    assert!(lines.contains("candidate(s)"), "{lines}");
+    assert!(
+        lines.contains("Budget: a trial of 12 iterations per candidate"),
+        "{lines}"
+    );
+    assert!(lines.contains("GPUs: all 8"), "{lines}");
+    let fx = key(&mut app, KeyCode::Char('y'));
+    assert!(matches!(&fx[..], [Effect::StartSweep { .. }]), "{fx:?}");
+    assert!(app.screens.sweep.running);
+}
+
+#[test]
+fn the_launch_question_shows_whole_at_80x24() {
+    let mut app = gpu_app("primus");
+    key(&mut app, KeyCode::Char('3'));
+    key(&mut app, KeyCode::Char('r'));
+    let theme = crate::tui::theme::Theme::new(crate::tui::theme::Palette::None);
+    let mut term =
+        ratatui::Terminal::new(ratatui::backend::TestBackend::new(80, 24)).expect("a terminal");
+    term.draw(|f| crate::tui::widgets::draw(f, &mut app, &theme))
+        .expect("drawn");
+    let buf = term.backend().buffer();
+    let text: Vec<String> = (0..24)
+        .map(|y| (0..80).map(|x| buf[(x, y)].symbol().to_string()).collect())
+        .collect();
+    let screen = text.join("\n");
+    for want in [
+        "Start a trial on GPUs?",
+        "8 × AMD Instinct MI300X",
+        "y start · n not now",
+    ] {
+        assert!(screen.contains(want), "{want}:\n{screen}");
+    }
+}

@@ -82,9 +82,16 @@ fn start_gemm_stage(app: &mut App) -> Vec<Effect> {
         app.error(why.to_string());
         return vec![];
     }
-    super::run::starting(app);
-    app.info(format!("GEMM stage {stage} with {profile}"));
-    vec![Effect::StartGemmStage { stage, profile }]
+    let launch = crate::tui::launch::Launch {
+        title: format!("Run HipBLASLt stage {stage} on GPUs?"),
+        lines: vec![
+            format!("HipBLASLt tuning stage {stage} with profile {profile}: its trial(s) train."),
+            crate::tui::launch::gpus_line(app),
+        ],
+        said: format!("GEMM stage {stage} with {profile}"),
+        effect: Effect::StartGemmStage { stage, profile },
+    };
+    crate::tui::launch::ask_or_start(app, launch)
 }
 
 /// `a`: the selected step's first open to-do that follows a rule, acknowledged with a reason

@@ -140,7 +140,7 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
         SortNext | SortReverse | ToggleDetail | Mark | Compare | ApplyTrial => {
             trials::apply(app, action)
         }
-        StartSweep | StopSweep | ApplySweep => sweep::apply(app, action),
+        SpaceDetail | StartSweep | StopSweep | ApplySweep => sweep::apply(app, action),
         OpenStudy | ResumeStudy | ReportStudy | ApplyStudy => studies::apply(app, action),
         Refresh => on_show(app, app.tab),
         _ => vec![],

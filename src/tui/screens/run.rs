@@ -122,7 +122,7 @@ pub fn starting(app: &mut App) {
 }
 
 /// Says `line` on the status line as the trial's own (see `State::status_line`).
-fn say_trial(app: &mut App, line: String) {
+pub(crate) fn say_trial(app: &mut App, line: String) {
     app.info(line.clone());
     app.screens.run.status_line = Some(line);
 }
@@ -177,20 +177,37 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
             let Some(profile) = launch_profile(app, true) else {
                 return vec![];
             };
-            starting(app);
             let edits = app.pending.clone();
-            if edits.is_empty() {
-                say_trial(app, format!("starting a trial with {profile}"));
+            let said = if edits.is_empty() {
+                format!("starting a trial with {profile}")
             } else {
-                say_trial(
-                    app,
-                    format!(
-                        "starting a trial with {profile}, your {} unsaved edit(s) as its overrides (the file is unchanged)",
-                        edits.len()
-                    ),
-                );
+                format!(
+                    "starting a trial with {profile}, your {} unsaved edit(s) as its overrides (the file is unchanged)",
+                    edits.len()
+                )
+            };
+            let mut lines = vec![
+                format!("One trial of the config on disk with profile {profile}."),
+                format!(
+                    "Budget: up to {} iterations, stopped earlier once the step time is \
+                     steady (95% CI within 1%).",
+                    crate::app::trial::DEFAULT_ITERS
+                ),
+                crate::tui::launch::gpus_line(app),
+            ];
+            if !edits.is_empty() {
+                lines.push(format!(
+                    "Your {} unsaved edit(s) go with it as overrides.",
+                    edits.len()
+                ));
             }
-            vec![Effect::StartTrial { profile, edits }]
+            let launch = crate::tui::launch::Launch {
+                title: "Start a trial on GPUs?".into(),
+                lines,
+                said,
+                effect: Effect::StartTrial { profile, edits },
+            };
+            crate::tui::launch::ask_or_start(app, launch)
         }
         Action::StopTrial => {
             if app.trial_running() {

@@ -22,6 +22,8 @@ pub struct State {
     pub log: VecDeque<String>,
     /// The last finished sweep: study name and record.
     pub result: Option<(String, StudyRecord)>,
+    /// The selected space's details are shown (Enter) instead of the last result.
+    pub detail: bool,
 }
 
 pub fn move_selection(app: &mut App, to: Move) {
@@ -31,6 +33,10 @@ pub fn move_selection(app: &mut App, to: Move) {
 
 pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
     match action {
+        Action::SpaceDetail => {
+            app.screens.sweep.detail = !app.screens.sweep.detail;
+            vec![]
+        }
         Action::StartSweep => start(app),
         Action::StopSweep => {
             if app.screens.sweep.running {
@@ -124,14 +130,29 @@ fn start(app: &mut App) -> Vec<Effect> {
         app.error(why);
         return vec![];
     }
-    let space = row.name.clone();
+    let (space, candidates) = (row.name.clone(), row.candidates);
     let Some(profile) = app.profile_name().map(str::to_string) else {
         app.error("no launch profile found");
         return vec![];
     };
-    running(app);
-    app.info(format!("sweeping {space} with {profile} (x stops it)"));
-    vec![Effect::StartSweep { space, profile }]
+    let defaults = crate::app::sweep::SweepRequest::default();
+    let launch = crate::tui::launch::Launch {
+        title: "Start a sweep on GPUs?".into(),
+        lines: vec![
+            format!(
+                "Sweep {space} with profile {profile}: {candidates} candidate(s) before the legality check."
+            ),
+            format!(
+                "Budget: a trial of {} iterations per candidate, up to {} for the leaders; no time \
+                 limit (`sweep --budget-minutes` sets one); x stops it, resumable.",
+                defaults.first_iters, defaults.max_iters
+            ),
+            crate::tui::launch::gpus_line(app),
+        ],
+        said: format!("sweeping {space} with {profile} (x stops it)"),
+        effect: Effect::StartSweep { space, profile },
+    };
+    crate::tui::launch::ask_or_start(app, launch)
 }
 
 /// A sweep starts: the screen shows its progress.
@@ -291,12 +312,22 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         &mut state,
     );
     let selected = c.spaces.get(app.screens.sweep.selected);
-    if app.screens.sweep.running || app.screens.sweep.result.is_none() {
+    if app.screens.sweep.running || app.screens.sweep.result.is_none() || app.screens.sweep.detail {
         let mut lines: Vec<Line> = Vec::new();
         if let Some(s) = selected {
             lines.push(Line::styled(s.description.clone(), theme.title()));
             if let Some(why) = &s.not_applicable {
                 lines.push(Line::styled(why.clone(), theme.warn()));
+            }
+            if app.screens.sweep.detail {
+                lines.push(Line::raw(format!(
+                    "space {} · {} candidate(s) before the legality check · profile {profile}",
+                    s.name, s.candidates
+                )));
+                lines.push(Line::styled(
+                    "Enter: back to the last result · r sweeps it",
+                    theme.dim(),
+                ));
             }
         }
         if app.screens.sweep.log.is_empty() && !app.screens.sweep.running {
