@@ -130,11 +130,14 @@ fn tmux_walks_checklist_edits_a_flag_and_saves() {
     assert_eq!(now.ends_with('\n'), original.ends_with('\n'));
     assert!(now.contains("\n      micro_batch_size: 2\n"), "{now}");
     assert!(original.contains('#') && now.matches('#').count() == original.matches('#').count());
-    let bak = PathBuf::from(format!("{}.bak", tui.config.display()));
-    assert_eq!(
-        std::fs::read_to_string(&bak).expect("a .bak beside the experiment"),
-        original
-    );
+    for kept in [".bak.1", ".orig"] {
+        let bak = PathBuf::from(format!("{}{kept}", tui.config.display()));
+        assert_eq!(
+            std::fs::read_to_string(&bak).expect("backups beside the experiment"),
+            original,
+            "{kept}"
+        );
+    }
 }
 
 #[test]
@@ -166,7 +169,7 @@ fn tmux_sigterm_restores_the_terminal() {
     // and then the checks above would have failed already).
     assert_eq!(code, 0);
     assert_eq!(std::fs::read_to_string(&tui.config).unwrap(), original);
-    assert!(!PathBuf::from(format!("{}.bak", tui.config.display())).exists());
+    assert!(!PathBuf::from(format!("{}.bak.1", tui.config.display())).exists());
 }
 
 /// The first-start tour is open (the tour marker lives in the test's private data folder):

@@ -221,7 +221,7 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
                 let refused = plan.refused;
                 lines.push(match (save, refused) {
                     (true, false) => Line::styled(
-                        "y writes the file (atomically, .bak kept) · n cancels",
+                        "y writes the file (atomically; .orig and .bak.1 kept) · n cancels",
                         theme.warn(),
                     ),
                     (true, true) => Line::styled(
