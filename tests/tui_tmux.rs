@@ -283,3 +283,31 @@ fn tmux_monitor_fits_80_columns_with_one_header() {
         "{s}"
     );
 }
+
+/// A left click on a tab switches screens: the click goes in as the SGR mouse report a terminal
+/// sends (`ESC [ < button ; column ; row M`, then `m` on release), typed into the pane.
+#[test]
+fn tmux_mouse_click_on_a_tab_switches_screens() {
+    if !have_tmux() {
+        return;
+    }
+    let mut tui = Tui::start("mouse");
+    let first = tui.wait_text("Quick checklist");
+    // A tab's middle column on the tab line, 1-based as the report counts.
+    let tabs = first.lines().next().unwrap().to_string();
+    let col = |name: &str| {
+        let at = tabs.find(name).expect("the tab is on the top line");
+        tabs[..at].chars().count() + 3
+    };
+    let col = col("4 Trials");
+    tui.type_text(&format!("\x1b[<0;{col};1M\x1b[<0;{col};1m"));
+    let trials = tui.wait_text(" Trials · ");
+    assert!(!trials.contains("Quick checklist"), "{trials}");
+    // And back by a click on "2 Flags".
+    let at = tabs.find("2 Flags").unwrap();
+    let col = tabs[..at].chars().count() + 3;
+    tui.type_text(&format!("\x1b[<0;{col};1M\x1b[<0;{col};1m"));
+    tui.wait_text("┌ Flags ");
+    tui.keys(&["q"]);
+    assert_eq!(tui.assert_exited_and_restored(), 0);
+}

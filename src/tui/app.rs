@@ -28,6 +28,8 @@ pub const LOG_LINES: usize = 500;
 #[derive(Debug)]
 pub enum Msg {
     Key(KeyEvent),
+    /// A click or a wheel turn (mouse capture on).
+    Mouse(crossterm::event::MouseEvent),
     /// A rule of the checklist was acknowledged (stored in the workspace), or not.
     Acknowledged(Result<crate::domain::advice::Ack, AppError>),
     /// The config view was (re)built; `plan` is set when edits are pending.
@@ -111,6 +113,13 @@ pub enum Effect {
         rule: String,
         reason: String,
     },
+    /// Give the terminal back and stop (SIGTSTP) until resumed, then redraw.
+    Suspend,
+    /// Run `$VISUAL`/`$EDITOR` on `path` at `line` (`+LINE`), then read the config again.
+    OpenEditor {
+        path: std::path::PathBuf,
+        line: u32,
+    },
     Quit,
 }
 
@@ -177,6 +186,8 @@ pub struct App {
     pub page: usize,
     /// The Trials and Studies screens list every experiment of the workspace.
     pub all_experiments: bool,
+    /// Where the last frame drew the tabs and the active list (for mouse clicks).
+    pub hits: super::mouse::Hits,
 }
 
 /// The guided tour's pages: title and text.
@@ -260,6 +271,7 @@ impl App {
             gemm_tuned: false,
             page: 10,
             all_experiments: false,
+            hits: Default::default(),
         }
     }
 
@@ -455,6 +467,7 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
                 vec![]
             }
         }
+        Msg::Mouse(m) => super::mouse::on_mouse(app, m),
         Msg::Terminate => quit_now(app),
     }
 }
@@ -497,6 +510,7 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
             }
         }
         Action::ForceQuit => quit_now(app),
+        Action::Suspend => vec![Effect::Suspend],
         Action::CloseOverlay => {
             app.overlay = None;
             vec![]

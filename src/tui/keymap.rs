@@ -14,6 +14,10 @@ pub enum Action {
     Quit,
     /// Ctrl-C twice or SIGTERM: stop the trial and leave without asking.
     ForceQuit,
+    /// Ctrl-Z: give the terminal back and stop until `fg`.
+    Suspend,
+    /// Flags: the experiment in `$EDITOR` at the selected flag's line, read again after.
+    OpenEditor,
     CloseOverlay,
     Help,
     Tour,
@@ -167,6 +171,8 @@ pub const KEYMAP: &[Binding] = &[
     // Always.
     b(Scope::ConfirmQuit, &[Key::Ctrl('c')], Action::ForceQuit, "", None),
     b(Scope::Always, &[Key::Ctrl('c')], Action::Quit, "", None),
+    // Ctrl-Z suspends as in a shell (raw mode turns the terminal's own Ctrl-Z off).
+    b(Scope::Always, &[Key::Ctrl('z')], Action::Suspend, "", None),
     // Overlays.
     b(Scope::Tour, &[ENTER, RIGHT, c(' '), c('n'), k(KeyCode::Tab)], Action::TourNext, "", Some("next")),
     b(Scope::Tour, &[LEFT, c('p'), k(KeyCode::BackTab)], Action::TourBack, "", Some("back")),
@@ -200,12 +206,14 @@ pub const KEYMAP: &[Binding] = &[
     b(Screen(Checklist), &[c('n')], Action::GemmStage, "GEMM stage; use tuned", None),
     b(Screen(Checklist), &[c('u')], Action::ToggleGemmTuned, "", None),
     b(Screen(Checklist), &[c('a')], Action::Acknowledge, "acknowledge a to-do", Some("acknowledge")),
-    b(Screen(Flags), &[ENTER, c('e'), c(' ')], Action::Edit, "edit (bools toggle)", Some("edit")),
+    b(Screen(Flags), &[ENTER, c(' ')], Action::Edit, "edit (bools toggle)", Some("edit")),
     b(Screen(Flags), &[c('/')], Action::SearchStart, "search by name", Some("search")),
     b(Screen(Flags), &[c('a'), ESC], Action::ClearFilter, "all flags", None),
     b(Screen(Flags), &[c('u')], Action::Undo, "undo last edit", Some("undo")),
     b(Screen(Flags), &[c('d')], Action::ShowDiff, "diff of the edits", Some("diff")),
     b(Screen(Flags), &[c('s')], Action::Save, "save (diff first)", Some("save")),
+    // Said in the detail box and the README (the help box is full at 80×24).
+    b(Screen(Flags), &[c('e')], Action::OpenEditor, HIDDEN, Some("$EDITOR")),
     // As on the Checklist and Run screens (the help box is full at 80×24).
     b(Screen(Flags), &[c('r')], Action::StartTrial, HIDDEN, None),
     b(Screen(Run), &[LEFT, c('[')], Action::ProfilePrev, "launch profile", Some("profile")),

@@ -300,3 +300,129 @@ fn the_launch_question_shows_whole_at_80x24() {
         assert!(screen.contains(want), "{want}:\n{screen}");
     }
 }
+
+fn draw_at(app: &mut App, w: u16, h: u16) {
+    let theme = crate::tui::theme::Theme::new(crate::tui::theme::Palette::None);
+    let mut term =
+        ratatui::Terminal::new(ratatui::backend::TestBackend::new(w, h)).expect("a terminal");
+    term.draw(|f| crate::tui::widgets::draw(f, app, &theme))
+        .expect("drawn");
+}
+
+fn mouse(
+    app: &mut App,
+    kind: crossterm::event::MouseEventKind,
+    column: u16,
+    row: u16,
+) -> Vec<Effect> {
+    update(
+        app,
+        Msg::Mouse(crossterm::event::MouseEvent {
+            kind,
+            column,
+            row,
+            modifiers: KeyModifiers::NONE,
+        }),
+    )
+}
+
+#[test]
+fn clicks_switch_tabs_and_select_rows_and_the_wheel_moves() {
+    use crossterm::event::{MouseButton, MouseEventKind};
+    let mut app = app_with_tour();
+    app.overlay = None;
+    draw_at(&mut app, 80, 24);
+    let (from, _, _) = *app
+        .hits
+        .tabs
+        .iter()
+        .find(|t| t.2 == Tab::Flags)
+        .expect("the Flags tab was drawn");
+    mouse(
+        &mut app,
+        MouseEventKind::Down(MouseButton::Left),
+        from + 2,
+        0,
+    );
+    assert_eq!(app.tab, Tab::Flags);
+    draw_at(&mut app, 80, 24);
+    let rows = app.hits.rows.expect("the flag rows were drawn");
+    assert_eq!(rows.tab, Tab::Flags);
+    // The fourth row shown.
+    mouse(
+        &mut app,
+        MouseEventKind::Down(MouseButton::Left),
+        10,
+        rows.y + 3,
+    );
+    assert_eq!(app.screens.flags.selected, rows.offset + 3);
+    mouse(&mut app, MouseEventKind::ScrollDown, 10, rows.y);
+    assert_eq!(app.screens.flags.selected, rows.offset + 4);
+    mouse(&mut app, MouseEventKind::ScrollUp, 10, rows.y);
+    assert_eq!(app.screens.flags.selected, rows.offset + 3);
+    // A click on the file line hits nothing; an open overlay takes keys only.
+    mouse(&mut app, MouseEventKind::Down(MouseButton::Left), 10, 1);
+    assert_eq!(app.screens.flags.selected, rows.offset + 3);
+    app.overlay = Some(Overlay::Help);
+    mouse(
+        &mut app,
+        MouseEventKind::Down(MouseButton::Left),
+        from + 2,
+        0,
+    );
+    assert_eq!(app.overlay, Some(Overlay::Help));
+}
+
+#[test]
+fn ctrl_z_suspends_from_anywhere() {
+    let mut app = app_with_tour();
+    let fx = update(
+        &mut app,
+        Msg::Key(KeyEvent::new(KeyCode::Char('z'), KeyModifiers::CONTROL)),
+    );
+    assert_eq!(fx, [Effect::Suspend]);
+}
+
+#[test]
+fn e_opens_the_experiment_at_the_selected_flags_line() {
+    let mut app = app_with_tour();
+    app.overlay = None;
+    key(&mut app, KeyCode::Char('2'));
+    let rows = super::screens::flags::visible(&app);
+    let (i, line) = rows
+        .iter()
+        .enumerate()
+        .find_map(|(i, r)| r.experiment_line.map(|l| (i, l)))
+        .expect("a flag set in the experiment");
+    let default_row = rows
+        .iter()
+        .position(|r| r.source == "default")
+        .expect("a flag left at its default");
+    let path = app.config.as_ref().expect("loaded").path.clone();
+    // The line is the one of the experiment that sets it.
+    let text = std::fs::read_to_string(&path).expect("the example");
+    let name = rows[i].name.clone();
+    let at = text
+        .lines()
+        .nth(line as usize - 1)
+        .expect("the line exists");
+    assert!(at.trim_start().starts_with(&format!("{name}:")), "{at}");
+    app.screens.flags.selected = i;
+    assert_eq!(
+        key(&mut app, KeyCode::Char('e')),
+        [Effect::OpenEditor {
+            path: path.clone(),
+            line
+        }]
+    );
+    app.screens.flags.selected = default_row;
+    assert_eq!(
+        key(&mut app, KeyCode::Char('e')),
+        [Effect::OpenEditor { path, line: 1 }]
+    );
+    assert!(
+        status(&app).contains("not set in the experiment"),
+        "{}",
+        status(&app)
+    );
+}

@@ -67,7 +67,8 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme) {
         Constraint::Length(1),
     ])
     .areas(f.area());
-    draw_tabs(f, app, theme, top);
+    app.hits.rows = None;
+    app.hits.tabs = draw_tabs(f, app, theme, top);
     draw_file_line(f, app, theme, file);
     let needs_config = matches!(app.tab, Tab::Checklist | Tab::Flags);
     if needs_config && app.config.is_none() {
@@ -90,7 +91,8 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme) {
     visible_cells(f.buffer_mut());
 }
 
-fn draw_tabs(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+/// The tab line; returns where each tab's label was drawn (for clicks).
+fn draw_tabs(f: &mut Frame, app: &App, theme: &Theme, area: Rect) -> Vec<(u16, u16, Tab)> {
     let mut spans = Vec::new();
     for (i, t) in Tab::ALL.iter().enumerate() {
         let label = format!(" {} {} ", i + 1, t.title());
@@ -109,8 +111,16 @@ fn draw_tabs(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     }
     // The name goes first when the tabs and what runs need the room.
     let title = Span::styled(" primus-tune ", theme.title());
+    let mut x = area.x;
     if spans.iter().map(|s| s.width()).sum::<usize>() + title.width() <= area.width as usize {
+        x += title.width() as u16;
         spans.insert(0, title);
+    }
+    let mut hits = Vec::new();
+    for t in Tab::ALL {
+        let w = format!(" {} {} ", t.index() + 1, t.title()).chars().count() as u16;
+        hits.push((x, x + w, t));
+        x += w;
     }
     let used: usize = spans.iter().map(|s| s.width()).sum();
     let help = " ? help ";
@@ -121,6 +131,7 @@ fn draw_tabs(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         spans.push(Span::styled(help, theme.dim()));
     }
     f.render_widget(Paragraph::new(Line::from(spans)), area);
+    hits
 }
 
 fn draw_file_line(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {

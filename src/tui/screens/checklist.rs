@@ -158,7 +158,7 @@ fn status_mark(s: Status) -> &'static str {
     }
 }
 
-pub fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
     let Some(c) = &app.config else { return };
     let steps = &c.checklist.steps;
     let narrow = area.width < 70;
@@ -206,6 +206,12 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         left,
         &mut state,
     );
+    app.hits.rows = Some(crate::tui::mouse::Rows {
+        tab: Tab::Checklist,
+        y: inner.y,
+        height: (steps.len() as u16).min(inner.height),
+        offset: state.offset(),
+    });
     if below {
         let h = legend.len() as u16;
         let area = Rect {

@@ -375,6 +375,12 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
     let mut state =
         TableState::default().with_selected((n > 0).then_some(app.screens.trials.selected));
     f.render_stateful_widget(table, top, &mut state);
+    app.hits.rows = Some(crate::tui::mouse::Rows {
+        tab: super::Tab::Trials,
+        y: top.y + 2,
+        height: top.height.saturating_sub(3),
+        offset: state.offset(),
+    });
     if empty {
         let msg = app.screens.trials.error.clone().unwrap_or_else(|| {
             "No trials yet. r starts one (profile chosen on the Run screen).".into()
