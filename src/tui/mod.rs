@@ -9,6 +9,7 @@
 //! in each case (the worker handle's Drop covers unwinding).
 
 pub mod app;
+pub mod axis;
 pub mod effects;
 pub mod keymap;
 pub mod launch;

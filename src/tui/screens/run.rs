@@ -382,7 +382,8 @@ fn draw_telemetry_chart(f: &mut Frame, app: &App, theme: &Theme, panel: RunPanel
         return;
     }
     let all: Vec<(f64, f64)> = series.iter().flat_map(|(_, v)| v.iter().copied()).collect();
-    let (xb, mut yb) = bounds(&all);
+    let (xb, raw) = bounds(&all);
+    let (mut yb, decimals) = y_axis(&all, raw);
     if matches!(panel, RunPanel::Log | RunPanel::Util) {
         yb = [yb[0].max(0.0), yb[1].min(100.0)];
     }
@@ -423,11 +424,24 @@ fn draw_telemetry_chart(f: &mut Frame, app: &App, theme: &Theme, panel: RunPanel
             Span::raw("seconds"),
             Span::raw(format!("{:.0}", xb[1])),
         ]))
-        .y_axis(Axis::default().bounds(yb).labels(vec![
-            Span::raw(format!("{:.0}", yb[0])),
-            Span::raw(format!("{:.0}", yb[1])),
-        ]));
+        .y_axis(
+            Axis::default().bounds(yb).labels(
+                crate::tui::axis::labels(yb, decimals)
+                    .map(Span::raw)
+                    .to_vec(),
+            ),
+        );
     f.render_widget(chart, area);
+}
+
+/// The y bounds and label decimals from the data's own range (not the padded one).
+fn y_axis(points: &[(f64, f64)], fallback: [f64; 2]) -> ([f64; 2], usize) {
+    if points.is_empty() {
+        return (fallback, 0);
+    }
+    let lo = points.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+    let hi = points.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max);
+    crate::tui::axis::nice(lo, hi)
 }
 
 fn draw_head(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
@@ -575,7 +589,8 @@ fn chart<'a>(
     } else {
         points
     };
-    let (_, yb) = bounds(steady);
+    let (_, raw) = bounds(steady);
+    let (yb, decimals) = y_axis(steady, raw);
     let data = Dataset::default()
         .marker(symbols::Marker::Braille)
         .graph_type(GraphType::Line)
@@ -588,10 +603,13 @@ fn chart<'a>(
             Span::raw(x_label),
             Span::raw(format!("{:.0}", xb[1])),
         ]))
-        .y_axis(Axis::default().bounds(yb).labels(vec![
-            Span::raw(format!("{:.0}", yb[0])),
-            Span::raw(format!("{:.0}", yb[1])),
-        ]))
+        .y_axis(
+            Axis::default().bounds(yb).labels(
+                crate::tui::axis::labels(yb, decimals)
+                    .map(Span::raw)
+                    .to_vec(),
+            ),
+        )
 }
 
 fn draw_charts(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
