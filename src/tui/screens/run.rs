@@ -150,7 +150,7 @@ fn trial_line(t: &LiveTrial) -> String {
             line.push_str(" · warming up");
         } else {
             line.push_str(&format!(
-                " · median {} · {} tok/s/GPU",
+                " · median {} · {} tok/s",
                 num(s.median_step_ms, 1, " ms"),
                 num(s.tokens_per_s_per_gpu, 0, "")
             ));
