@@ -311,3 +311,31 @@ fn tmux_mouse_click_on_a_tab_switches_screens() {
     tui.keys(&["q"]);
     assert_eq!(tui.assert_exited_and_restored(), 0);
 }
+
+/// Ctrl-Z from an interactive shell: the shell gets the terminal back (job stopped, normal
+/// screen), `fg` brings the TUI back redrawn, `q` then quits.
+#[test]
+fn tmux_ctrl_z_suspends_and_fg_restores() {
+    if !have_tmux() {
+        return;
+    }
+    let mut tui = Tui::start_shell("ctrl-z");
+    tui.wait_text("PROMPT$");
+    let line = tui.launch_line();
+    tui.type_text(&line);
+    tui.keys(&["Enter"]);
+    tui.wait_text("Quick checklist");
+    tui.keys(&["C-z"]);
+    let stopped = tui.wait_text("Stopped");
+    assert!(!stopped.contains("Quick checklist"), "{stopped}");
+    assert_eq!(tui.display("#{alternate_on}"), "0", "{stopped}");
+    tui.type_text("fg");
+    tui.keys(&["Enter"]);
+    let back = tui.wait_text("Quick checklist");
+    assert!(back.contains("1 Checklist"), "redrawn whole:\n{back}");
+    assert_eq!(tui.display("#{alternate_on}"), "1");
+    tui.keys(&["q"]);
+    tui.wait_for("the prompt again", |s| {
+        !s.contains("Quick checklist") && s.trim_end().ends_with("PROMPT$")
+    });
+}

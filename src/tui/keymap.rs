@@ -481,19 +481,37 @@ pub fn footer(app: &App, width: usize) -> String {
             }
         }
     }
-    let mut out = String::new();
-    for (key, hint) in parts {
-        let item = if key.is_empty() {
+    let item = |(key, hint): &(String, &str)| {
+        if key.is_empty() {
             hint.to_string()
         } else {
             format!("{key} {hint}")
-        };
+        }
+    };
+    // `? keys` and `q quit` stay at the end whatever the width; the screen's hints take the
+    // room before them, as many as fit.
+    let (tail, head): (Vec<_>, Vec<_>) = parts
+        .into_iter()
+        .partition(|p| matches!(p.1, "keys" | "quit"));
+    let tail: Vec<String> = tail.iter().map(item).collect();
+    let tail_w: usize = tail.iter().map(|t| t.chars().count() + 3).sum();
+    let mut out = String::new();
+    for part in &head {
+        let it = item(part);
         let sep = if out.is_empty() { "" } else { " · " };
-        if out.chars().count() + sep.len() + item.chars().count() > width {
+        if out.chars().count() + sep.chars().count() + it.chars().count() + tail_w > width {
             break;
         }
         out.push_str(sep);
-        out.push_str(&item);
+        out.push_str(&it);
+    }
+    for t in tail {
+        let sep = if out.is_empty() { "" } else { " · " };
+        if out.chars().count() + sep.chars().count() + t.chars().count() > width {
+            break;
+        }
+        out.push_str(sep);
+        out.push_str(&t);
     }
     out
 }

@@ -426,3 +426,30 @@ fn e_opens_the_experiment_at_the_selected_flags_line() {
         status(&app)
     );
 }
+
+/// At the minimum size every screen draws (no notice, the tabs and the key hints visible).
+#[test]
+fn every_screen_draws_at_the_minimum_size() {
+    let (w, h) = crate::tui::widgets::MIN_SIZE;
+    for tab in Tab::ALL {
+        let mut app = app_with_tour();
+        app.overlay = None;
+        app.tab = tab;
+        let theme = crate::tui::theme::Theme::new(crate::tui::theme::Palette::None);
+        let mut term =
+            ratatui::Terminal::new(ratatui::backend::TestBackend::new(w, h)).expect("a terminal");
+        term.draw(|f| crate::tui::widgets::draw(f, &mut app, &theme))
+            .expect("drawn");
+        let buf = term.backend().buffer();
+        let line =
+            |y: u16| -> String { (0..w).map(|x| buf[(x, y)].symbol().to_string()).collect() };
+        assert!(line(0).contains("1 Checklist"), "{tab:?}: {}", line(0));
+        assert!(
+            line(h - 1).contains("q quit") || line(h - 1).contains("keys"),
+            "{tab:?}: {}",
+            line(h - 1)
+        );
+        let all: String = (0..h).map(line).collect();
+        assert!(!all.contains("too small"), "{tab:?}");
+    }
+}

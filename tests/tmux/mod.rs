@@ -72,6 +72,21 @@ impl Tui {
     /// The binary with these arguments (`CONFIG` stands for the example experiment's copy; the
     /// others are passed as they are, quoted) in a pane of `size` columns × rows.
     pub fn start_with(test: &str, args: &[&str], size: (u16, u16)) -> Tui {
+        Tui::start_inner(test, args, size, false)
+    }
+
+    /// An interactive bash (prompt `PROMPT$ `, job control on) in the pane instead: the test
+    /// types `tui.launch_line()` to start the TUI as a user would.
+    pub fn start_shell(test: &str) -> Tui {
+        Tui::start_inner(test, &[CONFIG, "--no-tour"], (80, 24), true)
+    }
+
+    /// What starts the TUI from `start_shell`'s prompt.
+    pub fn launch_line(&self) -> String {
+        format!("sh {}", sh_quote(&self.tmp.path().join("launch.sh")))
+    }
+
+    fn start_inner(test: &str, args: &[&str], size: (u16, u16), shell: bool) -> Tui {
         static SEQ: AtomicUsize = AtomicUsize::new(0);
         let socket = format!(
             "primus-tune-{test}-{}-{}",
@@ -116,11 +131,15 @@ impl Tui {
         .unwrap();
         // After the TUI: its exit status, the tty's mode (raw mode left on shows as RAW), and a
         // pause so the pane stays to be read.
-        let command = format!(
-            "sh {}; echo EXITED $?; if stty -a | grep -q -- -icanon; then echo TTY RAW; \
-             else echo TTY COOKED; fi; sleep 60",
-            sh_quote(&launcher)
-        );
+        let command = if shell {
+            "env PS1='PROMPT$ ' bash --norc --noprofile -i".to_string()
+        } else {
+            format!(
+                "sh {}; echo EXITED $?; if stty -a | grep -q -- -icanon; then echo TTY RAW; \
+                 else echo TTY COOKED; fi; sleep 60",
+                sh_quote(&launcher)
+            )
+        };
         let screens_dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
             .join("tui_tmux")
             .join(test);
