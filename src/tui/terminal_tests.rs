@@ -453,3 +453,23 @@ fn every_screen_draws_at_the_minimum_size() {
         assert!(!all.contains("too small"), "{tab:?}");
     }
 }
+
+#[test]
+fn a_click_selects_a_space_on_the_sweep_screen_and_starts_nothing() {
+    use crossterm::event::{MouseButton, MouseEventKind};
+    let mut app = gpu_app("proxy-cpu");
+    key(&mut app, KeyCode::Char('5'));
+    draw_at(&mut app, 80, 24);
+    let rows = app.hits.rows.expect("the spaces were drawn");
+    assert_eq!(rows.tab, Tab::Sweep);
+    assert!(rows.height >= 3, "{rows:?}");
+    let fx = mouse(
+        &mut app,
+        MouseEventKind::Down(MouseButton::Left),
+        5,
+        rows.y + 2,
+    );
+    assert!(fx.is_empty());
+    assert_eq!(app.screens.sweep.selected, rows.offset + 2);
+    assert!(!app.screens.sweep.running);
+}

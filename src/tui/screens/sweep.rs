@@ -268,8 +268,18 @@ pub fn ranked_table<'a>(study: &str, rec: &'a StudyRecord, theme: &Theme) -> Tab
     )
 }
 
-pub fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
-    let Some(c) = &app.config else { return };
+pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
+    app.hits.rows = draw_screen(f, app, theme, area);
+}
+
+/// Draws the screen; returns where the spaces' rows are (for clicks).
+fn draw_screen(
+    f: &mut Frame,
+    app: &App,
+    theme: &Theme,
+    area: Rect,
+) -> Option<crate::tui::mouse::Rows> {
+    let c = app.config.as_ref()?;
     let [left, right] = if area.width >= 100 {
         Layout::horizontal([Constraint::Length(40), Constraint::Min(30)]).areas(area)
     } else {
@@ -311,6 +321,12 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         left,
         &mut state,
     );
+    let hit = crate::tui::mouse::Rows {
+        tab: super::Tab::Sweep,
+        y: left.y + 1,
+        height: (c.spaces.len() as u16).min(left.height.saturating_sub(2)),
+        offset: state.offset(),
+    };
     let selected = c.spaces.get(app.screens.sweep.selected);
     if app.screens.sweep.running || app.screens.sweep.result.is_none() || app.screens.sweep.detail {
         let mut lines: Vec<Line> = Vec::new();
@@ -354,10 +370,10 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
                 .block(Block::default().borders(Borders::ALL).title(title)),
             right,
         );
-        return;
+        return Some(hit);
     }
-    let Some((study, rec)) = &app.screens.sweep.result else {
-        return;
-    };
-    f.render_widget(ranked_table(study, rec, theme), right);
+    if let Some((study, rec)) = &app.screens.sweep.result {
+        f.render_widget(ranked_table(study, rec, theme), right);
+    }
+    Some(hit)
 }
