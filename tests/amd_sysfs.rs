@@ -245,16 +245,16 @@ fn shared_rx6900xt_values_match_the_files() {
             .unwrap()
             .to_owned()
     };
-    // product_name is empty in this snapshot: the name falls back to the PCI device id.
+    // product_name is empty in this snapshot: the name comes from the PCI device id and
+    // revision (libdrm's amdgpu.ids: 73BF, C0 is the RX 6900 XT), as amdgpu_top shows it.
     let product = text(&dev.join("product_name")).unwrap();
+    assert!(product.is_empty());
     let device_id = field("PCI_ID").split_once(':').unwrap().1.to_lowercase();
-    let want_name = if product.is_empty() {
-        format!("AMD GPU 0x{device_id}")
-    } else {
-        product
-    };
-    assert_eq!(info.name, want_name);
-    assert_eq!(info.name, "AMD GPU 0x73bf");
+    assert_eq!(
+        (device_id.as_str(), text(&dev.join("revision")).as_deref()),
+        ("73bf", Some("0xc0"))
+    );
+    assert_eq!(info.name, "AMD Radeon RX 6900 XT");
     assert_eq!(info.backend, "amdgpu-sysfs");
     assert_eq!(
         info.bus_id.as_deref(),

@@ -330,8 +330,10 @@ fn set_dry_run_writes_nothing_and_write_keeps_comments() {
         .assert()
         .success();
     let after = std::fs::read_to_string(&exp).unwrap();
-    let bak = std::fs::read_to_string(format!("{}.bak", exp.display())).unwrap();
+    let bak = std::fs::read_to_string(format!("{}.bak.1", exp.display())).unwrap();
     assert_eq!(bak, before);
+    let orig = std::fs::read_to_string(format!("{}.orig", exp.display())).unwrap();
+    assert_eq!(orig, before);
     let changed: Vec<(&str, &str)> = before
         .lines()
         .zip(after.lines())
@@ -366,7 +368,8 @@ fn set_json_and_no_backup() {
     assert_eq!(v["written"], true);
     assert_eq!(v["changes"][0]["written_as"], "3.0e-05");
     assert_eq!(v["changes"][1]["action"], "added");
-    assert!(!Path::new(&format!("{}.bak", exp.display())).exists());
+    assert!(!Path::new(&format!("{}.bak.1", exp.display())).exists());
+    assert!(!Path::new(&format!("{}.orig", exp.display())).exists());
     let text = std::fs::read_to_string(&exp).unwrap();
     assert!(text.contains("      lr: 3.0e-05\n"));
     assert!(text.contains("      use_turbo_rms_norm: true\n"));
@@ -703,7 +706,7 @@ fn recommend_apply_writes_config_values_only_and_keeps_comments() {
         .count();
     assert_eq!(changed, 1, "only the stage line changes");
     assert_eq!(before.lines().count(), after.lines().count());
-    assert!(exp.with_extension("yaml.bak").exists());
+    assert!(exp.with_extension("yaml.bak.1").exists());
     // Applying again has nothing left to write for the stage.
     let again = bin()
         .args([

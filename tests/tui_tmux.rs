@@ -4,294 +4,13 @@
 //! is kept under `target/tmp/tui_tmux/<test>/` for a look after a failure.
 //!
 //! Without `tmux` on the PATH the tests say so and pass (CI installs it: `.ci/run`).
+
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+mod tmux;
 
-const BIN: &str = env!("CARGO_BIN_EXE_primus-tune");
-const EXPERIMENT: &str = "examples/experiments/moe_16B-BF16-pretrain.yaml";
-const WAIT: Duration = Duration::from_secs(20);
-const POLL: Duration = Duration::from_millis(50);
-/// Variables of the developer's shell that would change what the TUI shows.
-const SCRUB: &[&str] = &[
-    "PRIMUS_ROOT",
-    "PRIMUS_HIPBLASLT_TUNING",
-    "PRIMUS_HIPBLASLT_TUNING_STAGE",
-    "CUDA_DEVICE_MAX_CONNECTIONS",
-    "COLORTERM",
-    "TMUX",
-    "TMUX_PANE",
-];
-
-fn have_tmux() -> bool {
-    match Command::new("tmux").arg("-V").output() {
-        Ok(o) if o.status.success() => true,
-        _ => {
-            eprintln!("skipped: tmux is not installed (CI installs it; apt-get install tmux)");
-            false
-        }
-    }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
-
-/// `'...'` for sh.
-fn sh_quote(p: &Path) -> String {
-    format!("'{}'", p.display().to_string().replace('\'', r"'\''"))
-}
-
-/// A private tmux server (its own socket) running the TUI on a private copy of the bundled
-/// example tree. Dropping it kills the server, on success and on failure alike.
-struct Tui {
-    socket: String,
-    tmp: tempfile::TempDir,
-    config: PathBuf,
-    pid_file: PathBuf,
-    screens_dir: PathBuf,
-    screens: usize,
-    last: String,
-}
-
-impl Tui {
-    fn start(test: &str) -> Tui {
-        static SEQ: AtomicUsize = AtomicUsize::new(0);
-        let socket = format!(
-            "primus-tune-{test}-{}-{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        );
-        let tmp = tempfile::tempdir().unwrap();
-        copy_dir(
-            &Path::new(env!("CARGO_MANIFEST_DIR")).join("presets/examples"),
-            &tmp.path().join("examples"),
-        );
-        let config = tmp.path().join(EXPERIMENT);
-        let pid_file = tmp.path().join("tui.pid");
-        // The TUI's data (log, tour marker) and the user's launch profiles: private.
-        let xdg = tmp.path().join("xdg");
-        // The launcher leaves its pid behind and becomes the TUI (exec keeps the pid).
-        let launcher = tmp.path().join("launch.sh");
-        std::fs::write(
-            &launcher,
-            format!(
-                "unset {unset}\n\
-                 export NO_COLOR=1 TERM=xterm-256color XDG_DATA_HOME={xdg} \
-                 XDG_CONFIG_HOME={xdg_config}\n\
-                 echo $$ > {pid}\n\
-                 exec {bin} {config} --no-tour\n",
-                unset = SCRUB.join(" "),
-                xdg = sh_quote(&xdg),
-                xdg_config = sh_quote(&tmp.path().join("config")),
-                pid = sh_quote(&pid_file),
-                bin = sh_quote(Path::new(BIN)),
-                config = sh_quote(&config),
-            ),
-        )
-        .unwrap();
-        // After the TUI: its exit status, the tty's mode (raw mode left on shows as RAW), and a
-        // pause so the pane stays to be read.
-        let command = format!(
-            "sh {}; echo EXITED $?; if stty -a | grep -q -- -icanon; then echo TTY RAW; \
-             else echo TTY COOKED; fi; sleep 60",
-            sh_quote(&launcher)
-        );
-        let screens_dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .join("tui_tmux")
-            .join(test);
-        let _ = std::fs::remove_dir_all(&screens_dir);
-        let _ = std::fs::create_dir_all(&screens_dir);
-        let tui = Tui {
-            socket,
-            tmp,
-            config,
-            pid_file,
-            screens_dir,
-            screens: 0,
-            last: String::new(),
-        };
-        let cwd = tui.tmp.path().to_path_buf();
-        tui.tmux_ok(&[
-            "new-session",
-            "-d",
-            "-s",
-            "tui",
-            "-x",
-            "80",
-            "-y",
-            "24",
-            "-c",
-            cwd.to_str().unwrap(),
-            &command,
-        ]);
-        tui
-    }
-
-    fn tmux(&self, args: &[&str]) -> Output {
-        let mut c = Command::new("tmux");
-        // -u: UTF-8 whatever the locale; -f /dev/null: not the developer's tmux.conf.
-        c.args(["-u", "-f", "/dev/null", "-L", &self.socket])
-            .args(args);
-        for v in SCRUB {
-            c.env_remove(v);
-        }
-        c.output().expect("tmux runs")
-    }
-
-    fn tmux_ok(&self, args: &[&str]) -> String {
-        let o = self.tmux(args);
-        assert!(
-            o.status.success(),
-            "tmux {args:?} failed: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    }
-
-    fn capture(&mut self) -> String {
-        self.last = self.tmux_ok(&["capture-pane", "-p", "-t", "tui"]);
-        self.last.clone()
-    }
-
-    /// Poll the screen every 50 ms until `ok` holds (20 s at most); keep that screen as
-    /// `NN-label.txt`; panic with the last screen when it never does.
-    fn wait_for(&mut self, label: &str, ok: impl Fn(&str) -> bool) -> String {
-        let start = Instant::now();
-        loop {
-            let screen = self.capture();
-            if ok(&screen) {
-                self.screens += 1;
-                let name = format!("{:02}-{label}.txt", self.screens);
-                // Best effort: another run of the same test may be clearing the folder.
-                let _ = std::fs::create_dir_all(&self.screens_dir);
-                let _ = std::fs::write(self.screens_dir.join(name), &screen);
-                return screen;
-            }
-            if start.elapsed() > WAIT {
-                panic!(
-                    "waited {WAIT:?} for: {label}\n--- last screen ---\n{screen}--- end ---\n\
-                     (screens so far in {})",
-                    self.screens_dir.display()
-                );
-            }
-            std::thread::sleep(POLL);
-        }
-    }
-
-    fn wait_text(&mut self, text: &str) -> String {
-        let t = text.to_string();
-        self.wait_for(&slug(text), move |s| s.contains(&t))
-    }
-
-    /// Keys by tmux name (`Down`, `Enter`, `BSpace`, ...) or single characters.
-    fn keys(&self, keys: &[&str]) {
-        let mut args = vec!["send-keys", "-t", "tui"];
-        args.extend_from_slice(keys);
-        self.tmux_ok(&args);
-    }
-
-    /// Text typed literally.
-    fn type_text(&self, text: &str) {
-        self.tmux_ok(&["send-keys", "-t", "tui", "-l", text]);
-    }
-
-    fn display(&self, format: &str) -> String {
-        self.tmux_ok(&["display-message", "-p", "-t", "tui", format])
-            .trim()
-            .to_string()
-    }
-
-    fn pid(&self) -> i32 {
-        let text = std::fs::read_to_string(&self.pid_file).expect("the launcher wrote its pid");
-        text.trim().parse().expect("a pid")
-    }
-
-    /// After the TUI ended: its exit status, and the terminal as a shell expects it — the normal
-    /// screen back, cursor shown, cooked mode, output starting at column 0, nothing of the TUI
-    /// left on the screen.
-    fn assert_exited_and_restored(&mut self) -> i32 {
-        let screen = self.wait_for("exited", |s| s.contains("TTY "));
-        let status_line = screen
-            .lines()
-            .find(|l| l.contains("EXITED "))
-            .unwrap_or_else(|| panic!("no exit status on the screen:\n{screen}"));
-        assert!(
-            status_line.starts_with("EXITED "),
-            "the shell's output does not start at column 0 (output processing left off?): \
-             {status_line:?}\n{screen}"
-        );
-        let code: i32 = status_line["EXITED ".len()..].trim().parse().unwrap();
-        assert!(
-            screen.lines().any(|l| l == "TTY COOKED"),
-            "the tty was left in raw mode (or the line is not at column 0):\n{screen}"
-        );
-        assert_eq!(
-            self.display("#{alternate_on}"),
-            "0",
-            "the alternate screen is still on:\n{screen}"
-        );
-        assert_eq!(
-            self.display("#{cursor_flag}"),
-            "1",
-            "the cursor is still hidden"
-        );
-        for tui_text in ["Quick checklist", "primus-tune  1 Checklist", "Flags"] {
-            assert!(
-                !screen.contains(tui_text),
-                "the TUI's screen is still showing ({tui_text:?}):\n{screen}"
-            );
-        }
-        code
-    }
-}
-
-impl Drop for Tui {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!(
-                "tmux session {}: last screen\n{}\nscreens kept in {}",
-                self.socket,
-                self.last,
-                self.screens_dir.display()
-            );
-        }
-        // The socket file outlives kill-server: remove it too.
-        let socket = self.tmux(&["display-message", "-p", "#{socket_path}"]);
-        let _ = self.tmux(&["kill-server"]);
-        let path = String::from_utf8_lossy(&socket.stdout).trim().to_string();
-        if socket.status.success() && path.contains(&self.socket) {
-            let _ = std::fs::remove_file(path);
-        }
-    }
-}
-
-fn slug(s: &str) -> String {
-    s.chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect()
-}
-
-/// The right-hand pane of the checklist (the selected step), at 80 columns.
-fn right_pane(screen: &str) -> String {
-    screen
-        .lines()
-        .map(|l| l.chars().skip(37).collect::<String>())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
+use std::path::PathBuf;
+use tmux::{Tui, have_tmux, right_pane};
 
 #[test]
 fn tmux_walks_checklist_edits_a_flag_and_saves() {
@@ -411,11 +130,14 @@ fn tmux_walks_checklist_edits_a_flag_and_saves() {
     assert_eq!(now.ends_with('\n'), original.ends_with('\n'));
     assert!(now.contains("\n      micro_batch_size: 2\n"), "{now}");
     assert!(original.contains('#') && now.matches('#').count() == original.matches('#').count());
-    let bak = PathBuf::from(format!("{}.bak", tui.config.display()));
-    assert_eq!(
-        std::fs::read_to_string(&bak).expect("a .bak beside the experiment"),
-        original
-    );
+    for kept in [".bak.1", ".orig"] {
+        let bak = PathBuf::from(format!("{}{kept}", tui.config.display()));
+        assert_eq!(
+            std::fs::read_to_string(&bak).expect("backups beside the experiment"),
+            original,
+            "{kept}"
+        );
+    }
 }
 
 #[test]
@@ -447,5 +169,173 @@ fn tmux_sigterm_restores_the_terminal() {
     // and then the checks above would have failed already).
     assert_eq!(code, 0);
     assert_eq!(std::fs::read_to_string(&tui.config).unwrap(), original);
-    assert!(!PathBuf::from(format!("{}.bak", tui.config.display())).exists());
+    assert!(!PathBuf::from(format!("{}.bak.1", tui.config.display())).exists());
+}
+
+/// The first-start tour is open (the tour marker lives in the test's private data folder):
+/// Tab pages through it, and `q` quits from it with the terminal restored.
+#[test]
+fn tmux_q_quits_from_the_tour() {
+    if !have_tmux() {
+        return;
+    }
+    let mut tui = Tui::start_with("tour-q", &[tmux::CONFIG], (80, 24));
+    tui.wait_text("Welcome to primus-tune");
+    tui.keys(&["Tab"]);
+    tui.wait_text("2/6 · Enter next");
+    tui.keys(&["q"]);
+    let code = tui.assert_exited_and_restored();
+    assert_eq!(code, 0);
+}
+
+/// Below the minimum size a notice says what is needed; `q` still quits.
+#[test]
+fn tmux_too_small_terminal_says_so() {
+    if !have_tmux() {
+        return;
+    }
+    let mut tui = Tui::start_with("too-small", &[tmux::CONFIG, "--no-tour"], (40, 10));
+    let s = tui.wait_text("terminal too small (need 60×16)");
+    assert!(!s.contains("Quick checklist"), "{s}");
+    tui.keys(&["q"]);
+    assert_eq!(tui.assert_exited_and_restored(), 0);
+}
+
+/// `monitor` on the recorded 8-GPU MI300X sysfs tree at 80×24: after many in-place refreshes
+/// the screen holds one table with exactly one header, every GPU once, no line wrapped, and the
+/// process table with the trial's processes marked.
+#[test]
+fn tmux_monitor_fits_80_columns_with_one_header() {
+    if !have_tmux() {
+        return;
+    }
+    let tree = tempfile::tempdir().unwrap();
+    tmux::copy_tree(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/sysfs/mi300x_spx_nps1"),
+        tree.path(),
+    );
+    // pid 4102 belongs to trial 7 (as a trial's processes inherit it), 4101 has a command line.
+    let proc_dir = tree.path().join("proc");
+    std::fs::write(
+        proc_dir.join("4102/environ"),
+        b"HOME=/root\0PRIMUS_TUNE_TRIAL_ID=7\0",
+    )
+    .unwrap();
+    std::fs::write(
+        proc_dir.join("4101/cmdline"),
+        b"python3\0pretrain.py\0--config\0exp.yaml\0",
+    )
+    .unwrap();
+    let (sys, procfs) = (
+        tree.path().join("sys").display().to_string(),
+        proc_dir.display().to_string(),
+    );
+    let args = [
+        "monitor",
+        "--backend",
+        "amdgpu-sysfs",
+        "--sysfs-root",
+        &sys,
+        "--procfs-root",
+        &procfs,
+        "--interval",
+        "100",
+        "--process-interval",
+        "100",
+        "--duration",
+        "2",
+    ];
+    let mut tui = Tui::start_with("monitor", &args, (80, 24));
+    let s = tui.wait_text("EXITED 0");
+    let headers: Vec<&str> = s.lines().filter(|l| l.starts_with("GPU ")).collect();
+    assert_eq!(headers.len(), 1, "one header after the refreshes:\n{s}");
+    assert!(
+        headers[0].contains("UTIL") && headers[0].contains("VRAM"),
+        "{s}"
+    );
+    for g in 0..8 {
+        let rows = s
+            .lines()
+            .filter(|l| l.starts_with(&format!("{g}   ")))
+            .count();
+        assert_eq!(rows, 1, "GPU {g} once:\n{s}");
+    }
+    // Nothing wrapped: every GPU row ends with a figure, not a fragment on the next line.
+    let gpu_rows: Vec<&str> = s.lines().filter(|l| l.contains("MI300X")).collect();
+    assert_eq!(gpu_rows.len(), 8, "{s}");
+    assert!(s.lines().all(|l| l.chars().count() <= 80), "{s}");
+    assert_eq!(
+        s.lines()
+            .filter(|l| l.contains("PID") && l.contains("COMMAND"))
+            .count(),
+        1,
+        "{s}"
+    );
+    assert!(
+        s.lines()
+            .any(|l| l.trim_start().starts_with("4102") && l.contains("▶7")),
+        "trial 7's process marked:\n{s}"
+    );
+    assert!(
+        s.lines()
+            .any(|l| l.contains("python3 pretrain.py --config exp.yaml")),
+        "{s}"
+    );
+}
+
+/// A left click on a tab switches screens: the click goes in as the SGR mouse report a terminal
+/// sends (`ESC [ < button ; column ; row M`, then `m` on release), typed into the pane.
+#[test]
+fn tmux_mouse_click_on_a_tab_switches_screens() {
+    if !have_tmux() {
+        return;
+    }
+    let mut tui = Tui::start("mouse");
+    let first = tui.wait_text("Quick checklist");
+    // A tab's middle column on the tab line, 1-based as the report counts.
+    let tabs = first.lines().next().unwrap().to_string();
+    let col = |name: &str| {
+        let at = tabs.find(name).expect("the tab is on the top line");
+        tabs[..at].chars().count() + 3
+    };
+    let col = col("4 Trials");
+    tui.type_text(&format!("\x1b[<0;{col};1M\x1b[<0;{col};1m"));
+    let trials = tui.wait_text(" Trials · ");
+    assert!(!trials.contains("Quick checklist"), "{trials}");
+    // And back by a click on "2 Flags".
+    let at = tabs.find("2 Flags").unwrap();
+    let col = tabs[..at].chars().count() + 3;
+    tui.type_text(&format!("\x1b[<0;{col};1M\x1b[<0;{col};1m"));
+    tui.wait_text("┌ Flags ");
+    tui.keys(&["q"]);
+    assert_eq!(tui.assert_exited_and_restored(), 0);
+}
+
+/// Ctrl-Z from an interactive shell: the shell gets the terminal back (job stopped, normal
+/// screen), `fg` brings the TUI back redrawn, `q` then quits.
+#[test]
+fn tmux_ctrl_z_suspends_and_fg_restores() {
+    if !have_tmux() {
+        return;
+    }
+    let mut tui = Tui::start_shell("ctrl-z");
+    tui.wait_text("PROMPT$");
+    let line = tui.launch_line();
+    tui.type_text(&line);
+    tui.keys(&["Enter"]);
+    tui.wait_text("Quick checklist");
+    tui.keys(&["C-z"]);
+    let stopped = tui.wait_text("Stopped");
+    assert!(!stopped.contains("Quick checklist"), "{stopped}");
+    assert_eq!(tui.display("#{alternate_on}"), "0", "{stopped}");
+    tui.type_text("fg");
+    tui.keys(&["Enter"]);
+    let back = tui.wait_text("Quick checklist");
+    assert!(back.contains("1 Checklist"), "redrawn whole:\n{back}");
+    assert_eq!(tui.display("#{alternate_on}"), "1");
+    tui.keys(&["q"]);
+    tui.wait_for("the prompt again", |s| {
+        !s.contains("Quick checklist") && s.trim_end().ends_with("PROMPT$")
+    });
 }

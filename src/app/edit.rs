@@ -57,7 +57,7 @@ fn check(key: &str, text: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Plan and write the edits (atomic write, `.bak` kept). Ok: what was saved, in words.
+/// Plan and write the edits (atomic write; `.orig` once and `.bak.1` .. kept). Ok: what was saved, in words.
 pub fn save(session: &Session, pending: &[PendingEdit]) -> Result<String, AppError> {
     let exp = session.load()?;
     let mut plan = edit::plan(

@@ -1,4 +1,7 @@
-//! `primus-tune monitor`: live GPU telemetry as a refreshing table, JSON Lines or CSV.
+//! `primus-tune monitor`: live GPU telemetry as a refreshing table, JSON Lines or CSV. The
+//! table (`view.rs`) fits the terminal and is redrawn in place.
+
+mod view;
 
 use super::CliError;
 use crate::telemetry::host::Host;
@@ -176,6 +179,9 @@ pub fn run(a: &MonitorArgs) -> Result<ExitCode, CliError> {
     let mut out = std::io::BufWriter::new(sink);
     let mut csv_header: Option<Vec<String>> = None;
     let mut lines_drawn = 0usize;
+    // The processes of the last scan (they are read every `--process-interval`).
+    let mut procs: Option<Vec<view::ProcRow>> = None;
+    let users = crate::util::procinfo::Users::load(std::path::Path::new("/etc/passwd"));
     let mut ticker = Ticker::new(cfg.interval);
     loop {
         let s = collector.collect(0);
@@ -190,14 +196,35 @@ pub fn run(a: &MonitorArgs) -> Result<ExitCode, CliError> {
             }
             Mode::Csv => write_csv(&mut out, &s, &gpus, &mut csv_header),
             Mode::Table => {
-                let text = table(&s, &gpus, name);
+                if let Some(p) = &s.processes {
+                    procs = Some(process_rows(p, &a.telemetry.procfs_root, &users));
+                }
+                // One column short of the width (no line ends in the last column, where
+                // terminals wrap) and one row short of the height: the cursor then goes back
+                // up over exactly the lines drawn, so the table is redrawn in place.
+                let (w, h) = crate::tui::terminal_size().unwrap_or((80, 24));
+                let lines = view::view(
+                    &s,
+                    &gpus,
+                    name,
+                    procs.as_deref(),
+                    usize::from(w.saturating_sub(1)).max(20),
+                    usize::from(h.saturating_sub(1)).max(3),
+                );
                 let up = if lines_drawn > 0 {
-                    format!("\x1b[{lines_drawn}A")
+                    format!("\r\x1b[{lines_drawn}A")
                 } else {
                     String::new()
                 };
-                lines_drawn = text.lines().count();
-                write!(out, "{up}{}", text.replace('\n', "\x1b[K\n"))
+                lines_drawn = lines.len();
+                let mut text = up;
+                for l in &lines {
+                    text.push_str(l);
+                    text.push_str("\x1b[K\n");
+                }
+                // A shorter table than the last one: clear what is left below.
+                text.push_str("\x1b[J");
+                write!(out, "{text}")
             }
         };
         if ok.and_then(|()| out.flush()).is_err() {
@@ -212,70 +239,27 @@ pub fn run(a: &MonitorArgs) -> Result<ExitCode, CliError> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn gib(b: Option<u64>) -> String {
-    b.map_or("-".into(), |b| {
-        format!("{:.1}", b as f64 / (1u64 << 30) as f64)
-    })
-}
-
-fn opt(v: Option<f64>, unit: &str) -> String {
-    v.map_or("-".into(), |x| format!("{x:.0}{unit}"))
-}
-
-/// The terminal view: one line per GPU and a host line.
-pub fn table(s: &Snapshot, gpus: &[GpuInfo], backend: &str) -> String {
-    let mut t = format!(
-        "{:<3} {:<22} {:>5} {:>15} {:>7} {:<18} {:>6} {:>6}\n",
-        "GPU", "NAME", "UTIL", "VRAM GiB", "POWER", "TEMP °C", "SCLK", "MCLK"
-    );
-    for g in &s.gpus {
-        let name = gpus
-            .iter()
-            .find(|i| i.index == g.gpu)
-            .map_or(String::new(), |i| i.name.clone());
-        let temps: Vec<String> = g
-            .temp_c
-            .iter()
-            .map(|(k, v)| format!("{}{v:.0}", short_label(k)))
-            .collect();
-        let throttle = match &g.throttle {
-            Some(r) if !r.is_empty() => format!(" [{}]", r.join(",")),
-            _ => String::new(),
-        };
-        t.push_str(&format!(
-            "{:<3} {:<22} {:>5} {:>15} {:>7} {:<18} {:>6} {:>6}{throttle}\n",
-            g.gpu,
-            name.chars().take(22).collect::<String>(),
-            opt(g.util_pct, "%"),
-            format!("{}/{}", gib(g.vram_used_bytes), gib(g.vram_total_bytes)),
-            opt(g.power_w, " W"),
-            if temps.is_empty() {
-                "-".into()
-            } else {
-                temps.join(" ")
-            },
-            opt(g.sclk_mhz, ""),
-            opt(g.mclk_mhz, ""),
-        ));
-    }
-    t.push_str(&format!(
-        "host CPU {} RAM {}/{} GiB | {backend} | sample {:.2} ms\n",
-        opt(s.host.cpu_pct, "%"),
-        gib(s.host.ram_used_bytes),
-        gib(s.host.ram_total_bytes),
-        s.cost_us as f64 / 1000.0
-    ));
-    t
-}
-
-fn short_label(k: &str) -> String {
-    match k {
-        "edge" => "E:".into(),
-        "junction" => "J:".into(),
-        "mem" | "memory" => "M:".into(),
-        "gpu" => String::new(),
-        other => format!("{other}:"),
-    }
+/// The processes of a scan with their user, command line and trial.
+fn process_rows(
+    p: &[crate::telemetry::ProcessSample],
+    procfs: &std::path::Path,
+    users: &crate::util::procinfo::Users,
+) -> Vec<view::ProcRow> {
+    let key = crate::run::trial::materialise::TRIAL_ID_ENV;
+    p.iter()
+        .map(|x| {
+            let mut info = crate::util::procinfo::info(procfs, x.pid, users, key);
+            if info.command.is_empty() {
+                info.command = x.name.clone().unwrap_or_default();
+            }
+            view::ProcRow {
+                pid: x.pid,
+                gpu: x.gpu,
+                vram_bytes: x.vram_bytes,
+                info,
+            }
+        })
+        .collect()
 }
 
 /// One JSON Lines record (borrowed: nothing is copied to print a sample).

@@ -27,7 +27,8 @@ pub struct RecommendArgs {
     #[arg(long, value_name = "STUDY")]
     pub study: Option<String>,
     /// Write the recommended config values into the experiment (diff shown first; atomic,
-    /// `.bak` kept). Environment variables are printed for the launch, never written.
+    /// `.orig` and `.bak.N` kept). Environment variables are printed for the launch, never
+    /// written.
     #[arg(long)]
     pub apply: bool,
     /// The launch profile the job runs with (a profile passing Megatron's flags, such as

@@ -18,7 +18,7 @@ pub struct SetArgs {
     /// Save the change (default: dry run that prints the diff).
     #[arg(long)]
     pub write: bool,
-    /// Do not keep <file>.bak when writing.
+    /// Do not keep backups (<file>.orig once, <file>.bak.1 ..) when writing.
     #[arg(long)]
     pub no_backup: bool,
     /// Write even when the change breaks a cross-flag rule or sets a key no preset knows.

@@ -70,7 +70,8 @@ pub struct YamlDoc {
 
 #[derive(Debug, Clone, Copy)]
 pub struct SaveOptions {
-    /// Keep the previous content as `<file>.bak`.
+    /// Keep the previous content as `<file>.bak.1` (older ones as `.bak.2` ..) and the
+    /// pristine original as `<file>.orig` (written once).
     pub backup: bool,
 }
 
@@ -303,7 +304,7 @@ impl YamlDoc {
     }
 
     /// Save the edited text ([`super::save`]): under the folder's lock, refuse if the file
-    /// changed on disk since it was read, keep `<file>.bak` when asked, and rename a synced temp
+    /// changed on disk since it was read, keep backups when asked (`.orig` once, `.bak.1` ..), and rename a synced temp
     /// file over the original (keeping its permissions). A symlink is edited through: the file
     /// it points to is replaced and the link stays.
     pub fn save(&mut self, opts: SaveOptions) -> Result<Option<PathBuf>, EditError> {
@@ -327,16 +328,10 @@ impl YamlDoc {
         }
         let perms = std::fs::metadata(&target).ok().map(|m| m.permissions());
         let backup = if opts.backup {
-            let mut bak = target.clone().into_os_string();
-            bak.push(".bak");
-            let bak = PathBuf::from(bak);
-            super::save::replace(&bak, self.original.as_bytes(), perms.clone(), &lock).map_err(
-                |source| EditError::Write {
-                    path: bak.clone(),
-                    source,
-                },
-            )?;
-            Some(bak)
+            let kept =
+                super::save::keep_backups(&target, self.original.as_bytes(), perms.clone(), &lock)
+                    .map_err(werr)?;
+            Some(kept)
         } else {
             None
         };
@@ -599,6 +594,30 @@ modules:
     }
 
     #[test]
+    fn saving_twice_keeps_the_original_and_both_earlier_versions() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("exp.yaml");
+        std::fs::write(&p, EXP).unwrap();
+        let lr = ["modules", "pre_trainer", "overrides", "lr"];
+        let mut d = YamlDoc::open(&p).unwrap();
+        d.set_literal(&lr, "2.0e-05").unwrap();
+        d.save(SaveOptions { backup: true }).unwrap();
+        let first = std::fs::read_to_string(&p).unwrap();
+        d.set_literal(&lr, "3.0e-05").unwrap();
+        let bak = d.save(SaveOptions { backup: true }).unwrap().unwrap();
+        let read = |s: &str| std::fs::read_to_string(format!("{}{s}", p.display())).unwrap();
+        assert_eq!(bak, dir.path().join("exp.yaml.bak.1"));
+        assert_eq!(read(".orig"), EXP, "the pristine original, written once");
+        assert_eq!(
+            read(".bak.1"),
+            first,
+            "the version the second save replaced"
+        );
+        assert_eq!(read(".bak.2"), EXP);
+        assert!(read("").contains("lr: 3.0e-05\n"));
+    }
+
+    #[test]
     fn a_symlinked_experiment_is_edited_through_the_link() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("real")).unwrap();
@@ -625,7 +644,7 @@ modules:
             bak,
             std::fs::canonicalize(&real)
                 .unwrap()
-                .with_extension("yaml.bak")
+                .with_extension("yaml.bak.1")
         );
         assert_eq!(std::fs::read_to_string(&bak).unwrap(), EXP);
     }

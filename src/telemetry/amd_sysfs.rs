@@ -156,7 +156,11 @@ impl AmdSysfs {
             };
             let name = parse::read_text(&dir.join("product_name"))
                 .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| ids::fallback_name(p.device_id));
+                .unwrap_or_else(|| {
+                    let revision =
+                        parse::read_u64(&dir.join("revision")).and_then(|v| u8::try_from(v).ok());
+                    ids::fallback_name(p.device_id, revision)
+                });
             let bus_id = p.bdf.map(|b| b.to_string());
             let uuid = parse::read_text(&dir.join("unique_id")).filter(|s| !s.is_empty());
             let power_cap_w = files.read_power_cap_w();

@@ -28,6 +28,8 @@ pub const LOG_LINES: usize = 500;
 #[derive(Debug)]
 pub enum Msg {
     Key(KeyEvent),
+    /// A click or a wheel turn (mouse capture on).
+    Mouse(crossterm::event::MouseEvent),
     /// A rule of the checklist was acknowledged (stored in the workspace), or not.
     Acknowledged(Result<crate::domain::advice::Ack, AppError>),
     /// The config view was (re)built; `plan` is set when edits are pending.
@@ -111,6 +113,13 @@ pub enum Effect {
         rule: String,
         reason: String,
     },
+    /// Give the terminal back and stop (SIGTSTP) until resumed, then redraw.
+    Suspend,
+    /// Run `$VISUAL`/`$EDITOR` on `path` at `line` (`+LINE`), then read the config again.
+    OpenEditor {
+        path: std::path::PathBuf,
+        line: u32,
+    },
     Quit,
 }
 
@@ -120,6 +129,8 @@ pub enum Overlay {
     /// The guided tour, at this step.
     Tour(usize),
     ConfirmQuit,
+    /// Start a trial or a sweep on GPUs? (what runs, its budget, the GPUs)
+    ConfirmLaunch(Box<super::launch::Launch>),
     /// Apply the values of a trial that ran another experiment file?
     ConfirmApply(Box<ApplyPlan>),
     /// The diff of the unsaved edits; `save` asks to confirm writing.
@@ -161,6 +172,8 @@ pub struct App {
     pub profile: usize,
     /// Per profile: its workload calls hipBLASLt (the GEMM stages apply to it).
     pub calls_hipblaslt: Vec<bool>,
+    /// Per profile: it launches on GPUs (not a CPU stand-in): starting work asks first.
+    pub on_gpus: Vec<bool>,
     pub telemetry: Telemetry,
     pub screens: Screens,
     pub overlay: Option<Overlay>,
@@ -173,15 +186,18 @@ pub struct App {
     pub page: usize,
     /// The Trials and Studies screens list every experiment of the workspace.
     pub all_experiments: bool,
+    /// Where the last frame drew the tabs and the active list (for mouse clicks).
+    pub hits: super::mouse::Hits,
 }
 
 /// The guided tour's pages: title and text.
-pub const TOUR: [(&str, &str); 5] = [
+pub const TOUR: [(&str, &str); 6] = [
     (
         "Welcome to primus-tune",
         "This walks you through the Primus performance-tuning checklist for the experiment \
          shown at the top. Nothing is written to your files until you save, and every figure \
-         shown was measured or is labelled as a rule. Esc skips the tour; t shows it again.",
+         shown was measured or is labelled as a rule. Esc skips the tour, t shows it again, \
+         q quits.",
     ),
     (
         "1 Checklist",
@@ -208,6 +224,14 @@ pub const TOUR: [(&str, &str); 5] = [
          marks one and c compares it with the selected one, a applies a trial's settings to \
          the config (shown as unsaved edits first). ? shows all keys.",
     ),
+    (
+        "5 Sweep",
+        "Sweeps one knob space (micro batch, recompute, DeepEP CUs, ...) with short trials: \
+         every legal candidate, longer runs for the best, until the leader stands out from \
+         the noise. Enter shows a space's details; r starts the sweep (on GPUs it asks first, \
+         showing the budget and the GPUs); x stops it, a applies the pick. 6 Studies keeps \
+         every sweep to resume, report or apply.",
+    ),
 ];
 
 impl App {
@@ -224,6 +248,10 @@ impl App {
                     .map_or(true, |p| p.capabilities.calls_hipblaslt())
             })
             .collect();
+        let on_gpus = profiles
+            .iter()
+            .map(|p| crate::run::profile::find(p, None).map_or(true, |p| launches_on_gpus(&p)))
+            .collect();
         App {
             tab: Tab::Checklist,
             config: None,
@@ -233,6 +261,7 @@ impl App {
             profiles,
             profile,
             calls_hipblaslt,
+            on_gpus,
             telemetry: Telemetry::default(),
             screens: Screens::default(),
             overlay: tour.then_some(Overlay::Tour(0)),
@@ -242,6 +271,7 @@ impl App {
             gemm_tuned: false,
             page: 10,
             all_experiments: false,
+            hits: Default::default(),
         }
     }
 
@@ -267,6 +297,7 @@ impl App {
             .iter()
             .map(|p| p.capabilities.calls_hipblaslt())
             .collect();
+        self.on_gpus = profiles.iter().map(launches_on_gpus).collect();
         self.profile = chosen
             .and_then(|c| self.profiles.iter().position(|p| *p == c))
             .unwrap_or(0);
@@ -280,6 +311,11 @@ impl App {
             .unwrap_or(true)
     }
 
+    /// The Run screen's profile launches on GPUs (unknown: it does).
+    pub fn profile_on_gpus(&self) -> bool {
+        self.on_gpus.get(self.profile).copied().unwrap_or(true)
+    }
+
     pub(crate) fn info(&mut self, s: impl Into<String>) {
         self.status = Some((Level::Info, s.into()));
     }
@@ -287,6 +323,11 @@ impl App {
     pub(crate) fn error(&mut self, s: impl Into<String>) {
         self.status = Some((Level::Error, s.into()));
     }
+}
+
+/// A profile runs on GPUs: one rank per GPU and not a CPU stand-in.
+fn launches_on_gpus(p: &crate::run::profile::Profile) -> bool {
+    p.capabilities.launch == crate::run::capabilities::LaunchKind::Gpus && !p.capabilities.stand_in
 }
 
 /// A stored override as the text `set` would take.
@@ -426,6 +467,7 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
                 vec![]
             }
         }
+        Msg::Mouse(m) => super::mouse::on_mouse(app, m),
         Msg::Terminate => quit_now(app),
     }
 }
@@ -458,6 +500,8 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
     match action {
         Action::None => vec![],
         Action::Quit => {
+            // From an overlay too: it closes, and the quit question takes its place if needed.
+            app.overlay = None;
             if app.busy() || !app.pending.is_empty() {
                 app.overlay = Some(Overlay::ConfirmQuit);
                 vec![]
@@ -466,6 +510,7 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
             }
         }
         Action::ForceQuit => quit_now(app),
+        Action::Suspend => vec![Effect::Suspend],
         Action::CloseOverlay => {
             app.overlay = None;
             vec![]
@@ -532,6 +577,7 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
                 vec![Effect::Save(app.pending.clone())]
             }
             Some(Overlay::ConfirmQuit) => quit_now(app),
+            Some(Overlay::ConfirmLaunch(launch)) => super::launch::start(app, *launch),
             Some(Overlay::ConfirmApply(plan)) => screens::trials::apply_edits(app, *plan),
             Some(Overlay::Acknowledge { rule, reason, .. }) => {
                 if reason.trim().is_empty() {

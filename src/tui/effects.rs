@@ -46,16 +46,22 @@ pub struct Runner {
 }
 
 /// Whether the loop goes on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Flow {
     Continue,
     Quit,
+    /// The loop gives the terminal back and stops until resumed.
+    Suspend,
+    /// The loop gives the terminal to the user's editor on this file and line.
+    Editor(std::path::PathBuf, u32),
 }
 
 impl Runner {
     /// Performs one effect (must run inside a tokio runtime: reads use its blocking pool).
     pub fn perform(&mut self, fx: Effect, app: &App) -> Flow {
         match fx {
+            Effect::Suspend => return Flow::Suspend,
+            Effect::OpenEditor { path, line } => return Flow::Editor(path, line),
             Effect::Quit => {
                 drop(self.trial.take());
                 drop(self.sweep.take());

@@ -14,6 +14,10 @@ pub enum Action {
     Quit,
     /// Ctrl-C twice or SIGTERM: stop the trial and leave without asking.
     ForceQuit,
+    /// Ctrl-Z: give the terminal back and stop until `fg`.
+    Suspend,
+    /// Flags: the experiment in `$EDITOR` at the selected flag's line, read again after.
+    OpenEditor,
     CloseOverlay,
     Help,
     Tour,
@@ -70,6 +74,8 @@ pub enum Action {
     ApplyTrial,
     /// Read the screen's data again (trials, studies).
     Refresh,
+    /// Sweep: the selected space's details (Enter), or back.
+    SpaceDetail,
     StartSweep,
     StopSweep,
     ApplySweep,
@@ -165,13 +171,19 @@ pub const KEYMAP: &[Binding] = &[
     // Always.
     b(Scope::ConfirmQuit, &[Key::Ctrl('c')], Action::ForceQuit, "", None),
     b(Scope::Always, &[Key::Ctrl('c')], Action::Quit, "", None),
+    // Ctrl-Z suspends as in a shell (raw mode turns the terminal's own Ctrl-Z off).
+    b(Scope::Always, &[Key::Ctrl('z')], Action::Suspend, "", None),
     // Overlays.
-    b(Scope::Tour, &[ENTER, RIGHT, c(' '), c('n')], Action::TourNext, "", Some("next")),
-    b(Scope::Tour, &[LEFT, c('p')], Action::TourBack, "", Some("back")),
+    b(Scope::Tour, &[ENTER, RIGHT, c(' '), c('n'), k(KeyCode::Tab)], Action::TourNext, "", Some("next")),
+    b(Scope::Tour, &[LEFT, c('p'), k(KeyCode::BackTab)], Action::TourBack, "", Some("back")),
+    // `q` on the quit question answers it: quit.
+    b(Scope::ConfirmQuit, &[c('q')], Action::ConfirmYes, "", None),
     b(Question, &[c('y'), c('Y')], Action::ConfirmYes, "", Some("yes")),
     b(Question, &[c('n'), c('N')], Action::CloseOverlay, "", Some("no")),
     b(Scope::Info, &[ENTER], Action::CloseOverlay, "", None),
-    b(Scope::Overlay, &[ESC, c('q'), c('?')], Action::CloseOverlay, "", Some("close")),
+    b(Scope::Overlay, &[ESC, c('?')], Action::CloseOverlay, "", Some("close")),
+    // `q` quits from every overlay (asking, as anywhere, when something runs or is unsaved).
+    b(Scope::Overlay, &[c('q')], Action::Quit, "", Some("quit")),
     // The flag editor and the search line.
     b(Editor, &[Key::AnyChar], Action::EditInput(' '), "", Some("type a value")),
     b(Editor, &[LEFT, UP], Action::EditCycle(-1), "", Some("cycle choices")),
@@ -194,12 +206,14 @@ pub const KEYMAP: &[Binding] = &[
     b(Screen(Checklist), &[c('n')], Action::GemmStage, "GEMM stage; use tuned", None),
     b(Screen(Checklist), &[c('u')], Action::ToggleGemmTuned, "", None),
     b(Screen(Checklist), &[c('a')], Action::Acknowledge, "acknowledge a to-do", Some("acknowledge")),
-    b(Screen(Flags), &[ENTER, c('e'), c(' ')], Action::Edit, "edit (bools toggle)", Some("edit")),
+    b(Screen(Flags), &[ENTER, c(' ')], Action::Edit, "edit (bools toggle)", Some("edit")),
     b(Screen(Flags), &[c('/')], Action::SearchStart, "search by name", Some("search")),
     b(Screen(Flags), &[c('a'), ESC], Action::ClearFilter, "all flags", None),
     b(Screen(Flags), &[c('u')], Action::Undo, "undo last edit", Some("undo")),
     b(Screen(Flags), &[c('d')], Action::ShowDiff, "diff of the edits", Some("diff")),
     b(Screen(Flags), &[c('s')], Action::Save, "save (diff first)", Some("save")),
+    // Said in the detail box and the README (the help box is full at 80×24).
+    b(Screen(Flags), &[c('e')], Action::OpenEditor, HIDDEN, Some("$EDITOR")),
     // As on the Checklist and Run screens (the help box is full at 80×24).
     b(Screen(Flags), &[c('r')], Action::StartTrial, HIDDEN, None),
     b(Screen(Run), &[LEFT, c('[')], Action::ProfilePrev, "launch profile", Some("profile")),
@@ -218,7 +232,8 @@ pub const KEYMAP: &[Binding] = &[
     b(Screen(Trials), &[c('A')], Action::ToggleScope, HIDDEN, None),
     b(Screen(Sweep), &[UP, c('k')], Action::Up, "", Some("space")),
     b(Screen(Sweep), &[DOWN, c('j')], Action::Down, "", Some("space")),
-    b(Screen(Sweep), &[c('r'), ENTER], Action::StartSweep, "sweep the space", Some("sweep")),
+    b(Screen(Sweep), &[ENTER], Action::SpaceDetail, "the space's details", Some("details")),
+    b(Screen(Sweep), &[c('r')], Action::StartSweep, "sweep it (asks on GPUs)", Some("sweep")),
     b(Screen(Sweep), &[c('x')], Action::StopSweep, "stop the sweep", Some("stop")),
     b(Screen(Sweep), &[c('a')], Action::ApplySweep, "apply the pick", Some("apply the pick")),
     b(Screen(Studies), &[UP, c('k')], Action::Up, "", Some("study")),
@@ -258,9 +273,12 @@ fn scopes(app: &App) -> Vec<Scope> {
             Overlay::ConfirmQuit => {
                 vec![Scope::ConfirmQuit, Scope::Always, Question, Scope::Overlay]
             }
-            Overlay::ConfirmApply(_) => vec![Scope::Always, Question, Scope::Overlay],
+            Overlay::ConfirmApply(_) | Overlay::ConfirmLaunch(_) => {
+                vec![Scope::Always, Question, Scope::Overlay]
+            }
             Overlay::Diff { save: true } => vec![Scope::Always, Question, Scope::Overlay],
             Overlay::Tour(_) => vec![Scope::Always, Scope::Tour, Scope::Overlay],
+            // The typed reason takes every character (`q` too); Esc cancels.
             Overlay::Acknowledge { .. } => vec![Scope::Always, Scope::Prompt, Scope::Overlay],
             Overlay::Help | Overlay::Diff { save: false } => {
                 vec![Scope::Always, Scope::Info, Scope::Overlay]
@@ -438,9 +456,15 @@ pub fn footer(app: &App, width: usize) -> String {
         .as_ref()
         .is_some_and(|e| !e.choices.is_empty());
     let mut parts: Vec<(String, &'static str)> = Vec::new();
-    for scope in scopes(app) {
+    let scopes = scopes(app);
+    // While a reason is typed, `q` is a letter: the overlay's `q quit` is not offered.
+    let typing = scopes.contains(&Scope::Prompt);
+    for scope in scopes {
         for bind in KEYMAP.iter().filter(|b| b.scope == scope) {
             let Some(hint) = bind.hint else { continue };
+            if typing && bind.action == Action::Quit {
+                continue;
+            }
             if matches!(bind.action, Action::EditCycle(_)) && !choices {
                 continue;
             }
@@ -457,19 +481,37 @@ pub fn footer(app: &App, width: usize) -> String {
             }
         }
     }
-    let mut out = String::new();
-    for (key, hint) in parts {
-        let item = if key.is_empty() {
+    let item = |(key, hint): &(String, &str)| {
+        if key.is_empty() {
             hint.to_string()
         } else {
             format!("{key} {hint}")
-        };
+        }
+    };
+    // `? keys` and `q quit` stay at the end whatever the width; the screen's hints take the
+    // room before them, as many as fit.
+    let (tail, head): (Vec<_>, Vec<_>) = parts
+        .into_iter()
+        .partition(|p| matches!(p.1, "keys" | "quit"));
+    let tail: Vec<String> = tail.iter().map(item).collect();
+    let tail_w: usize = tail.iter().map(|t| t.chars().count() + 3).sum();
+    let mut out = String::new();
+    for part in &head {
+        let it = item(part);
         let sep = if out.is_empty() { "" } else { " · " };
-        if out.chars().count() + sep.len() + item.chars().count() > width {
+        if out.chars().count() + sep.chars().count() + it.chars().count() + tail_w > width {
             break;
         }
         out.push_str(sep);
-        out.push_str(&item);
+        out.push_str(&it);
+    }
+    for t in tail {
+        let sep = if out.is_empty() { "" } else { " · " };
+        if out.chars().count() + sep.chars().count() + t.chars().count() > width {
+            break;
+        }
+        out.push_str(sep);
+        out.push_str(&t);
     }
     out
 }
@@ -505,7 +547,7 @@ mod tests {
             .expect("a Sweep section")
             .1;
         assert!(
-            sweep.contains(&("r Enter".to_string(), "sweep the space")),
+            sweep.contains(&("r".to_string(), "sweep it (asks on GPUs)")),
             "{sweep:?}"
         );
         // `r` starts a trial only where it does (on Flags too, unlisted: the box is full).

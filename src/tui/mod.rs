@@ -9,8 +9,11 @@
 //! in each case (the worker handle's Drop covers unwinding).
 
 pub mod app;
+pub mod axis;
 pub mod effects;
 pub mod keymap;
+pub mod launch;
+pub mod mouse;
 pub mod overlay;
 pub mod screens;
 pub mod theme;
@@ -20,6 +23,8 @@ pub mod widgets;
 mod parity_tests;
 #[cfg(test)]
 mod render_tests;
+#[cfg(test)]
+mod terminal_tests;
 #[cfg(test)]
 mod update_tests;
 
@@ -81,22 +86,84 @@ fn init_logging() {
 
 type Term = Terminal<CrosstermBackend<Stdout>>;
 
-/// Give the terminal back: leave the alternate screen, raw mode off, cursor on.
+/// The terminal's size in columns and rows (None when stdout is not a terminal): for the CLI's
+/// own live views (`monitor`), as the terminal crates are the TUI's alone.
+pub fn terminal_size() -> Option<(u16, u16)> {
+    crossterm::terminal::size()
+        .ok()
+        .filter(|(w, h)| *w > 0 && *h > 0)
+}
+
+/// Set (to anything), the TUI leaves the mouse to the terminal (no clicks, no wheel; the
+/// terminal's own selection works): what `--no-mouse` means.
+pub const NO_MOUSE_ENV: &str = "PRIMUS_TUNE_NO_MOUSE";
+
+/// Give the terminal back: mouse capture off, leave the alternate screen, raw mode off, cursor
+/// on.
 pub fn restore_terminal() {
-    use crossterm::{cursor, execute, terminal};
+    use crossterm::{cursor, event, execute, terminal};
     let _ = terminal::disable_raw_mode();
     let _ = execute!(
         std::io::stdout(),
+        event::DisableMouseCapture,
         terminal::LeaveAlternateScreen,
         cursor::Show
     );
 }
 
-fn take_terminal() -> std::io::Result<Term> {
-    use crossterm::{execute, terminal};
+/// Raw mode, the alternate screen and (unless turned off) mouse capture.
+fn enter_screen(mouse: bool) -> std::io::Result<()> {
+    use crossterm::{event, execute, terminal};
     terminal::enable_raw_mode()?;
     execute!(std::io::stdout(), terminal::EnterAlternateScreen)?;
+    if mouse {
+        execute!(std::io::stdout(), event::EnableMouseCapture)?;
+    }
+    Ok(())
+}
+
+fn take_terminal(mouse: bool) -> std::io::Result<Term> {
+    enter_screen(mouse)?;
     Terminal::new(CrosstermBackend::new(std::io::stdout()))
+}
+
+fn mouse_wanted() -> bool {
+    std::env::var_os(NO_MOUSE_ENV).is_none()
+}
+
+/// Ctrl-Z: the terminal back to the shell, stop (SIGTSTP, as the terminal's own Ctrl-Z would;
+/// a running trial has its own process group and goes on), and on `fg` take it again and
+/// redraw everything.
+fn suspend(term: &mut Term) -> std::io::Result<()> {
+    restore_terminal();
+    nix::sys::signal::raise(nix::sys::signal::Signal::SIGTSTP).map_err(std::io::Error::from)?;
+    enter_screen(mouse_wanted())?;
+    term.clear()
+}
+
+/// `e` on Flags: the terminal to `$VISUAL` / `$EDITOR` (else `vi`) on `path` at `line`
+/// (`+LINE`, which vi, vim, nano, emacs and micro take), then back. Returns what happened.
+fn edit(term: &mut Term, path: &std::path::Path, line: u32) -> String {
+    let editor = std::env::var("VISUAL")
+        .ok()
+        .or_else(|| std::env::var("EDITOR").ok())
+        .filter(|e| !e.trim().is_empty())
+        .unwrap_or_else(|| "vi".into());
+    let mut words = editor.split_whitespace();
+    let program = words.next().unwrap_or("vi").to_string();
+    restore_terminal();
+    let status = std::process::Command::new(&program)
+        .args(words)
+        .arg(format!("+{line}"))
+        .arg(path)
+        .status();
+    let _ = enter_screen(mouse_wanted());
+    let _ = term.clear();
+    match status {
+        Ok(s) if s.success() => format!("back from {program}: the experiment is read again"),
+        Ok(s) => format!("{program} ended with {s}: the experiment is read again"),
+        Err(e) => format!("could not start {program} ({e}): set $EDITOR"),
+    }
 }
 
 /// Set to a file path, the TUI writes `{"first_frame_ms": .., "rss_kb": ..}` there once the
@@ -119,7 +186,7 @@ pub fn run(opts: TuiOptions) -> std::io::Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let mut term = take_terminal()?;
+    let mut term = take_terminal(mouse_wanted())?;
     let result = rt.block_on(event_loop(&mut term, &opts, started));
     restore_terminal();
     if opts.tour {
@@ -174,16 +241,36 @@ async fn event_loop(
     let (mut term_sig, mut hup_sig) = signals()?;
     let mut dirty = true;
     loop {
+        let mut more = Vec::new();
         for fx in std::mem::take(&mut pending_fx) {
-            if runner.perform(fx, &app) == Flow::Quit {
-                return Ok(());
+            match runner.perform(fx, &app) {
+                Flow::Quit => return Ok(()),
+                Flow::Continue => {}
+                Flow::Suspend => {
+                    suspend(term)?;
+                    dirty = true;
+                }
+                Flow::Editor(path, line) => {
+                    let said = edit(term, &path, line);
+                    more.extend(app::update(&mut app, Msg::Note(said)));
+                    more.push(Effect::Load(app.pending.clone()));
+                    dirty = true;
+                }
             }
+        }
+        if !more.is_empty() {
+            pending_fx = more;
+            continue;
         }
         tokio::select! {
             ev = keys.next() => match ev {
                 Some(Ok(Event::Key(k))) => {
                     pending_fx = app::update(&mut app, Msg::Key(k));
                     // A key clears the last message unless the key set a new one.
+                    dirty = true;
+                }
+                Some(Ok(Event::Mouse(m))) => {
+                    pending_fx = app::update(&mut app, Msg::Mouse(m));
                     dirty = true;
                 }
                 Some(Ok(Event::Resize(..))) => dirty = true,

@@ -106,7 +106,7 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
                 Line::raw(""),
                 Line::styled(
                     format!(
-                        "{}/{} · Enter next · ← back · Esc skip the tour",
+                        "{}/{} · Enter next · ← back · Esc skip the tour · q quit",
                         i + 1,
                         TOUR.len()
                     ),
@@ -136,6 +136,16 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
             lines.push(Line::styled("y quit · n stay", theme.warn()));
             let area = centered(full, 60, lines.len() as u16 + 4);
             boxed(f, area, "Quit?", lines, theme);
+        }
+        Some(Overlay::ConfirmLaunch(launch)) => {
+            let mut lines: Vec<Line> = launch.lines.iter().map(|l| Line::raw(l.clone())).collect();
+            lines.push(Line::raw(""));
+            lines.push(Line::styled("y start · n not now", theme.warn()));
+            let w = 72u16.min(full.width);
+            let inner = usize::from(w.saturating_sub(2).max(1));
+            let rows: usize = lines.iter().map(|l| l.width().div_ceil(inner).max(1)).sum();
+            let area = centered(full, w, rows as u16 + 2);
+            boxed(f, area, &launch.title, lines, theme);
         }
         Some(Overlay::ConfirmApply(plan)) => {
             let mut lines = vec![
@@ -211,7 +221,7 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
                 let refused = plan.refused;
                 lines.push(match (save, refused) {
                     (true, false) => Line::styled(
-                        "y writes the file (atomically, .bak kept) · n cancels",
+                        "y writes the file (atomically; .orig and .bak.1 kept) · n cancels",
                         theme.warn(),
                     ),
                     (true, true) => Line::styled(

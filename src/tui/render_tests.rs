@@ -993,7 +993,8 @@ fn frame_lines_and_boxes_are_whole() {
         file_line.contains("moe_16B-BF16-pretrain.yaml ·") && file_line.contains("lint clean"),
         "{file_line}"
     );
-    assert!(s.contains("[x] done [!] to do [?] unmeasured"), "{s}");
+    assert!(s.contains("[x] done   [!] to do   [-] n/a"), "{s}");
+    assert!(s.contains("[?] unmeasured   [a] acknowledged"), "{s}");
     for (w, h) in [(160, 48), (80, 24)] {
         let s = screen(&mut help_app(), w, h);
         assert!(
@@ -1248,4 +1249,30 @@ fn control_characters_in_log_lines_never_reach_the_terminal() {
     );
     let shown = text(&buf);
     assert!(shown.contains("evil"), "{shown}");
+}
+
+/// On a narrow terminal the Trials table's columns shrink: a figure that no longer fits is
+/// shortened with a unit prefix or marked with `…`, never shown with digits silently missing
+/// (`1751800` tok/s as `175180`).
+#[test]
+fn trials_narrow_figures_are_never_cut_silently() {
+    for w in [60u16, 66, 72, 80] {
+        let mut app = trials_app();
+        for r in &mut app.screens.trials.rows {
+            r.row.tokens_per_s_per_gpu = Some(1_751_800.0);
+        }
+        let s = screen(&mut app, w, 24);
+        let rows: Vec<&str> = s.lines().filter(|l| l.starts_with("│  1 ")).collect();
+        assert!(!rows.is_empty(), "{w}: trial 1 listed:\n{s}");
+        for row in rows {
+            let figure = row
+                .split_whitespace()
+                .find(|c| c.starts_with("17") || c.starts_with("1.7") || c.starts_with("1.8"))
+                .unwrap_or_else(|| panic!("{w} columns: no tok/s figure in {row}"));
+            assert!(
+                ["1751800", "1.75M", "1.8M", "2M"].contains(&figure) || figure.ends_with('…'),
+                "{w} columns: {figure:?} in {row}\n{s}"
+            );
+        }
+    }
 }

@@ -642,15 +642,20 @@ fn sweep_screen_starts_only_applicable_spaces_and_applies_the_pick() {
     // The MoE example: every built-in space applies.
     let i = names.iter().position(|n| *n == "sync-free-stage").unwrap();
     app.screens.sweep.selected = i;
+    // Enter shows the space's details; `r` sweeps it (a CPU stand-in: without asking).
+    assert!(key(&mut app, KeyCode::Enter).is_empty());
     assert_eq!(
-        key(&mut app, KeyCode::Enter),
+        key(&mut app, KeyCode::Char('r')),
         vec![Effect::StartSweep {
             space: "sync-free-stage".into(),
             profile: "proxy-cpu".into()
         }]
     );
     assert!(app.screens.sweep.running && app.busy());
-    assert!(key(&mut app, KeyCode::Enter).is_empty(), "one at a time");
+    assert!(
+        key(&mut app, KeyCode::Char('r')).is_empty(),
+        "one at a time"
+    );
     update(&mut app, Msg::SweepLine("candidate 0 ...".into()));
     assert_eq!(app.screens.sweep.log.len(), 1);
     // Quitting while it runs stops it first.
@@ -730,7 +735,7 @@ fn a_space_that_does_not_apply_is_refused_with_its_reason() {
         .position(|s| s.name == "sync-free-stage")
         .unwrap();
     app.screens.sweep.selected = i;
-    assert!(key(&mut app, KeyCode::Enter).is_empty());
+    assert!(key(&mut app, KeyCode::Char('r')).is_empty());
     assert!(app.status.as_ref().unwrap().1.contains("MoE"));
 }
 
@@ -761,8 +766,11 @@ fn n_on_the_gemm_step_runs_the_next_stage_with_a_real_profile() {
     app.profile = 1;
     assert!(key(&mut app, KeyCode::Char('n')).is_empty());
     key(&mut app, KeyCode::Up);
+    // A GPU profile: asked first, `y` starts it.
+    assert!(key(&mut app, KeyCode::Char('n')).is_empty());
+    assert!(matches!(app.overlay, Some(Overlay::ConfirmLaunch(_))));
     assert_eq!(
-        key(&mut app, KeyCode::Char('n')),
+        key(&mut app, KeyCode::Char('y')),
         vec![Effect::StartGemmStage {
             stage: next,
             profile: "primus".into()

@@ -20,7 +20,46 @@ fn visible_cells(buf: &mut ratatui::buffer::Buffer) {
     }
 }
 
+/// The smallest terminal the screens are drawn in (columns, rows); below it a notice says so.
+pub const MIN_SIZE: (u16, u16) = (60, 16);
+
+/// The terminal is below [`MIN_SIZE`]: one notice instead of screens cut into pieces (the keys
+/// still work: `q` quits, a larger window brings the screens back).
+fn draw_too_small(f: &mut Frame, theme: &Theme) {
+    let area = f.area();
+    let (w, h) = MIN_SIZE;
+    let lines = vec![
+        Line::styled(
+            fit(
+                &format!("terminal too small (need {w}×{h})"),
+                area.width.into(),
+            ),
+            theme.error(),
+        ),
+        Line::raw(fit(
+            &format!("now {}×{} · q quits", area.width, area.height),
+            area.width.into(),
+        )),
+    ];
+    let y = area.y + area.height.saturating_sub(lines.len() as u16) / 2;
+    let rect = Rect {
+        y,
+        height: area.height.min(lines.len() as u16),
+        ..area
+    };
+    f.render_widget(
+        Paragraph::new(lines).alignment(ratatui::layout::Alignment::Center),
+        rect,
+    );
+}
+
 pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme) {
+    let size = f.area();
+    if size.width < MIN_SIZE.0 || size.height < MIN_SIZE.1 {
+        draw_too_small(f, theme);
+        visible_cells(f.buffer_mut());
+        return;
+    }
     let [top, file, body, status] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(1),
@@ -28,7 +67,8 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme) {
         Constraint::Length(1),
     ])
     .areas(f.area());
-    draw_tabs(f, app, theme, top);
+    app.hits.rows = None;
+    app.hits.tabs = draw_tabs(f, app, theme, top);
     draw_file_line(f, app, theme, file);
     let needs_config = matches!(app.tab, Tab::Checklist | Tab::Flags);
     if needs_config && app.config.is_none() {
@@ -51,7 +91,8 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme) {
     visible_cells(f.buffer_mut());
 }
 
-fn draw_tabs(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+/// The tab line; returns where each tab's label was drawn (for clicks).
+fn draw_tabs(f: &mut Frame, app: &App, theme: &Theme, area: Rect) -> Vec<(u16, u16, Tab)> {
     let mut spans = Vec::new();
     for (i, t) in Tab::ALL.iter().enumerate() {
         let label = format!(" {} {} ", i + 1, t.title());
@@ -70,8 +111,16 @@ fn draw_tabs(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     }
     // The name goes first when the tabs and what runs need the room.
     let title = Span::styled(" primus-tune ", theme.title());
+    let mut x = area.x;
     if spans.iter().map(|s| s.width()).sum::<usize>() + title.width() <= area.width as usize {
+        x += title.width() as u16;
         spans.insert(0, title);
+    }
+    let mut hits = Vec::new();
+    for t in Tab::ALL {
+        let w = format!(" {} {} ", t.index() + 1, t.title()).chars().count() as u16;
+        hits.push((x, x + w, t));
+        x += w;
     }
     let used: usize = spans.iter().map(|s| s.width()).sum();
     let help = " ? help ";
@@ -82,6 +131,7 @@ fn draw_tabs(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         spans.push(Span::styled(help, theme.dim()));
     }
     f.render_widget(Paragraph::new(Line::from(spans)), area);
+    hits
 }
 
 fn draw_file_line(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
@@ -175,6 +225,98 @@ pub fn fit_left(s: &str, w: usize) -> String {
     out
 }
 
+/// A number cut to `w` columns: whole when it fits, else shortened with a unit prefix
+/// (`17518` → `17.5k`), else cut with `…` — never silently missing digits.
+pub fn fit_num(s: &str, w: usize) -> String {
+    let n = s.chars().count();
+    if n <= w {
+        return s.to_string();
+    }
+    let digits_end = s
+        .char_indices()
+        .find(|(i, c)| !(c.is_ascii_digit() || *c == '.' || (*i == 0 && *c == '-')))
+        .map_or(s.len(), |(i, _)| i);
+    if let Ok(x) = s[..digits_end].parse::<f64>() {
+        let suffix = &s[digits_end..];
+        // Fewer decimals first (123.4 → 123), then a unit prefix (17518 → 17.5k).
+        let decimals = s[..digits_end].split_once('.').map_or(0, |(_, d)| d.len());
+        for prec in (0..decimals).rev() {
+            let t = format!("{x:.prec$}{suffix}");
+            if t.chars().count() <= w {
+                return t;
+            }
+        }
+        for (scale, p) in [(1e3, "k"), (1e6, "M"), (1e9, "G"), (1e12, "T")] {
+            let v = x / scale;
+            if v.abs() >= 1000.0 {
+                continue;
+            }
+            if v.abs() < 1.0 {
+                break;
+            }
+            for prec in (0..=2).rev() {
+                let t = format!("{v:.prec$}{p}{suffix}");
+                if t.chars().count() <= w {
+                    return t;
+                }
+            }
+            break;
+        }
+    }
+    fit(s, w)
+}
+
+/// Each cell's text cut to its column's width: numbers by [`fit_num`], text with `…`.
+pub fn fit_cells(cells: Vec<String>, widths: &[u16]) -> Vec<String> {
+    cells
+        .into_iter()
+        .zip(widths.iter().copied().chain(std::iter::repeat(u16::MAX)))
+        .map(|(c, w)| {
+            let w = usize::from(w);
+            let numeric = c
+                .chars()
+                .next()
+                .is_some_and(|ch| ch.is_ascii_digit() || ch == '-')
+                && c.chars().any(|ch| ch.is_ascii_digit());
+            if numeric { fit_num(&c, w) } else { fit(&c, w) }
+        })
+        .collect()
+}
+
+/// The widths a `Table` gives its columns for these constraints in `width` columns (its
+/// inner width; one column of spacing, no highlight symbol), as ratatui lays them out.
+pub fn column_widths(constraints: &[Constraint], width: u16) -> Vec<u16> {
+    Layout::horizontal(constraints.to_vec())
+        .flex(ratatui::layout::Flex::Start)
+        .spacing(1)
+        .split(Rect::new(0, 0, width, 1))
+        .iter()
+        .map(|r| r.width)
+        .collect()
+}
+
+/// A value's origin (`file.yaml:12 via a.yaml → b.yaml`) cut to `w` columns: the `via` chain
+/// gives way first, then the path's start, so that `file:line` keeps its line number.
+pub fn fit_source(s: &str, w: usize) -> String {
+    if s.chars().count() <= w {
+        return s.to_string();
+    }
+    let (loc, rest) = s.split_once(' ').map_or((s, ""), |(a, b)| (a, b));
+    let loc_n = loc.chars().count();
+    if loc_n + 2 <= w && !rest.is_empty() {
+        return format!("{loc} {}", fit(rest, w - loc_n - 1));
+    }
+    if loc_n <= w {
+        return loc.to_string();
+    }
+    match loc.rsplit_once(':') {
+        Some((path, line)) if line.chars().all(|c| c.is_ascii_digit()) && line.len() + 2 < w => {
+            format!("{}:{line}", fit_left(path, w - line.len() - 1))
+        }
+        _ => fit(s, w),
+    }
+}
+
 /// A figure with three significant digits (small ones keep their decimals), or `-`.
 pub fn sig(v: Option<f64>, unit: &str) -> String {
     match v {
@@ -201,6 +343,82 @@ pub fn class_name(c: crate::domain::trial::FailureClass) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn a_number_too_wide_is_shortened_or_marked_never_cut_silently() {
+        assert_eq!(fit_num("17518", 8), "17518");
+        assert_eq!(fit_num("17518", 5), "17518");
+        assert_eq!(fit_num("17518", 4), "18k");
+        assert_eq!(fit_num("17518", 3), "18k");
+        assert_eq!(fit_num("1751800", 5), "1.75M");
+        assert_eq!(fit_num("17518", 2), "1…");
+        assert_eq!(fit_num("±3.5%", 3), "±3…");
+        assert_eq!(fit_num("123.4", 4), "123");
+        assert_eq!(fit_num("123.4", 2), "1…");
+    }
+
+    #[test]
+    fn cells_are_cut_to_their_columns() {
+        let got = fit_cells(vec!["17518".into(), "completed".into()], &[4, 6]);
+        assert_eq!(got, ["18k", "compl…"]);
+    }
+
+    #[test]
+    fn column_widths_follow_the_table_layout() {
+        use ratatui::layout::Constraint::{Length, Min};
+        assert_eq!(
+            column_widths(&[Length(4), Length(6), Min(5)], 40),
+            [4, 6, 28]
+        );
+        // Too narrow: the lengths give way, as in the drawn table.
+        let w = column_widths(&[Length(8), Length(8), Min(10)], 20);
+        assert!(
+            w.iter().map(|x| *x as usize).sum::<usize>() + 2 <= 20,
+            "{w:?}"
+        );
+    }
+
+    #[test]
+    fn a_source_keeps_its_line_number() {
+        let s = "primus_turbo.yaml:18 via pre_trainer.yaml → trainer_base.yaml";
+        assert_eq!(fit_source(s, 100), s);
+        assert_eq!(fit_source(s, 30), "primus_turbo.yaml:18 via pre_…");
+        assert_eq!(fit_source(s, 20), "primus_turbo.yaml:18");
+        assert_eq!(fit_source(s, 12), "…rbo.yaml:18");
+        let long = "moe_16B-BF16-pretrain-with-a-long-name.yaml:84";
+        let cut = fit_source(long, 32);
+        assert!(cut.ends_with(".yaml:84") && cut.starts_with('…'), "{cut}");
+        assert_eq!(cut.chars().count(), 32);
+        assert_eq!(fit_source("default", 4), "def…");
+    }
+
+    #[test]
+    fn below_the_minimum_size_a_notice_is_drawn() {
+        let mut app = App::new(vec!["proxy-cpu".into()], "proxy-cpu", false);
+        let theme = Theme::new(crate::tui::theme::Palette::None);
+        let mut term = ratatui::Terminal::new(ratatui::backend::TestBackend::new(40, 10)).unwrap();
+        term.draw(|f| draw(f, &mut app, &theme)).unwrap();
+        let text: String = term
+            .backend()
+            .buffer()
+            .content
+            .iter()
+            .map(|c| c.symbol())
+            .collect();
+        assert!(text.contains("terminal too small (need 60×16)"), "{text}");
+        assert!(!text.contains("Checklist"), "{text}");
+        let mut term = ratatui::Terminal::new(ratatui::backend::TestBackend::new(60, 16)).unwrap();
+        term.draw(|f| draw(f, &mut app, &theme)).unwrap();
+        let text: String = term
+            .backend()
+            .buffer()
+            .content
+            .iter()
+            .map(|c| c.symbol())
+            .collect();
+        assert!(!text.contains("too small"), "{text}");
+    }
     #[test]
     fn a_cell_holding_a_control_character_is_replaced() {
         let mut buf = ratatui::buffer::Buffer::empty(ratatui::layout::Rect::new(0, 0, 3, 1));

@@ -7,6 +7,7 @@ pub mod lines;
 pub mod num;
 pub mod paths;
 pub mod procfs;
+pub mod procinfo;
 pub mod rng;
 pub mod shell;
 pub mod stats;

@@ -55,6 +55,8 @@ pub struct FlagRow {
     pub default: String,
     /// `file:line via ...`, `default`, or `command line`.
     pub source: String,
+    /// The line of the experiment file that sets it (None: set elsewhere or not at all).
+    pub experiment_line: Option<u32>,
     pub ty: FlagType,
     /// Allowed values of an enum.
     pub choices: Vec<String>,
@@ -163,21 +165,32 @@ pub fn build(
     let m = exp.main_module();
     let backend = Backend::from_framework(&m.framework);
     let pending_keys: Vec<&str> = pending.iter().map(|p| p.key.as_str()).collect();
+    let exp_file = std::fs::canonicalize(&session.experiment).ok();
+    let in_experiment = |p: &std::path::Path| {
+        p == session.experiment
+            || Some(p) == exp_file.as_deref()
+            || (exp_file.is_some() && std::fs::canonicalize(p).ok() == exp_file)
+    };
     let flags = catalog
         .flags_for(backend)
         .chain(catalog.env_vars())
         .filter(|f| f.removed.is_none())
         .map(|f| {
             let env_var = f.kind == Kind::Env;
-            let (value, source) = if env_var {
+            let (value, source, experiment_line) = if env_var {
                 match opts.env.get(&f.name) {
-                    Some(v) => (v.to_string(), "environment".to_string()),
-                    None => (show_json(&f.default), "default".to_string()),
+                    Some(v) => (v.to_string(), "environment".to_string(), None),
+                    None => (show_json(&f.default), "default".to_string(), None),
                 }
             } else {
                 match m.get(&f.name) {
-                    Some(l) => (l.value.to_string(), l.origin.describe()),
-                    None => (show_json(&f.default), "default".to_string()),
+                    Some(l) => (
+                        l.value.to_string(),
+                        l.origin.describe(),
+                        (l.origin.line > 0 && in_experiment(&l.origin.file))
+                            .then_some(l.origin.line),
+                    ),
+                    None => (show_json(&f.default), "default".to_string(), None),
                 }
             };
             FlagRow {
@@ -186,6 +199,7 @@ pub fn build(
                 value,
                 default: show_json(&f.default),
                 source,
+                experiment_line,
                 ty: f.ty,
                 choices: f.values.clone(),
                 help: f.help.clone(),

@@ -1,5 +1,5 @@
-//! Names of AMD Instinct parts by PCI device id, used when a GPU has no (or an empty)
-//! `product_name` file.
+//! Marketing names of AMD GPUs by PCI device id (and revision for Radeon), used when a GPU has
+//! no (or an empty) `product_name` file, as amdgpu_top shows "AMD Radeon RX 6900 XT".
 //!
 //! Source: libdrm's `data/amdgpu.ids` (device, revision, marketing name), cross-checked where
 //! possible against real tool output: 0x74a1 is `AMD Instinct MI300X` in rocm-smi `-a` on a
@@ -47,19 +47,55 @@ pub const INSTINCT_PARTS: &[InstinctPart] = &[
     part(0x75b3, "AMD Instinct MI355X VF", None),
 ];
 
+/// Common Radeon and Radeon Pro cards: (device id, revision, name). amdgpu.ids needs the
+/// revision here: 0x73bf is the RX 6900 XT at revision 0xc0 but the RX 6800 XT at 0xc1. A small
+/// built-in excerpt of libdrm's `data/amdgpu.ids` (the RDNA 2-4 desktop and workstation cards
+/// people train on), not the whole table.
+pub const RADEON_PARTS: &[(u16, u8, &str)] = &[
+    (0x66af, 0xc1, "AMD Radeon VII"),
+    (0x731f, 0xc1, "AMD Radeon RX 5700 XT"),
+    (0x731f, 0xc4, "AMD Radeon RX 5700"),
+    (0x73a3, 0x00, "AMD Radeon Pro W6800"),
+    (0x73a5, 0xc0, "AMD Radeon RX 6950 XT"),
+    (0x73af, 0xc0, "AMD Radeon RX 6900 XT"),
+    (0x73bf, 0xc0, "AMD Radeon RX 6900 XT"),
+    (0x73bf, 0xc1, "AMD Radeon RX 6800 XT"),
+    (0x73bf, 0xc3, "AMD Radeon RX 6800"),
+    (0x73df, 0xc1, "AMD Radeon RX 6700 XT"),
+    (0x73ff, 0xc1, "AMD Radeon RX 6600 XT"),
+    (0x7448, 0x00, "AMD Radeon Pro W7900"),
+    (0x744c, 0xc8, "AMD Radeon RX 7900 XTX"),
+    (0x744c, 0xcc, "AMD Radeon RX 7900 XT"),
+    (0x744c, 0xce, "AMD Radeon RX 7900 GRE"),
+    (0x745e, 0xcc, "AMD Radeon Pro W7800"),
+    (0x747e, 0xc8, "AMD Radeon RX 7800 XT"),
+    (0x747e, 0xff, "AMD Radeon RX 7700 XT"),
+    (0x7550, 0xc0, "AMD Radeon RX 9070 XT"),
+    (0x7550, 0xc3, "AMD Radeon RX 9070"),
+    (0x7551, 0xc0, "AMD Radeon AI PRO R9700"),
+];
+
 /// The table entry for a PCI device id.
 pub fn instinct_part(device_id: u16) -> Option<&'static InstinctPart> {
     INSTINCT_PARTS.iter().find(|p| p.device_id == device_id)
 }
 
-/// The display name for a GPU without a usable `product_name`.
-pub fn fallback_name(device_id: Option<u16>) -> String {
-    match device_id {
-        Some(id) => {
-            instinct_part(id).map_or_else(|| format!("AMD GPU 0x{id:04x}"), |p| p.name.to_owned())
-        }
-        None => "AMD GPU".to_owned(),
+/// The display name for a GPU without a usable `product_name`: the Instinct part of its
+/// device id, else the Radeon card of its device id and revision, else `AMD GPU 0x....`.
+pub fn fallback_name(device_id: Option<u16>, revision: Option<u8>) -> String {
+    let Some(id) = device_id else {
+        return "AMD GPU".to_owned();
+    };
+    if let Some(p) = instinct_part(id) {
+        return p.name.to_owned();
     }
+    RADEON_PARTS
+        .iter()
+        .find(|(d, r, _)| *d == id && Some(*r) == revision)
+        .map_or_else(
+            || format!("AMD GPU 0x{id:04x}"),
+            |(_, _, name)| (*name).to_owned(),
+        )
 }
 
 #[cfg(test)]
@@ -68,11 +104,25 @@ mod tests {
 
     #[test]
     fn names() {
-        assert_eq!(fallback_name(Some(0x74a1)), "AMD Instinct MI300X");
-        assert_eq!(fallback_name(Some(0x740f)), "AMD Instinct MI210");
-        assert_eq!(fallback_name(Some(0x75a3)), "AMD Instinct MI355X");
-        assert_eq!(fallback_name(Some(0x73bf)), "AMD GPU 0x73bf");
-        assert_eq!(fallback_name(None), "AMD GPU");
+        assert_eq!(fallback_name(Some(0x74a1), Some(0)), "AMD Instinct MI300X");
+        assert_eq!(fallback_name(Some(0x740f), None), "AMD Instinct MI210");
+        assert_eq!(fallback_name(Some(0x75a3), Some(0)), "AMD Instinct MI355X");
+        // Radeon: the revision tells the cards of one device id apart.
+        assert_eq!(
+            fallback_name(Some(0x73bf), Some(0xc0)),
+            "AMD Radeon RX 6900 XT"
+        );
+        assert_eq!(
+            fallback_name(Some(0x73bf), Some(0xc1)),
+            "AMD Radeon RX 6800 XT"
+        );
+        assert_eq!(
+            fallback_name(Some(0x744c), Some(0xc8)),
+            "AMD Radeon RX 7900 XTX"
+        );
+        assert_eq!(fallback_name(Some(0x73bf), Some(0x99)), "AMD GPU 0x73bf");
+        assert_eq!(fallback_name(Some(0x73bf), None), "AMD GPU 0x73bf");
+        assert_eq!(fallback_name(None, None), "AMD GPU");
     }
 
     #[test]

@@ -82,9 +82,16 @@ fn start_gemm_stage(app: &mut App) -> Vec<Effect> {
         app.error(why.to_string());
         return vec![];
     }
-    super::run::starting(app);
-    app.info(format!("GEMM stage {stage} with {profile}"));
-    vec![Effect::StartGemmStage { stage, profile }]
+    let launch = crate::tui::launch::Launch {
+        title: format!("Run HipBLASLt stage {stage} on GPUs?"),
+        lines: vec![
+            format!("HipBLASLt tuning stage {stage} with profile {profile}: its trial(s) train."),
+            crate::tui::launch::gpus_line(app),
+        ],
+        said: format!("GEMM stage {stage} with {profile}"),
+        effect: Effect::StartGemmStage { stage, profile },
+    };
+    crate::tui::launch::ask_or_start(app, launch)
 }
 
 /// `a`: the selected step's first open to-do that follows a rule, acknowledged with a reason
@@ -151,7 +158,7 @@ fn status_mark(s: Status) -> &'static str {
     }
 }
 
-pub fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
     let Some(c) = &app.config else { return };
     let steps = &c.checklist.steps;
     let narrow = area.width < 70;
@@ -178,18 +185,46 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         })
         .collect();
     let mut state = ListState::default().with_selected(Some(app.screens.checklist.selected));
+    // The legend of every mark: two lines under the steps where there is room, else the box's
+    // bottom border.
+    let legend = [
+        "[x] done   [!] to do   [-] n/a",
+        "[?] unmeasured   [a] acknowledged",
+    ];
+    let mut block = Block::default()
+        .borders(Borders::ALL)
+        .title(" Quick checklist ");
+    let inner = block.inner(left);
+    let below = usize::from(inner.height) >= steps.len() + 1 + legend.len();
+    if !below {
+        block = block.title_bottom(" [x] done [!] to do [-] n/a [?] unmeasured [a] ack ");
+    }
     f.render_stateful_widget(
         List::new(items)
-            .block(
-                Block::default()
-                    .borders(Borders::ALL)
-                    .title(" Quick checklist ")
-                    .title_bottom(" [x] done [!] to do [?] unmeasured"),
-            )
+            .block(block)
             .highlight_style(theme.selected()),
         left,
         &mut state,
     );
+    app.hits.rows = Some(crate::tui::mouse::Rows {
+        tab: Tab::Checklist,
+        y: inner.y,
+        height: (steps.len() as u16).min(inner.height),
+        offset: state.offset(),
+    });
+    if below {
+        let h = legend.len() as u16;
+        let area = Rect {
+            y: inner.y + inner.height - h,
+            height: h,
+            ..inner
+        };
+        let lines: Vec<Line> = legend
+            .iter()
+            .map(|l| Line::styled(fit(l, inner.width.into()), theme.dim()))
+            .collect();
+        f.render_widget(Paragraph::new(lines), area);
+    }
     if let Some(step) = steps.get(app.screens.checklist.selected) {
         let stages = c
             .gemm

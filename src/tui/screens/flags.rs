@@ -9,7 +9,7 @@ use crate::config::diag::Severity;
 use crate::tui::app::{App, Effect, Overlay, add_edits};
 use crate::tui::keymap::Action;
 use crate::tui::theme::Theme;
-use crate::tui::widgets::fit;
+use crate::tui::widgets::{fit, fit_source};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
@@ -99,6 +99,7 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
             st.query.clear();
         }
         Action::Edit => return start_edit(app),
+        Action::OpenEditor => return open_editor(app),
         Action::EditInput(c) => {
             if let Some(e) = &mut st.editor {
                 e.text.push(c);
@@ -220,6 +221,32 @@ fn start_edit(app: &mut App) -> Vec<Effect> {
     vec![]
 }
 
+/// `e`: the experiment in the user's editor at the selected flag's line when the experiment
+/// sets it (else at its top, saying where the value comes from); read again on return.
+fn open_editor(app: &mut App) -> Vec<Effect> {
+    if !app.pending.is_empty() {
+        app.error("save or undo your edits first: the editor changes the file on disk");
+        return vec![];
+    }
+    let Some(path) = app.config.as_ref().map(|c| c.path.clone()) else {
+        return vec![];
+    };
+    let row = visible(app)
+        .get(app.screens.flags.selected)
+        .map(|r| (r.name.clone(), r.source.clone(), r.experiment_line));
+    let line = match row {
+        Some((_, _, Some(line))) => line,
+        Some((name, source, None)) => {
+            app.info(format!(
+                "{name} is not set in the experiment ({source}): opened at its top"
+            ));
+            1
+        }
+        None => 1,
+    };
+    vec![Effect::OpenEditor { path, line }]
+}
+
 pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
     let detail_h = if area.height >= 30 { 8 } else { 5 };
     let [top, bottom] =
@@ -269,7 +296,7 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
                 cells.push(Cell::from(Span::styled(r.step.title(), theme.dim())));
             }
             cells.push(Cell::from(Span::styled(
-                fit(&r.source, from_w),
+                fit_source(&r.source, from_w),
                 theme.dim(),
             )));
             Row::new(cells)
@@ -296,8 +323,15 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
     let mut state =
         TableState::default().with_selected((n > 0).then_some(app.screens.flags.selected));
     f.render_stateful_widget(table, top, &mut state);
+    let hit = crate::tui::mouse::Rows {
+        tab: crate::tui::screens::Tab::Flags,
+        y: top.y + 2,
+        height: top.height.saturating_sub(3),
+        offset: state.offset(),
+    };
     let selected = rows_data.get(app.screens.flags.selected).copied();
     draw_detail(f, app, selected, theme, bottom);
+    app.hits.rows = Some(hit);
 }
 
 /// The selected flag's help, problems and the value being typed (`row`: the selected row of

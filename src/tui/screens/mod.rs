@@ -135,12 +135,12 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
         OpenStep | GemmStage | ToggleGemmTuned | Acknowledge => checklist::apply(app, action),
         ClearFilter | SearchStart | SearchInput(_) | SearchBackspace | SearchDone
         | SearchCancel | Edit | EditInput(_) | EditBackspace | EditCycle(_) | EditCancel
-        | EditCommit | Undo | ShowDiff | Save => flags::apply(app, action),
+        | EditCommit | Undo | ShowDiff | Save | OpenEditor => flags::apply(app, action),
         ProfileNext | ProfilePrev | StartTrial | StopTrial | NextPanel => run::apply(app, action),
         SortNext | SortReverse | ToggleDetail | Mark | Compare | ApplyTrial => {
             trials::apply(app, action)
         }
-        StartSweep | StopSweep | ApplySweep => sweep::apply(app, action),
+        SpaceDetail | StartSweep | StopSweep | ApplySweep => sweep::apply(app, action),
         OpenStudy | ResumeStudy | ReportStudy | ApplyStudy => studies::apply(app, action),
         Refresh => on_show(app, app.tab),
         _ => vec![],

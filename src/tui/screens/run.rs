@@ -85,6 +85,9 @@ impl RunPanel {
 pub struct State {
     pub trial: Option<LiveTrial>,
     pub panel: RunPanel,
+    /// The status line the trial last wrote: while the status line still shows it, it follows
+    /// the trial (started, iteration i/n, stopping); a key or another message ends that.
+    pub status_line: Option<String>,
 }
 
 impl State {
@@ -118,6 +121,45 @@ pub fn starting(app: &mut App) {
     app.tab = Tab::Run;
 }
 
+/// Says `line` on the status line as the trial's own (see `State::status_line`).
+pub(crate) fn say_trial(app: &mut App, line: String) {
+    app.info(line.clone());
+    app.screens.run.status_line = Some(line);
+}
+
+/// The trial's state in one line: started, iteration i/n with the figures so far, stopping.
+fn trial_line(t: &LiveTrial) -> String {
+    let id = t.id.map_or("-".into(), |i| i.to_string());
+    if let Some(why) = &t.stopping {
+        return format!("trial {id} stopping ({why})");
+    }
+    let Some(last) = t.iters.last() else {
+        return match &t.job {
+            Some(j) => format!(
+                "trial {id}: Slurm job {} {}",
+                j.job_id,
+                j.state.to_lowercase()
+            ),
+            None => format!("trial {id} started: waiting for its first iteration (start-up)"),
+        };
+    };
+    let of = last.train_iters.map_or(String::new(), |n| format!("/{n}"));
+    let mut line = format!("trial {id} running · iteration {}{of}", last.iteration);
+    if let Some(s) = &t.summary {
+        if s.n == 0 {
+            line.push_str(" · warming up");
+        } else {
+            line.push_str(&format!(
+                " · median {} · {} tok/s",
+                num(s.median_step_ms, 1, " ms"),
+                num(s.tokens_per_s_per_gpu, 0, "")
+            ));
+        }
+    }
+    line.push_str(" · x stops it");
+    line
+}
+
 pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
     match action {
         Action::ProfileNext | Action::ProfilePrev => {
@@ -135,17 +177,37 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
             let Some(profile) = launch_profile(app, true) else {
                 return vec![];
             };
-            starting(app);
             let edits = app.pending.clone();
-            if edits.is_empty() {
-                app.info(format!("starting a trial with {profile}"));
+            let said = if edits.is_empty() {
+                format!("starting a trial with {profile}")
             } else {
-                app.info(format!(
+                format!(
                     "starting a trial with {profile}, your {} unsaved edit(s) as its overrides (the file is unchanged)",
+                    edits.len()
+                )
+            };
+            let mut lines = vec![
+                format!("One trial of the config on disk with profile {profile}."),
+                format!(
+                    "Budget: up to {} iterations, stopped earlier once the step time is \
+                     steady (95% CI within 1%).",
+                    crate::app::trial::DEFAULT_ITERS
+                ),
+                crate::tui::launch::gpus_line(app),
+            ];
+            if !edits.is_empty() {
+                lines.push(format!(
+                    "Your {} unsaved edit(s) go with it as overrides.",
                     edits.len()
                 ));
             }
-            vec![Effect::StartTrial { profile, edits }]
+            let launch = crate::tui::launch::Launch {
+                title: "Start a trial on GPUs?".into(),
+                lines,
+                said,
+                effect: Effect::StartTrial { profile, edits },
+            };
+            crate::tui::launch::ask_or_start(app, launch)
         }
         Action::StopTrial => {
             if app.trial_running() {
@@ -197,6 +259,15 @@ pub fn on_event(app: &mut App, ev: TrialEvent) {
         TrialEvent::TelemetryUnavailable { why } => {
             app.telemetry.note.get_or_insert(why);
         }
+    }
+    // The status line follows the trial while it shows the trial's last line.
+    let follows = matches!(
+        (&app.status, &app.screens.run.status_line),
+        (Some((crate::tui::app::Level::Info, shown)), Some(ours)) if shown == ours
+    );
+    if follows && let Some(t) = &app.screens.run.trial {
+        let line = trial_line(t);
+        say_trial(app, line);
     }
 }
 
@@ -311,7 +382,8 @@ fn draw_telemetry_chart(f: &mut Frame, app: &App, theme: &Theme, panel: RunPanel
         return;
     }
     let all: Vec<(f64, f64)> = series.iter().flat_map(|(_, v)| v.iter().copied()).collect();
-    let (xb, mut yb) = bounds(&all);
+    let (xb, raw) = bounds(&all);
+    let (mut yb, decimals) = y_axis(&all, raw);
     if matches!(panel, RunPanel::Log | RunPanel::Util) {
         yb = [yb[0].max(0.0), yb[1].min(100.0)];
     }
@@ -352,11 +424,24 @@ fn draw_telemetry_chart(f: &mut Frame, app: &App, theme: &Theme, panel: RunPanel
             Span::raw("seconds"),
             Span::raw(format!("{:.0}", xb[1])),
         ]))
-        .y_axis(Axis::default().bounds(yb).labels(vec![
-            Span::raw(format!("{:.0}", yb[0])),
-            Span::raw(format!("{:.0}", yb[1])),
-        ]));
+        .y_axis(
+            Axis::default().bounds(yb).labels(
+                crate::tui::axis::labels(yb, decimals)
+                    .map(Span::raw)
+                    .to_vec(),
+            ),
+        );
     f.render_widget(chart, area);
+}
+
+/// The y bounds and label decimals from the data's own range (not the padded one).
+fn y_axis(points: &[(f64, f64)], fallback: [f64; 2]) -> ([f64; 2], usize) {
+    if points.is_empty() {
+        return (fallback, 0);
+    }
+    let lo = points.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+    let hi = points.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max);
+    crate::tui::axis::nice(lo, hi)
 }
 
 fn draw_head(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
@@ -504,7 +589,8 @@ fn chart<'a>(
     } else {
         points
     };
-    let (_, yb) = bounds(steady);
+    let (_, raw) = bounds(steady);
+    let (yb, decimals) = y_axis(steady, raw);
     let data = Dataset::default()
         .marker(symbols::Marker::Braille)
         .graph_type(GraphType::Line)
@@ -517,10 +603,13 @@ fn chart<'a>(
             Span::raw(x_label),
             Span::raw(format!("{:.0}", xb[1])),
         ]))
-        .y_axis(Axis::default().bounds(yb).labels(vec![
-            Span::raw(format!("{:.0}", yb[0])),
-            Span::raw(format!("{:.0}", yb[1])),
-        ]))
+        .y_axis(
+            Axis::default().bounds(yb).labels(
+                crate::tui::axis::labels(yb, decimals)
+                    .map(Span::raw)
+                    .to_vec(),
+            ),
+        )
 }
 
 fn draw_charts(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {

@@ -183,6 +183,12 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
         .row_highlight_style(theme.selected());
     let mut state = TableState::default().with_selected((n > 0).then_some(st.selected));
     f.render_stateful_widget(table, area, &mut state);
+    app.hits.rows = Some(crate::tui::mouse::Rows {
+        tab: super::Tab::Studies,
+        y: area.y + 2,
+        height: area.height.saturating_sub(3),
+        offset: state.offset(),
+    });
     if n == 0 {
         let msg = st.error.clone().unwrap_or_else(|| {
             "No studies yet: the Sweep screen (5) starts one; they are kept in the experiment's workspace.".into()

@@ -22,6 +22,8 @@ pub struct State {
     pub log: VecDeque<String>,
     /// The last finished sweep: study name and record.
     pub result: Option<(String, StudyRecord)>,
+    /// The selected space's details are shown (Enter) instead of the last result.
+    pub detail: bool,
 }
 
 pub fn move_selection(app: &mut App, to: Move) {
@@ -31,6 +33,10 @@ pub fn move_selection(app: &mut App, to: Move) {
 
 pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
     match action {
+        Action::SpaceDetail => {
+            app.screens.sweep.detail = !app.screens.sweep.detail;
+            vec![]
+        }
         Action::StartSweep => start(app),
         Action::StopSweep => {
             if app.screens.sweep.running {
@@ -124,14 +130,29 @@ fn start(app: &mut App) -> Vec<Effect> {
         app.error(why);
         return vec![];
     }
-    let space = row.name.clone();
+    let (space, candidates) = (row.name.clone(), row.candidates);
     let Some(profile) = app.profile_name().map(str::to_string) else {
         app.error("no launch profile found");
         return vec![];
     };
-    running(app);
-    app.info(format!("sweeping {space} with {profile} (x stops it)"));
-    vec![Effect::StartSweep { space, profile }]
+    let defaults = crate::app::sweep::SweepRequest::default();
+    let launch = crate::tui::launch::Launch {
+        title: "Start a sweep on GPUs?".into(),
+        lines: vec![
+            format!(
+                "Sweep {space} with profile {profile}: {candidates} candidate(s) before the legality check."
+            ),
+            format!(
+                "Budget: a trial of {} iterations per candidate, up to {} for the leaders; no time \
+                 limit (`sweep --budget-minutes` sets one); x stops it, resumable.",
+                defaults.first_iters, defaults.max_iters
+            ),
+            crate::tui::launch::gpus_line(app),
+        ],
+        said: format!("sweeping {space} with {profile} (x stops it)"),
+        effect: Effect::StartSweep { space, profile },
+    };
+    crate::tui::launch::ask_or_start(app, launch)
 }
 
 /// A sweep starts: the screen shows its progress.
@@ -247,8 +268,18 @@ pub fn ranked_table<'a>(study: &str, rec: &'a StudyRecord, theme: &Theme) -> Tab
     )
 }
 
-pub fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
-    let Some(c) = &app.config else { return };
+pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
+    app.hits.rows = draw_screen(f, app, theme, area);
+}
+
+/// Draws the screen; returns where the spaces' rows are (for clicks).
+fn draw_screen(
+    f: &mut Frame,
+    app: &App,
+    theme: &Theme,
+    area: Rect,
+) -> Option<crate::tui::mouse::Rows> {
+    let c = app.config.as_ref()?;
     let [left, right] = if area.width >= 100 {
         Layout::horizontal([Constraint::Length(40), Constraint::Min(30)]).areas(area)
     } else {
@@ -290,13 +321,29 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         left,
         &mut state,
     );
+    let hit = crate::tui::mouse::Rows {
+        tab: super::Tab::Sweep,
+        y: left.y + 1,
+        height: (c.spaces.len() as u16).min(left.height.saturating_sub(2)),
+        offset: state.offset(),
+    };
     let selected = c.spaces.get(app.screens.sweep.selected);
-    if app.screens.sweep.running || app.screens.sweep.result.is_none() {
+    if app.screens.sweep.running || app.screens.sweep.result.is_none() || app.screens.sweep.detail {
         let mut lines: Vec<Line> = Vec::new();
         if let Some(s) = selected {
             lines.push(Line::styled(s.description.clone(), theme.title()));
             if let Some(why) = &s.not_applicable {
                 lines.push(Line::styled(why.clone(), theme.warn()));
+            }
+            if app.screens.sweep.detail {
+                lines.push(Line::raw(format!(
+                    "space {} · {} candidate(s) before the legality check · profile {profile}",
+                    s.name, s.candidates
+                )));
+                lines.push(Line::styled(
+                    "Enter: back to the last result · r sweeps it",
+                    theme.dim(),
+                ));
             }
         }
         if app.screens.sweep.log.is_empty() && !app.screens.sweep.running {
@@ -323,10 +370,10 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
                 .block(Block::default().borders(Borders::ALL).title(title)),
             right,
         );
-        return;
+        return Some(hit);
     }
-    let Some((study, rec)) = &app.screens.sweep.result else {
-        return;
-    };
-    f.render_widget(ranked_table(study, rec, theme), right);
+    if let Some((study, rec)) = &app.screens.sweep.result {
+        f.render_widget(ranked_table(study, rec, theme), right);
+    }
+    Some(hit)
 }

@@ -9,7 +9,7 @@ use crate::store::TrialRow;
 use crate::tui::app::{App, Effect, Overlay, add_edits};
 use crate::tui::keymap::Action;
 use crate::tui::theme::Theme;
-use crate::tui::widgets::{class_name, fit, num, sig};
+use crate::tui::widgets::{class_name, column_widths, fit, fit_cells, num, sig};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
@@ -273,42 +273,6 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
         + if wide { 13 } else { 0 }
         + if all { 15 } else { 0 };
     let settings_w = (top.width as usize).saturating_sub(fixed).max(8);
-    let rows: Vec<Row> = rows_data
-        .iter()
-        .map(|t| {
-            let ci = match (t.median_step_ms, t.ci95_ms) {
-                (Some(m), Some(c)) if m > 0.0 => format!("±{:.1}%", 100.0 * c / m),
-                _ => "-".into(),
-            };
-            let status_style = match t.status.as_str() {
-                "completed" => theme.ok(),
-                "running" => theme.warn(),
-                _ => theme.error(),
-            };
-            let mut cells = vec![
-                Cell::from(if marked == Some(t.id) { "▸" } else { " " }),
-                Cell::from(t.id.to_string()),
-                Cell::from(Span::styled(status_text(t), status_style)),
-                Cell::from(num(t.median_step_ms, 1, "")),
-                Cell::from(ci),
-                Cell::from(sig(t.tflops_per_gpu, "")),
-                Cell::from(num(t.tokens_per_s_per_gpu, 0, "")),
-                Cell::from(format!(
-                    "{}{}",
-                    sig(t.peak_mem_gib, ""),
-                    t.peak_mem_kind().map_or("", |k| &k.tag()[..1])
-                )),
-            ];
-            if wide {
-                cells.push(Cell::from(t.profile.clone().unwrap_or_default()));
-            }
-            if all {
-                cells.push(Cell::from(fit(&experiment_name(t), 14)));
-            }
-            cells.push(Cell::from(fit(&t.settings_text(), settings_w)));
-            Row::new(cells)
-        })
-        .collect();
     let mut widths = vec![
         Constraint::Length(1),
         Constraint::Length(4),
@@ -333,6 +297,55 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
     }
     widths.push(Constraint::Min(10));
     header.push("differs from the config");
+    let col_w = column_widths(&widths, top.width.saturating_sub(2));
+    let rows: Vec<Row> = rows_data
+        .iter()
+        .map(|t| {
+            let ci = match (t.median_step_ms, t.ci95_ms) {
+                (Some(m), Some(c)) if m > 0.0 => format!("±{:.1}%", 100.0 * c / m),
+                _ => "-".into(),
+            };
+            let status_style = match t.status.as_str() {
+                "completed" => theme.ok(),
+                "running" => theme.warn(),
+                _ => theme.error(),
+            };
+            let mut texts = vec![
+                if marked == Some(t.id) { "▸" } else { " " }.to_string(),
+                t.id.to_string(),
+                status_text(t),
+                num(t.median_step_ms, 1, ""),
+                ci,
+                sig(t.tflops_per_gpu, ""),
+                num(t.tokens_per_s_per_gpu, 0, ""),
+                format!(
+                    "{}{}",
+                    sig(t.peak_mem_gib, ""),
+                    t.peak_mem_kind().map_or("", |k| &k.tag()[..1])
+                ),
+            ];
+            if wide {
+                texts.push(t.profile.clone().unwrap_or_default());
+            }
+            if all {
+                texts.push(experiment_name(t));
+            }
+            texts.push(fit(&t.settings_text(), settings_w));
+            // What the columns really get (a narrow terminal shrinks them): figures shortened
+            // or marked `…`, never silently missing digits.
+            let cells = fit_cells(texts, &col_w)
+                .into_iter()
+                .enumerate()
+                .map(|(i, text)| {
+                    if i == 2 {
+                        Cell::from(Span::styled(text, status_style))
+                    } else {
+                        Cell::from(text)
+                    }
+                });
+            Row::new(cells)
+        })
+        .collect();
     let order = if app.screens.trials.descending {
         "↓"
     } else {
@@ -362,6 +375,12 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
     let mut state =
         TableState::default().with_selected((n > 0).then_some(app.screens.trials.selected));
     f.render_stateful_widget(table, top, &mut state);
+    app.hits.rows = Some(crate::tui::mouse::Rows {
+        tab: super::Tab::Trials,
+        y: top.y + 2,
+        height: top.height.saturating_sub(3),
+        offset: state.offset(),
+    });
     if empty {
         let msg = app.screens.trials.error.clone().unwrap_or_else(|| {
             "No trials yet. r starts one (profile chosen on the Run screen).".into()
