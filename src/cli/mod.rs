@@ -82,6 +82,10 @@ pub struct Cli {
     /// Do not show the guided tour on the first start.
     #[arg(long)]
     no_tour: bool,
+    /// Do not capture the mouse in the TUI (clicks on tabs and rows, the wheel); also
+    /// PRIMUS_TUNE_NO_MOUSE set to anything. Without capture the terminal's own selection works.
+    #[arg(long)]
+    no_mouse: bool,
     #[command(flatten)]
     telemetry: monitor::TelemetryArgs,
 }
@@ -305,6 +309,7 @@ fn run_tui(cli: &Cli) -> Result<ExitCode, CliError> {
         telemetry_backend: cli.telemetry.backend.clone(),
         roots: cli.telemetry.roots(),
         tour: !cli.no_tour && !crate::tui::toured_marker().exists(),
+        mouse: !cli.no_mouse,
     };
     crate::tui::run(opts)?;
     Ok(ExitCode::SUCCESS)

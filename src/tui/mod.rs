@@ -55,7 +55,12 @@ pub struct TuiOptions {
     pub roots: Roots,
     /// Show the guided tour (first start, unless `--no-tour`).
     pub tour: bool,
+    /// Capture the mouse (clicks and the wheel), unless `--no-mouse` or `PRIMUS_TUNE_NO_MOUSE`.
+    pub mouse: bool,
 }
+
+/// Whether this run captures the mouse (set once by [`run`]; read again after Ctrl-Z and `e`).
+static MOUSE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
 
 /// Where the TUI writes its log (tracing), never the terminal.
 pub fn log_path() -> PathBuf {
@@ -128,7 +133,7 @@ fn take_terminal(mouse: bool) -> std::io::Result<Term> {
 }
 
 fn mouse_wanted() -> bool {
-    std::env::var_os(NO_MOUSE_ENV).is_none()
+    MOUSE.load(std::sync::atomic::Ordering::Relaxed) && std::env::var_os(NO_MOUSE_ENV).is_none()
 }
 
 /// Ctrl-Z: the terminal back to the shell, stop (SIGTSTP, as the terminal's own Ctrl-Z would;
@@ -186,6 +191,7 @@ pub fn run(opts: TuiOptions) -> std::io::Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
+    MOUSE.store(opts.mouse, std::sync::atomic::Ordering::Relaxed);
     let mut term = take_terminal(mouse_wanted())?;
     let result = rt.block_on(event_loop(&mut term, &opts, started));
     restore_terminal();
