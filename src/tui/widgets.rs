@@ -198,18 +198,7 @@ fn draw_status(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     f.render_widget(Paragraph::new(line), area);
 }
 
-/// Cut `s` to `w` columns, with `…` when cut.
-pub fn fit(s: &str, w: usize) -> String {
-    if s.chars().count() <= w {
-        return s.to_string();
-    }
-    if w == 0 {
-        return String::new();
-    }
-    let mut out: String = s.chars().take(w - 1).collect();
-    out.push('…');
-    out
-}
+pub use crate::util::text::fit;
 
 /// Cut `s` to `w` columns from the left, with `…` in front when cut (for paths).
 pub fn fit_left(s: &str, w: usize) -> String {

@@ -47,18 +47,7 @@ fn total(cols: &[Col]) -> usize {
     cols.iter().map(|c| c.width).sum::<usize>() + cols.len().saturating_sub(1)
 }
 
-/// `s` cut to `w` columns with `…` when cut.
-fn cut(s: &str, w: usize) -> String {
-    if s.chars().count() <= w {
-        return s.to_string();
-    }
-    if w == 0 {
-        return String::new();
-    }
-    let mut out: String = s.chars().take(w - 1).collect();
-    out.push('…');
-    out
-}
+use crate::util::text::fit as cut;
 
 fn pad(s: &str, w: usize, right: bool) -> String {
     let s = cut(s, w);
