@@ -4,6 +4,7 @@
 use super::fmt::tick_text;
 use super::{Look, font_size};
 use crate::report::Report;
+use plotters::chart::MeshStyle;
 use plotters::coord::Shift;
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
 use plotters::prelude::*;
@@ -170,12 +171,7 @@ pub fn cat_chart<'a, DB: DrawingBackend>(
     let vfmt = move |v: &f64| tick_text(*v, step);
     let cfmt = |v: &f64| cat.label_at(*v);
     let mut mesh = chart.configure_mesh();
-    mesh.label_style(k.font(font_size::TICK))
-        .axis_desc_style(k.font(font_size::DESC))
-        .bold_line_style(BLACK.mix(0.15).stroke_width(k.u(1.0)))
-        .light_line_style(BLACK.mix(0.05).stroke_width(k.u(1.0)))
-        .axis_style(BLACK.stroke_width(k.u(1.0)))
-        .set_all_tick_mark_size(k.px(5.0));
+    house_style(&mut mesh, k);
     if cat.horizontal {
         mesh.x_desc(value_desc)
             .y_desc(&r.category_axis)
@@ -189,6 +185,25 @@ pub fn cat_chart<'a, DB: DrawingBackend>(
     }
     mesh.draw()?;
     Ok(chart)
+}
+
+/// The grid, axes and fonts every chart shares (scaled by `k`); the caller adds its
+/// descriptions and label formatters.
+pub fn house_style<'m, 'a, 'b, X, Y, DB>(
+    mesh: &'m mut MeshStyle<'a, 'b, X, Y, DB>,
+    k: Look,
+) -> &'m mut MeshStyle<'a, 'b, X, Y, DB>
+where
+    X: Ranged,
+    Y: Ranged,
+    DB: DrawingBackend,
+{
+    mesh.label_style(k.font(font_size::TICK))
+        .axis_desc_style(k.font(font_size::DESC))
+        .bold_line_style(BLACK.mix(0.15).stroke_width(k.u(1.0)))
+        .light_line_style(BLACK.mix(0.05).stroke_width(k.u(1.0)))
+        .axis_style(BLACK.stroke_width(k.u(1.0)))
+        .set_all_tick_mark_size(k.px(5.0))
 }
 
 /// Hatches the pixel rectangle between chart points `a` and `b` with 45° lines `gap` px apart.

@@ -3,7 +3,7 @@
 //! makes when memory headroom matters (room for a longer sequence, a larger model, another
 //! process): the fastest candidate within the memory they can spare is on the front.
 
-use super::axis::Axis;
+use super::axis::{Axis, house_style};
 use super::fmt::{MemFmt, grouped, num, tick_text};
 use super::layout::{Mark, layout};
 use super::{BLUE_C, GREEN_C, Look, ORANGE_C, RED_C, compact_label, font_size, subtitle};
@@ -188,14 +188,7 @@ pub fn chart<DB: DrawingBackend>(
     let xfmt = move |v: &f64| tick_text(*v, xstep);
     let yfmt = move |v: &f64| tick_text(*v, ystep);
     let xdesc = format!("peak memory per GPU ({})", fmt.unit);
-    chart
-        .configure_mesh()
-        .label_style(k.font(font_size::TICK))
-        .axis_desc_style(k.font(font_size::DESC))
-        .bold_line_style(BLACK.mix(0.15).stroke_width(k.u(1.0)))
-        .light_line_style(BLACK.mix(0.05).stroke_width(k.u(1.0)))
-        .axis_style(BLACK.stroke_width(k.u(1.0)))
-        .set_all_tick_mark_size(k.px(5.0))
+    house_style(&mut chart.configure_mesh(), k)
         .x_label_formatter(&xfmt)
         .y_label_formatter(&yfmt)
         .x_desc(xdesc)

@@ -1,7 +1,7 @@
 //! The telemetry chart: utilisation, power and VRAM of the pick's trials over time, one panel
 //! each, one line per trial.
 
-use super::axis::Axis;
+use super::axis::{Axis, house_style};
 use super::fmt::{num, tick_text};
 use super::layout::{Mark, layout};
 use super::{GREY_C, Look, PALETTE, RED_C, font_size};
@@ -119,14 +119,7 @@ pub fn telemetry<DB: DrawingBackend>(
             .build_cartesian_2d(xa, ya)?;
         let xfmt = move |v: &f64| tick_text(*v, xstep);
         let yfmt = move |v: &f64| tick_text(*v, ystep);
-        chart
-            .configure_mesh()
-            .label_style(k.font(font_size::TICK))
-            .axis_desc_style(k.font(font_size::DESC))
-            .bold_line_style(BLACK.mix(0.15).stroke_width(k.u(1.0)))
-            .light_line_style(BLACK.mix(0.05).stroke_width(k.u(1.0)))
-            .axis_style(BLACK.stroke_width(k.u(1.0)))
-            .set_all_tick_mark_size(k.px(5.0))
+        house_style(&mut chart.configure_mesh(), k)
             .x_label_formatter(&xfmt)
             .y_label_formatter(&yfmt)
             .x_desc("time since the first sample of the trial (s)")
