@@ -386,26 +386,21 @@ mod tests {
     fn below_the_minimum_size_a_notice_is_drawn() {
         let mut app = App::new(vec!["proxy-cpu".into()], "proxy-cpu", false);
         let theme = Theme::new(crate::tui::theme::Palette::None);
-        let mut term = ratatui::Terminal::new(ratatui::backend::TestBackend::new(40, 10)).unwrap();
-        term.draw(|f| draw(f, &mut app, &theme)).unwrap();
-        let text: String = term
-            .backend()
-            .buffer()
-            .content
-            .iter()
-            .map(|c| c.symbol())
-            .collect();
+        let mut drawn = |w: u16, h: u16| -> String {
+            let mut term =
+                ratatui::Terminal::new(ratatui::backend::TestBackend::new(w, h)).unwrap();
+            term.draw(|f| draw(f, &mut app, &theme)).unwrap();
+            term.backend()
+                .buffer()
+                .content
+                .iter()
+                .map(|c| c.symbol())
+                .collect()
+        };
+        let text = drawn(40, 10);
         assert!(text.contains("terminal too small (need 60×16)"), "{text}");
         assert!(!text.contains("Checklist"), "{text}");
-        let mut term = ratatui::Terminal::new(ratatui::backend::TestBackend::new(60, 16)).unwrap();
-        term.draw(|f| draw(f, &mut app, &theme)).unwrap();
-        let text: String = term
-            .backend()
-            .buffer()
-            .content
-            .iter()
-            .map(|c| c.symbol())
-            .collect();
+        let text = drawn(60, 16);
         assert!(!text.contains("too small"), "{text}");
     }
     #[test]
