@@ -35,6 +35,8 @@ ITERS=${ITERS:-20}
 STOP_MARGIN=${STOP_MARGIN:-120}   # no launch with less device budget left than this
 RUN_LIMIT=${RUN_LIMIT:-170}       # hard limit of one run (start-up ~25-55 s + 20 iterations)
 POLL_S=${POLL_S:-540}
+GRIDS=${GRIDS:-gpt moe}           # which grids, in this order
+MBS_ORDER=${MBS_ORDER:-1 2 4 8 16 32}   # micro batches, in this order
 export PATH=/usr/local/nvidia/bin:$PATH
 
 gpu_line() {
@@ -80,10 +82,10 @@ grid() {
        --set num_attention_heads=16 --set num_query_groups=16 --set num_experts=8 --set moe_router_topk=2)
   mkdir -p "$D/gpt" "$D/moe"
   echo "grid started $(date -u +%FT%TZ)" >> "$D/grid.txt"
-  for name in gpt moe; do
+  for name in $GRIDS; do
     if [ $name = gpt ]; then SHAPE=("${GPT[@]}"); else SHAPE=("${MOE[@]}"); fi
     first=1
-    for mbs in 1 2 4 8 16 32; do
+    for mbs in $MBS_ORDER; do
       for rc in none selective full; do
         case $rc in
           none) RC=() ;;
@@ -159,7 +161,7 @@ case $PART in
     nvidia-smi > "$D/nvidia-smi.txt" 2>&1
     gpu_line | tee "$D/gpu.txt"
     "$G/primus-tune" --version >> "$D/gpu.txt" 2>&1
-    PART=grid setsid nohup bash "$G/h200-grids.sh" > "$D/grid.console.log" 2>&1 < /dev/null &
+    PART=grid GRIDS="$GRIDS" MBS_ORDER="$MBS_ORDER" setsid nohup bash "$G/h200-grids.sh" > "$D/grid.console.log" 2>&1 < /dev/null &
     echo $! > "$G/pid"
     sleep 2
     ;;

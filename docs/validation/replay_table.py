@@ -9,7 +9,8 @@ trial does not set is recorded as null, the config's default). `per_iter_ms` are
 iteration times as its log printed them, in order; `startup_s` is the trial's wall time minus
 the sum of those (launch, start-up and shutdown, as measured); `peak_memory_bytes` the peak the
 trial reported; `oom` whether it failed out of GPU memory. Two trials of one candidate: the
-longer one is kept.
+longer one is kept. A trial stopped before its last iteration (a run limit) is left out, unless
+--keep-stopped: then its iterations so far are recorded, as long as they reach past the warm-up.
 """
 import argparse
 import json
@@ -22,6 +23,8 @@ def main():
     ap.add_argument("db")
     ap.add_argument("--knobs", required=True, help="comma-separated flags naming a candidate")
     ap.add_argument("--capacity-gib", type=float, required=True, help="GPU memory, GiB")
+    ap.add_argument("--keep-stopped", action="store_true",
+                    help="record a stopped trial's iterations so far (at least 6)")
     a = ap.parse_args()
     knobs = a.knobs.split(",")
     con = sqlite3.connect(a.db)
@@ -40,7 +43,11 @@ def main():
             if ms is not None
         ]
         oom = failure == "oom"
-        if status != "completed" and not oom:
+        kept = a.keep_stopped and status == "stopped" and len(iters) >= 6
+        if kept:
+            print(f"trial {tid}: {status} ({failure}) after {len(iters)} iterations, kept",
+                  file=sys.stderr)
+        if status != "completed" and not oom and not kept:
             print(f"trial {tid}: {status} ({failure}), left out", file=sys.stderr)
             continue
         row = {
