@@ -279,11 +279,13 @@ fn candidates_predicted_slower_are_skipped_and_said_so() {
 #[test]
 fn every_real_table_is_won_within_1pct_for_at_most_40pct_of_its_grid() {
     // The tables recorded on the H200 (docs/validation/): the proxy, the memory-fit proxy grid,
-    // upstream Megatron-LM's 12-layer GPT grid (with the memory model's forecasts).
+    // upstream Megatron-LM's 12-layer GPT grid and 8-expert top-2 MoE grid (with the memory
+    // model's forecasts).
     for name in [
         "h200-proxy-torch.json",
         "h200-memory-fit.json",
         "h200-megatron-gpt.json",
+        "h200-megatron-moe.json",
     ] {
         let out = bin()
             .args(["bench-replay", "--json"])
@@ -294,16 +296,21 @@ fn every_real_table_is_won_within_1pct_for_at_most_40pct_of_its_grid() {
         assert!(v["gap_pct"].as_f64().unwrap() <= 1.0, "{name}: {v:#}");
         assert!(v["ratio"].as_f64().unwrap() <= 0.40, "{name}: {v:#}");
     }
-    // On the Megatron grid, micro batch 32 without recompute (out of memory on the H200) is not
-    // launched once two peaks calibrate the model, and the forecasts' error is reported.
-    let out = bin()
-        .args(["bench-replay", "--json"])
-        .arg(fixture("h200-megatron-gpt.json"))
-        .assert()
-        .success();
-    let v = json_out(&out.get_output().stdout);
-    assert_eq!(v["oom_trials"], 0, "{v:#}");
-    let e = &v["memory_forecast_error_pct"];
-    assert!(e["n"].as_u64().unwrap() >= 3, "{v:#}");
-    assert!(e["median"].as_f64().unwrap() < 10.0, "{v:#}");
+    // On the GPT grid, micro batch 32 without recompute (out of memory on the H200) is not
+    // launched once two peaks calibrate the model; on the MoE grid the same setting fits (97 %
+    // of the memory) and is the best, so it must not be ruled out. Both report the forecasts'
+    // error: within 10 % on 90 % of them (the goal).
+    for (name, ruled_out) in [("h200-megatron-gpt.json", 1), ("h200-megatron-moe.json", 0)] {
+        let out = bin()
+            .args(["bench-replay", "--json"])
+            .arg(fixture(name))
+            .assert()
+            .success();
+        let v = json_out(&out.get_output().stdout);
+        assert_eq!(v["oom_trials"], 0, "{name}: {v:#}");
+        assert_eq!(v["ruled_out"], ruled_out, "{name}: {v:#}");
+        let e = &v["memory_forecast_error_pct"];
+        assert!(e["n"].as_u64().unwrap() >= 3, "{name}: {v:#}");
+        assert!(e["p90"].as_f64().unwrap() <= 10.0, "{name}: {v:#}");
+    }
 }

@@ -43,7 +43,9 @@ pub struct SweepArgs {
     /// GPU memory per GPU in GiB (default: what telemetry reports for GPU 0).
     #[arg(long)]
     pub capacity_gib: Option<f64>,
-    /// Share of the memory kept free when pruning by prediction.
+    /// Share of the memory kept free when pruning on a prediction calibrated by earlier
+    /// studies, before any trial; once this study's own peaks recalibrate the model, a forecast
+    /// prunes only what would not fit the whole memory even allowing for its error.
     #[arg(long, default_value_t = 0.1)]
     pub headroom: f64,
     /// The trial database (its folder holds the trial folders); default: the workspace's.

@@ -312,6 +312,17 @@ pub fn estimate(
     };
     let score_bytes = per_score * heads * s * tok / t;
     let scores = if local { score_bytes } else { 0.0 };
+    // While one layer's attention runs (forward, or its recomputation in the backward), its
+    // scores also exist as the matmul's bf16 output and, unfused, as the fp32 copy the softmax
+    // reads: 2 or 2 + 4 bytes per score on top of what is kept. One layer at a time, so a
+    // working set, not a stored term. Without it the model missed 12-16 bytes per score of one
+    // layer with selective recompute on both H200 grids (docs/validation/h200-2026-12-02-moe).
+    let extra_per_score = if unfused { 6.0 } else { 2.0 };
+    let attn_extra = if local {
+        extra_per_score * heads * s * tok / t
+    } else {
+        0.0
+    };
     let (seq, tp) = (|x: f64| x / spd, |x: f64| x / t);
     let th = tok * h;
     let layer = |moe: bool, rows: f64, sel: &BTreeSet<String>| -> f64 {
@@ -350,19 +361,36 @@ pub fn estimate(
             if let Recompute::Uniform(n) = rc {
                 for g in ids.chunks(n.max(1)) {
                     stored += ckpt; // a whole group is live while it is recomputed
-                    working = working.max(g.iter().map(|&i| full(i)).sum());
+                    let group: f64 = g.iter().map(|&i| full(i)).sum();
+                    working = working.max(group + attn_extra);
                 }
                 continue;
             }
             for (j, &i) in ids.iter().enumerate() {
                 match &rc {
-                    Recompute::Stored(sel) => stored += layer(pattern[i], rows, sel),
-                    Recompute::Block(n) if j >= *n => stored += full(i),
-                    Recompute::Ids(set) if !set.contains(&i) => stored += full(i),
+                    Recompute::Stored(sel) => {
+                        stored += layer(pattern[i], rows, sel);
+                        // its attention's transient, and with `core_attn` recomputed in the
+                        // backward the scores it rebuilds as well
+                        let rebuilt = if sel.contains("core_attn") {
+                            scores
+                        } else {
+                            0.0
+                        };
+                        working = working.max(rebuilt + attn_extra);
+                    }
+                    Recompute::Block(n) if j >= *n => {
+                        stored += full(i);
+                        working = working.max(attn_extra);
+                    }
+                    Recompute::Ids(set) if !set.contains(&i) => {
+                        stored += full(i);
+                        working = working.max(attn_extra);
+                    }
                     _ => {
                         // checkpointed: only its input is kept; it is all live while recomputed
                         stored += ckpt;
-                        working = working.max(full(i));
+                        working = working.max(full(i) + attn_extra);
                     }
                 }
             }
@@ -666,14 +694,26 @@ mod tests {
         assert_eq!(act("recompute_granularity=selective"), SELECTIVE_ACT);
         // none with flash attention stores no scores: the same
         assert_eq!(act(""), SELECTIVE_ACT);
-        // none without flash attention: + 5·a·s²·b = 335,544,320 per layer, ×4 = 1,342,177,280
+        // none without flash attention: + 5·a·s²·b = 335,544,320 per layer, ×4 = 1,342,177,280,
+        // and while one layer's attention runs, its bf16 scores: 2·a·s²·b = 134,217,728
+        const EXTRA: f64 = 134_217_728.0;
         assert_eq!(
             act("transformer_impl=local"),
-            SELECTIVE_ACT + 1_342_177_280.0
+            SELECTIVE_ACT + 1_342_177_280.0 + EXTRA
         );
-        // ... and selective recompute drops exactly that term (table: 34·s·b·h/t)
+        // ... and selective recompute drops that term (table: 34·s·b·h/t); one layer's scores
+        // are rebuilt while its attention is recomputed
         let local = "transformer_impl=local recompute_granularity=selective";
-        assert_eq!(act(local), SELECTIVE_ACT);
+        assert_eq!(act(local), SELECTIVE_ACT + 335_544_320.0 + EXTRA);
+        // unfused softmax in fp32 (no dropout): 6 bytes a score kept, 2 + 4 more while it runs
+        let unfused = "transformer_impl=local masked_softmax_fusion=false attention_dropout=0";
+        let scores = 16.0 * 2048.0 * 2048.0;
+        assert_eq!(
+            act(unfused),
+            SELECTIVE_ACT + 4.0 * 6.0 * scores + 6.0 * scores
+        );
+        let sel = format!("{unfused} recompute_granularity=selective");
+        assert_eq!(act(&sel), SELECTIVE_ACT + 12.0 * scores);
         // full, uniform 1: 4 inputs of 2·s·b·h = 16,777,216 + one layer live 71,303,168
         // + embedding 2,113,536 + output 270,532,608 = 360,726,528
         let full = "recompute_granularity=full recompute_num_layers";

@@ -8,7 +8,9 @@
 //! The procedure ([`search`]):
 //!
 //! 1. **Predicted OOM.** With a known capacity, a candidate whose predicted peak exceeds
-//!    `capacity × (1 − headroom)` is never run ([`Verdict::PredictedOom`]). Predictions not yet
+//!    `capacity × (1 − headroom)` is never run ([`Verdict::PredictedOom`]) when the predictions
+//!    come calibrated; recalibrated on this study's peaks, a forecast prunes only when, less the
+//!    study's forecast error, it still exceeds the capacity itself. Predictions not yet
 //!    calibrated on measured peaks (`predictions_calibrated: false`) prune nothing up front.
 //!    Before every first-rung trial the model is recalibrated on the peaks this study measured
 //!    (measured ≈ a × prediction + b, least squares; an uncalibrated model needs two peaks, a
@@ -39,6 +41,9 @@
 //!      ruled-out candidate is never run ([`Verdict::RuledOut`]). In the design stage a
 //!      candidate runs only after those it dominates; in the prediction stage a fast (often
 //!      high-memory) candidate may run first, so an OOM there costs a trial it could have saved.
+//!      With memory forecasts, an OOM also rules out every pending candidate the model puts
+//!      `ORDER_SLACK` (5 %) or more above it and above every candidate that fit: the model's
+//!      order across knobs without a memory trend (CUs, sync-free stage), not its level.
 //!    * *Batches* (`parallel` > 1). The memory recalibration and the choice are made once per
 //!      batch: while widening, the next pending candidates in memory order that each raise the
 //!      rank given the measured ones and those already in the batch; then the `parallel` lowest
@@ -169,6 +174,10 @@ pub struct SearchConfig {
     /// one that fits is not launched.
     pub priors: bool,
 }
+
+/// How far above an out-of-memory candidate the memory model must put another before that one
+/// is ruled out with it (the model's candidate-to-candidate error, not its level).
+const ORDER_SLACK: f64 = 0.05;
 
 /// The least forecast error a memory prediction is allowed before it prunes a candidate (5 %).
 pub const FORECAST_SLACK: f64 = 0.05;
@@ -634,11 +643,11 @@ impl<'a> Search<'a> {
         if cal.points < need {
             return;
         }
-        let budget = 1.0 - self.cfg.headroom.clamp(0.0, 1.0);
-        let usable = cap * budget;
         // A forecast is only as good as the model has shown: a candidate is pruned when even a
         // forecast too high by the study's own forecast error (p90 so far, at least
-        // FORECAST_SLACK) does not fit.
+        // FORECAST_SLACK) does not fit the GPU. The headroom is not applied on top: the question
+        // here is whether the trial would run out of memory, and a trial that runs measures its
+        // own peak (on the H200, Megatron's fastest MoE setting ran at 97 % of the memory).
         let slack = self.forecast_slack(need);
         for i in 0..self.cands.len() {
             if self.state[i] != State::Pending || self.baseline == Some(i) {
@@ -647,16 +656,14 @@ impl<'a> Search<'a> {
             let Some(p) = self.calibrated(&cal, i) else {
                 continue;
             };
-            if p / (1.0 + slack) > usable {
+            if p / (1.0 + slack) > cap {
                 // The figure its reason gives is the one reported for it.
                 self.at_launch[i] = Some(p);
                 let reason = format!(
-                    "predicted peak {:.1} GiB > {:.1} GiB usable ({:.0} % of {:.1} GiB) by more \
-                     than the model's forecast error ({:.0} %), with the model recalibrated on {} \
-                     measured peak(s) of this study (measured ≈ {:.3} × model {:+.2} GiB)",
+                    "predicted peak {:.1} GiB > the GPU's {:.1} GiB by more than the model's \
+                     forecast error ({:.0} %), with the model recalibrated on {} measured peak(s) \
+                     of this study (measured ≈ {:.3} × model {:+.2} GiB)",
                     p / GIB,
-                    usable / GIB,
-                    budget * 100.0,
                     cap / GIB,
                     slack * 100.0,
                     cal.points,
@@ -936,6 +943,7 @@ impl<'a> Search<'a> {
             self.state[i] = State::Out(Verdict::Oom);
             self.log.push(format!("{}: out of memory", self.label(i)));
             self.rule_out_dominators(i);
+            self.rule_out_above(i);
             return;
         }
         if let Some(msg) = out.failed {
@@ -990,6 +998,51 @@ impl<'a> Search<'a> {
         if !ruled.is_empty() {
             self.log.push(format!(
                 "#{} OOM rules out {} (they dominate it in memory; never run)",
+                self.cands[b].id,
+                ruled.join(", ")
+            ));
+        }
+    }
+
+    /// Candidate `b` ran out of memory: every pending candidate the memory model puts at or
+    /// above it is ruled out too, unless a candidate that ran within memory is put at least as
+    /// high (then the model's order is contradicted near the limit and only dominance counts).
+    /// The model's order, not its level: a calibration error shifts every forecast alike, so
+    /// this holds where the forecast's slack keeps candidates near the limit in the running.
+    fn rule_out_above(&mut self, b: usize) {
+        let Some(fb) = self.predicted[b] else {
+            return;
+        };
+        let fits = (0..self.cands.len())
+            .filter(|&c| self.state[c] == State::Measured || self.is_out_measured(c))
+            .filter_map(|c| self.predicted[c])
+            .fold(f64::NEG_INFINITY, f64::max);
+        let mut ruled = Vec::new();
+        for a in 0..self.cands.len() {
+            if a == b || self.state[a] != State::Pending || self.baseline == Some(a) {
+                continue;
+            }
+            let Some(fa) = self.predicted[a] else {
+                continue;
+            };
+            if fa >= fb * (1.0 + ORDER_SLACK) && fa > fits {
+                let reason = format!(
+                    "the memory model puts it at or above #{} ({:.1} vs {:.1} GiB, uncalibrated), \
+                     which ran out of memory, and above every candidate that fit",
+                    self.cands[b].id,
+                    fa / GIB,
+                    fb / GIB
+                );
+                self.state[a] = State::Out(Verdict::RuledOut {
+                    by: self.cands[b].id,
+                    reason,
+                });
+                ruled.push(format!("#{}", self.cands[a].id));
+            }
+        }
+        if !ruled.is_empty() {
+            self.log.push(format!(
+                "#{} OOM rules out {} (the memory model puts them at or above it; never run)",
                 self.cands[b].id,
                 ruled.join(", ")
             ));

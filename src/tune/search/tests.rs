@@ -585,6 +585,60 @@ fn nothing_is_skipped_near_the_leader_or_without_spare_degrees_of_freedom() {
 }
 
 #[test]
+fn an_oom_rules_out_what_the_memory_model_puts_above_it() {
+    // Micro batch × CUs. The CU count has no memory trend, so neither micro batch 4 candidate
+    // dominates the other; the model puts 16 CUs 10 GiB above 24 CUs. Both run out of memory.
+    // The lower one (24 CUs, forecast 110 GiB) runs first; its OOM rules out the other
+    // (120 GiB, above it and above every candidate that fit), which never runs.
+    let knobs = vec![
+        knob("micro_batch_size", 3, MemoryTrend::Increasing),
+        knob("turbo_deepep_num_cu", 2, MemoryTrend::None),
+    ];
+    let cands = grid(&knobs);
+    let steps: Vec<f64> = cands
+        .iter()
+        .map(|c| 300.0 - 40.0 * c.ranks[0] as f64 + 5.0 * c.ranks[1] as f64)
+        .collect();
+    let model =
+        |c: &Candidate| Some(GIB * (40.0 * (c.ranks[0] + 1) as f64 - 10.0 * c.ranks[1] as f64));
+    let mut fake = Fake::new(steps, 0.01, 4);
+    fake.oom = cands
+        .iter()
+        .filter(|c| c.ranks[0] == 2)
+        .map(|c| c.id)
+        .collect();
+    let r = search(&knobs, &cands, &mut fake, &SearchConfig::default(), &model);
+    let (low, high) = (
+        cands.iter().find(|c| c.ranks == [2, 1]).unwrap().id,
+        cands.iter().find(|c| c.ranks == [2, 0]).unwrap().id,
+    );
+    assert_eq!(verdict(&r, low), &Verdict::Oom, "{:?}", r.log);
+    match verdict(&r, high) {
+        Verdict::RuledOut { by, reason } => {
+            assert_eq!(*by, low);
+            assert!(reason.contains("memory model puts it"), "{reason}");
+        }
+        v => panic!("{v:?}: {:?}", r.log),
+    }
+    assert!(!fake.launched.iter().any(|(i, _)| *i == high));
+    // Without the model's order (no forecasts), the same study launches both.
+    let mut fake = Fake::new(fake.step_ms.clone(), 0.01, 4);
+    fake.oom = cands
+        .iter()
+        .filter(|c| c.ranks[0] == 2)
+        .map(|c| c.id)
+        .collect();
+    let r = search(
+        &knobs,
+        &cands,
+        &mut fake,
+        &SearchConfig::default(),
+        &no_model,
+    );
+    assert_eq!(verdict(&r, high), &Verdict::Oom, "{:?}", r.log);
+}
+
+#[test]
 fn predicted_oom_is_never_run() {
     let knobs = vec![knob("micro_batch_size", 4, MemoryTrend::Increasing)];
     let cands = grid(&knobs);
