@@ -6,13 +6,17 @@ use predicates::prelude::*;
 use std::path::{Path, PathBuf};
 
 /// The binary with a data folder of the tests' own (the bundled example's copy and the
-/// workspaces go there, never into the user's ~/.local/share), and no launcher variables (the
-/// world size comes from `--gpus`, else the GPUs this machine has).
+/// workspaces go there, never into the user's ~/.local/share), no defaults file, and no
+/// launcher variables (the world size comes from `--gpus`, else the GPUs this machine has).
 fn bin() -> Command {
     let mut c = Command::cargo_bin("primus-tune").expect("binary");
     c.env(
         "XDG_DATA_HOME",
         Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-data"),
+    )
+    .env(
+        "PRIMUS_TUNE_CONFIG",
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-no-defaults.toml"),
     )
     .env_remove("PRIMUS_TUNE_WORKSPACE")
     .env_remove("PRIMUS_ROOT")

@@ -25,6 +25,9 @@ pub enum AppError {
     Space(#[from] crate::tune::space::SpaceError),
     #[error(transparent)]
     Io(#[from] std::io::Error),
+    /// The defaults file (`config.toml`) cannot be read or is not valid.
+    #[error(transparent)]
+    Defaults(#[from] super::defaults::DefaultsError),
     /// The trial's config has errors that would stop Primus at start-up.
     #[error(
         "{path}: the trial's config has {} lint error(s) that would stop Primus at start-up ({}); fix them, or launch anyway with `primus-tune run --force`",

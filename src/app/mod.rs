@@ -4,6 +4,7 @@
 //! Long use cases report typed [`events`]; the CLI prints them, the TUI renders them.
 
 pub mod ack;
+pub mod defaults;
 pub mod edit;
 mod error;
 pub mod events;
@@ -12,10 +13,12 @@ pub mod interrupted;
 pub mod lint;
 pub mod session;
 pub mod slurm;
+pub mod state;
 pub mod sweep;
 pub mod trial;
 pub mod views;
 
+pub use defaults::{Defaults, DefaultsError};
 pub use error::AppError;
 pub use events::{AppEvent, Events};
 pub use session::{Session, SessionOptions};

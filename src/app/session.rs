@@ -4,6 +4,7 @@
 //! so they read and write the same data.
 
 use super::AppError;
+use super::defaults::Defaults;
 use crate::config::env::Env;
 use crate::config::overrides::{Override, parse_assignment};
 use crate::config::{ConfigError, Experiment, LoadOptions};
@@ -41,6 +42,8 @@ pub struct SessionOptions {
     /// The data folder (the bundled example's copy, the keyed workspaces) instead of
     /// `$XDG_DATA_HOME` (`~/.local/share`).
     pub data_home: Option<PathBuf>,
+    /// The defaults file as read; None: read it ([`Defaults::load`]).
+    pub defaults: Option<Defaults>,
 }
 
 /// An experiment and where its data lives.
@@ -67,6 +70,8 @@ pub struct Session {
     /// Trials whose runner is gone were marked interrupted (once per session, on first use of
     /// the store).
     pub reaped: std::sync::Arc<std::sync::OnceLock<()>>,
+    /// The defaults file (the profile, GPUs, workspace ... when no flag says).
+    pub defaults: std::sync::Arc<Defaults>,
 }
 
 /// The GPU model this machine's telemetry reports and the backend that said so: looked up on
@@ -113,25 +118,48 @@ pub fn detected_world(telemetry: Option<&TelemetrySetup>, env: &Env) -> Option<W
 }
 
 /// The world size a session checks its experiment for: `--gpus`, else the launcher's variables
-/// (`GPUS_PER_NODE` × `NNODES`), else the GPUs detected on this node; None when nothing says
-/// (lint then skips the world rules: it never assumes a node of 8).
+/// (`GPUS_PER_NODE` × `NNODES`), else the defaults file's `gpus` (`configured`), else the GPUs
+/// detected on this node; None when nothing says (lint then skips the world rules: it never
+/// assumes a node of 8).
 pub fn session_world(
     gpus: Option<u64>,
     env: &Env,
+    configured: Option<u64>,
     telemetry: Option<&TelemetrySetup>,
 ) -> Option<World> {
-    World::resolve(gpus, |k| env.get(k), || detected_world(telemetry, env))
+    World::resolve(
+        gpus,
+        |k| env.get(k),
+        configured,
+        || detected_world(telemetry, env),
+    )
+}
+
+/// The options' defaults file: as given, else read.
+fn defaults_of(o: &SessionOptions) -> Result<Defaults, AppError> {
+    match &o.defaults {
+        Some(d) => Ok(d.clone()),
+        None => Ok(Defaults::load()?),
+    }
 }
 
 /// How the options load an experiment (Primus root, the launch environment with `--env`, the
 /// `--set` overrides, the world size), and the `--env` pairs themselves.
 pub fn load_options(o: &SessionOptions) -> Result<(LoadOptions, Vec<(String, String)>), AppError> {
+    load_options_with(o, &defaults_of(o)?)
+}
+
+/// [`load_options`] with the defaults file read already.
+fn load_options_with(
+    o: &SessionOptions,
+    defaults: &Defaults,
+) -> Result<(LoadOptions, Vec<(String, String)>), AppError> {
     let env = env_pairs(&o.env)?;
     let mut process = Env::from_process();
     for (k, v) in &env {
         process.set(k, v);
     }
-    let world = session_world(o.gpus, &process, o.telemetry.as_ref());
+    let world = session_world(o.gpus, &process, defaults.gpus(), o.telemetry.as_ref());
     let load = LoadOptions {
         primus_root: o.primus_root.clone(),
         env: process,
@@ -161,6 +189,7 @@ impl Session {
             self_exe: None,
             local_gpu: LocalGpu::default(),
             reaped: Default::default(),
+            defaults: Default::default(),
         }
     }
 
@@ -175,12 +204,14 @@ impl Session {
             Some(p) => p.clone(),
             None => crate::util::bundled::editable_default_experiment_in(o.data_home.as_deref())?,
         };
-        let (load, env) = load_options(&o)?;
-        let chosen = o.workspace.clone().or_else(|| {
-            std::env::var_os(WORKSPACE_ENV)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        });
+        let defaults = defaults_of(&o)?;
+        let (load, env) = load_options_with(&o, &defaults)?;
+        let chosen = defaults
+            .workspace(
+                o.workspace.as_deref(),
+                std::env::var_os(WORKSPACE_ENV).as_deref(),
+            )
+            .map(|r| r.value);
         let here = PathBuf::from(crate::store::WORKSPACE_BESIDE);
         let use_here = o.config.is_none() && o.workspace_here && here.join("trials.db").is_file();
         let workspace = match (&o.db, chosen) {
@@ -201,6 +232,7 @@ impl Session {
             self_exe: None,
             local_gpu: LocalGpu::default(),
             reaped: Default::default(),
+            defaults: std::sync::Arc::new(defaults),
         })
     }
 

@@ -7,7 +7,7 @@ use crate::run::profile::Profile;
 pub use crate::run::slurm::SlurmSettings;
 use crate::run::slurm::{Slurm, SlurmSpec};
 use crate::run::trial::slurm_job::SlurmLaunch;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// What a trial asks of Slurm.
@@ -18,78 +18,6 @@ pub struct SlurmRequest {
     pub settings: SlurmSettings,
     /// How often the job and its files are read (default 1 s).
     pub poll: Option<Duration>,
-}
-
-/// The defaults file: `$PRIMUS_TUNE_CONFIG`, else `$XDG_CONFIG_HOME/primus-tune/config.toml`,
-/// else `~/.config/primus-tune/config.toml`.
-pub fn defaults_path() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("PRIMUS_TUNE_CONFIG") {
-        return Some(PathBuf::from(p));
-    }
-    let base = std::env::var_os("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
-    Some(base.join("primus-tune/config.toml"))
-}
-
-/// The `[slurm]` table of the defaults file at `path` (none when the file does not exist).
-pub fn defaults_in(path: &Path) -> Result<SlurmSettings, AppError> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(SlurmSettings::default()),
-        Err(e) => return Err(AppError::Usage(format!("{}: {e}", path.display()))),
-    };
-    let bad = |msg: String| AppError::Usage(format!("{}: {msg}", path.display()));
-    let doc: toml_edit::DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {
-        let at = e
-            .span()
-            .map(|s| line_col(&text, s.start))
-            .map_or(String::new(), |(l, c)| format!(":{l}:{c}"));
-        AppError::Usage(format!("{}{at}: {}", path.display(), e.message()))
-    })?;
-    let Some(table) = doc.get("slurm") else {
-        return Ok(SlurmSettings::default());
-    };
-    let t = table
-        .as_table()
-        .ok_or_else(|| bad("`slurm` must be a table ([slurm])".into()))?;
-    let mut out = SlurmSettings::default();
-    for (key, item) in t.iter() {
-        let v = item.as_value();
-        let int = |v: Option<&toml_edit::Value>| {
-            v.and_then(|v| v.as_integer())
-                .and_then(|i| u32::try_from(i).ok())
-                .filter(|i| *i > 0)
-                .ok_or_else(|| bad(format!("[slurm] {key} must be a positive integer")))
-        };
-        let string = |v: Option<&toml_edit::Value>| {
-            v.and_then(|v| v.as_str())
-                .map(str::to_string)
-                .ok_or_else(|| bad(format!("[slurm] {key} must be a string")))
-        };
-        match key {
-            "nodes" => out.nodes = Some(int(v)?),
-            "gpus_per_node" => out.gpus_per_node = Some(int(v)?),
-            "partition" => out.partition = Some(string(v)?),
-            "account" => out.account = Some(string(v)?),
-            "time" => out.time = Some(string(v)?),
-            "sbatch_args" => {
-                let arr = v
-                    .and_then(|v| v.as_array())
-                    .ok_or_else(|| bad("[slurm] sbatch_args must be a list of strings".into()))?;
-                for a in arr.iter() {
-                    out.sbatch_args.push(string(Some(a))?);
-                }
-            }
-            other => {
-                return Err(bad(format!(
-                    "[slurm] has no key `{other}` (keys: nodes, gpus_per_node, partition, \
-                     account, time, sbatch_args)"
-                )));
-            }
-        }
-    }
-    Ok(out)
 }
 
 /// The engine's Slurm launch for a trial of `profile`, or None when it runs on this node.
@@ -106,10 +34,7 @@ pub fn launch(req: &SlurmRequest, profile: &Profile) -> Result<Option<SlurmLaunc
         }
         return Ok(None);
     }
-    let from_file = match defaults_path() {
-        Some(p) => defaults_in(&p)?,
-        None => SlurmSettings::default(),
-    };
+    let from_file = super::defaults::Defaults::load()?.slurm;
     let from_profile = profile
         .slurm
         .as_ref()
@@ -141,14 +66,6 @@ pub fn launch(req: &SlurmRequest, profile: &Profile) -> Result<Option<SlurmLaunc
         submits,
         attach: None,
     }))
-}
-
-/// The 1-based line and column (in characters) of byte `at` of `text`.
-fn line_col(text: &str, at: usize) -> (usize, usize) {
-    let before = &text[..at.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    (line, col)
 }
 
 /// Whether `t` is a time limit as `sbatch --time` takes it.
@@ -191,29 +108,6 @@ mod tests {
         assert_eq!(s.partition.as_deref(), Some("mi300x"));
         assert_eq!(s.account.as_deref(), Some("proj"));
         assert_eq!(s.sbatch_args, ["--qos=short", "--exclusive"]);
-    }
-
-    #[test]
-    fn the_defaults_file_is_read_and_a_bad_key_names_the_file() {
-        let d = tempfile::tempdir().unwrap();
-        let p = d.path().join("config.toml");
-        assert!(defaults_in(&p).unwrap().is_empty());
-        std::fs::write(
-            &p,
-            "[slurm]\nnodes = 2\ngpus_per_node = 8\npartition = \"mi300x\"\ntime = \"0:30:00\"\n\
-             sbatch_args = [\"--exclusive\"]\n",
-        )
-        .unwrap();
-        let s = defaults_in(&p).unwrap();
-        assert_eq!(s.nodes, Some(2));
-        assert_eq!(s.gpus_per_node, Some(8));
-        assert_eq!(s.sbatch_args, ["--exclusive"]);
-        std::fs::write(&p, "[slurm]\nnode = 2\n").unwrap();
-        let e = defaults_in(&p).unwrap_err().to_string();
-        assert!(e.contains("config.toml") && e.contains("`node`"), "{e}");
-        std::fs::write(&p, "[slurm]\nnodes = \n").unwrap();
-        let e = defaults_in(&p).unwrap_err().to_string();
-        assert!(e.contains("config.toml:2:"), "{e}");
     }
 
     #[test]

@@ -24,7 +24,8 @@ pub type Cancel = watch::Receiver<bool>;
 /// What the user asks of one trial. `Default` holds the one set of defaults both frontends use.
 #[derive(Debug, Clone)]
 pub struct TrialRequest {
-    /// The launch profile (default: [`profile::DEFAULT_PROFILE`]).
+    /// The launch profile (default: the defaults file's `profile`, else
+    /// [`profile::DEFAULT_PROFILE`]).
     pub profile: Option<String>,
     /// This trial's overrides on top of the experiment, Primus-typed.
     pub overrides: Vec<Override>,
@@ -121,14 +122,15 @@ pub fn profiles() -> Vec<Profile> {
 }
 
 /// The world a trial of a profile with `caps` runs on: the request's GPUs, else the session's
-/// `--gpus`, else the launcher's variables, else the one process of a one-process profile (the
-/// proxies), else the GPUs detected on this node; None when nothing says (the launch then
+/// `--gpus`, else the launcher's variables, else the defaults file's `gpus`, else the one
+/// process of a one-process profile (the proxies), else the GPUs detected on this node; None when nothing says (the launch then
 /// starts [`trial::FALLBACK_GPUS`] ranks and lint checks no world rule).
 pub fn world(session: &Session, gpus: Option<u64>, caps: &Capabilities) -> Option<World> {
     let of = |pick: fn(&WorldSource) -> bool| session.load.world.filter(|w| pick(&w.source));
     let requested = gpus.or_else(|| of(|s| *s == WorldSource::Flag).map(|w| w.gpus));
     let detected = of(|s| matches!(s, WorldSource::Detected { .. }));
-    trial::trial_world(requested, &session.load.env, caps, detected)
+    let configured = session.defaults.gpus();
+    trial::trial_world(requested, &session.load.env, configured, caps, detected)
 }
 
 /// The trial's config: the experiment with the request's overrides.
@@ -179,7 +181,9 @@ pub fn options(
     exp: &Experiment,
     req: &TrialRequest,
 ) -> Result<TrialOptions, AppError> {
-    let profile = find_profile(req.profile.as_deref())?;
+    let profile = find_profile(Some(
+        &session.defaults.profile(req.profile.as_deref()).value,
+    ))?;
     let mut env = session.env.clone();
     env.extend(req.env.iter().cloned());
     if req.gemm_tuned {
@@ -263,7 +267,9 @@ pub fn refuse_settings<'a>(
 /// Load, lint at the trial's world and set up one trial.
 pub fn prepare(session: &Session, req: &TrialRequest) -> Result<PreparedTrial, AppError> {
     let exp = session.load_plain()?;
-    let profile = find_profile(req.profile.as_deref())?;
+    let profile = find_profile(Some(
+        &session.defaults.profile(req.profile.as_deref()).value,
+    ))?;
     let w = world(session, req.gpus, &profile.capabilities);
     let view = with_overrides(session, &exp, &req.overrides)?;
     lint_gate(session, &view, w.as_ref(), req.force)?;

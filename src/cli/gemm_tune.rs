@@ -226,7 +226,16 @@ fn run_shapes(a: &ShapesArgs) -> Result<ExitCode, CliError> {
             _ => e.to_string(),
         })
     })?;
-    let world = crate::run::trial::trial_world(a.load.flags.gpus, &env, &Default::default(), None);
+    let configured = crate::app::Defaults::load()
+        .map_err(crate::app::AppError::from)?
+        .gpus();
+    let world = crate::run::trial::trial_world(
+        a.load.flags.gpus,
+        &env,
+        configured,
+        &Default::default(),
+        None,
+    );
     let gpus = crate::run::trial::launch_gpus(world.as_ref());
     if a.json {
         let mut v = dump::shapes_json(&summary);

@@ -1,5 +1,6 @@
 //! `primus-tune gpus [--json]`: detected GPUs, the backend, and static facts from the hardware table.
-//! A GPU backend named with `--backend` that finds no GPU exits with status 2.
+//! A GPU backend named with `--backend` (or the defaults file's `backend`) that finds no GPU
+//! exits with status 2.
 
 use super::monitor::TelemetryArgs;
 use super::{CliError, print_json};
@@ -18,7 +19,8 @@ pub struct GpusArgs {
 }
 
 pub fn run(a: &GpusArgs) -> Result<ExitCode, CliError> {
-    let (backend, notes) = select::open(&a.telemetry.backend, &a.telemetry.roots())
+    let asked = a.telemetry.backend()?;
+    let (backend, notes) = select::open(&asked.value, &a.telemetry.roots())
         .map_err(|e| CliError::Usage(e.to_string()))?;
     let gpus = backend
         .as_ref()
@@ -27,16 +29,17 @@ pub fn run(a: &GpusArgs) -> Result<ExitCode, CliError> {
     let name = backend.as_ref().map(|b| b.name());
     // A GPU backend asked for by name that finds none is a failure (status 2); `auto` on a
     // machine without GPUs and `host` report what there is.
-    let asked = a.telemetry.backend.as_str();
-    if gpus.is_empty() && !matches!(asked, "auto" | "host") {
+    if gpus.is_empty() && !matches!(asked.value.as_str(), "auto" | "host") {
         let why = if notes.is_empty() {
             "it found no GPU".to_string()
         } else {
             notes.join("; ")
         };
-        return Err(CliError::Failed(format!(
-            "--backend {asked}: no GPU: {why}"
-        )));
+        let named = match &asked.origin {
+            crate::app::defaults::Origin::Flag(_) => format!("--backend {}", asked.value),
+            o => format!("backend {} ({})", asked.value, o.text()),
+        };
+        return Err(CliError::Failed(format!("{named}: no GPU: {why}")));
     }
     if a.json {
         let rows: Vec<serde_json::Value> = gpus

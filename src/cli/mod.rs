@@ -26,6 +26,7 @@ macro_rules! eprintln {
 mod bench_replay;
 mod checklist;
 mod completions;
+mod defaults;
 mod exit;
 mod gemm_tune;
 mod gpus;
@@ -83,9 +84,14 @@ pub struct Cli {
     #[arg(long)]
     no_tour: bool,
     /// Do not capture the mouse in the TUI (clicks on tabs and rows, the wheel); also
-    /// PRIMUS_TUNE_NO_MOUSE set to anything. Without capture the terminal's own selection works.
+    /// PRIMUS_TUNE_NO_MOUSE set to anything, or `[ui] mouse = false` in the defaults file.
+    /// Without capture the terminal's own selection works.
     #[arg(long)]
     no_mouse: bool,
+    /// The TUI's launch profile at start [default: the one last chosen for this experiment,
+    /// else `profile` of the defaults file, else proxy-cpu].
+    #[arg(long, value_name = "NAME")]
+    profile: Option<String>,
     #[command(flatten)]
     telemetry: monitor::TelemetryArgs,
 }
@@ -128,6 +134,10 @@ enum Command {
     Completions(completions::CompletionsArgs),
     /// The manual page (roff), generated from these definitions: `primus-tune man | man -l -`.
     Man(completions::ManArgs),
+    /// The effective defaults (profile, GPUs, backend, workspace, colour, mouse, keys, Slurm)
+    /// and where each comes from: the environment, the defaults file (file:line:column), or
+    /// built in.
+    Defaults(defaults::DefaultsArgs),
 }
 
 /// How to load an experiment: shared by every subcommand that reads one.
@@ -193,6 +203,12 @@ pub enum CliError {
 impl From<AppError> for CliError {
     fn from(e: AppError) -> Self {
         CliError::App(Box::new(e))
+    }
+}
+
+impl From<crate::app::DefaultsError> for CliError {
+    fn from(e: crate::app::DefaultsError) -> Self {
+        CliError::App(Box::new(AppError::from(e)))
     }
 }
 
@@ -269,8 +285,27 @@ pub fn run() -> ExitCode {
         && !cli.no_tui
         && std::io::stdout().is_terminal()
         && std::io::stdin().is_terminal();
+    // The defaults file is read (and checked whole) before any command runs: a bad one stops
+    // every command but the ones that never read it, naming its file:line:column.
+    let uses_defaults = !matches!(
+        cli.command,
+        Some(Command::Completions(_) | Command::Man(_) | Command::Proxy(_))
+    );
+    let defaults = if uses_defaults {
+        match read_defaults() {
+            Ok(d) => d,
+            Err(e) => return exit::report(e.kind(), &e.to_string(), &e.details(), json),
+        }
+    } else {
+        crate::app::Defaults::default()
+    };
+    style::set_choice(
+        defaults
+            .color(std::env::var_os(crate::app::defaults::NO_COLOR_ENV).as_deref())
+            .value,
+    );
     let result = match cli.command {
-        None if interactive => run_tui(&cli),
+        None if interactive => run_tui(&cli, defaults),
         None => checklist::run(&checklist::ChecklistArgs {
             load: cli.load,
             json: cli.json,
@@ -293,6 +328,7 @@ pub fn run() -> ExitCode {
         Some(Command::GemmTune(a)) => gemm_tune::run(&a),
         Some(Command::Completions(a)) => completions::completions(&a),
         Some(Command::Man(a)) => completions::man(&a),
+        Some(Command::Defaults(a)) => defaults::run(&a, &defaults),
     };
     match result {
         Ok(code) => code,
@@ -300,16 +336,41 @@ pub fn run() -> ExitCode {
     }
 }
 
+/// The defaults file, read, with its `[keys]` checked against the TUI's key table (a mistake
+/// there is as much an error of the file as a mistyped key).
+fn read_defaults() -> Result<crate::app::Defaults, CliError> {
+    let d = crate::app::Defaults::load()?;
+    crate::tui::keymap::Keymap::with_overrides(&d.keys)?;
+    Ok(d)
+}
+
 /// `primus-tune [CONFIG]` on a terminal: the TUI (no CONFIG: the editable copy of the bundled
 /// example, as every command uses).
-fn run_tui(cli: &Cli) -> Result<ExitCode, CliError> {
-    let session = tui_session(&cli.load, cli.telemetry.setup(500, false), None)?;
+fn run_tui(cli: &Cli, defaults: crate::app::Defaults) -> Result<ExitCode, CliError> {
+    let telemetry = cli.telemetry.setup(500, false)?;
+    let telemetry_backend = cli.telemetry.backend()?.value;
+    let keymap = crate::tui::keymap::Keymap::with_overrides(&defaults.keys)?;
+    let env = |k: &str| std::env::var_os(k);
+    let mouse = defaults
+        .mouse(
+            cli.no_mouse,
+            env(crate::app::defaults::NO_MOUSE_ENV).as_deref(),
+        )
+        .value;
+    let color = defaults
+        .color(env(crate::app::defaults::NO_COLOR_ENV).as_deref())
+        .value;
+    let session = tui_session(&cli.load, telemetry, None, Some(defaults))?;
     let opts = crate::tui::TuiOptions {
         session,
-        telemetry_backend: cli.telemetry.backend.clone(),
+        telemetry_backend,
         roots: cli.telemetry.roots(),
         tour: !cli.no_tour && !crate::tui::toured_marker().exists(),
-        mouse: !cli.no_mouse,
+        mouse,
+        color,
+        keymap,
+        profile: cli.profile.clone(),
+        state_file: crate::app::state::state_path(),
     };
     crate::tui::run(opts)?;
     Ok(ExitCode::SUCCESS)
@@ -317,15 +378,17 @@ fn run_tui(cli: &Cli) -> Result<ExitCode, CliError> {
 
 /// The session the TUI opens for these arguments: the experiment (no CONFIG: the bundled
 /// example's copy, as every command uses), its workspace, the trials' telemetry. `data_home`
-/// stands for `$XDG_DATA_HOME` when given.
+/// stands for `$XDG_DATA_HOME` when given; `defaults` for the defaults file read already.
 pub(crate) fn tui_session(
     load: &LoadArgs,
     telemetry: Option<TelemetrySetup>,
     data_home: Option<PathBuf>,
+    defaults: Option<crate::app::Defaults>,
 ) -> Result<Session, CliError> {
     Ok(Session::open(SessionOptions {
         telemetry,
         data_home,
+        defaults,
         ..load.options()
     })?)
 }

@@ -4,6 +4,7 @@
 mod view;
 
 use super::CliError;
+use crate::app::defaults::Resolved;
 use crate::telemetry::host::Host;
 use crate::telemetry::sampler::{Collector, SamplerConfig, Snapshot, Ticker};
 use crate::telemetry::select::{self, Roots};
@@ -16,9 +17,10 @@ use std::time::{Duration, Instant};
 
 #[derive(Debug, Args, Clone)]
 pub struct TelemetryArgs {
-    /// GPU backend: auto, nvml, amdgpu-sysfs, amd-smi, host.
-    #[arg(long, default_value = "auto")]
-    pub backend: String,
+    /// GPU backend: auto, nvml, amdgpu-sysfs, amd-smi, host [default: `backend` of the
+    /// defaults file, else auto].
+    #[arg(long)]
+    pub backend: Option<String>,
     /// Root of the sysfs tree to read (a recorded tree for tests and demos).
     #[arg(long, value_name = "DIR", default_value = "/sys")]
     pub sysfs_root: PathBuf,
@@ -35,20 +37,28 @@ impl TelemetryArgs {
         }
     }
 
+    /// The backend: `--backend`, else the defaults file's `backend`, else `auto`.
+    pub fn backend(&self) -> Result<Resolved<String>, CliError> {
+        Ok(crate::app::Defaults::load()?.backend(self.backend.as_deref()))
+    }
+
     /// How trials sample telemetry with these arguments (None when disabled).
     pub fn setup(
         &self,
         interval_ms: u64,
         disabled: bool,
-    ) -> Option<crate::run::trial::TelemetrySetup> {
-        (!disabled).then(|| crate::run::trial::TelemetrySetup {
-            backend: self.backend.clone(),
+    ) -> Result<Option<crate::run::trial::TelemetrySetup>, CliError> {
+        if disabled {
+            return Ok(None);
+        }
+        Ok(Some(crate::run::trial::TelemetrySetup {
+            backend: self.backend()?.value,
             roots: self.roots(),
             config: crate::telemetry::sampler::SamplerConfig {
                 interval: std::time::Duration::from_millis(interval_ms.max(10)),
                 process_interval: std::time::Duration::from_millis(2000),
             },
-        })
+        }))
     }
 }
 
@@ -66,7 +76,7 @@ pub struct TrialTelemetryArgs {
 }
 
 impl TrialTelemetryArgs {
-    pub fn setup(&self) -> Option<crate::run::trial::TelemetrySetup> {
+    pub fn setup(&self) -> Result<Option<crate::run::trial::TelemetrySetup>, CliError> {
         self.telemetry.setup(self.interval, self.no_telemetry)
     }
 }
@@ -118,7 +128,7 @@ fn node_name() -> String {
 }
 
 pub fn run(a: &MonitorArgs) -> Result<ExitCode, CliError> {
-    let (backend, notes) = select::open(&a.telemetry.backend, &a.telemetry.roots())
+    let (backend, notes) = select::open(&a.telemetry.backend()?.value, &a.telemetry.roots())
         .map_err(|e| CliError::Usage(e.to_string()))?;
     if backend.is_none() {
         eprintln!(

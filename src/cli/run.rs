@@ -69,7 +69,7 @@ impl RunArgs {
         Ok(Session::open(SessionOptions {
             overrides: Vec::new(),
             db: self.db.clone(),
-            telemetry: self.telemetry.setup(),
+            telemetry: self.telemetry.setup()?,
             ..self.load.options()
         })?)
     }

@@ -1,30 +1,44 @@
-//! Colour for people at a terminal: diagnostics' severities and the fatal `error:` prefix, only
-//! when the stream is a terminal and `NO_COLOR` is unset or empty (<https://no-color.org>).
+//! Colour for people at a terminal: diagnostics' severities and the fatal `error:` prefix, when
+//! the stream is a terminal (`[ui] color = "auto"`, the default), always (`"always"`) or never
+//! (`"never"`, or `NO_COLOR` set and not empty: <https://no-color.org>).
 //! Text is made [`visible`](crate::util::text::visible) first; only our own escapes are added.
 
+use crate::app::defaults::{ColorChoice, Defaults, NO_COLOR_ENV};
 use crate::config::diag::{Diagnostic, Severity};
 use crate::util::text::visible;
 use std::io::IsTerminal;
+use std::sync::OnceLock;
 
-/// Colour when the stream is a terminal and `NO_COLOR` is unset or empty.
-pub fn wanted(is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
-    is_terminal && no_color.is_none_or(|v| v.is_empty())
+/// This run's colour choice, once the defaults file is read.
+static CHOICE: OnceLock<ColorChoice> = OnceLock::new();
+
+/// Sets this run's colour choice (the first call wins).
+pub fn set_choice(c: ColorChoice) {
+    let _ = CHOICE.set(c);
+}
+
+/// This run's colour choice: as set, else `NO_COLOR` alone (before the file is read).
+fn choice() -> ColorChoice {
+    CHOICE.get().copied().unwrap_or_else(|| {
+        Defaults::default()
+            .color(std::env::var_os(NO_COLOR_ENV).as_deref())
+            .value
+    })
+}
+
+/// Colour for a stream: on a terminal with `auto`, always with `always`, never with `never`.
+pub fn wanted(is_terminal: bool, choice: ColorChoice) -> bool {
+    choice.colour(is_terminal)
 }
 
 /// Whether stdout gets colour.
 pub fn stdout() -> bool {
-    wanted(
-        std::io::stdout().is_terminal(),
-        std::env::var_os("NO_COLOR").as_deref(),
-    )
+    wanted(std::io::stdout().is_terminal(), choice())
 }
 
 /// Whether stderr gets colour.
 pub fn stderr() -> bool {
-    wanted(
-        std::io::stderr().is_terminal(),
-        std::env::var_os("NO_COLOR").as_deref(),
-    )
+    wanted(std::io::stderr().is_terminal(), choice())
 }
 
 /// The SGR code of a severity: bold red, bold yellow, bold cyan.
@@ -72,11 +86,15 @@ mod tests {
     use std::ffi::OsStr;
 
     #[test]
-    fn colour_only_on_a_terminal_without_no_color() {
-        assert!(wanted(true, None));
-        assert!(wanted(true, Some(OsStr::new(""))));
-        assert!(!wanted(true, Some(OsStr::new("1"))));
-        assert!(!wanted(false, None));
+    fn colour_on_a_terminal_unless_no_color_or_the_file_says_otherwise() {
+        let d = Defaults::default();
+        let c = |no_color: Option<&str>| d.color(no_color.map(OsStr::new)).value;
+        assert!(wanted(true, c(None)));
+        assert!(wanted(true, c(Some(""))));
+        assert!(!wanted(true, c(Some("1"))));
+        assert!(!wanted(false, c(None)));
+        assert!(wanted(false, ColorChoice::Always));
+        assert!(!wanted(true, ColorChoice::Never));
     }
 
     #[test]

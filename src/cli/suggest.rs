@@ -39,17 +39,7 @@ fn first_positional(cmd: &clap::Command, args: &[OsString]) -> Option<String> {
     None
 }
 
-/// The command a mistyped word most likely meant: one edit away (two for words of 5 letters or
-/// more), or a word of at least 3 letters that begins a command.
-pub fn closest<'c>(word: &str, names: &[&'c str]) -> Option<&'c str> {
-    let reach = if word.chars().count() >= 5 { 2 } else { 1 };
-    names
-        .iter()
-        .map(|n| (strsim::damerau_levenshtein(word, n), *n))
-        .filter(|(d, n)| *d <= reach || (word.len() >= 3 && n.starts_with(word)))
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, n)| n)
-}
+use crate::util::suggest::closest;
 
 /// The usage error for a word in the command's place that is neither a command nor an
 /// existing file, when it looks like a word (no `/` or `.`, as a path would have).

@@ -74,7 +74,7 @@ pub struct SweepArgs {
 pub fn run(a: &SweepArgs) -> Result<ExitCode, CliError> {
     let session = Session::open(SessionOptions {
         db: a.db.clone(),
-        telemetry: a.telemetry.setup(),
+        telemetry: a.telemetry.setup()?,
         ..a.load.options()
     })?;
     let req = SweepRequest {

@@ -18,6 +18,8 @@ pub enum WorldSource {
     /// trial's world is that process. It builds no parallel groups, so Megatron's group-size
     /// asserts cannot stop it; the batch rule still holds for its data-parallel size.
     Profile,
+    /// `gpus = N` in the defaults file (`config.toml`).
+    Defaults,
     /// The GPUs a telemetry backend found on this node (× `NNODES` when set).
     Detected {
         backend: &'static str,
@@ -109,16 +111,27 @@ impl World {
         })
     }
 
+    /// `gpus = N` of the defaults file (None for 0).
+    pub fn configured(gpus: u64) -> Option<World> {
+        (gpus >= 1).then_some(World {
+            gpus,
+            source: WorldSource::Defaults,
+        })
+    }
+
     /// The world a frontend evaluates a config for: `--gpus`, else the launcher's variables,
-    /// else what `detect` finds on this node (called only then); None when nothing says —
-    /// the world rules are then skipped, never run against a guess.
+    /// else the defaults file's `gpus` (`configured`), else what `detect` finds on this node
+    /// (called only then); None when nothing says — the world rules are then skipped, never
+    /// run against a guess.
     pub fn resolve<'e>(
         flag: Option<u64>,
         var: impl Fn(&str) -> Option<&'e str>,
+        configured: Option<u64>,
         detect: impl FnOnce() -> Option<World>,
     ) -> Option<World> {
         flag.and_then(World::flag)
             .or_else(|| World::from_env(var))
+            .or_else(|| configured.and_then(World::configured))
             .or_else(detect)
     }
 
@@ -137,6 +150,7 @@ impl World {
                 nodes,
             } => format!("GPUS_PER_NODE × NNODES = {gpus_per_node} × {nodes}"),
             WorldSource::Profile => "the launch profile runs one process".into(),
+            WorldSource::Defaults => "`gpus` of the defaults file".into(),
             WorldSource::Detected {
                 backend,
                 per_node,
@@ -165,6 +179,7 @@ impl World {
             WorldSource::Flag => "flag",
             WorldSource::Environment { .. } => "environment",
             WorldSource::Profile => "profile",
+            WorldSource::Defaults => "defaults-file",
             WorldSource::Detected { .. } => "detected",
         }
     }
@@ -188,20 +203,23 @@ mod tests {
     }
 
     #[test]
-    fn flag_wins_then_environment_then_detection() {
+    fn flag_wins_then_environment_then_the_defaults_file_then_detection() {
         let env = vars(&[("GPUS_PER_NODE", "8"), ("NNODES", "2")]);
         let env = |k: &str| env.get(k).copied();
         let never = || -> Option<World> { panic!("detection runs only when nothing else says") };
-        let w = World::resolve(Some(4), env, never).unwrap();
+        let w = World::resolve(Some(4), env, Some(2), never).unwrap();
         assert_eq!((w.gpus, w.source), (4, WorldSource::Flag));
-        let w = World::resolve(None, env, never).unwrap();
+        let w = World::resolve(None, env, Some(2), never).unwrap();
         assert_eq!(w.gpus, 16);
         assert_eq!(
             w.to_string(),
             "world size 16 (GPUS_PER_NODE × NNODES = 8 × 2)"
         );
         let none = |_: &str| None;
-        let w = World::resolve(None, none, || World::detected("nvml", 1, none)).unwrap();
+        let w = World::resolve(None, none, Some(2), never).unwrap();
+        assert_eq!((w.gpus, w.source), (2, WorldSource::Defaults));
+        assert_eq!(w.source_name(), "defaults-file");
+        let w = World::resolve(None, none, None, || World::detected("nvml", 1, none)).unwrap();
         assert_eq!(
             w.to_string(),
             "world size 1 (1 GPU detected on this node by nvml)"
@@ -211,11 +229,11 @@ mod tests {
 
     #[test]
     fn nothing_known_is_no_world() {
-        assert_eq!(World::resolve(None, |_| None, || None), None);
+        assert_eq!(World::resolve(None, |_| None, None, || None), None);
         // Unreadable or zero counts say nothing.
         let env = vars(&[("GPUS_PER_NODE", "eight")]);
         let env = |k: &str| env.get(k).copied();
-        assert_eq!(World::resolve(Some(0), env, || None), None);
+        assert_eq!(World::resolve(Some(0), env, Some(0), || None), None);
         assert_eq!(World::detected("nvml", 0, env), None);
         // NNODES alone is not a world.
         let nodes = vars(&[("NNODES", "4")]);

@@ -113,6 +113,8 @@ pub enum Effect {
         rule: String,
         reason: String,
     },
+    /// Remember this launch profile as the one chosen for the experiment (the state file).
+    RememberProfile(String),
     /// Give the terminal back and stop (SIGTSTP) until resumed, then redraw.
     Suspend,
     /// Run `$VISUAL`/`$EDITOR` on `path` at `line` (`+LINE`), then read the config again.
@@ -188,6 +190,8 @@ pub struct App {
     pub all_experiments: bool,
     /// Where the last frame drew the tabs and the active list (for mouse clicks).
     pub hits: super::mouse::Hits,
+    /// The keys in force (the defaults file's `[keys]` applied).
+    pub keymap: keymap::Keymap,
 }
 
 /// The guided tour's pages: title and text.
@@ -272,6 +276,7 @@ impl App {
             page: 10,
             all_experiments: false,
             hits: Default::default(),
+            keymap: keymap::Keymap::default(),
         }
     }
 

@@ -43,6 +43,11 @@ pub struct Runner {
     pub load_gen: u64,
     pub trial: Option<Worker>,
     pub sweep: Option<Worker>,
+    /// The state file the chosen profile is remembered in (None: not remembered).
+    pub state_file: Option<std::path::PathBuf>,
+    /// The profile to remember last: each write takes the latest, so quick Left/Right presses
+    /// end with the last choice on disk whatever order the writes run in.
+    pub remember: std::sync::Arc<std::sync::Mutex<Option<String>>>,
 }
 
 /// Whether the loop goes on.
@@ -111,6 +116,7 @@ impl Runner {
                     crate::app::views::studies::detail(s, &name).map(Box::new),
                 ))
             }),
+            Effect::RememberProfile(profile) => self.remember_profile(profile),
             Effect::Acknowledge { rule, reason } => self.read(move |s| {
                 Some(Msg::Acknowledged(crate::app::ack::acknowledge(
                     s, &rule, &reason,
@@ -217,6 +223,28 @@ impl Runner {
     }
 
     /// A read on the blocking pool; its message (if any) goes to the loop.
+    /// Writes `profile` into the state file as this experiment's, off the loop.
+    fn remember_profile(&self, profile: String) {
+        let Some(state) = self.state_file.clone() else {
+            return;
+        };
+        let latest = self.remember.clone();
+        *latest
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(profile);
+        let exp = self.session.experiment.clone();
+        tokio::task::spawn_blocking(move || {
+            let guard = latest
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(p) = guard.as_deref()
+                && let Err(e) = crate::app::state::remember_profile(&state, &exp, p)
+            {
+                tracing::warn!(error = %e, "could not remember the launch profile");
+            }
+        });
+    }
+
     fn read(&self, work: impl FnOnce(&Session) -> Option<Msg> + Send + 'static) {
         let (s, t) = (self.session.clone(), self.tx.clone());
         tokio::task::spawn_blocking(move || {

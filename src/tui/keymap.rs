@@ -1,5 +1,7 @@
 //! The key map: ONE table of (scope, keys, action, help, footer hint). It drives the dispatch
-//! of every key, the `?` overlay and the footer hints, so the three cannot drift apart.
+//! of every key, the `?` overlay and the footer hints, so the three cannot drift apart. The
+//! keys in force are the table's with the defaults file's `[keys]` applied ([`Keymap`],
+//! `rebind.rs`): dispatch, help and footer all read them.
 //!
 //! Scopes are tried from the most specific: an open overlay; the flag editor or the search
 //! line; the screen; lists; everywhere.
@@ -266,6 +268,33 @@ pub const KEYMAP: &[Binding] = &[
     b(Global, &[c('q')], Action::Quit, "quit (asks if running)", Some("quit")),
 ];
 
+/// The keys in force: the table's, with the defaults file's `[keys]` applied — one list per
+/// binding of [`KEYMAP`], in its order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Keymap {
+    pub(super) keys: Vec<Vec<Key>>,
+}
+
+impl Default for Keymap {
+    fn default() -> Keymap {
+        Keymap {
+            keys: KEYMAP.iter().map(|b| b.keys.to_vec()).collect(),
+        }
+    }
+}
+
+impl Keymap {
+    /// Every binding of the table with its keys in force.
+    pub fn bindings(&self) -> impl Iterator<Item = (&'static Binding, &[Key])> {
+        KEYMAP.iter().zip(self.keys.iter().map(Vec::as_slice))
+    }
+
+    /// The bindings of one scope, in the table's order.
+    fn of(&self, scope: Scope) -> impl Iterator<Item = (&'static Binding, &[Key])> {
+        self.bindings().filter(move |(b, _)| b.scope == scope)
+    }
+}
+
 /// The scopes in force, most specific first.
 fn scopes(app: &App) -> Vec<Scope> {
     if let Some(o) = &app.overlay {
@@ -317,8 +346,8 @@ pub fn action(app: &App, ev: KeyEvent) -> Action {
         return Action::None;
     }
     for scope in scopes(app) {
-        for bind in KEYMAP.iter().filter(|b| b.scope == scope) {
-            for key in bind.keys {
+        for (bind, keys) in app.keymap.of(scope) {
+            for key in keys {
                 if let Some(ch) = matches(*key, &ev) {
                     return match (bind.action, ch) {
                         (Action::EditInput(_), Some(ch)) => Action::EditInput(ch),
@@ -333,8 +362,8 @@ pub fn action(app: &App, ev: KeyEvent) -> Action {
     Action::None
 }
 
-/// A key as the help shows it.
-fn key_name(key: Key) -> String {
+/// A key as the help shows it (and as `[keys]` in the defaults file takes it).
+pub fn key_name(key: Key) -> String {
     match key {
         Key::Ctrl(ch) => format!("Ctrl-{}", ch.to_ascii_uppercase()),
         Key::AnyChar => "a-z".into(),
@@ -403,7 +432,7 @@ pub type HelpSection = (String, Vec<(String, &'static str)>);
 /// The help text of a binding the help box leaves out (the screen says it elsewhere).
 pub const HIDDEN: &str = "~";
 
-pub fn help() -> Vec<HelpSection> {
+pub fn help(keymap: &Keymap) -> Vec<HelpSection> {
     let mut sections: Vec<(Vec<Scope>, String)> = vec![(vec![Global, Lists], "everywhere".into())];
     sections.extend(
         Tab::ALL
@@ -414,11 +443,9 @@ pub fn help() -> Vec<HelpSection> {
         .into_iter()
         .map(|(scopes, title)| {
             let mut rows: Vec<(Vec<String>, &'static str)> = Vec::new();
-            let binds = scopes
-                .iter()
-                .flat_map(|sc| KEYMAP.iter().filter(move |b| b.scope == *sc));
-            for bind in binds {
-                let names = bind.keys.iter().map(|k| key_name(*k));
+            let binds = scopes.iter().flat_map(|sc| keymap.of(*sc));
+            for (bind, keys) in binds {
+                let names = keys.iter().map(|k| key_name(*k));
                 match (bind.help, rows.last_mut()) {
                     (HIDDEN, _) => {}
                     ("", Some(last)) => last.0.extend(names),
@@ -460,7 +487,7 @@ pub fn footer(app: &App, width: usize) -> String {
     // While a reason is typed, `q` is a letter: the overlay's `q quit` is not offered.
     let typing = scopes.contains(&Scope::Prompt);
     for scope in scopes {
-        for bind in KEYMAP.iter().filter(|b| b.scope == scope) {
+        for (bind, keys) in app.keymap.of(scope) {
             let Some(hint) = bind.hint else { continue };
             if typing && bind.action == Action::Quit {
                 continue;
@@ -468,7 +495,7 @@ pub fn footer(app: &App, width: usize) -> String {
             if matches!(bind.action, Action::EditCycle(_)) && !choices {
                 continue;
             }
-            let key = bind.keys.first().map_or(String::new(), |k| short_name(*k));
+            let key = keys.first().map_or(String::new(), |k| short_name(*k));
             let last_same = parts.last().is_some_and(|l| l.1 == hint);
             if last_same {
                 if let Some(last) = parts.last_mut()
@@ -538,7 +565,7 @@ mod tests {
 
     #[test]
     fn help_rows_name_the_keys_of_the_table() {
-        let h = help();
+        let h = help(&Keymap::default());
         let everywhere = &h[0].1;
         assert!(everywhere.contains(&("1-6 Tab S-Tab".to_string(), "switch screen")));
         let sweep = &h

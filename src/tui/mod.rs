@@ -15,10 +15,13 @@ pub mod keymap;
 pub mod launch;
 pub mod mouse;
 pub mod overlay;
+pub mod rebind;
 pub mod screens;
 pub mod theme;
 pub mod widgets;
 
+#[cfg(test)]
+mod defaults_tests;
 #[cfg(test)]
 mod parity_tests;
 #[cfg(test)]
@@ -55,8 +58,17 @@ pub struct TuiOptions {
     pub roots: Roots,
     /// Show the guided tour (first start, unless `--no-tour`).
     pub tour: bool,
-    /// Capture the mouse (clicks and the wheel), unless `--no-mouse` or `PRIMUS_TUNE_NO_MOUSE`.
+    /// Capture the mouse (clicks and the wheel): `--no-mouse`, `PRIMUS_TUNE_NO_MOUSE`, the
+    /// defaults file's `[ui] mouse`, else on (resolved by `app::defaults`).
     pub mouse: bool,
+    /// Colour (`NO_COLOR`, else the defaults file's `[ui] color`).
+    pub color: crate::app::defaults::ColorChoice,
+    /// The keys, with the defaults file's `[keys]` applied.
+    pub keymap: keymap::Keymap,
+    /// `--profile`: the Run screen's profile at start.
+    pub profile: Option<String>,
+    /// Where the chosen profile is remembered per experiment (None: nowhere).
+    pub state_file: Option<PathBuf>,
 }
 
 /// Whether this run captures the mouse (set once by [`run`]; read again after Ctrl-Z and `e`).
@@ -99,10 +111,6 @@ pub fn terminal_size() -> Option<(u16, u16)> {
         .filter(|(w, h)| *w > 0 && *h > 0)
 }
 
-/// Set (to anything), the TUI leaves the mouse to the terminal (no clicks, no wheel; the
-/// terminal's own selection works): what `--no-mouse` means.
-pub const NO_MOUSE_ENV: &str = "PRIMUS_TUNE_NO_MOUSE";
-
 /// Give the terminal back: mouse capture off, leave the alternate screen, raw mode off, cursor
 /// on.
 pub fn restore_terminal() {
@@ -133,7 +141,7 @@ fn take_terminal(mouse: bool) -> std::io::Result<Term> {
 }
 
 fn mouse_wanted() -> bool {
-    MOUSE.load(std::sync::atomic::Ordering::Relaxed) && std::env::var_os(NO_MOUSE_ENV).is_none()
+    MOUSE.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Ctrl-Z: the terminal back to the shell, stop (SIGTSTP, as the terminal's own Ctrl-Z would;
@@ -179,8 +187,43 @@ pub const FIRST_FRAME_ENV: &str = "PRIMUS_TUNE_FIRST_FRAME_REPORT";
 /// restores the terminal and stops a trial (tests/tui_tmux.rs).
 pub const PANIC_ENV: &str = "PRIMUS_TUNE_PANIC_AFTER_FIRST_FRAME";
 
-pub fn run(opts: TuiOptions) -> std::io::Result<()> {
+/// The state the TUI starts in: the launch profiles (built-in and the user's) with the one
+/// `--profile`, the one remembered for this experiment, the defaults file or the built-in
+/// default picks (a remembered one that is gone is passed over with a notice), the keys in
+/// force, the tour. An unknown `--profile` is an error.
+pub fn start_app(
+    opts: &TuiOptions,
+    profiles: &[profile::Profile],
+) -> Result<App, crate::app::AppError> {
+    let mut app = App::new(Vec::new(), profile::DEFAULT_PROFILE, opts.tour);
+    app.all_experiments = opts.session.all_experiments;
+    app.keymap = opts.keymap.clone();
+    app.set_profiles(profiles);
+    let remembered = opts.state_file.as_deref().and_then(|f| {
+        crate::app::state::remembered_profile(f, &opts.session.experiment).map(|p| (p, f))
+    });
+    let pick = opts.session.defaults.startup_profile(
+        opts.profile.as_deref(),
+        remembered.as_ref().map(|(p, f)| (p.as_str(), *f)),
+        &app.profiles,
+    )?;
+    if let Some(i) = app.profiles.iter().position(|p| *p == pick.profile.value) {
+        app.profile = i;
+    }
+    if !pick.notices.is_empty() {
+        app.info(format!(
+            "{}; profile {} ({})",
+            pick.notices.join("; "),
+            pick.profile.value,
+            pick.profile.origin.text()
+        ));
+    }
+    Ok(app)
+}
+
+pub fn run(opts: TuiOptions) -> Result<(), crate::app::AppError> {
     let started = std::time::Instant::now();
+    let app = start_app(&opts, &crate::app::trial::profiles())?;
     init_logging();
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
@@ -193,7 +236,7 @@ pub fn run(opts: TuiOptions) -> std::io::Result<()> {
         .build()?;
     MOUSE.store(opts.mouse, std::sync::atomic::Ordering::Relaxed);
     let mut term = take_terminal(mouse_wanted())?;
-    let result = rt.block_on(event_loop(&mut term, &opts, started));
+    let result = rt.block_on(event_loop(&mut term, &opts, app, started));
     restore_terminal();
     if opts.tour {
         let m = toured_marker();
@@ -202,27 +245,17 @@ pub fn run(opts: TuiOptions) -> std::io::Result<()> {
         }
         let _ = std::fs::write(m, "");
     }
-    result
+    Ok(result?)
 }
 
 async fn event_loop(
     term: &mut Term,
     opts: &TuiOptions,
+    mut app: App,
     started: std::time::Instant,
 ) -> std::io::Result<()> {
     let report = std::env::var_os(FIRST_FRAME_ENV).map(PathBuf::from);
-    let theme = Theme::new(Palette::from_env());
-    let profiles = crate::app::trial::profiles();
-    let mut app = App::new(Vec::new(), profile::DEFAULT_PROFILE, opts.tour);
-    app.all_experiments = opts.session.all_experiments;
-    app.set_profiles(&profiles);
-    if let Some(i) = app
-        .profiles
-        .iter()
-        .position(|p| p == profile::DEFAULT_PROFILE)
-    {
-        app.profile = i;
-    }
+    let theme = Theme::new(Palette::from_env(opts.color));
     let (tx, mut rx) = mpsc::channel::<Msg>(1024);
     let (load_tx, mut load_rx) = mpsc::channel::<(u64, Msg)>(16);
     // Declared after the channels so that, on every way out (return, error, panic unwinding),
@@ -235,6 +268,8 @@ async fn event_loop(
         load_gen: 0,
         trial: None,
         sweep: None,
+        state_file: opts.state_file.clone(),
+        remember: Default::default(),
     };
     let mut keys = EventStream::new();
     // Live telemetry, whether or not a trial runs.

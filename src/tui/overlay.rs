@@ -34,8 +34,8 @@ fn boxed(f: &mut Frame, area: Rect, title: &str, lines: Vec<Line>, theme: &Theme
 }
 
 /// The key map: one column when it fits the height, else two (80×24 shows it all).
-fn draw_help(f: &mut Frame, full: Rect, theme: &Theme) {
-    let help = keymap::help();
+fn draw_help(f: &mut Frame, full: Rect, theme: &Theme, keys: &keymap::Keymap) {
+    let help = keymap::help(keys);
     let help = help.as_slice();
     let section_lines = |(section, keys): &HelpSection, key_w: usize| {
         let mut v = vec![Line::styled(section.clone(), theme.title())];
@@ -98,7 +98,7 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
     let full = f.area();
     match &app.overlay {
         None => {}
-        Some(Overlay::Help) => draw_help(f, full, theme),
+        Some(Overlay::Help) => draw_help(f, full, theme, &app.keymap),
         Some(Overlay::Tour(i)) => {
             let (title, text) = TOUR[(*i).min(TOUR.len() - 1)];
             let lines = vec![

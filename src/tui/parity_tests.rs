@@ -129,6 +129,7 @@ impl Fixture {
             workspace: Some(self.ws.clone()),
             data_home: Some(self.data.clone()),
             telemetry,
+            defaults: Some(crate::app::Defaults::default()),
             ..SessionOptions::default()
         })
         .unwrap();
@@ -186,6 +187,8 @@ impl Driver {
                 load_gen: 0,
                 trial: None,
                 sweep: None,
+                state_file: None,
+                remember: Default::default(),
             },
             rx,
             load_rx,
@@ -734,9 +737,13 @@ fn without_a_config_both_frontends_use_one_experiment_and_one_workspace() {
     let id = last["trial_id"].as_i64().unwrap();
 
     // What `primus-tune` without CONFIG opens on a terminal.
-    let session =
-        crate::cli::tui_session(&crate::cli::LoadArgs::default(), None, Some(f.data.clone()))
-            .unwrap();
+    let session = crate::cli::tui_session(
+        &crate::cli::LoadArgs::default(),
+        None,
+        Some(f.data.clone()),
+        Some(crate::app::Defaults::default()),
+    )
+    .unwrap();
     assert!(
         session.experiment.starts_with(&f.data),
         "{}",

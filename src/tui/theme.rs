@@ -1,6 +1,8 @@
 //! Colours: true colour when the terminal says so (`COLORTERM`), the 256-colour palette
-//! otherwise, and none at all with `NO_COLOR` (then only bold, reverse and underline mark things).
+//! otherwise, and none at all with `NO_COLOR` or `[ui] color = "never"` in the defaults file
+//! (then only bold, reverse and underline mark things).
 
+use crate::app::defaults::ColorChoice;
 use ratatui::style::{Color, Modifier, Style};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -11,9 +13,11 @@ pub enum Palette {
 }
 
 impl Palette {
-    /// From the environment: `NO_COLOR` (any non-empty value) wins, then `COLORTERM`.
-    pub fn detect(no_color: Option<&str>, colorterm: Option<&str>) -> Palette {
-        if no_color.is_some_and(|v| !v.is_empty()) {
+    /// For the resolved colour choice (`NO_COLOR` and the defaults file decided it: never is
+    /// no colour; the TUI always draws on a terminal, so auto and always are the same), then
+    /// `COLORTERM`.
+    pub fn detect(color: ColorChoice, colorterm: Option<&str>) -> Palette {
+        if color == ColorChoice::Never {
             return Palette::None;
         }
         match colorterm {
@@ -22,11 +26,8 @@ impl Palette {
         }
     }
 
-    pub fn from_env() -> Palette {
-        Palette::detect(
-            std::env::var("NO_COLOR").ok().as_deref(),
-            std::env::var("COLORTERM").ok().as_deref(),
-        )
+    pub fn from_env(color: ColorChoice) -> Palette {
+        Palette::detect(color, std::env::var("COLORTERM").ok().as_deref())
     }
 }
 

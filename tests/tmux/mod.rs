@@ -21,6 +21,8 @@ const SCRUB: &[&str] = &[
     "COLORTERM",
     "TMUX",
     "TMUX_PANE",
+    "PRIMUS_TUNE_CONFIG",
+    "PRIMUS_TUNE_NO_MOUSE",
 ];
 
 pub fn have_tmux() -> bool {
@@ -100,7 +102,8 @@ impl Tui {
         );
         let config = tmp.path().join(EXPERIMENT);
         let pid_file = tmp.path().join("tui.pid");
-        // The TUI's data (log, tour marker) and the user's launch profiles: private.
+        // The TUI's data (log, tour marker, remembered profiles) and the user's launch
+        // profiles and defaults file: private.
         let xdg = tmp.path().join("xdg");
         // The launcher leaves its pid behind and becomes the TUI (exec keeps the pid).
         let launcher = tmp.path().join("launch.sh");
@@ -109,7 +112,7 @@ impl Tui {
             format!(
                 "unset {unset}\n\
                  export NO_COLOR=1 TERM=xterm-256color XDG_DATA_HOME={xdg} \
-                 XDG_CONFIG_HOME={xdg_config}\n\
+                 XDG_CONFIG_HOME={xdg_config} XDG_STATE_HOME={xdg}\n\
                  echo $$ > {pid}\n\
                  exec {bin} {args}\n",
                 unset = SCRUB.join(" "),

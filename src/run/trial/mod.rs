@@ -163,18 +163,21 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TrialError + '_ {
 }
 
 /// The world of a trial: `requested` (`--gpus`), else the launcher's variables
-/// (`GPUS_PER_NODE` × `NNODES`), else the one process of a one-process workload (the proxies),
-/// else the GPUs `detected` on this node. None when nothing says: the launch then starts
-/// [`FALLBACK_GPUS`] ranks, and lint treats the world as unknown.
+/// (`GPUS_PER_NODE` × `NNODES`), else the defaults file's `gpus` (`configured`), else the one
+/// process of a one-process workload (the proxies), else the GPUs `detected` on this node.
+/// None when nothing says: the launch then starts [`FALLBACK_GPUS`] ranks, and lint treats the
+/// world as unknown.
 pub fn trial_world(
     requested: Option<u64>,
     env: &crate::config::env::Env,
+    configured: Option<u64>,
     caps: &Capabilities,
     detected: Option<World>,
 ) -> Option<World> {
     requested
         .and_then(World::flag)
         .or_else(|| World::from_env(|k| env.get(k)))
+        .or_else(|| configured.and_then(World::configured))
         .or_else(|| (caps.launch == LaunchKind::OneProcess).then(World::one_process))
         .or(detected)
 }
@@ -776,20 +779,31 @@ mod tests {
         let none = Env::empty();
         let env = Env::empty().with("GPUS_PER_NODE", "4").with("NNODES", "2");
         let found = World::detected("nvml", 1, |_| None);
-        // --gpus first, then the launcher's variables, for every profile.
+        // --gpus first, then the launcher's variables, then the defaults file, for every
+        // profile.
         for caps in [&gpu, &proxy] {
-            assert_eq!(trial_world(Some(2), &env, caps, found).unwrap().gpus, 2);
-            assert_eq!(trial_world(None, &env, caps, found).unwrap().gpus, 8);
+            assert_eq!(
+                trial_world(Some(2), &env, Some(3), caps, found)
+                    .unwrap()
+                    .gpus,
+                2
+            );
+            assert_eq!(
+                trial_world(None, &env, Some(3), caps, found).unwrap().gpus,
+                8
+            );
+            let w = trial_world(None, &none, Some(3), caps, found).unwrap();
+            assert_eq!((w.gpus, w.source), (3, WorldSource::Defaults));
         }
         // A proxy runs its one process, whatever this node has.
-        let w = trial_world(None, &none, &proxy, found).unwrap();
+        let w = trial_world(None, &none, None, &proxy, found).unwrap();
         assert_eq!(w.source, WorldSource::Profile);
         // A GPU launch runs on the GPUs found here ...
-        let w = trial_world(None, &none, &gpu, found).unwrap();
+        let w = trial_world(None, &none, None, &gpu, found).unwrap();
         assert!(matches!(w.source, WorldSource::Detected { .. }));
         assert_eq!(launch_gpus(Some(&w)), 1);
         // ... and with nothing known the world is unknown; only the launch falls back.
-        assert_eq!(trial_world(None, &none, &gpu, None), None);
+        assert_eq!(trial_world(None, &none, None, &gpu, None), None);
         assert_eq!(launch_gpus(None), FALLBACK_GPUS);
     }
 }

@@ -170,6 +170,10 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
                 } else {
                     (app.profile + n - 1) % n
                 };
+                // Remembered for this experiment: the next start picks it again.
+                if let Some(p) = app.profile_name() {
+                    return vec![Effect::RememberProfile(p.to_string())];
+                }
             }
             vec![]
         }
