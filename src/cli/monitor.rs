@@ -302,13 +302,14 @@ fn gpu_record<'a>(s: &'a Snapshot, g: &'a GpuSample, gpus: &'a [GpuInfo]) -> Gpu
 }
 
 fn write_json(out: &mut impl Write, s: &Snapshot, gpus: &[GpuInfo]) -> std::io::Result<()> {
+    use crate::util::num::json_line;
     if s.gpus.is_empty() {
         let v = serde_json::json!({"ts": s.ts_ms as f64 / 1000.0, "host": s.host});
-        return writeln!(out, "{v}");
+        return writeln!(out, "{}", json_line(&v).map_err(std::io::Error::other)?);
     }
     for g in &s.gpus {
-        serde_json::to_writer(&mut *out, &gpu_record(s, g, gpus))?;
-        out.write_all(b"\n")?;
+        let line = json_line(&gpu_record(s, g, gpus)).map_err(std::io::Error::other)?;
+        writeln!(out, "{line}")?;
     }
     Ok(())
 }
