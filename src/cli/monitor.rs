@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Args, Clone)]
 pub struct TelemetryArgs {
     /// GPU backend: auto, nvml, amdgpu-sysfs, amd-smi, host.
-    #[arg(long, default_value = "auto")]
+    #[arg(long, default_value = "auto", value_parser = select::known)]
     pub backend: String,
     /// Root of the sysfs tree to read (a recorded tree for tests and demos).
     #[arg(long, value_name = "DIR", default_value = "/sys")]
@@ -171,7 +171,9 @@ pub fn run(a: &MonitorArgs) -> Result<ExitCode, CliError> {
                     .create(true)
                     .append(true)
                     .open(&path)
-                    .map_err(|e| CliError::Usage(format!("{}: {e}", path.display())))?,
+                    .map_err(|e| {
+                        CliError::CantCreate(format!("cannot create {}: {e}", path.display()))
+                    })?,
             )
         }
         _ => Box::new(std::io::stdout().lock()),

@@ -142,7 +142,7 @@ pub fn run(a: &SetArgs) -> Result<ExitCode, CliError> {
         }
     }
     Ok(if plan.refused {
-        ExitCode::from(2)
+        ExitCode::from(super::exit::ERRORS)
     } else {
         ExitCode::SUCCESS
     })

@@ -119,7 +119,7 @@ pub fn run(a: &SweepArgs) -> Result<ExitCode, CliError> {
                 "event": "sweep-stopped", "study": out.study, "id": out.id, "resume": out.resume,
             }));
         }
-        return Ok(ExitCode::from(3));
+        return Ok(ExitCode::from(super::exit::NOT_COMPLETED));
     };
     if a.json {
         json_line(&serde_json::json!({
@@ -142,7 +142,7 @@ pub fn run(a: &SweepArgs) -> Result<ExitCode, CliError> {
     Ok(if record.pick.is_some() {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(3)
+        ExitCode::from(super::exit::NOT_COMPLETED)
     })
 }
 

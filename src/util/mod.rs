@@ -11,4 +11,5 @@ pub mod procinfo;
 pub mod rng;
 pub mod shell;
 pub mod stats;
+pub mod suggest;
 pub mod text;
