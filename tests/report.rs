@@ -649,6 +649,7 @@ mod charts {
             trials: &trials,
             samples: &samples,
             module: "pre_trainer",
+            memory: primus_tune::domain::study::MemoryCheck::Nothing,
         })
     }
 
@@ -710,6 +711,9 @@ mod charts {
             trials: &[],
             samples: &BTreeMap::new(),
             module: "pre_trainer",
+            memory: primus_tune::domain::study::MemoryCheck::NotCompared {
+                why: "proxy-cpu is a CPU stand-in".into(),
+            },
         })
     }
 

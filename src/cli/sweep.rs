@@ -211,16 +211,8 @@ pub fn print_record(name: &str, r: &StudyRecord) {
             c.why
         );
     }
-    let proxy = matches!(r.basis, Some(crate::domain::evidence::Basis::Proxy { .. }));
-    match r.memory_error {
-        Some(_) if proxy => println!(
-            "memory model vs measured: not compared (a proxy's peak is its stand-in's, not the \
-             config's)"
-        ),
-        Some(e) => println!(
-            "memory model vs measured: mean error {:.1} % over the measured candidates",
-            100.0 * e
-        ),
-        None => {}
+    match crate::app::views::studies::memory_check(r) {
+        crate::domain::study::MemoryCheck::Nothing => {}
+        check => println!("memory model vs measured: {check}"),
     }
 }

@@ -55,6 +55,7 @@ pub fn write_with(
         trials: &trials,
         samples: &samples,
         module: &module,
+        memory: super::studies::memory_check(&record),
     });
     rep.write_with(out, opts).map_err(|e| {
         let why = format!(
