@@ -189,26 +189,27 @@ pub fn resume_hint(session: &Session, s: &StudySummary) -> String {
 /// Whether and how the memory model's forecasts compare with the study's measured peaks: only
 /// for peaks measured on a GPU profile (a proxy's peak is its CPU stand-in's, not the config's
 /// on a GPU); over the candidates that ran to a measurement (a failed, OOM or rejected trial's
-/// peak is whatever it reached before it ended). What `sweep` prints and the report shows.
+/// peak is whatever it reached before it ended). Nothing to say without a pair of forecast and
+/// peak. What `sweep` prints and the report shows.
 pub fn memory_check(rec: &StudyRecord) -> MemoryCheck {
-    if let Some(Basis::Proxy { profile }) = &rec.basis {
-        return MemoryCheck::NotCompared {
-            why: format!(
-                "{profile} is a CPU stand-in: its peak is the stand-in's, not the config's on a GPU"
-            ),
-        };
-    }
     let pairs = rec
         .candidates
         .iter()
         .filter(|c| c.verdict.measured())
         .filter_map(|c| Some((c.predicted_bytes?, c.peak_memory_bytes? as f64)));
-    match crate::tune::study::mean_relative_error(pairs) {
-        Some((mean_error, candidates)) => MemoryCheck::Compared {
+    let Some((mean_error, candidates)) = crate::tune::study::mean_relative_error(pairs) else {
+        return MemoryCheck::Nothing;
+    };
+    match &rec.basis {
+        Some(Basis::Proxy { profile }) => MemoryCheck::NotCompared {
+            why: format!(
+                "{profile} is a CPU stand-in: its peak is the stand-in's, not the config's on a GPU"
+            ),
+        },
+        _ => MemoryCheck::Compared {
             mean_error,
             candidates,
         },
-        None => MemoryCheck::Nothing,
     }
 }
 
@@ -278,7 +279,10 @@ mod tests {
             profile: "proxy-cpu".into(),
         });
         let check = memory_check(&proxy);
-        assert!(matches!(check, MemoryCheck::NotCompared { .. }), "{check:?}");
+        assert!(
+            matches!(check, MemoryCheck::NotCompared { .. }),
+            "{check:?}"
+        );
         assert!(check.to_string().contains("stand-in"), "{check}");
     }
 }
