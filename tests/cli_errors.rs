@@ -28,8 +28,14 @@ fn mistyped_nested_commands_are_suggested() {
     let d = tempfile::tempdir().unwrap();
     for (args, want) in [
         (&["trials", "shw", "3"][..], "did you mean `trials show`?"),
-        (&["studies", "shwo", "x"][..], "did you mean `studies show`?"),
-        (&["gemm-tune", "stauts"][..], "did you mean `gemm-tune status`?"),
+        (
+            &["studies", "shwo", "x"][..],
+            "did you mean `studies show`?",
+        ),
+        (
+            &["gemm-tune", "stauts"][..],
+            "did you mean `gemm-tune status`?",
+        ),
     ] {
         bin(d.path())
             .args(args)
@@ -46,21 +52,33 @@ fn names_of_fixed_sets_are_usage_errors_with_did_you_mean() {
     drop(primus_tune::store::Store::open(&ws.join("trials.db")).unwrap());
     let ws = ws.to_str().unwrap();
     for (args, want) in [
-        (&["sweep", "--space", "memory-fti"][..], "did you mean `memory-fit`?"),
+        (
+            &["sweep", "--space", "memory-fti"][..],
+            "did you mean `memory-fit`?",
+        ),
         (
             &["run", "--profile", "proxy-cpi", "--workspace", ws][..],
             "did you mean `proxy-cpu`?",
         ),
-        (&["recommend", "--profile", "primsu"][..], "did you mean `primus`?"),
+        (
+            &["recommend", "--profile", "primsu"][..],
+            "did you mean `primus`?",
+        ),
         (&["lint", "--format", "sarf"][..], "'sarif'"),
         (
             &["trials", "--status", "complted", "--workspace", ws][..],
             "did you mean `completed`?",
         ),
-        (&["gpus", "--backend", "amd-smy"][..], "did you mean `amd-smi`?"),
+        (
+            &["gpus", "--backend", "amd-smy"][..],
+            "did you mean `amd-smi`?",
+        ),
         // Checked as it is parsed: no trial is launched that would sample nothing.
         (&["run", "--backend", "nvm"][..], "did you mean `nvml`?"),
-        (&["recommend", "--gpu", "mi300"][..], "did you mean `MI300X`?"),
+        (
+            &["recommend", "--gpu", "mi300"][..],
+            "did you mean `MI300X`?",
+        ),
     ] {
         bin(d.path())
             .args(args)
@@ -109,7 +127,14 @@ fn an_output_that_cannot_be_created_is_73() {
         .stderr(predicate::str::contains("cannot write the manual pages"));
     assert!(out.get_output().stdout.is_empty());
     bin(d.path())
-        .args(["monitor", "--backend", "host", "--duration", "0.2", "--snapshots-dir"])
+        .args([
+            "monitor",
+            "--backend",
+            "host",
+            "--duration",
+            "0.2",
+            "--snapshots-dir",
+        ])
         .arg(&below)
         .assert()
         .code(73)

@@ -287,7 +287,10 @@ fn json_lines_events_print_floats_without_noise() {
     }
     assert!(iterations >= 4, "{text}");
     // The fields keep their order: the tag first.
-    assert!(text.lines().all(|l| l.starts_with(r#"{"event":"#)), "{text}");
+    assert!(
+        text.lines().all(|l| l.starts_with(r#"{"event":"#)),
+        "{text}"
+    );
 }
 
 #[test]

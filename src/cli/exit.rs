@@ -176,13 +176,12 @@ mod tests {
             why: "Permission denied".into(),
         });
         assert_eq!(out.kind().code(), CANT_CREATE);
-        let codes = [
-            Kind::Usage,
-            Kind::NoInput,
-            Kind::CantCreate,
-            Kind::Failed,
-        ]
-        .map(Kind::code);
-        assert!(codes.iter().enumerate().all(|(i, c)| !codes[..i].contains(c)));
+        let codes = [Kind::Usage, Kind::NoInput, Kind::CantCreate, Kind::Failed].map(Kind::code);
+        assert!(
+            codes
+                .iter()
+                .enumerate()
+                .all(|(i, c)| !codes[..i].contains(c))
+        );
     }
 }

@@ -10,13 +10,18 @@ use std::path::Path;
 
 /// `cmd`'s first positional argument (a command, or CONFIG) and the arguments after it.
 /// Options that take a value skip it.
-fn first_positional<'a>(cmd: &clap::Command, args: &'a [OsString]) -> Option<(String, &'a [OsString])> {
+fn first_positional<'a>(
+    cmd: &clap::Command,
+    args: &'a [OsString],
+) -> Option<(String, &'a [OsString])> {
     let takes_value = |a: &clap::Arg| a.get_action().takes_values();
     let mut i = 0;
     while let Some(a) = args.get(i).map(|a| a.to_string_lossy()) {
         i += 1;
         if a == "--" {
-            return args.get(i).map(|w| (w.to_string_lossy().into_owned(), &args[i + 1..]));
+            return args
+                .get(i)
+                .map(|w| (w.to_string_lossy().into_owned(), &args[i + 1..]));
         }
         if let Some(long) = a.strip_prefix("--") {
             if !long.contains('=')

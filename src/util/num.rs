@@ -83,6 +83,9 @@ mod tests {
             a: Some(f64::NAN),
         })
         .unwrap();
-        assert_eq!(line, r#"{"event":"measured","ci95_ms":446.9,"n":3,"a":null}"#);
+        assert_eq!(
+            line,
+            r#"{"event":"measured","ci95_ms":446.9,"n":3,"a":null}"#
+        );
     }
 }
