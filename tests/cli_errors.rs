@@ -95,7 +95,7 @@ fn names_of_fixed_sets_are_usage_errors_with_did_you_mean() {
 }
 
 #[test]
-fn an_unknown_trial_or_study_is_no_input() {
+fn an_unknown_trial_study_or_space_file_is_no_input() {
     let d = tempfile::tempdir().unwrap();
     let ws = d.path().join("ws");
     drop(primus_tune::store::Store::open(&ws.join("trials.db")).unwrap());
@@ -105,6 +105,8 @@ fn an_unknown_trial_or_study_is_no_input() {
         &["trials", "compare", "998", "999", "--workspace", ws][..],
         &["studies", "show", "nope", "--workspace", ws][..],
         &["recommend", "--study", "nope", "--workspace", ws][..],
+        // A space file that does not exist.
+        &["sweep", "--space", "/nonexistent/space.yaml", "--workspace", ws][..],
     ] {
         let out = bin(d.path()).args(args).arg("--json").assert().code(66);
         let v = json(&out.get_output().stdout);

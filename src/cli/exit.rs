@@ -93,6 +93,10 @@ impl CliError {
                 | AppError::Store(crate::store::StoreError::CreateDir { .. }) => Kind::CantCreate,
                 AppError::Config(e) => config_kind(e),
                 AppError::Io(e) => io_kind(e),
+                // A space file named with --space that is not there.
+                AppError::Space(crate::tune::space::SpaceError::Io { source, .. }) => {
+                    io_kind(source)
+                }
                 _ => Kind::Failed,
             },
         }
