@@ -106,7 +106,13 @@ fn an_unknown_trial_study_or_space_file_is_no_input() {
         &["studies", "show", "nope", "--workspace", ws][..],
         &["recommend", "--study", "nope", "--workspace", ws][..],
         // A space file that does not exist.
-        &["sweep", "--space", "/nonexistent/space.yaml", "--workspace", ws][..],
+        &[
+            "sweep",
+            "--space",
+            "/nonexistent/space.yaml",
+            "--workspace",
+            ws,
+        ][..],
     ] {
         let out = bin(d.path()).args(args).arg("--json").assert().code(66);
         let v = json(&out.get_output().stdout);
