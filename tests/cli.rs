@@ -372,6 +372,14 @@ fn set_json_and_no_backup() {
     assert_eq!(v["written"], true);
     assert_eq!(v["changes"][0]["written_as"], "3.0e-05");
     assert_eq!(v["changes"][1]["action"], "added");
+    // `old_source` has the one shape of `source` (as `show --json` gives it); null: unset.
+    let src = &v["changes"][0]["old_source"];
+    assert_eq!(src["kind"], "file", "{src}");
+    assert!(src["text"].as_str().unwrap().contains(".yaml:"), "{src}");
+    assert!(src["line"].as_u64().unwrap() > 0, "{src}");
+    // Added to the experiment, the old value from a preset.
+    let src = &v["changes"][1]["old_source"];
+    assert_eq!(src["layer"], "module-preset", "{src}");
     assert!(!Path::new(&format!("{}.bak.1", exp.display())).exists());
     assert!(!Path::new(&format!("{}.orig", exp.display())).exists());
     let text = std::fs::read_to_string(&exp).unwrap();

@@ -317,7 +317,11 @@ fn status_names_the_traps() {
         ])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1), "an error-level note exits 1");
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "an error-level note exits 2 (errors), as lint errors do"
+    );
     let v = json_of(&out);
     assert_eq!(v["installed"]["git_version"], "2222222");
     let notes: Vec<String> = v["notes"]

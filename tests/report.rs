@@ -378,7 +378,8 @@ fn report_of_a_real_sweep_with_charts_and_telemetry() {
 fn report_errors_say_their_kind_in_the_exit_status() {
     let s = setup();
     let out_dir = s.dir.path().join("r");
-    // No database yet: no input (66); the other failures below are errors (2).
+    // No database yet, or no such study: no input (66); a study without a result: an error
+    // (2); an output folder that cannot be made: cannot create (73).
     let out = report(&s, "nope", &out_dir);
     assert_eq!(out.status.code(), Some(66));
     assert!(
@@ -393,7 +394,7 @@ fn report_errors_say_their_kind_in_the_exit_status() {
         .unwrap();
     drop(store);
     let out = report(&s, "nope", &out_dir);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(66));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("no study `nope`"),
         "{}",
@@ -425,7 +426,7 @@ fn report_errors_say_their_kind_in_the_exit_status() {
     let blocker = s.dir.path().join("file");
     std::fs::write(&blocker, "x").unwrap();
     let out = report(&s, "done", &blocker.join("sub"));
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(73));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("cannot write the report to"), "{err}");
     // The same study into a good folder: a report without charts, saying why.
@@ -648,6 +649,7 @@ mod charts {
             trials: &trials,
             samples: &samples,
             module: "pre_trainer",
+            memory: primus_tune::domain::study::MemoryCheck::Nothing,
         })
     }
 
@@ -709,6 +711,9 @@ mod charts {
             trials: &[],
             samples: &BTreeMap::new(),
             module: "pre_trainer",
+            memory: primus_tune::domain::study::MemoryCheck::NotCompared {
+                why: "proxy-cpu is a CPU stand-in".into(),
+            },
         })
     }
 

@@ -244,6 +244,55 @@ fn early_stop_ends_a_steady_trial_before_max_iters() {
     assert!(group_gone(&trial_dir(&v)));
 }
 
+/// Every float in `v` as the `--json` outputs print it: no noise such as `446.90000000000055`.
+fn assert_no_float_noise(v: &serde_json::Value, line: &str) {
+    match v {
+        serde_json::Value::Number(n) if n.is_f64() => {
+            let x = n.as_f64().unwrap();
+            let tidy = primus_tune::util::num::tidy(x);
+            assert_eq!(x.to_string(), tidy.to_string(), "float noise in {line}");
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|x| assert_no_float_noise(x, line)),
+        serde_json::Value::Object(m) => m.values().for_each(|x| assert_no_float_noise(x, line)),
+        _ => {}
+    }
+}
+
+#[test]
+fn json_lines_events_print_floats_without_noise() {
+    let s = setup();
+    // Step times whose differences and means are float noise unless rounded (11870.8 -
+    // 11423.9 = 446.90000000000055).
+    profile(
+        &s,
+        "noisy",
+        &format!(
+            "{ITER_FN}i=1; for ms in 11870.8 11423.9 12317.7 12231.7 10870.3 11718.1 11856.8 12001.3; do it $i $ms; i=$((i+1)); done"
+        ),
+    );
+    let out = bin(&s)
+        .arg("run")
+        .arg(&s.exp)
+        .args(["--profile", "noisy", "--json", "--no-telemetry"])
+        .args(["--max-iters", "8", "--ci-target", "0"])
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut iterations = 0;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        iterations += usize::from(v["event"] == "iteration");
+        assert_no_float_noise(&v, line);
+    }
+    assert!(iterations >= 4, "{text}");
+    // The fields keep their order: the tag first.
+    assert!(
+        text.lines().all(|l| l.starts_with(r#"{"event":"#)),
+        "{text}"
+    );
+}
+
 #[test]
 fn oom_is_classified_with_its_first_line() {
     let s = setup();

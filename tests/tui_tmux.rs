@@ -33,39 +33,39 @@ fn tmux_walks_checklist_edits_a_flag_and_saves() {
         "the example must not already have the new value"
     );
 
-    // The checklist, step 1 selected and shown on the right.
-    let first = tui.wait_text("Quick checklist");
-    assert!(first.contains("1. GEMMs (HipBLASLt tuning)"), "{first}");
-    assert!(
-        right_pane(&first).contains("GEMMs (HipBLASLt tuning) — "),
-        "step 1 is not shown on the right:\n{first}"
-    );
+    // The checklist, step 1 selected and shown on the right. (Each step waits for the whole
+    // state it checks: a capture can fall between two parts of a frame.)
+    tui.wait_for("checklist-step-1", |s| {
+        s.contains("Quick checklist")
+            && s.contains("1. GEMMs (HipBLASLt tuning)")
+            && right_pane(s).contains("GEMMs (HipBLASLt tuning) — ")
+    });
 
     // Down twice: step 3 on the right.
     tui.keys(&["Down", "Down"]);
-    let third = tui.wait_for("step-3", |s| right_pane(s).contains("Precision — "));
-    assert!(
-        !right_pane(&third).contains("GEMMs (HipBLASLt tuning) — "),
-        "{third}"
-    );
+    tui.wait_for("step-3", |s| {
+        right_pane(s).contains("Precision — ")
+            && !right_pane(s).contains("GEMMs (HipBLASLt tuning) — ")
+    });
 
     // Enter: the step's flags.
     tui.keys(&["Enter"]);
-    let flags = tui.wait_text("Flags · Precision");
-    assert!(flags.contains("bf16"), "{flags}");
+    tui.wait_for("flags-of-precision", |s| {
+        s.contains("Flags · Precision") && s.contains("bf16")
+    });
 
     // Search.
     tui.keys(&["/"]);
     tui.type_text("micro_batch_size");
     tui.wait_text("Search: micro_batch_size");
     tui.keys(&["Enter"]);
-    let found = tui.wait_text("Flags · /micro_batch_size");
-    assert!(
-        found
-            .lines()
-            .any(|l| l.contains(" micro_batch_size ") && l.contains(&format!(" {old_value} "))),
-        "the search did not find the flag with its value {old_value}:\n{found}"
-    );
+    // The search finds the flag with its value.
+    let value = format!(" {old_value} ");
+    tui.wait_for("found", |s| {
+        s.contains("Flags · /micro_batch_size")
+            && s.lines()
+                .any(|l| l.contains(" micro_batch_size ") && l.contains(&value))
+    });
 
     // The editor: clear the value, type 2, keep it as an unsaved edit.
     tui.keys(&["Enter"]);
@@ -76,14 +76,14 @@ fn tmux_walks_checklist_edits_a_flag_and_saves() {
     tui.type_text("2");
     tui.wait_text("micro_batch_size = 2▏");
     tui.keys(&["Enter"]);
-    let pending = tui.wait_for("pending-row", |s| {
-        s.lines().any(|l| {
-            // `│* micro_batch_size   2   <file:line>│`: marked pending, the new value.
-            let cells: Vec<&str> = l.trim_matches('│').split_whitespace().collect();
-            cells.len() >= 3 && cells[..3] == ["*", "micro_batch_size", "2"]
-        })
+    tui.wait_for("pending-row", |s| {
+        s.contains("1 unsaved")
+            && s.lines().any(|l| {
+                // `│* micro_batch_size   2   <file:line>│`: marked pending, the new value.
+                let cells: Vec<&str> = l.trim_matches('│').split_whitespace().collect();
+                cells.len() >= 3 && cells[..3] == ["*", "micro_batch_size", "2"]
+            })
     });
-    assert!(pending.contains("1 unsaved"), "{pending}");
     assert_eq!(
         std::fs::read_to_string(&tui.config).unwrap(),
         original,
@@ -92,15 +92,16 @@ fn tmux_walks_checklist_edits_a_flag_and_saves() {
 
     // s: the diff, then y writes.
     tui.keys(&["s"]);
-    let diff = tui.wait_text("Save these changes?");
-    assert!(
-        diff.contains(&format!("-      micro_batch_size: {old_value}")),
-        "{diff}"
-    );
-    assert!(diff.contains("+      micro_batch_size: 2"), "{diff}");
+    let removed = format!("-      micro_batch_size: {old_value}");
+    tui.wait_for("diff", |s| {
+        s.contains("Save these changes?")
+            && s.contains(&removed)
+            && s.contains("+      micro_batch_size: 2")
+    });
     tui.keys(&["y"]);
-    let saved = tui.wait_text("saved 1 change(s)");
-    assert!(!saved.contains("unsaved"), "{saved}");
+    tui.wait_for("saved", |s| {
+        s.contains("saved 1 change(s)") && !s.contains("unsaved")
+    });
 
     // q: the shell gets its terminal back.
     tui.keys(&["q"]);

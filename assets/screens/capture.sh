@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Regenerates the TUI screenshots in this folder (plain text, 80×24, NO_COLOR) by driving the
 # release binary through a private tmux server on a scratch copy of presets/examples.
-# Needs tmux; builds target/release/primus-tune first. Run from anywhere:
+# Needs tmux; builds the release binary first (in $CARGO_TARGET_DIR when set, else target/).
+# Run from anywhere:
 #   assets/screens/capture.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo=$PWD
 out=$repo/assets/screens
 cargo build --release --quiet
-bin=$repo/target/release/primus-tune
+bin=${CARGO_TARGET_DIR:-$repo/target}/release/primus-tune
 
 # A fixed folder, so the paths on the screens stay the same from one capture to the next.
 work=${TMPDIR:-/tmp}/primus-tune-demo
@@ -55,13 +56,23 @@ wait_gone() {
 shot() { tm capture-pane -p -t tui >"$out/$1.txt"; echo "wrote assets/screens/$1.txt"; }
 keys() { tm send-keys -t tui "$@"; }
 
-# A short finished sweep for the Studies screen (two CPU-proxy trials of 6 iterations).
+# A short finished sweep for the Studies screen: micro batch 2 against the current 4, a knob the
+# CPU proxy models (it refuses to rank knobs it does not model), a few short trials.
+cat >"$work/micro-batch.yaml" <<'SPACE'
+name: micro-batch
+description: micro batch size only (a short demo the CPU proxy models)
+knobs:
+  - flag: micro_batch_size
+    values: [2, 4]
+    memory: increasing
+SPACE
 (
   cd "$work"
   unset PRIMUS_ROOT PRIMUS_TUNE_WORKSPACE GPUS_PER_NODE
   XDG_DATA_HOME="$work/data" XDG_CONFIG_HOME="$work/config" "$bin" sweep \
-    examples/experiments/moe_16B-BF16-pretrain.yaml --space sync-free-stage --profile proxy-cpu \
-    --name demo-sync-free --max-trials 2 --first-iters 6 --max-iters 6 --no-telemetry >/dev/null 2>&1 || true
+    examples/experiments/moe_16B-BF16-pretrain.yaml --space micro-batch.yaml --profile proxy-cpu \
+    --name demo-micro-batch --first-iters 6 --max-iters 12 --no-telemetry >"$work/sweep.log" 2>&1 ||
+    { echo "the demo sweep failed:" >&2; cat "$work/sweep.log" >&2; exit 1; }
 )
 
 tm new-session -d -s tui -x 80 -y 24 -c "$work" "sh launch.sh; echo EXITED \$?; sleep 60"
@@ -82,7 +93,7 @@ wait_for 'trial [0-9]+ (completed|failed|stopped)'
 
 # Trials with the detail view.
 keys 4
-wait_for 'Trials · 3 '
+wait_for 'Trials · [0-9]+ '
 keys Enter
 wait_for 'Detail'
 shot trials

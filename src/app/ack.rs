@@ -57,8 +57,9 @@ pub fn acknowledge(session: &Session, rule: &str, reason: &str) -> Result<Ack, A
     let known = known_rules(session);
     if !known.iter().any(|k| k == rule) {
         return Err(AppError::Usage(format!(
-            "unknown rule `{rule}`; the rules: {}",
-            known.join(", ")
+            "unknown rule `{rule}` (the rules: {}){}",
+            known.join(", "),
+            crate::util::suggest::did_you_mean(rule, &known)
         )));
     }
     Ok(session.store()?.acknowledge(&key(session), rule, reason)?)

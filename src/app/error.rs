@@ -52,6 +52,8 @@ pub enum AppError {
     },
     #[error("no study `{name}` in {db}")]
     NoStudy { name: String, db: String },
+    #[error("no trial {id} in {db}")]
+    NoTrial { id: i64, db: String },
     #[error("study `{name}` has no result yet (finish it with `{resume}`)")]
     Unfinished { name: String, resume: String },
     #[error("{}: no trial database yet (run a trial first: primus-tune run CONFIG)", path.display())]
@@ -66,6 +68,10 @@ pub enum AppError {
     /// A file or folder named as input does not exist, or a folder holds no experiment.
     #[error("{}: {why}", path.display())]
     NoInput { path: PathBuf, why: String },
+    /// An output named by the user (a report's folder, ...) cannot be created or written;
+    /// `why` names it.
+    #[error("{why}")]
+    CantCreate { path: PathBuf, why: String },
 }
 
 impl AppError {

@@ -30,8 +30,14 @@ pub fn man(a: &ManArgs) -> Result<ExitCode, CliError> {
     let cmd = Cli::command();
     match &a.out {
         Some(dir) => {
-            std::fs::create_dir_all(dir)?;
-            clap_mangen::generate_to(cmd, dir)?;
+            let cant = |e: std::io::Error| {
+                CliError::CantCreate(format!(
+                    "cannot write the manual pages into {}: {e}",
+                    super::display_path(dir)
+                ))
+            };
+            std::fs::create_dir_all(dir).map_err(cant)?;
+            clap_mangen::generate_to(cmd, dir).map_err(cant)?;
             println!("wrote the manual pages into {}", super::display_path(dir));
         }
         None => clap_mangen::Man::new(cmd).render(&mut std::io::stdout())?,

@@ -10,18 +10,25 @@ use std::process::ExitCode;
 pub const WARNINGS: u8 = 1;
 /// Errors: lint errors, or a command that failed (an invalid config, a refused edit, ...).
 pub const ERRORS: u8 = 2;
+/// A trial, sweep or GEMM stage ran but did not complete: the trial failed or was stopped, the
+/// sweep was stopped, cut short or measured nothing to decide on.
+pub const NOT_COMPLETED: u8 = 3;
 /// EX_USAGE (sysexits.h): the command line is wrong (an unknown command or option, a bad
 /// value, a malformed `--set`/`--env`).
 pub const USAGE: u8 = 64;
 /// EX_NOINPUT: a file or folder named as input does not exist, a folder holds no experiment,
-/// or the workspace has no trial database yet.
+/// a trial or study named does not exist, or the workspace has no trial database yet.
 pub const NO_INPUT: u8 = 66;
+/// EX_CANTCREAT: an output named on the command line (`report --out`, `man --out`, the
+/// monitor's snapshot file, the trial database of `--db`/`--workspace`) cannot be created.
+pub const CANT_CREATE: u8 = 73;
 
 /// What kind of failure an error is, as `--json` names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Usage,
     NoInput,
+    CantCreate,
     Failed,
 }
 
@@ -30,6 +37,7 @@ impl Kind {
         match self {
             Kind::Usage => USAGE,
             Kind::NoInput => NO_INPUT,
+            Kind::CantCreate => CANT_CREATE,
             Kind::Failed => ERRORS,
         }
     }
@@ -38,6 +46,7 @@ impl Kind {
         match self {
             Kind::Usage => "usage",
             Kind::NoInput => "no-input",
+            Kind::CantCreate => "cant-create",
             Kind::Failed => "failed",
         }
     }
@@ -64,15 +73,30 @@ impl CliError {
         match self {
             CliError::Usage(_) => Kind::Usage,
             CliError::NoInput(_) => Kind::NoInput,
+            CliError::CantCreate(_) => Kind::CantCreate,
             CliError::Failed(_) => Kind::Failed,
             CliError::Config(e) => config_kind(e),
             CliError::Io(e) => io_kind(e),
             CliError::Edit(_) => Kind::Failed,
             CliError::App(e) => match e.as_ref() {
-                AppError::Usage(_) => Kind::Usage,
-                AppError::NoInput { .. } | AppError::NoDatabase { .. } => Kind::NoInput,
+                // A name of a fixed set that is none of them: a bad value.
+                AppError::Usage(_)
+                | AppError::Space(crate::tune::space::SpaceError::NotFound { .. })
+                | AppError::Profile(crate::run::profile::ProfileError::NotFound { .. }) => {
+                    Kind::Usage
+                }
+                AppError::NoInput { .. }
+                | AppError::NoDatabase { .. }
+                | AppError::NoStudy { .. }
+                | AppError::NoTrial { .. } => Kind::NoInput,
+                AppError::CantCreate { .. }
+                | AppError::Store(crate::store::StoreError::CreateDir { .. }) => Kind::CantCreate,
                 AppError::Config(e) => config_kind(e),
                 AppError::Io(e) => io_kind(e),
+                // A space file named with --space that is not there.
+                AppError::Space(crate::tune::space::SpaceError::Io { source, .. }) => {
+                    io_kind(source)
+                }
                 _ => Kind::Failed,
             },
         }
@@ -151,5 +175,17 @@ mod tests {
         assert_eq!(bad_set.kind(), Kind::Usage);
         let yaml = CliError::from(ConfigError::Empty { path: "x".into() });
         assert_eq!(yaml.kind().code(), ERRORS);
+        let out = CliError::from(AppError::CantCreate {
+            path: "r".into(),
+            why: "Permission denied".into(),
+        });
+        assert_eq!(out.kind().code(), CANT_CREATE);
+        let codes = [Kind::Usage, Kind::NoInput, Kind::CantCreate, Kind::Failed].map(Kind::code);
+        assert!(
+            codes
+                .iter()
+                .enumerate()
+                .all(|(i, c)| !codes[..i].contains(c))
+        );
     }
 }

@@ -123,9 +123,10 @@ fn run_status(a: &StatusArgs) -> Result<ExitCode, CliError> {
     } else {
         print_status(&st);
     }
+    // As lint: an error-level note is an error (1 is only for `lint --strict` warnings).
     let errors = st.notes.iter().any(|n| n.level == Level::Error);
     Ok(if errors {
-        ExitCode::from(1)
+        ExitCode::from(super::exit::ERRORS)
     } else {
         ExitCode::SUCCESS
     })
@@ -431,6 +432,6 @@ fn run_stage(a: &StageArgs) -> Result<ExitCode, CliError> {
     Ok(if out.completed() {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(3)
+        ExitCode::from(super::exit::NOT_COMPLETED)
     })
 }

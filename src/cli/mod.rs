@@ -63,9 +63,10 @@ use std::process::ExitCode;
     args_conflicts_with_subcommands = true,
     after_help = "\
 Exit status: 0 success; 1 warnings with `lint --strict`; 2 errors (lint errors, or the command \
-failed: an invalid config, a refused edit, ...); 64 usage error (unknown command or option, bad \
-value); 66 no input (a file or folder named does not exist, a folder holds no experiment, no \
-trial database yet). With --json a fatal error is also printed on stdout as \
+failed: an invalid config, a refused edit, ...); 3 a trial, sweep or GEMM stage did not complete; \
+64 usage error (unknown command or option, bad value); 66 no input (a file or folder named does \
+not exist, a folder holds no experiment, no such trial or study, no trial database yet); 73 an \
+output cannot be created (report --out, man --out, the trial database). With --json a fatal error is also printed on stdout as \
 {\"error\": {\"kind\", \"exit_code\", \"message\", \"details\"}}."
 )]
 pub struct Cli {
@@ -193,6 +194,9 @@ pub enum CliError {
     /// An input named on the command line does not exist.
     #[error("{0}")]
     NoInput(String),
+    /// An output named on the command line cannot be created.
+    #[error("{0}")]
+    CantCreate(String),
     /// The command failed: an input is not valid, an edit was refused, ...
     #[error("{0}")]
     Failed(String),

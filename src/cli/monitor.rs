@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 pub struct TelemetryArgs {
     /// GPU backend: auto, nvml, amdgpu-sysfs, amd-smi, host [default: `backend` of the
     /// defaults file, else auto].
-    #[arg(long)]
+    #[arg(long, value_parser = select::known)]
     pub backend: Option<String>,
     /// Root of the sysfs tree to read (a recorded tree for tests and demos).
     #[arg(long, value_name = "DIR", default_value = "/sys")]
@@ -181,7 +181,9 @@ pub fn run(a: &MonitorArgs) -> Result<ExitCode, CliError> {
                     .create(true)
                     .append(true)
                     .open(&path)
-                    .map_err(|e| CliError::Usage(format!("{}: {e}", path.display())))?,
+                    .map_err(|e| {
+                        CliError::CantCreate(format!("cannot create {}: {e}", path.display()))
+                    })?,
             )
         }
         _ => Box::new(std::io::stdout().lock()),
@@ -312,13 +314,14 @@ fn gpu_record<'a>(s: &'a Snapshot, g: &'a GpuSample, gpus: &'a [GpuInfo]) -> Gpu
 }
 
 fn write_json(out: &mut impl Write, s: &Snapshot, gpus: &[GpuInfo]) -> std::io::Result<()> {
+    use crate::util::num::json_line;
     if s.gpus.is_empty() {
         let v = serde_json::json!({"ts": s.ts_ms as f64 / 1000.0, "host": s.host});
-        return writeln!(out, "{v}");
+        return writeln!(out, "{}", json_line(&v).map_err(std::io::Error::other)?);
     }
     for g in &s.gpus {
-        serde_json::to_writer(&mut *out, &gpu_record(s, g, gpus))?;
-        out.write_all(b"\n")?;
+        let line = json_line(&gpu_record(s, g, gpus)).map_err(std::io::Error::other)?;
+        writeln!(out, "{line}")?;
     }
     Ok(())
 }

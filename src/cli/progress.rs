@@ -54,11 +54,13 @@ pub fn drive<T>(style: Style, work: impl FnOnce(&Events, Cancel) -> T) -> T {
     out
 }
 
-/// Prints one JSON line on stdout.
-pub fn json_line(v: &serde_json::Value) {
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{v}");
-    let _ = out.flush();
+/// Prints one JSON line on stdout, floats without noise (as every `--json` output).
+pub fn json_line<T: serde::Serialize + ?Sized>(v: &T) {
+    if let Ok(line) = crate::util::num::json_line(v) {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    }
 }
 
 struct Printer {
@@ -90,12 +92,8 @@ impl Printer {
     fn print(&mut self, ev: &AppEvent) {
         if self.style.json {
             // Straight from the event (not through a map), so `event` comes first on the line.
-            if ev.for_json()
-                && let Ok(line) = serde_json::to_string(ev)
-            {
-                let mut out = std::io::stdout().lock();
-                let _ = writeln!(out, "{line}");
-                let _ = out.flush();
+            if ev.for_json() {
+                json_line(ev);
             }
             // primus-tune's own notes go to stderr, as a human reads them; stdout stays JSON.
             if let AppEvent::Trial(TrialEvent::Line { line, .. }) = ev

@@ -105,7 +105,7 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, CliError> {
     Ok(if result.status == TrialStatus::Completed {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(3)
+        ExitCode::from(super::exit::NOT_COMPLETED)
     })
 }
 

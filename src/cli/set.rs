@@ -90,7 +90,8 @@ pub fn run(a: &SetArgs) -> Result<ExitCode, CliError> {
             "changes": plan.changes.iter().map(|c| serde_json::json!({
                 "key": c.key,
                 "old": c.old.as_ref().map(|v| v.to_json()),
-                "old_source": c.old_source,
+                // The one shape of `source` (show's): null when the key was unset.
+                "old_source": c.old_source.as_ref().map(|o| crate::config::source::origin_json(Some(o))),
                 "new": c.new.to_json(),
                 "written_as": c.literal,
                 "action": match c.kind { EditKind::Replaced => "replaced", EditKind::Added => "added" },
@@ -109,7 +110,10 @@ pub fn run(a: &SetArgs) -> Result<ExitCode, CliError> {
                 let old = c
                     .old
                     .as_ref()
-                    .map(|v| format!("{v} ({})", c.old_source.clone().unwrap_or_default()))
+                    .map(|v| {
+                        let from = c.old_source.as_ref().map(|o| o.describe());
+                        format!("{v} ({})", from.unwrap_or_default())
+                    })
                     .unwrap_or_else(|| "unset".into());
                 let what = match c.kind {
                     EditKind::Replaced => "replaced",
@@ -138,7 +142,7 @@ pub fn run(a: &SetArgs) -> Result<ExitCode, CliError> {
         }
     }
     Ok(if plan.refused {
-        ExitCode::from(2)
+        ExitCode::from(super::exit::ERRORS)
     } else {
         ExitCode::SUCCESS
     })

@@ -121,7 +121,7 @@ pub fn run(a: &SweepArgs) -> Result<ExitCode, CliError> {
                 "event": "sweep-stopped", "study": out.study, "id": out.id, "resume": out.resume,
             }));
         }
-        return Ok(ExitCode::from(3));
+        return Ok(ExitCode::from(super::exit::NOT_COMPLETED));
     };
     if a.json {
         json_line(&serde_json::json!({
@@ -144,7 +144,7 @@ pub fn run(a: &SweepArgs) -> Result<ExitCode, CliError> {
     Ok(if record.pick.is_some() {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(3)
+        ExitCode::from(super::exit::NOT_COMPLETED)
     })
 }
 
@@ -213,16 +213,8 @@ pub fn print_record(name: &str, r: &StudyRecord) {
             c.why
         );
     }
-    let proxy = matches!(r.basis, Some(crate::domain::evidence::Basis::Proxy { .. }));
-    match r.memory_error {
-        Some(_) if proxy => println!(
-            "memory model vs measured: not compared (a proxy's peak is its stand-in's, not the \
-             config's)"
-        ),
-        Some(e) => println!(
-            "memory model vs measured: mean error {:.1} % over the measured candidates",
-            100.0 * e
-        ),
-        None => {}
+    match crate::app::views::studies::memory_check(r) {
+        crate::domain::study::MemoryCheck::Nothing => {}
+        check => println!("memory model vs measured: {check}"),
     }
 }

@@ -109,9 +109,10 @@ pub fn run(a: &TrialsArgs) -> Result<ExitCode, CliError> {
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(TrialsCommand::Show { id, json, csv }) = &a.command {
-        let t = store.trial(*id).map_err(usage)?.ok_or_else(|| {
-            CliError::Usage(format!("no trial {id} in {}", display_path(store.path())))
-        })?;
+        let t = store
+            .trial(*id)
+            .map_err(usage)?
+            .ok_or_else(|| trials::no_trial(&session, *id))?;
         if *csv {
             let mut out = std::io::stdout().lock();
             store.export_iterations_csv(&mut out, *id).map_err(usage)?;

@@ -38,8 +38,8 @@ impl SetRequest {
 pub struct Change {
     pub key: String,
     pub old: Option<Value>,
-    /// Where the old effective value came from.
-    pub old_source: Option<String>,
+    /// Where the old effective value came from (None: the key was unset).
+    pub old_source: Option<crate::config::tree::Origin>,
     pub new: Value,
     /// The YAML text written.
     pub literal: String,
@@ -154,7 +154,7 @@ pub fn plan(
         changes.push(Change {
             key: req.key.clone(),
             old: existing.map(|l| l.value.clone()),
-            old_source: existing.map(|l| l.origin.describe()),
+            old_source: existing.map(|l| l.origin.clone()),
             new: value,
             literal: lit,
             kind: edit.kind,

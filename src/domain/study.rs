@@ -218,7 +218,8 @@ pub struct StudyRecord {
     pub gpu_seconds: f64,
     pub trials: usize,
     pub log: Vec<String>,
-    /// Mean relative error of the calibrated memory model on the measured candidates.
+    /// Mean relative error of the calibrated memory model on the measured candidates; None
+    /// when not compared (a proxy's peaks are its stand-in's) or nothing to compare.
     pub memory_error: Option<f64>,
     /// What produced its measurements (a GPU and a profile, or a CPU stand-in); absent in
     /// studies recorded before it was stored.
@@ -256,6 +257,48 @@ pub struct CandidateRecord {
     pub peak_memory_source: Option<crate::domain::trial::MemorySource>,
     /// The memory model's calibrated prediction.
     pub predicted_bytes: Option<f64>,
+}
+
+/// The memory model's forecasts against a study's measured peaks: made only where the peaks are
+/// the config's own, measured on a GPU (`app::views::studies::memory_check` decides).
+#[derive(Debug, Clone, PartialEq)]
+pub enum MemoryCheck {
+    /// Mean relative error |forecast − peak| / peak over `candidates` measured candidates.
+    Compared { mean_error: f64, candidates: usize },
+    /// Not made, and why (a proxy's peaks are its stand-in's).
+    NotCompared { why: String },
+    /// No measured candidate has both a forecast and a peak.
+    Nothing,
+}
+
+impl MemoryCheck {
+    /// The mean relative error, when compared.
+    pub fn mean_error(&self) -> Option<f64> {
+        match self {
+            MemoryCheck::Compared { mean_error, .. } => Some(*mean_error),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for MemoryCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MemoryCheck::Compared {
+                mean_error,
+                candidates,
+            } => write!(
+                f,
+                "mean error {:.1} % against the measured peaks ({candidates} candidate{})",
+                100.0 * mean_error,
+                if *candidates == 1 { "" } else { "s" }
+            ),
+            MemoryCheck::NotCompared { why } => write!(f, "not compared: {why}"),
+            MemoryCheck::Nothing => {
+                f.write_str("no candidate with both a prediction and a measured peak")
+            }
+        }
+    }
 }
 
 impl StudyRecord {

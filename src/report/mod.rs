@@ -137,9 +137,8 @@ pub struct Report {
     pub horizontal: bool,
     pub metric: Metric,
     pub capacity_gib: Option<f64>,
-    /// Mean relative error of the predictions against the measured peaks, and over how many
-    /// candidates.
-    pub memory_error: Option<(f64, usize)>,
+    /// The predictions against the measured peaks (or why they are not compared).
+    pub memory: crate::domain::study::MemoryCheck,
     /// Index into `rows` of the pick.
     pub winner: Option<usize>,
     /// The winner's trials with GPU telemetry.
@@ -164,6 +163,8 @@ pub struct Inputs<'a> {
     pub samples: &'a BTreeMap<i64, Vec<Snapshot>>,
     /// The experiment's main module (`pre_trainer`).
     pub module: &'a str,
+    /// The memory model against the measured peaks (the app layer decides whether it applies).
+    pub memory: crate::domain::study::MemoryCheck,
 }
 
 /// A trial's own overrides: the candidate's, without what the runner adds.
@@ -362,13 +363,6 @@ pub fn build(i: &Inputs<'_>) -> Report {
         .unwrap_or(0);
     // Along the bottom while the labels fit side by side; else down the side.
     let horizontal = rows.len() > 8 || rows.len() * longest.max(4) > 90;
-    // Only candidates that ran to a measurement: a failed, OOM or rejected trial's peak is
-    // whatever it reached before it ended.
-    let memory_error = crate::tune::study::mean_relative_error(
-        rows.iter()
-            .filter(|r| r.verdict.measured())
-            .filter_map(|r| Some((r.predicted_gib?, r.peak_gib?))),
-    );
     let winner = rec.pick.and_then(|p| rows.iter().position(|r| r.id == p));
     let mut telemetry = Vec::new();
     let mut telemetry_gpus = 0;
@@ -413,7 +407,7 @@ pub fn build(i: &Inputs<'_>) -> Report {
         horizontal,
         metric,
         capacity_gib: rec.capacity_bytes.map(|b| b / GIB),
-        memory_error,
+        memory: i.memory.clone(),
         winner,
         telemetry,
         telemetry_gpus,
@@ -650,16 +644,7 @@ impl Report {
         );
         let _ = writeln!(s, "| Trials | {} |", r.trials);
         let _ = writeln!(s, "| GPU time | {:.1} GPU-minutes |", r.gpu_seconds / 60.0);
-        let mut model = self.memory_error.map_or(
-            "no candidate with both a prediction and a measured peak".to_string(),
-            |(e, n)| {
-                format!(
-                    "mean error {:.1} % against the measured peaks ({n} candidate{})",
-                    100.0 * e,
-                    if n == 1 { "" } else { "s" }
-                )
-            },
-        );
+        let mut model = self.memory.to_string();
         let bad = self
             .rows
             .iter()
@@ -1009,6 +994,10 @@ mod tests {
             trials,
             samples,
             module: "pre_trainer",
+            // As the app layer decides for this proxy study.
+            memory: crate::domain::study::MemoryCheck::NotCompared {
+                why: "proxy-cpu is a CPU stand-in".into(),
+            },
         })
     }
 
@@ -1089,9 +1078,7 @@ mod tests {
             "{md}"
         );
         assert!(
-            md.contains(
-                "| Memory model | mean error 89.4 % against the measured peaks (2 candidates) |"
-            ),
+            md.contains("| Memory model | not compared: proxy-cpu is a CPU stand-in |"),
             "{md}"
         );
         assert!(md.contains("1. rung 1\n2. pick: #1\n"), "{md}");
@@ -1142,6 +1129,7 @@ mod tests {
             trials: &[],
             samples: &BTreeMap::new(),
             module: "pre_trainer",
+            memory: crate::domain::study::MemoryCheck::Nothing,
         });
         let labels: Vec<&str> = r.rows.iter().map(|x| x.label.as_str()).collect();
         assert_eq!(
@@ -1171,6 +1159,7 @@ mod tests {
             trials: &[],
             samples: &BTreeMap::new(),
             module: "pre_trainer",
+            memory: crate::domain::study::MemoryCheck::Nothing,
         });
         assert_eq!(
             r.rows[1].label,
@@ -1191,6 +1180,11 @@ mod tests {
             trials: &[],
             samples: &BTreeMap::new(),
             module: "pre_trainer",
+            // What the app layer gives a study measured on a GPU (its test checks the figure).
+            memory: crate::domain::study::MemoryCheck::Compared {
+                mean_error: 0.5,
+                candidates: 2,
+            },
         });
         assert_eq!(r.rows[2].peak_gib, None, "an OOM trial's 0 is no peak");
         assert_eq!(r.rows[0].predicted_gib, Some(-5.0));

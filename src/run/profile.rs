@@ -96,7 +96,11 @@ pub struct ProfileSlurm {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
-    #[error("profile `{name}` not found; available: {}", available.join(", "))]
+    #[error(
+        "profile `{name}` not found (available: {}){}",
+        available.join(", "),
+        crate::util::suggest::did_you_mean(name, available)
+    )]
     NotFound {
         name: String,
         available: Vec<String>,

@@ -29,8 +29,26 @@ pub type Opened = (Option<Box<dyn Backend>>, Vec<String>);
 
 /// A backend name `--backend` does not know.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown backend `{0}`; one of auto, nvml, amdgpu-sysfs, amd-smi, host")]
+#[error(
+    "unknown backend `{name}` (one of {all}){near}",
+    name = .0,
+    near = crate::util::suggest::did_you_mean(&self.0, &BACKENDS),
+    all = BACKENDS.join(", ")
+)]
 pub struct UnknownBackend(pub String);
+
+/// The names `--backend` takes.
+pub const BACKENDS: [&str; 5] = ["auto", "nvml", "amdgpu-sysfs", "amd-smi", "host"];
+
+/// `name` when it is one of [`BACKENDS`] (to check `--backend` as it is parsed, before a
+/// trial that would sample nothing is launched).
+pub fn known(name: &str) -> Result<String, UnknownBackend> {
+    if BACKENDS.contains(&name) {
+        Ok(name.to_string())
+    } else {
+        Err(UnknownBackend(name.to_string()))
+    }
+}
 
 /// Open the named backend, or with `auto` the first that works: NVML, then amdgpu sysfs (AMD SMI
 /// only when asked for by name: it adds counters, sysfs needs no ROCm). Returns the backend (None:

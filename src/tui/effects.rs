@@ -41,6 +41,10 @@ pub struct Runner {
     /// Config views arrive tagged with the request's generation: a stale one is dropped.
     pub load_tx: mpsc::Sender<(u64, Msg)>,
     pub load_gen: u64,
+    /// The generation of the last config view that arrived.
+    pub loaded_gen: u64,
+    /// A save of the experiment is under way (its `Msg::Saved` has not come back).
+    pub saving: bool,
     pub trial: Option<Worker>,
     pub sweep: Option<Worker>,
     /// The state file the chosen profile is remembered in (None: not remembered).
@@ -84,6 +88,7 @@ impl Runner {
             }
             Effect::Save(pending) => {
                 tracing::info!(edits = pending.len(), "saving");
+                self.saving = true;
                 self.read(move |s| Some(Msg::Saved(crate::app::edit::save(s, &pending))));
             }
             Effect::LoadTrials => self.read(|s| {
@@ -200,8 +205,28 @@ impl Runner {
         Flow::Continue
     }
 
+    /// Whether the TUI's own writes and reads of the experiment have all landed: only then is a
+    /// file stamp other than the view's someone else's change. (Between its own save and the
+    /// reload that follows, the file is newer than the view: not a change on disk.)
+    pub fn settled(&self) -> bool {
+        !self.saving && self.loaded_gen == self.load_gen
+    }
+
+    /// A config view of generation `g` arrived; whether it is the latest asked for (an older
+    /// one is dropped).
+    pub fn loaded(&mut self, g: u64) -> bool {
+        let latest = g == self.load_gen;
+        if latest {
+            self.loaded_gen = g;
+        }
+        latest
+    }
+
     /// A worker reported its end: its handle goes.
     pub fn ended(&mut self, msg: &Msg) {
+        if matches!(msg, Msg::Saved(_)) {
+            self.saving = false;
+        }
         match msg {
             Msg::TrialDone(r) => {
                 tracing::info!(ok = r.is_ok(), "trial ended");

@@ -266,6 +266,8 @@ async fn event_loop(
         tx: tx.clone(),
         load_tx,
         load_gen: 0,
+        loaded_gen: 0,
+        saving: false,
         trial: None,
         sweep: None,
         state_file: opts.state_file.clone(),
@@ -324,7 +326,7 @@ async fn event_loop(
                 dirty = true;
             }
             Some((g, msg)) = load_rx.recv() => {
-                if g == runner.load_gen {
+                if runner.loaded(g) {
                     pending_fx = app::update(&mut app, msg);
                     dirty = true;
                 }
@@ -332,6 +334,7 @@ async fn event_loop(
             _ = disk.tick() => {
                 if let Some(c) = &app.config
                     && !app.disk_changed
+                    && runner.settled()
                     && crate::app::views::config::stamp(&runner.session.experiment) != c.stamp
                 {
                     pending_fx = app::update(&mut app, Msg::DiskChanged);

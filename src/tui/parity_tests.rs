@@ -11,6 +11,8 @@
 //! 6. without a CONFIG both use the same experiment and the same workspace;
 //! 7. (the key map: `keymap.rs`'s tests check the `?` overlay against dispatch screen by screen.)
 //!
+//! Beside them, the runner the event loop uses: the TUI's own save is no change on disk.
+//!
 //! The binary is the one `cargo test` builds beside the test executables; a test run that did
 //! not build it (`cargo test --lib` alone) skips these tests and says so.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -185,6 +187,8 @@ impl Driver {
                 tx,
                 load_tx,
                 load_gen: 0,
+                loaded_gen: 0,
+                saving: false,
                 trial: None,
                 sweep: None,
                 state_file: None,
@@ -231,17 +235,19 @@ impl Driver {
             if done(&self.app) {
                 return true;
             }
-            let current = self.runner.load_gen;
             let (rx, load_rx) = (&mut self.rx, &mut self.load_rx);
             let msg = self.rt.block_on(async {
                 tokio::select! {
-                    Some(m) = rx.recv() => Some(m),
-                    Some((g, m)) = load_rx.recv() => (g == current).then_some(m),
+                    Some(m) = rx.recv() => Some((None, m)),
+                    Some((g, m)) = load_rx.recv() => Some((Some(g), m)),
                     () = tokio::time::sleep(Duration::from_millis(100)) => None,
                 }
             });
-            if let Some(m) = msg {
-                self.msg(m);
+            match msg {
+                // As the event loop: a stale config view is dropped.
+                Some((Some(g), m)) if self.runner.loaded(g) => self.msg(m),
+                Some((None, m)) => self.msg(m),
+                _ => {}
             }
         }
         done(&self.app)
@@ -992,4 +998,39 @@ fn an_acknowledgement_made_in_either_frontend_is_seen_by_the_other() {
         d.until(move |a| !acked(a), 30),
         "withdrawn in the CLI, a to-do again in the TUI"
     );
+}
+
+/// The TUI's own save makes the file newer than the view until the reload that follows lands;
+/// the event loop checks the file's stamp every second only while the runner is settled, so
+/// that window is never taken for someone else's change ("the experiment changed on disk;
+/// reloaded" replaced "saved 1 change(s)" under load).
+#[test]
+fn the_tuis_own_save_is_not_a_change_on_disk() {
+    use crate::app::views::config::{PendingEdit, stamp};
+    let Some(f) = fixture(&[]) else { return };
+    let mut d = Driver::new(f.session(None));
+    assert!(d.runner.settled(), "the first view has landed");
+    d.app.pending = vec![PendingEdit {
+        key: "micro_batch_size".into(),
+        text: "1".into(),
+    }];
+    d.perform(vec![Effect::Save(d.app.pending.clone())]);
+    assert!(!d.runner.settled(), "a save under way");
+    // Saved: the reload is asked for and has not landed; the file is newer than the view.
+    assert!(d.until(|a| a.pending.is_empty(), 30), "{}", d.status());
+    assert!(d.status().contains("saved 1 change(s)"), "{}", d.status());
+    assert!(
+        !d.runner.settled(),
+        "between the save and its reload the stamp check is off"
+    );
+    // The reload lands: settled, the view's stamp is the file's.
+    assert!(
+        d.until(
+            |a| a.config.as_ref().and_then(|c| c.stamp) == stamp(&f.exp),
+            30
+        ),
+        "the reload lands"
+    );
+    assert!(d.runner.settled());
+    assert!(d.status().contains("saved 1 change(s)"), "{}", d.status());
 }

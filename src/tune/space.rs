@@ -39,7 +39,11 @@ pub enum SpaceError {
         #[source]
         source: std::io::Error,
     },
-    #[error("no space `{name}` (known: {})", known.join(", "))]
+    #[error(
+        "no space `{name}` (known: {}){}",
+        known.join(", "),
+        crate::util::suggest::did_you_mean(name, known)
+    )]
     NotFound { name: String, known: Vec<String> },
 }
 

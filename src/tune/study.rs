@@ -112,15 +112,6 @@ pub fn record(
             }
         })
         .collect();
-    // Only candidates that ran to a measurement: a failed, OOM or rejected trial's peak is
-    // whatever it reached before it ended, not the config's.
-    let memory_error = mean_relative_error(
-        candidates
-            .iter()
-            .filter(|c| c.verdict.measured())
-            .filter_map(|c| Some((c.predicted_bytes?, c.peak_memory_bytes? as f64))),
-    )
-    .map(|(e, _)| e);
     StudyRecord {
         space: space.name.clone(),
         config: config.display().to_string(),
@@ -132,7 +123,8 @@ pub fn record(
         gpu_seconds: r.gpu_seconds,
         trials: r.trials,
         log: r.log.clone(),
-        memory_error,
+        // The sweep sets it once the basis is known (`app::views::studies::memory_check`).
+        memory_error: None,
         basis: None,
         unmodeled: Vec::new(),
         baseline: r.baseline,

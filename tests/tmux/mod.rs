@@ -10,7 +10,10 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_primus-tune");
 /// In `Tui::start_with`'s arguments: the example experiment's private copy.
 pub const CONFIG: &str = "{config}";
 pub const EXPERIMENT: &str = "examples/experiments/moe_16B-BF16-pretrain.yaml";
-const WAIT: Duration = Duration::from_secs(20);
+/// How long a screen state may take to appear: generous, as a loaded machine running the whole
+/// suite (many TUIs, builds) can stall a debug binary for seconds; a passing step returns as
+/// soon as the state shows.
+const WAIT: Duration = Duration::from_secs(60);
 const POLL: Duration = Duration::from_millis(50);
 /// Variables of the developer's shell that would change what the TUI shows.
 const SCRUB: &[&str] = &[
@@ -200,7 +203,7 @@ impl Tui {
         self.last.clone()
     }
 
-    /// Poll the screen every 50 ms until `ok` holds (20 s at most); keep that screen as
+    /// Poll the screen every 50 ms until `ok` holds (60 s at most); keep that screen as
     /// `NN-label.txt`; panic with the last screen when it never does.
     pub fn wait_for(&mut self, label: &str, ok: impl Fn(&str) -> bool) -> String {
         let start = Instant::now();

@@ -67,8 +67,9 @@ fn gpu(
             .ok_or_else(|| {
                 let known: Vec<&str> = hardware::table().iter().map(|g| g.name.as_str()).collect();
                 AppError::Usage(format!(
-                    "--gpu {name}: unknown GPU (known: {})",
-                    known.join(", ")
+                    "--gpu {name}: unknown GPU (known: {}){}",
+                    known.join(", "),
+                    crate::util::suggest::did_you_mean(name, &known)
                 ))
             });
     }

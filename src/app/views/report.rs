@@ -55,12 +55,22 @@ pub fn write_with(
         trials: &trials,
         samples: &samples,
         module: &module,
+        memory: super::studies::memory_check(&record),
     });
     rep.write_with(out, opts).map_err(|e| {
-        AppError::Failed(format!(
+        let why = format!(
             "cannot write the report to {}: {e}",
             crate::util::paths::display_path(out)
-        ))
+        );
+        // The file system refused (EX_CANTCREAT); else drawing a chart failed.
+        if e.raw_os_error().is_some() {
+            AppError::CantCreate {
+                path: out.to_path_buf(),
+                why,
+            }
+        } else {
+            AppError::Failed(why)
+        }
     })
 }
 

@@ -2,7 +2,8 @@
 //! and what it picked — and one study in full (its record, ranked).
 
 use crate::app::{AppError, Session};
-use crate::domain::study::{Conclusion, Overrides, StudyRecord};
+use crate::domain::evidence::Basis;
+use crate::domain::study::{Conclusion, MemoryCheck, Overrides, StudyRecord};
 use crate::domain::trial::TrialStatus;
 use crate::store::{Store, StudyRow, TrialFilter, TrialRow};
 use serde::Serialize;
@@ -183,4 +184,105 @@ pub fn resume_hint(session: &Session, s: &StudySummary) -> String {
         ..Default::default()
     };
     crate::app::sweep::resume_command(session, &s.name, &req)
+}
+
+/// Whether and how the memory model's forecasts compare with the study's measured peaks: only
+/// for peaks measured on a GPU profile (a proxy's peak is its CPU stand-in's, not the config's
+/// on a GPU); over the candidates that ran to a measurement (a failed, OOM or rejected trial's
+/// peak is whatever it reached before it ended). Nothing to say without a pair of forecast and
+/// peak. What `sweep` prints and the report shows.
+pub fn memory_check(rec: &StudyRecord) -> MemoryCheck {
+    let pairs = rec
+        .candidates
+        .iter()
+        .filter(|c| c.verdict.measured())
+        .filter_map(|c| Some((c.predicted_bytes?, c.peak_memory_bytes? as f64)));
+    let Some((mean_error, candidates)) = crate::tune::study::mean_relative_error(pairs) else {
+        return MemoryCheck::Nothing;
+    };
+    match &rec.basis {
+        Some(Basis::Proxy { profile }) => MemoryCheck::NotCompared {
+            why: format!(
+                "{profile} is a CPU stand-in: its peak is the stand-in's, not the config's on a GPU"
+            ),
+        },
+        _ => MemoryCheck::Compared {
+            mean_error,
+            candidates,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::study::{CandidateRecord, VerdictKind};
+
+    const GIB: f64 = (1u64 << 30) as f64;
+
+    fn record(basis: Basis) -> StudyRecord {
+        let cand = |id: usize, verdict: VerdictKind, peak: u64, predicted: f64| CandidateRecord {
+            id,
+            baseline: false,
+            overrides: Default::default(),
+            verdict,
+            why: String::new(),
+            n: 10,
+            median_ms: Some(100.0),
+            ci_low_ms: Some(99.0),
+            ci_high_ms: Some(101.0),
+            peak_memory_bytes: Some(peak << 30),
+            peak_memory_source: None,
+            predicted_bytes: Some(predicted * GIB),
+        };
+        StudyRecord {
+            space: "mbs".into(),
+            config: "/x/exp.yaml".into(),
+            profile: "p".into(),
+            gpus: 8,
+            capacity_bytes: None,
+            candidates: vec![
+                cand(0, VerdictKind::Winner, 10, 11.0),
+                cand(1, VerdictKind::Slower, 20, 18.0),
+                // An OOM's peak is whatever it reached: never compared.
+                cand(2, VerdictKind::Oom, 5, 90.0),
+            ],
+            pick: Some(0),
+            gpu_seconds: 1.0,
+            trials: 3,
+            log: Vec::new(),
+            memory_error: Some(0.1),
+            basis: Some(basis),
+            unmodeled: Vec::new(),
+            baseline: None,
+            conclusion: None,
+        }
+    }
+
+    #[test]
+    fn the_memory_model_is_compared_with_gpu_peaks_only() {
+        let gpu = record(Basis::Measured {
+            profile: "primus".into(),
+            gpu: Some("MI300X".into()),
+        });
+        match memory_check(&gpu) {
+            MemoryCheck::Compared {
+                mean_error,
+                candidates,
+            } => {
+                assert_eq!(candidates, 2);
+                assert!((mean_error - 0.1).abs() < 1e-9, "{mean_error}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let proxy = record(Basis::Proxy {
+            profile: "proxy-cpu".into(),
+        });
+        let check = memory_check(&proxy);
+        assert!(
+            matches!(check, MemoryCheck::NotCompared { .. }),
+            "{check:?}"
+        );
+        assert!(check.to_string().contains("stand-in"), "{check}");
+    }
 }

@@ -108,15 +108,18 @@ pub fn list(session: &Session, filter: &TrialFilter) -> Result<Vec<TrialSummary>
         .collect())
 }
 
+/// A trial id the workspace does not hold.
+pub fn no_trial(session: &Session, id: i64) -> AppError {
+    AppError::NoTrial {
+        id,
+        db: crate::util::paths::display_path(&session.workspace.db),
+    }
+}
+
 /// One stored trial with its difference (any experiment of the workspace).
 pub fn summary(session: &Session, id: i64) -> Result<TrialSummary, AppError> {
     let store = session.require_store()?;
-    let row = store.trial(id)?.ok_or_else(|| {
-        AppError::Usage(format!(
-            "no trial {id} in {}",
-            crate::util::paths::display_path(&session.workspace.db)
-        ))
-    })?;
+    let row = store.trial(id)?.ok_or_else(|| no_trial(session, id))?;
     let this_experiment = canon(&row.config_path) == canon(&session.experiment);
     let differences = match (
         params_now(&row.config_path, &session.load),
@@ -136,12 +139,7 @@ pub fn summary(session: &Session, id: i64) -> Result<TrialSummary, AppError> {
 pub fn compare(session: &Session, a: i64, b: i64) -> Result<Comparison, AppError> {
     let store = session.require_store()?;
     let get = |id: i64| -> Result<(TrialRow, Vec<_>), AppError> {
-        let row = store.trial(id)?.ok_or_else(|| {
-            AppError::Usage(format!(
-                "no trial {id} in {}",
-                crate::util::paths::display_path(&session.workspace.db)
-            ))
-        })?;
+        let row = store.trial(id)?.ok_or_else(|| no_trial(session, id))?;
         let iters = store.iterations(id)?;
         Ok((row, iters))
     };
@@ -244,8 +242,9 @@ pub fn with_status(filter: TrialFilter, word: &str) -> Result<TrialFilter, AppEr
     {
         Some(c) => Ok(filter.failure(c)),
         None => Err(AppError::Usage(format!(
-            "--status {word}: not a status the list shows (one of: {})",
-            status_words().join(", ")
+            "--status {word}: not a status the list shows (one of: {}){}",
+            status_words().join(", "),
+            crate::util::suggest::did_you_mean(word, &status_words())
         ))),
     }
 }
