@@ -84,6 +84,9 @@ pub enum SweepEvent {
         capacity_gib: Option<f64>,
         /// The memory model's fit from stored trials: (points, scale, offset GiB).
         calibration: Option<(usize, f64, f64)>,
+        /// Why the memory model is not used at all (a proxy profile: its peaks are the
+        /// stand-in's or the scaled-down shape's, not the config's).
+        memory_model_off: Option<String>,
         /// What its measurements will be.
         basis: crate::domain::evidence::Basis,
         /// Knobs the profile does not model (swept anyway, `--allow-unmodeled`).
@@ -149,6 +152,7 @@ impl fmt::Display for SweepEvent {
                 gpus,
                 capacity_gib,
                 calibration,
+                memory_model_off,
                 basis,
                 unmodeled,
             } => {
@@ -166,6 +170,11 @@ impl fmt::Display for SweepEvent {
                     )?;
                 }
                 match calibration {
+                    _ if memory_model_off.is_some() => write!(
+                        f,
+                        "\nmemory model: not used ({})",
+                        memory_model_off.as_deref().unwrap_or_default()
+                    ),
                     None => write!(
                         f,
                         "\nmemory model: not calibrated yet (no stored trial with a peak)"
@@ -286,5 +295,28 @@ mod tests {
             m.to_string(),
             "  trial 7: failed (out of GPU memory) · median - · peak 1.50 GiB"
         );
+        let started = |off: Option<&str>| SweepEvent::Started {
+            study: "s".into(),
+            space: "memory-fit".into(),
+            candidates: 4,
+            legal: 4,
+            profile: "proxy-cpu".into(),
+            gpus: 1,
+            capacity_gib: None,
+            calibration: Some((3, 1.0, 0.5)),
+            memory_model_off: off.map(str::to_string),
+            basis: crate::domain::evidence::Basis::Proxy {
+                profile: "proxy-cpu".into(),
+            },
+            unmodeled: vec![],
+        };
+        let on = started(None).to_string();
+        assert!(
+            on.contains("memory model: calibrated on 3 trial(s)"),
+            "{on}"
+        );
+        let off = started(Some("a proxy")).to_string();
+        assert!(off.ends_with("memory model: not used (a proxy)"), "{off}");
+        assert!(!off.contains("calibrated"), "{off}");
     }
 }

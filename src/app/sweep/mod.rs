@@ -189,15 +189,23 @@ pub fn model_peaks(
         .collect()
 }
 
-/// Calibration points from stored trials of this experiment: the model's prediction for the
-/// trial's resolved config against the peak it measured. Only completed trials count: a failed,
-/// OOM or rejected trial's "peak" is whatever it reached before it ended, not the config's.
-fn calibration_points(store: &Store, exp: &std::path::Path, world: u64) -> Vec<(f64, f64)> {
+/// Calibration points from stored trials of this experiment on this profile: the model's
+/// prediction for the trial's resolved config against the peak it measured. Only completed
+/// trials count: a failed, OOM or rejected trial's "peak" is whatever it reached before it
+/// ended, not the config's. Another profile's peaks are another workload's (a proxy's are its
+/// stand-in's), so they never calibrate this one.
+fn calibration_points(
+    store: &Store,
+    exp: &std::path::Path,
+    profile: &str,
+    world: u64,
+) -> Vec<(f64, f64)> {
     store
         .list_trials(&crate::store::TrialFilter::all().status(crate::store::TrialStatus::Completed))
         .unwrap_or_default()
         .iter()
         .filter(|t| t.failure.is_none() && t.config_path == exp)
+        .filter(|t| t.profile.as_deref() == Some(profile))
         .filter_map(|t| {
             let measured = t.peak_mem_gib? * (1u64 << 30) as f64;
             let text = std::fs::read_to_string(t.trial_dir.join("resolved.json")).ok()?;
@@ -363,10 +371,22 @@ pub fn run(
             gpu: gpu_name,
         }
     };
-    let points = calibration_points(&store, &exp.path, gpus);
+    // A proxy's peak is its stand-in's or its scaled-down shape's, not the config's: the
+    // memory model neither calibrates on it nor prunes with it.
+    let memory_model_off = (caps.stand_in || caps.scaled_shape).then(|| {
+        format!(
+            "{prof} runs a proxy: its peaks are the proxy's, not the config's; no candidate is \
+             ruled out on a memory forecast"
+        )
+    });
+    let points = match memory_model_off {
+        Some(_) => Vec::new(),
+        None => calibration_points(&store, &exp.path, &prof, gpus),
+    };
     let cal = Calibration::fit(&points);
     let predicted: BTreeMap<usize, f64> = cands
         .iter()
+        .filter(|_| memory_model_off.is_none())
         .filter_map(|c| {
             let p = params_of(&exp, opts, c)?;
             let m = memory::estimate(&p, gpus).ok()?;
@@ -385,6 +405,7 @@ pub fn run(
             capacity_gib: capacity.map(gib),
             calibration: (!points.is_empty())
                 .then(|| (points.len(), cal.scale, gib(cal.offset_bytes))),
+            memory_model_off,
             basis: basis.clone(),
             unmodeled: unmodeled.clone(),
         }),
