@@ -7,6 +7,7 @@
 pub mod charts;
 mod text;
 
+use crate::domain::evidence::Basis;
 use crate::domain::study::{CandidateRecord, StudyRecord, VerdictKind, settings};
 use crate::domain::study::{Knob, Overrides};
 use crate::domain::telemetry::NodeSummary;
@@ -342,7 +343,12 @@ pub fn build(i: &Inputs<'_>) -> Report {
                     .filter(|b| *b > 0)
                     .map(|b| b as f64 / GIB),
                 peak_source: c.peak_memory_source,
-                predicted_gib: c.predicted_bytes.map(|b| b / GIB),
+                // Beside a proxy's peaks a forecast for the config reads as a comparison it is
+                // not (`memory_check`): a proxy study draws none.
+                predicted_gib: c
+                    .predicted_bytes
+                    .filter(|_| !matches!(rec.basis, Some(Basis::Proxy { .. })))
+                    .map(|b| b / GIB),
                 predicted_ms: (c.verdict == VerdictKind::PredictedSlower)
                     .then(|| predicted_ms(&c.why))
                     .flatten(),
@@ -984,8 +990,19 @@ mod tests {
         )
     }
 
+    /// The study measured on a GPU profile: its peaks are the config's.
+    fn gpu_record() -> StudyRecord {
+        let mut rec = record();
+        rec.profile = "megatron".into();
+        rec.basis = Some(Basis::Measured {
+            profile: "megatron".into(),
+            gpu: Some("AMD Instinct MI300X".into()),
+        });
+        rec
+    }
+
     fn report_of(trials: &[TrialRow], samples: &BTreeMap<i64, Vec<Snapshot>>) -> Report {
-        let rec = record();
+        let rec = gpu_record();
         let sp = mbs_space();
         build(&Inputs {
             name: "s1",
@@ -994,11 +1011,36 @@ mod tests {
             trials,
             samples,
             module: "pre_trainer",
-            // As the app layer decides for this proxy study.
+            // As the app layer decides for a study measured on a GPU.
+            memory: crate::domain::study::MemoryCheck::Compared {
+                mean_error: 0.05,
+                candidates: 1,
+            },
+        })
+    }
+
+    #[test]
+    fn a_proxy_study_draws_no_forecast_beside_its_peaks() {
+        let rec = record();
+        assert!(rec.candidates.iter().any(|c| c.predicted_bytes.is_some()));
+        let sp = mbs_space();
+        let r = build(&Inputs {
+            name: "s1",
+            record: &rec,
+            space: Some(&sp),
+            trials: &[],
+            samples: &BTreeMap::new(),
+            module: "pre_trainer",
             memory: crate::domain::study::MemoryCheck::NotCompared {
                 why: "proxy-cpu is a CPU stand-in".into(),
             },
-        })
+        });
+        assert!(r.rows.iter().all(|x| x.predicted_gib.is_none()));
+        let md = r.markdown();
+        assert!(
+            md.contains("| Memory model | not compared: proxy-cpu is a CPU stand-in |"),
+            "{md}"
+        );
     }
 
     #[test]
@@ -1078,7 +1120,9 @@ mod tests {
             "{md}"
         );
         assert!(
-            md.contains("| Memory model | not compared: proxy-cpu is a CPU stand-in |"),
+            md.contains(
+                "| Memory model | mean error 5.0 % against the measured peaks (1 candidate) |"
+            ),
             "{md}"
         );
         assert!(md.contains("1. rung 1\n2. pick: #1\n"), "{md}");
@@ -1169,7 +1213,7 @@ mod tests {
 
     #[test]
     fn zero_peaks_and_negative_predictions_are_not_taken_at_face_value() {
-        let mut rec = record();
+        let mut rec = gpu_record();
         rec.candidates[2].peak_memory_bytes = Some(0);
         rec.candidates[0].predicted_bytes = Some(-5.0 * GIB);
         let sp = mbs_space();
