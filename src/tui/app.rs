@@ -200,8 +200,8 @@ pub const TOUR: [(&str, &str); 6] = [
         "Welcome to primus-tune",
         "This walks you through the Primus performance-tuning checklist for the experiment \
          shown at the top. Nothing is written to your files until you save, and every figure \
-         shown was measured or is labelled as a rule. Esc skips the tour, t shows it again, \
-         q quits.",
+         shown was measured or is labelled as a rule. {skip} skips the tour, {tour} shows it \
+         again, {quit} quits.",
     ),
     (
         "1 Checklist",

@@ -139,6 +139,15 @@ fn a_key_override_rebinds_dispatch_footer_and_help() {
         matches!(fx.as_slice(), [Effect::StartTrial { .. }]),
         "{fx:?}"
     );
+    // The tour names the keys in force.
+    let mut app = start_app(&opts, &builtin()).unwrap();
+    press(&mut app, KeyCode::Char('t'));
+    let shown = super::render_tests::screen(&mut app, 80, 24);
+    assert!(shown.contains("Q quits"), "{shown}");
+    assert!(
+        shown.contains("Q quit") && !shown.contains("q quit"),
+        "{shown}"
+    );
     // The quit question takes the new key as its answer too.
     let mut app = App::new(vec!["proxy-cpu".into()], "proxy-cpu", false);
     app.keymap = opts.keymap.clone();

@@ -289,6 +289,15 @@ impl Keymap {
         KEYMAP.iter().zip(self.keys.iter().map(Vec::as_slice))
     }
 
+    /// The first key in force for `action` in `scope`, as the footer names it (`?` when the
+    /// defaults file left it no key there).
+    pub fn key_for(&self, scope: Scope, action: Action) -> String {
+        self.of(scope)
+            .find(|(b, keys)| b.action == action && !keys.is_empty())
+            .and_then(|(_, keys)| keys.first().map(|k| short_name(*k)))
+            .unwrap_or_else(|| "?".into())
+    }
+
     /// The bindings of one scope, in the table's order.
     fn of(&self, scope: Scope) -> impl Iterator<Item = (&'static Binding, &[Key])> {
         self.bindings().filter(move |(b, _)| b.scope == scope)

@@ -2,7 +2,7 @@
 
 use crate::config::diag::Severity;
 use crate::tui::app::{App, Overlay, TOUR};
-use crate::tui::keymap::{self, HelpSection};
+use crate::tui::keymap::{self, Action, HelpSection, Scope};
 use crate::tui::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -101,12 +101,27 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
         Some(Overlay::Help) => draw_help(f, full, theme, &app.keymap),
         Some(Overlay::Tour(i)) => {
             let (title, text) = TOUR[(*i).min(TOUR.len() - 1)];
+            // The keys in force (the defaults file's `[keys]` may have moved them).
+            let km = &app.keymap;
+            let key = |scope, action| km.key_for(scope, action);
+            let (next, back) = (
+                key(Scope::Tour, Action::TourNext),
+                key(Scope::Tour, Action::TourBack),
+            );
+            let (skip, quit) = (
+                key(Scope::Overlay, Action::CloseOverlay),
+                key(Scope::Overlay, Action::Quit),
+            );
+            let text = text
+                .replace("{skip}", &skip)
+                .replace("{tour}", &key(Scope::Global, Action::Tour))
+                .replace("{quit}", &quit);
             let lines = vec![
-                Line::raw(text),
+                Line::raw(text.clone()),
                 Line::raw(""),
                 Line::styled(
                     format!(
-                        "{}/{} · Enter next · ← back · Esc skip the tour · q quit",
+                        "{}/{} · {next} next · {back} back · {skip} skip the tour · {quit} quit",
                         i + 1,
                         TOUR.len()
                     ),

@@ -411,7 +411,7 @@ fn text(buf: &Buffer) -> String {
     out
 }
 
-fn screen(app: &mut App, w: u16, h: u16) -> String {
+pub(super) fn screen(app: &mut App, w: u16, h: u16) -> String {
     text(&draw(app, w, h, Palette::None))
 }
 
