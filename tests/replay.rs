@@ -276,6 +276,16 @@ fn candidates_predicted_slower_are_skipped_and_said_so() {
     );
 }
 
+/// `bench-replay --json` on one fixture table.
+fn replay_json(name: &str) -> Value {
+    let out = bin()
+        .args(["bench-replay", "--json"])
+        .arg(fixture(name))
+        .assert()
+        .success();
+    json_out(&out.get_output().stdout)
+}
+
 #[test]
 fn every_real_table_is_won_within_1pct_for_at_most_40pct_of_its_grid() {
     // The tables recorded on the H200 (docs/validation/): the proxy, the memory-fit proxy grid,
@@ -287,12 +297,7 @@ fn every_real_table_is_won_within_1pct_for_at_most_40pct_of_its_grid() {
         "h200-megatron-gpt.json",
         "h200-megatron-moe.json",
     ] {
-        let out = bin()
-            .args(["bench-replay", "--json"])
-            .arg(fixture(name))
-            .assert()
-            .success();
-        let v = json_out(&out.get_output().stdout);
+        let v = replay_json(name);
         assert!(v["gap_pct"].as_f64().unwrap() <= 1.0, "{name}: {v:#}");
         assert!(v["ratio"].as_f64().unwrap() <= 0.40, "{name}: {v:#}");
     }
@@ -301,12 +306,7 @@ fn every_real_table_is_won_within_1pct_for_at_most_40pct_of_its_grid() {
     // of the memory) and is the best, so it must not be ruled out. Both report the forecasts'
     // error: within 10 % on 90 % of them (the goal).
     for (name, ruled_out) in [("h200-megatron-gpt.json", 1), ("h200-megatron-moe.json", 0)] {
-        let out = bin()
-            .args(["bench-replay", "--json"])
-            .arg(fixture(name))
-            .assert()
-            .success();
-        let v = json_out(&out.get_output().stdout);
+        let v = replay_json(name);
         assert_eq!(v["oom_trials"], 0, "{name}: {v:#}");
         assert_eq!(v["ruled_out"], ruled_out, "{name}: {v:#}");
         let e = &v["memory_forecast_error_pct"];

@@ -1019,22 +1019,28 @@ mod tests {
         })
     }
 
-    #[test]
-    fn a_proxy_study_draws_no_forecast_beside_its_peaks() {
-        let rec = record();
-        assert!(rec.candidates.iter().any(|c| c.predicted_bytes.is_some()));
+    /// The report of `rec` with no trials or samples.
+    fn record_report(rec: &StudyRecord, memory: crate::domain::study::MemoryCheck) -> Report {
         let sp = mbs_space();
-        let r = build(&Inputs {
+        build(&Inputs {
             name: "s1",
-            record: &rec,
+            record: rec,
             space: Some(&sp),
             trials: &[],
             samples: &BTreeMap::new(),
             module: "pre_trainer",
-            memory: crate::domain::study::MemoryCheck::NotCompared {
-                why: "proxy-cpu is a CPU stand-in".into(),
-            },
-        });
+            memory,
+        })
+    }
+
+    #[test]
+    fn a_proxy_study_draws_no_forecast_beside_its_peaks() {
+        let rec = record();
+        assert!(rec.candidates.iter().any(|c| c.predicted_bytes.is_some()));
+        let memory = crate::domain::study::MemoryCheck::NotCompared {
+            why: "proxy-cpu is a CPU stand-in".into(),
+        };
+        let r = record_report(&rec, memory);
         assert!(r.rows.iter().all(|x| x.predicted_gib.is_none()));
         let md = r.markdown();
         assert!(
@@ -1216,20 +1222,12 @@ mod tests {
         let mut rec = gpu_record();
         rec.candidates[2].peak_memory_bytes = Some(0);
         rec.candidates[0].predicted_bytes = Some(-5.0 * GIB);
-        let sp = mbs_space();
-        let r = build(&Inputs {
-            name: "s1",
-            record: &rec,
-            space: Some(&sp),
-            trials: &[],
-            samples: &BTreeMap::new(),
-            module: "pre_trainer",
-            // What the app layer gives a study measured on a GPU (its test checks the figure).
-            memory: crate::domain::study::MemoryCheck::Compared {
-                mean_error: 0.5,
-                candidates: 2,
-            },
-        });
+        // What the app layer gives a study measured on a GPU (its test checks the figure).
+        let memory = crate::domain::study::MemoryCheck::Compared {
+            mean_error: 0.5,
+            candidates: 2,
+        };
+        let r = record_report(&rec, memory);
         assert_eq!(r.rows[2].peak_gib, None, "an OOM trial's 0 is no peak");
         assert_eq!(r.rows[0].predicted_gib, Some(-5.0));
         let md = r.markdown();

@@ -978,30 +978,11 @@ impl<'a> Search<'a> {
     /// Candidate `b` ran out of memory: every candidate that dominates it in memory and has not
     /// run successfully is ruled out (a measured one evidently fits and keeps its evidence).
     fn rule_out_dominators(&mut self, b: usize) {
-        let mut ruled = Vec::new();
-        for a in 0..self.cands.len() {
-            if a == b || !matches!(self.state[a], State::Pending) || self.baseline == Some(a) {
-                continue;
-            }
-            if dominates_in_memory(self.knobs, &self.cands[a], &self.cands[b]) {
-                let reason = format!(
-                    "needs at least the memory of #{}, which ran out of memory",
-                    self.cands[b].id
-                );
-                self.state[a] = State::Out(Verdict::RuledOut {
-                    by: self.cands[b].id,
-                    reason,
-                });
-                ruled.push(format!("#{}", self.cands[a].id));
-            }
-        }
-        if !ruled.is_empty() {
-            self.log.push(format!(
-                "#{} OOM rules out {} (they dominate it in memory; never run)",
-                self.cands[b].id,
-                ruled.join(", ")
-            ));
-        }
+        let id = self.cands[b].id;
+        self.rule_out(b, "they dominate it in memory", |s, a| {
+            dominates_in_memory(s.knobs, &s.cands[a], &s.cands[b])
+                .then(|| format!("needs at least the memory of #{id}, which ran out of memory"))
+        });
     }
 
     /// Candidate `b` ran out of memory: every pending candidate the memory model puts at or
@@ -1017,36 +998,47 @@ impl<'a> Search<'a> {
             .filter(|&c| self.state[c] == State::Measured || self.is_out_measured(c))
             .filter_map(|c| self.predicted[c])
             .fold(f64::NEG_INFINITY, f64::max);
-        let mut ruled = Vec::new();
-        for a in 0..self.cands.len() {
-            if a == b || self.state[a] != State::Pending || self.baseline == Some(a) {
-                continue;
-            }
-            let Some(fa) = self.predicted[a] else {
-                continue;
-            };
-            if fa >= fb * (1.0 + ORDER_SLACK) && fa > fits {
-                let reason = format!(
-                    "the memory model puts it at or above #{} ({:.1} vs {:.1} GiB, uncalibrated), \
-                     which ran out of memory, and above every candidate that fit",
-                    self.cands[b].id,
+        let id = self.cands[b].id;
+        self.rule_out(b, "the memory model puts them at or above it", |s, a| {
+            let fa = s.predicted[a]?;
+            (fa >= fb * (1.0 + ORDER_SLACK) && fa > fits).then(|| {
+                format!(
+                    "the memory model puts it at or above #{id} ({:.1} vs {:.1} GiB, \
+                     uncalibrated), which ran out of memory, and above every candidate that fit",
                     fa / GIB,
                     fb / GIB
-                );
-                self.state[a] = State::Out(Verdict::RuledOut {
-                    by: self.cands[b].id,
-                    reason,
-                });
-                ruled.push(format!("#{}", self.cands[a].id));
-            }
+                )
+            })
+        });
+    }
+
+    /// Rules out every pending candidate (not the current settings) `reason_of` gives a
+    /// reason for, as consequences of `b`'s OOM, and logs them with `how`.
+    fn rule_out(
+        &mut self,
+        b: usize,
+        how: &str,
+        reason_of: impl Fn(&Self, usize) -> Option<String>,
+    ) {
+        let ruled: Vec<(usize, String)> = (0..self.cands.len())
+            .filter(|&a| a != b && self.state[a] == State::Pending && self.baseline != Some(a))
+            .filter_map(|a| reason_of(self, a).map(|r| (a, r)))
+            .collect();
+        if ruled.is_empty() {
+            return;
         }
-        if !ruled.is_empty() {
-            self.log.push(format!(
-                "#{} OOM rules out {} (the memory model puts them at or above it; never run)",
-                self.cands[b].id,
-                ruled.join(", ")
-            ));
+        let by = self.cands[b].id;
+        let names: Vec<String> = ruled
+            .iter()
+            .map(|(a, _)| format!("#{}", self.cands[*a].id))
+            .collect();
+        for (a, reason) in ruled {
+            self.state[a] = State::Out(Verdict::RuledOut { by, reason });
         }
+        self.log.push(format!(
+            "#{by} OOM rules out {} ({how}; never run)",
+            names.join(", ")
+        ));
     }
 
     /// The measured candidates' design rows and log medians.
