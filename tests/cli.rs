@@ -5,27 +5,11 @@ use assert_cmd::Command;
 use predicates::prelude::*;
 use std::path::{Path, PathBuf};
 
-/// The binary with a data folder of the tests' own (the bundled example's copy and the
-/// workspaces go there, never into the user's ~/.local/share), no defaults file, and no
-/// launcher variables (the world size comes from `--gpus`, else the GPUs this machine has).
+mod common;
+
+/// The binary with nothing of the user's (`common::cli`), its data in the tests' own folder.
 fn bin() -> Command {
-    let mut c = Command::cargo_bin("primus-tune").expect("binary");
-    c.env(
-        "XDG_DATA_HOME",
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-data"),
-    )
-    .env(
-        "PRIMUS_TUNE_CONFIG",
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-no-defaults.toml"),
-    )
-    .env_remove("PRIMUS_TUNE_WORKSPACE")
-    .env_remove("PRIMUS_ROOT")
-    .env_remove("PRIMUS_HIPBLASLT_TUNING")
-    .env_remove("PRIMUS_HIPBLASLT_TUNING_STAGE")
-    .env_remove("CUDA_DEVICE_MAX_CONNECTIONS")
-    .env_remove("GPUS_PER_NODE")
-    .env_remove("NNODES");
-    c
+    common::cli(&Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-data"))
 }
 
 /// A private copy of the bundled example tree.

@@ -7,15 +7,12 @@ use assert_cmd::Command;
 use predicates::prelude::*;
 use std::path::Path;
 
+mod common;
+
 /// The binary with its own data and config folders (no user profiles or defaults).
 fn bin(home: &Path) -> Command {
-    let mut c = Command::cargo_bin("primus-tune").expect("binary");
-    c.env("XDG_DATA_HOME", home.join("data"))
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        .env_remove("PRIMUS_TUNE_WORKSPACE")
-        .env_remove("PRIMUS_ROOT")
-        .env_remove("GPUS_PER_NODE")
-        .env_remove("NNODES");
+    let mut c = common::cli(&home.join("data"));
+    c.env("XDG_CONFIG_HOME", home.join("config"));
     c
 }
 

@@ -9,21 +9,13 @@ use std::path::{Path, PathBuf};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
+mod common;
+
 /// The binary run from the repository root (paths in the output are relative to it, as in a
-/// checkout), with no launcher variables: the world size comes from `--gpus`.
+/// checkout), with nothing of the user's (`common::cli`): the world size comes from `--gpus`.
 fn bin() -> Command {
-    let mut c = Command::cargo_bin("primus-tune").expect("binary");
-    c.current_dir(ROOT)
-        .env(
-            "XDG_DATA_HOME",
-            Path::new(env!("CARGO_TARGET_TMPDIR")).join("lint-ci-data"),
-        )
-        .env_remove("PRIMUS_ROOT")
-        .env_remove("PRIMUS_HIPBLASLT_TUNING")
-        .env_remove("PRIMUS_HIPBLASLT_TUNING_STAGE")
-        .env_remove("CUDA_DEVICE_MAX_CONNECTIONS")
-        .env_remove("GPUS_PER_NODE")
-        .env_remove("NNODES");
+    let mut c = common::cli(&Path::new(env!("CARGO_TARGET_TMPDIR")).join("lint-ci-data"));
+    c.current_dir(ROOT);
     c
 }
 

@@ -61,17 +61,7 @@ fn sweep(s: &Setup, name: &str) {
 }
 
 fn report(s: &Setup, study: &str, out: &Path) -> Output {
-    cmd(s)
-        .args([
-            "report",
-            study,
-            "--out",
-            out.to_str().unwrap(),
-            "--config",
-            s.exp.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap()
+    report_with(s, study, out, &[])
 }
 
 /// `report` with extra arguments (chart options).

@@ -68,11 +68,30 @@ pub fn set_micro_batch(s: &Setup, mbs: u32) {
     std::fs::write(&s.exp, out.join("\n") + "\n").unwrap();
 }
 
+/// The binary with nothing of the user's: its own data folder `data` (the workspaces and the
+/// bundled example's copy go there, never into ~/.local/share), no defaults file (a path that
+/// does not exist), and no workspace, Primus or launcher variables (the world size comes from
+/// `--gpus`, else the GPUs this machine has).
+pub fn cli(data: &std::path::Path) -> assert_cmd::Command {
+    let mut c = assert_cmd::Command::cargo_bin("primus-tune").expect("binary");
+    c.env("XDG_DATA_HOME", data)
+        .env("PRIMUS_TUNE_CONFIG", data.join("no-defaults.toml"))
+        .env_remove("PRIMUS_TUNE_WORKSPACE")
+        .env_remove("PRIMUS_ROOT")
+        .env_remove("PRIMUS_HIPBLASLT_TUNING")
+        .env_remove("PRIMUS_HIPBLASLT_TUNING_STAGE")
+        .env_remove("CUDA_DEVICE_MAX_CONNECTIONS")
+        .env_remove("GPUS_PER_NODE")
+        .env_remove("NNODES");
+    c
+}
+
 /// The binary with the test's profiles, its own workspace and data folder, and no launcher
 /// variables.
 pub fn cmd(s: &Setup) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_primus-tune"));
     c.env("XDG_CONFIG_HOME", &s.config_home)
+        .env_remove("PRIMUS_TUNE_CONFIG")
         .env("XDG_DATA_HOME", s.dir.path().join("data"))
         .env("PRIMUS_TUNE_WORKSPACE", &s.ws)
         .env_remove("PRIMUS_ROOT")
