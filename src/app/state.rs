@@ -12,11 +12,7 @@ use std::path::{Path, PathBuf};
 /// The state file: `$XDG_STATE_HOME/primus-tune/state.toml`, else
 /// `~/.local/state/primus-tune/state.toml` (None without either variable).
 pub fn state_path() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_STATE_HOME")
-        .filter(|p| !p.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))?;
-    Some(base.join("primus-tune/state.toml"))
+    Some(crate::util::paths::xdg_dir("XDG_STATE_HOME", ".local/state")?.join("state.toml"))
 }
 
 /// How an experiment is named in the state file: its canonical path (the path as given when

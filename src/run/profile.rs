@@ -521,10 +521,7 @@ fn python_literal(v: &Value) -> String {
 
 /// The user's profile folder: `$XDG_CONFIG_HOME/primus-tune/profiles` or `~/.config/...`.
 pub fn user_dir() -> Option<PathBuf> {
-    std::env::var_os("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
-        .map(|d| d.join("primus-tune/profiles"))
+    Some(crate::util::paths::xdg_dir("XDG_CONFIG_HOME", ".config")?.join("profiles"))
 }
 
 /// All profiles: built-in ones, then the user's (a user profile with a built-in's name wins).

@@ -205,10 +205,7 @@ pub fn builtin() -> Vec<Space> {
 
 /// `~/.config/primus-tune/spaces` (or `$XDG_CONFIG_HOME/primus-tune/spaces`).
 pub fn user_dir() -> Option<PathBuf> {
-    std::env::var_os("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
-        .map(|c| c.join("primus-tune").join("spaces"))
+    Some(crate::util::paths::xdg_dir("XDG_CONFIG_HOME", ".config")?.join("spaces"))
 }
 
 /// Built-in spaces and the user's (a user space with a built-in name replaces it).

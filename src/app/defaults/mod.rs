@@ -37,11 +37,7 @@ pub fn defaults_path() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os(CONFIG_ENV).filter(|p| !p.is_empty()) {
         return Some(PathBuf::from(p));
     }
-    let base = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|p| !p.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
-    Some(base.join("primus-tune/config.toml"))
+    Some(crate::util::paths::xdg_dir("XDG_CONFIG_HOME", ".config")?.join("config.toml"))
 }
 
 /// A place in the defaults file (1-based line and column, in characters).
