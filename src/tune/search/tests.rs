@@ -1302,3 +1302,67 @@ fn a_calibrated_model_prunes_before_any_trial() {
     }
     assert_eq!(r.pick, Some(1));
 }
+
+/// Micro batch 1, 2 and 8 on 100 GiB: truly 24, 32 and 98 GiB (all fit, 8 the fastest). The
+/// model says 30, 40 and 135 GiB: calibrated on the first two peaks (a ratio of 0.8), it
+/// forecasts 108 GiB for micro batch 8, 3.4× beyond the largest forecast it was checked on.
+fn extrapolated(extra_oom: bool) -> (Vec<Knob>, Vec<Candidate>, Fake, SearchConfig) {
+    let knobs = vec![Knob {
+        flag: "micro_batch_size".into(),
+        values: [1, 2, 8].iter().map(|v| serde_json::json!(v)).collect(),
+        memory: MemoryTrend::Increasing,
+    }];
+    let cands = grid(&knobs);
+    let mut fake = Fake::new(vec![100.0, 90.0, 80.0], 0.0, 1);
+    fake.peaks_gib = vec![24.0, 32.0, 98.0];
+    if extra_oom {
+        fake.oom.insert(2);
+    }
+    let cfg = SearchConfig {
+        capacity_bytes: Some(100.0 * GIB),
+        predictions_calibrated: false,
+        ..SearchConfig::default()
+    };
+    (knobs, cands, fake, cfg)
+}
+
+fn extrapolated_model(c: &Candidate) -> Option<f64> {
+    match c.overrides.get("micro_batch_size")?.as_u64()? {
+        1 => Some(30.0 * GIB),
+        2 => Some(40.0 * GIB),
+        _ => Some(135.0 * GIB),
+    }
+}
+
+#[test]
+fn a_forecast_far_beyond_the_measured_peaks_is_allowed_more_error() {
+    let (knobs, cands, mut fake, cfg) = extrapolated(false);
+    let r = search(&knobs, &cands, &mut fake, &cfg, &extrapolated_model);
+    // 108 GiB is 8 % over the GPU: the 5 % the study's forecasts are allowed would prune it,
+    // but 3.4× beyond the reach allows 5 % + 3 % × log2(3.4) = 10.3 %, so it runs, and wins.
+    assert!((r.predicted_bytes[&2] / GIB - 108.0).abs() < 1e-6);
+    assert!(fake.launched.iter().any(|l| l.0 == 2), "{:?}", r.log);
+    assert_eq!(r.pick, Some(2));
+}
+
+#[test]
+fn a_forecast_beyond_even_the_extrapolation_error_is_pruned_with_the_reason() {
+    let (knobs, cands, mut fake, cfg) = extrapolated(true);
+    // The same model, on an 85 GiB GPU: 108 / 1.103 = 97.9 GiB still does not fit.
+    let cfg = SearchConfig {
+        capacity_bytes: Some(85.0 * GIB),
+        ..cfg
+    };
+    let r = search(&knobs, &cands, &mut fake, &cfg, &extrapolated_model);
+    assert!(!fake.launched.iter().any(|l| l.0 == 2));
+    match verdict(&r, 2) {
+        Verdict::PredictedOom { reason } => {
+            assert!(
+                reason.contains("(10 % at 3.4× the largest forecast a measured peak has checked)"),
+                "{reason}"
+            );
+        }
+        v => panic!("{v:?}"),
+    }
+    assert_eq!(r.pick, Some(1));
+}
