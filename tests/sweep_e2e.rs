@@ -286,6 +286,42 @@ fn sweep_measures_the_current_settings_first_and_keeps_them_when_nothing_beats_t
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("conclusion: keep current"), "{text}");
     assert!(text.contains("micro_batch_size: 3 (already set)"), "{text}");
+    // The first sweep had no history; the next one starts from what this one's trials
+    // measured, and says so.
+    let started = lines
+        .iter()
+        .find(|l| !l["launch_history"].is_null())
+        .expect("the started event");
+    assert!(started["launch_history"]["launch_s"].is_null(), "{started}");
+    let out = cmd(&s)
+        .args(sweep_args(
+            &s,
+            &["--space", s.space.to_str().unwrap(), "--name", "again"],
+        ))
+        .output()
+        .unwrap();
+    // The progress lines go to standard error.
+    let text = String::from_utf8_lossy(&out.stderr);
+    let n = completed_trials_of(&s, "cur3");
+    assert!(n >= 3, "{n}");
+    let want = format!("(median of {n} earlier trial(s) of this experiment and profile)");
+    assert!(text.contains("launch history: "), "{text}");
+    assert!(text.contains(&want), "{text}");
+}
+
+/// Completed trials the study `name` stored.
+fn completed_trials_of(s: &Setup, name: &str) -> usize {
+    let db = s.ws.join("trials.db");
+    let store = primus_tune::store::Store::open(&db).unwrap();
+    let id = store.study_by_name(name).unwrap().unwrap().id;
+    store
+        .list_trials(&primus_tune::store::TrialFilter::all())
+        .unwrap()
+        .into_iter()
+        .filter(|t| {
+            t.study_id == Some(id) && t.status == primus_tune::store::TrialStatus::Completed
+        })
+        .count()
 }
 
 /// A sweep its budget cuts short names no winner and exits non-zero.

@@ -91,6 +91,8 @@ pub enum SweepEvent {
         basis: crate::domain::evidence::Basis,
         /// Knobs the profile does not model (swept anyway, `--allow-unmodeled`).
         unmodeled: Vec<String>,
+        /// What the workspace's earlier trials say about a launch (the search's starting point).
+        launch_history: Box<super::sweep::history::LaunchHistory>,
     },
     /// A candidate's trial of this length was already stored: reused, not run again.
     Replayed {
@@ -155,6 +157,7 @@ impl fmt::Display for SweepEvent {
                 memory_model_off,
                 basis,
                 unmodeled,
+                launch_history,
             } => {
                 write!(
                     f,
@@ -183,7 +186,8 @@ impl fmt::Display for SweepEvent {
                         f,
                         "\nmemory model: calibrated on {n} trial(s): measured ≈ {scale:.3} × model + {offset:.2} GiB"
                     ),
-                }
+                }?;
+                write!(f, "\n{launch_history}")
             }
             SweepEvent::Replayed {
                 candidate,
@@ -309,6 +313,7 @@ mod tests {
                 profile: "proxy-cpu".into(),
             },
             unmodeled: vec![],
+            launch_history: Default::default(),
         };
         let on = started(None).to_string();
         assert!(
@@ -316,7 +321,17 @@ mod tests {
             "{on}"
         );
         let off = started(Some("a proxy")).to_string();
-        assert!(off.ends_with("memory model: not used (a proxy)"), "{off}");
+        assert!(
+            off.contains("\nmemory model: not used (a proxy)\n"),
+            "{off}"
+        );
+        assert!(
+            off.ends_with(
+                "launch history: none (the first trial measures what a launch costs); \
+                 launch-to-launch variation not measured yet (1 % assumed)"
+            ),
+            "{off}"
+        );
         assert!(!off.contains("calibrated"), "{off}");
     }
 }

@@ -7,10 +7,11 @@ use super::runner::outcome_of;
 use crate::store::{Store, TrialFilter, TrialRow, TrialStatus};
 use crate::util::stats::median;
 use std::collections::BTreeMap;
+use std::fmt;
 use std::path::Path;
 
 /// Launch figures from stored trials.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct LaunchHistory {
     /// Median seconds before the first steady sample, and over how many trials.
     pub launch_s: Option<(f64, usize)>,
@@ -18,6 +19,35 @@ pub struct LaunchHistory {
     /// within-trial error of each median taken out), and over how many repeated launches
     /// (trials beyond the first of each candidate).
     pub launch_cv: Option<(f64, usize)>,
+}
+
+/// What the search starts from, for the sweep's first lines.
+impl fmt::Display for LaunchHistory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.launch_s {
+            Some((s, n)) => write!(
+                f,
+                "launch history: {s:.1} s to the first steady sample (median of {n} earlier \
+                 trial(s) of this experiment and profile)"
+            )?,
+            None => write!(
+                f,
+                "launch history: none (the first trial measures what a launch costs)"
+            )?,
+        }
+        match self.launch_cv {
+            Some((cv, n)) => write!(
+                f,
+                "; launch-to-launch variation {:.2} % over {n} repeated launch(es)",
+                cv * 100.0
+            ),
+            None => write!(
+                f,
+                "; launch-to-launch variation not measured yet ({:.0} % assumed)",
+                crate::tune::search::LAUNCH_CV_PRIOR * 100.0
+            ),
+        }
+    }
 }
 
 /// The completed trials of `exp` run with `profile` (the same shape on another profile
@@ -138,6 +168,28 @@ mod tests {
         assert_eq!(
             launch_history(&store, exp, "megatron", 1).launch_cv,
             Some((0.0, 1))
+        );
+    }
+
+    #[test]
+    fn the_history_says_what_it_is_and_what_is_assumed() {
+        let h = LaunchHistory {
+            launch_s: Some((34.84, 5)),
+            launch_cv: Some((0.0042, 2)),
+        };
+        assert_eq!(
+            h.to_string(),
+            "launch history: 34.8 s to the first steady sample (median of 5 earlier trial(s) of \
+             this experiment and profile); launch-to-launch variation 0.42 % over 2 repeated \
+             launch(es)"
+        );
+        let h = LaunchHistory {
+            launch_s: Some((34.84, 5)),
+            launch_cv: None,
+        };
+        assert!(
+            h.to_string().ends_with("not measured yet (1 % assumed)"),
+            "{h}"
         );
     }
 }

@@ -393,6 +393,7 @@ pub fn run(
             Some((c.id, cal.predict(m.total_bytes)))
         })
         .collect();
+    let history = history::launch_history(&store, &exp.path, &prof, gpus);
     events::emit(
         events,
         AppEvent::Sweep(SweepEvent::Started {
@@ -408,9 +409,9 @@ pub fn run(
             memory_model_off,
             basis: basis.clone(),
             unmodeled: unmodeled.clone(),
+            launch_history: Box::new(history.clone()),
         }),
     );
-    let history = history::launch_history(&store, &exp.path, &prof, gpus);
     let mut runner = TrialRunner::new(&exp, opts, &store, base, study_id, cancel, events.clone())?;
     let cfg = SearchConfig {
         launch_s_prior: history.launch_s.map(|l| l.0),
