@@ -461,7 +461,8 @@ pub fn replay(table: &ReplayTable, cfg: &SearchConfig) -> ReplayReport {
     }
     // A replay re-reads one recording per candidate: its launches do not vary from one
     // another, so no confirmation launch is needed for that.
-    if cfg.launch_cv.is_none() {
+    let zero_cv = cfg.launch_cv.is_none();
+    if zero_cv {
         cfg.launch_cv = Some(0.0);
     }
     // The table's memory predictions are the model's own, uncalibrated: none is trusted to
@@ -469,7 +470,15 @@ pub fn replay(table: &ReplayTable, cfg: &SearchConfig) -> ReplayReport {
     cfg.predictions_calibrated = false;
     let mut runner = ReplayRunner::new(table);
     let predicted = |c: &Candidate| table.candidates.get(c.id).and_then(|r| r.predicted_bytes);
-    let res = search(&ks, &cands, &mut runner, &cfg, &predicted);
+    let mut res = search(&ks, &cands, &mut runner, &cfg, &predicted);
+    if zero_cv {
+        res.log.insert(
+            0,
+            "replay: each launch re-reads the candidate's one recording, so launches do not vary \
+             (CV 0)"
+                .to_string(),
+        );
+    }
     let memory_forecast_error_pct = forecast_error(table, &res);
     let (grid_pick, grid_gpu_seconds, grid_trials) = grid(table);
     let best = true_best(table);

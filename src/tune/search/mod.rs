@@ -1312,8 +1312,7 @@ pub fn search(
     }
     if let Some(cv) = cfg.launch_cv {
         s.log.push(format!(
-            "launch-to-launch variation of the median step, as given (repeated launches in the \
-             workspace; 0 in a replay, which re-reads one recording): CV {:.2} %",
+            "launch-to-launch variation of the median step before this study: CV {:.2} %",
             cv * 100.0
         ));
     }
