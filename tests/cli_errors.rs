@@ -153,4 +153,13 @@ fn an_output_that_cannot_be_created_is_73() {
     let v = json(&out.get_output().stdout);
     assert_eq!(v["error"]["kind"], "cant-create", "{v}");
     assert_eq!(v["error"]["exit_code"], 73, "{v}");
+    // A folder named as the database file: SQLite's "unable to open" said nothing of why.
+    bin(d.path())
+        .args(["run", "--max-iters", "3", "--db"])
+        .arg(d.path())
+        .assert()
+        .code(73)
+        .stderr(predicate::str::contains(
+            "is a folder, not a database file (name a file, such as",
+        ));
 }

@@ -90,7 +90,10 @@ impl CliError {
                 | AppError::NoStudy { .. }
                 | AppError::NoTrial { .. } => Kind::NoInput,
                 AppError::CantCreate { .. }
-                | AppError::Store(crate::store::StoreError::CreateDir { .. }) => Kind::CantCreate,
+                | AppError::Store(
+                    crate::store::StoreError::CreateDir { .. }
+                    | crate::store::StoreError::IsAFolder { .. },
+                ) => Kind::CantCreate,
                 AppError::Config(e) => config_kind(e),
                 AppError::Io(e) => io_kind(e),
                 // A space file named with --space that is not there.

@@ -13,6 +13,15 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "{}: is a folder, not a database file (name a file, such as {}/trials.db)",
+        path.display(),
+        path.display()
+    )]
+    IsAFolder {
+        /// The folder named as the database.
+        path: PathBuf,
+    },
     #[error("{}: {what}: {source}", path.display())]
     Sqlite {
         path: PathBuf,

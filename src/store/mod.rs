@@ -95,6 +95,11 @@ impl Store {
     /// its schema up to date. Refuses a database written by a newer primus-tune and an SQLite
     /// file that is not a primus-tune database, without changing either.
     pub fn open(path: &Path) -> StoreResult<Store> {
+        if path.is_dir() {
+            return Err(StoreError::IsAFolder {
+                path: path.to_path_buf(),
+            });
+        }
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
                 path: dir.to_path_buf(),
