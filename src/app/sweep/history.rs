@@ -13,12 +13,28 @@ use std::path::Path;
 /// Launch figures from stored trials.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct LaunchHistory {
-    /// Median seconds before the first steady sample, and over how many trials.
+    /// Median seconds before the first steady sample, and over how many trials (JSON:
+    /// `{"seconds", "trials"}`).
+    #[serde(serialize_with = "as_launch")]
     pub launch_s: Option<(f64, usize)>,
     /// Launch-to-launch variation of the median step time (relative standard deviation, the
     /// within-trial error of each median taken out), and over how many repeated launches
     /// (trials beyond the first of each candidate).
+    /// (JSON: `{"cv", "repeats"}`, the CV a fraction as here.)
+    #[serde(serialize_with = "as_cv")]
     pub launch_cv: Option<(f64, usize)>,
+}
+
+fn as_launch<S: serde::Serializer>(v: &Option<(f64, usize)>, s: S) -> Result<S::Ok, S::Error> {
+    use serde::Serialize;
+    v.map(|(seconds, trials)| serde_json::json!({"seconds": seconds, "trials": trials}))
+        .serialize(s)
+}
+
+fn as_cv<S: serde::Serializer>(v: &Option<(f64, usize)>, s: S) -> Result<S::Ok, S::Error> {
+    use serde::Serialize;
+    v.map(|(cv, repeats)| serde_json::json!({"cv": cv, "repeats": repeats}))
+        .serialize(s)
 }
 
 /// What the search starts from, for the sweep's first lines.
@@ -190,6 +206,10 @@ mod tests {
         assert!(
             h.to_string().ends_with("not measured yet (1 % assumed)"),
             "{h}"
+        );
+        assert_eq!(
+            serde_json::to_value(&h).unwrap(),
+            serde_json::json!({"launch_s": {"seconds": 34.84, "trials": 5}, "launch_cv": null})
         );
     }
 }
