@@ -43,8 +43,9 @@
 //!      candidate runs only after those it dominates; in the prediction stage a fast (often
 //!      high-memory) candidate may run first, so an OOM there costs a trial it could have saved.
 //!      With memory forecasts, an OOM also rules out every pending candidate the model puts
-//!      `ORDER_SLACK` (5 %) or more above it and above every candidate that fit: the model's
-//!      order across knobs without a memory trend (CUs, sync-free stage), not its level.
+//!      above every candidate that fit and either `ORDER_SLACK` (5 %) or more above the OOM
+//!      one, or at least as high on every knob with a memory trend and no more than 5 % below
+//!      it: the model's order across knobs without a memory trend (CUs), not its level.
 //!    * *Batches* (`parallel` > 1). The memory recalibration and the choice are made once per
 //!      batch: while widening, the next pending candidates in memory order that each raise the
 //!      rank given the measured ones and those already in the batch; then the `parallel` lowest
@@ -322,6 +323,23 @@ pub fn dominates_in_memory(knobs: &[Knob], a: &Candidate, b: &Candidate) -> bool
             MemoryTrend::Decreasing => ra <= rb,
             MemoryTrend::None => ra == rb,
         })
+}
+
+/// Whether `a` needs at least `b`'s memory on every knob with a memory trend (`Increasing`:
+/// rank ≥; `Decreasing`: rank ≤), whatever their values of knobs without one. Unlike
+/// [`dominates_in_memory`] this says nothing of the untrended knobs: the memory model's
+/// forecast has to vouch for them.
+pub fn at_least_on_trends(knobs: &[Knob], a: &Candidate, b: &Candidate) -> bool {
+    a.ranks.len() == knobs.len()
+        && b.ranks.len() == knobs.len()
+        && knobs
+            .iter()
+            .zip(a.ranks.iter().zip(&b.ranks))
+            .all(|(k, (&ra, &rb))| match k.memory {
+                MemoryTrend::Increasing => ra >= rb,
+                MemoryTrend::Decreasing => ra <= rb,
+                MemoryTrend::None => true,
+            })
 }
 
 /// Cost order: lexicographic on `ranks` (earlier knobs first, lower rank cheaper), then id.
@@ -1018,11 +1036,18 @@ impl<'a> Search<'a> {
         });
     }
 
-    /// Candidate `b` ran out of memory: every pending candidate the memory model puts at or
-    /// above it is ruled out too, unless a candidate that ran within memory is put at least as
-    /// high (then the model's order is contradicted near the limit and only dominance counts).
-    /// The model's order, not its level: a calibration error shifts every forecast alike, so
-    /// this holds where the forecast's slack keeps candidates near the limit in the running.
+    /// Candidate `b` ran out of memory: every pending candidate the memory model puts above
+    /// every candidate that ran within memory is ruled out with it when either
+    /// * the model puts it [`ORDER_SLACK`] or more above `b`, or
+    /// * it needs at least `b`'s memory on every knob with a memory trend ([`at_least_on_trends`])
+    ///   and the model does not put it [`ORDER_SLACK`] or more below `b` (a knob without a known
+    ///   trend, such as the CU count, would have to lower its memory by more than the model's
+    ///   candidate-to-candidate error for it to fit).
+    ///
+    /// Unless a candidate that ran within memory is put at least as high (then the model's order
+    /// is contradicted near the limit and only dominance counts). The model's order, not its
+    /// level: a calibration error shifts every forecast alike, so this holds where the forecast's
+    /// slack keeps candidates near the limit in the running.
     fn rule_out_above(&mut self, b: usize) {
         let Some(fb) = self.predicted[b] else {
             return;
@@ -1034,14 +1059,27 @@ impl<'a> Search<'a> {
         let id = self.cands[b].id;
         self.rule_out(b, "the memory model puts them at or above it", |s, a| {
             let fa = s.predicted[a]?;
-            (fa >= fb * (1.0 + ORDER_SLACK) && fa > fits).then(|| {
-                format!(
-                    "the memory model puts it at or above #{id} ({:.1} vs {:.1} GiB, \
-                     uncalibrated), which ran out of memory, and above every candidate that fit",
-                    fa / GIB,
-                    fb / GIB
-                )
-            })
+            if fa <= fits {
+                return None;
+            }
+            let sizes = format!("{:.1} vs {:.1} GiB, uncalibrated", fa / GIB, fb / GIB);
+            if fa >= fb * (1.0 + ORDER_SLACK) {
+                Some(format!(
+                    "the memory model puts it above #{id} ({sizes}), which ran out of memory, and \
+                     above every candidate that fit"
+                ))
+            } else if fa >= fb * (1.0 - ORDER_SLACK)
+                && at_least_on_trends(s.knobs, &s.cands[a], &s.cands[b])
+            {
+                Some(format!(
+                    "it needs at least the memory of #{id}, which ran out of memory, on every knob \
+                     with a memory trend, and the memory model puts it within {:.0} % of it or \
+                     above ({sizes}) and above every candidate that fit",
+                    ORDER_SLACK * 100.0
+                ))
+            } else {
+                None
+            }
         });
     }
 

@@ -638,6 +638,92 @@ fn an_oom_rules_out_what_the_memory_model_puts_above_it() {
     assert_eq!(verdict(&r, high), &Verdict::Oom, "{:?}", r.log);
 }
 
+/// Micro batch × CUs where micro batch 4 runs out of memory at either CU count, and the model
+/// puts the 16-CU candidate `cu16_delta_gib` from the 24-CU one (110 GiB). Returns the result,
+/// the launches and the two micro batch 4 candidates (24 CUs, 16 CUs).
+fn untrended_knob_near_an_oom(cu16_delta_gib: f64) -> (SearchResult, Fake, usize, usize) {
+    let knobs = vec![
+        knob("micro_batch_size", 3, MemoryTrend::Increasing),
+        knob("turbo_deepep_num_cu", 2, MemoryTrend::None),
+    ];
+    let cands = grid(&knobs);
+    let steps: Vec<f64> = cands
+        .iter()
+        .map(|c| 300.0 - 40.0 * c.ranks[0] as f64 + 5.0 * c.ranks[1] as f64)
+        .collect();
+    let model = move |c: &Candidate| {
+        let cu16 = if c.ranks[1] == 0 { cu16_delta_gib } else { 0.0 };
+        Some(GIB * (40.0 * (c.ranks[0] + 1) as f64 - 10.0 + cu16))
+    };
+    let mut fake = Fake::new(steps, 0.01, 4);
+    fake.oom = cands
+        .iter()
+        .filter(|c| c.ranks[0] == 2)
+        .map(|c| c.id)
+        .collect();
+    let r = search(&knobs, &cands, &mut fake, &SearchConfig::default(), &model);
+    let id = |ranks: [usize; 2]| cands.iter().find(|c| c.ranks == ranks).unwrap().id;
+    (r, fake, id([2, 1]), id([2, 0]))
+}
+
+#[test]
+fn an_oom_rules_out_what_needs_as_much_on_every_trend_when_the_model_agrees() {
+    // 16 CUs forecast 2 % below 24 CUs: within the model's candidate-to-candidate error, and
+    // micro batch 4 either way. The first to run out of memory rules out the other.
+    let (r, fake, cu24, cu16) = untrended_knob_near_an_oom(-2.2);
+    let (first, other) = if fake.launched.iter().any(|l| l.0 == cu24) {
+        (cu24, cu16)
+    } else {
+        (cu16, cu24)
+    };
+    assert_eq!(verdict(&r, first), &Verdict::Oom, "{:?}", r.log);
+    match verdict(&r, other) {
+        Verdict::RuledOut { by, reason } => {
+            assert_eq!(*by, first);
+            assert!(
+                reason.contains(
+                    "on every knob with a memory trend, and the memory model puts it within 5 %"
+                ),
+                "{reason}"
+            );
+        }
+        v => panic!("{v:?}: {:?}", r.log),
+    }
+    assert!(!fake.launched.iter().any(|(i, _)| *i == other));
+}
+
+#[test]
+fn the_model_keeps_a_candidate_an_untrended_knob_may_bring_within_memory() {
+    // Micro batch 4 at 24 CUs is the current settings (so it runs first) and runs out of
+    // memory; at 16 CUs the model puts it 18 % lower (90 vs 110 GiB): the CU count may be what
+    // makes it fit, so the OOM does not rule it out. It runs, and fits.
+    let knobs = vec![
+        knob("micro_batch_size", 3, MemoryTrend::Increasing),
+        knob("turbo_deepep_num_cu", 2, MemoryTrend::None),
+    ];
+    let mut cands = grid(&knobs);
+    let id = |cands: &[Candidate], ranks: [usize; 2]| {
+        cands.iter().find(|c| c.ranks == ranks).unwrap().id
+    };
+    let (cu24, cu16) = (id(&cands, [2, 1]), id(&cands, [2, 0]));
+    cands[cu24].baseline = true;
+    let steps: Vec<f64> = cands
+        .iter()
+        .map(|c| 300.0 - 40.0 * c.ranks[0] as f64 + 5.0 * c.ranks[1] as f64)
+        .collect();
+    let model = |c: &Candidate| {
+        let cu16 = if c.ranks[1] == 0 { -20.0 } else { 0.0 };
+        Some(GIB * (40.0 * (c.ranks[0] + 1) as f64 - 10.0 + cu16))
+    };
+    let mut fake = Fake::new(steps, 0.01, 4);
+    fake.oom.insert(cu24);
+    let r = search(&knobs, &cands, &mut fake, &SearchConfig::default(), &model);
+    assert_eq!(fake.launched[0].0, cu24);
+    assert_eq!(verdict(&r, cu24), &Verdict::Oom, "{:?}", r.log);
+    assert!(fake.launched.iter().any(|l| l.0 == cu16), "{:?}", r.log);
+    assert_eq!(r.pick, Some(cu16));
+}
+
 #[test]
 fn predicted_oom_is_never_run() {
     let knobs = vec![knob("micro_batch_size", 4, MemoryTrend::Increasing)];
