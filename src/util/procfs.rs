@@ -258,7 +258,14 @@ mod tests {
             .env("PT_PROCFS_TEST", &token)
             .spawn()
             .unwrap();
-        let found = with_env(Path::new("/proc"), "PT_PROCFS_TEST", &token);
+        // Until the child has exec'd `sleep`, its environment is still the test's (a loaded
+        // machine can take a while to get there).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(4);
+        let mut found = with_env(Path::new("/proc"), "PT_PROCFS_TEST", &token);
+        while found.is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            found = with_env(Path::new("/proc"), "PT_PROCFS_TEST", &token);
+        }
         assert_eq!(found, vec![child.id()]);
         assert!(with_env(Path::new("/proc"), "PT_PROCFS_TEST", "other").is_empty());
         child.kill().unwrap();
