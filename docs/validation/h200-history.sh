@@ -12,12 +12,18 @@
 # and the Megatron-LM tree):
 #   PART=a OUT=$OUT bash docs/validation/h200-history.sh
 #   PART=b OUT=$OUT bash docs/validation/h200-history.sh
+# The same for micro batch 8/16/32 x recompute none/selective/full (gpt-mbs-recompute-h200.yaml,
+# the current micro batch 8), in a fresh workspace: PART=c (no history), then PART=d (again).
 set -u
 G=${G:-/tmp/hist}
 PART=${PART:-a}
 LIMIT=${LIMIT:-540}
 export PATH=/usr/local/nvidia/bin:$PATH
-if [ "$PART" = a ]; then
+case $PART in
+  a|b) SPACE=docs/validation/spaces/gpt-mbs-h200.yaml; CUR=4 ;;
+  *) SPACE=docs/validation/spaces/gpt-mbs-recompute-h200.yaml; CUR=8 ;;
+esac
+if [ "$PART" = a ] || [ "$PART" = c ]; then
   rm -rf "$G"; mkdir -p "$G/work"
   cp bin/primus-tune "$G/primus-tune"
   cp -r bin/megatron "$G/megatron"
@@ -31,8 +37,7 @@ EXP=$W/ex/experiments/llama3_8B-BF16-pretrain.yaml
 SHAPE=(--set seq_length=2048 --set max_position_embeddings=2048 --set global_batch_size=32
        --set transformer_impl=local --set use_flash_attn=false
        --set num_layers=12 --set hidden_size=1536 --set ffn_hidden_size=6144
-       --set num_attention_heads=12 --set num_query_groups=12 --set micro_batch_size=4)
-SPACE=docs/validation/spaces/gpt-mbs-h200.yaml
+       --set num_attention_heads=12 --set num_query_groups=12 --set micro_batch_size=$CUR)
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT/gpu-$PART.txt"
 "$B" --version >> "$OUT/gpu-$PART.txt" 2>&1
 args=(sweep "$EXP" "${SHAPE[@]}" --space "$SPACE" --profile "${PROFILE:-megatron-local}" --gpus 1 --name "hist-$PART" ${EXTRA:-})
