@@ -95,7 +95,12 @@ pub fn launch_history(store: &Store, exp: &Path, profile: &str, gpus: u64) -> La
             continue;
         };
         if m > 0.0 {
-            let key = format!("{}|{:?}", t.config_hash, t.overrides);
+            // One candidate: what it ran, apart from the trial's length (a screen and its
+            // confirmation differ in `train_iters`, so in the config hash too).
+            let key = match crate::run::trial::trial_params(t) {
+                Some(params) => format!("{params:?}"),
+                None => format!("{:?}", crate::run::trial::trial_settings(t)),
+            };
             groups.entry(key).or_default().push((m.ln(), ci / 1.96 / m));
         }
     }
@@ -122,11 +127,25 @@ mod tests {
     /// A completed trial of `exp` with `profile`: start-up `startup_s`, two 2 s warm-up
     /// iterations, then steady ones of `ms` (median `ms`, CI ±`ci`).
     fn trial(store: &Store, exp: &Path, profile: &str, mbs: u64, startup_s: f64, ms: f64, ci: f64) {
+        let overrides = vec![("micro_batch_size".into(), json!(mbs))];
+        trial_with(store, exp, profile, overrides, startup_s, ms, ci);
+    }
+
+    /// [`trial`] with these overrides (and a config hash of its own for each).
+    fn trial_with(
+        store: &Store,
+        exp: &Path,
+        profile: &str,
+        overrides: Vec<(String, serde_json::Value)>,
+        startup_s: f64,
+        ms: f64,
+        ci: f64,
+    ) {
         let id = store
             .insert_trial(&NewTrial {
                 config_path: exp.to_path_buf(),
-                config_hash: "h".into(),
-                overrides: vec![("micro_batch_size".into(), json!(mbs))],
+                config_hash: format!("{overrides:?}"),
+                overrides,
                 profile: Some(profile.into()),
                 ..NewTrial::default()
             })
@@ -185,6 +204,36 @@ mod tests {
             launch_history(&store, exp, "megatron", 1).launch_cv,
             Some((0.0, 1))
         );
+    }
+
+    #[test]
+    fn a_screen_and_its_confirmation_are_repeated_launches_of_one_candidate() {
+        // On the H200 (docs/validation/h200-2026-12-02-history, hist-c) micro batch 8 ran a
+        // 12-iteration screen and an 18-iteration confirmation: their train_iters, and so their
+        // config hashes, differ, and they were not counted as one candidate launched twice.
+        let store = Store::open_in_memory().unwrap();
+        let exp = Path::new("/x/exp.yaml");
+        for (iters, ms) in [(12, 944.0), (18, 939.6)] {
+            let overrides = vec![
+                ("micro_batch_size".into(), json!(8)),
+                ("train_iters".into(), json!(iters)),
+            ];
+            trial_with(&store, exp, "megatron", overrides, 30.0, ms, 0.0);
+        }
+        // TorchTitan's budget is its steps.
+        for (steps, ms) in [(12, 500.0), (30, 505.0)] {
+            let overrides = vec![
+                ("training.local_batch_size".into(), json!(2)),
+                ("training.steps".into(), json!(steps)),
+            ];
+            trial_with(&store, exp, "megatron", overrides, 30.0, ms, 0.0);
+        }
+        let (cv, df) = launch_history(&store, exp, "megatron", 1)
+            .launch_cv
+            .unwrap();
+        assert_eq!(df, 2);
+        let (a, b) = ((944.0f64 / 939.6).ln(), (505.0f64 / 500.0).ln());
+        assert!((cv - ((a * a + b * b) / 4.0).sqrt()).abs() < 1e-9, "{cv}");
     }
 
     #[test]

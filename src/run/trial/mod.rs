@@ -192,9 +192,10 @@ pub fn launch_gpus(world: Option<&World>) -> u64 {
     world.map_or(FALLBACK_GPUS, |w| w.gpus)
 }
 
-/// Keys the runner adds to trials by itself (the iteration budget, the log level the parser
-/// needs): stored with the trial, but not settings a user would apply to the experiment.
-pub const RUNNER_KEYS: [&str; 2] = ["train_iters", "stderr_sink_level"];
+/// Keys the runner adds to trials by itself (the iteration budget: Megatron `train_iters`,
+/// TorchTitan `training.steps`; the log level the parser needs): stored with the trial, but not
+/// settings a user would apply to the experiment.
+pub const RUNNER_KEYS: [&str; 3] = ["train_iters", "training.steps", "stderr_sink_level"];
 
 /// A stored trial's own settings: its overrides without the runner's keys.
 pub fn trial_settings(t: &crate::store::TrialRow) -> BTreeMap<String, serde_json::Value> {
@@ -228,11 +229,11 @@ pub fn is_runner_key(k: &str) -> bool {
     k.starts_with('_') || RUNNER_KEYS.contains(&k)
 }
 
-/// The iteration budget a stored trial ran with (`train_iters`).
+/// The iteration budget a stored trial ran with (`train_iters`, TorchTitan `training.steps`).
 pub fn trial_iters(t: &crate::store::TrialRow) -> Option<u64> {
     t.overrides
         .iter()
-        .find(|(k, _)| k == "train_iters")
+        .find(|(k, _)| k == "train_iters" || k == "training.steps")
         .and_then(|(_, v)| v.as_u64())
 }
 
