@@ -157,7 +157,7 @@ fn a_hang_ends_every_descendant() {
 }
 
 #[test]
-fn an_oom_line_ends_the_trial_within_5_s_though_the_workload_runs_on() {
+fn an_oom_line_ends_the_trial_within_its_grace_periods_though_the_workload_runs_on() {
     // After the line the shell ignores SIGINT too and keeps running.
     let oom = "date +%s.%N > \"$1/oom_at\"; \
                echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB' >&2; \
@@ -175,8 +175,12 @@ fn an_oom_line_ends_the_trial_within_5_s_though_the_workload_runs_on() {
         .trim()
         .parse()
         .unwrap();
+    // 2 s to exit by itself, then SIGINT, 1 s (`start`'s grace), SIGTERM, 1 s, SIGKILL: at
+    // most 4 s of the ladder, and 3 s for the command to notice, record and exit on a loaded
+    // 2-core runner (a 5 s bound failed once in CI at 5.5 s). A workload left running would
+    // never end.
     assert!(
-        ended - oom_at < 5.0,
+        ended - oom_at < 7.0,
         "ended {:.1} s after the line",
         ended - oom_at
     );
