@@ -358,20 +358,27 @@ fn check_dominance(knobs: &[Knob], cands: &[Candidate], r: &SearchResult, fake: 
     }
 }
 
+/// Micro batch (`n_mbs` values, the memory trend up) × 2 CU counts (no trend); a step of 300 ms
+/// less `drop_ms` per micro batch rank, plus 5 ms per CU rank.
+fn mbs_by_cu(n_mbs: usize, drop_ms: f64) -> (Vec<Knob>, Vec<Candidate>, Vec<f64>) {
+    let knobs = vec![
+        knob("micro_batch_size", n_mbs, MemoryTrend::Increasing),
+        knob("turbo_deepep_num_cu", 2, MemoryTrend::None),
+    ];
+    let cands = grid(&knobs);
+    let steps = cands
+        .iter()
+        .map(|c| 300.0 - drop_ms * c.ranks[0] as f64 + 5.0 * c.ranks[1] as f64)
+        .collect();
+    (knobs, cands, steps)
+}
+
 #[test]
 fn oom_rules_out_the_dominating_candidates_without_running_them() {
     // Micro batch × CUs; micro batch 4 and 8 (ranks 2, 3) run out of memory. The first
     // trials go lowest memory first while they widen the model's design, so micro batch 4
     // runs (and OOMs) before 8, which dominates it at the same CU count.
-    let knobs = vec![
-        knob("micro_batch_size", 4, MemoryTrend::Increasing),
-        knob("turbo_deepep_num_cu", 2, MemoryTrend::None),
-    ];
-    let cands = grid(&knobs);
-    let steps: Vec<f64> = cands
-        .iter()
-        .map(|c| 300.0 - 20.0 * c.ranks[0] as f64 + 5.0 * c.ranks[1] as f64)
-        .collect();
+    let (knobs, cands, steps) = mbs_by_cu(4, 20.0);
     let oom: BTreeSet<usize> = cands
         .iter()
         .filter(|c| c.ranks[0] >= 2)
@@ -590,15 +597,7 @@ fn an_oom_rules_out_what_the_memory_model_puts_above_it() {
     // dominates the other; the model puts 16 CUs 10 GiB above 24 CUs. Both run out of memory.
     // The lower one (24 CUs, forecast 110 GiB) runs first; its OOM rules out the other
     // (120 GiB, above it and above every candidate that fit), which never runs.
-    let knobs = vec![
-        knob("micro_batch_size", 3, MemoryTrend::Increasing),
-        knob("turbo_deepep_num_cu", 2, MemoryTrend::None),
-    ];
-    let cands = grid(&knobs);
-    let steps: Vec<f64> = cands
-        .iter()
-        .map(|c| 300.0 - 40.0 * c.ranks[0] as f64 + 5.0 * c.ranks[1] as f64)
-        .collect();
+    let (knobs, cands, steps) = mbs_by_cu(3, 40.0);
     let model =
         |c: &Candidate| Some(GIB * (40.0 * (c.ranks[0] + 1) as f64 - 10.0 * c.ranks[1] as f64));
     let mut fake = Fake::new(steps, 0.01, 4);
@@ -642,15 +641,7 @@ fn an_oom_rules_out_what_the_memory_model_puts_above_it() {
 /// puts the 16-CU candidate `cu16_delta_gib` from the 24-CU one (110 GiB). Returns the result,
 /// the launches and the two micro batch 4 candidates (24 CUs, 16 CUs).
 fn untrended_knob_near_an_oom(cu16_delta_gib: f64) -> (SearchResult, Fake, usize, usize) {
-    let knobs = vec![
-        knob("micro_batch_size", 3, MemoryTrend::Increasing),
-        knob("turbo_deepep_num_cu", 2, MemoryTrend::None),
-    ];
-    let cands = grid(&knobs);
-    let steps: Vec<f64> = cands
-        .iter()
-        .map(|c| 300.0 - 40.0 * c.ranks[0] as f64 + 5.0 * c.ranks[1] as f64)
-        .collect();
+    let (knobs, cands, steps) = mbs_by_cu(3, 40.0);
     let model = move |c: &Candidate| {
         let cu16 = if c.ranks[1] == 0 { cu16_delta_gib } else { 0.0 };
         Some(GIB * (40.0 * (c.ranks[0] + 1) as f64 - 10.0 + cu16))
@@ -697,20 +688,12 @@ fn the_model_keeps_a_candidate_an_untrended_knob_may_bring_within_memory() {
     // Micro batch 4 at 24 CUs is the current settings (so it runs first) and runs out of
     // memory; at 16 CUs the model puts it 18 % lower (90 vs 110 GiB): the CU count may be what
     // makes it fit, so the OOM does not rule it out. It runs, and fits.
-    let knobs = vec![
-        knob("micro_batch_size", 3, MemoryTrend::Increasing),
-        knob("turbo_deepep_num_cu", 2, MemoryTrend::None),
-    ];
-    let mut cands = grid(&knobs);
+    let (knobs, mut cands, steps) = mbs_by_cu(3, 40.0);
     let id = |cands: &[Candidate], ranks: [usize; 2]| {
         cands.iter().find(|c| c.ranks == ranks).unwrap().id
     };
     let (cu24, cu16) = (id(&cands, [2, 1]), id(&cands, [2, 0]));
     cands[cu24].baseline = true;
-    let steps: Vec<f64> = cands
-        .iter()
-        .map(|c| 300.0 - 40.0 * c.ranks[0] as f64 + 5.0 * c.ranks[1] as f64)
-        .collect();
     let model = |c: &Candidate| {
         let cu16 = if c.ranks[1] == 0 { -20.0 } else { 0.0 };
         Some(GIB * (40.0 * (c.ranks[0] + 1) as f64 - 10.0 + cu16))
