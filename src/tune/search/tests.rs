@@ -591,60 +591,18 @@ fn nothing_is_skipped_near_the_leader_or_without_spare_degrees_of_freedom() {
     assert_eq!(ran.len(), cands.len(), "{:?}", r.log);
 }
 
-#[test]
-fn an_oom_rules_out_what_the_memory_model_puts_above_it() {
-    // Micro batch × CUs. The CU count has no memory trend, so neither micro batch 4 candidate
-    // dominates the other; the model puts 16 CUs 10 GiB above 24 CUs. Both run out of memory.
-    // The lower one (24 CUs, forecast 110 GiB) runs first; its OOM rules out the other
-    // (120 GiB, above it and above every candidate that fit), which never runs.
-    let (knobs, cands, steps) = mbs_by_cu(3, 40.0);
-    let model =
-        |c: &Candidate| Some(GIB * (40.0 * (c.ranks[0] + 1) as f64 - 10.0 * c.ranks[1] as f64));
-    let mut fake = Fake::new(steps, 0.01, 4);
-    fake.oom = cands
-        .iter()
-        .filter(|c| c.ranks[0] == 2)
-        .map(|c| c.id)
-        .collect();
-    let r = search(&knobs, &cands, &mut fake, &SearchConfig::default(), &model);
-    let (low, high) = (
-        cands.iter().find(|c| c.ranks == [2, 1]).unwrap().id,
-        cands.iter().find(|c| c.ranks == [2, 0]).unwrap().id,
-    );
-    assert_eq!(verdict(&r, low), &Verdict::Oom, "{:?}", r.log);
-    match verdict(&r, high) {
-        Verdict::RuledOut { by, reason } => {
-            assert_eq!(*by, low);
-            assert!(reason.contains("memory model puts it"), "{reason}");
-        }
-        v => panic!("{v:?}: {:?}", r.log),
-    }
-    assert!(!fake.launched.iter().any(|(i, _)| *i == high));
-    // Without the model's order (no forecasts), the same study launches both.
-    let mut fake = Fake::new(fake.step_ms.clone(), 0.01, 4);
-    fake.oom = cands
-        .iter()
-        .filter(|c| c.ranks[0] == 2)
-        .map(|c| c.id)
-        .collect();
-    let r = search(
-        &knobs,
-        &cands,
-        &mut fake,
-        &SearchConfig::default(),
-        &no_model,
-    );
-    assert_eq!(verdict(&r, high), &Verdict::Oom, "{:?}", r.log);
-}
-
 /// Micro batch × CUs where micro batch 4 runs out of memory at either CU count, and the model
-/// puts the 16-CU candidate `cu16_delta_gib` from the 24-CU one (110 GiB). Returns the result,
-/// the launches and the two micro batch 4 candidates (24 CUs, 16 CUs).
-fn untrended_knob_near_an_oom(cu16_delta_gib: f64) -> (SearchResult, Fake, usize, usize) {
+/// (`None`: no model) puts the 16-CU candidate `cu16_delta_gib` from the 24-CU one (110 GiB).
+/// Returns the result, the launches and the two micro batch 4 candidates (24 CUs, 16 CUs).
+fn untrended_knob_near_an_oom(cu16_delta_gib: Option<f64>) -> (SearchResult, Fake, usize, usize) {
     let (knobs, cands, steps) = mbs_by_cu(3, 40.0);
     let model = move |c: &Candidate| {
-        let cu16 = if c.ranks[1] == 0 { cu16_delta_gib } else { 0.0 };
-        Some(GIB * (40.0 * (c.ranks[0] + 1) as f64 - 10.0 + cu16))
+        let cu16 = if c.ranks[1] == 0 {
+            cu16_delta_gib?
+        } else {
+            0.0
+        };
+        cu16_delta_gib.map(|_| GIB * (40.0 * (c.ranks[0] + 1) as f64 - 10.0 + cu16))
     };
     let mut fake = Fake::new(steps, 0.01, 4);
     fake.oom = cands
@@ -658,10 +616,31 @@ fn untrended_knob_near_an_oom(cu16_delta_gib: f64) -> (SearchResult, Fake, usize
 }
 
 #[test]
+fn an_oom_rules_out_what_the_memory_model_puts_above_it() {
+    // The CU count has no memory trend, so neither micro batch 4 candidate dominates the other;
+    // the model puts 16 CUs 10 GiB above 24 CUs. The lower one (24 CUs, forecast 110 GiB) runs
+    // first; its OOM rules out the other (120 GiB, above it and above every candidate that
+    // fit), which never runs.
+    let (r, fake, low, high) = untrended_knob_near_an_oom(Some(10.0));
+    assert_eq!(verdict(&r, low), &Verdict::Oom, "{:?}", r.log);
+    match verdict(&r, high) {
+        Verdict::RuledOut { by, reason } => {
+            assert_eq!(*by, low);
+            assert!(reason.contains("memory model puts it above"), "{reason}");
+        }
+        v => panic!("{v:?}: {:?}", r.log),
+    }
+    assert!(!fake.launched.iter().any(|(i, _)| *i == high));
+    // Without the model's order (no forecasts), the same study launches both.
+    let (r, _, _, high) = untrended_knob_near_an_oom(None);
+    assert_eq!(verdict(&r, high), &Verdict::Oom, "{:?}", r.log);
+}
+
+#[test]
 fn an_oom_rules_out_what_needs_as_much_on_every_trend_when_the_model_agrees() {
     // 16 CUs forecast 2 % below 24 CUs: within the model's candidate-to-candidate error, and
     // micro batch 4 either way. The first to run out of memory rules out the other.
-    let (r, fake, cu24, cu16) = untrended_knob_near_an_oom(-2.2);
+    let (r, fake, cu24, cu16) = untrended_knob_near_an_oom(Some(-2.2));
     let (first, other) = if fake.launched.iter().any(|l| l.0 == cu24) {
         (cu24, cu16)
     } else {
