@@ -51,7 +51,7 @@ fn start(s: &Setup, extra: &[&str]) -> Child {
             "--grace-seconds",
             "1",
             "--ci-target",
-            "0.000001",
+            "0",
             "--max-iters",
             "100000",
         ])

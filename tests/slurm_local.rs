@@ -436,7 +436,7 @@ fn a_trial_stopped_mid_run_cancels_its_job_and_leaves_nothing_running() {
             "--max-iters",
             "100000",
             "--ci-target",
-            "0.000001",
+            "0",
         ])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -487,7 +487,7 @@ fn a_job_killed_at_its_time_limit_fails_as_slurm_timeout() {
             "--max-iters",
             "100000",
             "--ci-target",
-            "0.000001",
+            "0",
         ])
         .output()
         .unwrap();

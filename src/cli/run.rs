@@ -27,7 +27,8 @@ pub struct RunArgs {
     /// Wall-clock budget of the trial.
     #[arg(long)]
     pub max_seconds: Option<f64>,
-    /// Stop once the 95 % CI half-width of the median step is within this fraction of it.
+    /// Stop once the 95 % CI half-width of the median step is within this fraction of it (0:
+    /// never; the trial runs to --max-iters or --max-seconds).
     #[arg(long, default_value_t = 0.01)]
     pub ci_target: f64,
     /// A trial that prints no new iteration for max(3 × median step, this) seconds has hung.

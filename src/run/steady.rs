@@ -286,7 +286,8 @@ pub fn stats(
 
 /// Whether a live measurement has seen enough: at least `cfg.min_samples` steady samples and a
 /// 95 % CI half-width of the median of at most `cfg.ci_target × median`; or `cfg.max_iters`
-/// reached.
+/// reached. A `ci_target` of 0 (or below) never stops on the CI: identical samples (a CI of
+/// zero width) would otherwise meet any target.
 ///
 /// Iterations seen counts parsed lines, or the span of the trainer's counter
 /// (`last.iteration − first.iteration + 1`) when that is larger (with `log_interval > 1` each
@@ -306,7 +307,7 @@ pub fn should_stop(iters: &[Iteration], cfg: &SteadyConfig) -> bool {
     }
     let (_, steps, start) = timed_window(iters, cfg.min_warmup);
     let window = &steps[start..];
-    if window.is_empty() || window.len() < cfg.min_samples {
+    if window.is_empty() || window.len() < cfg.min_samples || cfg.ci_target <= 0.0 {
         return false;
     }
     let sorted = sorted_copy(window);
@@ -527,6 +528,15 @@ mod tests {
             ..SteadyConfig::default()
         };
         assert!(should_stop(&it, &loose));
+        // Identical samples: a CI of zero width meets every positive target, and a target of 0
+        // means no early stop at all (`run --ci-target 0`).
+        let flat = iters_from(&[200.0; 12]);
+        assert!(should_stop(&flat, &strict));
+        let never = SteadyConfig {
+            ci_target: 0.0,
+            ..SteadyConfig::default()
+        };
+        assert!(!should_stop(&flat, &never));
         // With enough samples the strict target is met: (1.96·0.05/0.01)² ≈ 97 for the mean,
         // ~π/2 × that for the median.
         let mut rng = Lcg(43);
