@@ -1427,3 +1427,29 @@ fn source_has_one_json_shape_everywhere() {
         );
     }
 }
+
+/// An empty `XDG_DATA_HOME` counts as unset (the XDG spec): the bundled example goes under
+/// `~/.local/share/primus-tune`, not into a `primus-tune` folder of the current one.
+#[test]
+fn an_empty_xdg_data_home_is_unset() {
+    let home = tempfile::tempdir().unwrap();
+    let cwd = tempfile::tempdir().unwrap();
+    let data = home.path().join("data");
+    common::cli(&data)
+        .env("HOME", home.path())
+        .env("XDG_DATA_HOME", "")
+        .current_dir(cwd.path())
+        .arg("lint")
+        .assert()
+        .success();
+    let share = home.path().join(".local/share/primus-tune");
+    let examples = std::fs::read_dir(&share)
+        .unwrap_or_else(|e| panic!("{}: {e}", share.display()))
+        .filter_map(Result::ok)
+        .any(|e| e.file_name().to_string_lossy().starts_with("examples-"));
+    assert!(examples, "nothing extracted under {}", share.display());
+    assert!(
+        !cwd.path().join("primus-tune").exists(),
+        "written into the current folder"
+    );
+}

@@ -44,18 +44,17 @@ pub fn examples_root() -> std::io::Result<PathBuf> {
     Ok(root)
 }
 
-/// `<data dir>/primus-tune/<name>`: `$XDG_DATA_HOME`, else `~/.local/share`, else the temp folder.
+/// `<data dir>/primus-tune/<name>`: `$XDG_DATA_HOME`, else `~/.local/share`, else the temp folder
+/// ([`crate::util::paths::xdg_dir`]: an empty variable counts as unset).
 pub fn data_dir(name: &str) -> PathBuf {
     data_dir_in(None, name)
 }
 
 /// [`data_dir`] under `home` (a data folder given instead of `$XDG_DATA_HOME`) when set.
 pub fn data_dir_in(home: Option<&Path>, name: &str) -> PathBuf {
-    home.map(Path::to_path_buf)
-        .or_else(|| std::env::var_os("XDG_DATA_HOME").map(PathBuf::from))
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
-        .unwrap_or_else(std::env::temp_dir)
-        .join("primus-tune")
+    home.map(|h| h.join("primus-tune"))
+        .or_else(|| crate::util::paths::xdg_dir("XDG_DATA_HOME", ".local/share"))
+        .unwrap_or_else(|| std::env::temp_dir().join("primus-tune"))
         .join(name)
 }
 
