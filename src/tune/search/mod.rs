@@ -312,17 +312,7 @@ pub struct SearchResult {
 /// is monotone in each knob, as the trends claim). Candidates whose `ranks` do not match the
 /// knobs are never comparable.
 pub fn dominates_in_memory(knobs: &[Knob], a: &Candidate, b: &Candidate) -> bool {
-    if a.ranks.len() != knobs.len() || b.ranks.len() != knobs.len() || a.ranks == b.ranks {
-        return false;
-    }
-    knobs
-        .iter()
-        .zip(a.ranks.iter().zip(&b.ranks))
-        .all(|(k, (&ra, &rb))| match k.memory {
-            MemoryTrend::Increasing => ra >= rb,
-            MemoryTrend::Decreasing => ra <= rb,
-            MemoryTrend::None => ra == rb,
-        })
+    a.ranks != b.ranks && needs_at_least(knobs, a, b, |ra, rb| ra == rb)
 }
 
 /// Whether `a` needs at least `b`'s memory on every knob with a memory trend (`Increasing`:
@@ -330,6 +320,18 @@ pub fn dominates_in_memory(knobs: &[Knob], a: &Candidate, b: &Candidate) -> bool
 /// [`dominates_in_memory`] this says nothing of the untrended knobs: the memory model's
 /// forecast has to vouch for them.
 pub fn at_least_on_trends(knobs: &[Knob], a: &Candidate, b: &Candidate) -> bool {
+    needs_at_least(knobs, a, b, |_, _| true)
+}
+
+/// `a`'s rank against `b`'s on every knob: at least as much memory along each trend, and
+/// `untrended(a's rank, b's rank)` on a knob without one. False when the ranks do not match
+/// the knobs.
+fn needs_at_least(
+    knobs: &[Knob],
+    a: &Candidate,
+    b: &Candidate,
+    untrended: impl Fn(usize, usize) -> bool,
+) -> bool {
     a.ranks.len() == knobs.len()
         && b.ranks.len() == knobs.len()
         && knobs
@@ -338,7 +340,7 @@ pub fn at_least_on_trends(knobs: &[Knob], a: &Candidate, b: &Candidate) -> bool 
             .all(|(k, (&ra, &rb))| match k.memory {
                 MemoryTrend::Increasing => ra >= rb,
                 MemoryTrend::Decreasing => ra <= rb,
-                MemoryTrend::None => true,
+                MemoryTrend::None => untrended(ra, rb),
             })
 }
 
