@@ -173,7 +173,7 @@ fn tmux_sigterm_restores_the_terminal() {
     assert!(!PathBuf::from(format!("{}.bak.1", tui.config.display())).exists());
 }
 
-/// The first-start tour is open (the tour marker lives in the test's private data folder):
+/// The first-start tour is open (the tour marker lives in the test's private state folder):
 /// Tab pages through it, and `q` quits from it with the terminal restored.
 #[test]
 fn tmux_q_quits_from_the_tour() {
@@ -187,6 +187,9 @@ fn tmux_q_quits_from_the_tour() {
     tui.keys(&["q"]);
     let code = tui.assert_exited_and_restored();
     assert_eq!(code, 0);
+    // Shown once: the marker is kept with the TUI's other state ($XDG_STATE_HOME/primus-tune).
+    let marker = tui.tmp.path().join("xdg/primus-tune/toured");
+    assert!(marker.is_file(), "{}", marker.display());
 }
 
 /// Below the minimum size a notice says what is needed; `q` still quits.

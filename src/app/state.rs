@@ -1,5 +1,6 @@
 //! What the TUI remembers between runs, as lazygit keeps its `state.yml` apart from its
-//! `config.yml`: the launch profile last chosen for each experiment (keyed by the experiment's
+//! `config.yml`: whether the tour was shown (a `toured` marker beside the state file), and the
+//! launch profile last chosen for each experiment (keyed by the experiment's
 //! canonical path), in `$XDG_STATE_HOME/primus-tune/state.toml`, else
 //! `~/.local/state/primus-tune/state.toml`. It is written atomically (a temp file renamed over
 //! it) under the folder's lock, so two TUIs do not lose each other's entries. It is not a
@@ -13,6 +14,32 @@ use std::path::{Path, PathBuf};
 /// `~/.local/state/primus-tune/state.toml` (None without either variable).
 pub fn state_path() -> Option<PathBuf> {
     Some(crate::util::paths::xdg_dir("XDG_STATE_HOME", ".local/state")?.join("state.toml"))
+}
+
+/// The marker beside the state file that says the TUI's tour was shown once.
+fn tour_marker() -> Option<PathBuf> {
+    Some(state_path()?.with_file_name("toured"))
+}
+
+/// The marker of releases before the state file (under the data folder), still honoured.
+fn legacy_tour_marker() -> PathBuf {
+    crate::util::bundled::data_dir("state").join("toured")
+}
+
+/// Whether the tour was shown once (on this account).
+pub fn tour_shown() -> bool {
+    tour_marker().is_some_and(|m| m.exists()) || legacy_tour_marker().exists()
+}
+
+/// Record that the tour was shown (best effort: a tour shown again is no loss).
+pub fn mark_tour_shown() {
+    let Some(m) = tour_marker() else {
+        return;
+    };
+    if let Some(d) = m.parent() {
+        let _ = std::fs::create_dir_all(d);
+    }
+    let _ = std::fs::write(m, "");
 }
 
 /// How an experiment is named in the state file: its canonical path (the path as given when

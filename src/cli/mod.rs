@@ -369,7 +369,7 @@ fn run_tui(cli: &Cli, defaults: crate::app::Defaults) -> Result<ExitCode, CliErr
         session,
         telemetry_backend,
         roots: cli.telemetry.roots(),
-        tour: !cli.no_tour && !crate::tui::toured_marker().exists(),
+        tour: !cli.no_tour && !crate::app::state::tour_shown(),
         mouse,
         color,
         keymap,

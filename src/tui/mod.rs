@@ -79,11 +79,6 @@ pub fn log_path() -> PathBuf {
     crate::util::bundled::data_dir("logs").join("tui.log")
 }
 
-/// The marker that says the tour was shown once.
-pub fn toured_marker() -> PathBuf {
-    crate::util::bundled::data_dir("state").join("toured")
-}
-
 fn init_logging() {
     let path = log_path();
     if let Some(dir) = path.parent() {
@@ -239,11 +234,7 @@ pub fn run(opts: TuiOptions) -> Result<(), crate::app::AppError> {
     let result = rt.block_on(event_loop(&mut term, &opts, app, started));
     restore_terminal();
     if opts.tour {
-        let m = toured_marker();
-        if let Some(d) = m.parent() {
-            let _ = std::fs::create_dir_all(d);
-        }
-        let _ = std::fs::write(m, "");
+        crate::app::state::mark_tour_shown();
     }
     Ok(result?)
 }
