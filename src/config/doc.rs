@@ -202,11 +202,20 @@ impl YamlDoc {
                 });
             }
             if value.start.offset == value.end.offset {
-                // `key:` with nothing after it: write the value after the colon.
-                let colon = self.text[key.end.offset..]
-                    .find(':')
-                    .map(|i| key.end.offset + i + 1)
-                    .unwrap_or(key.end.offset);
+                // `key:` with nothing after it: write the value after the colon, which is the
+                // next thing after the key. An explicit key (`? key`) with no `:` line has none,
+                // and the next colon is another entry's.
+                let rest = &self.text[key.end.offset..];
+                let gap = rest.len() - rest.trim_start().len();
+                if !rest[gap..].starts_with(':') {
+                    return Err(EditError::NotEditable {
+                        path: self.path.clone(),
+                        line: key.start.line,
+                        key: name.to_string(),
+                        what: "explicit key (`?`) with no `:` value line",
+                    });
+                }
+                let colon = key.end.offset + gap + 1;
                 self.insert_at(colon, &format!(" {literal}"));
                 return Ok(Edit {
                     kind: EditKind::Replaced,
@@ -506,6 +515,26 @@ modules:
                 "        tensor_parallel_degree: 2\n"
             ]
         );
+    }
+
+    #[test]
+    fn an_explicit_key_without_a_value_line_is_refused_and_the_next_entry_kept() {
+        // Found by loader_fuzz: the empty value of `?` was written after the next entry's
+        // colon, turning `sink_level: null` into the string `3 null`.
+        for text in ["? \nsink_level: null\n", "?\n\nsink_level: null\n"] {
+            let mut d = YamlDoc::from_text(Path::new("/x/exp.yaml"), text.to_string());
+            let e = d.set_literal(&["None"], "3").unwrap_err();
+            assert!(e.to_string().contains("explicit key"), "{e}");
+            assert_eq!(d.text(), text);
+        }
+        // With its `:` line, an explicit key's empty value is filled.
+        let mut d = YamlDoc::from_text(Path::new("/x/exp.yaml"), "? a\n:\nb: 1\n".into());
+        d.set_literal(&["a"], "3").unwrap();
+        assert_eq!(d.text(), "? a\n: 3\nb: 1\n");
+        // A plain `key:` still gets its value after the colon.
+        let mut d = YamlDoc::from_text(Path::new("/x/exp.yaml"), "a:\nb: 1\n".into());
+        d.set_literal(&["a"], "3").unwrap();
+        assert_eq!(d.text(), "a: 3\nb: 1\n");
     }
 
     #[test]
