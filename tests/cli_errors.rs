@@ -162,4 +162,13 @@ fn an_output_that_cannot_be_created_is_73() {
         .stderr(predicate::str::contains(
             "is a folder, not a database file (name a file, such as",
         ));
+    // A read command names the folder too, rather than "no trial database yet".
+    for cmd in ["trials", "studies"] {
+        bin(d.path())
+            .args([cmd, "--db"])
+            .arg(d.path())
+            .assert()
+            .code(73)
+            .stderr(predicate::str::contains("is a folder, not a database file"));
+    }
 }

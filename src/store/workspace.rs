@@ -133,7 +133,9 @@ impl Workspace {
 
     /// Opens the database when it exists; `None` when nothing was stored yet.
     pub fn open_existing(&self) -> StoreResult<Option<Store>> {
-        if self.exists() {
+        // A folder where the database should be is named, as `open` names it, not taken for
+        // "nothing stored yet".
+        if self.exists() || self.db.is_dir() {
             Store::open(&self.db).map(Some)
         } else {
             Ok(None)
