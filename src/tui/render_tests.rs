@@ -1134,6 +1134,47 @@ fn sweep_snapshots() {
     assert!(s.contains("deepep-cu"), "{s}");
 }
 
+/// A running sweep's log at 80×24: a line wider than the pane (the launch history) is wrapped
+/// and read whole, and the newest line stays in view.
+#[test]
+fn a_running_sweeps_long_log_lines_wrap_and_the_newest_stays_in_view() {
+    let mut app = loaded_app();
+    press(&mut app, &[KeyCode::Char('5')]);
+    crate::tui::screens::sweep::running(&mut app);
+    let long = "launch history: 32.3 s to the first steady sample (median of 5 earlier trial(s) \
+                of this experiment and profile); launch-to-launch variation 0.12 % over 2 \
+                repeated launch(es)";
+    app::update(&mut app, Msg::SweepLine(long.to_string()));
+    for i in 0..30 {
+        app::update(&mut app, Msg::SweepLine(format!("trial {i} done")));
+        if i == 3 {
+            app::update(&mut app, Msg::SweepLine(long.to_string()));
+        }
+    }
+    let s = screen(&mut app, 80, 24);
+    assert!(
+        s.contains("trial 29 done"),
+        "the newest line is shown:\n{s}"
+    );
+    assert!(
+        !s.lines().any(|l| l.contains("…│")),
+        "no log line is cut at the pane's edge:\n{s}"
+    );
+    // Few enough lines after it: the second long line is in view, every word of it.
+    let mut app2 = loaded_app();
+    press(&mut app2, &[KeyCode::Char('5')]);
+    crate::tui::screens::sweep::running(&mut app2);
+    app::update(&mut app2, Msg::SweepLine(long.to_string()));
+    app::update(&mut app2, Msg::SweepLine("trial 1 done".to_string()));
+    let s = screen(&mut app2, 80, 24);
+    let text: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        text.contains("repeated launch(es)") && text.contains("launch-to-launch"),
+        "{s}"
+    );
+    assert!(s.contains("trial 1 done"), "{s}");
+}
+
 /// The Studies screen with three studies: finished with a pick, unfinished, running.
 fn studies_app() -> App {
     use crate::app::views::studies::{StudyStatus, StudySummary};

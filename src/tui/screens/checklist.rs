@@ -10,7 +10,7 @@ use crate::gemm::status::GemmStatus;
 use crate::tui::app::{App, Effect, Overlay};
 use crate::tui::keymap::Action;
 use crate::tui::theme::Theme;
-use crate::tui::widgets::fit;
+use crate::tui::widgets::{fit, wrapped_rows};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
@@ -403,27 +403,6 @@ fn draw_step(f: &mut Frame, s: &StepReport, stages: Vec<Line<'static>>, theme: &
         ));
     }
     f.render_widget(Paragraph::new(flags), bottom);
-}
-
-/// Rows a line takes when wrapped at word boundaries to `w` columns (as the paragraph wraps).
-fn wrapped_rows(text: &str, w: usize) -> usize {
-    let (mut rows, mut col) = (1, 0usize);
-    for word in text.split(' ') {
-        let n = word.chars().count();
-        let need = if col == 0 { n } else { col + 1 + n };
-        if need <= w {
-            col = need;
-        } else if n > w {
-            // A word longer than the line is broken across rows.
-            let first = if col == 0 { 0 } else { 1 };
-            rows += first + (n.saturating_sub(1)) / w;
-            col = n % w;
-        } else {
-            rows += 1;
-            col = n;
-        }
-    }
-    rows
 }
 
 fn lines_push_flag(out: &mut Vec<Line<'static>>, head: String, source: String, theme: &Theme) {

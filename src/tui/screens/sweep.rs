@@ -7,7 +7,7 @@ use crate::domain::study::{StudyRecord, VerdictKind};
 use crate::tui::app::{App, Effect, LOG_LINES, add_edits, json_text, quit_if_done};
 use crate::tui::keymap::Action;
 use crate::tui::theme::Theme;
-use crate::tui::widgets::{fit, num, sig};
+use crate::tui::widgets::{fit, num, sig, wrapped_rows};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
@@ -353,11 +353,27 @@ fn draw_screen(
                  until the leader is separated from the rest by more than the noise.",
             ));
         }
-        let h = usize::from(right.height.saturating_sub(2)).saturating_sub(lines.len());
-        let n = app.screens.sweep.log.len();
-        let iw = usize::from(right.width.saturating_sub(2));
-        for l in app.screens.sweep.log.iter().skip(n.saturating_sub(h)) {
-            lines.push(Line::raw(fit(l, iw)));
+        // The newest log lines that fit below the header, each wrapped whole (a long line,
+        // such as the launch history, is read in full, not cut at the pane's edge).
+        let iw = usize::from(right.width.saturating_sub(2)).max(1);
+        let header: usize = lines.iter().map(|l| wrapped_rows(&l.to_string(), iw)).sum();
+        let mut room = usize::from(right.height.saturating_sub(2)).saturating_sub(header);
+        let log = &app.screens.sweep.log;
+        let mut first = log.len();
+        for l in log.iter().rev() {
+            let rows = wrapped_rows(l, iw);
+            if rows > room {
+                break;
+            }
+            room -= rows;
+            first -= 1;
+        }
+        // A pane too small for even the newest line shows what of it fits.
+        if first == log.len() {
+            first = first.saturating_sub(1);
+        }
+        for l in log.iter().skip(first) {
+            lines.push(Line::raw(l.clone()));
         }
         let title = if app.screens.sweep.running {
             " Sweep · running "
