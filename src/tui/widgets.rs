@@ -330,6 +330,27 @@ pub fn class_name(c: crate::domain::trial::FailureClass) -> String {
         .unwrap_or_default()
 }
 
+/// Rows a line takes when wrapped at word boundaries to `w` columns (as the paragraph wraps).
+pub fn wrapped_rows(text: &str, w: usize) -> usize {
+    let (mut rows, mut col) = (1, 0usize);
+    for word in text.split(' ') {
+        let n = word.chars().count();
+        let need = if col == 0 { n } else { col + 1 + n };
+        if need <= w {
+            col = need;
+        } else if n > w {
+            // A word longer than the line is broken across rows.
+            let first = if col == 0 { 0 } else { 1 };
+            rows += first + (n.saturating_sub(1)) / w;
+            col = n % w;
+        } else {
+            rows += 1;
+            col = n;
+        }
+    }
+    rows
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -413,25 +434,4 @@ mod tests {
         let symbols: Vec<&str> = buf.content.iter().map(|c| c.symbol()).collect();
         assert_eq!(symbols, ["\u{fffd}", "a", "\u{fffd}"]);
     }
-}
-
-/// Rows a line takes when wrapped at word boundaries to `w` columns (as the paragraph wraps).
-pub fn wrapped_rows(text: &str, w: usize) -> usize {
-    let (mut rows, mut col) = (1, 0usize);
-    for word in text.split(' ') {
-        let n = word.chars().count();
-        let need = if col == 0 { n } else { col + 1 + n };
-        if need <= w {
-            col = need;
-        } else if n > w {
-            // A word longer than the line is broken across rows.
-            let first = if col == 0 { 0 } else { 1 };
-            rows += first + (n.saturating_sub(1)) / w;
-            col = n % w;
-        } else {
-            rows += 1;
-            col = n;
-        }
-    }
-    rows
 }
