@@ -1173,6 +1173,13 @@ fn a_running_sweeps_long_log_lines_wrap_and_the_newest_stays_in_view() {
         "{s}"
     );
     assert!(s.contains("trial 1 done"), "{s}");
+    // A message of several lines (the sweep's opening) shows each on its own row.
+    app::update(
+        &mut app2,
+        Msg::SweepLine("study s-1: space memory-fit\nevidence: proxy".to_string()),
+    );
+    let s = screen(&mut app2, 80, 24);
+    assert!(s.lines().any(|l| l.starts_with("│evidence: proxy")), "{s}");
 }
 
 /// The Studies screen with three studies: finished with a pick, unfinished, running.

@@ -162,12 +162,16 @@ pub fn running(app: &mut App) {
 }
 
 /// One line of the running sweep's progress.
+/// A message of several lines (the sweep's opening: study, evidence, memory model, launch
+/// history) is kept as its lines, each shown on its own.
 pub fn on_line(app: &mut App, line: String) {
     let log = &mut app.screens.sweep.log;
-    if log.len() == LOG_LINES {
-        log.pop_front();
+    for l in line.lines() {
+        if log.len() == LOG_LINES {
+            log.pop_front();
+        }
+        log.push_back(l.to_string());
     }
-    log.push_back(line);
 }
 
 /// The sweep ended (or stopped, or could not run).
