@@ -110,6 +110,7 @@ pub enum SweepEvent {
         trial: Option<i64>,
         status: TrialStatus,
         failure: Option<String>,
+        /// The trial's median steady step time per global batch (what the study ranks by).
         median_ms: Option<f64>,
         peak_gib: Option<f64>,
     },
@@ -219,7 +220,7 @@ impl fmt::Display for SweepEvent {
                 failure
                     .as_ref()
                     .map_or(String::new(), |c| format!(" ({c})")),
-                median_ms.map_or("-".into(), |m| format!("{m:.1} ms")),
+                median_ms.map_or("-".into(), |m| format!("{m:.1} ms/batch")),
                 peak_gib.map_or("-".into(), |m| format!("{m:.2} GiB")),
             ),
             SweepEvent::CouldNotRun { why } => write!(f, "  the trial could not run: {why}"),
@@ -298,6 +299,17 @@ mod tests {
         assert_eq!(
             m.to_string(),
             "  trial 7: failed (out of GPU memory) · median - · peak 1.50 GiB"
+        );
+        let m = SweepEvent::Measured {
+            trial: Some(8),
+            status: TrialStatus::Completed,
+            failure: None,
+            median_ms: Some(1186.04),
+            peak_gib: None,
+        };
+        assert_eq!(
+            m.to_string(),
+            "  trial 8: completed · median 1186.0 ms/batch · peak -"
         );
         let started = |off: Option<&str>| SweepEvent::Started {
             study: "s".into(),

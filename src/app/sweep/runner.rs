@@ -276,14 +276,7 @@ impl TrialRunner<'_> {
     fn outcome(&self, result: Result<TrialResult, String>) -> Outcome {
         match result {
             Ok(r) => {
-                self.say(SweepEvent::Measured {
-                    trial: r.trial_id,
-                    status: r.status,
-                    failure: r.failure.as_ref().map(|f| f.class.label().to_string()),
-                    median_ms: r.summary.median_step_ms,
-                    peak_gib: r.summary.peak_mem_gib,
-                });
-                match r
+                let out = match r
                     .trial_id
                     .and_then(|id| self.store.trial(id).ok().flatten())
                 {
@@ -292,7 +285,16 @@ impl TrialRunner<'_> {
                         failed: Some("the trial was not stored".into()),
                         ..Outcome::default()
                     },
-                }
+                };
+                // The median the search ranks by: per global batch, as the study's table.
+                self.say(SweepEvent::Measured {
+                    trial: r.trial_id,
+                    status: r.status,
+                    failure: r.failure.as_ref().map(|f| f.class.label().to_string()),
+                    median_ms: crate::util::stats::median(&out.step_ms),
+                    peak_gib: r.summary.peak_mem_gib,
+                });
+                out
             }
             Err(e) => {
                 self.say(SweepEvent::CouldNotRun { why: e.clone() });
