@@ -84,7 +84,7 @@ pub fn launch_history(store: &Store, exp: &Path, profile: &str, gpus: u64) -> La
     let rows = trials(store, exp, profile);
     let launches: Vec<f64> = rows
         .iter()
-        .filter_map(|t| outcome_of(store, t, gpus).launch_s)
+        .filter_map(|t| outcome_of(store, t, gpus, None).launch_s)
         .filter(|s| s.is_finite() && *s >= 0.0)
         .collect();
     let n_launch = launches.len();

@@ -29,6 +29,9 @@ pub struct TrialRunner<'a> {
     /// sweep follows the job again instead of submitting the trial again.
     attachable: Vec<TrialRow>,
     events: Events,
+    /// The current settings' global batch (samples per step) at the trials' world: every
+    /// trial's step time is scaled to it ([`outcome_of`]).
+    reference_batch: Option<f64>,
     pub replayed: usize,
     pub launched: usize,
 }
@@ -70,6 +73,10 @@ impl<'a> TrialRunner<'a> {
             .into_iter()
             .filter(|t| t.slurm.is_some() && !crate::app::interrupted::runner_alive(t))
             .collect();
+        let reference_batch = global_batch_of(&crate::run::profile::trial_resolved_json(
+            &exp.main_module().values(),
+            base.gpus,
+        ));
         Ok(TrialRunner {
             exp,
             load,
@@ -83,6 +90,7 @@ impl<'a> TrialRunner<'a> {
             stored,
             attachable,
             events,
+            reference_batch,
             replayed: 0,
             launched: 0,
         })
@@ -127,21 +135,34 @@ fn reusable(t: &TrialRow) -> bool {
 /// The configured global batch of a trial (its `resolved.json`).
 fn config_global_batch(t: &TrialRow) -> Option<f64> {
     let text = std::fs::read_to_string(t.trial_dir.join("resolved.json")).ok()?;
-    let j: serde_json::Value = serde_json::from_str(&text).ok()?;
-    let params = crate::run::profile::read_resolved(&j);
-    params
+    global_batch_of(&serde_json::from_str(&text).ok()?)
+}
+
+/// `global_batch_size` of a resolved parameter object (for TorchTitan, its Megatron view:
+/// `training.local_batch_size` × the data-parallel size when `training.global_batch_size` is -1).
+fn global_batch_of(j: &serde_json::Value) -> Option<f64> {
+    crate::run::profile::read_resolved(j)
         .get("global_batch_size")
         .and_then(|v| v.as_f64())
         .filter(|g| *g > 0.0)
 }
 
 /// The outcome of a stored trial: its steady iterations (after the warm-up its summary names).
-/// Step times are normalised to the configured global batch: a workload that processes only
-/// part of it per step (the proxies cap the micro batches per step) reports `global batch size`
-/// in its log, and its step time is scaled up to the full batch, so candidates with different
-/// micro batch sizes compare by the time of the same work.
-pub(super) fn outcome_of(store: &Store, t: &TrialRow, gpus: u64) -> Outcome {
-    let target = config_global_batch(t);
+/// Step times are normalised to one amount of work, `reference` samples (the current settings'
+/// global batch; else the trial's own configured global batch): a workload that processes only
+/// part of its batch per step (the proxies cap the micro batches per step) reports `global
+/// batch size` in its log, and a candidate whose global batch differs (TorchTitan's
+/// `training.local_batch_size` with `global_batch_size: -1` sets it) runs a different one; each
+/// step time is scaled by `reference / samples it processed`, so candidates compare by the time
+/// of the same work.
+pub(super) fn outcome_of(
+    store: &Store,
+    t: &TrialRow,
+    gpus: u64,
+    reference: Option<f64>,
+) -> Outcome {
+    let configured = config_global_batch(t);
+    let target = reference.or(configured);
     let warmup = t
         .summary
         .as_ref()
@@ -168,8 +189,9 @@ pub(super) fn outcome_of(store: &Store, t: &TrialRow, gpus: u64) -> Outcome {
         .skip(warmup)
         .filter_map(|i| {
             let ms = i.elapsed_ms?;
-            let scale = match (target, i.global_batch_size) {
-                (Some(want), Some(ran)) if ran > 0 => want / ran as f64,
+            let ran = i.global_batch_size.map(|g| g as f64).or(configured);
+            let scale = match (target, ran) {
+                (Some(want), Some(ran)) if ran > 0.0 => want / ran,
                 _ => 1.0,
             };
             Some(ms * scale)
@@ -225,7 +247,12 @@ impl TrialRunner<'_> {
                 iters,
                 trial: t.id,
             });
-            return Prep::Known(outcome_of(self.store, &t, self.base.gpus));
+            return Prep::Known(outcome_of(
+                self.store,
+                &t,
+                self.base.gpus,
+                self.reference_batch,
+            ));
         }
         if self.cancelled() {
             return Prep::Known(Outcome {
@@ -280,7 +307,7 @@ impl TrialRunner<'_> {
                     .trial_id
                     .and_then(|id| self.store.trial(id).ok().flatten())
                 {
-                    Some(row) => outcome_of(self.store, &row, self.base.gpus),
+                    Some(row) => outcome_of(self.store, &row, self.base.gpus, self.reference_batch),
                     None => Outcome {
                         failed: Some("the trial was not stored".into()),
                         ..Outcome::default()
@@ -345,5 +372,71 @@ impl Runner for TrialRunner<'_> {
                 },
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::trial::Iteration;
+    use crate::store::{NewTrial, TrialEnd};
+    use std::path::Path;
+
+    /// A completed trial in `dir` whose `resolved.json` configures `global` samples a step: two
+    /// warm-up iterations, then steady ones of `ms`, each logging `ran` samples when given.
+    fn trial(store: &Store, dir: &Path, global: u64, ms: f64, ran: Option<u64>) -> TrialRow {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(
+            dir.join("resolved.json"),
+            serde_json::json!({"global_batch_size": global}).to_string(),
+        )
+        .unwrap();
+        let id = store
+            .insert_trial(&NewTrial {
+                config_path: "x.yaml".into(),
+                config_hash: format!("{dir:?}"),
+                trial_dir: dir.to_path_buf(),
+                ..NewTrial::default()
+            })
+            .unwrap();
+        let iters: Vec<Iteration> = (0..8)
+            .map(|i| Iteration {
+                iteration: i + 1,
+                elapsed_ms: Some(if i < 2 { 900.0 } else { ms }),
+                global_batch_size: ran,
+                ..Default::default()
+            })
+            .collect();
+        store.add_iterations(id, &iters).unwrap();
+        let mut end = TrialEnd::new(TrialStatus::Completed, 10.0);
+        end.summary = Some(serde_json::json!({"warmup": 2}));
+        store.finish_trial(id, &end).unwrap();
+        store.trial(id).unwrap().unwrap()
+    }
+
+    #[test]
+    fn step_times_are_scaled_to_the_current_settings_global_batch() {
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open_in_memory().unwrap();
+        // A TorchTitan candidate with local batch 1 (global batch 1 at DP 1) against current
+        // settings of 8: its 10 ms steps do an eighth of the work, 80 ms for the same 8 samples.
+        let small = trial(&store, &d.path().join("1"), 1, 10.0, None);
+        let out = outcome_of(&store, &small, 1, Some(8.0));
+        assert_eq!(out.step_ms, vec![80.0; 6]);
+        // Without a reference, the trial's own configured batch (as before): 10 ms.
+        assert_eq!(outcome_of(&store, &small, 1, None).step_ms, vec![10.0; 6]);
+        // A proxy that logs 2 of its configured 8 samples a step is scaled to the 8.
+        let capped = trial(&store, &d.path().join("2"), 8, 30.0, Some(2));
+        assert_eq!(
+            outcome_of(&store, &capped, 1, Some(8.0)).step_ms,
+            vec![120.0; 6]
+        );
+        assert_eq!(outcome_of(&store, &capped, 1, None).step_ms, vec![120.0; 6]);
+        // A Megatron trial at the reference batch is unchanged.
+        let same = trial(&store, &d.path().join("3"), 8, 50.0, Some(8));
+        assert_eq!(
+            outcome_of(&store, &same, 1, Some(8.0)).step_ms,
+            vec![50.0; 6]
+        );
     }
 }
