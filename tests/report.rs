@@ -390,6 +390,33 @@ fn report_errors_say_their_kind_in_the_exit_status() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The study named as `recommend` names it: `report CONFIG --study NAME` (the one
+    // argument is then the experiment); two studies named is a usage error.
+    let mut c = cmd(&s);
+    let out = c
+        .args([
+            "report",
+            s.exp.to_str().unwrap(),
+            "--study",
+            "nope",
+            "--out",
+        ])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(66));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no study `nope`"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = report_with(&s, "unfinished", &out_dir, &["--study", "other"]);
+    assert_eq!(out.status.code(), Some(64));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("two studies named"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = report(&s, "unfinished", &out_dir);
     assert_eq!(out.status.code(), Some(2));
     assert!(

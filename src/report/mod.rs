@@ -735,7 +735,7 @@ impl Report {
             s,
             "Candidates from best to worst. Step times are the sweep's evidence: the median of the \
              steady-state iterations pooled over the candidate's trials (scaled to the \
-             experiment's global batch where a trial ran a smaller one), with the 95 % confidence \
+             current settings' global batch where a trial ran another), with the 95 % confidence \
              interval of that median; n counts those iterations. Peak memory is the largest any \
              of its trials reported, with what it measures: `alloc` the framework's allocator \
              (its own memory), `procs` the trial's processes, `device` the device memory in use \
