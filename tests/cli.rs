@@ -809,6 +809,36 @@ fn recommend_apply_brings_the_companions_lint_needs() {
         .assert()
         .success()
         .stdout(predicate::str::contains("1 file, 0 errors"));
+    // Applied again: every value is already set, so nothing is written and no backup made.
+    let backups = |dir: &std::path::Path| {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .contains(".bak")
+            })
+            .count()
+    };
+    let dir = exp.parent().unwrap();
+    let before = backups(dir);
+    bin()
+        .args([
+            "recommend",
+            exp.to_str().unwrap(),
+            "--gpu",
+            "MI300X",
+            "--apply",
+        ])
+        .arg("--workspace")
+        .arg(&ws)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("no config value to write"));
+    assert_eq!(backups(dir), before);
+    assert_eq!(std::fs::read_to_string(&exp).unwrap(), after);
 }
 
 /// Primus-Turbo, DeepEP and hipBLASLt advice is for Primus on AMD: on an NVIDIA GPU or with a

@@ -239,6 +239,29 @@ fn sweep_prunes_what_an_oom_rules_out_resumes_and_recommends() {
     );
     let text = std::fs::read_to_string(&s.exp).unwrap();
     assert!(text.contains("micro_batch_size: 2"), "{text}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("wrote 1 value(s) to"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // Applied again: the pick is already set, so nothing is written.
+    let out = cmd(&s)
+        .args([
+            "recommend",
+            s.exp.to_str().unwrap(),
+            "--study",
+            "mbs1",
+            "--apply",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("every recommended value is already set"),
+        "{said}"
+    );
+    assert_eq!(std::fs::read_to_string(&s.exp).unwrap(), text);
 }
 
 /// The current settings are always measured, as candidate 0, also outside the space; they are

@@ -236,14 +236,34 @@ fn apply(
                 display_path(&exp.path)
             )));
         }
-        print!("{}", plan.doc.diff());
-        plan.doc.save(SaveOptions { backup: true })?;
-        if !a.json {
-            println!(
-                "wrote {} value(s) to {}",
-                plan.changes.len(),
-                display_path(&exp.path)
-            );
+        // A value the experiment already has is not a change (nor a reason for a backup).
+        let changed = plan
+            .changes
+            .iter()
+            .filter(|c| c.old.as_ref() != Some(&c.new))
+            .count();
+        let already = plan.changes.len() - changed;
+        let already = if already > 0 {
+            format!(" ({already} already set)")
+        } else {
+            String::new()
+        };
+        if changed == 0 {
+            if !a.json {
+                println!(
+                    "nothing to write to {}: every recommended value is already set",
+                    display_path(&exp.path)
+                );
+            }
+        } else {
+            print!("{}", plan.doc.diff());
+            plan.doc.save(SaveOptions { backup: true })?;
+            if !a.json {
+                println!(
+                    "wrote {changed} value(s) to {}{already}",
+                    display_path(&exp.path)
+                );
+            }
         }
     }
     if !env.is_empty() {
