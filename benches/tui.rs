@@ -371,6 +371,7 @@ fn study_record() -> primus_tune::domain::study::StudyRecord {
         unmodeled: Vec::new(),
         baseline: Some(0),
         conclusion: None,
+        per_samples: None,
     }
 }
 

@@ -537,6 +537,7 @@ mod charts {
             unmodeled: Vec::new(),
             baseline: None,
             conclusion: None,
+            per_samples: None,
         }
     }
 

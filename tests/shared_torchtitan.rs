@@ -4,6 +4,8 @@
 //! Each test skips (with a message on stderr) when the fixture folder is absent.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use primus_tune::config::overrides::parse_assignment;
 use primus_tune::config::{Env, Experiment, LoadOptions};
 use primus_tune::run::proxy::ProxyShape;
@@ -139,4 +141,73 @@ fn the_memory_model_orders_torchtitan_checkpointing_and_batch() {
     // fp32 logits: meant for one MI300X node (192 GiB).
     let llama = gib(total(TITAN[0], &[]));
     assert!((120.0..192.0).contains(&llama), "{llama} GiB");
+}
+
+/// A TorchTitan local batch size sets the global batch (`global_batch_size: -1`), so the sweep
+/// times every candidate on the current settings' global batch, and says so. Before, local batch
+/// 1 ranked about 5 times faster than 8 for doing an eighth of the work.
+#[test]
+fn a_titan_sweep_times_every_local_batch_on_the_same_work() {
+    let root = root_or_skip!();
+    let d = tempfile::tempdir().unwrap();
+    let exp = root.join(TITAN[1]);
+    let out = common::cli(d.path())
+        .args([
+            "sweep",
+            exp.to_str().unwrap(),
+            "--space",
+            "titan-memory-fit",
+        ])
+        .args([
+            "--max-trials",
+            "2",
+            "--no-telemetry",
+            "--json",
+            "--workspace",
+        ])
+        .arg(d.path().join("ws"))
+        .output()
+        .unwrap();
+    let rec = &common::last_json(&out)["record"];
+    assert_eq!(rec["per_samples"], 8, "local batch 8 at one process: {rec}");
+    let median = |lbs: u64| {
+        rec["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| {
+                c["overrides"]["training.local_batch_size"] == lbs
+                    && c["overrides"]["activation_checkpoint.mode"] == "none"
+                    && c["median_ms"].is_number()
+            })
+            .and_then(|c| c["median_ms"].as_f64())
+            .unwrap_or_else(|| panic!("a measured local batch {lbs}: {rec}"))
+    };
+    let (one, eight) = (median(1), median(8));
+    assert!(
+        one > 0.5 * eight,
+        "per 8 samples, local batch 1 ({one} ms) is not 2× faster than 8 ({eight} ms)"
+    );
+    let text = common::cli(d.path())
+        .args(["studies", "show"])
+        .arg(rec_name(&out))
+        .arg("--config")
+        .arg(&exp)
+        .arg("--workspace")
+        .arg(d.path().join("ws"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("step times: ms per 8 sample(s), the current settings' global batch"),
+        "{text}"
+    );
+}
+
+/// The study name a `sweep --json` printed.
+fn rec_name(out: &std::process::Output) -> String {
+    common::last_json(out)["study"]
+        .as_str()
+        .expect("the study's name")
+        .to_string()
 }

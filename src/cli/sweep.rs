@@ -160,6 +160,9 @@ pub fn print_record(name: &str, r: &StudyRecord) {
         r.gpu_seconds / 60.0
     );
     println!("evidence: {}", r.basis_text());
+    if let Some(u) = r.unit_text() {
+        println!("{u}");
+    }
     if !r.unmodeled.is_empty() {
         println!(
             "not modelled by {}: {} — their verdicts are noise, not evidence",

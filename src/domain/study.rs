@@ -235,6 +235,11 @@ pub struct StudyRecord {
     /// What the search concluded (absent in older studies: their `pick` is the winner).
     #[serde(default)]
     pub conclusion: Option<Conclusion>,
+    /// Set when the candidates' global batches differ (TorchTitan's `training.local_batch_size`
+    /// with `global_batch_size: -1`): every step time is scaled to this many samples, the
+    /// current settings' global batch. Absent: one global batch for all (or an older study).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_samples: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -311,6 +316,25 @@ impl StudyRecord {
                 self.profile
             ),
         }
+    }
+
+    /// What a step time is per: `per global batch`, or, when the candidates' global batches
+    /// differ, `per N sample(s) (the current settings' global batch)`.
+    pub fn batch_unit(&self) -> String {
+        match self.per_samples {
+            None => "per global batch".into(),
+            Some(n) => format!("per {n} sample(s) (the current settings' global batch)"),
+        }
+    }
+
+    /// What a step time measures, when the candidates' global batches differ.
+    pub fn unit_text(&self) -> Option<String> {
+        self.per_samples.map(|n| {
+            format!(
+                "step times: ms per {n} sample(s), the current settings' global batch (the \
+                 candidates' global batches differ; each is scaled to it)"
+            )
+        })
     }
 
     /// The conclusion in words (an older study: its pick).

@@ -670,11 +670,12 @@ impl Report {
             Some(p) if p.baseline => {
                 let _ = writeln!(
                     s,
-                    "**Keep the current settings** ({}, candidate {}): median step time {} ms per \
-                     global batch (95 % CI {}–{} ms, n {}). {}.\n",
+                    "**Keep the current settings** ({}, candidate {}): median step time {} ms {} \
+                     (95 % CI {}–{} ms, n {}). {}.\n",
                     p.settings,
                     p.id,
                     opt(p.median_ms, 1),
+                    self.record.batch_unit(),
                     opt(p.ci_low_ms, 1),
                     opt(p.ci_high_ms, 1),
                     p.n,
@@ -683,10 +684,11 @@ impl Report {
             }
             Some(p) => {
                 let mut line = format!(
-                    "**{}** (candidate {}): median step time {} ms per global batch (95 % CI {}–{} ms, n {})",
+                    "**{}** (candidate {}): median step time {} ms {} (95 % CI {}–{} ms, n {})",
                     p.settings,
                     p.id,
                     opt(p.median_ms, 1),
+                    self.record.batch_unit(),
                     opt(p.ci_low_ms, 1),
                     opt(p.ci_high_ms, 1),
                     p.n
@@ -947,6 +949,7 @@ mod tests {
             unmodeled: Vec::new(),
             baseline: None,
             conclusion: None,
+            per_samples: None,
         }
     }
 

@@ -1117,6 +1117,7 @@ fn sweep_app() -> App {
         unmodeled: Vec::new(),
         baseline: Some(0),
         conclusion: Some(crate::domain::study::Conclusion::Change { pick: 1 }),
+        per_samples: None,
     };
     app::update(
         &mut app,

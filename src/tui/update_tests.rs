@@ -696,6 +696,7 @@ fn sweep_screen_starts_only_applicable_spaces_and_applies_the_pick() {
         unmodeled: Vec::new(),
         baseline: None,
         conclusion: None,
+        per_samples: None,
     };
     let fx = update(
         &mut app,

@@ -129,6 +129,8 @@ pub fn record(
         unmodeled: Vec::new(),
         baseline: r.baseline,
         conclusion: Some(r.conclusion.clone()),
+        // The sweep sets it when its trials' global batches differ (`TrialRunner`).
+        per_samples: None,
     }
 }
 

@@ -466,6 +466,7 @@ pub fn run(
     );
     rec.basis = Some(basis);
     rec.unmodeled = unmodeled;
+    rec.per_samples = runner.per_samples();
     rec.memory_error = super::views::studies::memory_check(&rec).mean_error();
     store.set_study_notes(study_id, serde_json::to_string(&rec).ok().as_deref())?;
     Ok(outcome(Some(rec)))

@@ -32,6 +32,8 @@ pub struct TrialRunner<'a> {
     /// The current settings' global batch (samples per step) at the trials' world: every
     /// trial's step time is scaled to it ([`outcome_of`]).
     reference_batch: Option<f64>,
+    /// Whether a trial's configured global batch differed from `reference_batch`.
+    batch_differs: std::cell::Cell<bool>,
     pub replayed: usize,
     pub launched: usize,
 }
@@ -91,9 +93,28 @@ impl<'a> TrialRunner<'a> {
             attachable,
             events,
             reference_batch,
+            batch_differs: std::cell::Cell::new(false),
             replayed: 0,
             launched: 0,
         })
+    }
+
+    /// The samples every step time was scaled to, when some trial's global batch differed
+    /// from the current settings' ([`StudyRecord::per_samples`](crate::domain::study::StudyRecord)).
+    pub fn per_samples(&self) -> Option<u64> {
+        self.reference_batch
+            .filter(|_| self.batch_differs.get())
+            .map(|g| g.round() as u64)
+    }
+
+    /// [`outcome_of`] a stored trial of this study, noting whether its global batch differs.
+    fn outcome_of_row(&self, t: &TrialRow) -> Outcome {
+        if let (Some(want), Some(ran)) = (self.reference_batch, config_global_batch(t))
+            && (want - ran).abs() > 1e-9
+        {
+            self.batch_differs.set(true);
+        }
+        outcome_of(self.store, t, self.base.gpus, self.reference_batch)
     }
 
     pub fn cancelled(&self) -> bool {
@@ -247,12 +268,7 @@ impl TrialRunner<'_> {
                 iters,
                 trial: t.id,
             });
-            return Prep::Known(outcome_of(
-                self.store,
-                &t,
-                self.base.gpus,
-                self.reference_batch,
-            ));
+            return Prep::Known(self.outcome_of_row(&t));
         }
         if self.cancelled() {
             return Prep::Known(Outcome {
@@ -307,7 +323,7 @@ impl TrialRunner<'_> {
                     .trial_id
                     .and_then(|id| self.store.trial(id).ok().flatten())
                 {
-                    Some(row) => outcome_of(self.store, &row, self.base.gpus, self.reference_batch),
+                    Some(row) => self.outcome_of_row(&row),
                     None => Outcome {
                         failed: Some("the trial was not stored".into()),
                         ..Outcome::default()

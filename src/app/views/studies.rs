@@ -256,6 +256,7 @@ mod tests {
             unmodeled: Vec::new(),
             baseline: None,
             conclusion: None,
+            per_samples: None,
         }
     }
 

@@ -268,7 +268,14 @@ pub fn ranked_table<'a>(study: &str, rec: &'a StudyRecord, theme: &Theme) -> Tab
                 rec.trials,
                 rec.gpu_seconds / 60.0
             ))
-            .title_bottom(format!(" {} · ms per global batch ", rec.basis_text())),
+            .title_bottom(format!(
+                " {} · ms {} ",
+                rec.basis_text(),
+                match rec.per_samples {
+                    Some(n) => format!("per {n} samples"),
+                    None => "per global batch".into(),
+                }
+            )),
     )
 }
 
