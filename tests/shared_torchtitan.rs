@@ -211,3 +211,44 @@ fn rec_name(out: &std::process::Output) -> String {
         .expect("the study's name")
         .to_string()
 }
+
+/// `set` on a key that holds a TorchTitan section is refused, naming the section's keys, and
+/// nothing is written; its keys are set one by one.
+#[test]
+fn setting_a_whole_torchtitan_section_is_refused() {
+    let root = root_or_skip!();
+    let d = tempfile::tempdir().unwrap();
+    let exp = d.path().join("exp.yaml");
+    std::fs::copy(root.join(TITAN[1]), &exp).unwrap();
+    let before = std::fs::read_to_string(&exp).unwrap();
+    let primus = format!("--primus-root={}", root.display());
+    let out = common::cli(d.path())
+        .args([
+            "set",
+            exp.to_str().unwrap(),
+            "training=3",
+            "--write",
+            &primus,
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("`training` is a section (5 key(s): local_batch_size"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&exp).unwrap(), before);
+    common::cli(d.path())
+        .args([
+            "set",
+            exp.to_str().unwrap(),
+            "training.local_batch_size=4",
+            "--write",
+            &primus,
+        ])
+        .assert()
+        .success();
+    let after = std::fs::read_to_string(&exp).unwrap();
+    assert!(after.contains("local_batch_size: 4"), "{after}");
+}

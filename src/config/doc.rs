@@ -37,6 +37,21 @@ pub enum EditError {
         key: String,
         what: &'static str,
     },
+    /// The key holds a mapping (a section of keys): replacing it with one value would drop
+    /// every key inside it.
+    #[error(
+        "{}:{line}: `{key}` is a section ({} key(s): {}), not a value; set one of its keys, such as `{key}.{}=...`",
+        path.display(),
+        keys.len(),
+        keys.join(", "),
+        keys.first().map_or("KEY", String::as_str)
+    )]
+    IsASection {
+        path: PathBuf,
+        line: u32,
+        key: String,
+        keys: Vec<String>,
+    },
     #[error("{}: changed on disk since it was read; nothing was written (reload and redo the edit)", path.display())]
     Conflict { path: PathBuf },
     #[error("{}: cannot write: {source}", path.display())]
@@ -192,6 +207,20 @@ impl YamlDoc {
         name: &str,
         literal: &str,
     ) -> Result<Edit, EditError> {
+        if let NodeKind::Map(entries) = &value.kind {
+            return Err(EditError::IsASection {
+                path: self.path.clone(),
+                line: key.start.line,
+                key: name.to_string(),
+                keys: entries
+                    .iter()
+                    .filter_map(|(k, _)| match &k.kind {
+                        NodeKind::Scalar(s) => Some(s.text.clone()),
+                        _ => None,
+                    })
+                    .collect(),
+            });
+        }
         if let NodeKind::Scalar(s) = &value.kind {
             if matches!(s.style, Style::Literal | Style::Folded) {
                 return Err(EditError::NotEditable {
@@ -535,6 +564,32 @@ modules:
         let mut d = YamlDoc::from_text(Path::new("/x/exp.yaml"), "a:\nb: 1\n".into());
         d.set_literal(&["a"], "3").unwrap();
         assert_eq!(d.text(), "a: 3\nb: 1\n");
+    }
+
+    #[test]
+    fn a_key_holding_a_section_is_refused_with_its_keys_and_the_text_kept() {
+        // `set training=3` on a TorchTitan experiment replaced its five keys with `3` (and
+        // kept the last one's comment after it).
+        let text = "training:\n  local_batch_size: 8\n  steps: 15   # short\nother: 1\n";
+        let mut d = YamlDoc::from_text(Path::new("/x/exp.yaml"), text.to_string());
+        let e = d.set_literal(&["training"], "3").unwrap_err();
+        let m = e.to_string();
+        assert!(
+            m.starts_with(
+                "/x/exp.yaml:1: `training` is a section (2 key(s): local_batch_size, steps)"
+            ),
+            "{m}"
+        );
+        assert!(m.contains("such as `training.local_batch_size=...`"), "{m}");
+        assert_eq!(d.text(), text);
+        // A flow mapping too; its keys are still set one by one.
+        let text = "training: {local_batch_size: 8}\n";
+        let mut d = YamlDoc::from_text(Path::new("/x/exp.yaml"), text.to_string());
+        assert!(d.set_literal(&["training"], "3").is_err());
+        assert_eq!(d.text(), text);
+        d.set_literal(&["training", "local_batch_size"], "4")
+            .unwrap();
+        assert_eq!(d.text(), "training: {local_batch_size: 4}\n");
     }
 
     #[test]
