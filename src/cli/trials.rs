@@ -1,7 +1,7 @@
 //! `primus-tune trials [CONFIG] [--all] [--status WORD] [--json | --csv]`, `trials show ID` and `trials compare A B`.
 
 use super::{CliError, display_path, print_json};
-use crate::app::views::compare::{Change, Comparison, show_json};
+use crate::app::views::compare::{Change, CompareVerdict, Comparison, show_json};
 use crate::app::views::trials::{self, TrialSummary};
 use crate::app::{Session, SessionOptions};
 use crate::domain::trial::{SlurmJob, Summary};
@@ -235,6 +235,13 @@ fn print_comparison(c: &Comparison) {
     if c.experiments[0] != c.experiments[1] {
         println!("  experiments: {} | {}", c.experiments[0], c.experiments[1]);
     }
+    if let (Some(n), Some(m)) = (c.per_samples, c.b_samples) {
+        println!(
+            "  step times per {n} samples, trial {}'s global batch: trial {} ran {m} a step, \
+             its times scaled to {n}",
+            c.a, c.b
+        );
+    }
     println!(
         "  {:<24} {:>12} {:>12}   change (95 % CI)",
         "",
@@ -269,7 +276,18 @@ fn print_comparison(c: &Comparison) {
         ),
         (None, _) => println!("  {:<24} {:>12} {:>12}", "peak memory GiB", "-", "-"),
     }
-    println!("  verdict: trial {} is {}", c.b, c.verdict.text());
+    match c.verdict {
+        CompareVerdict::Faster | CompareVerdict::Slower => {
+            println!("  verdict: trial {} is {}", c.b, c.verdict.text());
+        }
+        CompareVerdict::NoSignificantDifference => println!(
+            "  verdict: no significant difference (the change is within its 95 % interval)"
+        ),
+        CompareVerdict::NotMeasured => println!(
+            "  verdict: not measured (trial {} or {} has no step time)",
+            c.a, c.b
+        ),
+    }
     if c.differences.is_empty() {
         println!("  settings: they ran the same values");
     } else {

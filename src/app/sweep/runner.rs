@@ -75,7 +75,7 @@ impl<'a> TrialRunner<'a> {
             .into_iter()
             .filter(|t| t.slurm.is_some() && !crate::app::interrupted::runner_alive(t))
             .collect();
-        let reference_batch = global_batch_of(&crate::run::profile::trial_resolved_json(
+        let reference_batch = trial::global_batch_of(&crate::run::profile::trial_resolved_json(
             &exp.main_module().values(),
             base.gpus,
         ));
@@ -109,7 +109,7 @@ impl<'a> TrialRunner<'a> {
 
     /// [`outcome_of`] a stored trial of this study, noting whether its global batch differs.
     fn outcome_of_row(&self, t: &TrialRow) -> Outcome {
-        if let (Some(want), Some(ran)) = (self.reference_batch, config_global_batch(t))
+        if let (Some(want), Some(ran)) = (self.reference_batch, trial::trial_global_batch(t))
             && (want - ran).abs() > 1e-9
         {
             self.batch_differs.set(true);
@@ -153,21 +153,6 @@ fn reusable(t: &TrialRow) -> bool {
     }
 }
 
-/// The configured global batch of a trial (its `resolved.json`).
-fn config_global_batch(t: &TrialRow) -> Option<f64> {
-    let text = std::fs::read_to_string(t.trial_dir.join("resolved.json")).ok()?;
-    global_batch_of(&serde_json::from_str(&text).ok()?)
-}
-
-/// `global_batch_size` of a resolved parameter object (for TorchTitan, its Megatron view:
-/// `training.local_batch_size` × the data-parallel size when `training.global_batch_size` is -1).
-fn global_batch_of(j: &serde_json::Value) -> Option<f64> {
-    crate::run::profile::read_resolved(j)
-        .get("global_batch_size")
-        .and_then(|v| v.as_f64())
-        .filter(|g| *g > 0.0)
-}
-
 /// The outcome of a stored trial: its steady iterations (after the warm-up its summary names).
 /// Step times are normalised to one amount of work, `reference` samples (the current settings'
 /// global batch; else the trial's own configured global batch): a workload that processes only
@@ -182,7 +167,7 @@ pub(super) fn outcome_of(
     gpus: u64,
     reference: Option<f64>,
 ) -> Outcome {
-    let configured = config_global_batch(t);
+    let configured = trial::trial_global_batch(t);
     let target = reference.or(configured);
     let warmup = t
         .summary

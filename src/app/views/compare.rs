@@ -128,6 +128,14 @@ pub struct Comparison {
     /// What each trial's peak memory measures; figures of different kinds are not compared.
     pub peak_mem_kinds: [Option<crate::domain::trial::MemorySource>; 2],
     pub verdict: CompareVerdict,
+    /// Set when the trials ran different global batches (a TorchTitan local batch size, say):
+    /// trial `a`'s global batch, samples a step, to which `b`'s step time (and its interval)
+    /// is scaled before the change and the verdict, so both are timed on the same work.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_samples: Option<u64>,
+    /// Trial `b`'s global batch when it differs from `a`'s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub b_samples: Option<u64>,
     /// Each trial's step times by iteration, ms (for the overlaid curves).
     #[serde(skip)]
     pub steps: [Vec<(u64, f64)>; 2],
@@ -140,7 +148,25 @@ pub fn compare(
     iters_a: &[Iteration],
     iters_b: &[Iteration],
 ) -> Comparison {
-    let median_step_ms = Change::of(a.median_step_ms, b.median_step_ms, a.ci95_ms.zip(b.ci95_ms));
+    // Samples a step: what the log says it processed, else what the trial was configured with.
+    let batch = |t: &TrialRow, rows: &[Iteration]| {
+        rows.iter()
+            .rev()
+            .find_map(|r| r.global_batch_size)
+            .map(|g| g as f64)
+            .or_else(|| crate::run::trial::trial_global_batch(t))
+            .filter(|g| *g > 0.0)
+    };
+    let scale = match (batch(a, iters_a), batch(b, iters_b)) {
+        (Some(ga), Some(gb)) if (ga - gb).abs() > 1e-9 => Some((ga, gb)),
+        _ => None,
+    };
+    let k = scale.map_or(1.0, |(ga, gb)| ga / gb);
+    let median_step_ms = Change::of(
+        a.median_step_ms,
+        b.median_step_ms.map(|m| m * k),
+        a.ci95_ms.zip(b.ci95_ms.map(|c| c * k)),
+    );
     let verdict = match &median_step_ms {
         None => CompareVerdict::NotMeasured,
         Some(c) => match c.ci95_pct {
@@ -170,6 +196,8 @@ pub fn compare(
         },
         peak_mem_kinds: [a.peak_mem_kind(), b.peak_mem_kind()],
         verdict,
+        per_samples: scale.map(|(ga, _)| ga.round() as u64),
+        b_samples: scale.map(|(_, gb)| gb.round() as u64),
         steps: [curve(iters_a), curve(iters_b)],
     }
 }
@@ -193,24 +221,54 @@ mod tests {
         assert_eq!(d[1].a, serde_json::Value::Null);
     }
 
+    fn row(median: f64, ci: f64) -> TrialRow {
+        let mut t: TrialRow = serde_json::from_value(json!({
+            "id": 1, "study_id": null, "status": "completed", "created_at": "t",
+            "started_at": null, "finished_at": null, "updated_at": "t",
+            "config_path": "x.yaml", "config_hash": "h", "overrides": [],
+            "profile": null, "argv": [], "env": [], "trial_dir": "/nonexistent",
+            "runner_pid": null, "failure": null, "exit_code": null, "exit_signal": null,
+            "iterations_seen": 0, "iterations_stored": 0, "wall_s": null, "summary": null,
+            "median_step_ms": null, "ci95_ms": null, "tokens_per_s_per_gpu": null,
+            "tflops_per_gpu": null, "peak_mem_gib": null
+        }))
+        .unwrap();
+        t.median_step_ms = Some(median);
+        t.ci95_ms = Some(ci);
+        t
+    }
+
+    #[test]
+    fn trials_of_different_global_batches_are_compared_on_the_same_work() {
+        // A TorchTitan local batch 1 against 8: 11 ms a step for 1 sample is 88 ms for 8, so
+        // it is slower, not 82 % faster.
+        let logged = |g: u64| -> Vec<Iteration> {
+            (1..=4)
+                .map(|i| Iteration {
+                    iteration: i,
+                    global_batch_size: Some(g),
+                    ..Iteration::default()
+                })
+                .collect()
+        };
+        let c = compare(&row(60.0, 1.0), &row(11.0, 0.2), &logged(8), &logged(1));
+        assert_eq!((c.per_samples, c.b_samples), (Some(8), Some(1)));
+        let m = c.median_step_ms.unwrap();
+        assert!(
+            (m.b - 88.0).abs() < 1e-9 && (m.change_pct - 46.666).abs() < 0.01,
+            "{m:?}"
+        );
+        assert!((m.ci95_pct.unwrap() - (1.0 + 1.6) / 60.0 * 100.0).abs() < 1e-9);
+        assert_eq!(c.verdict, CompareVerdict::Slower);
+        // The same batch, or one not known: the step times as they are.
+        let c = compare(&row(60.0, 1.0), &row(11.0, 0.2), &logged(8), &logged(8));
+        assert_eq!((c.per_samples, c.median_step_ms.unwrap().b), (None, 11.0));
+        let c = compare(&row(60.0, 1.0), &row(11.0, 0.2), &[], &logged(1));
+        assert_eq!(c.verdict, CompareVerdict::Faster);
+    }
+
     #[test]
     fn a_change_inside_its_interval_is_no_significant_difference() {
-        let row = |median: f64, ci: f64| {
-            let mut t: TrialRow = serde_json::from_value(json!({
-                "id": 1, "study_id": null, "status": "completed", "created_at": "t",
-                "started_at": null, "finished_at": null, "updated_at": "t",
-                "config_path": "x.yaml", "config_hash": "h", "overrides": [],
-                "profile": null, "argv": [], "env": [], "trial_dir": "/nonexistent",
-                "runner_pid": null, "failure": null, "exit_code": null, "exit_signal": null,
-                "iterations_seen": 0, "iterations_stored": 0, "wall_s": null, "summary": null,
-                "median_step_ms": null, "ci95_ms": null, "tokens_per_s_per_gpu": null,
-                "tflops_per_gpu": null, "peak_mem_gib": null
-            }))
-            .unwrap();
-            t.median_step_ms = Some(median);
-            t.ci95_ms = Some(ci);
-            t
-        };
         // 10.2 % slower with a ±10.8 % interval: a tie, not slower.
         let c = compare(&row(100.0, 5.4), &row(110.2, 5.4), &[], &[]);
         assert_eq!(c.verdict, CompareVerdict::NoSignificantDifference);

@@ -229,6 +229,22 @@ pub fn is_runner_key(k: &str) -> bool {
     k.starts_with('_') || RUNNER_KEYS.contains(&k)
 }
 
+/// The global batch a stored trial was configured with, samples a step: `global_batch_size`
+/// of its folder's `resolved.json` (for TorchTitan, the Megatron view's: local batch × the
+/// data-parallel size when `training.global_batch_size` is -1). `None` when unknown.
+pub fn trial_global_batch(t: &crate::store::TrialRow) -> Option<f64> {
+    let text = std::fs::read_to_string(t.trial_dir.join("resolved.json")).ok()?;
+    global_batch_of(&serde_json::from_str(&text).ok()?)
+}
+
+/// `global_batch_size` of a resolved parameter object (a positive number), if any.
+pub fn global_batch_of(j: &serde_json::Value) -> Option<f64> {
+    crate::run::profile::read_resolved(j)
+        .get("global_batch_size")
+        .and_then(|v| v.as_f64())
+        .filter(|g| *g > 0.0)
+}
+
 /// The iteration budget a stored trial ran with (`train_iters`, TorchTitan `training.steps`).
 pub fn trial_iters(t: &crate::store::TrialRow) -> Option<u64> {
     t.overrides

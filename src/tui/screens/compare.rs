@@ -66,8 +66,12 @@ pub fn draw(f: &mut Frame, c: &Comparison, theme: &Theme, area: Rect) {
         CompareVerdict::Slower => theme.error(),
         _ => theme.text(),
     };
+    let step = match c.per_samples {
+        Some(n) => format!("step ms / {n} samples"),
+        None => "step ms (median)".to_string(),
+    };
     let mut rows = vec![
-        figure("step ms (median)", c.median_step_ms.as_ref(), 1),
+        figure(&step, c.median_step_ms.as_ref(), 1),
         figure("tokens/s/GPU", c.tokens_per_s_per_gpu.as_ref(), 0),
         figure("TFLOP/s/GPU", c.tflops_per_gpu.as_ref(), 1),
         memory_row(c),
