@@ -252,3 +252,99 @@ fn setting_a_whole_torchtitan_section_is_refused() {
     let after = std::fs::read_to_string(&exp).unwrap();
     assert!(after.contains("local_batch_size: 4"), "{after}");
 }
+
+/// TorchTitan's world asserts (torchtitan v0.2.2, the commit Primus pins), on the DeepSeek-V3
+/// 16B experiment (EP 8, `data_parallel_shard_degree: -1`, `global_batch_size: -1`): each
+/// rule fires on the settings torchtitan refuses at start-up, names its key, and is silent on
+/// the settings it accepts; without a known world only what holds at every world is checked.
+#[test]
+fn torchtitan_world_rules_catch_what_torchtitan_asserts_at_start_up() {
+    use primus_tune::config::lint::lint;
+    use primus_tune::megatron::{World, WorldSource};
+    let root = root_or_skip!();
+    let codes = |set: &[&str], gpus: Option<u64>| -> Vec<(String, String)> {
+        let exp = load(&root, TITAN[1], set);
+        let world = gpus.map(|gpus| World {
+            gpus,
+            source: WorldSource::Flag,
+        });
+        let catalog = primus_tune::config::catalog::Catalog::builtin();
+        lint(
+            &exp,
+            &primus_tune::config::Env::default(),
+            world.as_ref(),
+            catalog,
+        )
+        .into_iter()
+        .filter(|d| d.code.starts_with("titan-"))
+        .map(|d| (d.code.to_string(), d.flag.clone().unwrap_or_default()))
+        .collect()
+    };
+    let code = |set: &[&str], gpus: Option<u64>| -> Vec<String> {
+        codes(set, gpus).into_iter().map(|c| c.0).collect()
+    };
+    // As shipped, on 8 and 16 GPUs: clean.
+    assert_eq!(code(&[], Some(8)), Vec::<String>::new());
+    assert_eq!(code(&[], Some(16)), Vec::<String>::new());
+    // 6 GPUs: dp_shard 6 does not hold EP 8.
+    assert_eq!(code(&[], Some(6)), ["titan-world-expert-parallel"]);
+    // TP 3 on 8 GPUs: the degrees do not tile the world (nothing else is checked then).
+    assert_eq!(
+        codes(&["parallelism.tensor_parallel_degree=3"], Some(8)),
+        [(
+            "titan-world-parallel".to_string(),
+            "parallelism.tensor_parallel_degree".to_string()
+        )]
+    );
+    // An explicit shard degree that does not multiply out to the world.
+    assert_eq!(
+        code(&["parallelism.data_parallel_shard_degree=4"], Some(8)),
+        ["titan-world-parallel"]
+    );
+    // ETP other than TP or 1 with EP > 1, at any world size.
+    assert!(
+        code(
+            &[
+                "parallelism.tensor_parallel_degree=4",
+                "parallelism.expert_tensor_parallel_degree=2"
+            ],
+            None
+        )
+        .contains(&"titan-expert-tensor-parallel".to_string())
+    );
+    // The global batch: a multiple of local × DP (8 × 8 = 64) is accepted, 96 is not; without
+    // a world, only a multiple of the local batch is required.
+    assert_eq!(
+        code(&["training.global_batch_size=128"], Some(8)),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        code(&["training.global_batch_size=96"], Some(8)),
+        ["titan-global-batch"]
+    );
+    assert_eq!(
+        code(&["training.global_batch_size=96"], None),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        code(&["training.global_batch_size=12"], None),
+        ["titan-global-batch"]
+    );
+    // A one-process profile (the proxies) builds no parallel groups: no world rule applies.
+    let exp = load(&root, TITAN[1], &[]);
+    let proxy = World {
+        gpus: 1,
+        source: WorldSource::Profile,
+    };
+    let catalog = primus_tune::config::catalog::Catalog::builtin();
+    assert!(
+        lint(
+            &exp,
+            &primus_tune::config::Env::default(),
+            Some(&proxy),
+            catalog
+        )
+        .iter()
+        .all(|d| !d.code.starts_with("titan-world")),
+    );
+}

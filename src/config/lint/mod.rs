@@ -5,6 +5,7 @@
 mod env_rules;
 mod megatron;
 mod sizes;
+mod titan_world;
 mod torchtitan;
 mod types;
 mod world;
@@ -52,7 +53,10 @@ pub fn lint(
                 megatron::check(&cx, &mut out);
                 world::check(&cx, &mut out);
             }
-            Some(Backend::Torchtitan) => torchtitan::check(&cx, &mut out),
+            Some(Backend::Torchtitan) => {
+                torchtitan::check(&cx, &mut out);
+                titan_world::check(&cx, &mut out);
+            }
             None => {}
         }
         env_rules::check(&cx, &mut out);
