@@ -222,16 +222,19 @@ fn sweep_prunes_what_an_oom_rules_out_resumes_and_recommends() {
     assert_eq!(mbs["basis"], "measured");
     assert_eq!(mbs["value"], 2);
     assert!(mbs["reason"].as_str().unwrap().contains("median"), "{mbs}");
-    let out = cmd(&s)
-        .args([
-            "recommend",
-            s.exp.to_str().unwrap(),
-            "--study",
-            "mbs1",
-            "--apply",
-        ])
-        .output()
-        .unwrap();
+    let apply = || {
+        cmd(&s)
+            .args([
+                "recommend",
+                s.exp.to_str().unwrap(),
+                "--study",
+                "mbs1",
+                "--apply",
+            ])
+            .output()
+            .unwrap()
+    };
+    let out = apply();
     assert!(
         out.status.success(),
         "{}",
@@ -245,16 +248,7 @@ fn sweep_prunes_what_an_oom_rules_out_resumes_and_recommends() {
         String::from_utf8_lossy(&out.stdout)
     );
     // Applied again: the pick is already set, so nothing is written.
-    let out = cmd(&s)
-        .args([
-            "recommend",
-            s.exp.to_str().unwrap(),
-            "--study",
-            "mbs1",
-            "--apply",
-        ])
-        .output()
-        .unwrap();
+    let out = apply();
     assert!(out.status.success());
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(
