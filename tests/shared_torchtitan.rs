@@ -348,3 +348,36 @@ fn torchtitan_world_rules_catch_what_torchtitan_asserts_at_start_up() {
         .all(|d| !d.code.starts_with("titan-world")),
     );
 }
+
+/// The TorchTitan rules that hold at any world: Turbo switches without the master flag, async
+/// TP without TP, CPU offload with pipeline parallelism; each silent when its condition is not met.
+#[test]
+fn torchtitan_turbo_async_tp_and_offload_rules() {
+    use primus_tune::config::lint::lint;
+    let root = root_or_skip!();
+    let warned = |set: &[&str]| -> Vec<String> {
+        let exp = load(&root, TITAN[1], set);
+        let catalog = primus_tune::config::catalog::Catalog::builtin();
+        lint(&exp, &primus_tune::config::Env::default(), None, catalog)
+            .into_iter()
+            .map(|d| d.code.to_string())
+            .collect()
+    };
+    assert!(warned(&[]).is_empty(), "{:?}", warned(&[]));
+    let off = [
+        "primus_turbo.enable_primus_turbo=false",
+        "primus_turbo.use_turbo_attention=true",
+    ];
+    assert!(warned(&off).contains(&"turbo-flag-without-master".to_string()));
+    assert!(!warned(&off[1..]).contains(&"turbo-flag-without-master".to_string()));
+    let async_tp = ["parallelism.enable_async_tensor_parallel=true"];
+    assert!(warned(&async_tp).contains(&"async-tp-without-tp".to_string()));
+    let with_tp = [async_tp[0], "parallelism.tensor_parallel_degree=2"];
+    assert!(!warned(&with_tp).contains(&"async-tp-without-tp".to_string()));
+    let offload = [
+        "training.enable_cpu_offload=true",
+        "parallelism.pipeline_parallel_degree=2",
+    ];
+    assert!(warned(&offload).contains(&"cpu-offload-with-pp".to_string()));
+    assert!(!warned(&offload[..1]).contains(&"cpu-offload-with-pp".to_string()));
+}
