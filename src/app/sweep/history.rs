@@ -3,7 +3,7 @@
 //! candidate's median step time moves from one launch to the next. The search uses both
 //! ([`crate::tune::search::SearchConfig::launch_s_prior`] and `launch_cv`).
 
-use super::runner::outcome_of;
+use super::runner::launch_s;
 use crate::store::{Store, TrialFilter, TrialRow, TrialStatus};
 use crate::util::stats::median;
 use std::collections::BTreeMap;
@@ -78,13 +78,12 @@ fn trials(store: &Store, exp: &Path, profile: &str) -> Vec<TrialRow> {
         .collect()
 }
 
-/// Reads the workspace's history for `exp` with `profile` (`gpus` only scales GPU-seconds,
-/// which this does not use).
-pub fn launch_history(store: &Store, exp: &Path, profile: &str, gpus: u64) -> LaunchHistory {
+/// Reads the workspace's history for `exp` with `profile`.
+pub fn launch_history(store: &Store, exp: &Path, profile: &str) -> LaunchHistory {
     let rows = trials(store, exp, profile);
     let launches: Vec<f64> = rows
         .iter()
-        .filter_map(|t| outcome_of(store, t, gpus, None).launch_s)
+        .filter_map(|t| launch_s(t, &store.iterations(t.id).unwrap_or_default()))
         .filter(|s| s.is_finite() && *s >= 0.0)
         .collect();
     let n_launch = launches.len();
@@ -170,7 +169,7 @@ mod tests {
         let store = Store::open_in_memory().unwrap();
         let exp = Path::new("/x/exp.yaml");
         assert_eq!(
-            launch_history(&store, exp, "megatron", 1),
+            launch_history(&store, exp, "megatron"),
             LaunchHistory::default()
         );
         trial(&store, exp, "megatron", 1, 30.0, 500.0, 0.0);
@@ -187,7 +186,7 @@ mod tests {
             900.0,
             0.0,
         );
-        let h = launch_history(&store, exp, "megatron", 1);
+        let h = launch_history(&store, exp, "megatron");
         // Start-up plus the two 2 s warm-up iterations: 34, 44, 54 s.
         let (l, n) = h.launch_s.unwrap();
         assert!((l - 44.0).abs() < 1e-9 && n == 3, "{h:?}");
@@ -201,7 +200,7 @@ mod tests {
         trial(&store, exp, "megatron", 1, 30.0, 500.0, 50.0);
         trial(&store, exp, "megatron", 1, 30.0, 501.0, 50.0);
         assert_eq!(
-            launch_history(&store, exp, "megatron", 1).launch_cv,
+            launch_history(&store, exp, "megatron").launch_cv,
             Some((0.0, 1))
         );
     }
@@ -228,9 +227,7 @@ mod tests {
             ];
             trial_with(&store, exp, "megatron", overrides, 30.0, ms, 0.0);
         }
-        let (cv, df) = launch_history(&store, exp, "megatron", 1)
-            .launch_cv
-            .unwrap();
+        let (cv, df) = launch_history(&store, exp, "megatron").launch_cv.unwrap();
         assert_eq!(df, 2);
         let (a, b) = ((944.0f64 / 939.6).ln(), (505.0f64 / 500.0).ln());
         assert!((cv - ((a * a + b * b) / 4.0).sqrt()).abs() < 1e-9, "{cv}");

@@ -393,7 +393,7 @@ pub fn run(
             Some((c.id, cal.predict(m.total_bytes)))
         })
         .collect();
-    let history = history::launch_history(&store, &exp.path, &prof, gpus);
+    let history = history::launch_history(&store, &exp.path, &prof);
     events::emit(
         events,
         AppEvent::Sweep(SweepEvent::Started {

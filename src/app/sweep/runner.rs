@@ -8,7 +8,7 @@ use crate::app::events::{self, AppEvent, Events, SweepEvent};
 use crate::app::trial::forwarding;
 use crate::config::{Experiment, LoadOptions};
 use crate::domain::study::{Candidate, Outcome, Overrides};
-use crate::domain::trial::{FailureClass, TrialResult};
+use crate::domain::trial::{FailureClass, Iteration, TrialResult};
 use crate::run::trial::{self, TrialOptions};
 use crate::store::{Store, TrialFilter, TrialRow, TrialStatus};
 use crate::tune::search::Runner;
@@ -109,12 +109,19 @@ impl<'a> TrialRunner<'a> {
 
     /// [`outcome_of`] a stored trial of this study, noting whether its global batch differs.
     fn outcome_of_row(&self, t: &TrialRow) -> Outcome {
-        if let (Some(want), Some(ran)) = (self.reference_batch, trial::trial_global_batch(t))
+        let configured = trial::trial_global_batch(t);
+        if let (Some(want), Some(ran)) = (self.reference_batch, configured)
             && (want - ran).abs() > 1e-9
         {
             self.batch_differs.set(true);
         }
-        outcome_of(self.store, t, self.base.gpus, self.reference_batch)
+        outcome_with(
+            self.store,
+            t,
+            self.base.gpus,
+            self.reference_batch,
+            configured,
+        )
     }
 
     pub fn cancelled(&self) -> bool {
@@ -161,35 +168,52 @@ fn reusable(t: &TrialRow) -> bool {
 /// `training.local_batch_size` with `global_batch_size: -1` sets it) runs a different one; each
 /// step time is scaled by `reference / samples it processed`, so candidates compare by the time
 /// of the same work.
-pub(super) fn outcome_of(
-    store: &Store,
-    t: &TrialRow,
-    gpus: u64,
-    reference: Option<f64>,
-) -> Outcome {
-    let configured = trial::trial_global_batch(t);
-    let target = reference.or(configured);
-    let warmup = t
-        .summary
+#[cfg(test)]
+fn outcome_of(store: &Store, t: &TrialRow, gpus: u64, reference: Option<f64>) -> Outcome {
+    outcome_with(store, t, gpus, reference, trial::trial_global_batch(t))
+}
+
+/// Warm-up iterations a stored trial's summary names.
+fn warmup(t: &TrialRow) -> usize {
+    t.summary
         .as_ref()
         .and_then(|s| s.get("warmup"))
         .and_then(|w| w.as_u64())
-        .unwrap_or(0) as usize;
-    let iterations = store.iterations(t.id).unwrap_or_default();
-    // Start-up and the warm-up iterations: what every fresh launch pays before it measures.
+        .unwrap_or(0) as usize
+}
+
+/// Seconds a stored trial's launch cost before its first steady sample: start-up and the
+/// warm-up iterations, what every fresh launch pays before it measures. `None` when the trial
+/// stored no start-up or never got past its warm-up.
+pub(super) fn launch_s(t: &TrialRow, iterations: &[Iteration]) -> Option<f64> {
+    let warmup = warmup(t);
     let startup_s = t
         .summary
         .as_ref()
         .and_then(|s| s.get("startup_s"))
         .and_then(|v| v.as_f64());
-    let launch_s = startup_s.filter(|_| iterations.len() > warmup).map(|s| {
+    startup_s.filter(|_| iterations.len() > warmup).map(|s| {
         s + iterations
             .iter()
             .take(warmup)
             .filter_map(|i| i.elapsed_ms)
             .sum::<f64>()
             / 1000.0
-    });
+    })
+}
+
+/// [`outcome_of`] with the trial's configured global batch already read (`configured`).
+fn outcome_with(
+    store: &Store,
+    t: &TrialRow,
+    gpus: u64,
+    reference: Option<f64>,
+    configured: Option<f64>,
+) -> Outcome {
+    let target = reference.or(configured);
+    let warmup = warmup(t);
+    let iterations = store.iterations(t.id).unwrap_or_default();
+    let launch_s = launch_s(t, &iterations);
     let step_ms: Vec<f64> = iterations
         .iter()
         .skip(warmup)
