@@ -327,6 +327,15 @@ impl StudyRecord {
         }
     }
 
+    /// [`StudyRecord::batch_unit`] in a few words (a table's footer): `per global batch`, or
+    /// `per N samples`.
+    pub fn batch_unit_short(&self) -> String {
+        match self.per_samples {
+            None => "per global batch".into(),
+            Some(n) => format!("per {n} samples"),
+        }
+    }
+
     /// What a step time measures, when the candidates' global batches differ.
     pub fn unit_text(&self) -> Option<String> {
         self.per_samples.map(|n| {
@@ -399,5 +408,37 @@ mod tests {
             format!("{:<11}|", crate::domain::trial::TrialStatus::Failed),
             "failed     |"
         );
+    }
+
+    #[test]
+    fn a_study_says_what_its_step_times_are_per() {
+        // An older study (no `per_samples`) reads back as per global batch.
+        let j = serde_json::json!({
+            "space": "s", "config": "x.yaml", "profile": "p", "gpus": 1,
+            "capacity_bytes": null, "candidates": [], "pick": null, "gpu_seconds": 0.0,
+            "trials": 0, "log": [], "memory_error": null
+        });
+        let mut r: StudyRecord = serde_json::from_value(j).unwrap();
+        assert_eq!(r.batch_unit(), "per global batch");
+        assert_eq!(r.batch_unit_short(), "per global batch");
+        assert_eq!(r.unit_text(), None);
+        assert!(
+            serde_json::to_value(&r)
+                .unwrap()
+                .get("per_samples")
+                .is_none()
+        );
+        r.per_samples = Some(8);
+        assert_eq!(
+            r.batch_unit(),
+            "per 8 sample(s) (the current settings' global batch)"
+        );
+        assert_eq!(r.batch_unit_short(), "per 8 samples");
+        assert!(
+            r.unit_text()
+                .unwrap()
+                .starts_with("step times: ms per 8 sample(s)")
+        );
+        assert_eq!(serde_json::to_value(&r).unwrap()["per_samples"], 8);
     }
 }

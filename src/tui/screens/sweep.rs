@@ -271,10 +271,7 @@ pub fn ranked_table<'a>(study: &str, rec: &'a StudyRecord, theme: &Theme) -> Tab
             .title_bottom(format!(
                 " {} · ms {} ",
                 rec.basis_text(),
-                match rec.per_samples {
-                    Some(n) => format!("per {n} samples"),
-                    None => "per global batch".into(),
-                }
+                rec.batch_unit_short()
             )),
     )
 }
