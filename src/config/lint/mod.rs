@@ -148,6 +148,8 @@ pub(crate) struct Ctx<'a> {
     pub backend: Option<Backend>,
     /// The module's Megatron parameters, typed (parallelism, shape, MoE layers, recompute).
     pub params: crate::megatron::Params,
+    /// The module's TorchTitan view (degrees, batch sizes), when it is a TorchTitan module.
+    pub titan: Option<crate::megatron::titan::Titan>,
 }
 
 impl<'a> Ctx<'a> {
@@ -162,6 +164,7 @@ impl<'a> Ctx<'a> {
         for (k, leaf) in exp.env_section() {
             runtime_env.set(&k, &leaf.value.to_string());
         }
+        let values = module.values();
         Ctx {
             exp,
             module,
@@ -170,7 +173,8 @@ impl<'a> Ctx<'a> {
             world,
             catalog,
             backend: Backend::from_framework(&module.framework),
-            params: crate::megatron::Params::from_values(&module.values()),
+            params: crate::megatron::Params::from_values(&values),
+            titan: crate::megatron::titan::Titan::from_values(&values),
         }
     }
 

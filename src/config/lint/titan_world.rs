@@ -22,13 +22,13 @@ const LOCAL: &str = "training.local_batch_size";
 const GLOBAL: &str = "training.global_batch_size";
 
 pub(super) fn check(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
-    let Some(t) = Titan::from_values(&cx.module.values()) else {
+    let Some(t) = &cx.titan else {
         return;
     };
-    expert_tensor(cx, &t, out);
+    expert_tensor(cx, t, out);
     let world = cx.world.filter(World::builds_groups);
     let shard = match world {
-        Some(w) => match degrees(cx, &t, &w, out) {
+        Some(w) => match degrees(cx, t, &w, out) {
             Some(s) => Some(s),
             // The degrees do not tile the world: nothing built on them is checked.
             None => return,
@@ -36,11 +36,11 @@ pub(super) fn check(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
         None => None,
     };
     if let (Some(w), Some(s)) = (world, shard) {
-        expert_mesh(cx, &t, &w, s, out);
+        expert_mesh(cx, t, &w, s, out);
     }
     batch(
         cx,
-        &t,
+        t,
         world.zip(shard).map(|(w, s)| (w, t.dp_replicate * s)),
         out,
     );
