@@ -49,6 +49,22 @@ fn load(root: &Path, rel: &str, set: &[&str]) -> Experiment {
     Experiment::load(&root.join(rel), &opts).unwrap_or_else(|e| panic!("{rel}: {e}"))
 }
 
+/// The DeepSeek-V3 experiment with `set`, linted for `world` (None: unknown).
+fn lint_titan(
+    root: &Path,
+    set: &[&str],
+    world: Option<primus_tune::megatron::World>,
+) -> Vec<primus_tune::config::diag::Diagnostic> {
+    let exp = load(root, TITAN[1], set);
+    let catalog = primus_tune::config::catalog::Catalog::builtin();
+    primus_tune::config::lint::lint(
+        &exp,
+        &primus_tune::config::Env::default(),
+        world.as_ref(),
+        catalog,
+    )
+}
+
 #[test]
 #[cfg_attr(
     not(shared_fixtures),
@@ -284,26 +300,18 @@ fn setting_a_whole_torchtitan_section_is_refused() {
     ignore = "needs ../shared/fixtures beside the checkout (absent when the tests were built)"
 )]
 fn torchtitan_world_rules_catch_what_torchtitan_asserts_at_start_up() {
-    use primus_tune::config::lint::lint;
     use primus_tune::megatron::{World, WorldSource};
     let root = root_or_skip!();
     let codes = |set: &[&str], gpus: Option<u64>| -> Vec<(String, String)> {
-        let exp = load(&root, TITAN[1], set);
         let world = gpus.map(|gpus| World {
             gpus,
             source: WorldSource::Flag,
         });
-        let catalog = primus_tune::config::catalog::Catalog::builtin();
-        lint(
-            &exp,
-            &primus_tune::config::Env::default(),
-            world.as_ref(),
-            catalog,
-        )
-        .into_iter()
-        .filter(|d| d.code.starts_with("titan-"))
-        .map(|d| (d.code.to_string(), d.flag.clone().unwrap_or_default()))
-        .collect()
+        lint_titan(&root, set, world)
+            .into_iter()
+            .filter(|d| d.code.starts_with("titan-"))
+            .map(|d| (d.code.to_string(), d.flag.clone().unwrap_or_default()))
+            .collect()
     };
     let code = |set: &[&str], gpus: Option<u64>| -> Vec<String> {
         codes(set, gpus).into_iter().map(|c| c.0).collect()
@@ -356,21 +364,14 @@ fn torchtitan_world_rules_catch_what_torchtitan_asserts_at_start_up() {
         ["titan-global-batch"]
     );
     // A one-process profile (the proxies) builds no parallel groups: no world rule applies.
-    let exp = load(&root, TITAN[1], &[]);
     let proxy = World {
         gpus: 1,
         source: WorldSource::Profile,
     };
-    let catalog = primus_tune::config::catalog::Catalog::builtin();
     assert!(
-        lint(
-            &exp,
-            &primus_tune::config::Env::default(),
-            Some(&proxy),
-            catalog
-        )
-        .iter()
-        .all(|d| !d.code.starts_with("titan-world")),
+        lint_titan(&root, &[], Some(proxy))
+            .iter()
+            .all(|d| !d.code.starts_with("titan-world")),
     );
 }
 
@@ -382,12 +383,9 @@ fn torchtitan_world_rules_catch_what_torchtitan_asserts_at_start_up() {
     ignore = "needs ../shared/fixtures beside the checkout (absent when the tests were built)"
 )]
 fn torchtitan_turbo_async_tp_and_offload_rules() {
-    use primus_tune::config::lint::lint;
     let root = root_or_skip!();
     let warned = |set: &[&str]| -> Vec<String> {
-        let exp = load(&root, TITAN[1], set);
-        let catalog = primus_tune::config::catalog::Catalog::builtin();
-        lint(&exp, &primus_tune::config::Env::default(), None, catalog)
+        lint_titan(&root, set, None)
             .into_iter()
             .map(|d| d.code.to_string())
             .collect()
