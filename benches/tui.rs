@@ -347,7 +347,7 @@ fn study_record() -> primus_tune::domain::study::StudyRecord {
             verdict: verdicts[i % verdicts.len()].parse().expect("a verdict"),
             why: "slower by 3.1 ± 0.8 %".into(),
             n: 24,
-            median_ms: Some(400.0 + i as f64),
+            step_ms: Some(400.0 + i as f64),
             ci_low_ms: Some(398.0 + i as f64),
             ci_high_ms: Some(402.0 + i as f64),
             peak_memory_bytes: Some(40 << 30),
@@ -372,6 +372,7 @@ fn study_record() -> primus_tune::domain::study::StudyRecord {
         baseline: Some(0),
         conclusion: None,
         per_samples: None,
+        statistic: primus_tune::domain::study::StepStatistic::TrimmedMean,
     }
 }
 

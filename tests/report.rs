@@ -154,7 +154,7 @@ fn report_of_a_real_sweep_with_charts_and_telemetry() {
             "throughput (tokens/s per GPU), higher is better",
             "micro_batch_size",
             "winner (the pick)",
-            "median with 95 % CI",
+            "20 % trimmed mean with 95 % CI",
             "not measured",
         ],
     );
@@ -505,7 +505,7 @@ mod charts {
             verdict: verdict.parse().unwrap(),
             why: why.into(),
             n: if median.is_some() { 40 } else { 0 },
-            median_ms: median,
+            step_ms: median,
             ci_low_ms: median.map(|m| m * 0.985),
             ci_high_ms: median.map(|m| m * 1.02),
             peak_memory_bytes: peak,
@@ -538,6 +538,7 @@ mod charts {
             baseline: None,
             conclusion: None,
             per_samples: None,
+            statistic: primus_tune::domain::study::StepStatistic::TrimmedMean,
         }
     }
 

@@ -221,7 +221,13 @@ fn sweep_prunes_what_an_oom_rules_out_resumes_and_recommends() {
         .expect("measured micro batch");
     assert_eq!(mbs["basis"], "measured");
     assert_eq!(mbs["value"], 2);
-    assert!(mbs["reason"].as_str().unwrap().contains("median"), "{mbs}");
+    assert!(
+        mbs["reason"]
+            .as_str()
+            .unwrap()
+            .contains("20 % trimmed mean "),
+        "{mbs}"
+    );
     let apply = || {
         cmd(&s)
             .args([

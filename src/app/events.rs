@@ -110,8 +110,9 @@ pub enum SweepEvent {
         trial: Option<i64>,
         status: TrialStatus,
         failure: Option<String>,
-        /// The trial's median steady step time per global batch (what the study ranks by).
-        median_ms: Option<f64>,
+        /// The trial's steady step time per global batch, its 20 % trimmed mean (what the study
+        /// ranks by).
+        step_ms: Option<f64>,
         peak_gib: Option<f64>,
     },
     CouldNotRun {
@@ -211,16 +212,16 @@ impl fmt::Display for SweepEvent {
                 trial,
                 status,
                 failure,
-                median_ms,
+                step_ms,
                 peak_gib,
             } => write!(
                 f,
-                "  trial {}: {status}{} · median {} · peak {}",
+                "  trial {}: {status}{} · trimmed mean {} · peak {}",
                 trial.map_or("-".into(), |i| i.to_string()),
                 failure
                     .as_ref()
                     .map_or(String::new(), |c| format!(" ({c})")),
-                median_ms.map_or("-".into(), |m| format!("{m:.1} ms/batch")),
+                step_ms.map_or("-".into(), |m| format!("{m:.1} ms/batch")),
                 peak_gib.map_or("-".into(), |m| format!("{m:.2} GiB")),
             ),
             SweepEvent::CouldNotRun { why } => write!(f, "  the trial could not run: {why}"),
@@ -293,23 +294,23 @@ mod tests {
             trial: Some(7),
             status: TrialStatus::Failed,
             failure: Some("out of GPU memory".into()),
-            median_ms: None,
+            step_ms: None,
             peak_gib: Some(1.5),
         };
         assert_eq!(
             m.to_string(),
-            "  trial 7: failed (out of GPU memory) · median - · peak 1.50 GiB"
+            "  trial 7: failed (out of GPU memory) · trimmed mean - · peak 1.50 GiB"
         );
         let m = SweepEvent::Measured {
             trial: Some(8),
             status: TrialStatus::Completed,
             failure: None,
-            median_ms: Some(1186.04),
+            step_ms: Some(1186.04),
             peak_gib: None,
         };
         assert_eq!(
             m.to_string(),
-            "  trial 8: completed · median 1186.0 ms/batch · peak -"
+            "  trial 8: completed · trimmed mean 1186.0 ms/batch · peak -"
         );
         let started = |off: Option<&str>| SweepEvent::Started {
             study: "s".into(),

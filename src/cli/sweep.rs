@@ -160,9 +160,7 @@ pub fn print_record(name: &str, r: &StudyRecord) {
         r.gpu_seconds / 60.0
     );
     println!("evidence: {}", r.basis_text());
-    if let Some(u) = r.unit_text() {
-        println!("{u}");
-    }
+    println!("{}", r.unit_text());
     if !r.unmodeled.is_empty() {
         println!(
             "not modelled by {}: {} — their verdicts are noise, not evidence",
@@ -173,14 +171,15 @@ pub fn print_record(name: &str, r: &StudyRecord) {
     println!("conclusion: {}", r.conclusion_text());
     if let Some(c) = r.pick() {
         println!(
-            "pick: {}{} — median {:.1} ms/batch (95 % CI {:.1}–{:.1}, n {})",
+            "pick: {}{} — {} {:.1} ms/batch (95 % CI {:.1}–{:.1}, n {})",
             settings(&c.overrides),
             if c.baseline {
                 " (the current settings)"
             } else {
                 ""
             },
-            c.median_ms.unwrap_or(f64::NAN),
+            r.statistic.name(),
+            c.step_ms.unwrap_or(f64::NAN),
             c.ci_low_ms.unwrap_or(f64::NAN),
             c.ci_high_ms.unwrap_or(f64::NAN),
             c.n
@@ -201,7 +200,7 @@ pub fn print_record(name: &str, r: &StudyRecord) {
             c.id,
             if c.baseline { "*" } else { " " },
             c.verdict,
-            c.median_ms.map_or("-".into(), |m| format!("{m:.1}")),
+            c.step_ms.map_or("-".into(), |m| format!("{m:.1}")),
             ci,
             c.n,
             c.peak_memory_bytes.map_or("-".into(), |b| format!(

@@ -205,6 +205,37 @@ impl std::fmt::Display for VerdictKind {
     }
 }
 
+/// The statistic a study's step times are: what its search ranked candidates by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StepStatistic {
+    /// The median of the steady steps, with its order-statistic 95 % CI (studies recorded
+    /// before the trimmed mean).
+    #[default]
+    Median,
+    /// The 20 % trimmed mean of the steady steps, with Yuen's 95 % CI
+    /// ([`crate::util::stats::trimmed_mean_ci95`]).
+    TrimmedMean,
+}
+
+impl StepStatistic {
+    /// In words: `median`, `20 % trimmed mean`.
+    pub fn name(self) -> &'static str {
+        match self {
+            StepStatistic::Median => "median",
+            StepStatistic::TrimmedMean => "20 % trimmed mean",
+        }
+    }
+
+    /// For a narrow column header: `median`, `trim mean`.
+    pub fn short(self) -> &'static str {
+        match self {
+            StepStatistic::Median => "median",
+            StepStatistic::TrimmedMean => "trim mean",
+        }
+    }
+}
+
 /// What a study stores (in its notes) once the search has ended.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StudyRecord {
@@ -240,6 +271,9 @@ pub struct StudyRecord {
     /// current settings' global batch. Absent: one global batch for all (or an older study).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_samples: Option<u64>,
+    /// What its step times are (absent in older studies: the median).
+    #[serde(default)]
+    pub statistic: StepStatistic,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -253,7 +287,10 @@ pub struct CandidateRecord {
     /// Why, in words (slower by X ± Y %, OOM, ruled out by candidate N, ...).
     pub why: String,
     pub n: usize,
-    pub median_ms: Option<f64>,
+    /// The step time, ms, by the study's [`StepStatistic`] (stored as `median_ms` by older
+    /// studies, which were medians).
+    #[serde(alias = "median_ms")]
+    pub step_ms: Option<f64>,
     pub ci_low_ms: Option<f64>,
     pub ci_high_ms: Option<f64>,
     pub peak_memory_bytes: Option<u64>,
@@ -336,14 +373,20 @@ impl StudyRecord {
         }
     }
 
-    /// What a step time measures, when the candidates' global batches differ.
-    pub fn unit_text(&self) -> Option<String> {
-        self.per_samples.map(|n| {
-            format!(
-                "step times: ms per {n} sample(s), the current settings' global batch (the \
+    /// What a step time is: the statistic, and per what (the current settings' global batch
+    /// when the candidates' global batches differ, each scaled to it).
+    pub fn unit_text(&self) -> String {
+        let what = format!(
+            "step times: the {} of each candidate's steady steps",
+            self.statistic.name()
+        );
+        match self.per_samples {
+            None => format!("{what}, ms per global batch"),
+            Some(n) => format!(
+                "{what}, ms per {n} sample(s), the current settings' global batch (the \
                  candidates' global batches differ; each is scaled to it)"
-            )
-        })
+            ),
+        }
     }
 
     /// The conclusion in words (an older study: its pick).
@@ -411,34 +454,43 @@ mod tests {
     }
 
     #[test]
-    fn a_study_says_what_its_step_times_are_per() {
-        // An older study (no `per_samples`) reads back as per global batch.
+    fn a_study_says_what_its_step_times_are_and_per_what() {
+        // An older study (no `per_samples`, no `statistic`, step times stored as `median_ms`)
+        // reads back as medians per global batch.
         let j = serde_json::json!({
             "space": "s", "config": "x.yaml", "profile": "p", "gpus": 1,
-            "capacity_bytes": null, "candidates": [], "pick": null, "gpu_seconds": 0.0,
-            "trials": 0, "log": [], "memory_error": null
+            "capacity_bytes": null, "pick": null, "gpu_seconds": 0.0,
+            "trials": 0, "log": [], "memory_error": null,
+            "candidates": [{"id": 0, "overrides": {}, "verdict": "winner", "why": "", "n": 12,
+                "median_ms": 101.5, "ci_low_ms": 100.0, "ci_high_ms": 103.0,
+                "peak_memory_bytes": null, "predicted_bytes": null}]
         });
         let mut r: StudyRecord = serde_json::from_value(j).unwrap();
+        assert_eq!(r.statistic, StepStatistic::Median);
+        assert_eq!(r.candidates[0].step_ms, Some(101.5));
         assert_eq!(r.batch_unit(), "per global batch");
         assert_eq!(r.batch_unit_short(), "per global batch");
-        assert_eq!(r.unit_text(), None);
-        assert!(
-            serde_json::to_value(&r)
-                .unwrap()
-                .get("per_samples")
-                .is_none()
+        assert_eq!(
+            r.unit_text(),
+            "step times: the median of each candidate's steady steps, ms per global batch"
         );
+        let v = serde_json::to_value(&r).unwrap();
+        assert!(v.get("per_samples").is_none());
+        assert_eq!(v["statistic"], "median");
+        assert_eq!(v["candidates"][0]["step_ms"], 101.5);
         r.per_samples = Some(8);
+        r.statistic = StepStatistic::TrimmedMean;
         assert_eq!(
             r.batch_unit(),
             "per 8 sample(s) (the current settings' global batch)"
         );
         assert_eq!(r.batch_unit_short(), "per 8 samples");
-        assert!(
-            r.unit_text()
-                .unwrap()
-                .starts_with("step times: ms per 8 sample(s)")
-        );
-        assert_eq!(serde_json::to_value(&r).unwrap()["per_samples"], 8);
+        assert!(r.unit_text().starts_with(
+            "step times: the 20 % trimmed mean of each candidate's steady steps, ms per 8 \
+             sample(s)"
+        ));
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["per_samples"], 8);
+        assert_eq!(v["statistic"], "trimmed-mean");
     }
 }

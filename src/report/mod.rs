@@ -42,7 +42,7 @@ pub struct Row {
     /// The experiment's current settings.
     pub baseline: bool,
     pub n: usize,
-    pub median_ms: Option<f64>,
+    pub step_ms: Option<f64>,
     pub ci_low_ms: Option<f64>,
     pub ci_high_ms: Option<f64>,
     /// From the candidate's longest trial with the figure (the log's tokens/s per GPU).
@@ -60,13 +60,13 @@ pub struct Row {
 
 impl Row {
     pub fn measured(&self) -> bool {
-        self.median_ms.is_some()
+        self.step_ms.is_some()
     }
 
     /// (value, low, high) of the throughput metric. Tokens/s has no interval of its own: its
     /// bounds are the step-time interval carried over (tokens/s ∝ 1 / step time).
     pub fn throughput(&self, m: Metric) -> Option<(f64, f64, f64)> {
-        let med = self.median_ms?;
+        let med = self.step_ms?;
         let lo = self.ci_low_ms.unwrap_or(med);
         let hi = self.ci_high_ms.unwrap_or(med);
         match m {
@@ -333,7 +333,7 @@ pub fn build(i: &Inputs<'_>) -> Report {
                 verdict: c.verdict,
                 why: c.why.clone(),
                 n: c.n,
-                median_ms: c.median_ms,
+                step_ms: c.step_ms,
                 ci_low_ms: c.ci_low_ms,
                 ci_high_ms: c.ci_high_ms,
                 tokens_per_s,
@@ -492,9 +492,9 @@ impl Report {
             verdict_rank(a.verdict)
                 .cmp(&verdict_rank(b.verdict))
                 .then(
-                    a.median_ms
+                    a.step_ms
                         .unwrap_or(f64::INFINITY)
-                        .total_cmp(&b.median_ms.unwrap_or(f64::INFINITY)),
+                        .total_cmp(&b.step_ms.unwrap_or(f64::INFINITY)),
                 )
                 .then(a.id.cmp(&b.id))
         });
@@ -670,11 +670,12 @@ impl Report {
             Some(p) if p.baseline => {
                 let _ = writeln!(
                     s,
-                    "**Keep the current settings** ({}, candidate {}): median step time {} ms {} \
+                    "**Keep the current settings** ({}, candidate {}): step time ({}) {} ms {} \
                      (95 % CI {}–{} ms, n {}). {}.\n",
                     p.settings,
                     p.id,
-                    opt(p.median_ms, 1),
+                    self.record.statistic.name(),
+                    opt(p.step_ms, 1),
                     self.record.batch_unit(),
                     opt(p.ci_low_ms, 1),
                     opt(p.ci_high_ms, 1),
@@ -684,10 +685,11 @@ impl Report {
             }
             Some(p) => {
                 let mut line = format!(
-                    "**{}** (candidate {}): median step time {} ms {} (95 % CI {}–{} ms, n {})",
+                    "**{}** (candidate {}): step time ({}) {} ms {} (95 % CI {}–{} ms, n {})",
                     p.settings,
                     p.id,
-                    opt(p.median_ms, 1),
+                    self.record.statistic.name(),
+                    opt(p.step_ms, 1),
                     self.record.batch_unit(),
                     opt(p.ci_low_ms, 1),
                     opt(p.ci_high_ms, 1),
@@ -733,19 +735,20 @@ impl Report {
         }
 
         let _ = writeln!(s, "## Evidence\n");
+        let stat = self.record.statistic.name();
         let _ = writeln!(
             s,
-            "Candidates from best to worst. Step times are the sweep's evidence: the median of the \
-             steady-state iterations pooled over the candidate's trials (scaled to the \
+            "Candidates from best to worst. Step times are the sweep's evidence: the {stat} of \
+             the steady-state iterations pooled over the candidate's trials (scaled to the \
              current settings' global batch where a trial ran another), with the 95 % confidence \
-             interval of that median; n counts those iterations. Peak memory is the largest any \
+             interval of that {stat}; n counts those iterations. Peak memory is the largest any \
              of its trials reported, with what it measures: `alloc` the framework's allocator \
              (its own memory), `procs` the trial's processes, `device` the device memory in use \
              (other processes included); tokens/s per GPU comes from its longest trial's log.\n"
         );
         let _ = writeln!(
             s,
-            "| rank | # | settings | verdict | median step (ms/batch) | 95 % CI (ms) | n | tokens/s/GPU | peak (GiB, source) | predicted (GiB) | why |"
+            "| rank | # | settings | verdict | step, {stat} (ms/batch) | 95 % CI (ms) | n | tokens/s/GPU | peak (GiB, source) | predicted (GiB) | why |"
         );
         let _ = writeln!(s, "|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---|");
         for (rank, row) in self.ranked().into_iter().enumerate() {
@@ -768,7 +771,7 @@ impl Report {
                 row.id,
                 settings,
                 row.verdict,
-                opt(row.median_ms, 1),
+                opt(row.step_ms, 1),
                 ci,
                 row.n,
                 row.tokens_per_s.map_or("–".into(), charts::fmt::grouped),
@@ -917,7 +920,7 @@ mod tests {
             verdict: verdict.parse().unwrap(),
             why: format!("{verdict} because"),
             n: if median.is_some() { 12 } else { 0 },
-            median_ms: median,
+            step_ms: median,
             ci_low_ms: median.map(|m| m - 1.0),
             ci_high_ms: median.map(|m| m + 2.0),
             peak_memory_bytes: median.map(|m| (m as u64) << 30),
@@ -950,6 +953,7 @@ mod tests {
             baseline: None,
             conclusion: None,
             per_samples: None,
+            statistic: crate::domain::study::StepStatistic::TrimmedMean,
         }
     }
 
@@ -1360,7 +1364,7 @@ mod tests {
             (
                 charts::Chart::Throughput,
                 &[
-                    "median step time (ms), lower is better",
+                    "step time, 20 % trimmed mean (ms), lower is better",
                     "micro_batch_size",
                     "winner (the pick)",
                     "ran out of memory",

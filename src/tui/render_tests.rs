@@ -1074,7 +1074,7 @@ fn sweep_app() -> App {
             verdict: verdict.parse().expect("a verdict name"),
             why: why.into(),
             n: if median.is_some() { 24 } else { 0 },
-            median_ms: median,
+            step_ms: median,
             ci_low_ms: median.map(|m| m - 2.0),
             ci_high_ms: median.map(|m| m + 2.0),
             peak_memory_bytes: median.map(|_| 40 << 30),
@@ -1118,6 +1118,7 @@ fn sweep_app() -> App {
         baseline: Some(0),
         conclusion: Some(crate::domain::study::Conclusion::Change { pick: 1 }),
         per_samples: None,
+        statistic: crate::domain::study::StepStatistic::TrimmedMean,
     };
     app::update(
         &mut app,

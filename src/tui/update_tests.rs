@@ -673,7 +673,7 @@ fn sweep_screen_starts_only_applicable_spaces_and_applies_the_pick() {
         verdict: verdict.parse().unwrap(),
         why: String::new(),
         n: 10,
-        median_ms: Some(100.0),
+        step_ms: Some(100.0),
         ci_low_ms: Some(99.0),
         ci_high_ms: Some(101.0),
         peak_memory_bytes: None,
@@ -697,6 +697,7 @@ fn sweep_screen_starts_only_applicable_spaces_and_applies_the_pick() {
         baseline: None,
         conclusion: None,
         per_samples: None,
+        statistic: crate::domain::study::StepStatistic::TrimmedMean,
     };
     let fx = update(
         &mut app,

@@ -17,7 +17,7 @@ use super::search::{Runner, SearchConfig, SearchResult, search};
 use crate::domain::study::{Candidate, Knob, MemoryTrend, Outcome, Overrides};
 use crate::domain::trial::Iteration;
 use crate::run::steady::{SteadyConfig, should_stop};
-use crate::util::stats::median;
+use crate::util::stats::{median, trimmed_mean_ci95};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -395,7 +395,8 @@ pub fn true_best(table: &ReplayTable) -> Option<usize> {
 }
 
 /// The exhaustive-grid baseline: every candidate one trial of [`GRID_ITERS`] iterations (no
-/// early stop), the best median wins. Returns (pick row, GPU-seconds, trials).
+/// early stop), the best step time by the search's statistic (the 20 % trimmed mean) wins.
+/// Returns (pick row, GPU-seconds, trials).
 pub fn grid(table: &ReplayTable) -> (Option<usize>, f64, usize) {
     let ks = knobs(table);
     let cands = candidates(table, &ks);
@@ -408,7 +409,7 @@ pub fn grid(table: &ReplayTable) -> (Option<usize>, f64, usize) {
         if out.oom || out.failed.is_some() {
             continue;
         }
-        if let Some(m) = median(&out.step_ms)
+        if let Some(m) = trimmed_mean_ci95(&out.step_ms).map(|e| e.value)
             && best.is_none_or(|(_, b)| m < b)
         {
             best = Some((c.id, m));

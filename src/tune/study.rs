@@ -103,7 +103,7 @@ pub fn record(
                 verdict,
                 why,
                 n: ev.map_or(0, |e| e.n),
-                median_ms: ev.and_then(|e| e.median_ms),
+                step_ms: ev.and_then(|e| e.step_ms),
                 ci_low_ms: ev.and_then(|e| e.ci_low_ms),
                 ci_high_ms: ev.and_then(|e| e.ci_high_ms),
                 peak_memory_bytes: ev.and_then(|e| e.peak_memory_bytes),
@@ -131,6 +131,7 @@ pub fn record(
         conclusion: Some(r.conclusion.clone()),
         // The sweep sets it when its trials' global batches differ (`TrialRunner`).
         per_samples: None,
+        statistic: super::search::STATISTIC,
     }
 }
 

@@ -338,12 +338,13 @@ impl TrialRunner<'_> {
                         ..Outcome::default()
                     },
                 };
-                // The median the search ranks by: per global batch, as the study's table.
+                // The figure the search ranks by (the trimmed mean per global batch), as the
+                // study's table.
                 self.say(SweepEvent::Measured {
                     trial: r.trial_id,
                     status: r.status,
                     failure: r.failure.as_ref().map(|f| f.class.label().to_string()),
-                    median_ms: crate::util::stats::median(&out.step_ms),
+                    step_ms: crate::util::stats::trimmed_mean_ci95(&out.step_ms).map(|e| e.value),
                     peak_gib: r.summary.peak_mem_gib,
                 });
                 out

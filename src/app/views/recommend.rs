@@ -147,8 +147,9 @@ fn from_study(session: &Session, name: &str) -> Result<FromStudy, AppError> {
                 ),
             };
             let mut reason = format!(
-                "{verdict}: median {:.1} ms {} (95 % CI {:.1}–{:.1}, n {}){}",
-                pick.median_ms.unwrap_or(f64::NAN),
+                "{verdict}: {} {:.1} ms {} (95 % CI {:.1}–{:.1}, n {}){}",
+                rec.statistic.name(),
+                pick.step_ms.unwrap_or(f64::NAN),
                 rec.batch_unit(),
                 pick.ci_low_ms.unwrap_or(f64::NAN),
                 pick.ci_high_ms.unwrap_or(f64::NAN),

@@ -228,7 +228,7 @@ mod tests {
             verdict,
             why: String::new(),
             n: 10,
-            median_ms: Some(100.0),
+            step_ms: Some(100.0),
             ci_low_ms: Some(99.0),
             ci_high_ms: Some(101.0),
             peak_memory_bytes: Some(peak << 30),
@@ -257,6 +257,7 @@ mod tests {
             baseline: None,
             conclusion: None,
             per_samples: None,
+            statistic: crate::domain::study::StepStatistic::TrimmedMean,
         }
     }
 

@@ -93,7 +93,7 @@ fn predicted(r: &Report, row: &Row) -> Option<f64> {
             let mut per_step: Vec<f64> = r
                 .rows
                 .iter()
-                .filter_map(|x| Some(x.tokens_per_s? * x.median_ms?))
+                .filter_map(|x| Some(x.tokens_per_s? * x.step_ms?))
                 .collect();
             per_step.sort_by(f64::total_cmp);
             per_step.get(per_step.len() / 2).map(|t| t / ms)
@@ -101,7 +101,7 @@ fn predicted(r: &Report, row: &Row) -> Option<f64> {
     }
 }
 
-/// Median (or tokens/s) with its 95 % CI per candidate; predictions and the unmeasured apart.
+/// Step time (or tokens/s) with its 95 % CI per candidate; predictions and the unmeasured apart.
 pub fn throughput<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     k: Look,
@@ -119,7 +119,7 @@ pub fn throughput<DB: DrawingBackend>(
     {
         items.push((
             Mark::ErrBar(BLUE_C, r.horizontal),
-            "median with 95 % CI".to_string(),
+            format!("{} with 95 % CI", r.record.statistic.name()),
         ));
     }
     if winner.is_some() {
@@ -143,11 +143,14 @@ pub fn throughput<DB: DrawingBackend>(
     let (title, desc) = match m {
         Metric::StepMs => (
             "Step time per candidate",
-            "median step time (ms), lower is better",
+            format!(
+                "step time, {} (ms), lower is better",
+                r.record.statistic.name()
+            ),
         ),
         Metric::TokensPerS => (
             "Throughput per candidate",
-            "throughput (tokens/s per GPU), higher is better",
+            "throughput (tokens/s per GPU), higher is better".to_string(),
         ),
     };
     let plot = layout(root, k, title, &subtitle(r), &items)?;
@@ -171,7 +174,7 @@ pub fn throughput<DB: DrawingBackend>(
         labels: r.rows.iter().map(|x| x.label.as_str()).collect(),
         horizontal: r.horizontal,
     };
-    let mut chart = cat_chart(&plot, k, r, &cat, (bottom, top), desc)?;
+    let mut chart = cat_chart(&plot, k, r, &cat, (bottom, top), &desc)?;
     let label_off = if r.horizontal {
         (-k.px(20.0), -k.px(28.0))
     } else {

@@ -215,7 +215,7 @@ pub fn ranked_table<'a>(study: &str, rec: &'a StudyRecord, theme: &Theme) -> Tab
             Row::new(vec![
                 Cell::from(format!("{}{}", c.id, if c.baseline { "*" } else { "" })),
                 Cell::from(c.verdict.as_str()),
-                Cell::from(num(c.median_ms, 1, "")),
+                Cell::from(num(c.step_ms, 1, "")),
                 Cell::from(ci),
                 Cell::from(c.n.to_string()),
                 Cell::from(format!(
@@ -269,8 +269,9 @@ pub fn ranked_table<'a>(study: &str, rec: &'a StudyRecord, theme: &Theme) -> Tab
                 rec.gpu_seconds / 60.0
             ))
             .title_bottom(format!(
-                " {} · ms {} ",
+                " {} · {} ms {} ",
                 rec.basis_text(),
+                rec.statistic.short(),
                 rec.batch_unit_short()
             )),
     )

@@ -169,16 +169,3 @@ fn invert(mut a: Vec<Vec<f64>>) -> Option<Vec<Vec<f64>>> {
     }
     Some(inv)
 }
-
-/// Student's t, two-sided 95 % (one-sided 97.5 %), for `df` degrees of freedom.
-pub(super) fn t975(df: usize) -> f64 {
-    const T: [f64; 10] = [12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23];
-    match df {
-        0 => f64::INFINITY,
-        1..=10 => T[df - 1],
-        11..=15 => 2.16,
-        16..=20 => 2.10,
-        21..=30 => 2.05,
-        _ => 1.96,
-    }
-}

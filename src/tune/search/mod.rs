@@ -5,6 +5,10 @@
 //! Pure: trials go through a [`Runner`] (a real trial launcher, or a recorded table in
 //! [`super::replay`]), so the whole decision procedure runs in tests without a GPU.
 //!
+//! A candidate's step time is the 20 % trimmed mean of its steady samples, pooled over its
+//! trials, with Yuen's 95 % CI ([`trimmed_mean_ci95`], [`STATISTIC`]): as robust to straggler
+//! steps as the median, and with a narrower interval on the same iterations.
+//!
 //! The procedure ([`search`]):
 //!
 //! 1. **Predicted OOM.** With a known capacity, a candidate whose predicted peak exceeds
@@ -26,13 +30,13 @@
 //!      first; a candidate widens it when its row raises the rank of the measured candidates'
 //!      design (so the first trials cover every knob value once the others allow).
 //!    * *Prediction.* Then the model is fit by least squares to the measured candidates' log
-//!      medians, and the pending candidate it predicts fastest runs next (finding a fast
+//!      step times, and the pending candidate it predicts fastest runs next (finding a fast
 //!      candidate early sets the bar). Once the fit has `min_df` residual degrees of freedom, a
 //!      pending candidate predicted slower than the reference (the measured candidate the model
 //!      puts fastest) by more than `ln(1 + tolerance) + prune_sigmas · t/1.96 · σ · √(1 + h)` is
 //!      never run ([`Verdict::PredictedSlower`], with the prediction, the reference and the
 //!      margin in its reason): σ is the residual standard deviation (at least the typical
-//!      standard error of a first trial's median), t Student's 97.5 % quantile for the
+//!      relative standard error of a candidate's step time), t Student's 97.5 % quantile for the
 //!      residual degrees of freedom, h the leverage of the difference from the reference (huge
 //!      for a knob value no measured candidate has, so such a candidate always runs). A space
 //!      whose candidates are no more than the model's parameters plus `min_df` (one knob, or a
@@ -52,9 +56,9 @@
 //!      predicted (after the prediction pruning). The batch's outcomes are recorded in its order;
 //!      an OOM rules out pending dominators only (one in the same batch already ran and keeps its
 //!      own outcome, so a batch may spend a trial a sequential search would have saved).
-//! 3. **Halving.** The leader is the lowest median step time. A candidate whose 95 % CI of the
-//!    median lies entirely above the leader's is out of contention. The next rung keeps the
-//!    contenders among the best `1/growth` (by median; at least two) and gives each a fresh
+//! 3. **Halving.** The leader is the lowest step time. A candidate whose 95 % CI lies entirely
+//!    above the leader's is out of contention. The next rung keeps the
+//!    contenders among the best `1/growth` (by step time; at least two) and gives each a fresh
 //!    trial `growth` times longer (capped at `max_iters`); samples are pooled across a
 //!    candidate's trials (with `parallel` > 1, a rung's trials, like the confirmations, run in
 //!    batches of `parallel` in the rung's order). Keeping `1/growth` (rather than a half) makes
@@ -87,8 +91,8 @@ pub use prior::recomputes_more;
 
 use super::memory::Calibration;
 use crate::domain::study::{Candidate, Conclusion, Knob, MemoryTrend, Outcome};
-use crate::run::steady::median_ci95;
-use additive::{Additive, t975};
+use crate::util::stats::{t975, trimmed_mean_ci95};
+use additive::Additive;
 use serde::Serialize;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -239,8 +243,8 @@ pub enum Verdict {
     Winner,
     /// Within the noise of the leader; the winner is cheaper in cost order (or faster).
     Tie { with: usize },
-    /// Slower than the winner by `pct` % of its median, ± `ci_pct` (the two CIs' half-widths
-    /// added, as % of the winner's median).
+    /// Slower than the winner by `pct` % of its step time, ± `ci_pct` (the two CIs' half-widths
+    /// added, as % of the winner's step time).
     Slower { pct: f64, ci_pct: f64 },
     /// Ran out of memory.
     Oom,
@@ -264,8 +268,9 @@ pub enum Verdict {
 pub struct Evidence {
     /// Steady samples pooled over all trials.
     pub n: usize,
-    pub median_ms: Option<f64>,
-    /// 95 % CI of the median ([`median_ci95`]; the full range below 6 samples).
+    /// The 20 % trimmed mean of the samples ([`trimmed_mean_ci95`]): what the search ranks by.
+    pub step_ms: Option<f64>,
+    /// Its 95 % CI (the samples' range below 6).
     pub ci_low_ms: Option<f64>,
     pub ci_high_ms: Option<f64>,
     pub trials: usize,
@@ -277,6 +282,10 @@ pub struct Evidence {
     pub peak_memory_kind: Option<crate::domain::trial::MemorySource>,
 }
 
+/// What the search's step times are.
+pub const STATISTIC: crate::domain::study::StepStatistic =
+    crate::domain::study::StepStatistic::TrimmedMean;
+
 /// The outcome of a search. Candidates are named by `Candidate::id`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct SearchResult {
@@ -287,7 +296,7 @@ pub struct SearchResult {
     pub conclusion: Conclusion,
     /// The candidate holding the experiment's current settings, when one was given.
     pub baseline: Option<usize>,
-    /// Measured candidates: the pick first, then by median step time.
+    /// Measured candidates: the pick first, then by step time.
     pub ranking: Vec<usize>,
     /// One verdict per candidate, in the order given.
     pub verdicts: Vec<(usize, Verdict)>,
@@ -364,29 +373,23 @@ fn memory_level(knobs: &[Knob], c: &Candidate) -> usize {
         .sum()
 }
 
-/// Median and 95 % CI of pooled samples.
+/// The step-time estimate of pooled samples: the 20 % trimmed mean and its 95 % CI
+/// ([`trimmed_mean_ci95`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Stat {
-    median: f64,
+    value: f64,
     lo: f64,
     hi: f64,
 }
 
 impl Stat {
     fn of(samples: &[f64]) -> Option<Stat> {
-        if samples.is_empty() {
-            return None;
-        }
-        let mut v = samples.to_vec();
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        let median = if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        };
-        let (lo, hi) = median_ci95(&v);
-        Some(Stat { median, lo, hi })
+        let e = trimmed_mean_ci95(samples)?;
+        Some(Stat {
+            value: e.value,
+            lo: e.lo,
+            hi: e.hi,
+        })
     }
 
     fn overlaps(&self, o: &Stat) -> bool {
@@ -619,9 +622,9 @@ impl<'a> Search<'a> {
         if cv.is_nan() || cv <= 0.0 {
             return None;
         }
-        let pick = self.stat(d.pick)?.median;
+        let pick = self.stat(d.pick)?.value;
         let (j, next) = d.sorted.iter().find(|t| t.0 != d.pick)?;
-        let lead = next.median / pick - 1.0;
+        let lead = next.value / pick - 1.0;
         let band = 1.96 * std::f64::consts::SQRT_2 * cv;
         (lead < band).then(|| {
             format!(
@@ -844,7 +847,7 @@ impl<'a> Search<'a> {
         if let Some(s) = self.stat(i) {
             let ev = &mut self.evidence[i];
             ev.n = self.samples[i].len();
-            ev.median_ms = Some(s.median);
+            ev.step_ms = Some(s.value);
             ev.ci_low_ms = Some(s.lo);
             ev.ci_high_ms = Some(s.hi);
         }
@@ -936,34 +939,30 @@ impl<'a> Search<'a> {
         ));
     }
 
-    /// The measured candidates' design rows and log medians.
+    /// The measured candidates' design rows and log step estimates.
     fn model_rows(&self, model: &Additive) -> Vec<(usize, Vec<f64>, f64)> {
         self.measured()
             .into_iter()
             .filter_map(|i| {
                 let x = model.x(&self.cands[i])?;
-                let m = self.stat(i)?.median;
+                let m = self.stat(i)?.value;
                 (m > 0.0).then(|| (i, x, m.ln()))
             })
             .collect()
     }
 
-    /// The measurement noise of a first trial's median, relative (log scale): the median over
-    /// measured candidates of `1.25 · sd / mean / √n`. A floor for the model's residual σ, which
-    /// with few degrees of freedom can come out small by chance.
-    fn median_noise(&self) -> f64 {
+    /// The measurement noise of a candidate's step estimate, relative (log scale): the median
+    /// over measured candidates of the trimmed mean's standard error over its value. A floor
+    /// for the model's residual σ, which with few degrees of freedom can come out small by
+    /// chance.
+    fn estimate_noise(&self) -> f64 {
         let mut v: Vec<f64> = self
             .measured()
             .into_iter()
+            .filter(|&i| self.samples[i].len() >= 2)
             .filter_map(|i| {
-                let xs = &self.samples[i];
-                let n = xs.len();
-                if n < 2 {
-                    return None;
-                }
-                let mean = xs.iter().sum::<f64>() / n as f64;
-                let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-                (mean > 0.0).then(|| 1.2533 * var.sqrt() / mean / (n as f64).sqrt())
+                let e = trimmed_mean_ci95(&self.samples[i])?;
+                (e.value > 0.0).then(|| e.se / e.value)
             })
             .collect();
         v.sort_by(f64::total_cmp);
@@ -998,7 +997,7 @@ impl<'a> Search<'a> {
         else {
             return preds;
         };
-        let sigma = fit.s.max(self.median_noise());
+        let sigma = fit.s.max(self.estimate_noise());
         let mult = z * t975(fit.df) / 1.96;
         let tol = (1.0 + self.cfg.tolerance.max(0.0)).ln();
         let mut kept = Vec::new();
@@ -1019,7 +1018,7 @@ impl<'a> Search<'a> {
                     ((pred - ref_pred).exp() - 1.0) * 100.0,
                     self.cands[ref_i].id,
                     ref_pred.exp(),
-                    self.stat(ref_i).map_or(f64::NAN, |s| s.median),
+                    self.stat(ref_i).map_or(f64::NAN, |s| s.value),
                     rows.len(),
                     sigma * 100.0,
                     (margin.exp() - 1.0) * 100.0
@@ -1043,29 +1042,29 @@ impl<'a> Search<'a> {
             .collect()
     }
 
-    /// Sort measured candidates by median (then cost order).
-    fn by_median(&self, set: &[usize]) -> Vec<(usize, Stat)> {
+    /// Sort measured candidates by step time (then cost order).
+    fn by_step(&self, set: &[usize]) -> Vec<(usize, Stat)> {
         let mut v: Vec<(usize, Stat)> = set
             .iter()
             .filter(|&&i| self.state[i] == State::Measured)
             .filter_map(|&i| self.stat(i).map(|s| (i, s)))
             .collect();
         v.sort_by(|a, b| {
-            a.1.median
-                .total_cmp(&b.1.median)
+            a.1.value
+                .total_cmp(&b.1.value)
                 .then_with(|| cost_cmp(&self.cands[a.0], &self.cands[b.0]))
         });
         v
     }
 
-    /// Leader, candidates tied with it (leader included, by median), the tie rule's pick.
+    /// Leader, candidates tied with it (leader included, by step time), the tie rule's pick.
     ///
     /// A tied candidate is *eligible* when choosing it costs at most `tolerance` in the worst
-    /// case: its CI's upper bound is within `tolerance × leader's median` of the lowest CI bound
+    /// case: its CI's upper bound is within `tolerance × leader's step time` of the lowest CI bound
     /// among the tied. The pick is the cheapest eligible candidate in cost order; with none
     /// eligible (the tie is not resolved yet), the leader.
     fn decide(&self, set: &[usize]) -> Option<Decision> {
-        let sorted = self.by_median(set);
+        let sorted = self.by_step(set);
         let &(leader, ls) = sorted.first()?;
         let tied: Vec<(usize, Stat)> = sorted
             .iter()
@@ -1073,7 +1072,7 @@ impl<'a> Search<'a> {
             .filter(|(_, s)| s.overlaps(&ls))
             .collect();
         let best_lo = tied.iter().map(|t| t.1.lo).fold(f64::INFINITY, f64::min);
-        let loss = |s: &Stat| (s.hi - best_lo) / ls.median;
+        let loss = |s: &Stat| (s.hi - best_lo) / ls.value;
         let eligible: Vec<usize> = tied
             .iter()
             .filter(|t| loss(&t.1) <= self.cfg.tolerance)
@@ -1113,7 +1112,7 @@ impl<'a> Search<'a> {
     }
 
     fn fmt_stat(s: &Stat) -> String {
-        format!("{:.2} ms [{:.2}, {:.2}]", s.median, s.lo, s.hi)
+        format!("{:.2} ms [{:.2}, {:.2}]", s.value, s.lo, s.hi)
     }
 }
 
@@ -1124,7 +1123,7 @@ struct Decision {
     pick: usize,
     /// Some tied candidate is within the tolerance in the worst case.
     resolved: bool,
-    /// The pick's worst-case loss (relative to the leader's median).
+    /// The pick's worst-case loss (relative to the leader's step time).
     pick_loss: f64,
 }
 
@@ -1411,7 +1410,7 @@ pub fn search(
             ));
             break;
         }
-        // The better 1/growth (by median) among those still tied with the leader; at least two.
+        // The better 1/growth (by step time) among those still tied with the leader; at least two.
         let keep = d
             .sorted
             .len()
@@ -1498,7 +1497,7 @@ pub fn search(
         && let Some(d) = s.decide(&contenders)
     {
         let mut confirm = vec![d.pick];
-        let all = s.by_median(&s.measured());
+        let all = s.by_step(&s.measured());
         for &(i, _) in d.sorted.iter().chain(all.iter()) {
             if confirm.len() >= cfg.confirm_top {
                 break;
@@ -1625,13 +1624,13 @@ fn first_batch(
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
 /// A measured candidate (`st`) against the chosen one (`ps`, id `chosen`) and the leader (`ls`).
-/// A difference inside its interval is no difference: overlapping either CI, a faster median
+/// A difference inside its interval is no difference: overlapping either CI, a faster step time
 /// that was not a final contender (dropped earlier on fewer samples), or a gap no larger than
 /// the two half-widths added is a tie; only the rest is slower.
 fn against(st: &Stat, ls: &Stat, ps: &Stat, chosen: usize) -> Verdict {
-    let pct = (st.median / ps.median - 1.0) * 100.0;
-    let ci_pct = (st.half() + ps.half()) / ps.median * 100.0;
-    if st.overlaps(ls) || st.overlaps(ps) || st.median < ps.median || pct <= ci_pct {
+    let pct = (st.value / ps.value - 1.0) * 100.0;
+    let ci_pct = (st.half() + ps.half()) / ps.value * 100.0;
+    if st.overlaps(ls) || st.overlaps(ps) || st.value < ps.value || pct <= ci_pct {
         Verdict::Tie { with: chosen }
     } else {
         Verdict::Slower { pct, ci_pct }
@@ -1683,7 +1682,7 @@ fn finish(s: Search<'_>, contenders: &[usize], exhausted: bool) -> SearchResult 
             let ps = s.stat(chosen).unwrap_or(ls);
             let id = |i: usize| s.cands[i].id;
             ranking.push(id(chosen));
-            for (i, st) in s.by_median(&s.measured()) {
+            for (i, st) in s.by_step(&s.measured()) {
                 if i == chosen {
                     verdicts[i] = if exhausted {
                         Verdict::BestSoFar

@@ -803,7 +803,7 @@ fn evidence_pools_samples_over_trials() {
         assert_eq!(ev.n as u64, runs.iter().map(|k| k - 2).sum::<u64>());
         let (lo, m, hi) = (
             ev.ci_low_ms.unwrap(),
-            ev.median_ms.unwrap(),
+            ev.step_ms.unwrap(),
             ev.ci_high_ms.unwrap(),
         );
         assert!(lo <= m && m <= hi);
@@ -1080,7 +1080,7 @@ fn a_candidate_faster_beyond_the_noise_replaces_the_current_settings() {
 
 #[test]
 fn a_verdict_follows_its_interval() {
-    let st = |median: f64, lo: f64, hi: f64| Stat { median, lo, hi };
+    let st = |value: f64, lo: f64, hi: f64| Stat { value, lo, hi };
     let pick = st(100.0, 99.0, 101.0);
     // 10.2 % slower, CIs apart, but the interval (11.75 + 1 = 12.75 %) covers the gap.
     assert_eq!(
