@@ -53,7 +53,7 @@ pub struct BenchReplayArgs {
     #[arg(long, value_name = "PCT")]
     pub tolerance_pct: Option<f64>,
     /// Standard errors beyond the tolerance by which the additive model must predict a
-    /// candidate slower than the leader to skip its first trial (default 2).
+    /// candidate slower than the leader to skip its first trial (default 1.5).
     #[arg(long, value_name = "Z", conflicts_with = "no_prune")]
     pub prune_sigmas: Option<f64>,
     /// Give every candidate a first trial (no skipping on the additive model's prediction or
