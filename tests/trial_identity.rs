@@ -117,7 +117,10 @@ fn trials_compare_by_what_they_ran_and_list_their_own_experiment() {
     assert!(text.contains("micro_batch_size"), "{text}");
 
     // Another experiment in the same workspace: listed only with --all, with its file.
-    let other = s.exp.with_file_name("other.yaml");
+    // A name longer than any default column width.
+    let other = s
+        .exp
+        .with_file_name("other-experiment-with-a-long-name.yaml");
     std::fs::copy(&s.exp, &other).unwrap();
     run_trial(&s, &other);
     let mine = json(
@@ -141,15 +144,29 @@ fn trials_compare_by_what_they_ran_and_list_their_own_experiment() {
         third["config_path"]
             .as_str()
             .unwrap()
-            .ends_with("other.yaml")
+            .ends_with("other-experiment-with-a-long-name.yaml")
     );
     let text = cmd(&s)
         .args(["trials", "--config", &exp, "--all"])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&text.stdout);
-    assert!(
-        text.contains("experiment") && text.contains("other.yaml"),
-        "{text}"
-    );
+    // The experiment column is as wide as its longest name: every name starts under the
+    // header and is followed by a space, never run into the next column.
+    let header = text.lines().next().unwrap();
+    let at = header.find("experiment").expect("an experiment column");
+    let col = header[..at].chars().count();
+    let rows: Vec<&str> = text.lines().skip(1).collect();
+    assert_eq!(rows.len(), 3, "{text}");
+    for row in &rows {
+        let name: String = row.chars().skip(col).collect();
+        assert!(
+            name.starts_with("other-experiment-with-a-long-name.yaml ")
+                || name.starts_with(&format!(
+                    "{} ",
+                    s.exp.file_name().unwrap().to_string_lossy()
+                )),
+            "{text}"
+        );
+    }
 }

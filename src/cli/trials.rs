@@ -151,8 +151,18 @@ pub fn run(a: &TrialsArgs) -> Result<ExitCode, CliError> {
         return Ok(ExitCode::SUCCESS);
     }
     let all = session.all_experiments;
+    // The text columns are as wide as their widest value, so a long profile or experiment
+    // name never runs into the next column.
+    let profile_w = rows
+        .iter()
+        .map(|t| t.profile.as_deref().unwrap_or_default().chars().count())
+        .fold("profile".len(), usize::max);
+    let exp_w = rows
+        .iter()
+        .map(|t| experiment_name(t).chars().count())
+        .fold("experiment".len(), usize::max);
     println!(
-        "{:>4} {:<11} {:>10} {:>8} {:>11} {:>8} {:>13}  {:<10} {}differs from the config",
+        "{:>4} {:<11} {:>10} {:>8} {:>12} {:>8} {:>13}  {:<profile_w$} {}differs from the config",
         "id",
         "status",
         "median ms",
@@ -161,7 +171,11 @@ pub fn run(a: &TrialsArgs) -> Result<ExitCode, CliError> {
         "TFLOP/s",
         "peak GiB",
         "profile",
-        if all { "experiment            " } else { "" }
+        if all {
+            format!("{:<exp_w$} ", "experiment")
+        } else {
+            String::new()
+        }
     );
     for t in &rows {
         let f = |v: Option<f64>, p: usize| v.map_or("-".into(), |x| format!("{x:.p$}"));
@@ -177,7 +191,7 @@ pub fn run(a: &TrialsArgs) -> Result<ExitCode, CliError> {
             _ => t.status.to_string(),
         };
         println!(
-            "{:>4} {:<11} {:>10} {:>8} {:>11} {:>8} {:>13}  {:<10} {}{}",
+            "{:>4} {:<11} {:>10} {:>8} {:>12} {:>8} {:>13}  {:<profile_w$} {}{}",
             t.id,
             status,
             f(t.median_step_ms, 1),
@@ -187,7 +201,7 @@ pub fn run(a: &TrialsArgs) -> Result<ExitCode, CliError> {
             mem_cell(t),
             t.profile.clone().unwrap_or_default(),
             if all {
-                format!("{:<22}", experiment_name(t))
+                format!("{:<exp_w$} ", experiment_name(t))
             } else {
                 String::new()
             },
