@@ -364,12 +364,12 @@ impl StudyRecord {
         }
     }
 
-    /// [`StudyRecord::batch_unit`] in a few words (a table's footer): `per global batch`, or
-    /// `per N samples`.
-    pub fn batch_unit_short(&self) -> String {
+    /// The step-time unit in a few characters (a narrow table's footer): `ms/batch`, or
+    /// `ms/N samples` when the candidates' global batches differ.
+    pub fn unit_short(&self) -> String {
         match self.per_samples {
-            None => "per global batch".into(),
-            Some(n) => format!("per {n} samples"),
+            None => "ms/batch".into(),
+            Some(n) => format!("ms/{n} samples"),
         }
     }
 
@@ -469,7 +469,7 @@ mod tests {
         assert_eq!(r.statistic, StepStatistic::Median);
         assert_eq!(r.candidates[0].step_ms, Some(101.5));
         assert_eq!(r.batch_unit(), "per global batch");
-        assert_eq!(r.batch_unit_short(), "per global batch");
+        assert_eq!(r.unit_short(), "ms/batch");
         assert_eq!(
             r.unit_text(),
             "step times: the median of each candidate's steady steps, ms per global batch"
@@ -484,7 +484,7 @@ mod tests {
             r.batch_unit(),
             "per 8 sample(s) (the current settings' global batch)"
         );
-        assert_eq!(r.batch_unit_short(), "per 8 samples");
+        assert_eq!(r.unit_short(), "ms/8 samples");
         assert!(r.unit_text().starts_with(
             "step times: the 20 % trimmed mean of each candidate's steady steps, ms per 8 \
              sample(s)"

@@ -1061,6 +1061,11 @@ fn drawing_is_deterministic() {
 
 /// The Sweep screen with a finished study: the spaces on one side, the ranked candidates.
 fn sweep_app() -> App {
+    sweep_app_with(|_| {})
+}
+
+/// [`sweep_app`] with the study changed by `tweak` before it is shown.
+fn sweep_app_with(tweak: impl FnOnce(&mut crate::domain::study::StudyRecord)) -> App {
     use crate::domain::study::{CandidateRecord, StudyRecord};
     let mut app = loaded_app();
     press(&mut app, &[KeyCode::Char('5')]);
@@ -1120,12 +1125,37 @@ fn sweep_app() -> App {
         per_samples: None,
         statistic: crate::domain::study::StepStatistic::TrimmedMean,
     };
+    let mut rec = rec;
+    tweak(&mut rec);
     app::update(
         &mut app,
         Msg::SweepDone(Ok(("memfit-1".into(), Some(Box::new(rec)), String::new()))),
     );
     assert_eq!(app.tab, Tab::Sweep);
     app
+}
+
+/// At 80 columns the ranked table's footer says, whole, what produced the figures and what they
+/// are: the longest basis (a proxy's) with the statistic and the unit.
+#[test]
+fn the_ranked_tables_footer_names_basis_statistic_and_unit_at_80_columns() {
+    let mut app = sweep_app_with(|r| {
+        r.basis = Some(crate::domain::evidence::Basis::Proxy {
+            profile: "proxy-cpu".into(),
+        });
+        r.per_samples = Some(8);
+    });
+    let s = screen(&mut app, 80, 24);
+    assert!(
+        s.contains("proxy (proxy-cpu: a CPU stand-in, not GPU evidence) · trim mean ms/8 samples"),
+        "{s}"
+    );
+    let mut app = sweep_app_with(|r| r.statistic = crate::domain::study::StepStatistic::Median);
+    let s = screen(&mut app, 80, 24);
+    assert!(
+        s.contains("measured on NVIDIA H200 with proxy-torch · median ms/batch"),
+        "{s}"
+    );
 }
 
 #[test]

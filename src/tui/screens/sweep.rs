@@ -269,10 +269,10 @@ pub fn ranked_table<'a>(study: &str, rec: &'a StudyRecord, theme: &Theme) -> Tab
                 rec.gpu_seconds / 60.0
             ))
             .title_bottom(format!(
-                " {} · {} ms {} ",
+                " {} · {} {} ",
                 rec.basis_text(),
                 rec.statistic.short(),
-                rec.batch_unit_short()
+                rec.unit_short()
             )),
     )
 }
