@@ -188,6 +188,15 @@ fn report_of_a_real_sweep_with_charts_and_telemetry() {
         "{md}"
     );
     assert!(md.contains("192.0 GiB per GPU"), "{md}");
+    // Every step-time figure names the statistic the sweep ranked by.
+    for says in [
+        "step time (20 % trimmed mean)",
+        "| step, 20 % trimmed mean (ms/batch) |",
+        "the 95 % confidence interval of the step time (20 % trimmed mean) carried over to",
+    ] {
+        assert!(md.contains(says), "lacks `{says}`:\n{md}");
+    }
+    assert!(!md.contains("median"), "{md}");
     // The pick and its YAML snippet.
     let record: primus_tune::domain::study::StudyRecord = serde_json::from_str(
         db(&s)

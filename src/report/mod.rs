@@ -23,7 +23,7 @@ const GIB: f64 = (1u64 << 30) as f64;
 /// What the throughput chart plots.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Metric {
-    /// Median step time, ms (lower is better).
+    /// Step time (the study's statistic), ms (lower is better).
     StepMs,
     /// Tokens per second per GPU (higher is better); used when every measured candidate has it.
     TokensPerS,

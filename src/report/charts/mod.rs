@@ -190,15 +190,16 @@ impl Chart {
                           verdict; one the search predicted slower (and so did not run) shows its \
                           predicted value as an open purple diamond: a prediction, not a \
                           measurement.";
+        let stat = r.record.statistic.name();
         match (self, r.metric) {
             (Chart::Throughput, Metric::StepMs) => format!(
-                "Median step time of each candidate (ms, lower is better) with its 95 % \
-                 confidence interval; the pick in green. {unmeasured}"
+                "Step time of each candidate, the {stat} of its steady steps (ms, lower is \
+                 better), with its 95 % confidence interval; the pick in green. {unmeasured}"
             ),
             (Chart::Throughput, Metric::TokensPerS) => format!(
                 "Tokens per second per GPU of each candidate (higher is better); the bars are \
-                 the 95 % confidence interval of the median step time carried over to tokens/s. \
-                 The pick in green. {unmeasured}"
+                 the 95 % confidence interval of the step time ({stat}) carried over to \
+                 tokens/s. The pick in green. {unmeasured}"
             ),
             (Chart::Memory, _) => format!(
                 "Peak GPU memory per GPU of each candidate: measured (blue){}{}. Candidates \
@@ -226,8 +227,10 @@ impl Chart {
                      and joined: {}. The pick is the large green dot with a black ring{}. When \
                      memory headroom matters, choose along the front.",
                     match m {
-                        Metric::StepMs => "Median step time (ms, lower is better)",
-                        Metric::TokensPerS => "Tokens per second per GPU (higher is better)",
+                        Metric::StepMs => format!("Step time, the {stat} (ms, lower is better),"),
+                        Metric::TokensPerS => {
+                            "Tokens per second per GPU (higher is better)".to_string()
+                        }
                     },
                     if ids.is_empty() {
                         "none".to_string()

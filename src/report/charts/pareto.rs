@@ -144,11 +144,14 @@ pub fn chart<DB: DrawingBackend>(
     let (title, ydesc) = match m {
         Metric::StepMs => (
             "Step time against peak memory",
-            "median step time (ms), lower is better",
+            format!(
+                "step time, {} (ms), lower is better",
+                r.record.statistic.name()
+            ),
         ),
         Metric::TokensPerS => (
             "Throughput against peak memory",
-            "throughput (tokens/s per GPU), higher is better",
+            "throughput (tokens/s per GPU), higher is better".to_string(),
         ),
     };
     let left_out = r.rows.len() - pts.len();
