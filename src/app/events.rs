@@ -216,11 +216,12 @@ impl fmt::Display for SweepEvent {
                 peak_gib,
             } => write!(
                 f,
-                "  trial {}: {status}{} · trimmed mean {} · peak {}",
+                "  trial {}: {status}{} · {} {} · peak {}",
                 trial.map_or("-".into(), |i| i.to_string()),
                 failure
                     .as_ref()
                     .map_or(String::new(), |c| format!(" ({c})")),
+                crate::tune::search::STATISTIC.name(),
                 step_ms.map_or("-".into(), |m| format!("{m:.1} ms/batch")),
                 peak_gib.map_or("-".into(), |m| format!("{m:.2} GiB")),
             ),
@@ -299,7 +300,7 @@ mod tests {
         };
         assert_eq!(
             m.to_string(),
-            "  trial 7: failed (out of GPU memory) · trimmed mean - · peak 1.50 GiB"
+            "  trial 7: failed (out of GPU memory) · 20 % trimmed mean - · peak 1.50 GiB"
         );
         let m = SweepEvent::Measured {
             trial: Some(8),
@@ -310,7 +311,7 @@ mod tests {
         };
         assert_eq!(
             m.to_string(),
-            "  trial 8: completed · trimmed mean 1186.0 ms/batch · peak -"
+            "  trial 8: completed · 20 % trimmed mean 1186.0 ms/batch · peak -"
         );
         let started = |off: Option<&str>| SweepEvent::Started {
             study: "s".into(),
