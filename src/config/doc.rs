@@ -309,8 +309,16 @@ impl YamlDoc {
 
     /// Offset just past the newline ending the line that holds `offset` (end of text if none;
     /// a newline is added there first when the text does not end with one).
+    ///
+    /// `offset` may fall inside a multi-byte character (the byte before a mapping's end, when
+    /// its last value ends in one): the search is over bytes, and a newline byte never occurs
+    /// inside a UTF-8 character, so the offset returned is always a character boundary.
     fn line_end(&mut self, offset: usize) -> usize {
-        match self.text[offset.min(self.text.len())..].find('\n') {
+        let offset = offset.min(self.text.len());
+        match self.text.as_bytes()[offset..]
+            .iter()
+            .position(|&b| b == b'\n')
+        {
             Some(i) => offset + i + 1,
             None => {
                 self.text.push('\n');
@@ -512,6 +520,30 @@ modules:
         assert_eq!(n.start.line, e.line);
         // The trailing comment is still last.
         assert!(d.text().ends_with("# trailing comment\n"));
+    }
+
+    /// Found by `loader_fuzz`: a mapping whose last value ends in a multi-byte character (a
+    /// snowman, with or without a newline after it) panicked the editor on a slice inside the
+    /// character. The key is now added on the next line.
+    #[test]
+    fn a_key_is_added_after_a_value_ending_in_a_multibyte_character() {
+        for text in [
+            "a: 1\nname: snow☃",
+            "a: 1\nname: snow☃\n",
+            "top:\n  name: ☃☃\n",
+        ] {
+            let mut d = YamlDoc::from_text(Path::new("x.yaml"), text.to_string());
+            let path: &[&str] = if text.starts_with("top") {
+                &["top", "micro_batch_size"]
+            } else {
+                &["micro_batch_size"]
+            };
+            let e = d.set_literal(path, "3").unwrap();
+            assert_eq!(e.kind, EditKind::Added, "{text:?}");
+            assert!(d.text().starts_with(text.trim_end()), "{:?}", d.text());
+            assert!(d.text().contains("micro_batch_size: 3\n"), "{:?}", d.text());
+            assert!(d.text().contains("☃\n"), "{:?}", d.text());
+        }
     }
 
     #[test]
