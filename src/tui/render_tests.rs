@@ -785,6 +785,29 @@ fn trials_compare_screen() {
     snap_both("trials_compare", trials_compare_app);
 }
 
+/// Trials of different global batches are compared per the first one's samples, and the step
+/// row says so and which statistic it is.
+#[test]
+fn a_comparison_of_different_global_batches_says_per_how_many_samples() {
+    let mut app = trials_compare_app();
+    let rows = trial_rows();
+    let row = |id: i64| rows.iter().find(|t| t.id == id).expect("a trial").clone();
+    let iters = |global: u64| -> Vec<crate::domain::trial::Iteration> {
+        (1..=20)
+            .map(|i| crate::domain::trial::Iteration {
+                iteration: i,
+                elapsed_ms: Some(100.0),
+                global_batch_size: Some(global),
+                ..Default::default()
+            })
+            .collect()
+    };
+    let c = crate::app::views::compare::compare(&row(1), &row(3), &iters(8), &iters(1));
+    app::update(&mut app, Msg::Comparison(Ok(Box::new(c))));
+    let s = screen(&mut app, 80, 24);
+    assert!(s.contains("median ms/8 samples"), "{s}");
+}
+
 #[test]
 fn help_overlay() {
     snap_both("help", help_app);

@@ -67,7 +67,7 @@ pub fn draw(f: &mut Frame, c: &Comparison, theme: &Theme, area: Rect) {
         _ => theme.text(),
     };
     let step = match c.per_samples {
-        Some(n) => format!("step ms / {n} samples"),
+        Some(n) => format!("median ms/{n} samples"),
         None => "step ms (median)".to_string(),
     };
     let mut rows = vec![
