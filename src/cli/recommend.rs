@@ -237,11 +237,7 @@ fn apply(
             )));
         }
         // A value the experiment already has is not a change (nor a reason for a backup).
-        let changed = plan
-            .changes
-            .iter()
-            .filter(|c| c.old.as_ref() != Some(&c.new))
-            .count();
+        let changed = plan.changed();
         let already = plan.changes.len() - changed;
         let already = if already > 0 {
             format!(" ({already} already set)")

@@ -57,6 +57,17 @@ pub struct SetPlan {
     pub refused: bool,
 }
 
+impl SetPlan {
+    /// How many of the changes set a value the experiment did not already have (a request for
+    /// the value in force is planned, but changes nothing).
+    pub fn changed(&self) -> usize {
+        self.changes
+            .iter()
+            .filter(|c| c.old.as_ref() != Some(&c.new))
+            .count()
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum SetError {
     #[error(transparent)]
