@@ -17,7 +17,7 @@ use super::search::{Runner, SearchConfig, SearchResult, search};
 use crate::domain::study::{Candidate, Knob, MemoryTrend, Outcome, Overrides};
 use crate::domain::trial::Iteration;
 use crate::run::steady::{SteadyConfig, should_stop};
-use crate::util::stats::{median, trimmed_mean_ci95};
+use crate::util::stats::median;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -409,7 +409,7 @@ pub fn grid(table: &ReplayTable) -> (Option<usize>, f64, usize) {
         if out.oom || out.failed.is_some() {
             continue;
         }
-        if let Some(m) = trimmed_mean_ci95(&out.step_ms).map(|e| e.value)
+        if let Some(m) = super::search::step_estimate(&out.step_ms).map(|e| e.value)
             && best.is_none_or(|(_, b)| m < b)
         {
             best = Some((c.id, m));

@@ -115,7 +115,7 @@ impl<'a> TrialRunner<'a> {
         {
             self.batch_differs.set(true);
         }
-        outcome_with(
+        outcome_of(
             self.store,
             t,
             self.base.gpus,
@@ -160,19 +160,6 @@ fn reusable(t: &TrialRow) -> bool {
     }
 }
 
-/// The outcome of a stored trial: its steady iterations (after the warm-up its summary names).
-/// Step times are normalised to one amount of work, `reference` samples (the current settings'
-/// global batch; else the trial's own configured global batch): a workload that processes only
-/// part of its batch per step (the proxies cap the micro batches per step) reports `global
-/// batch size` in its log, and a candidate whose global batch differs (TorchTitan's
-/// `training.local_batch_size` with `global_batch_size: -1` sets it) runs a different one; each
-/// step time is scaled by `reference / samples it processed`, so candidates compare by the time
-/// of the same work.
-#[cfg(test)]
-fn outcome_of(store: &Store, t: &TrialRow, gpus: u64, reference: Option<f64>) -> Outcome {
-    outcome_with(store, t, gpus, reference, trial::trial_global_batch(t))
-}
-
 /// Warm-up iterations a stored trial's summary names.
 fn warmup(t: &TrialRow) -> usize {
     t.summary
@@ -202,8 +189,18 @@ pub(super) fn launch_s(t: &TrialRow, iterations: &[Iteration]) -> Option<f64> {
     })
 }
 
-/// [`outcome_of`] with the trial's configured global batch already read (`configured`).
-fn outcome_with(
+/// The outcome of a stored trial: its steady iterations (after the warm-up its summary names).
+/// Step times are normalised to one amount of work, `reference` samples (the current settings'
+/// global batch; else the trial's own configured global batch): a workload that processes only
+/// part of its batch per step (the proxies cap the micro batches per step) reports `global
+/// batch size` in its log, and a candidate whose global batch differs (TorchTitan's
+/// `training.local_batch_size` with `global_batch_size: -1` sets it) runs a different one; each
+/// step time is scaled by `reference / samples it processed`, so candidates compare by the time
+/// of the same work.
+///
+/// `configured` is the trial's configured global batch ([`trial::trial_global_batch`]), read by
+/// the caller, which also notes whether it differs.
+fn outcome_of(
     store: &Store,
     t: &TrialRow,
     gpus: u64,
@@ -344,7 +341,7 @@ impl TrialRunner<'_> {
                     trial: r.trial_id,
                     status: r.status,
                     failure: r.failure.as_ref().map(|f| f.class.label().to_string()),
-                    step_ms: crate::util::stats::trimmed_mean_ci95(&out.step_ms).map(|e| e.value),
+                    step_ms: crate::tune::search::step_estimate(&out.step_ms).map(|e| e.value),
                     peak_gib: r.summary.peak_mem_gib,
                 });
                 out
@@ -447,21 +444,47 @@ mod tests {
         // A TorchTitan candidate with local batch 1 (global batch 1 at DP 1) against current
         // settings of 8: its 10 ms steps do an eighth of the work, 80 ms for the same 8 samples.
         let small = trial(&store, &d.path().join("1"), 1, 10.0, None);
-        let out = outcome_of(&store, &small, 1, Some(8.0));
+        let out = outcome_of(
+            &store,
+            &small,
+            1,
+            Some(8.0),
+            trial::trial_global_batch(&small),
+        );
         assert_eq!(out.step_ms, vec![80.0; 6]);
         // Without a reference, the trial's own configured batch (as before): 10 ms.
-        assert_eq!(outcome_of(&store, &small, 1, None).step_ms, vec![10.0; 6]);
+        assert_eq!(
+            outcome_of(&store, &small, 1, None, trial::trial_global_batch(&small)).step_ms,
+            vec![10.0; 6]
+        );
         // A proxy that logs 2 of its configured 8 samples a step is scaled to the 8.
         let capped = trial(&store, &d.path().join("2"), 8, 30.0, Some(2));
         assert_eq!(
-            outcome_of(&store, &capped, 1, Some(8.0)).step_ms,
+            outcome_of(
+                &store,
+                &capped,
+                1,
+                Some(8.0),
+                trial::trial_global_batch(&capped)
+            )
+            .step_ms,
             vec![120.0; 6]
         );
-        assert_eq!(outcome_of(&store, &capped, 1, None).step_ms, vec![120.0; 6]);
+        assert_eq!(
+            outcome_of(&store, &capped, 1, None, trial::trial_global_batch(&capped)).step_ms,
+            vec![120.0; 6]
+        );
         // A Megatron trial at the reference batch is unchanged.
         let same = trial(&store, &d.path().join("3"), 8, 50.0, Some(8));
         assert_eq!(
-            outcome_of(&store, &same, 1, Some(8.0)).step_ms,
+            outcome_of(
+                &store,
+                &same,
+                1,
+                Some(8.0),
+                trial::trial_global_batch(&same)
+            )
+            .step_ms,
             vec![50.0; 6]
         );
     }

@@ -91,7 +91,7 @@ pub use prior::recomputes_more;
 
 use super::memory::Calibration;
 use crate::domain::study::{Candidate, Conclusion, Knob, MemoryTrend, Outcome};
-use crate::util::stats::{t975, trimmed_mean_ci95};
+use crate::util::stats::{Estimate, t975, trimmed_mean_ci95};
 use additive::Additive;
 use serde::Serialize;
 use std::cmp::Ordering;
@@ -286,6 +286,12 @@ pub struct Evidence {
 pub const STATISTIC: crate::domain::study::StepStatistic =
     crate::domain::study::StepStatistic::TrimmedMean;
 
+/// A candidate's step time from its steady samples by [`STATISTIC`], with its 95 % CI: what
+/// the search ranks by, and what a sweep's progress lines and the replay's grid baseline show.
+pub fn step_estimate(samples: &[f64]) -> Option<Estimate> {
+    trimmed_mean_ci95(samples)
+}
+
 /// The outcome of a search. Candidates are named by `Candidate::id`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct SearchResult {
@@ -384,7 +390,7 @@ struct Stat {
 
 impl Stat {
     fn of(samples: &[f64]) -> Option<Stat> {
-        let e = trimmed_mean_ci95(samples)?;
+        let e = step_estimate(samples)?;
         Some(Stat {
             value: e.value,
             lo: e.lo,
@@ -961,7 +967,7 @@ impl<'a> Search<'a> {
             .into_iter()
             .filter(|&i| self.samples[i].len() >= 2)
             .filter_map(|i| {
-                let e = trimmed_mean_ci95(&self.samples[i])?;
+                let e = step_estimate(&self.samples[i])?;
                 (e.value > 0.0).then(|| e.se / e.value)
             })
             .collect();
