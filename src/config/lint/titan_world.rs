@@ -50,11 +50,10 @@ pub(super) fn check(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
 /// × CP × TP × PP (at least 1); then replicate × shard × CP × TP × PP must be the world size.
 /// Returns the shard degree when the degrees tile the world.
 fn degrees(cx: &Ctx<'_>, t: &Titan, w: &World, out: &mut Vec<Diagnostic>) -> Option<u64> {
-    let rest = t.non_shard_size();
-    let shard = t.dp_shard.unwrap_or(w.gpus / rest);
-    if shard >= 1 && shard * rest == w.gpus {
+    if let Some(shard) = t.shard_degree(w.gpus) {
         return Some(shard);
     }
+    let rest = t.non_shard_size();
     let given = match t.dp_shard {
         Some(s) => format!("dp_shard {s}"),
         None => format!("dp_shard -1 → {}", w.gpus / rest),
