@@ -503,7 +503,7 @@ mod charts {
         overrides: BTreeMap<String, serde_json::Value>,
         verdict: &str,
         why: &str,
-        median: Option<f64>,
+        step: Option<f64>,
         peak: Option<u64>,
         predicted: Option<f64>,
     ) -> CandidateRecord {
@@ -513,10 +513,10 @@ mod charts {
             overrides,
             verdict: verdict.parse().unwrap(),
             why: why.into(),
-            n: if median.is_some() { 40 } else { 0 },
-            step_ms: median,
-            ci_low_ms: median.map(|m| m * 0.985),
-            ci_high_ms: median.map(|m| m * 1.02),
+            n: if step.is_some() { 40 } else { 0 },
+            step_ms: step,
+            ci_low_ms: step.map(|m| m * 0.985),
+            ci_high_ms: step.map(|m| m * 1.02),
             peak_memory_bytes: peak,
             peak_memory_source: None,
             predicted_bytes: predicted,
@@ -691,7 +691,7 @@ mod charts {
         .unwrap();
         let m = |x: u64| Some(x << 20);
         let p = |x: f64| Some(x * 1024.0 * 1024.0);
-        // (verdict, why, median ms, peak bytes, predicted bytes) per candidate.
+        // (verdict, why, step ms, peak bytes, predicted bytes) per candidate.
         type Spec = (
             &'static str,
             &'static str,

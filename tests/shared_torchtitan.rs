@@ -203,7 +203,7 @@ fn a_titan_sweep_times_every_local_batch_on_the_same_work() {
         .unwrap();
     let rec = &common::last_json(&out)["record"];
     assert_eq!(rec["per_samples"], 8, "local batch 8 at one process: {rec}");
-    let median = |lbs: u64| {
+    let step = |lbs: u64| {
         rec["candidates"]
             .as_array()
             .unwrap()
@@ -216,7 +216,7 @@ fn a_titan_sweep_times_every_local_batch_on_the_same_work() {
             .and_then(|c| c["step_ms"].as_f64())
             .unwrap_or_else(|| panic!("a measured local batch {lbs}: {rec}"))
     };
-    let (one, eight) = (median(1), median(8));
+    let (one, eight) = (step(1), step(8));
     assert!(
         one > 0.5 * eight,
         "per 8 samples, local batch 1 ({one} ms) is not 2× faster than 8 ({eight} ms)"

@@ -330,7 +330,8 @@ fn sweep_measures_the_current_settings_first_and_keeps_them_when_nothing_beats_t
     let want = format!("(median of {n} earlier trial(s) of this experiment and profile)");
     assert!(text.contains("launch history: "), "{text}");
     assert!(text.contains(&want), "{text}");
-    // Each trial's median is the figure the study ranks by, in its unit.
+    // Each trial's figure is the one the study ranks by, named, in its unit.
+    assert!(text.contains("· 20 % trimmed mean "), "{text}");
     assert!(text.contains(" ms/batch · peak "), "{text}");
 }
 

@@ -485,7 +485,7 @@ pub enum Written {
 }
 
 impl Report {
-    /// Rows from best to worst: the winner, ties, slower ones by median, then the rest.
+    /// Rows from best to worst: the winner, ties, slower ones by step time, then the rest.
     pub fn ranked(&self) -> Vec<&Row> {
         let mut v: Vec<&Row> = self.rows.iter().collect();
         v.sort_by(|a, b| {
@@ -910,7 +910,7 @@ mod tests {
     use crate::telemetry::GpuSample;
     use serde_json::json;
 
-    fn cand(id: usize, mbs: i64, verdict: &str, median: Option<f64>) -> CandidateRecord {
+    fn cand(id: usize, mbs: i64, verdict: &str, step: Option<f64>) -> CandidateRecord {
         CandidateRecord {
             id,
             baseline: false,
@@ -919,11 +919,11 @@ mod tests {
                 .collect(),
             verdict: verdict.parse().unwrap(),
             why: format!("{verdict} because"),
-            n: if median.is_some() { 12 } else { 0 },
-            step_ms: median,
-            ci_low_ms: median.map(|m| m - 1.0),
-            ci_high_ms: median.map(|m| m + 2.0),
-            peak_memory_bytes: median.map(|m| (m as u64) << 30),
+            n: if step.is_some() { 12 } else { 0 },
+            step_ms: step,
+            ci_low_ms: step.map(|m| m - 1.0),
+            ci_high_ms: step.map(|m| m + 2.0),
+            peak_memory_bytes: step.map(|m| (m as u64) << 30),
             peak_memory_source: None,
             predicted_bytes: Some((mbs as f64 + 10.0) * GIB),
         }

@@ -1092,23 +1092,22 @@ fn sweep_app_with(tweak: impl FnOnce(&mut crate::domain::study::StudyRecord)) ->
     use crate::domain::study::{CandidateRecord, StudyRecord};
     let mut app = loaded_app();
     press(&mut app, &[KeyCode::Char('5')]);
-    let cand =
-        |id: usize, mbs: i64, verdict: &str, why: &str, median: Option<f64>| CandidateRecord {
-            id,
-            baseline: id == 0,
-            overrides: [("micro_batch_size".to_string(), serde_json::json!(mbs))]
-                .into_iter()
-                .collect(),
-            verdict: verdict.parse().expect("a verdict name"),
-            why: why.into(),
-            n: if median.is_some() { 24 } else { 0 },
-            step_ms: median,
-            ci_low_ms: median.map(|m| m - 2.0),
-            ci_high_ms: median.map(|m| m + 2.0),
-            peak_memory_bytes: median.map(|_| 40 << 30),
-            peak_memory_source: None,
-            predicted_bytes: None,
-        };
+    let cand = |id: usize, mbs: i64, verdict: &str, why: &str, step: Option<f64>| CandidateRecord {
+        id,
+        baseline: id == 0,
+        overrides: [("micro_batch_size".to_string(), serde_json::json!(mbs))]
+            .into_iter()
+            .collect(),
+        verdict: verdict.parse().expect("a verdict name"),
+        why: why.into(),
+        n: if step.is_some() { 24 } else { 0 },
+        step_ms: step,
+        ci_low_ms: step.map(|m| m - 2.0),
+        ci_high_ms: step.map(|m| m + 2.0),
+        peak_memory_bytes: step.map(|_| 40 << 30),
+        peak_memory_source: None,
+        predicted_bytes: None,
+    };
     let rec = StudyRecord {
         space: "memory-fit".into(),
         config: "x.yaml".into(),
