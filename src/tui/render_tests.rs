@@ -558,6 +558,14 @@ fn trials_detail_app() -> App {
     app
 }
 
+/// The stored trial `id` of [`trial_rows`].
+fn stored_trial(id: i64) -> crate::store::TrialRow {
+    trial_rows()
+        .into_iter()
+        .find(|t| t.id == id)
+        .expect("a trial")
+}
+
 /// Trial 1 (the baseline) marked and compared with trial 3 (Turbo).
 fn trials_compare_app() -> App {
     let mut app = trials_app();
@@ -566,8 +574,7 @@ fn trials_compare_app() -> App {
     assert_eq!(app.screens.trials.marked, Some(1));
     assert_eq!(app.screens.trials.selected().map(|t| t.id), Some(3));
     assert!(app.screens.trials.compare);
-    let rows = trial_rows();
-    let row = |id: i64| rows.iter().find(|t| t.id == id).expect("a trial").clone();
+    let row = stored_trial;
     // Step times of both trials for the overlaid curves.
     let iters = |base: f64| -> Vec<crate::domain::trial::Iteration> {
         (1..=20)
@@ -790,8 +797,7 @@ fn trials_compare_screen() {
 #[test]
 fn a_comparison_of_different_global_batches_says_per_how_many_samples() {
     let mut app = trials_compare_app();
-    let rows = trial_rows();
-    let row = |id: i64| rows.iter().find(|t| t.id == id).expect("a trial").clone();
+    let row = stored_trial;
     let iters = |global: u64| -> Vec<crate::domain::trial::Iteration> {
         (1..=20)
             .map(|i| crate::domain::trial::Iteration {

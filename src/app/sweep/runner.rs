@@ -441,51 +441,22 @@ mod tests {
     fn step_times_are_scaled_to_the_current_settings_global_batch() {
         let d = tempfile::tempdir().unwrap();
         let store = Store::open_in_memory().unwrap();
+        // Step times of a stored trial scaled to `reference` samples.
+        let steps = |t: &TrialRow, reference: Option<f64>| {
+            outcome_of(&store, t, 1, reference, trial::trial_global_batch(t)).step_ms
+        };
         // A TorchTitan candidate with local batch 1 (global batch 1 at DP 1) against current
         // settings of 8: its 10 ms steps do an eighth of the work, 80 ms for the same 8 samples.
         let small = trial(&store, &d.path().join("1"), 1, 10.0, None);
-        let out = outcome_of(
-            &store,
-            &small,
-            1,
-            Some(8.0),
-            trial::trial_global_batch(&small),
-        );
-        assert_eq!(out.step_ms, vec![80.0; 6]);
+        assert_eq!(steps(&small, Some(8.0)), vec![80.0; 6]);
         // Without a reference, the trial's own configured batch (as before): 10 ms.
-        assert_eq!(
-            outcome_of(&store, &small, 1, None, trial::trial_global_batch(&small)).step_ms,
-            vec![10.0; 6]
-        );
+        assert_eq!(steps(&small, None), vec![10.0; 6]);
         // A proxy that logs 2 of its configured 8 samples a step is scaled to the 8.
         let capped = trial(&store, &d.path().join("2"), 8, 30.0, Some(2));
-        assert_eq!(
-            outcome_of(
-                &store,
-                &capped,
-                1,
-                Some(8.0),
-                trial::trial_global_batch(&capped)
-            )
-            .step_ms,
-            vec![120.0; 6]
-        );
-        assert_eq!(
-            outcome_of(&store, &capped, 1, None, trial::trial_global_batch(&capped)).step_ms,
-            vec![120.0; 6]
-        );
+        assert_eq!(steps(&capped, Some(8.0)), vec![120.0; 6]);
+        assert_eq!(steps(&capped, None), vec![120.0; 6]);
         // A Megatron trial at the reference batch is unchanged.
         let same = trial(&store, &d.path().join("3"), 8, 50.0, Some(8));
-        assert_eq!(
-            outcome_of(
-                &store,
-                &same,
-                1,
-                Some(8.0),
-                trial::trial_global_batch(&same)
-            )
-            .step_ms,
-            vec![50.0; 6]
-        );
+        assert_eq!(steps(&same, Some(8.0)), vec![50.0; 6]);
     }
 }
