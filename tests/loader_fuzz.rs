@@ -511,8 +511,9 @@ fn check_edit(
             prop_assert_eq!(
                 node.map(Node::typed),
                 Some(Value::Int(3)),
-                "after setting {:?} = 3:\n{}",
+                "after setting {:?} = 3 in:\n{:?}\ngot:\n{}",
                 segs,
+                text,
                 out
             );
         }

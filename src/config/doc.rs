@@ -231,20 +231,8 @@ impl YamlDoc {
                 });
             }
             if value.start.offset == value.end.offset {
-                // `key:` with nothing after it: write the value after the colon, which is the
-                // next thing after the key. An explicit key (`? key`) with no `:` line has none,
-                // and the next colon is another entry's.
-                let rest = &self.text[key.end.offset..];
-                let gap = rest.len() - rest.trim_start().len();
-                if !rest[gap..].starts_with(':') {
-                    return Err(EditError::NotEditable {
-                        path: self.path.clone(),
-                        line: key.start.line,
-                        key: name.to_string(),
-                        what: "explicit key (`?`) with no `:` value line",
-                    });
-                }
-                let colon = key.end.offset + gap + 1;
+                // `key:` with nothing after it: write the value after the colon.
+                let colon = self.colon_after(key, name)?;
                 self.insert_at(colon, &format!(" {literal}"));
                 return Ok(Edit {
                     kind: EditKind::Replaced,
@@ -252,12 +240,55 @@ impl YamlDoc {
                 });
             }
         }
+        let line_start = self.text[..value.start.offset]
+            .rfind('\n')
+            .map_or(0, |i| i + 1);
+        if matches!(value.kind, NodeKind::Seq(_))
+            && !value.flow
+            && value.start.line > key.end.line
+            && self.text[line_start..value.start.offset].trim().is_empty()
+        {
+            // A block sequence on the lines below its key: the new value goes after the colon
+            // (a scalar in the sequence's place, at the key's indentation, would not be the
+            // key's value), and the sequence's lines go. Comments between the key and the
+            // sequence, and one after its last item, stay.
+            let colon = self.colon_after(key, name)?;
+            let from = line_start;
+            let rest = &self.text[value.end.offset..];
+            let to = if rest.trim_start_matches([' ', '\t']).starts_with('\n') {
+                value.end.offset + rest.find('\n').unwrap_or(0) + 1
+            } else {
+                value.end.offset
+            };
+            self.text.replace_range(from..to, "");
+            self.insert_at(colon, &format!(" {literal}"));
+            return Ok(Edit {
+                kind: EditKind::Replaced,
+                line: key.start.line,
+            });
+        }
         self.text
             .replace_range(value.start.offset..value.end.offset, literal);
         Ok(Edit {
             kind: EditKind::Replaced,
             line: value.start.line,
         })
+    }
+
+    /// Offset just past the `:` that follows `key`. An explicit key (`? key`) with no `:` line
+    /// has none (the next colon is another entry's).
+    fn colon_after(&self, key: &Node, name: &str) -> Result<usize, EditError> {
+        let rest = &self.text[key.end.offset..];
+        let gap = rest.len() - rest.trim_start().len();
+        if !rest[gap..].starts_with(':') {
+            return Err(EditError::NotEditable {
+                path: self.path.clone(),
+                line: key.start.line,
+                key: name.to_string(),
+                what: "explicit key (`?`) with no `:` value line",
+            });
+        }
+        Ok(key.end.offset + gap + 1)
     }
 
     fn insert_into(
@@ -442,6 +473,7 @@ fn indent_step(root: &Node) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Value;
 
     const EXP: &str = "\
 # header comment
@@ -543,6 +575,47 @@ modules:
             assert!(d.text().starts_with(text.trim_end()), "{:?}", d.text());
             assert!(d.text().contains("micro_batch_size: 3\n"), "{:?}", d.text());
             assert!(d.text().contains("☃\n"), "{:?}", d.text());
+        }
+    }
+
+    /// Found by `loader_fuzz` (clean-clone CI of 34e7f33): setting a key whose value is a block
+    /// sequence written at the key's own indentation replaced only the first item's text and
+    /// left the dash (`extends:` / `- 3`, read back as a list). The value now goes after the
+    /// colon and the sequence's lines go, keeping the comments around it.
+    #[test]
+    fn a_block_sequence_value_is_replaced_whole() {
+        for (text, want) in [
+            (
+                "extends:\n- tokenizer_model: meta-llama/Llam",
+                "extends: 3\n",
+            ),
+            ("k:\n- a\n- b\nz: 1\n", "k: 3\nz: 1\n"),
+            ("k:\n  - a\n  - b\nz: 1\n", "k: 3\nz: 1\n"),
+            ("k:\n- - a\n", "k: 3\n"),
+            ("k:\n-\n  a\n", "k: 3\n"),
+            (
+                "k:  # why\n# note\n- a\n- b  # last\nz: 1\n",
+                "k: 3  # why\n# note\n  # last\nz: 1\n",
+            ),
+            ("top:\n  k:\n  - a\n  z: 1\n", "top:\n  k: 3\n  z: 1\n"),
+            ("k: [1, 2]\n", "k: 3\n"),
+        ] {
+            let mut d = YamlDoc::from_text(Path::new("x.yaml"), text.to_string());
+            let path: &[&str] = if text.starts_with("top") {
+                &["top", "k"]
+            } else {
+                &[text.split(':').next().unwrap()]
+            };
+            let e = d.set_literal(path, "3").unwrap();
+            assert_eq!(
+                (e.kind, e.line),
+                (EditKind::Replaced, path.len() as u32),
+                "{text:?}"
+            );
+            assert_eq!(d.text(), want, "{text:?}");
+            let root = yaml::parse(d.text()).unwrap().unwrap();
+            let got = path.iter().try_fold(&root, |n, s| n.get(s));
+            assert_eq!(got.map(Node::typed), Some(Value::Int(3)), "{text:?}");
         }
     }
 

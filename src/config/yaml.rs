@@ -434,6 +434,11 @@ impl Builder<'_> {
                 }) = self.stack.pop()
                 {
                     let end = self.collection_end(flow, s, span, items.last().map(|n| n.end));
+                    let s = if flow {
+                        s
+                    } else {
+                        self.block_seq_start(s, items.first().map(|n| n.start))
+                    };
                     let node = Node {
                         kind: NodeKind::Seq(items),
                         start: s,
@@ -479,6 +484,32 @@ impl Builder<'_> {
             self.pos(&span.end)
         } else {
             last.unwrap_or(start)
+        }
+    }
+
+    /// Where a block sequence starts: its first `-`. saphyr places a sequence written at its
+    /// key's own indentation (`key:` then `- a` in column 1) at its first item, past the dash,
+    /// and one whose first item is empty (`-` alone) at the end of the dash's line; an editor
+    /// that replaced that span would leave the dash behind. A sequence placed before its first
+    /// item and on a dash is where it should be.
+    fn block_seq_start(&self, start: Pos, first: Option<Pos>) -> Pos {
+        let bytes = self.text.as_bytes();
+        let on_dash = bytes.get(start.offset) == Some(&b'-');
+        if on_dash && first.is_none_or(|f| f.offset != start.offset) {
+            return start;
+        }
+        let mut at = start.offset.min(bytes.len());
+        while at > 0 && matches!(bytes[at - 1], b' ' | b'\t') {
+            at -= 1;
+        }
+        if at == 0 || bytes[at - 1] != b'-' {
+            return start;
+        }
+        let back = (start.offset - (at - 1)) as u32;
+        Pos {
+            line: start.line,
+            col: start.col.saturating_sub(back).max(1),
+            offset: at - 1,
         }
     }
 
@@ -851,6 +882,37 @@ mod tests {
 
     fn t(s: &str) -> Value {
         type_plain(s)
+    }
+
+    /// A block sequence's span starts at its first dash, however saphyr placed it: at the key's
+    /// indentation, nested on one line, with an empty first item, or indented.
+    #[test]
+    fn a_block_sequence_starts_at_its_first_dash() {
+        for (text, start, end) in [
+            ("k:\n- a\n- b\n", 3, 10),
+            ("k:\n-   a\n", 3, 8),
+            ("k:\n- &x a\n", 3, 9),
+            ("k:\n- - a\n", 3, 8),
+            ("k:\n-\n  a\n", 3, 8),
+            ("k:\n# c\n- a\n", 7, 10),
+            ("k:\n  - a\n", 5, 8),
+            ("k:\n  - - a\n", 5, 10),
+        ] {
+            let root = parse(text).unwrap().unwrap();
+            let v = root.get("k").unwrap();
+            assert_eq!((v.start.offset, v.end.offset), (start, end), "{text:?}");
+            assert_eq!(text.as_bytes()[start], b'-', "{text:?}");
+            let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+            assert_eq!(v.start.col as usize, start - line_start + 1, "{text:?}");
+        }
+        let root = parse("k:\n  - - a\n").unwrap().unwrap();
+        let NodeKind::Seq(items) = &root.get("k").unwrap().kind else {
+            panic!("not a sequence")
+        };
+        assert_eq!(
+            items[0].start.offset, 7,
+            "the inner sequence stays at its own dash"
+        );
     }
 
     #[test]
