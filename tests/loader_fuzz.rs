@@ -499,26 +499,71 @@ fn check_edit(
         let _ = doc.diff();
         let out = doc.text();
         prop_assert!(edit.line >= 1 && edit.line <= lines_of(out), "{edit:?}");
-        // A plain int into a document that parsed is read back as that int.
-        if literal == "3"
-            && matches!(parsed, Ok(Some(_)))
-            && let Ok(Some(root)) = yaml::parse(out)
-        {
-            let mut node = Some(&root);
-            for s in &segs {
-                node = node.and_then(|n| n.get(s));
-            }
+        // A one-line value set into a document that parsed: the result parses, the path reads
+        // back as the literal, and every other value is unchanged (no value silently changed).
+        if let (Ok(Some(before)), Some(want)) = (&parsed, one_line_value(literal)) {
+            let after = match yaml::parse(out) {
+                Ok(Some(root)) => root,
+                other => {
+                    return Err(TestCaseError::fail(format!(
+                        "after setting {segs:?} = {literal} in:\n{text:?}\nthe result does not parse ({:?}):\n{out}",
+                        other.err()
+                    )));
+                }
+            };
+            let got = segs.iter().try_fold(&after, |n, s| n.get(s));
             prop_assert_eq!(
-                node.map(Node::typed),
-                Some(Value::Int(3)),
-                "after setting {:?} = 3 in:\n{:?}\ngot:\n{}",
+                got.map(Node::typed),
+                Some(want),
+                "after setting {:?} = {} in:\n{:?}\ngot:\n{}",
                 segs,
+                literal,
                 text,
                 out
             );
+            let (old, new) = (leaf_values(before), leaf_values(&after));
+            for (path, value) in &old {
+                let related = keys.starts_with(path) || path.starts_with(&keys);
+                if !related {
+                    prop_assert_eq!(
+                        new.get(path),
+                        Some(value),
+                        "setting {:?} = {} changed {:?} in:\n{:?}\ngot:\n{}",
+                        segs,
+                        literal,
+                        path,
+                        text,
+                        out
+                    );
+                }
+            }
         }
     }
     Ok(())
+}
+
+/// What a one-line literal reads as, for the literals a flag's value is written as (`None`
+/// for the rest, which are there to try the editor on text that is not one value).
+fn one_line_value(literal: &str) -> Option<Value> {
+    if literal.is_empty() || literal.contains('\n') || literal.starts_with(['#', '-']) {
+        return None;
+    }
+    let root = yaml::parse(&format!("k: {literal}\n")).ok()??;
+    Some(root.get("k")?.typed())
+}
+
+/// Every key path of a document with its typed value (the last occurrence of a duplicate key,
+/// as the loader reads it).
+fn leaf_values(root: &Node) -> std::collections::BTreeMap<Vec<String>, Value> {
+    let mut paths = Vec::new();
+    key_paths(root, &mut Vec::new(), &mut paths, usize::MAX);
+    paths
+        .into_iter()
+        .filter_map(|p| {
+            let node = p.iter().try_fold(root, |n, s| n.get(s))?;
+            Some((p, node.typed()))
+        })
+        .collect()
 }
 
 // ---------------------------------------------------------------------------------------------
