@@ -228,6 +228,17 @@ impl From<crate::config::doc::EditError> for CliError {
     }
 }
 
+impl From<crate::config::edit::SetError> for CliError {
+    fn from(e: crate::config::edit::SetError) -> Self {
+        use crate::config::edit::SetError;
+        match e {
+            SetError::Edit(e) => CliError::from(e),
+            SetError::Usage(m) => CliError::Usage(m),
+            SetError::Config(e) => CliError::Config(e),
+        }
+    }
+}
+
 impl CliError {
     /// An input file named on the command line that cannot be read or is not valid: "no
     /// input" when it does not exist, else a failure. The message names the file.

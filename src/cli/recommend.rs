@@ -222,13 +222,7 @@ fn apply(
     if requests.is_empty() {
         println!("no config value to write");
     } else {
-        let mut plan = edit::plan(exp, opts, &requests, None, false, Catalog::builtin()).map_err(
-            |e| match e {
-                edit::SetError::Edit(e) => CliError::from(e),
-                edit::SetError::Usage(m) => CliError::Usage(m),
-                edit::SetError::Config(e) => CliError::Config(e),
-            },
-        )?;
+        let mut plan = edit::plan(exp, opts, &requests, None, false, Catalog::builtin())?;
         super::print_diags(&plan.diagnostics, "", true);
         if plan.refused {
             return Err(CliError::Failed(format!(

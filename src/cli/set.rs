@@ -67,12 +67,7 @@ pub fn run(a: &SetArgs) -> Result<ExitCode, CliError> {
         a.module.as_deref(),
         a.force,
         catalog,
-    )
-    .map_err(|e| match e {
-        edit::SetError::Edit(e) => CliError::from(e),
-        edit::SetError::Usage(m) => CliError::Usage(m),
-        edit::SetError::Config(e) => CliError::Config(e),
-    })?;
+    )?;
     let diff = plan.doc.diff();
     let mut backup = None;
     let written = a.write && !plan.refused;
