@@ -1222,6 +1222,54 @@ fn set_writes_the_value_asked_for_or_refuses_it() {
     }
 }
 
+/// A key no catalog types whose preset value is a list (TorchTitan's `compile.components`) takes
+/// `[model]` as the list it reads as in YAML, not as the string Primus' command line would make
+/// of a bare name in brackets; and the summary line shows values as they are written (a string
+/// that reads like another type is quoted).
+#[test]
+fn set_writes_a_list_for_a_list_valued_key_and_shows_values_as_written() {
+    let (d, _) = tree();
+    let exp = d
+        .path()
+        .join("experiments/llama3.1_8B-torchtitan-pretrain.yaml");
+    let out = bin()
+        .args(["set", "--write", "--no-backup"])
+        .arg(&exp)
+        .args(["compile.components=[model]", "job.description=[draft]"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("+        components: [model]\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("compile.components: [model, loss] (pre_trainer.yaml:67) → [model] (added"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("→ \"[draft]\" (added"), "{stdout}");
+    let shown = bin()
+        .args([
+            "show",
+            "--json",
+            "--flag",
+            "compile.components",
+            "--flag",
+            "job.description",
+        ])
+        .arg(&exp)
+        .output()
+        .unwrap();
+    let v = json(&shown.stdout);
+    assert_eq!(v[0]["value"], serde_json::json!(["model"]), "{v}");
+    assert_eq!(v[1]["value"], serde_json::json!("[draft]"), "{v}");
+}
+
 /// Completions load in bash (syntax, then `complete -p`); zsh and fish are generated; the man
 /// page is roff naming the commands.
 #[test]

@@ -4,6 +4,7 @@ use super::{CliError, LoadArgs, LoadFlags, diag_json, display_path, print_json};
 use crate::config::catalog::Catalog;
 use crate::config::doc::{EditKind, SaveOptions};
 use crate::config::edit::{self, SetRequest};
+use crate::config::literal;
 use clap::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -107,7 +108,11 @@ pub fn run(a: &SetArgs) -> Result<ExitCode, CliError> {
                     .as_ref()
                     .map(|v| {
                         let from = c.old_source.as_ref().map(|o| o.describe());
-                        format!("{v} ({})", from.unwrap_or_default())
+                        format!(
+                            "{} ({})",
+                            literal::render(v, None),
+                            from.unwrap_or_default()
+                        )
                     })
                     .unwrap_or_else(|| "unset".into());
                 let what = match c.kind {
@@ -117,7 +122,7 @@ pub fn run(a: &SetArgs) -> Result<ExitCode, CliError> {
                 println!(
                     "{}: {old} → {} ({what} at {}:{})",
                     c.key,
-                    c.new,
+                    c.literal,
                     display_path(&exp.path),
                     c.line
                 );

@@ -464,6 +464,13 @@ pub fn interpret(
                     .unwrap_or_default(),
             ));
         }
+        // A list written as YAML's flow list (`[model]`), as in the file and as a catalog list
+        // flag takes it; Primus' command line would read a bare name in brackets as a string.
+        Some(Value::List(_)) if text.starts_with('[') => {
+            if let Some(v @ Value::List(_)) = yaml_value(text) {
+                return Ok(v);
+            }
+        }
         _ => {}
     }
     Ok(super::overrides::coerce(text))
