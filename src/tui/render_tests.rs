@@ -917,6 +917,69 @@ fn flags_80x24_shows_name_and_source_of_selected_flag() {
     assert!(s.matches("micro_batch_size").count() >= 2, "{s}");
 }
 
+/// The list holds the catalog's flags; a search also finds the resolved keys outside the
+/// catalog (as `show --all` lists them), after the catalog's, and one can be edited as the type
+/// of its value. A step opened from the checklist keeps to the catalog.
+#[test]
+fn a_search_finds_keys_outside_the_catalog() {
+    let mut app = flags_app();
+    assert!(
+        screens::flags::visible(&app)
+            .iter()
+            .all(|r| r.step.is_some()),
+        "without a search only catalog flags are listed"
+    );
+    press(&mut app, &[KeyCode::Char('/')]);
+    type_text(&mut app, "adam_beta");
+    press(&mut app, &[KeyCode::Enter]);
+    let names: Vec<(&str, bool)> = screens::flags::visible(&app)
+        .iter()
+        .map(|r| (r.name.as_str(), r.step.is_none()))
+        .collect();
+    assert_eq!(names, [("adam_beta1", true), ("adam_beta2", true)]);
+    let s = screen(&mut app, 80, 24);
+    assert!(s.contains("adam_beta1"), "{s}");
+    assert!(s.contains("not in the catalog · float · from"), "{s}");
+    let s = screen(&mut app, 160, 48);
+    assert!(s.contains("other key"), "{s}");
+    // Catalog flags come first when a search finds both kinds.
+    press(&mut app, &[KeyCode::Char('/')]);
+    for _ in 0.."adam_beta".len() {
+        press(&mut app, &[KeyCode::Backspace]);
+    }
+    type_text(&mut app, "recompute");
+    press(&mut app, &[KeyCode::Enter]);
+    let steps: Vec<bool> = screens::flags::visible(&app)
+        .iter()
+        .map(|r| r.step.is_none())
+        .collect();
+    assert!(steps.contains(&false), "{steps:?}");
+    assert!(
+        steps.windows(2).all(|w| w[0] <= w[1]),
+        "catalog first: {steps:?}"
+    );
+    // Edited as a float, from its value.
+    press(&mut app, &[KeyCode::Char('/')]);
+    for _ in 0.."recompute".len() {
+        press(&mut app, &[KeyCode::Backspace]);
+    }
+    type_text(&mut app, "adam_beta2");
+    press(&mut app, &[KeyCode::Enter, KeyCode::Enter]);
+    let e = app.screens.flags.editor.as_ref().expect("editor open");
+    assert_eq!(
+        (e.key.as_str(), e.ty),
+        ("adam_beta2", crate::config::catalog::FlagType::Float)
+    );
+    press(&mut app, &[KeyCode::Esc]);
+    // A step from the checklist: its catalog flags only, whatever the search.
+    app.screens.flags.step = Some(crate::config::catalog::Step::Memory);
+    assert!(
+        screens::flags::visible(&app)
+            .iter()
+            .all(|r| r.step.is_some())
+    );
+}
+
 /// With the editor open on a bad value, the error is on screen at 80×24.
 #[test]
 fn flags_editor_error_is_visible_at_80x24() {

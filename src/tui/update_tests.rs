@@ -342,7 +342,7 @@ fn enter_on_a_step_lists_its_flags_only() {
     assert_eq!(app.screens.flags.step, Some(step));
     let rows = screens::flags::visible(&app);
     assert!(!rows.is_empty());
-    assert!(rows.iter().all(|r| r.step == step));
+    assert!(rows.iter().all(|r| r.step == Some(step)));
     key(&mut app, KeyCode::Char('a'));
     assert!(screens::flags::visible(&app).len() > rows_len(&app, step));
 }

@@ -45,10 +45,12 @@ pub struct FileStamp {
     pub len: u64,
 }
 
-/// One catalog flag with its effective value.
+/// One flag with its effective value: a catalog flag, or a key of the resolved module that the
+/// catalog does not describe (Primus passes it on as it is; `show --all` lists it too).
 #[derive(Debug, Clone, PartialEq)]
 pub struct FlagRow {
-    pub step: Step,
+    /// The checklist step of a catalog flag; None for a key outside the catalog.
+    pub step: Option<Step>,
     pub name: String,
     /// The effective value as YAML would print it (`-` when unset and without default).
     pub value: String,
@@ -104,7 +106,32 @@ impl ConfigView {
 
     /// The flags of one checklist step.
     pub fn flags_of(&self, step: Step) -> impl Iterator<Item = &FlagRow> {
-        self.flags.iter().filter(move |f| f.step == step)
+        self.flags.iter().filter(move |f| f.step == Some(step))
+    }
+}
+
+/// What the Flags screen says of a key outside the catalog.
+const OTHER_KEY_HELP: &str = "Not in primus-tune's catalog: Primus passes it to the backend as \
+     it is. An edit keeps the type of its current value (a bool, a number, a list).";
+
+/// Errors and warnings of lint on one key.
+fn problems_of(diagnostics: &[Diagnostic], key: &str) -> Vec<(Severity, String)> {
+    diagnostics
+        .iter()
+        .filter(|d| d.severity != Severity::Info && d.flag.as_deref() == Some(key))
+        .map(|d| (d.severity, d.message.clone()))
+        .collect()
+}
+
+/// How a key outside the catalog is edited: as the type of its current value.
+fn value_type(v: &crate::config::Value) -> FlagType {
+    use crate::config::Value;
+    match v {
+        Value::Bool(_) => FlagType::Bool,
+        Value::Int(_) => FlagType::Int,
+        Value::Float(_) => FlagType::Float,
+        Value::List(_) => FlagType::List,
+        Value::Null | Value::Str(_) | Value::Map(_) => FlagType::String,
     }
 }
 
@@ -194,7 +221,7 @@ pub fn build(
                 }
             };
             FlagRow {
-                step: f.step,
+                step: Some(f.step),
                 name: f.name.clone(),
                 value,
                 default: show_json(&f.default),
@@ -204,16 +231,36 @@ pub fn build(
                 choices: f.values.clone(),
                 help: f.help.clone(),
                 doc: f.doc.clone(),
-                problems: diagnostics
-                    .iter()
-                    .filter(|d| d.severity != Severity::Info && d.flag.as_deref() == Some(&f.name))
-                    .map(|d| (d.severity, d.message.clone()))
-                    .collect(),
+                problems: problems_of(&diagnostics, &f.name),
                 pending: pending_keys.contains(&f.name.as_str()),
                 env_var,
             }
         })
+        .collect::<Vec<FlagRow>>();
+    let mut others: Vec<FlagRow> = m
+        .params
+        .leaves()
+        .into_iter()
+        .filter(|(key, _)| !flags.iter().any(|f| f.name == *key))
+        .map(|(key, l)| FlagRow {
+            step: None,
+            value: l.value.to_string(),
+            default: "-".into(),
+            source: l.origin.describe(),
+            experiment_line: (l.origin.line > 0 && in_experiment(&l.origin.file))
+                .then_some(l.origin.line),
+            ty: value_type(&l.value),
+            choices: Vec::new(),
+            help: OTHER_KEY_HELP.into(),
+            doc: "`primus-tune show --all`, which lists every resolved key".into(),
+            problems: problems_of(&diagnostics, &key),
+            pending: pending_keys.contains(&key.as_str()),
+            env_var: false,
+            name: key,
+        })
         .collect();
+    let mut flags = flags;
+    flags.append(&mut others);
     let spaces = crate::tune::space::all(crate::tune::space::user_dir().as_deref())
         .unwrap_or_else(|_| crate::tune::space::builtin())
         .into_iter()

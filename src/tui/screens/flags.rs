@@ -45,7 +45,8 @@ pub struct State {
     pub step: Option<Step>,
 }
 
-/// The flag rows the screen lists (step filter and search applied).
+/// The flag rows the screen lists (step filter and search applied). The catalog's flags are
+/// listed by step; a search also finds the resolved keys outside the catalog, after them.
 pub fn visible(app: &App) -> Vec<&FlagRow> {
     let Some(c) = &app.config else {
         return Vec::new();
@@ -55,11 +56,23 @@ pub fn visible(app: &App) -> Vec<&FlagRow> {
     let mut rows: Vec<&FlagRow> = c
         .flags
         .iter()
-        .filter(|f| st.step.is_none_or(|s| f.step == s))
+        .filter(|f| match (st.step, f.step) {
+            (Some(want), step) => step == Some(want),
+            (None, None) => !q.is_empty(),
+            (None, Some(_)) => true,
+        })
         .filter(|f| q.is_empty() || f.name.to_lowercase().contains(&q))
         .collect();
-    rows.sort_by_key(|f| (Step::ALL.iter().position(|s| *s == f.step), f.env_var));
+    rows.sort_by_key(|f| {
+        let step = f.step.and_then(|s| Step::ALL.iter().position(|x| *x == s));
+        (step.is_none(), step, f.env_var)
+    });
     rows
+}
+
+/// The step column's text: the checklist step, or `other key` for a key outside the catalog.
+fn step_title(r: &FlagRow) -> &'static str {
+    r.step.map_or("other key", |s| s.title())
 }
 
 pub fn move_selection(app: &mut App, to: Move) {
@@ -293,7 +306,10 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
             ];
             if wide {
                 cells.push(Cell::from(Span::styled(fit(&r.default, 12), theme.dim())));
-                cells.push(Cell::from(Span::styled(r.step.title(), theme.dim())));
+                cells.push(Cell::from(Span::styled(
+                    fit(step_title(r), 24),
+                    theme.dim(),
+                )));
             }
             cells.push(Cell::from(Span::styled(
                 fit_source(&r.source, from_w),
@@ -368,13 +384,20 @@ fn draw_detail(f: &mut Frame, app: &App, row: Option<&FlagRow>, theme: &Theme, a
         lines.push(Line::from(vec![
             Span::styled(r.name.clone(), theme.title()),
             Span::styled(
-                format!(
-                    "  {} · {} · default {} · from {}",
-                    r.step.title(),
-                    r.ty.label(),
-                    r.default,
-                    r.source
-                ),
+                match r.step {
+                    Some(step) => format!(
+                        "  {} · {} · default {} · from {}",
+                        step.title(),
+                        r.ty.label(),
+                        r.default,
+                        r.source
+                    ),
+                    None => format!(
+                        "  not in the catalog · {} · from {}",
+                        r.ty.label(),
+                        r.source
+                    ),
+                },
                 theme.dim(),
             ),
         ]));
