@@ -60,6 +60,11 @@ pub struct BenchReplayArgs {
     /// on the recompute rule).
     #[arg(long)]
     pub no_prune: bool,
+    /// With one launch per candidate, one more launch for an unresolved tie when a tied
+    /// candidate may beat the leader by more than the tolerance with at least this probability
+    /// (default 0.1; above 1: never).
+    #[arg(long, value_name = "P")]
+    pub tie_break_p: Option<f64>,
     /// Write TABLE back to standard output with the memory model's peak for every candidate
     /// (`predicted_bytes`): the experiment EXP with the --annotate-set values and the
     /// candidate's overrides, on --annotate-gpus GPUs (how a recorded grid gets the forecasts
@@ -100,8 +105,21 @@ impl BenchReplayArgs {
             } else {
                 self.prune_sigmas.or(d.prune_sigmas)
             },
+            tie_break_p: match self.tie_break_p {
+                Some(p) if p > 1.0 => None,
+                Some(p) => Some(p),
+                None => d.tie_break_p,
+            },
             ..d
         };
+        if self
+            .tie_break_p
+            .is_some_and(|p| !(p.is_finite() && p >= 0.0))
+        {
+            return Err(CliError::Usage(
+                "--tie-break-p must be a probability (above 1: never)".into(),
+            ));
+        }
         if cfg
             .prune_sigmas
             .is_some_and(|z| !(z.is_finite() && z >= 0.0))

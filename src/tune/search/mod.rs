@@ -70,6 +70,17 @@
 //!      indifference zone: closer than that, telling them apart is not worth a trial),
 //!    * or the longest trials have run (a rung capped at `max_iters` runs only if it at least
 //!      doubles the trial length), or the budget (`budget_gpu_seconds`, `max_trials`) is spent.
+//!
+//!    When start-up dominates (a launch costs at least `launch_ratio` times a first-rung
+//!    trial's iterations; [`LaunchCost`]), there are no re-launched rungs: every candidate gets one
+//!    long launch (`long_min_iters`–`long_max_iters`, its iterations about `long_share` of the
+//!    launch), and one measured on a short trial before that was known, still tied with the
+//!    leader, gets one long launch instead. Then a tie the intervals leave unresolved gets
+//!    one more launch (the *tie-break*) when the tied candidate likeliest to beat the leader by
+//!    more than `tolerance` does so with probability `tie_break_p` or more (the difference of
+//!    the two step times as normal, each with the standard error its interval implies): for
+//!    whichever of the two has the wider interval relative to its step time, the launch that
+//!    narrows their difference the most.
 //! 4. **Confirmation.** The provisional pick and the best others (`confirm_top` in all) get one
 //!    more trial of `confirm_iters` in a fresh process, pooled, before the final verdict —
 //!    unless they already ran in two or more processes (a later rung is a fresh process), which
@@ -91,7 +102,7 @@ pub use prior::recomputes_more;
 
 use super::memory::Calibration;
 use crate::domain::study::{Candidate, Conclusion, Knob, MemoryTrend, Outcome};
-use crate::util::stats::{Estimate, t975, trimmed_mean_ci95};
+use crate::util::stats::{Estimate, normal_cdf, t975, trimmed_mean_ci95};
 use additive::Additive;
 use serde::Serialize;
 use std::cmp::Ordering;
@@ -181,6 +192,10 @@ pub struct SearchConfig {
     /// Priors from how training works ([`prior`]): a candidate that only adds recomputation to
     /// one that fits is not launched.
     pub priors: bool,
+    /// With one launch per candidate, a tie its launches leave unresolved gets one more launch
+    /// when a tied candidate may beat the leader by more than the tolerance with at least this
+    /// probability; None: never.
+    pub tie_break_p: Option<f64>,
 }
 
 /// How far above an out-of-memory candidate the memory model must put another before that one
@@ -198,6 +213,13 @@ pub const EXTRAPOLATION_SLACK: f64 = 0.03;
 
 /// Launch-to-launch variation assumed while the workspace has measured none (1 %).
 pub const LAUNCH_CV_PRIOR: f64 = 0.01;
+
+/// The tie-break's threshold: one more launch when a tied candidate beats the leader by more
+/// than the tolerance with probability 0.1 or more. Measured on the four synthetic suites
+/// (seeds 0, 7, 3, 11 at 0, 30 and 120 s, 600 picks; docs/benchmarks.md): 577 within 1 % against
+/// 568 without, for 0.1–1.1 points of the totals; 0.05 bought nothing more for up to 1.2
+/// points, 0.15 and 0.2 kept 573 and fewer.
+pub const TIE_BREAK_P: f64 = 0.1;
 
 /// The defaults, tuned on the replay benchmark (`primus-tune bench-replay --synthetic 100`):
 /// a 6-iteration screen (4 steady samples after the 2 warm-up iterations), one rung of 18
@@ -231,6 +253,7 @@ impl Default for SearchConfig {
             long_max_iters: 30,
             long_min_iters: 18,
             priors: true,
+            tie_break_p: Some(TIE_BREAK_P),
         }
     }
 }
@@ -1107,6 +1130,30 @@ impl<'a> Search<'a> {
         })
     }
 
+    /// The tied candidate likeliest to be faster than the leader by more than the tolerance,
+    /// with that probability: the difference of the two step times as normal, each with the
+    /// standard error its 95 % interval implies (half-width / 1.96).
+    fn challenger(&self, d: &Decision) -> Option<(usize, f64)> {
+        let ls = d.sorted.first()?.1;
+        let se = |x: &Stat| x.half() / 1.96;
+        d.tied
+            .iter()
+            .filter(|t| t.0 != d.leader)
+            .map(|&(i, x)| {
+                let margin = ls.value - x.value - self.cfg.tolerance * ls.value;
+                let sd = se(&ls).hypot(se(&x));
+                let p = if sd > 0.0 {
+                    normal_cdf(margin / sd)
+                } else if margin > 0.0 {
+                    1.0
+                } else {
+                    0.0
+                };
+                (i, p)
+            })
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+    }
+
     /// Logs what a stage cost: the GPU-seconds since `since`, and the total.
     fn note_spent(&mut self, stage: &str, since: f64) {
         self.log.push(format!(
@@ -1380,6 +1427,39 @@ pub fn search(
             s.note_spent("long launches", since);
             contenders.retain(|&i| s.state[i] == State::Measured);
         }
+    }
+    // A tie the single launches leave unresolved: one more launch, for whichever of the leader
+    // and its likeliest challenger is the less certain (the launch that narrows their
+    // difference the most), when the challenger may be faster by more than the tolerance.
+    if s.one_launch
+        && !exhausted
+        && let Some(p_min) = cfg.tie_break_p
+        && let Some(d) = s.decide(&contenders)
+        && !d.resolved
+        && let Some((rival, p)) = s.challenger(&d)
+        && p >= p_min
+    {
+        let (ls, rs) = (d.sorted[0].1, s.stat(rival));
+        let relative = |x: &Stat| x.half() / x.value;
+        let again = if rs.is_some_and(|r| relative(&r) > relative(&ls)) {
+            rival
+        } else {
+            d.leader
+        };
+        let len = s.screen_iters(cfg.first_iters.clamp(1, max_iters));
+        s.log.push(format!(
+            "tie unresolved: {} may be faster than the leader {} by more than the tolerance \
+             (probability {p:.2}); one more launch ({len} iterations) for #{}, the less certain",
+            s.label(rival),
+            s.label(d.leader),
+            s.cands[again].id
+        ));
+        let since = s.gpu_seconds;
+        if !s.trials(runner, &[again], len).1 {
+            exhausted = true;
+        }
+        s.note_spent("tie-break", since);
+        contenders.retain(|&i| s.state[i] == State::Measured);
     }
     while !exhausted && !s.one_launch {
         let Some(d) = s.decide(&contenders) else {

@@ -204,6 +204,78 @@ fn once_start_up_dominates_each_candidate_gets_one_long_launch() {
     assert!(fake.launched.iter().all(|l| l.1 >= cfg.long_min_iters));
 }
 
+/// With one launch per candidate, a tie the launches leave unresolved, where the challenger
+/// may be faster than the leader by more than the tolerance, gets one more launch: of the two,
+/// the one whose interval is the wider (relative to its step time). Not with `tie_break_p`
+/// None, and not when the steps tell the two apart. Over 40 seeds it runs where the leader is in
+/// doubt and picks the faster one more often.
+#[test]
+fn an_unresolved_tie_gets_one_more_launch_for_the_less_certain() {
+    let knobs = vec![knob("turbo_deepep_num_cu", 2, MemoryTrend::None)];
+    let cands = grid(&knobs);
+    let cfg = SearchConfig {
+        launch_cv: Some(0.0),
+        launch_s_prior: Some(60.0),
+        ..SearchConfig::default()
+    };
+    let (mut tie_breaks, mut right, mut right_without) = (0, 0, 0);
+    for seed in 1..=40 {
+        // #1 is 1.5 % faster; 3 % noise a step leaves their intervals overlapping.
+        let mut fake = Fake::new(vec![1000.0, 985.0], 0.03, seed);
+        fake.startup_s = 60.0;
+        let r = search(&knobs, &cands, &mut fake, &cfg, &no_model);
+        let again: Vec<usize> = (0..2)
+            .filter(|&i| fake.launched.iter().filter(|l| l.0 == i).count() == 2)
+            .collect();
+        right += usize::from(r.pick == Some(1));
+        match r.log.iter().find(|l| l.starts_with("tie unresolved")) {
+            Some(line) => {
+                tie_breaks += 1;
+                assert_eq!(fake.launched.len(), 3, "{:?}", r.log);
+                assert_eq!(again.len(), 1, "{:?}", fake.launched);
+                assert!(
+                    line.contains(&format!(
+                        "one more launch ({} iterations) for #{}",
+                        fake.launched[2].1, again[0]
+                    )),
+                    "{line}"
+                );
+                assert!(
+                    r.log.iter().any(|l| l.starts_with("tie-break spent")),
+                    "{:?}",
+                    r.log
+                );
+            }
+            None => assert_eq!(fake.launched.len(), 2, "{:?}", r.log),
+        }
+        // Never without the tie-break.
+        let mut fake = Fake::new(vec![1000.0, 985.0], 0.03, seed);
+        fake.startup_s = 60.0;
+        let off = SearchConfig {
+            tie_break_p: None,
+            ..cfg.clone()
+        };
+        let r = search(&knobs, &cands, &mut fake, &off, &no_model);
+        right_without += usize::from(r.pick == Some(1));
+        assert_eq!(fake.launched.len(), 2, "{:?}", r.log);
+        assert!(!r.log.iter().any(|l| l.starts_with("tie unresolved")));
+    }
+    // The tie-break runs where the leader is in doubt, and finds the faster one more often.
+    assert!(tie_breaks >= 4, "{tie_breaks} of 40 seeds broke the tie");
+    assert!(
+        right > right_without,
+        "{right} against {right_without} of 40 picks right"
+    );
+    // Steps steady enough to tell the two apart: no tie, no extra launch.
+    for seed in 1..=20 {
+        let mut fake = Fake::new(vec![1000.0, 985.0], 0.003, seed);
+        fake.startup_s = 60.0;
+        let r = search(&knobs, &cands, &mut fake, &cfg, &no_model);
+        assert_eq!(fake.launched.len(), 2, "{:?}", r.log);
+        assert_eq!(r.pick, Some(1), "{:?}", r.log);
+    }
+}
+
 #[test]
 fn without_a_start_up_the_halving_is_unchanged() {
     let (knobs, cands, steps) = mbs_rc();
