@@ -255,7 +255,7 @@ impl YamlDoc {
             let colon = self.colon_after(key, name)?;
             let from = line_start;
             let rest = &self.text[value.end.offset..];
-            let to = if rest.trim_start_matches([' ', '\t']).starts_with('\n') {
+            let to = if rest.trim_start_matches([' ', '\t', '\r']).starts_with('\n') {
                 value.end.offset + rest.find('\n').unwrap_or(0) + 1
             } else {
                 value.end.offset
@@ -599,6 +599,7 @@ modules:
             ),
             ("top:\n  k:\n  - a\n  z: 1\n", "top:\n  k: 3\n  z: 1\n"),
             ("k: [1, 2]\n", "k: 3\n"),
+            ("k:\r\n- a\r\n- b\r\nz: 1\r\n", "k: 3\r\nz: 1\r\n"),
         ] {
             let mut d = YamlDoc::from_text(Path::new("x.yaml"), text.to_string());
             let path: &[&str] = if text.starts_with("top") {
