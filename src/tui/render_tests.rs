@@ -939,6 +939,7 @@ fn a_search_finds_keys_outside_the_catalog() {
     assert_eq!(names, [("adam_beta1", true), ("adam_beta2", true)]);
     let s = screen(&mut app, 80, 24);
     assert!(s.contains("adam_beta1"), "{s}");
+    assert!(s.contains("Flags · /adam_beta · 2 matches"), "{s}");
     assert!(s.contains("not in the catalog · float · from"), "{s}");
     let s = screen(&mut app, 160, 48);
     assert!(s.contains("other key"), "{s}");

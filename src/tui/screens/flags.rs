@@ -269,7 +269,11 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
     let rows_data = visible(app);
     let mut title = match (&app.screens.flags.step, app.screens.flags.query.is_empty()) {
         (Some(s), _) => format!(" Flags · {} (a: all) ", s.title()),
-        (None, false) => format!(" Flags · /{} ", app.screens.flags.query),
+        (None, false) => {
+            let n = rows_data.len();
+            let matches = if n == 1 { "match" } else { "matches" };
+            format!(" Flags · /{} · {n} {matches} ", app.screens.flags.query)
+        }
         (None, true) => " Flags ".to_string(),
     };
     if app.screens.flags.searching {
