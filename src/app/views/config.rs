@@ -198,7 +198,7 @@ pub fn build(
             || Some(p) == exp_file.as_deref()
             || (exp_file.is_some() && std::fs::canonicalize(p).ok() == exp_file)
     };
-    let flags = catalog
+    let mut flags: Vec<FlagRow> = catalog
         .flags_for(backend)
         .chain(catalog.env_vars())
         .filter(|f| f.removed.is_none())
@@ -236,8 +236,8 @@ pub fn build(
                 env_var,
             }
         })
-        .collect::<Vec<FlagRow>>();
-    let mut others: Vec<FlagRow> = m
+        .collect();
+    let others: Vec<FlagRow> = m
         .params
         .leaves()
         .into_iter()
@@ -259,8 +259,7 @@ pub fn build(
             name: key,
         })
         .collect();
-    let mut flags = flags;
-    flags.append(&mut others);
+    flags.extend(others);
     let spaces = crate::tune::space::all(crate::tune::space::user_dir().as_deref())
         .unwrap_or_else(|_| crate::tune::space::builtin())
         .into_iter()
