@@ -166,7 +166,9 @@ impl YamlDoc {
                 Some((k, v)) => match &v.kind {
                     NodeKind::Map(_) => node = v,
                     NodeKind::Scalar(s) if s.text.is_empty() && s.style == Style::Plain => {
-                        // `key:` with no value: open a block under it.
+                        // `key:` with no value: open a block under it (not under an explicit
+                        // `? key` with no `:` line, whose position is the next entry's).
+                        self.colon_after(k, seg)?;
                         let indent = k.start.col as usize - 1 + step;
                         let at = self.line_end(k.end.offset);
                         let block = block_text(&path[i + 1..], literal, indent, step);
@@ -618,6 +620,35 @@ modules:
             let got = path.iter().try_fold(&root, |n, s| n.get(s));
             assert_eq!(got.map(Node::typed), Some(Value::Int(3)), "{text:?}");
         }
+    }
+
+    /// Found as a user on AMD's TorchTitan experiment (`components: ["model", "loss"]     #
+    /// ["model", "loss"]`): replacing a flow list dropped the comment after it, and a flow
+    /// mapping with a comment after it could not be extended. Both keep the comment now.
+    #[test]
+    fn a_flow_value_is_replaced_and_extended_keeping_its_comment() {
+        let text = "c:\n  components: [\"model\", \"loss\"]     # [\"model\", \"loss\"]\n  m: {a: 1}  # keep\n";
+        let mut d = YamlDoc::from_text(Path::new("x.yaml"), text.to_string());
+        d.set_literal(&["c", "components"], "[model]").unwrap();
+        d.set_literal(&["c", "m", "b"], "2").unwrap();
+        assert_eq!(
+            d.text(),
+            "c:\n  components: [model]     # [\"model\", \"loss\"]\n  m: {a: 1, b: 2}  # keep\n"
+        );
+    }
+
+    /// Found by `loader_fuzz`: under an explicit key with nothing after it (`? ` then the next
+    /// entry), a nested key was added under the next entry's line, breaking the file. It is
+    /// refused now, as setting that key itself already was.
+    #[test]
+    fn nothing_is_added_under_an_explicit_key_without_a_value_line() {
+        let text = "? \nextends: [x]\n";
+        let mut d = YamlDoc::from_text(Path::new("x.yaml"), text.to_string());
+        let e = d
+            .set_literal(&["None", "micro_batch_size"], "3")
+            .unwrap_err();
+        assert!(matches!(e, EditError::NotEditable { .. }), "{e:?}");
+        assert_eq!(d.text(), text);
     }
 
     #[test]

@@ -481,10 +481,34 @@ impl Builder<'_> {
 
     fn collection_end(&self, flow: bool, start: Pos, span: Span, last: Option<Pos>) -> Pos {
         if flow {
-            self.pos(&span.end)
+            self.flow_close(start, last)
+                .unwrap_or_else(|| self.pos(&span.end))
         } else {
             last.unwrap_or(start)
         }
+    }
+
+    /// Just past a flow collection's closing bracket: the first `]` or `}` after its last item
+    /// (after its opening bracket when empty), past separators and comments. saphyr's end of a
+    /// flow collection lies at the next token, so a comment after the bracket on the same line
+    /// (`[a, b]  # note`) was part of its span, and an edit of the value dropped it.
+    fn flow_close(&self, start: Pos, last: Option<Pos>) -> Option<Pos> {
+        let bytes = self.text.as_bytes();
+        let from = last.unwrap_or(Pos {
+            offset: start.offset + 1,
+            col: start.col + 1,
+            ..start
+        });
+        let mut at = from.offset;
+        while let Some(&b) = bytes.get(at) {
+            match b {
+                b' ' | b'\t' | b'\r' | b'\n' | b',' | b':' => at += 1,
+                b'#' => at += bytes[at..].iter().position(|&c| c == b'\n')?,
+                b']' | b'}' => return Some(pos_at(self.text, from, at + 1)),
+                _ => return None,
+            }
+        }
+        None
     }
 
     /// Where a block sequence starts: its first `-`. saphyr places a sequence written at its
@@ -882,6 +906,35 @@ mod tests {
 
     fn t(s: &str) -> Value {
         type_plain(s)
+    }
+
+    /// A flow collection's span ends at its closing bracket, not at the comment after it on the
+    /// same line (which saphyr's end of the collection took in), however it is nested, spread
+    /// over lines or empty.
+    #[test]
+    fn a_flow_collection_ends_at_its_bracket() {
+        for (text, want) in [
+            (
+                "k: [\"model\", \"loss\"]     # [\"model\", \"loss\"]\n",
+                "[\"model\", \"loss\"]",
+            ),
+            ("k: {a: 1}   # c\n", "{a: 1}"),
+            ("k: []  # e\n", "[]"),
+            ("k: {}  # e\n", "{}"),
+            ("k: [a, # x\n  b ]  # y\n", "[a, # x\n  b ]"),
+            ("k: {a: }  # z\n", "{a: }"),
+            ("k: [[1], [2]]  # n\n", "[[1], [2]]"),
+            ("k: [a, ]  # t\n", "[a, ]"),
+            ("k: [\"é\", b]  # ü\n", "[\"é\", b]"),
+            ("k: [a, b]", "[a, b]"),
+        ] {
+            let root = parse(text).unwrap().unwrap();
+            let v = root.get("k").unwrap();
+            assert_eq!(&text[v.start.offset..v.end.offset], want, "{text:?}");
+            let line_start = text[..v.end.offset].rfind('\n').map_or(0, |i| i + 1);
+            let col = text[line_start..v.end.offset].chars().count() + 1;
+            assert_eq!(v.end.col as usize, col, "{text:?}");
+        }
     }
 
     /// A block sequence's span starts at its first dash, however saphyr placed it: at the key's
