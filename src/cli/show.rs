@@ -143,15 +143,13 @@ fn rows<'a>(
         }
     }
     if a.all {
-        for (k, leaf) in module.params.leaves() {
-            if catalog.flag(&k).is_none_or(|f| !f.applies_to(backend)) {
-                rows.push(Row {
-                    name: k,
-                    leaf: Some(leaf),
-                    flag: None,
-                    mapping: None,
-                });
-            }
+        for (k, leaf) in catalog.other_keys(module, backend) {
+            rows.push(Row {
+                name: k,
+                leaf: Some(leaf),
+                flag: None,
+                mapping: None,
+            });
         }
     }
     Ok(rows)

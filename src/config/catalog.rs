@@ -239,6 +239,21 @@ impl Catalog {
     pub fn env_vars(&self) -> impl Iterator<Item = &Flag> {
         self.flags.iter().filter(|f| f.kind == Kind::Env)
     }
+
+    /// The module's resolved keys that no flag of `backend` describes, with their leaves: what
+    /// Primus passes on as it is (`show --all`'s "Other keys", the Flags screen's `other key`).
+    pub fn other_keys<'m>(
+        &self,
+        module: &'m super::resolve::Module,
+        backend: Option<Backend>,
+    ) -> Vec<(String, &'m super::tree::Leaf)> {
+        module
+            .params
+            .leaves()
+            .into_iter()
+            .filter(|(k, _)| self.flag(k).is_none_or(|f| !f.applies_to(backend)))
+            .collect()
+    }
 }
 
 pub fn json_to_value(j: &serde_json::Value) -> Value {

@@ -237,11 +237,9 @@ pub fn build(
             }
         })
         .collect();
-    let others: Vec<FlagRow> = m
-        .params
-        .leaves()
+    let others: Vec<FlagRow> = catalog
+        .other_keys(m, backend)
         .into_iter()
-        .filter(|(key, _)| !flags.iter().any(|f| f.name == *key))
         .map(|(key, l)| FlagRow {
             step: None,
             value: l.value.to_string(),
