@@ -1131,9 +1131,9 @@ impl<'a> Search<'a> {
     }
 
     /// The tied candidate likeliest to be faster than the leader by more than the tolerance,
-    /// with that probability: the difference of the two step times as normal, each with the
-    /// standard error its 95 % interval implies (half-width / 1.96).
-    fn challenger(&self, d: &Decision) -> Option<(usize, f64)> {
+    /// its step time, and that probability: the difference of the two step times as normal,
+    /// each with the standard error its 95 % interval implies (half-width / 1.96).
+    fn challenger(&self, d: &Decision) -> Option<(usize, Stat, f64)> {
         let ls = d.sorted.first()?.1;
         let se = |x: &Stat| x.half() / 1.96;
         d.tied
@@ -1149,9 +1149,9 @@ impl<'a> Search<'a> {
                 } else {
                     0.0
                 };
-                (i, p)
+                (i, x, p)
             })
-            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .max_by(|a, b| a.2.total_cmp(&b.2))
     }
 
     /// Logs what a stage cost: the GPU-seconds since `since`, and the total.
@@ -1436,12 +1436,11 @@ pub fn search(
         && let Some(p_min) = cfg.tie_break_p
         && let Some(d) = s.decide(&contenders)
         && !d.resolved
-        && let Some((rival, p)) = s.challenger(&d)
+        && let Some((rival, rs, p)) = s.challenger(&d)
         && p >= p_min
     {
-        let (ls, rs) = (d.sorted[0].1, s.stat(rival));
         let relative = |x: &Stat| x.half() / x.value;
-        let again = if rs.is_some_and(|r| relative(&r) > relative(&ls)) {
+        let again = if relative(&rs) > relative(&d.sorted[0].1) {
             rival
         } else {
             d.leader
