@@ -492,3 +492,72 @@ fn candidates_megatron_refuses_on_the_sweeps_world_never_launch() {
         launched(&s)
     );
 }
+
+/// A minute-long start-up in miniature (2 s against 100 ms steps), and micro batch 2 three
+/// times slower with ±10 % noise: once start-up dominates, its launch stops as soon as its steady
+/// samples are above the leader (micro batch 1) with 95 % confidence, long before its 1 % CI
+/// target or its length.
+const SLOW_START: &str = r#"mbs=$(grep -o '"micro_batch_size": *[0-9]*' "$1/resolved.json" | grep -o '[0-9]*$')
+gbs=$(grep -o '"global_batch_size": *[0-9]*' "$1/resolved.json" | grep -o '[0-9]*$')
+sleep 2
+if [ "$mbs" -ge 4 ]; then echo "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB" >&2; exit 1; fi
+i=1
+while [ $i -le 200 ]; do
+  if [ "$mbs" -eq 1 ]; then ms=$((100 + (i % 2) * 2 - 1)); else ms=$((270 + (i % 2) * 60)); fi
+  printf ' [2026-11-29 22:59:27.865632] iteration %8d/%8d | consumed samples: %12d | elapsed time per iteration (ms): %s.0 | throughput per GPU (TFLOP/s/GPU): 100.0 | learning rate: 1.000000E-04 | global batch size: %5d | lm loss: 9.800000E+00 | loss scale: 1.0 | grad norm: 1.000 | number of skipped iterations:   0 | number of nan iterations:   0 |\n' $i 200 $i $ms $gbs
+  i=$((i + 1))
+  sleep 0.01
+done
+"#;
+
+#[test]
+fn a_launch_clearly_slower_than_the_leader_stops_early() {
+    let s = common::setup("slow-start", SLOW_START, "mbs");
+    common::set_micro_batch(&s, 1);
+    let out = cmd(&s)
+        .args([
+            "sweep",
+            s.exp.to_str().unwrap(),
+            "--profile",
+            "slow-start",
+            "--space",
+            s.space.to_str().unwrap(),
+            "--name",
+            "race",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let lines = common::json_lines(&out);
+    assert_eq!(out.status.code(), Some(0), "{lines:?}");
+    // Micro batch 2's launch: asked for a long launch, stopped by its race.
+    let at = lines
+        .iter()
+        .position(|l| l["event"] == "launching" && l["candidate"] == 1)
+        .expect("micro batch 2 launched");
+    assert_eq!(lines[at]["iters"], 18, "a long launch: {}", lines[at]);
+    let ended = lines[at..]
+        .iter()
+        .find(|l| l["event"] == "trial-ended")
+        .expect("its end");
+    assert_eq!(ended["stop_reason"], "slower-than-leader", "{ended}");
+    assert_eq!(ended["status"], "completed", "{ended}");
+    let ran = ended["iterations"].as_u64().unwrap();
+    assert!(ran <= 12, "{ran} of 18 iterations");
+    let rec = &lines.last().unwrap()["record"];
+    let log: Vec<&str> = rec["log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l.as_str())
+        .collect();
+    assert!(
+        log.iter().any(|l| l.starts_with(
+            "#1 (micro_batch_size=2): stopped after 6 steady samples of the 18 iterations asked: "
+        ) && l
+            .contains("(the leader's upper bound + the tolerance) with 95 % confidence")),
+        "{log:?}"
+    );
+    assert_eq!(rec["pick"], 0, "{rec}");
+    assert_eq!(rec["candidates"][1]["verdict"], "slower", "{rec}");
+}

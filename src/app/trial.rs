@@ -227,6 +227,7 @@ pub fn options(
         max_iters: req.max_iters.unwrap_or(DEFAULT_ITERS).max(1),
         max_seconds: req.max_seconds,
         ci_target: req.ci_target,
+        race: None,
         hang_seconds: req.hang_seconds,
         first_iteration_seconds: req.first_iteration_seconds,
         grace: req.grace,

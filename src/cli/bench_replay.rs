@@ -65,6 +65,11 @@ pub struct BenchReplayArgs {
     /// (default 0.1; above 1: never).
     #[arg(long, value_name = "P")]
     pub tie_break_p: Option<f64>,
+    /// With one launch per candidate, let every launch run its length: no race (by default a
+    /// launch stops once 6 or more steady samples put it above the leader's upper bound plus
+    /// the tolerance with 95 % confidence).
+    #[arg(long)]
+    pub no_race: bool,
     /// Write TABLE back to standard output with the memory model's peak for every candidate
     /// (`predicted_bytes`): the experiment EXP with the --annotate-set values and the
     /// candidate's overrides, on --annotate-gpus GPUs (how a recorded grid gets the forecasts
@@ -109,6 +114,11 @@ impl BenchReplayArgs {
                 Some(p) if p > 1.0 => None,
                 Some(p) => Some(p),
                 None => d.tie_break_p,
+            },
+            race_min_samples: if self.no_race {
+                None
+            } else {
+                d.race_min_samples
             },
             ..d
         };

@@ -133,6 +133,10 @@ pub struct Outcome {
     /// the trial did not measure it (it never reached an iteration, or an older record).
     #[serde(default)]
     pub launch_s: Option<f64>,
+    /// The runner stopped the trial because its steady samples were above the job's race bar
+    /// ([`crate::run::steady::Race`]).
+    #[serde(default)]
+    pub raced: bool,
 }
 
 /// A candidate's verdict at the end of a search, as stored and shown (`winner`, `tie`, ...).

@@ -414,6 +414,9 @@ pub enum StopReason {
     CiTarget,
     /// The iteration budget was reached.
     MaxIters,
+    /// Its steady samples put it above the sweep's bar (its leader) with 95 % confidence: the
+    /// measurement is done for the search ([`crate::run::steady::Race`]).
+    SlowerThanLeader,
     /// The workload exited by itself.
     Exited,
     /// The wall-clock budget ended.
@@ -432,6 +435,7 @@ impl StopReason {
         match self {
             StopReason::CiTarget => "ci-target",
             StopReason::MaxIters => "max-iters",
+            StopReason::SlowerThanLeader => "slower-than-leader",
             StopReason::Exited => "exited",
             StopReason::MaxSeconds => "max-seconds",
             StopReason::Hang => "hang",

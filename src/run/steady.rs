@@ -316,6 +316,53 @@ pub fn should_stop(iters: &[Iteration], cfg: &SteadyConfig) -> bool {
     (high - low) / 2.0 <= cfg.ci_target * median
 }
 
+/// Racing (in-trial pruning, as Optuna's pruners or irace's races): a trial that its steady
+/// samples already put above a bar with 95 % confidence is stopped. The search sets the bar
+/// from its leader when one launch per candidate decides (start-up dominates): more iterations
+/// would only measure more precisely how much slower the candidate is, at the price of the
+/// iterations.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Race {
+    /// The bar, ms a step of `per_samples` samples.
+    pub above_ms: f64,
+    /// Steady samples needed before the trial may be stopped.
+    pub min_samples: usize,
+    /// Step times are compared per this many samples: each is scaled by `per_samples / the
+    /// samples its iteration logged` (else the trial's configured global batch), as the
+    /// search's figures are; `None`: as logged.
+    pub per_samples: Option<f64>,
+}
+
+impl Race {
+    /// Whether the steady samples of `iters` (warm-up cut as [`should_stop`] cuts it, at least
+    /// `min_warmup`) lie above the bar: at least `min_samples` of them, and the lower bound of
+    /// their 20 % trimmed mean's 95 % CI ([`crate::util::stats::trimmed_mean_ci95`], the search's
+    /// statistic) above `above_ms`. `configured`: the trial's global batch, for iterations that
+    /// log none.
+    pub fn lost(&self, iters: &[Iteration], min_warmup: usize, configured: Option<f64>) -> bool {
+        if !self.above_ms.is_finite() || self.above_ms <= 0.0 {
+            return false;
+        }
+        let (pos, steps, start) = timed_window(iters, min_warmup);
+        let n = steps.len().saturating_sub(start);
+        if n < self.min_samples.max(2) {
+            return false;
+        }
+        let scaled: Vec<f64> = pos[start..]
+            .iter()
+            .zip(&steps[start..])
+            .map(|(&p, &ms)| {
+                let ran = iters[p].global_batch_size.map(|g| g as f64).or(configured);
+                match (self.per_samples, ran) {
+                    (Some(want), Some(ran)) if ran > 0.0 && want > 0.0 => ms * want / ran,
+                    _ => ms,
+                }
+            })
+            .collect();
+        crate::util::stats::trimmed_mean_ci95(&scaled).is_some_and(|e| e.lo > self.above_ms)
+    }
+}
+
 /// Samples needed for a 95 % CI of relative half-width `target` at coefficient of variation
 /// `cv`: `ceil((1.96·cv/target)²)` (pyperf's `required_nprocesses`). CV 2 % at 1 % needs 16;
 /// CV 3 % needs 35. It is the normal-theory count for the mean; the median needs about
@@ -378,6 +425,52 @@ mod tests {
 
     fn close(a: f64, b: f64, tol: f64) -> bool {
         (a - b).abs() <= tol
+    }
+
+    #[test]
+    fn a_race_is_lost_once_the_steady_samples_are_above_the_bar_with_95_confidence() {
+        // Two slow warm-up steps, then 200 ms ± 2 %.
+        let mut steps = vec![900.0, 400.0];
+        steps.extend((0..20).map(|i| 200.0 + [-4.0, 0.0, 4.0, 2.0, -2.0][i % 5]));
+        let its = iters_from(&steps);
+        let race = Race {
+            above_ms: 150.0,
+            min_samples: 6,
+            per_samples: None,
+        };
+        // Five steady samples are not enough; six are.
+        assert!(!race.lost(&its[..7], 2, None));
+        assert!(race.lost(&its[..8], 2, None));
+        // A bar inside the interval is not lost however long it runs; nor is a bar of 0.
+        let near = Race {
+            above_ms: 199.0,
+            ..race
+        };
+        assert!(!near.lost(&its, 2, None));
+        assert!(
+            !Race {
+                above_ms: 0.0,
+                ..race
+            }
+            .lost(&its, 2, None)
+        );
+        // Per 16 samples: iterations that logged 32 samples a step are scaled to half (100 ms,
+        // below the bar), as are those of a trial configured for 32 that log none.
+        let per16 = Race {
+            per_samples: Some(16.0),
+            ..race
+        };
+        let mut logged = its.clone();
+        for it in &mut logged {
+            it.global_batch_size = Some(32);
+        }
+        assert!(!per16.lost(&logged, 2, None));
+        assert!(!per16.lost(&its, 2, Some(32.0)));
+        // Logged 8 a step: 400 ms per 16 samples, above it.
+        for it in &mut logged {
+            it.global_batch_size = Some(8);
+        }
+        assert!(per16.lost(&logged, 2, Some(32.0)), "the logged samples win");
     }
 
     #[test]

@@ -13,7 +13,7 @@
 //! OOM costs `startup_s` plus one iteration. GPU-seconds are seconds of the recorded job (the
 //! GPU count is the same for every candidate, so ratios do not depend on it).
 
-use super::search::{Runner, SearchConfig, SearchResult, search};
+use super::search::{Job, Runner, SearchConfig, SearchResult, search};
 use crate::domain::study::{Candidate, Knob, MemoryTrend, Outcome, Overrides};
 use crate::domain::trial::Iteration;
 use crate::run::steady::{SteadyConfig, should_stop};
@@ -295,7 +295,8 @@ impl<'a> ReplayRunner<'a> {
 }
 
 impl Runner for ReplayRunner<'_> {
-    fn run(&mut self, c: &Candidate, iters: u64) -> Outcome {
+    fn run(&mut self, job: &Job) -> Outcome {
+        let (c, iters) = (job.candidate, job.iters);
         let Some(&row) = self.index.get(&key(&c.overrides)) else {
             return Outcome {
                 failed: Some("not in the replayed table".into()),
@@ -328,7 +329,8 @@ impl Runner for ReplayRunner<'_> {
             .collect();
         let mut cur = self.cursor[row];
         let mut iters_seen: Vec<Iteration> = Vec::new();
-        if self.early_stop.is_some() {
+        let mut raced = false;
+        if self.early_stop.is_some() || job.race.is_some() {
             iters_seen = series
                 .iter()
                 .enumerate()
@@ -342,11 +344,21 @@ impl Runner for ReplayRunner<'_> {
             let ms = rec.per_iter_ms[cur];
             cur += 1;
             series.push(ms);
-            if let Some(cfg) = &self.early_stop {
+            if self.early_stop.is_some() || job.race.is_some() {
                 iters_seen.push(iteration(series.len() - 1, ms));
-                if should_stop(&iters_seen, cfg) {
-                    break;
-                }
+            }
+            if let Some(cfg) = &self.early_stop
+                && should_stop(&iters_seen, cfg)
+            {
+                break;
+            }
+            // The run engine's race rule, as a trial's stop policy applies it.
+            if job
+                .race
+                .is_some_and(|r| r.lost(&iters_seen, WARMUP_ITERS, None))
+            {
+                raced = true;
+                break;
             }
         }
         self.cursor[row] = cur;
@@ -361,6 +373,7 @@ impl Runner for ReplayRunner<'_> {
             peak_memory_kind: None,
             gpu_seconds: rec.startup_s + cost_ms / 1000.0,
             launch_s: (series.len() > WARMUP_ITERS).then(|| rec.startup_s + warm_ms / 1000.0),
+            raced,
         }
     }
 }
@@ -404,7 +417,7 @@ pub fn grid(table: &ReplayTable) -> (Option<usize>, f64, usize) {
     let mut spent = 0.0;
     let mut best: Option<(usize, f64)> = None;
     for c in &cands {
-        let out = runner.run(c, GRID_ITERS);
+        let out = runner.run(&Job::new(c, GRID_ITERS));
         spent += out.gpu_seconds;
         if out.oom || out.failed.is_some() {
             continue;
@@ -761,6 +774,7 @@ pub fn synthetic_suite(n: usize, startup_s: f64, suite_seed: u64) -> Vec<(String
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tune::search::Race;
     use serde_json::json;
 
     fn row(overrides: serde_json::Value, per_iter_ms: &[f64]) -> ReplayCandidate {
@@ -865,22 +879,22 @@ mod tests {
         let ks = knobs(&t);
         let cands = candidates(&t, &ks);
         let mut run = ReplayRunner::fixed_length(&t);
-        let o = run.run(&cands[0], 4);
+        let o = run.run(&Job::new(&cands[0], 4));
         assert_eq!(o.step_ms, [100.0, 110.0]);
         assert!(close(o.gpu_seconds, 10.0 + 1.71), "{}", o.gpu_seconds);
         // A fresh process: warm-up again, then the iterations not yet replayed.
-        let o = run.run(&cands[0], 4);
+        let o = run.run(&Job::new(&cands[0], 4));
         assert_eq!(o.step_ms, [120.0, 130.0]);
         assert!(close(o.gpu_seconds, 10.0 + 1.75), "{}", o.gpu_seconds);
         // Past the end: wraps to the first steady iteration.
-        let o = run.run(&cands[0], 5);
+        let o = run.run(&Job::new(&cands[0], 5));
         assert_eq!(o.step_ms, [140.0, 100.0, 110.0]);
         // An OOM costs start-up and one iteration: the median first iteration of those that ran
         // when none is recorded.
-        let o = run.run(&cands[1], 50);
+        let o = run.run(&Job::new(&cands[1], 50));
         assert!(o.oom && o.step_ms.is_empty());
         assert!(close(o.gpu_seconds, 5.0 + 1.0), "{}", o.gpu_seconds);
-        let o = run.run(&cands[2], 50);
+        let o = run.run(&Job::new(&cands[2], 50));
         assert!(close(o.gpu_seconds, 2.0), "{}", o.gpu_seconds);
         assert_eq!(run.launched, [(0, 4), (0, 4), (0, 5), (1, 50), (2, 50)]);
         // Not in the table: a failure.
@@ -890,7 +904,7 @@ mod tests {
             ranks: vec![0],
             baseline: false,
         };
-        assert!(run.run(&stranger, 4).failed.is_some());
+        assert!(run.run(&Job::new(&stranger, 4)).failed.is_some());
     }
 
     #[test]
@@ -903,12 +917,46 @@ mod tests {
         };
         let cands = candidates(&t, &knobs(&t));
         let mut run = ReplayRunner::new(&t);
-        let o = run.run(&cands[0], 60);
+        let o = run.run(&Job::new(&cands[0], 60));
         // The engine's rule: 8 steady samples with a CI of zero width.
         assert_eq!(o.step_ms.len(), 8);
         assert!(close(o.gpu_seconds, 1.3 + 0.8), "{}", o.gpu_seconds);
         let mut fixed = ReplayRunner::fixed_length(&t);
-        assert_eq!(fixed.run(&cands[0], 60).step_ms.len(), 58);
+        assert_eq!(fixed.run(&Job::new(&cands[0], 60)).step_ms.len(), 58);
+    }
+
+    #[test]
+    fn a_race_ends_a_replayed_trial_as_the_run_engine_would() {
+        // 100 ms ± 10 %: the 1 % CI target is far off.
+        let mut steps = vec![900.0, 400.0];
+        steps.extend((0..60).map(|i| if i % 2 == 0 { 90.0 } else { 110.0 }));
+        let t = ReplayTable {
+            capacity_bytes: None,
+            candidates: vec![row(json!({"micro_batch_size": 1}), &steps)],
+        };
+        let cands = candidates(&t, &knobs(&t));
+        let race = |above_ms| {
+            Some(Race {
+                above_ms,
+                min_samples: 6,
+                per_samples: None,
+            })
+        };
+        let mut run = ReplayRunner::new(&t);
+        let o = run.run(&Job {
+            race: race(50.0),
+            ..Job::new(&cands[0], 30)
+        });
+        assert!(o.raced);
+        assert_eq!(o.step_ms.len(), 6, "the first 6 steady samples lose it");
+        assert!(close(o.gpu_seconds, 1.3 + 0.6), "{}", o.gpu_seconds);
+        // A bar it does not clear: the whole trial, not raced.
+        let o = run.run(&Job {
+            race: race(99.0),
+            ..Job::new(&cands[0], 30)
+        });
+        assert!(!o.raced);
+        assert_eq!(o.step_ms.len(), 28);
     }
 
     #[test]

@@ -7,11 +7,12 @@
 use crate::app::events::{self, AppEvent, Events, SweepEvent};
 use crate::app::trial::forwarding;
 use crate::config::{Experiment, LoadOptions};
-use crate::domain::study::{Candidate, Outcome, Overrides};
+use crate::domain::study::{Outcome, Overrides};
+use crate::domain::trial::StopReason;
 use crate::domain::trial::{FailureClass, Iteration, TrialResult};
 use crate::run::trial::{self, TrialOptions};
 use crate::store::{Store, TrialFilter, TrialRow, TrialStatus};
-use crate::tune::search::Runner;
+use crate::tune::search::{Job, Race, Runner};
 use crate::tune::space::as_overrides;
 use tokio::sync::watch;
 
@@ -239,6 +240,8 @@ fn outcome_of(
         peak_memory_kind: t.peak_mem_kind(),
         gpu_seconds: t.wall_s.unwrap_or(0.0) * gpus as f64,
         launch_s,
+        // A stored trial does not keep why it stopped; a launch's outcome sets it.
+        raced: false,
     }
 }
 
@@ -251,7 +254,8 @@ enum Prep {
 
 impl TrialRunner<'_> {
     /// Replays a stored trial of the candidate, or builds the options of a new one.
-    fn prepare(&mut self, c: &Candidate, iters: u64) -> Prep {
+    fn prepare(&mut self, job: &Job) -> Prep {
+        let (c, iters) = (job.candidate, job.iters);
         let label = c
             .overrides
             .iter()
@@ -287,6 +291,11 @@ impl TrialRunner<'_> {
         opts.overrides.retain(|o| !c.overrides.contains_key(&o.key));
         opts.overrides.extend(as_overrides(&c.overrides));
         opts.max_iters = iters;
+        // The race's bar is per the study's reference batch, as every figure it compares.
+        opts.race = job.race.map(|r| Race {
+            per_samples: self.reference_batch,
+            ..r
+        });
         opts.study_id = Some(self.study_id);
         // A resumed sweep follows the job of this trial that still runs on Slurm.
         if let Some(t) = self.take_attachable(&expected, iters)
@@ -329,7 +338,10 @@ impl TrialRunner<'_> {
                     .trial_id
                     .and_then(|id| self.store.trial(id).ok().flatten())
                 {
-                    Some(row) => self.outcome_of_row(&row),
+                    Some(row) => Outcome {
+                        raced: r.stop_reason == StopReason::SlowerThanLeader,
+                        ..self.outcome_of_row(&row)
+                    },
                     None => Outcome {
                         failed: Some("the trial was not stored".into()),
                         ..Outcome::default()
@@ -358,8 +370,8 @@ impl TrialRunner<'_> {
 }
 
 impl Runner for TrialRunner<'_> {
-    fn run(&mut self, c: &Candidate, iters: u64) -> Outcome {
-        match self.prepare(c, iters) {
+    fn run(&mut self, job: &Job) -> Outcome {
+        match self.prepare(job) {
             Prep::Known(o) => o,
             Prep::Launch(opts) => {
                 let result = self.rt.block_on(self.launch(&opts));
@@ -369,8 +381,8 @@ impl Runner for TrialRunner<'_> {
     }
 
     /// The batch's new trials run at once (concurrent Slurm jobs, placed by the scheduler).
-    fn run_many(&mut self, jobs: &[(&Candidate, u64)]) -> Vec<Outcome> {
-        let preps: Vec<Prep> = jobs.iter().map(|(c, n)| self.prepare(c, *n)).collect();
+    fn run_many(&mut self, jobs: &[Job]) -> Vec<Outcome> {
+        let preps: Vec<Prep> = jobs.iter().map(|j| self.prepare(j)).collect();
         let launches: Vec<&TrialOptions> = preps
             .iter()
             .filter_map(|p| match p {

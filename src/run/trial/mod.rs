@@ -51,6 +51,9 @@ pub struct TrialOptions {
     pub max_iters: u64,
     pub max_seconds: Option<f64>,
     pub ci_target: f64,
+    /// A sweep's bar: the trial stops once its steady samples are above it with 95 %
+    /// confidence ([`super::steady::Race`]; `None`: no race).
+    pub race: Option<super::steady::Race>,
     /// Hang threshold once iterations flow: max(3 × median step, this).
     pub hang_seconds: f64,
     /// Hang threshold before the first iteration.
@@ -366,6 +369,12 @@ pub async fn run_trial(
         },
         max_iters: opts.max_iters,
         trains: opts.trains,
+        race: opts.race,
+        global_batch: opts
+            .race
+            .and_then(|_| std::fs::read_to_string(dir.join("resolved.json")).ok())
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .and_then(|j| global_batch_of(&j)),
         first_iteration: Duration::from_secs_f64(opts.first_iteration_seconds),
         hang: Duration::from_secs_f64(opts.hang_seconds),
         deadline: opts

@@ -17,6 +17,10 @@ pub struct StopPolicy {
     pub max_iters: u64,
     /// The workload prints iterations (false: a job that ends by exiting).
     pub trains: bool,
+    /// Stop once the steady samples are above the sweep's bar ([`steady::Race`]).
+    pub race: Option<steady::Race>,
+    /// The trial's configured global batch (for the race's scaling).
+    pub global_batch: Option<f64>,
     /// Hang threshold before the first iteration.
     pub first_iteration: Duration,
     /// Hang threshold once iterations flow: max(3 × median step, this).
@@ -47,7 +51,9 @@ impl Stop {
     /// Records the stop in the exit information [`super::finish`] classifies.
     pub fn record(self, exit: &mut ExitInfo) {
         match self.reason {
-            StopReason::CiTarget | StopReason::MaxIters => exit.stopped_complete = true,
+            StopReason::CiTarget | StopReason::MaxIters | StopReason::SlowerThanLeader => {
+                exit.stopped_complete = true
+            }
             StopReason::MaxSeconds => {
                 exit.stopped_complete = self.complete;
                 exit.timeout = !self.complete;
@@ -70,10 +76,18 @@ impl StopPolicy {
                 complete: true,
             });
         }
-        steady::should_stop(iters, &self.steady).then_some(Stop {
-            reason: StopReason::CiTarget,
-            complete: true,
-        })
+        if steady::should_stop(iters, &self.steady) {
+            return Some(Stop {
+                reason: StopReason::CiTarget,
+                complete: true,
+            });
+        }
+        self.race
+            .is_some_and(|r| r.lost(iters, self.steady.min_warmup, self.global_batch))
+            .then_some(Stop {
+                reason: StopReason::SlowerThanLeader,
+                complete: true,
+            })
     }
 
     /// How long without a new iteration is a hang.
@@ -162,6 +176,8 @@ mod tests {
             },
             max_iters: 50,
             trains,
+            race: None,
+            global_batch: None,
             first_iteration: Duration::from_secs(600),
             hang: Duration::from_secs(120),
             deadline,
@@ -196,6 +212,41 @@ mod tests {
             p.after_iteration(&noisy).map(|s| s.reason),
             Some(StopReason::MaxIters)
         );
+    }
+
+    #[test]
+    fn a_trial_above_its_race_bar_stops_as_slower_than_the_leader() {
+        let mut p = policy(None, true);
+        p.race = Some(steady::Race {
+            above_ms: 100.0,
+            min_samples: 6,
+            per_samples: Some(16.0),
+        });
+        // 200 ms ± 10 %: far from the 1 % CI target, and clearly above 100 ms.
+        let noisy: Vec<Iteration> = (1..=12)
+            .map(|i| it(i, if i % 2 == 0 { 180.0 } else { 220.0 }))
+            .collect();
+        assert_eq!(p.after_iteration(&noisy[..7]), None, "5 steady samples");
+        assert_eq!(
+            p.after_iteration(&noisy[..12]),
+            Some(Stop {
+                reason: StopReason::SlowerThanLeader,
+                complete: true
+            })
+        );
+        // Configured for 32 samples a step, the same steps are 100 ms per 16: no stop.
+        p.global_batch = Some(32.0);
+        assert_eq!(p.after_iteration(&noisy[..12]), None);
+        // The CI target comes first when both hold.
+        p.global_batch = None;
+        let flat: Vec<Iteration> = (1..=12).map(|i| it(i, 300.0)).collect();
+        assert_eq!(
+            p.after_iteration(&flat).map(|s| s.reason),
+            Some(StopReason::CiTarget)
+        );
+        let mut e = ExitInfo::default();
+        p.after_iteration(&noisy).unwrap().record(&mut e);
+        assert!(e.stopped_complete, "a lost race is a complete measurement");
     }
 
     #[test]

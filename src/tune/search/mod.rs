@@ -102,25 +102,48 @@ pub use prior::recomputes_more;
 
 use super::memory::Calibration;
 use crate::domain::study::{Candidate, Conclusion, Knob, MemoryTrend, Outcome};
+pub use crate::run::steady::Race;
 use crate::util::stats::{Estimate, normal_cdf, t975, trimmed_mean_ci95};
 use additive::Additive;
 use serde::Serialize;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
+/// One trial the search asks a [`Runner`] for.
+#[derive(Debug, Clone, Copy)]
+pub struct Job<'a> {
+    pub candidate: &'a Candidate,
+    /// Iterations, warm-up included (the runner's early stop may end the trial sooner).
+    pub iters: u64,
+    /// Stop the trial once its steady samples are above this bar with 95 % confidence
+    /// (racing; see [`Search::race`]). `None`: no race.
+    pub race: Option<Race>,
+}
+
+impl<'a> Job<'a> {
+    /// A trial of `iters` iterations with no race.
+    pub fn new(candidate: &'a Candidate, iters: u64) -> Self {
+        Job {
+            candidate,
+            iters,
+            race: None,
+        }
+    }
+}
+
 /// Runs trials of candidates.
 pub trait Runner {
-    /// A trial of `iters` iterations in a fresh process. `Outcome::step_ms` are the steady
+    /// A trial of `job.iters` iterations in a fresh process. `Outcome::step_ms` are the steady
     /// samples it measured (after its warm-up); a runner may stop early once the figure is
-    /// steady, so it can return fewer than `iters`.
-    fn run(&mut self, c: &Candidate, iters: u64) -> Outcome;
+    /// steady, or once it lost the job's race, so it can return fewer than `iters`.
+    fn run(&mut self, job: &Job) -> Outcome;
 
-    /// A batch of trials that may run at the same time (as concurrent jobs), each a
-    /// `(candidate, iters)` as in [`Runner::run`]: one outcome per job, in the jobs' order. The
-    /// search calls it only with [`SearchConfig::parallel`] above 1, with at most that many
-    /// jobs. The default runs them one after the other.
-    fn run_many(&mut self, jobs: &[(&Candidate, u64)]) -> Vec<Outcome> {
-        jobs.iter().map(|&(c, iters)| self.run(c, iters)).collect()
+    /// A batch of trials that may run at the same time (as concurrent jobs), each as in
+    /// [`Runner::run`]: one outcome per job, in the jobs' order. The search calls it only with
+    /// [`SearchConfig::parallel`] above 1, with at most that many jobs. The default runs them
+    /// one after the other.
+    fn run_many(&mut self, jobs: &[Job]) -> Vec<Outcome> {
+        jobs.iter().map(|j| self.run(j)).collect()
     }
 }
 
@@ -196,6 +219,10 @@ pub struct SearchConfig {
     /// when a tied candidate may beat the leader by more than the tolerance with at least this
     /// probability; None: never.
     pub tie_break_p: Option<f64>,
+    /// With one launch per candidate, a launch stops once this many steady samples or more put
+    /// it above the leader's upper bound plus the tolerance with 95 % confidence
+    /// ([`Race`]); None: every launch runs to its length (or the runner's early stop).
+    pub race_min_samples: Option<usize>,
 }
 
 /// How far above an out-of-memory candidate the memory model must put another before that one
@@ -220,6 +247,10 @@ pub const LAUNCH_CV_PRIOR: f64 = 0.01;
 /// 568 without, for 0.1–1.1 points of the totals; 0.05 bought no more picks for up to 0.6
 /// points more, 0.15 kept 573 (0.2: 291 of the 300 picks on seeds 0 and 7, against 297).
 pub const TIE_BREAK_P: f64 = 0.1;
+
+/// Steady samples a launch needs before its race may stop it (6; see
+/// [`SearchConfig::race_min_samples`]).
+pub const RACE_MIN_SAMPLES: usize = 6;
 
 /// The defaults, tuned on the replay benchmark (`primus-tune bench-replay --synthetic 100`):
 /// a 6-iteration screen (4 steady samples after the 2 warm-up iterations), one rung of 18
@@ -254,6 +285,7 @@ impl Default for SearchConfig {
             long_min_iters: 18,
             priors: true,
             tie_break_p: Some(TIE_BREAK_P),
+            race_min_samples: Some(RACE_MIN_SAMPLES),
         }
     }
 }
@@ -769,26 +801,74 @@ impl<'a> Search<'a> {
         if !self.can_launch() {
             return false;
         }
-        let out = runner.run(&self.cands[i], iters);
-        self.record(i, iters, out);
+        let job = Job {
+            candidate: &self.cands[i],
+            iters,
+            race: self.race(i),
+        };
+        let out = runner.run(&job);
+        self.record_raced(i, &job, out);
         true
+    }
+
+    /// The race a trial of candidate `i` runs (racing, as Optuna's pruners or irace): once
+    /// one launch per candidate decides (start-up dominates), a candidate other than the
+    /// leader stops as soon as its steady samples put it, with 95 % confidence, above the
+    /// leader's upper bound plus the tolerance: out of contention, where more iterations would
+    /// only say more precisely by how much. `None` before a leader is measured, for the leader
+    /// itself, in halving (its short trials are the screen) or with `race_min_samples` off.
+    fn race(&self, i: usize) -> Option<Race> {
+        let min_samples = self.cfg.race_min_samples?;
+        if !self.one_launch {
+            return None;
+        }
+        let (leader, st) = *self.by_step(&self.measured()).first()?;
+        (leader != i).then(|| Race {
+            above_ms: st.hi * (1.0 + self.cfg.tolerance.max(0.0)),
+            min_samples,
+            per_samples: None,
+        })
+    }
+
+    /// Records a trial's outcome, and says when its race ended it.
+    fn record_raced(&mut self, i: usize, job: &Job, out: Outcome) {
+        let lost = job.race.filter(|_| out.raced);
+        let n = out.step_ms.len();
+        self.record(i, job.iters, out);
+        if let (Some(r), Some(st)) = (lost, self.stat(i)) {
+            self.log.push(format!(
+                "{}: stopped after {n} steady samples of the {} iterations asked: {} is above the \
+                 bar {:.2} ms (the leader's upper bound + the tolerance) with 95 % confidence",
+                self.label(i),
+                job.iters,
+                Search::fmt_stat(&st),
+                r.above_ms
+            ));
+        }
     }
 
     /// One batch of trials of `iters` each, launched at once through [`Runner::run_many`]; the
     /// caller has checked [`Search::room`]. The outcomes are recorded in the batch's order.
     fn batch(&mut self, runner: &mut dyn Runner, batch: &[usize], iters: u64) {
         let cands = self.cands;
-        let jobs: Vec<(&Candidate, u64)> = batch.iter().map(|&i| (&cands[i], iters)).collect();
+        let jobs: Vec<Job> = batch
+            .iter()
+            .map(|&i| Job {
+                candidate: &cands[i],
+                iters,
+                race: self.race(i),
+            })
+            .collect();
         for &i in batch {
             self.state[i] = State::Launched;
         }
         let mut outs = runner.run_many(&jobs).into_iter();
-        for &i in batch {
+        for (&i, job) in batch.iter().zip(&jobs) {
             let out = outs.next().unwrap_or_else(|| Outcome {
                 failed: Some("the runner returned no outcome for this trial".to_string()),
                 ..Outcome::default()
             });
-            self.record(i, iters, out);
+            self.record_raced(i, job, out);
         }
     }
 

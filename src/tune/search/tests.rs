@@ -33,6 +33,10 @@ struct Fake {
     fail: BTreeSet<usize>,
     rng: Rng,
     launched: Vec<(usize, u64)>,
+    /// The race each trial was given: (candidate, bar).
+    races: Vec<(usize, Option<Race>)>,
+    /// What each trial cost, GPU-s (a lost race costs only the iterations it ran).
+    costs: Vec<f64>,
     /// Peak per candidate, GiB (1 GiB for those not listed).
     peaks_gib: Vec<f64>,
     /// Per call of `run_many`: its jobs, and the GPU-seconds spent before it.
@@ -50,6 +54,8 @@ impl Fake {
             fail: BTreeSet::new(),
             rng: Rng(seed),
             launched: Vec::new(),
+            races: Vec::new(),
+            costs: Vec::new(),
             peaks_gib: Vec::new(),
             batches: Vec::new(),
             spent: 0.0,
@@ -59,15 +65,39 @@ impl Fake {
 
 impl Runner for Fake {
     /// Records the batch, then runs its jobs one by one (the default's order).
-    fn run_many(&mut self, jobs: &[(&Candidate, u64)]) -> Vec<Outcome> {
-        let ids = jobs.iter().map(|&(c, n)| (c.id, n)).collect();
+    fn run_many(&mut self, jobs: &[Job]) -> Vec<Outcome> {
+        let ids = jobs.iter().map(|j| (j.candidate.id, j.iters)).collect();
         self.batches.push((ids, self.spent));
-        jobs.iter().map(|&(c, n)| self.run(c, n)).collect()
+        jobs.iter().map(|j| self.run(j)).collect()
     }
 
-    fn run(&mut self, c: &Candidate, iters: u64) -> Outcome {
-        let out = self.outcome(c, iters);
+    /// Runs a job; a race ends it at the first steady sample that loses it (the run engine's
+    /// rule, [`Race::lost`]), and it costs only the iterations it ran.
+    fn run(&mut self, job: &Job) -> Outcome {
+        self.races.push((job.candidate.id, job.race));
+        let mut out = self.outcome(job.candidate, job.iters);
+        if let Some(r) = job.race {
+            let step = self.step_ms[job.candidate.id];
+            let warm = [step, step];
+            let its: Vec<crate::domain::trial::Iteration> = warm
+                .iter()
+                .chain(&out.step_ms)
+                .enumerate()
+                .map(|(i, &ms)| crate::domain::trial::Iteration {
+                    iteration: i as u64 + 1,
+                    elapsed_ms: Some(ms),
+                    ..Default::default()
+                })
+                .collect();
+            if let Some(k) = (3..=its.len()).find(|&k| r.lost(&its[..k], 2, None)) {
+                let dropped = out.step_ms.len() - (k - 2);
+                out.step_ms.truncate(k - 2);
+                out.gpu_seconds -= dropped as f64 * step / 1000.0;
+                out.raced = true;
+            }
+        }
         self.spent += out.gpu_seconds;
+        self.costs.push(out.gpu_seconds);
         out
     }
 }
@@ -274,6 +304,83 @@ fn an_unresolved_tie_gets_one_more_launch_for_the_less_certain() {
         assert_eq!(fake.launched.len(), 2, "{:?}", r.log);
         assert_eq!(r.pick, Some(1), "{:?}", r.log);
     }
+}
+
+/// Racing: once one launch per candidate decides, a launch other than the leader's stops as
+/// soon as its steady samples put it above the leader's upper bound plus the tolerance with 95 %
+/// confidence, and the log says so. A close candidate runs its full length; nothing races
+/// before a leader is measured, in the halving, or with `race_min_samples` off.
+#[test]
+fn a_launch_above_the_leader_stops_early() {
+    let knobs = vec![knob("turbo_deepep_num_cu", 3, MemoryTrend::None)];
+    let cands = grid(&knobs);
+    let cfg = SearchConfig {
+        launch_cv: Some(0.0),
+        launch_s_prior: Some(60.0),
+        ..SearchConfig::default()
+    };
+    let steps = vec![1000.0, 1300.0, 1004.0];
+    let mut fake = Fake::new(steps.clone(), 0.05, 7);
+    fake.startup_s = 60.0;
+    let r = search(&knobs, &cands, &mut fake, &cfg, &no_model);
+    assert_eq!(fake.races[0], (0, None), "no leader yet: {:?}", fake.races);
+    let bars: Vec<f64> = fake.races[1..]
+        .iter()
+        .map(|(_, race)| race.expect("every later launch races").above_ms)
+        .collect();
+    assert!(
+        bars.iter().all(|b| (1000.0..1100.0).contains(b)),
+        "{bars:?}"
+    );
+    assert!(
+        fake.races[1..]
+            .iter()
+            .all(|r| r.1.unwrap().min_samples == 6),
+        "{:?}",
+        fake.races
+    );
+    // #1 (30 % slower) stopped after 6 steady samples; #2 (close) ran its length.
+    let asked = fake.launched[1].1;
+    let line = r
+        .log
+        .iter()
+        .find(|l| l.contains("stopped after"))
+        .expect("the race is logged");
+    assert!(
+        line.starts_with("#1 ")
+            && line.contains(&format!(
+                "stopped after 6 steady samples of the {asked} iterations asked"
+            )),
+        "{line}"
+    );
+    assert_eq!(r.evidence[&1].trials, 1);
+    assert_eq!(
+        r.log.iter().filter(|l| l.contains("stopped after")).count(),
+        1,
+        "{:?}",
+        r.log
+    );
+    assert_eq!(r.pick.map(|p| p != 1), Some(true));
+    // Off: no race, and #1 costs its whole launch.
+    let mut off_fake = Fake::new(steps.clone(), 0.05, 7);
+    off_fake.startup_s = 60.0;
+    let off = SearchConfig {
+        race_min_samples: None,
+        ..cfg.clone()
+    };
+    let r_off = search(&knobs, &cands, &mut off_fake, &off, &no_model);
+    assert!(off_fake.races.iter().all(|r| r.1.is_none()));
+    assert!(!r_off.log.iter().any(|l| l.contains("stopped after")));
+    assert!(
+        r.gpu_seconds < r_off.gpu_seconds - 10.0,
+        "{} against {} GPU-s",
+        r.gpu_seconds,
+        r_off.gpu_seconds
+    );
+    // The halving (no start-up) does not race its short screens.
+    let mut cheap = Fake::new(steps, 0.05, 7);
+    let r = with_defaults(&knobs, &cands, &mut cheap);
+    assert!(cheap.races.iter().all(|r| r.1.is_none()), "{:?}", r.log);
 }
 
 #[test]
@@ -1292,12 +1399,7 @@ proptest! {
         prop_assert!(r.gpu_seconds <= budget + max_trial, "{} > {budget}", r.gpu_seconds);
         prop_assert_eq!(r.trials, fake.launched.len());
         // Trials only start below the budget: without the last, the total is below it.
-        let costs: Vec<f64> = fake
-            .launched
-            .iter()
-            .map(|&(i, k)| startup + k as f64 * steps[i] / 1000.0)
-            .collect();
-        if let Some((_, before)) = costs.split_last() {
+        if let Some((_, before)) = fake.costs.split_last() {
             prop_assert!(before.iter().sum::<f64>() < budget + 1e-9 || before.is_empty());
         }
     }
