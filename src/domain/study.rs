@@ -133,6 +133,11 @@ pub struct Outcome {
     /// the trial did not measure it (it never reached an iteration, or an older record).
     #[serde(default)]
     pub launch_s: Option<f64>,
+    /// Median wall time of a steady iteration as the trial ran it, ms: what an iteration
+    /// costs. `step_ms` may be scaled to another amount of work (a sweep compares step times per
+    /// the current settings' global batch); `None`: `step_ms` are as run.
+    #[serde(default)]
+    pub wall_step_ms: Option<f64>,
     /// The runner stopped the trial because its steady samples were above the job's race bar
     /// ([`crate::run::steady::Race`]).
     #[serde(default)]

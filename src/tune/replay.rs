@@ -373,6 +373,8 @@ impl Runner for ReplayRunner<'_> {
             peak_memory_kind: None,
             gpu_seconds: rec.startup_s + cost_ms / 1000.0,
             launch_s: (series.len() > WARMUP_ITERS).then(|| rec.startup_s + warm_ms / 1000.0),
+            // A recording's step times are as run.
+            wall_step_ms: None,
             raced,
         }
     }

@@ -212,6 +212,13 @@ fn outcome_of(
     let warmup = warmup(t);
     let iterations = store.iterations(t.id).unwrap_or_default();
     let launch_s = launch_s(t, &iterations);
+    let wall_step_ms = crate::util::stats::median(
+        &iterations
+            .iter()
+            .skip(warmup)
+            .filter_map(|i| i.elapsed_ms)
+            .collect::<Vec<f64>>(),
+    );
     let step_ms: Vec<f64> = iterations
         .iter()
         .skip(warmup)
@@ -240,6 +247,7 @@ fn outcome_of(
         peak_memory_kind: t.peak_mem_kind(),
         gpu_seconds: t.wall_s.unwrap_or(0.0) * gpus as f64,
         launch_s,
+        wall_step_ms,
         // A stored trial does not keep why it stopped; a launch's outcome sets it.
         raced: false,
     }
@@ -461,6 +469,15 @@ mod tests {
         // settings of 8: its 10 ms steps do an eighth of the work, 80 ms for the same 8 samples.
         let small = trial(&store, &d.path().join("1"), 1, 10.0, None);
         assert_eq!(steps(&small, Some(8.0)), vec![80.0; 6]);
+        // What an iteration costs stays its wall time.
+        let wall = outcome_of(
+            &store,
+            &small,
+            1,
+            Some(8.0),
+            trial::trial_global_batch(&small),
+        );
+        assert_eq!(wall.wall_step_ms, Some(10.0));
         // Without a reference, the trial's own configured batch (as before): 10 ms.
         assert_eq!(steps(&small, None), vec![10.0; 6]);
         // A proxy that logs 2 of its configured 8 samples a step is scaled to the 8.

@@ -43,12 +43,14 @@ impl LaunchCost {
         }
     }
 
-    /// A trial measured: its launch seconds (when it reported them) and its steady samples.
-    pub fn observe(&mut self, launch_s: Option<f64>, step_ms: &[f64]) {
+    /// A trial measured: its launch seconds (when it reported them) and what one of its
+    /// iterations cost, ms of wall time (its median steady step as run, not scaled to another
+    /// amount of work).
+    pub fn observe(&mut self, launch_s: Option<f64>, iter_ms: Option<f64>) {
         if let Some(l) = launch_s.filter(|l| l.is_finite() && *l >= 0.0) {
             self.launch_s.push(l);
         }
-        if let Some(m) = median(step_ms).filter(|m| m.is_finite() && *m > 0.0) {
+        if let Some(m) = iter_ms.filter(|m| m.is_finite() && *m > 0.0) {
             self.step_s.push(m / 1000.0);
         }
     }
@@ -119,8 +121,8 @@ mod tests {
             c.dominates(6, 1.0),
             "40 s of start-up dominates with no step known"
         );
-        c.observe(Some(30.0), &[500.0, 510.0, 490.0]);
-        c.observe(Some(34.0), &[400.0, 400.0]);
+        c.observe(Some(30.0), Some(500.0));
+        c.observe(Some(34.0), Some(400.0));
         assert_eq!(c.launch(), Some((32.0, LaunchSource::Study { n: 2 })));
         assert!((c.step().unwrap() - 0.45).abs() < 1e-9);
         // 32 s against 6 × 0.45 s: the launch dominates; a long trial costs ~half of it.
@@ -135,7 +137,7 @@ mod tests {
         let mut c = LaunchCost::new(None);
         assert!(!c.dominates(6, 1.0));
         assert_eq!(c.long_iters(6, 40, 0.5), 40);
-        c.observe(Some(1.0), &[300.0; 4]);
+        c.observe(Some(1.0), Some(300.0));
         assert!(!c.dominates(6, 1.0), "1 s against 1.8 s of iterations");
         assert_eq!(c.long_iters(6, 40, 0.5), 6);
         assert_eq!(c.long_iters(18, 40, 0.5), 18);

@@ -103,7 +103,7 @@ pub use prior::recomputes_more;
 use super::memory::Calibration;
 use crate::domain::study::{Candidate, Conclusion, Knob, MemoryTrend, Outcome};
 pub use crate::run::steady::Race;
-use crate::util::stats::{Estimate, normal_cdf, t975, trimmed_mean_ci95};
+use crate::util::stats::{Estimate, median, normal_cdf, t975, trimmed_mean_ci95};
 use additive::Additive;
 use serde::Serialize;
 use std::cmp::Ordering;
@@ -950,7 +950,9 @@ impl<'a> Search<'a> {
             self.state[i] = State::Out(Verdict::Failed(msg));
             return;
         }
-        self.cost.observe(out.launch_s, &good);
+        // An iteration's cost is its wall time, not the step scaled to the reference work.
+        self.cost
+            .observe(out.launch_s, out.wall_step_ms.or_else(|| median(&good)));
         self.samples[i].extend(good);
         self.state[i] = State::Measured;
         if let Some(s) = self.stat(i) {

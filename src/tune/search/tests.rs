@@ -37,6 +37,9 @@ struct Fake {
     races: Vec<(usize, Option<Race>)>,
     /// What each trial cost, GPU-s (a lost race costs only the iterations it ran).
     costs: Vec<f64>,
+    /// Step times are reported per this many times the work an iteration does (a sweep scales
+    /// them to the current settings' global batch); an iteration costs its wall time.
+    scale: f64,
     /// Peak per candidate, GiB (1 GiB for those not listed).
     peaks_gib: Vec<f64>,
     /// Per call of `run_many`: its jobs, and the GPU-seconds spent before it.
@@ -56,6 +59,7 @@ impl Fake {
             launched: Vec::new(),
             races: Vec::new(),
             costs: Vec::new(),
+            scale: 1.0,
             peaks_gib: Vec::new(),
             batches: Vec::new(),
             spent: 0.0,
@@ -121,10 +125,12 @@ impl Fake {
             };
         }
         let n = iters.saturating_sub(2) as usize;
+        let scale = self.scale;
         let step_ms: Vec<f64> = (0..n)
-            .map(|_| step * (1.0 + self.cv * self.rng.normal()).max(0.5))
+            .map(|_| scale * step * (1.0 + self.cv * self.rng.normal()).max(0.5))
             .collect();
         Outcome {
+            wall_step_ms: (scale != 1.0).then_some(step),
             gpu_seconds: self.startup_s + iters as f64 * step / 1000.0,
             // Start-up and the two warm-up iterations, when the fake has a start-up.
             launch_s: (self.startup_s > 0.0).then(|| self.startup_s + 2.0 * step / 1000.0),
@@ -381,6 +387,28 @@ fn a_launch_above_the_leader_stops_early() {
     let mut cheap = Fake::new(steps, 0.05, 7);
     let r = with_defaults(&knobs, &cands, &mut cheap);
     assert!(cheap.races.iter().all(|r| r.1.is_none()), "{:?}", r.log);
+}
+
+/// What a launch's iterations cost is their wall time: step times scaled to more work (a
+/// sweep compares them per the current settings' global batch, eight times what a proxy's
+/// iteration does here) do not make a 3.6 s launch look cheap against 6 iterations of 100 ms.
+#[test]
+fn the_launch_cost_weighs_iterations_by_their_wall_time() {
+    let knobs = vec![knob("turbo_deepep_num_cu", 3, MemoryTrend::None)];
+    let cands = grid(&knobs);
+    let mut fake = Fake::new(vec![100.0, 120.0, 140.0], 0.01, 1);
+    fake.startup_s = 3.4;
+    fake.scale = 8.0;
+    let r = with_defaults(&knobs, &cands, &mut fake);
+    let line = r
+        .log
+        .iter()
+        .find(|l| l.starts_with("start-up dominates"))
+        .unwrap_or_else(|| panic!("{:?}", r.log));
+    assert!(line.contains("against 0.10 s per iteration"), "{line}");
+    // The figures it ranks by are the scaled ones.
+    assert!(r.evidence[&0].trials >= 1);
+    assert_eq!(r.pick, Some(0));
 }
 
 #[test]
