@@ -329,7 +329,8 @@ pub struct Race {
     pub min_samples: usize,
     /// Step times are compared per this many samples: each is scaled by `per_samples / the
     /// samples its iteration logged` (else the trial's configured global batch), as the
-    /// search's figures are; `None`: as logged.
+    /// search's figures are; `None`: per the trial's configured global batch (as logged where
+    /// that is unknown).
     pub per_samples: Option<f64>,
 }
 
@@ -353,7 +354,7 @@ impl Race {
             .zip(&steps[start..])
             .map(|(&p, &ms)| {
                 let ran = iters[p].global_batch_size.map(|g| g as f64).or(configured);
-                match (self.per_samples, ran) {
+                match (self.per_samples.or(configured), ran) {
                     (Some(want), Some(ran)) if ran > 0.0 && want > 0.0 => ms * want / ran,
                     _ => ms,
                 }
@@ -471,6 +472,15 @@ mod tests {
             it.global_batch_size = Some(8);
         }
         assert!(per16.lost(&logged, 2, Some(32.0)), "the logged samples win");
+        // With no reference, per the trial's own configured batch: 8 logged of 32 configured
+        // is 800 ms per 32 samples; configured 8, as logged, 200 ms.
+        let wide = Race {
+            above_ms: 500.0,
+            ..race
+        };
+        assert!(wide.lost(&logged, 2, Some(32.0)));
+        assert!(!wide.lost(&logged, 2, Some(8.0)));
+        assert!(!wide.lost(&logged, 2, None));
     }
 
     #[test]
