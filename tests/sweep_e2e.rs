@@ -544,6 +544,16 @@ fn a_launch_clearly_slower_than_the_leader_stops_early() {
     assert_eq!(ended["status"], "completed", "{ended}");
     let ran = ended["iterations"].as_u64().unwrap();
     assert!(ran <= 12, "{ran} of 18 iterations");
+    // The trial keeps why it stopped.
+    let id = ended["trial_id"].as_i64().unwrap().to_string();
+    let out = cmd(&s).args(["trials", "show", &id]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!(
+            "iterations: {ran} seen, {ran} stored (stop: slower-than-leader)"
+        )),
+        "{text}"
+    );
     let rec = &lines.last().unwrap()["record"];
     let log: Vec<&str> = rec["log"]
         .as_array()

@@ -354,8 +354,14 @@ fn print_detail(s: &TrialSummary, stored_iters: usize) {
             .or(t.exit_signal.map(|s| format!("signal {s}")))
             .unwrap_or_else(|| "-".into())
     );
+    let stop = t
+        .summary
+        .as_ref()
+        .and_then(|s| s.get("stop_reason"))
+        .and_then(|r| r.as_str())
+        .map_or(String::new(), |r| format!(" (stop: {r})"));
     println!(
-        "  iterations: {} seen, {stored_iters} stored",
+        "  iterations: {} seen, {stored_iters} stored{stop}",
         t.iterations_seen
     );
     let sum = t

@@ -248,8 +248,12 @@ fn outcome_of(
         gpu_seconds: t.wall_s.unwrap_or(0.0) * gpus as f64,
         launch_s,
         wall_step_ms,
-        // A stored trial does not keep why it stopped; a launch's outcome sets it.
-        raced: false,
+        raced: t
+            .summary
+            .as_ref()
+            .and_then(|s| s.get("stop_reason"))
+            .and_then(|r| r.as_str())
+            == Some(StopReason::SlowerThanLeader.as_str()),
     }
 }
 
@@ -346,10 +350,7 @@ impl TrialRunner<'_> {
                     .trial_id
                     .and_then(|id| self.store.trial(id).ok().flatten())
                 {
-                    Some(row) => Outcome {
-                        raced: r.stop_reason == StopReason::SlowerThanLeader,
-                        ..self.outcome_of_row(&row)
-                    },
+                    Some(row) => self.outcome_of_row(&row),
                     None => Outcome {
                         failed: Some("the trial was not stored".into()),
                         ..Outcome::default()
@@ -484,6 +485,11 @@ mod tests {
         let capped = trial(&store, &d.path().join("2"), 8, 30.0, Some(2));
         assert_eq!(steps(&capped, Some(8.0)), vec![120.0; 6]);
         assert_eq!(steps(&capped, None), vec![120.0; 6]);
+        // A stored trial says whether its race stopped it.
+        assert!(!outcome_of(&store, &small, 1, None, None).raced);
+        let mut raced = small.clone();
+        raced.summary = Some(serde_json::json!({"warmup": 2, "stop_reason": "slower-than-leader"}));
+        assert!(outcome_of(&store, &raced, 1, None, None).raced);
         // A Megatron trial at the reference batch is unchanged.
         let same = trial(&store, &d.path().join("3"), 8, 50.0, Some(8));
         assert_eq!(steps(&same, Some(8.0)), vec![50.0; 6]);

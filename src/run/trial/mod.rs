@@ -637,7 +637,11 @@ pub async fn run_trial(
         exit_signal: exit.signal,
         iterations_seen: iters.len() as u64,
         wall_s,
-        summary: serde_json::to_value(&summary).ok(),
+        // Why the trial ended is stored with its summary (`trials show`, a resumed sweep).
+        summary: serde_json::to_value(&summary).ok().map(|mut v| {
+            v["stop_reason"] = serde_json::json!(stop_reason.as_str());
+            v
+        }),
         median_step_ms: summary.median_step_ms,
         ci95_ms: summary.ci95_ms,
         tokens_per_s_per_gpu: summary.tokens_per_s_per_gpu,
