@@ -326,7 +326,7 @@ fn verify(
 ///   Python's `float()` or an int; enum: one of its values; string/path: the text without
 ///   surrounding quotes; lists as written);
 /// - a key whose current value is a bool, int or float, when the text is one of that type;
-/// - otherwise Primus' own typing of `--key value` ([`coerce`]): `true`/`false`, a Python
+/// - otherwise Primus' own typing of `--key value` ([`crate::config::overrides::coerce`]): `true`/`false`, a Python
 ///   literal for `[`, `(`, `{` and `None`, a float when the text has a `.`, an int, else the
 ///   string exactly as given (`yes`, `0x10`, `1e5`, `abc # note`, ` lead` stay strings).
 ///

@@ -22,7 +22,7 @@ pub struct StagePlan {
     pub env: Vec<(String, String)>,
     /// `train_iters` of the trial (stage 1's is short); `None`: the caller's.
     pub iters: Option<u64>,
-    /// Stage 2 outside primus-cli: this command replaces the profile's (argv[0] is the
+    /// Stage 2 outside primus-cli: this command replaces the profile's (`argv[0]` is the
     /// interpreter).
     pub command: Option<Vec<String>>,
     /// The trial trains (and prints iterations); stage 2 does not.

@@ -80,7 +80,10 @@
 //!    more than `tolerance` does so with probability `tie_break_p` or more (the difference of
 //!    the two step times as normal, each with the standard error its interval implies): for
 //!    whichever of the two has the wider interval relative to its step time, the launch that
-//!    narrows their difference the most.
+//!    narrows their difference the most. Every launch but the leader's then *races* it
+//!    ([`Job::race`], [`Race`]): the runner stops it as soon as `race_min_samples` or more
+//!    steady samples put it above the leader's upper bound plus `tolerance` with 95 %
+//!    confidence, out of contention, where more iterations would only say by how much.
 //! 4. **Confirmation.** The provisional pick and the best others (`confirm_top` in all) get one
 //!    more trial of `confirm_iters` in a fresh process, pooled, before the final verdict —
 //!    unless they already ran in two or more processes (a later rung is a fresh process), which
@@ -116,7 +119,7 @@ pub struct Job<'a> {
     /// Iterations, warm-up included (the runner's early stop may end the trial sooner).
     pub iters: u64,
     /// Stop the trial once its steady samples are above this bar with 95 % confidence
-    /// (racing; see [`Search::race`]). `None`: no race.
+    /// (racing; see [`SearchConfig::race_min_samples`]). `None`: no race.
     pub race: Option<Race>,
 }
 
