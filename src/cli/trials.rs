@@ -355,11 +355,8 @@ fn print_detail(s: &TrialSummary, stored_iters: usize) {
             .unwrap_or_else(|| "-".into())
     );
     let stop = t
-        .summary
-        .as_ref()
-        .and_then(|s| s.get("stop_reason"))
-        .and_then(|r| r.as_str())
-        .map_or(String::new(), |r| format!(" (stop: {r})"));
+        .stop_reason()
+        .map_or(String::new(), |r| format!(" (stop: {})", r.as_str()));
     println!(
         "  iterations: {} seen, {stored_iters} stored{stop}",
         t.iterations_seen

@@ -167,6 +167,15 @@ impl TrialRow {
                     .map(crate::domain::trial::MemorySource::from_source_text)
             })
     }
+
+    /// Why the runner ended it, as its summary stores it (`None`: stored before the reason was
+    /// kept, or the summary is missing).
+    pub fn stop_reason(&self) -> Option<crate::domain::trial::StopReason> {
+        self.summary
+            .as_ref()
+            .and_then(|s| s.get("stop_reason"))
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+    }
 }
 
 /// Which trials [`Store::list_trials`] returns. The default selects all of them.

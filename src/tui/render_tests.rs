@@ -362,6 +362,10 @@ fn trial_rows() -> Vec<TrialRow> {
     oom.tokens_per_s_per_gpu = None;
     oom.tflops_per_gpu = None;
     oom.peak_mem_gib = None;
+    // Why the runner ended it, as the stored summary keeps it.
+    if let Some(s) = oom.summary.as_mut() {
+        s["stop_reason"] = json!("failure");
+    }
     let mut stopped = trial_row(
         5,
         TrialStatus::Stopped,

@@ -247,12 +247,7 @@ fn outcome_of(
         gpu_seconds: t.wall_s.unwrap_or(0.0) * gpus as f64,
         launch_s,
         wall_step_ms,
-        raced: t
-            .summary
-            .as_ref()
-            .and_then(|s| s.get("stop_reason"))
-            .and_then(|r| r.as_str())
-            == Some(StopReason::SlowerThanLeader.as_str()),
+        raced: t.stop_reason() == Some(StopReason::SlowerThanLeader),
     }
 }
 

@@ -425,10 +425,12 @@ fn draw_detail(f: &mut Frame, t: &TrialSummary, theme: &Theme, area: Rect) {
         Line::from(vec![
             Span::styled(format!("trial {} ", t.id), theme.title()),
             Span::raw(format!(
-                "{} · {} · {} iterations · {}",
+                "{} · {} · {} iterations{} · {}",
                 status_text(t),
                 t.profile.clone().unwrap_or_default(),
                 t.iterations_seen,
+                t.stop_reason()
+                    .map_or(String::new(), |r| format!(" (stop: {})", r.as_str())),
                 t.created_at
             )),
         ]),
