@@ -1124,6 +1124,45 @@ fn one_at_a_time_launches_exactly_as_the_default() {
     }
 }
 
+/// Concurrent launches race too: once start-up dominates, every job of a batch but the
+/// leader's carries the bar set before the batch; the first batch (no leader yet) races nothing.
+#[test]
+fn a_batch_of_launches_races_the_leader() {
+    let knobs = vec![knob("turbo_deepep_num_cu", 4, MemoryTrend::None)];
+    let cands = grid(&knobs);
+    let cfg = SearchConfig {
+        parallel: 2,
+        launch_cv: Some(0.0),
+        launch_s_prior: Some(60.0),
+        ..SearchConfig::default()
+    };
+    let mut fake = Fake::new(vec![1000.0, 1300.0, 1010.0, 1400.0], 0.05, 3);
+    fake.startup_s = 60.0;
+    let r = search(&knobs, &cands, &mut fake, &cfg, &no_model);
+    assert!(fake.batches.len() >= 2, "{:?}", fake.batches);
+    let first = fake.batches[0].0.len();
+    assert!(
+        fake.races[..first].iter().all(|r| r.1.is_none()),
+        "{:?}",
+        fake.races
+    );
+    let later = &fake.races[first..];
+    assert!(!later.is_empty());
+    assert!(
+        later
+            .iter()
+            .all(|(_, race)| race.is_some_and(|b| b.above_ms > 1000.0)),
+        "{later:?}"
+    );
+    assert!(
+        r.log
+            .iter()
+            .any(|l| l.contains("stopped after 6 steady samples")),
+        "{:?}",
+        r.log
+    );
+}
+
 #[test]
 fn batches_never_exceed_max_trials() {
     let unlimited = SearchConfig {
