@@ -96,6 +96,14 @@ pub fn record(
                 (Ok(()), None) => (VerdictKind::NotRun, "not reached".into()),
             };
             let ev = r.evidence.get(&c.id);
+            // A measurement its race cut short says so: its figure is from fewer samples.
+            let why = match ev.map_or(0, |e| e.raced) {
+                0 => why,
+                _ => format!(
+                    "{why}; its launch stopped early, above the leader with 95 % confidence \
+                     (racing)"
+                ),
+            };
             CandidateRecord {
                 id: c.id,
                 baseline: c.baseline,

@@ -338,6 +338,8 @@ pub struct Evidence {
     /// one (figures of different kinds are never compared).
     pub peak_memory_bytes: Option<u64>,
     pub peak_memory_kind: Option<crate::domain::trial::MemorySource>,
+    /// Trials its race stopped early (above the leader with 95 % confidence; [`Race`]).
+    pub raced: usize,
 }
 
 /// What the search's step times are.
@@ -838,6 +840,9 @@ impl<'a> Search<'a> {
         let lost = job.race.filter(|_| out.raced);
         let n = out.step_ms.len();
         self.record(i, job.iters, out);
+        if lost.is_some() {
+            self.evidence[i].raced += 1;
+        }
         if let (Some(r), Some(st)) = (lost, self.stat(i)) {
             self.log.push(format!(
                 "{}: stopped after {n} steady samples of the {} iterations asked: {} is above the \

@@ -360,6 +360,7 @@ fn a_launch_above_the_leader_stops_early() {
         "{line}"
     );
     assert_eq!(r.evidence[&1].trials, 1);
+    assert_eq!((r.evidence[&1].raced, r.evidence[&2].raced), (1, 0));
     assert_eq!(
         r.log.iter().filter(|l| l.contains("stopped after")).count(),
         1,
