@@ -144,7 +144,7 @@ fn with_overrides(
     Ok(Experiment::load(&exp.path, &with)?)
 }
 
-/// Lint the trial's config (`view`, see [`with_overrides`]) at the trial's world and refuse it
+/// Lint the trial's config (`view`, see `with_overrides`) at the trial's world and refuse it
 /// when it has errors that would stop Primus at start-up, unless forced.
 pub fn lint_gate(
     session: &Session,

@@ -27,7 +27,7 @@ pub struct DirLock {
     _dir: File,
 }
 
-/// Lock `dir` for a save, waiting up to [`LOCK_WAIT`] for another save to finish.
+/// Lock `dir` for a save, waiting up to `LOCK_WAIT` (30 s) for another save to finish.
 pub fn lock_dir(dir: &Path) -> std::io::Result<DirLock> {
     let f = File::open(dir)?;
     let start = Instant::now();

@@ -15,7 +15,7 @@
 //!
 //! What no closed form sees (allocator, RCCL, workspaces) is left to [`Calibration`].
 //!
-//! TorchTitan configs (dotted keys, a model flavor) have their own model, [`titan`]: FSDP
+//! TorchTitan configs (dotted keys, a model flavor) have their own model, `titan`: FSDP
 //! sharding, TorchTitan's checkpointing modes; [`estimate`] picks it from the keys.
 
 mod titan;
@@ -183,7 +183,7 @@ fn recompute(rc: &megatron::Recompute, notes: &mut Vec<String>) -> Result<Recomp
 /// through the expert MLP), DeepEP/sync-free stage ≥ 2 buffers from primus.md, distributed
 /// optimizer 6 + 12/d bytes, CPU offload moving optimizer state off the GPU.
 ///
-/// A TorchTitan module's values ([`crate::megatron::titan::is_torchtitan`]) go to [`titan`]'s
+/// A TorchTitan module's values ([`crate::megatron::titan::is_torchtitan`]) go to `titan`'s
 /// model instead.
 pub fn estimate(
     params: &BTreeMap<String, Value>,

@@ -20,7 +20,7 @@ pub fn write(session: &Session, name: &str, out: &Path) -> Result<Vec<Written>, 
     write_with(session, name, out, &report::charts::ChartOptions::default())
 }
 
-/// [`write`] with the charts' size and resolution.
+/// [`write()`] with the charts' size and resolution.
 pub fn write_with(
     session: &Session,
     name: &str,

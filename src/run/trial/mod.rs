@@ -2,7 +2,7 @@
 //! launch it through a profile, watch the log (iterations, steady state, failures, hangs), stop
 //! it as a group when the measurement is done, and store everything.
 
-//! One trial, end to end, in three steps: [`materialise`] writes its folder (effective config,
+//! One trial, end to end, in three steps: [`materialise()`] writes its folder (effective config,
 //! resolved parameters, argv, env) and store row and builds the launch; [`run_trial`] runs it
 //! through its profile, feeding the log to the parser and asking [`watch`]'s pure stop policy
 //! when to stop the process group; [`finish`] classifies how it ended, and everything is stored.
