@@ -215,8 +215,8 @@ pub struct SearchConfig {
     pub long_max_iters: u64,
     /// The shortest long launch, iterations: enough steady samples to decide on one launch.
     pub long_min_iters: u64,
-    /// Priors from how training works (the `prior` module): a candidate that only adds recomputation to
-    /// one that fits is not launched.
+    /// Priors from how training works (the `prior` module): a candidate that only adds
+    /// recomputation to one that fits is not launched.
     pub priors: bool,
     /// With one launch per candidate, a tie its launches leave unresolved gets one more launch
     /// when a tied candidate may beat the leader by more than the tolerance with at least this
