@@ -595,4 +595,39 @@ fn a_launch_clearly_slower_than_the_leader_stops_early() {
             .contains("racing"),
         "{rec}"
     );
+    // The decision log reached the frontend live, line by line: every line once, in order,
+    // the race's after the trial it stopped and before the sweep ended.
+    let decided: Vec<&str> = lines
+        .iter()
+        .filter(|l| l["event"] == "decided")
+        .filter_map(|l| l["line"].as_str())
+        .collect();
+    assert_eq!(decided, log, "{lines:?}");
+    let race_at = lines
+        .iter()
+        .position(|l| l["event"] == "decided" && l["line"].as_str() == Some(*line))
+        .unwrap();
+    let ended_at = at
+        + lines[at..]
+            .iter()
+            .position(|l| l["event"] == "trial-ended")
+            .unwrap();
+    let sweep_ended = lines
+        .iter()
+        .position(|l| l["event"] == "sweep-ended")
+        .unwrap();
+    assert!(ended_at < race_at && race_at < sweep_ended, "{lines:?}");
+    // And the study keeps it: `studies show --log`.
+    let out = cmd(&s)
+        .args(["studies", "show", "race", "--log", "--config"])
+        .arg(&s.exp)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains(&format!("decision log ({} lines):\n", log.len()))
+            && text.contains(&format!("\n  {line}\n")),
+        "{text}"
+    );
 }

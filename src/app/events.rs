@@ -124,6 +124,11 @@ pub enum SweepEvent {
         scale: f64,
         offset_gib: f64,
     },
+    /// A line of the search's decision log as it is decided: a candidate skipped and why, a
+    /// launch its race stopped, a tie-break, the pick (the study keeps them all).
+    Decided {
+        line: String,
+    },
 }
 
 /// The steps of a HipBLASLt stage.
@@ -226,6 +231,7 @@ impl fmt::Display for SweepEvent {
                 peak_gib.map_or("-".into(), |m| format!("{m:.2} GiB")),
             ),
             SweepEvent::CouldNotRun { why } => write!(f, "  the trial could not run: {why}"),
+            SweepEvent::Decided { line } => write!(f, "search: {line}"),
             SweepEvent::Recalibrated {
                 points,
                 scale,

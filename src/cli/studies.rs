@@ -38,6 +38,10 @@ pub enum StudiesCommand {
         /// The experiment the study belongs to.
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Also print the search's decision log: what it skipped and why, the launches its
+        /// races stopped, the tie-breaks, the pick (with --json it is always in `record.log`).
+        #[arg(long)]
+        log: bool,
     },
 }
 
@@ -51,12 +55,25 @@ fn session(a: &StudiesArgs, config: Option<PathBuf>) -> Result<Session, CliError
     })?)
 }
 
+/// The search's decision log of a finished study, one line each.
+fn print_log(r: &crate::domain::study::StudyRecord) {
+    println!();
+    if r.log.is_empty() {
+        println!("decision log: empty");
+        return;
+    }
+    println!("decision log ({} lines):", r.log.len());
+    for l in &r.log {
+        println!("  {l}");
+    }
+}
+
 fn pick_text(s: &StudySummary) -> String {
     s.pick.as_ref().map_or("-".into(), settings)
 }
 
 pub fn run(a: &StudiesArgs) -> Result<ExitCode, CliError> {
-    if let Some(StudiesCommand::Show { study, config }) = &a.command {
+    if let Some(StudiesCommand::Show { study, config, log }) = &a.command {
         let s = session(a, config.clone())?;
         let d = studies::detail(&s, study)?;
         if a.json {
@@ -66,7 +83,12 @@ pub fn run(a: &StudiesArgs) -> Result<ExitCode, CliError> {
             return Ok(ExitCode::SUCCESS);
         }
         match &d.record {
-            Some(r) => super::sweep::print_record(study, r),
+            Some(r) => {
+                super::sweep::print_record(study, r);
+                if *log {
+                    print_log(r);
+                }
+            }
             None => println!(
                 "study {study}: {} — {} trial(s) so far; continue with: {}",
                 d.summary.status.as_str(),

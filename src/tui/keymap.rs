@@ -86,6 +86,8 @@ pub enum Action {
     ResumeStudy,
     ReportStudy,
     ApplyStudy,
+    /// Studies: the search's decision log of the selected study, or back to its ranking.
+    StudyLog,
 }
 
 /// Where a binding applies.
@@ -244,6 +246,8 @@ pub const KEYMAP: &[Binding] = &[
     b(Screen(Studies), &[c('r')], Action::ResumeStudy, "resume it", Some("resume")),
     b(Screen(Studies), &[c('p')], Action::ReportStudy, "write its report", Some("report")),
     b(Screen(Studies), &[c('a')], Action::ApplyStudy, "apply its pick", Some("apply")),
+    // Said in the list's title (the help box is full at 80×24).
+    b(Screen(Studies), &[c('l')], Action::StudyLog, HIDDEN, None),
     b(Screen(Studies), &[c('A')], Action::ToggleScope, HIDDEN, None),
     // Lists.
     b(Lists, &[UP, c('k')], Action::Up, "move", None),

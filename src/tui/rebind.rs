@@ -64,6 +64,7 @@ pub fn action_name(a: Action) -> Option<&'static str> {
         A::ResumeStudy => "resume_study",
         A::ReportStudy => "report_study",
         A::ApplyStudy => "apply_study",
+        A::StudyLog => "study_log",
         // Typing, the overlays' own keys, and the keys kept for leaving and suspending.
         A::None
         | A::ForceQuit

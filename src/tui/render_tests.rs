@@ -1374,6 +1374,84 @@ fn studies_open_app() -> App {
     app
 }
 
+/// The finished study's decision log (`l`), as the search wrote it.
+fn studies_log_app() -> App {
+    let mut app = studies_open_app();
+    if let Some(rec) = app
+        .screens
+        .studies
+        .open
+        .as_mut()
+        .and_then(|d| d.record.as_mut())
+    {
+        rec.log = vec![
+            "launch cost before this study: 31.8 s to the first steady sample (earlier trials in \
+             the workspace)"
+                .into(),
+            "baseline: #0 (micro_batch_size=1) holds the current settings; it is measured first \
+             and kept unless a candidate is faster beyond the noise"
+                .into(),
+            "start-up dominates: a launch costs 31.8 s before it measures (from earlier trials in \
+             the workspace) against 0.45 s per iteration; each candidate now gets one launch of \
+             up to 30 iterations (the early stop ends a steady one sooner) and no re-launched \
+             rungs"
+                .into(),
+            "#2 (micro_batch_size=4): out of memory".into(),
+            "#2 OOM rules out #3 (they dominate it in memory; never run)".into(),
+            "#0 (micro_batch_size=1): stopped after 6 steady samples of the 30 iterations asked: \
+             424.0 ms [422.0, 426.0] is above the bar 406.0 ms (the leader's upper bound + the \
+             tolerance) with 95 % confidence"
+                .into(),
+            "no confirmation launch: launch-to-launch variation cannot explain the pick's lead"
+                .into(),
+            "pick: #1 (micro_batch_size=2) 400.0 ms [398.0, 402.0]".into(),
+        ];
+    }
+    press(&mut app, &[KeyCode::Char('l')]);
+    app
+}
+
+#[test]
+fn a_studys_decision_log_wraps_whole_and_scrolls() {
+    snap_both("studies_log", studies_log_app);
+    let mut app = studies_log_app();
+    let s = screen(&mut app, 80, 24);
+    assert!(s.contains("decision log, line 1 of 8"), "{s}");
+    // Every line is there whole: the rows, joined, hold each log line's words in order.
+    let joined: String = s
+        .lines()
+        .map(|l| l.trim_matches(|c| c == '│' || c == ' '))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let words = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+    let joined = words(&joined);
+    for l in &app
+        .screens
+        .studies
+        .open
+        .as_ref()
+        .unwrap()
+        .record
+        .as_ref()
+        .unwrap()
+        .log
+    {
+        assert!(joined.contains(&words(l)), "{l}\n{s}");
+    }
+    press(&mut app, &[KeyCode::Down, KeyCode::Down]);
+    let s = screen(&mut app, 80, 24);
+    assert!(
+        s.contains("line 3 of 8") && !s.contains("launch cost before"),
+        "{s}"
+    );
+    // l again: the ranking; Enter: the list.
+    press(&mut app, &[KeyCode::Char('l')]);
+    let s = screen(&mut app, 80, 24);
+    assert!(s.contains("winner") && !s.contains("decision log"), "{s}");
+    press(&mut app, &[KeyCode::Enter]);
+    assert!(app.screens.studies.open.is_none());
+}
+
 #[test]
 fn studies_snapshots() {
     snap_both("studies", studies_app);

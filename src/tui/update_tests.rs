@@ -924,6 +924,59 @@ fn studies_screen_opens_resumes_reports_and_applies() {
     assert!(key(&mut app, KeyCode::Char('r')).is_empty());
 }
 
+/// `l` on the list asks for the study and opens its decision log when it arrives; on an open
+/// study it switches between the log and the ranking; a study without a record has no log.
+#[test]
+fn l_opens_a_studys_decision_log() {
+    let mut app = loaded_app();
+    key(&mut app, KeyCode::Char('6'));
+    update(&mut app, Msg::Studies(Ok(two_studies())));
+    assert_eq!(
+        key(&mut app, KeyCode::Char('l')),
+        vec![Effect::LoadStudy("sf-done".into())]
+    );
+    let detail = |record| crate::app::views::studies::StudyDetail {
+        summary: two_studies().remove(0),
+        record,
+    };
+    let rec: crate::domain::study::StudyRecord = serde_json::from_value(serde_json::json!({
+        "space": "sync-free-stage", "config": "x.yaml", "profile": "p", "gpus": 1,
+        "capacity_bytes": null, "candidates": [], "pick": null, "gpu_seconds": 1.0,
+        "trials": 1, "log": ["a", "b", "c"], "memory_error": null
+    }))
+    .unwrap();
+    update(&mut app, Msg::Study(Ok(Box::new(detail(Some(rec))))));
+    assert_eq!(app.screens.studies.log_from, Some(0));
+    key(&mut app, KeyCode::Down);
+    key(&mut app, KeyCode::Down);
+    key(&mut app, KeyCode::Down);
+    assert_eq!(
+        app.screens.studies.log_from,
+        Some(2),
+        "the last line at most"
+    );
+    key(&mut app, KeyCode::Char('l'));
+    assert_eq!(app.screens.studies.log_from, None);
+    key(&mut app, KeyCode::Char('l'));
+    assert_eq!(app.screens.studies.log_from, Some(0));
+    // Enter goes back to the list, and Enter then opens the ranking, not the log.
+    assert!(key(&mut app, KeyCode::Enter).is_empty());
+    assert!(app.screens.studies.open.is_none() && app.screens.studies.log_from.is_none());
+    key(&mut app, KeyCode::Enter);
+    update(&mut app, Msg::Study(Ok(Box::new(detail(None)))));
+    assert_eq!(app.screens.studies.log_from, None);
+    assert!(key(&mut app, KeyCode::Char('l')).is_empty());
+    assert!(
+        app.status
+            .as_ref()
+            .unwrap()
+            .1
+            .contains("no decision log yet"),
+        "{:?}",
+        app.status
+    );
+}
+
 #[test]
 fn applying_a_trial_of_another_experiment_asks_first() {
     use crate::app::views::trials::{ApplyPlan, summary_of_overrides};

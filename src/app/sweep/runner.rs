@@ -373,6 +373,12 @@ impl TrialRunner<'_> {
 }
 
 impl Runner for TrialRunner<'_> {
+    fn decided(&mut self, line: &str) {
+        self.say(SweepEvent::Decided {
+            line: line.to_string(),
+        });
+    }
+
     fn run(&mut self, job: &Job) -> Outcome {
         match self.prepare(job) {
             Prep::Known(o) => o,

@@ -141,7 +141,9 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
             trials::apply(app, action)
         }
         SpaceDetail | StartSweep | StopSweep | ApplySweep => sweep::apply(app, action),
-        OpenStudy | ResumeStudy | ReportStudy | ApplyStudy => studies::apply(app, action),
+        OpenStudy | ResumeStudy | ReportStudy | ApplyStudy | StudyLog => {
+            studies::apply(app, action)
+        }
         Refresh => on_show(app, app.tab),
         _ => vec![],
     }

@@ -1,18 +1,18 @@
 //! Studies screen: the experiment's sweeps (space, status, trials, GPU time, pick, started).
-//! Enter opens one ranked with its verdicts, `r` resumes an unfinished one, `p` writes its
-//! report, `a` applies its pick as unsaved edits.
+//! Enter opens one ranked with its verdicts, `l` its search's decision log, `r` resumes an
+//! unfinished one, `p` writes its report, `a` applies its pick as unsaved edits.
 
 use super::{Move, Tab, sweep};
 use crate::app::AppError;
 use crate::app::views::studies::{StudyDetail, StudyStatus, StudySummary};
-use crate::domain::study::settings;
+use crate::domain::study::{StudyRecord, settings};
 use crate::tui::app::{App, Effect};
 use crate::tui::keymap::Action;
 use crate::tui::theme::Theme;
 use crate::tui::widgets::fit;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Rect};
-use ratatui::text::Span;
+use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, TableState, Wrap};
 
 #[derive(Debug, Clone, Default)]
@@ -22,6 +22,10 @@ pub struct State {
     pub error: Option<String>,
     /// The study opened with Enter (its ranked candidates).
     pub open: Option<StudyDetail>,
+    /// The open study's decision log is shown instead of its ranking, from this line on.
+    pub log_from: Option<usize>,
+    /// `l` on the list asked for the study: its log opens when it arrives.
+    pub log_wanted: bool,
 }
 
 impl State {
@@ -32,8 +36,13 @@ impl State {
 
 pub fn move_selection(app: &mut App, to: Move) {
     let st = &mut app.screens.studies;
-    if st.open.is_none() {
-        st.selected = to.apply(st.selected, st.rows.len());
+    match (&st.open, st.log_from) {
+        (None, _) => st.selected = to.apply(st.selected, st.rows.len()),
+        (Some(d), Some(from)) => {
+            let n = d.record.as_ref().map_or(0, |r| r.log.len());
+            st.log_from = Some(to.apply(from, n));
+        }
+        (Some(_), None) => {}
     }
 }
 
@@ -44,8 +53,15 @@ pub fn on_list(app: &mut App, r: Result<Vec<StudySummary>, AppError>) {
 
 pub fn on_detail(app: &mut App, r: Result<Box<StudyDetail>, AppError>) {
     match r {
-        Ok(d) => app.screens.studies.open = Some(*d),
-        Err(e) => app.error(e.to_string()),
+        Ok(d) => {
+            let st = &mut app.screens.studies;
+            st.log_from = std::mem::take(&mut st.log_wanted).then_some(0);
+            st.open = Some(*d);
+        }
+        Err(e) => {
+            app.screens.studies.log_wanted = false;
+            app.error(e.to_string());
+        }
     }
 }
 
@@ -56,10 +72,29 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
     };
     match action {
         Action::OpenStudy => {
+            app.screens.studies.log_from = None;
             if app.screens.studies.open.take().is_some() {
                 return vec![];
             }
             vec![Effect::LoadStudy(s.name)]
+        }
+        Action::StudyLog => {
+            let st = &mut app.screens.studies;
+            match &st.open {
+                Some(d) if d.record.is_none() => {
+                    let name = d.summary.name.clone();
+                    app.info(format!("{name} has no decision log yet: r resumes it"));
+                    vec![]
+                }
+                Some(_) => {
+                    st.log_from = if st.log_from.is_some() { None } else { Some(0) };
+                    vec![]
+                }
+                None => {
+                    st.log_wanted = true;
+                    vec![Effect::LoadStudy(s.name)]
+                }
+            }
         }
         Action::ResumeStudy => match s.status {
             StudyStatus::Finished => {
@@ -97,10 +132,44 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
     }
 }
 
+/// A study's decision log from line `from` on, each line wrapped whole.
+fn draw_log(f: &mut Frame, name: &str, rec: &StudyRecord, from: usize, theme: &Theme, area: Rect) {
+    let n = rec.log.len();
+    let lines: Vec<Line> = if n == 0 {
+        vec![Line::styled("(the search logged nothing)", theme.dim())]
+    } else {
+        rec.log
+            .iter()
+            .skip(from)
+            .map(|l| Line::raw(l.as_str()))
+            .collect()
+    };
+    let title = format!(
+        " {name}: decision log, line {} of {n} · ↑↓ scroll · l ranking · Enter back ",
+        (from + 1).min(n)
+    );
+    f.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .block(Block::default().borders(Borders::ALL).title(title)),
+        area,
+    );
+}
+
 pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
     let st = &app.screens.studies;
     if let Some(d) = &st.open {
         match &d.record {
+            Some(rec) if st.log_from.is_some() => {
+                draw_log(
+                    f,
+                    &d.summary.name,
+                    rec,
+                    st.log_from.unwrap_or(0),
+                    theme,
+                    area,
+                );
+            }
             Some(rec) => f.render_widget(sweep::ranked_table(&d.summary.name, rec, theme), area),
             None => f.render_widget(
                 Paragraph::new(format!(
@@ -168,7 +237,7 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
     let table = Table::new(rows, widths)
         .header(Row::new(header).style(theme.title()))
         .block(Block::default().borders(Borders::ALL).title(format!(
-            " Studies · {n} of {} · A: {} ",
+            " Studies · {n} of {} · A: {} · l: decision log ",
             if app.all_experiments {
                 "every experiment"
             } else {

@@ -148,6 +148,12 @@ pub trait Runner {
     fn run_many(&mut self, jobs: &[Job]) -> Vec<Outcome> {
         jobs.iter().map(|j| self.run(j)).collect()
     }
+
+    /// One line of the search's decision log (what it skipped and why, a race lost, a
+    /// tie-break, the pick), as it is decided: each line once, in the order of
+    /// [`SearchResult::log`], the lines before a launch before that launch, the rest when the
+    /// search ends. The default ignores them.
+    fn decided(&mut self, _line: &str) {}
 }
 
 /// How the search spends trials.
@@ -511,6 +517,8 @@ struct Search<'a> {
     long: Vec<bool>,
     /// Per candidate, the candidates equal in every other flag that recompute less.
     lighter: Vec<Vec<usize>>,
+    /// Log lines already handed to the runner ([`Runner::decided`]).
+    said: usize,
 }
 
 impl<'a> Search<'a> {
@@ -811,6 +819,7 @@ impl<'a> Search<'a> {
             iters,
             race: self.race(i),
         };
+        self.say(runner);
         let out = runner.run(&job);
         self.record_raced(i, &job, out);
         true
@@ -833,6 +842,14 @@ impl<'a> Search<'a> {
             min_samples,
             per_samples: None,
         })
+    }
+
+    /// Hands the runner the log lines it has not had yet ([`Runner::decided`]).
+    fn say(&mut self, runner: &mut dyn Runner) {
+        for line in &self.log[self.said.min(self.log.len())..] {
+            runner.decided(line);
+        }
+        self.said = self.log.len();
     }
 
     /// Records a trial's outcome, and says when its race ended it.
@@ -870,6 +887,7 @@ impl<'a> Search<'a> {
         for &i in batch {
             self.state[i] = State::Launched;
         }
+        self.say(runner);
         let mut outs = runner.run_many(&jobs).into_iter();
         for (&i, job) in batch.iter().zip(&jobs) {
             let out = outs.next().unwrap_or_else(|| Outcome {
@@ -1304,6 +1322,7 @@ pub fn search(
         one_launch: false,
         long: vec![false; n],
         lighter: prior::lighter_siblings(cands),
+        said: 0,
     };
     let max_iters = cfg.max_iters.max(1);
     let mut iters = cfg.first_iters.clamp(1, max_iters);
@@ -1733,7 +1752,12 @@ pub fn search(
     }
 
     // 5. Verdicts.
-    finish(s, &contenders, exhausted)
+    let said = s.said;
+    let r = finish(s, &contenders, exhausted);
+    for line in r.log.iter().skip(said) {
+        runner.decided(line);
+    }
+    r
 }
 
 /// The first rung's next batch of up to `par` candidates (`pending`: in memory order): while

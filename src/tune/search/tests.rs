@@ -45,6 +45,8 @@ struct Fake {
     /// Per call of `run_many`: its jobs, and the GPU-seconds spent before it.
     batches: Vec<(Vec<(usize, u64)>, f64)>,
     spent: f64,
+    /// Each decision-log line the search handed over, with the launches made before it.
+    decided: Vec<(usize, String)>,
 }
 
 impl Fake {
@@ -63,11 +65,16 @@ impl Fake {
             peaks_gib: Vec::new(),
             batches: Vec::new(),
             spent: 0.0,
+            decided: Vec::new(),
         }
     }
 }
 
 impl Runner for Fake {
+    fn decided(&mut self, line: &str) {
+        self.decided.push((self.launched.len(), line.to_string()));
+    }
+
     /// Records the batch, then runs its jobs one by one (the default's order).
     fn run_many(&mut self, jobs: &[Job]) -> Vec<Outcome> {
         let ids = jobs.iter().map(|j| (j.candidate.id, j.iters)).collect();
@@ -309,6 +316,48 @@ fn an_unresolved_tie_gets_one_more_launch_for_the_less_certain() {
         let r = search(&knobs, &cands, &mut fake, &cfg, &no_model);
         assert_eq!(fake.launched.len(), 2, "{:?}", r.log);
         assert_eq!(r.pick, Some(1), "{:?}", r.log);
+    }
+}
+
+/// The runner hears the decision log as the search decides: every line once, in the log's
+/// order, each line that leads to a launch before that launch (one at a time or in batches).
+#[test]
+fn the_runner_hears_each_decision_before_the_launch_it_leads_to() {
+    let knobs = vec![knob("turbo_deepep_num_cu", 3, MemoryTrend::None)];
+    let cands = grid(&knobs);
+    for parallel in [1, 2] {
+        let cfg = SearchConfig {
+            launch_cv: Some(0.0),
+            launch_s_prior: Some(60.0),
+            parallel,
+            ..SearchConfig::default()
+        };
+        let mut fake = Fake::new(vec![1000.0, 1300.0, 1004.0], 0.05, 7);
+        fake.startup_s = 60.0;
+        let r = search(&knobs, &cands, &mut fake, &cfg, &no_model);
+        let heard: Vec<&String> = fake.decided.iter().map(|d| &d.1).collect();
+        assert_eq!(
+            heard,
+            r.log.iter().collect::<Vec<_>>(),
+            "parallel {parallel}"
+        );
+        // The opening lines (the launch cost, the plan) before the first launch; the pick
+        // after the last.
+        let at = |prefix: &str| {
+            fake.decided
+                .iter()
+                .find(|d| d.1.starts_with(prefix))
+                .unwrap_or_else(|| panic!("{prefix}: {:?}", fake.decided))
+                .0
+        };
+        assert_eq!(at("launch cost before this study"), 0);
+        assert_eq!(at("rung 1: "), 0);
+        assert_eq!(at("pick: "), fake.launched.len(), "{:?}", fake.decided);
+        if parallel == 1 {
+            // #1's race is heard once its launch is over, before the next launch.
+            let raced = fake.launched.iter().position(|l| l.0 == 1).unwrap() + 1;
+            assert_eq!(at("#1 ("), raced, "{:?}", fake.decided);
+        }
     }
 }
 
