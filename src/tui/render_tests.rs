@@ -1416,7 +1416,10 @@ fn a_studys_decision_log_wraps_whole_and_scrolls() {
     snap_both("studies_log", studies_log_app);
     let mut app = studies_log_app();
     let s = screen(&mut app, 80, 24);
-    assert!(s.contains("decision log, line 1 of 8"), "{s}");
+    assert!(
+        s.contains("memfit-1: decision log") && s.contains(" line 1 of 8 · "),
+        "{s}"
+    );
     // Every line is there whole: the rows, joined, hold each log line's words in order.
     let joined: String = s
         .lines()

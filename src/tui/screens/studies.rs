@@ -144,14 +144,18 @@ fn draw_log(f: &mut Frame, name: &str, rec: &StudyRecord, from: usize, theme: &T
             .map(|l| Line::raw(l.as_str()))
             .collect()
     };
-    let title = format!(
-        " {name}: decision log, line {} of {n} · ↑↓ scroll · l ranking · Enter back ",
+    // The keys at the bottom: a study's name can fill the top.
+    let keys = format!(
+        " line {} of {n} · ↑↓ PgUp PgDn scroll · l ranking · Enter back ",
         (from + 1).min(n)
     );
     f.render_widget(
-        Paragraph::new(lines)
-            .wrap(Wrap { trim: false })
-            .block(Block::default().borders(Borders::ALL).title(title)),
+        Paragraph::new(lines).wrap(Wrap { trim: false }).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title(format!(" {name}: decision log "))
+                .title_bottom(keys),
+        ),
         area,
     );
 }
