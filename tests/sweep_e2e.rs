@@ -115,6 +115,18 @@ fn sweep_prunes_what_an_oom_rules_out_resumes_and_recommends() {
     assert!(rest.contains("--resume mbs1"), "{rest}");
     let before = trials(&s);
     assert_eq!(before[0], (1, 12, "completed".into()), "{before:?}");
+    // Stopped: no decision log stored yet, and `studies show --log` says so.
+    let out = cmd(&s)
+        .args(["studies", "show", "mbs1", "--log", "--config"])
+        .arg(&s.exp)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("--resume mbs1") && text.contains("decision log: none yet"),
+        "{text}"
+    );
 
     // 2. Resume: the finished trial is reused, nothing finished runs twice, 8 never runs.
     let out = cmd(&s)

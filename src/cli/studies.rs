@@ -89,12 +89,20 @@ pub fn run(a: &StudiesArgs) -> Result<ExitCode, CliError> {
                     print_log(r);
                 }
             }
-            None => println!(
-                "study {study}: {} — {} trial(s) so far; continue with: {}",
-                d.summary.status.as_str(),
-                d.summary.trials,
-                studies::resume_hint(&s, &d.summary)
-            ),
+            None => {
+                println!(
+                    "study {study}: {} — {} trial(s) so far; continue with: {}",
+                    d.summary.status.as_str(),
+                    d.summary.trials,
+                    studies::resume_hint(&s, &d.summary)
+                );
+                if *log {
+                    println!(
+                        "decision log: none yet (a study stores it when its search ends; a \
+                         resumed search decides again from the stored trials)"
+                    );
+                }
+            }
         }
         return Ok(ExitCode::SUCCESS);
     }
