@@ -14,7 +14,11 @@
 //! (defaults 120, 0, 50; the suite of `primus-tune bench-replay --synthetic STUDIES --startup-s
 //! STARTUP_S --seed SEED`).
 
-use primus_tune::tune::replay::{ReplayTable, candidates, grid, knobs, synthetic_suite};
+use primus_tune::domain::study::Candidate;
+use primus_tune::tune::replay::{
+    CostRatios, ReplayTable, candidates, grid, knobs, synthetic_suite,
+};
+use primus_tune::tune::search::Additive;
 
 /// Iterations of the shortest launch a race lets finish: 2 warm-up + 6 steady samples.
 const MIN_LAUNCH_ITERS: usize = 8;
@@ -27,91 +31,51 @@ struct Floor {
     oracle: Vec<(f64, bool)>,
 }
 
-/// Least squares by the normal equations with a tiny ridge (columns never seen stay at 0).
-fn least_squares(rows: &[(Vec<f64>, f64)], p: usize) -> Vec<f64> {
-    let mut a = vec![vec![0.0; p + 1]; p];
-    for (x, y) in rows {
-        for i in 0..p {
-            for j in 0..p {
-                a[i][j] += x[i] * x[j];
-            }
-            a[i][p] += x[i] * y;
-        }
-    }
-    for (i, row) in a.iter_mut().enumerate() {
-        row[i] += 1e-9;
-    }
-    // Gaussian elimination with partial pivoting on the augmented matrix.
-    for c in 0..p {
-        let piv = (c..p)
-            .max_by(|&u, &v| a[u][c].abs().total_cmp(&a[v][c].abs()))
-            .unwrap_or(c);
-        a.swap(c, piv);
-        let head = a[c].clone();
-        for (r, row) in a.iter_mut().enumerate() {
-            if r != c && head[c] != 0.0 {
-                let f = row[c] / head[c];
-                row.iter_mut().zip(&head).for_each(|(u, h)| *u -= f * h);
-            }
-        }
-    }
-    (0..p).map(|i| a[i][p] / a[i][i]).collect()
-}
-
 fn floor_of(table: &ReplayTable, startup_s: f64, deltas: &[f64]) -> Floor {
     let ks = knobs(table);
-    let cands = candidates(table, &ks);
-    let fits: Vec<usize> = (0..cands.len())
-        .filter(|&i| table.candidates[i].true_step_ms.is_some())
+    // The additive model of the search, over the candidates that fit, fitted to the truth.
+    let fits: Vec<Candidate> = candidates(table, &ks)
+        .into_iter()
+        .filter(|c| table.candidates[c.id].true_step_ms.is_some())
         .collect();
-    // One dummy column per knob value after the first among the candidates that fit.
-    let mut cols: Vec<(usize, usize)> = Vec::new();
-    for k in 0..ks.len() {
-        let mut ranks: Vec<usize> = fits.iter().map(|&i| cands[i].ranks[k]).collect();
-        ranks.sort_unstable();
-        ranks.dedup();
-        cols.extend(ranks.into_iter().skip(1).map(|r| (k, r)));
-    }
-    let p = cols.len() + 1;
-    let x = |i: usize| -> Vec<f64> {
-        std::iter::once(1.0)
-            .chain(
-                cols.iter()
-                    .map(|&(k, r)| f64::from(u8::from(cands[i].ranks[k] == r))),
-            )
-            .collect()
-    };
-    let truth = |i: usize| table.candidates[i].true_step_ms.unwrap_or(f64::INFINITY);
-    let rows: Vec<(Vec<f64>, f64)> = fits.iter().map(|&i| (x(i), truth(i).ln())).collect();
-    let beta = least_squares(&rows, p);
-    let additive: Vec<f64> = fits
+    let truth = |c: &Candidate| table.candidates[c.id].true_step_ms.unwrap_or(f64::INFINITY);
+    let model = Additive::new(&fits, ks.len());
+    // (Every replay candidate has a value of every knob, so each gets a row.)
+    let rows: Vec<(Vec<f64>, f64)> = fits
         .iter()
-        .map(|&i| x(i).iter().zip(&beta).map(|(u, b)| u * b).sum())
+        .filter_map(|c| Some((model.x(c)?, truth(c).ln())))
         .collect();
-    let launch_s = |i: usize| {
+    assert_eq!(rows.len(), fits.len(), "a candidate the model cannot place");
+    let fit = model
+        .fit(&rows)
+        .expect("a study with a candidate that fits");
+    let additive: Vec<f64> = rows.iter().map(|r| fit.predict(&r.0)).collect();
+    let launch_s = |c: &Candidate| {
         startup_s
-            + table.candidates[i]
+            + table.candidates[c.id]
                 .per_iter_ms
                 .iter()
                 .take(MIN_LAUNCH_ITERS)
                 .sum::<f64>()
                 / 1000.0
     };
-    let mut cheapest: Vec<f64> = fits.iter().map(|&i| launch_s(i)).collect();
+    let mut cheapest: Vec<f64> = fits.iter().map(launch_s).collect();
     cheapest.sort_by(f64::total_cmp);
-    let design_s = cheapest.iter().take(p).sum();
-    let best_truth = fits.iter().map(|&i| truth(i)).fold(f64::INFINITY, f64::min);
+    let design_s = cheapest.iter().take(model.p()).sum();
+    let best_truth = fits.iter().map(truth).fold(f64::INFINITY, f64::min);
     let best_additive = additive.iter().copied().fold(f64::INFINITY, f64::min);
     let oracle = deltas
         .iter()
         .map(|d| {
-            let run: Vec<usize> = (0..fits.len())
-                .filter(|&j| additive[j] <= best_additive + (1.0 + d).ln())
-                .map(|j| fits[j])
+            let run: Vec<&Candidate> = fits
+                .iter()
+                .zip(&additive)
+                .filter(|(_, a)| **a <= best_additive + (1.0 + d).ln())
+                .map(|(c, _)| c)
                 .collect();
-            let pick = run.iter().map(|&i| truth(i)).fold(f64::INFINITY, f64::min);
+            let pick = run.iter().map(|c| truth(c)).fold(f64::INFINITY, f64::min);
             (
-                run.iter().map(|&i| launch_s(i)).sum(),
+                run.iter().map(|c| launch_s(c)).sum(),
                 pick <= best_truth * 1.01,
             )
         })
@@ -123,17 +87,15 @@ fn floor_of(table: &ReplayTable, startup_s: f64, deltas: &[f64]) -> Floor {
     }
 }
 
-/// "total X % median Y % worst Z %" of per-study costs against the grid.
+/// "total X %, median Y %, worst Z %" of per-study (cost, grid) GPU-seconds, as `bench-replay`
+/// counts them.
 fn summary(costs: &[(f64, f64)]) -> String {
-    let total: f64 =
-        costs.iter().map(|c| c.0).sum::<f64>() / costs.iter().map(|c| c.1).sum::<f64>();
-    let mut r: Vec<f64> = costs.iter().map(|c| c.0 / c.1).collect();
-    r.sort_by(f64::total_cmp);
+    let r = CostRatios::of(costs);
     format!(
         "total {:.1} %, median {:.1} %, worst {:.1} %",
-        total * 100.0,
-        r[r.len() / 2] * 100.0,
-        r[r.len() - 1] * 100.0
+        r.total * 100.0,
+        r.median * 100.0,
+        r.max * 100.0
     )
 }
 

@@ -4,7 +4,7 @@
 use super::{CliError, display_path, print_json};
 use crate::domain::study::Overrides;
 use crate::tune::replay::{
-    FORECAST_AFTER_PEAKS, ReplayReport, ReplayTable, replay, synthetic_suite,
+    CostRatios, FORECAST_AFTER_PEAKS, ReplayReport, ReplayTable, replay, synthetic_suite,
 };
 use crate::tune::search::SearchConfig;
 use clap::Args;
@@ -301,10 +301,11 @@ impl Summary {
             .map(|(_, r)| r.gap_pct.unwrap_or(f64::INFINITY))
             .collect();
         let ok_gap = |g: f64| g <= GOAL_GAP_PCT;
-        let mut ratios: Vec<f64> = reports.iter().map(|(_, r)| r.ratio).collect();
-        ratios.sort_by(f64::total_cmp);
-        let spent: f64 = reports.iter().map(|(_, r)| r.gpu_seconds).sum();
-        let grid: f64 = reports.iter().map(|(_, r)| r.grid_gpu_seconds).sum();
+        let costs: Vec<(f64, f64)> = reports
+            .iter()
+            .map(|(_, r)| (r.gpu_seconds, r.grid_gpu_seconds))
+            .collect();
+        let cost = CostRatios::of(&costs);
         let finite: Vec<f64> = gaps.iter().copied().filter(|g| g.is_finite()).collect();
         Summary {
             studies: reports.len(),
@@ -318,9 +319,9 @@ impl Summary {
                 .iter()
                 .filter(|(_, r)| r.grid_gap_pct.is_some_and(ok_gap))
                 .count(),
-            total_ratio: if grid > 0.0 { spent / grid } else { f64::NAN },
-            median_ratio: ratios.get(ratios.len() / 2).copied().unwrap_or(f64::NAN),
-            max_ratio: ratios.last().copied().unwrap_or(f64::NAN),
+            total_ratio: cost.total,
+            median_ratio: cost.median,
+            max_ratio: cost.max,
             mean_gap_pct: if finite.is_empty() {
                 f64::NAN
             } else {

@@ -433,6 +433,33 @@ pub fn grid(table: &ReplayTable) -> (Option<usize>, f64, usize) {
     (best.map(|b| b.0), spent, cands.len())
 }
 
+/// GPU-seconds against the grid over several studies: the total's ratio, and the median and
+/// the worst study's (what `bench-replay` reports).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CostRatios {
+    pub total: f64,
+    pub median: f64,
+    pub max: f64,
+}
+
+impl CostRatios {
+    /// From (spent, grid) GPU-seconds per study; NaN where there is nothing to divide.
+    pub fn of(costs: &[(f64, f64)]) -> CostRatios {
+        let mut ratios: Vec<f64> = costs
+            .iter()
+            .map(|&(s, g)| if g > 0.0 { s / g } else { f64::NAN })
+            .collect();
+        ratios.sort_by(f64::total_cmp);
+        let spent: f64 = costs.iter().map(|c| c.0).sum();
+        let grid: f64 = costs.iter().map(|c| c.1).sum();
+        CostRatios {
+            total: if grid > 0.0 { spent / grid } else { f64::NAN },
+            median: ratios.get(ratios.len() / 2).copied().unwrap_or(f64::NAN),
+            max: ratios.last().copied().unwrap_or(f64::NAN),
+        }
+    }
+}
+
 /// Search against the exhaustive grid on one table.
 #[derive(Debug, Clone, Serialize)]
 pub struct ReplayReport {
@@ -1030,6 +1057,14 @@ mod tests {
             + (2000.0 + 16.0 * 150.0 + 16.0 * 160.0 + 16.0 * 150.0) / 1000.0
             + 1.0;
         assert!(close(secs, expect), "{secs} vs {expect}");
+    }
+
+    #[test]
+    fn cost_ratios_weigh_the_total_by_gpu_seconds_and_rank_the_studies() {
+        let r = CostRatios::of(&[(1.0, 4.0), (3.0, 4.0), (20.0, 20.0)]);
+        assert!(close(r.total, 24.0 / 28.0), "{r:?}");
+        assert!(close(r.median, 0.75) && close(r.max, 1.0), "{r:?}");
+        assert!(CostRatios::of(&[]).total.is_nan());
     }
 
     #[test]

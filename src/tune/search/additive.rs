@@ -6,14 +6,14 @@ use crate::domain::study::Candidate;
 /// The additive model of the log step time over knob values: `ln(step) = b₀ + Σ_k b_k[value]`,
 /// one dummy column per knob value other than the knob's first (lowest rank) among the
 /// candidates. Fit by least squares on the measured candidates' log medians.
-pub(super) struct Additive {
+pub struct Additive {
     /// Dummy columns, (knob index, rank).
     cols: Vec<(usize, usize)>,
     nknobs: usize,
 }
 
 /// A least-squares fit of [`Additive`].
-pub(super) struct Fit {
+pub struct Fit {
     beta: Vec<f64>,
     /// `(XᵀX + ridge)⁻¹`: a prediction's variance is `s² · xᵀ A x`.
     ainv: Vec<Vec<f64>>,
@@ -28,7 +28,7 @@ pub(super) struct Fit {
 const RIDGE: f64 = 1e-9;
 
 impl Additive {
-    pub(super) fn new(cands: &[Candidate], nknobs: usize) -> Additive {
+    pub fn new(cands: &[Candidate], nknobs: usize) -> Additive {
         let mut cols = Vec::new();
         for k in 0..nknobs {
             let mut ranks: Vec<usize> = cands
@@ -43,12 +43,12 @@ impl Additive {
         Additive { cols, nknobs }
     }
 
-    pub(super) fn p(&self) -> usize {
+    pub fn p(&self) -> usize {
         self.cols.len() + 1
     }
 
     /// The candidate's row of the design; `None` when its ranks do not fit the knobs.
-    pub(super) fn x(&self, c: &Candidate) -> Option<Vec<f64>> {
+    pub fn x(&self, c: &Candidate) -> Option<Vec<f64>> {
         if c.ranks.len() != self.nknobs {
             return None;
         }
@@ -63,7 +63,7 @@ impl Additive {
     }
 
     /// The rank of the rows' design.
-    pub(super) fn rank(&self, rows: &[Vec<f64>]) -> usize {
+    pub fn rank(&self, rows: &[Vec<f64>]) -> usize {
         let p = self.p();
         let mut m: Vec<Vec<f64>> = rows.to_vec();
         let mut rank = 0;
@@ -86,7 +86,7 @@ impl Additive {
         rank
     }
 
-    pub(super) fn fit(&self, rows: &[(Vec<f64>, f64)]) -> Option<Fit> {
+    pub fn fit(&self, rows: &[(Vec<f64>, f64)]) -> Option<Fit> {
         let p = self.p();
         let n = rows.len();
         if n == 0 {
@@ -122,12 +122,12 @@ impl Additive {
 }
 
 impl Fit {
-    pub(super) fn predict(&self, x: &[f64]) -> f64 {
+    pub fn predict(&self, x: &[f64]) -> f64 {
         dot(x, &self.beta)
     }
 
     /// `xᵀ A x`: the prediction's variance over `s²`.
-    pub(super) fn leverage(&self, x: &[f64]) -> f64 {
+    pub fn leverage(&self, x: &[f64]) -> f64 {
         let ax: Vec<f64> = self.ainv.iter().map(|row| dot(row, x)).collect();
         dot(x, &ax).max(0.0)
     }

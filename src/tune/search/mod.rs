@@ -107,7 +107,7 @@ use super::memory::Calibration;
 use crate::domain::study::{Candidate, Conclusion, Knob, MemoryTrend, Outcome};
 pub use crate::run::steady::Race;
 use crate::util::stats::{Estimate, median, normal_cdf, t975, trimmed_mean_ci95};
-use additive::Additive;
+pub use additive::{Additive, Fit};
 use serde::Serialize;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
