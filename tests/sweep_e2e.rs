@@ -49,6 +49,18 @@ fn sweep_args<'a>(s: &'a Setup, extra: &[&'a str]) -> Vec<String> {
     v
 }
 
+/// `studies show STUDY --log` of the setup's experiment: its standard output (exit 0 asserted).
+fn studies_show_log(s: &Setup, study: &str) -> String {
+    let out = cmd(s)
+        .args(["studies", "show", study, "--log", "--config"])
+        .arg(&s.exp)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    text
+}
+
 /// (micro batch, train_iters, status) of every stored trial.
 fn trials(s: &Setup) -> Vec<(i64, i64, String)> {
     let db = s.ws.join("trials.db");
@@ -116,13 +128,7 @@ fn sweep_prunes_what_an_oom_rules_out_resumes_and_recommends() {
     let before = trials(&s);
     assert_eq!(before[0], (1, 12, "completed".into()), "{before:?}");
     // Stopped: no decision log stored yet, and `studies show --log` says so.
-    let out = cmd(&s)
-        .args(["studies", "show", "mbs1", "--log", "--config"])
-        .arg(&s.exp)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{text}");
+    let text = studies_show_log(&s, "mbs1");
     assert!(
         text.contains("--resume mbs1") && text.contains("decision log: none yet"),
         "{text}"
@@ -630,13 +636,7 @@ fn a_launch_clearly_slower_than_the_leader_stops_early() {
         .unwrap();
     assert!(ended_at < race_at && race_at < sweep_ended, "{lines:?}");
     // And the study keeps it: `studies show --log`.
-    let out = cmd(&s)
-        .args(["studies", "show", "race", "--log", "--config"])
-        .arg(&s.exp)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{text}");
+    let text = studies_show_log(&s, "race");
     assert!(
         text.contains(&format!("decision log ({} lines):\n", log.len()))
             && text.contains(&format!("\n  {line}\n")),
