@@ -163,19 +163,12 @@ fn draw_log(f: &mut Frame, name: &str, rec: &StudyRecord, from: usize, theme: &T
 pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
     let st = &app.screens.studies;
     if let Some(d) = &st.open {
-        match &d.record {
-            Some(rec) if st.log_from.is_some() => {
-                draw_log(
-                    f,
-                    &d.summary.name,
-                    rec,
-                    st.log_from.unwrap_or(0),
-                    theme,
-                    area,
-                );
+        match (&d.record, st.log_from) {
+            (Some(rec), Some(from)) => draw_log(f, &d.summary.name, rec, from, theme, area),
+            (Some(rec), None) => {
+                f.render_widget(sweep::ranked_table(&d.summary.name, rec, theme), area);
             }
-            Some(rec) => f.render_widget(sweep::ranked_table(&d.summary.name, rec, theme), area),
-            None => f.render_widget(
+            (None, _) => f.render_widget(
                 Paragraph::new(format!(
                     "{} is {} after {} trial(s) ({:.1} GPU-min): r resumes it. Enter goes back.",
                     d.summary.name,
