@@ -100,10 +100,15 @@ fn summary(costs: &[(f64, f64)]) -> String {
 }
 
 fn main() {
-    let arg = |i: usize, default: f64| {
-        std::env::args()
-            .nth(i)
-            .map_or(default, |s| s.parse().expect("a number"))
+    let arg = |i: usize, default: f64| match std::env::args().nth(i) {
+        None => default,
+        Some(s) => s.parse().unwrap_or_else(|_| {
+            eprintln!(
+                "search_floor: argument {i} is `{s}`, not a number\n\
+                 usage: search_floor [STARTUP_S] [SEED] [STUDIES]"
+            );
+            std::process::exit(2)
+        }),
     };
     let (startup_s, seed, n) = (arg(1, 120.0), arg(2, 0.0) as u64, arg(3, 50.0) as usize);
     let deltas = [0.0, 0.005, 0.01, 0.02];
