@@ -4,7 +4,7 @@
 use super::{CliError, display_path, print_json};
 use crate::domain::study::Overrides;
 use crate::tune::replay::{
-    CostRatios, FORECAST_AFTER_PEAKS, ReplayReport, ReplayTable, replay, synthetic_suite,
+    CostRatios, FORECAST_AFTER_PEAKS, ReplayReport, ReplayTable, replay_all, synthetic_suite,
 };
 use crate::tune::search::SearchConfig;
 use clap::Args;
@@ -70,6 +70,11 @@ pub struct BenchReplayArgs {
     /// the tolerance with 95 % confidence).
     #[arg(long)]
     pub no_race: bool,
+    /// Carry the knob effects each study measured to the studies after it, as a sweep
+    /// carries those of the workspace's earlier studies: priors on the additive model's
+    /// knob-value differences once 3 studies measured a pair (the studies run in order)
+    #[arg(long)]
+    pub carry_effects: bool,
     /// Write TABLE back to standard output with the memory model's peak for every candidate
     /// (`predicted_bytes`): the experiment EXP with the --annotate-set values and the
     /// candidate's overrides, on --annotate-gpus GPUs (how a recorded grid gets the forecasts
@@ -181,10 +186,7 @@ pub fn run(a: &BenchReplayArgs) -> Result<ExitCode, CliError> {
     ));
 
     let cfg = a.config()?;
-    let reports: Vec<(String, ReplayReport)> = studies
-        .iter()
-        .map(|(name, t)| (name.clone(), replay(t, &cfg)))
-        .collect();
+    let reports = replay_all(&studies, &cfg, a.carry_effects);
     let summary = Summary::of(&reports);
 
     if a.json {

@@ -13,6 +13,7 @@
 //! OOM costs `startup_s` plus one iteration. GPU-seconds are seconds of the recorded job (the
 //! GPU count is the same for every candidate, so ratios do not depend on it).
 
+use super::search::effects::Effects;
 use super::search::{Job, Runner, SearchConfig, SearchResult, search};
 use crate::domain::study::{Candidate, Knob, MemoryTrend, Outcome, Overrides};
 use crate::domain::trial::Iteration;
@@ -165,23 +166,26 @@ fn trend_of(flag: &str) -> MemoryTrend {
 ///   every other flag (so dominance needs those equal). A knob whose values are not all numbers
 ///   gets `None`, whatever its name.
 pub fn knobs(table: &ReplayTable) -> Vec<Knob> {
-    let mut flags: Vec<&String> = table
-        .candidates
-        .iter()
-        .flat_map(|c| c.overrides.keys())
-        .collect();
+    knobs_of(
+        &table
+            .candidates
+            .iter()
+            .map(|c| &c.overrides)
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// [`knobs`] of candidates given by their overrides alone (a stored study's, say).
+pub fn knobs_of(overrides: &[&Overrides]) -> Vec<Knob> {
+    let mut flags: Vec<&String> = overrides.iter().flat_map(|o| o.keys()).collect();
     flags.sort();
     flags.dedup();
     flags
         .into_iter()
         .map(|flag| {
             let mut values: Vec<serde_json::Value> = Vec::new();
-            for c in &table.candidates {
-                let v = c
-                    .overrides
-                    .get(flag)
-                    .cloned()
-                    .unwrap_or(serde_json::Value::Null);
+            for o in overrides {
+                let v = o.get(flag).cloned().unwrap_or(serde_json::Value::Null);
                 if !values.contains(&v) {
                     values.push(v);
                 }
@@ -212,21 +216,28 @@ pub fn knobs(table: &ReplayTable) -> Vec<Knob> {
 
 /// The table's candidates against `knobs` (from [`knobs`]): id = row index.
 pub fn candidates(table: &ReplayTable, knobs: &[Knob]) -> Vec<Candidate> {
-    table
-        .candidates
+    candidates_of(
+        &table
+            .candidates
+            .iter()
+            .map(|c| &c.overrides)
+            .collect::<Vec<_>>(),
+        knobs,
+    )
+}
+
+/// [`candidates`] given by their overrides alone: id = position.
+pub fn candidates_of(overrides: &[&Overrides], knobs: &[Knob]) -> Vec<Candidate> {
+    overrides
         .iter()
         .enumerate()
-        .map(|(id, c)| Candidate {
+        .map(|(id, o)| Candidate {
             id,
-            overrides: c.overrides.clone(),
+            overrides: (*o).clone(),
             ranks: knobs
                 .iter()
                 .map(|k| {
-                    let v = c
-                        .overrides
-                        .get(&k.flag)
-                        .cloned()
-                        .unwrap_or(serde_json::Value::Null);
+                    let v = o.get(&k.flag).cloned().unwrap_or(serde_json::Value::Null);
                     k.values.iter().position(|x| *x == v).unwrap_or(0)
                 })
                 .collect(),
@@ -431,6 +442,39 @@ pub fn grid(table: &ReplayTable) -> (Option<usize>, f64, usize) {
         }
     }
     (best.map(|b| b.0), spent, cands.len())
+}
+
+/// Replays several studies in order. With `carry_effects` each study's search starts from
+/// the knob effects the studies before it measured ([`Effects`]), as a sweep starts from the
+/// workspace's earlier studies; without, each is replayed alone.
+pub fn replay_all(
+    studies: &[(String, ReplayTable)],
+    cfg: &SearchConfig,
+    carry_effects: bool,
+) -> Vec<(String, ReplayReport)> {
+    let mut effects = Effects::default();
+    studies
+        .iter()
+        .map(|(name, t)| {
+            let mut cfg = cfg.clone();
+            if carry_effects {
+                cfg.effects = Some(effects.clone());
+            }
+            let r = replay(t, &cfg);
+            if carry_effects {
+                let ks = knobs(t);
+                let measured: Vec<(usize, f64)> = r
+                    .search
+                    .evidence
+                    .iter()
+                    .filter(|(id, _)| t.candidates.get(**id).is_some_and(|c| !c.oom))
+                    .filter_map(|(&id, e)| Some((id, e.step_ms?)))
+                    .collect();
+                effects.learn(&ks, &candidates(t, &ks), &measured);
+            }
+            (name.clone(), r)
+        })
+        .collect()
 }
 
 /// GPU-seconds against the grid over several studies: the total's ratio, and the median and
@@ -1126,5 +1170,58 @@ mod tests {
             );
             assert_eq!(r.grid_trials, 32);
         }
+    }
+
+    #[test]
+    fn knob_effects_carried_from_earlier_studies_cut_the_later_ones_launches() {
+        let suite = synthetic_suite(20, 120.0, 0);
+        let cfg = SearchConfig::default();
+        let alone = replay_all(&suite, &cfg, false);
+        let carried = replay_all(&suite, &cfg, true);
+        // The first study has no history: the same search, which says so.
+        let without = |log: &[String]| -> Vec<String> {
+            log.iter()
+                .filter(|l| !l.starts_with("knob effects"))
+                .cloned()
+                .collect()
+        };
+        assert_eq!(
+            without(&alone[0].1.search.log),
+            without(&carried[0].1.search.log)
+        );
+        assert!(
+            carried[0].1.search.log.iter().any(|l| l.starts_with(
+                "knob effects of 0 earlier studies: none yet for this space's values"
+            )),
+            "{:?}",
+            carried[0].1.search.log
+        );
+        let spent = |r: &[(String, ReplayReport)]| r.iter().map(|x| x.1.gpu_seconds).sum::<f64>();
+        let (a, c) = (spent(&alone), spent(&carried));
+        assert!(c < 0.9 * a, "carried {c:.0} GPU-s against {a:.0} alone");
+        let last = &carried[19].1.search.log;
+        assert!(
+            last.iter()
+                .any(|l| l.starts_with("knob effects of 19 earlier studies: priors on")),
+            "{last:?}"
+        );
+        // A candidate skipped on the priors says so, as a prediction.
+        assert!(carried.iter().any(|(_, r)| r.search.log.iter().any(|l| {
+            l.contains("predicted slower, not run")
+                && l.contains("and the knob effects of")
+                && l.contains("earlier studies")
+        })));
+        // The picks stay within 1 % of the best as often, give or take one.
+        let within = |r: &[(String, ReplayReport)]| {
+            r.iter()
+                .filter(|x| x.1.gap_pct.is_some_and(|g| g <= 1.0))
+                .count()
+        };
+        assert!(
+            within(&carried) + 1 >= within(&alone),
+            "{} against {}",
+            within(&carried),
+            within(&alone)
+        );
     }
 }

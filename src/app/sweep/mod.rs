@@ -2,6 +2,7 @@
 //! predictions (calibrated on stored trials), the search with real trials, and the study's
 //! record. Its progress and every trial's events go to the frontend as [`SweepEvent`]s.
 
+pub mod effects;
 pub mod history;
 pub mod runner;
 
@@ -394,6 +395,7 @@ pub fn run(
         })
         .collect();
     let history = history::launch_history(&store, &exp.path, &prof);
+    let knob_effects = effects::knob_effects(&store, &prof, &study_name);
     events::emit(
         events,
         AppEvent::Sweep(SweepEvent::Started {
@@ -424,6 +426,7 @@ pub fn run(
         headroom: req.headroom,
         predictions_calibrated: !points.is_empty(),
         parallel: req.parallel.max(1),
+        effects: (knob_effects.studies() > 0).then_some(knob_effects),
         ..SearchConfig::default()
     };
     let result = search::search(

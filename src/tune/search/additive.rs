@@ -1,6 +1,7 @@
 //! The additive model of the log step time over knob values, fit by least squares to the
 //! measured candidates: what lets the search place a candidate it has not run.
 
+use super::effects::PriorRow;
 use crate::domain::study::Candidate;
 
 /// The additive model of the log step time over knob values: `ln(step) = b₀ + Σ_k b_k[value]`,
@@ -62,6 +63,20 @@ impl Additive {
         Some(x)
     }
 
+    /// The contrast `b_k[rb] − b_k[ra]` as a row over the design's columns.
+    pub fn contrast(&self, k: usize, ra: usize, rb: usize) -> Vec<f64> {
+        let mut x = vec![0.0; self.p()];
+        for (j, &(kk, r)) in self.cols.iter().enumerate() {
+            if kk == k && r == rb {
+                x[j + 1] += 1.0;
+            }
+            if kk == k && r == ra {
+                x[j + 1] -= 1.0;
+            }
+        }
+        x
+    }
+
     /// The rank of the rows' design.
     pub fn rank(&self, rows: &[Vec<f64>]) -> usize {
         let p = self.p();
@@ -87,6 +102,19 @@ impl Additive {
     }
 
     pub fn fit(&self, rows: &[(Vec<f64>, f64)]) -> Option<Fit> {
+        self.fit_with_prior(rows, &[], 1.0)
+    }
+
+    /// The fit with priors on contrasts ([`PriorRow`]), each weighted as `(sigma0 / sd)²`
+    /// measured rows would be: the posterior mean, and `ainv` in units of `sigma0²` (the
+    /// posterior covariance when a measured row's error is `sigma0`). The residual σ and degrees
+    /// of freedom are the measured rows' own.
+    pub fn fit_with_prior(
+        &self,
+        rows: &[(Vec<f64>, f64)],
+        prior: &[PriorRow],
+        sigma0: f64,
+    ) -> Option<Fit> {
         let p = self.p();
         let n = rows.len();
         if n == 0 {
@@ -99,6 +127,15 @@ impl Additive {
                 xty[i] += x[i] * y;
                 for j in 0..p {
                     a[i][j] += x[i] * x[j];
+                }
+            }
+        }
+        for PriorRow { x, mean: m, sd } in prior {
+            let w2 = (sigma0 / sd).powi(2);
+            for i in 0..p {
+                xty[i] += w2 * x[i] * m;
+                for j in 0..p {
+                    a[i][j] += w2 * x[i] * x[j];
                 }
             }
         }

@@ -98,7 +98,10 @@
 
 mod additive;
 mod cost;
+pub mod effects;
 mod prior;
+
+use effects::PriorRow;
 
 pub use cost::{LaunchCost, LaunchSource};
 pub use prior::recomputes_more;
@@ -232,6 +235,16 @@ pub struct SearchConfig {
     /// it above the leader's upper bound plus the tolerance with 95 % confidence
     /// ([`Race`]); None: every launch runs to its length (or the runner's early stop).
     pub race_min_samples: Option<usize>,
+    /// Knob effects carried from the workspace's earlier studies ([`effects::Effects`]):
+    /// priors on the additive model's knob-value differences. With priors, two measured
+    /// candidates determine the model, its predictions may skip candidates before it has
+    /// residual degrees of freedom (σ from the earlier studies' residuals), and the most
+    /// promising candidates the memory forecast says fit run first. `None`: no priors.
+    pub effects: Option<effects::Effects>,
+    /// With priors, a pending candidate is skipped when predicted slower than the reference
+    /// by more than this many standard errors of the prediction (normal) less the tolerance
+    /// ([`PRIOR_SIGMAS`]).
+    pub prior_sigmas: f64,
 }
 
 /// How far above an out-of-memory candidate the memory model must put another before that one
@@ -246,6 +259,17 @@ pub const FORECAST_SLACK: f64 = 0.05;
 /// peaks errs more the further it extrapolates (3 %: on the synthetic suite, a calibration on
 /// micro batch 1 forecast micro batch 8 8 % high and pruned the best candidate).
 pub const EXTRAPOLATION_SLACK: f64 = 0.03;
+
+/// With knob effects from earlier studies, the standard errors by which a prediction must put
+/// a candidate beyond the leader to skip it (1.75). Measured on the synthetic suites with
+/// `bench-replay --carry-effects` (docs/benchmarks.md): 1.5 lost 2–3 more picks of 50 at 120 s
+/// for about 1 point; 2 kept one more pick for 1–1.5 points.
+pub const PRIOR_SIGMAS: f64 = 1.75;
+
+/// Measured candidates before the priors determine the additive model: the level and a
+/// second point, and two peaks that calibrate the memory model before the most promising
+/// (often the largest) candidates run.
+const PRIOR_AFTER: usize = 2;
 
 /// Launch-to-launch variation assumed while the workspace has measured none (1 %).
 pub const LAUNCH_CV_PRIOR: f64 = 0.01;
@@ -295,6 +319,8 @@ impl Default for SearchConfig {
             priors: true,
             tie_break_p: Some(TIE_BREAK_P),
             race_min_samples: Some(RACE_MIN_SAMPLES),
+            effects: None,
+            prior_sigmas: PRIOR_SIGMAS,
         }
     }
 }
@@ -1112,7 +1138,9 @@ impl<'a> Search<'a> {
     fn prune_predicted(&mut self, model: &Additive) -> Vec<(usize, f64)> {
         let rows = self.model_rows(model);
         let fit_rows: Vec<(Vec<f64>, f64)> = rows.iter().map(|r| (r.1.clone(), r.2)).collect();
-        let Some(fit) = model.fit(&fit_rows) else {
+        let prior = self.prior_rows(model);
+        let sigma0 = self.prior_sigma();
+        let Some(fit) = model.fit_with_prior(&fit_rows, &prior, sigma0) else {
             return Vec::new();
         };
         let pending: Vec<(usize, Vec<f64>)> = (0..self.cands.len())
@@ -1123,7 +1151,9 @@ impl<'a> Search<'a> {
         let Some(z) = self.cfg.prune_sigmas.filter(|z| z.is_finite() && *z >= 0.0) else {
             return preds;
         };
-        if fit.df < self.cfg.min_df.max(1) {
+        let with_prior = !prior.is_empty();
+        let has_df = fit.df >= self.cfg.min_df.max(1);
+        if !has_df && !with_prior {
             return preds;
         }
         // The reference: the measured candidate the model puts fastest.
@@ -1134,8 +1164,25 @@ impl<'a> Search<'a> {
         else {
             return preds;
         };
-        let sigma = fit.s.max(self.estimate_noise());
-        let mult = z * t975(fit.df) / 1.96;
+        // With priors the σ is the earlier studies' residual (or this study's own once it has
+        // the degrees of freedom, whichever is larger), and the quantile the normal's.
+        let (sigma, mult) = match (with_prior, has_df) {
+            (true, true) => (fit.s.max(sigma0), self.cfg.prior_sigmas),
+            (true, false) => (sigma0, self.cfg.prior_sigmas),
+            _ => (fit.s.max(self.estimate_noise()), z * t975(fit.df) / 1.96),
+        };
+        let basis = match &self.cfg.effects {
+            Some(e) if with_prior => format!(
+                "by the additive model over {} measured candidates and the knob effects of {} \
+                 earlier studies",
+                rows.len(),
+                e.studies()
+            ),
+            _ => format!(
+                "by the additive model over {} measured candidates",
+                rows.len()
+            ),
+        };
         let tol = (1.0 + self.cfg.tolerance.max(0.0)).ln();
         let mut kept = Vec::new();
         let mut pruned = Vec::new();
@@ -1149,14 +1196,12 @@ impl<'a> Search<'a> {
             if pred - ref_pred > margin {
                 let reason = format!(
                     "predicted {:.1} ms, {:.1} % slower than #{} (predicted {:.1} ms, measured \
-                     {:.1} ms) by the additive model over {} measured candidates (residual σ \
-                     {:.1} %); the margin is {:.1} %",
+                     {:.1} ms) {basis} (residual σ {:.1} %); the margin is {:.1} %",
                     pred.exp(),
                     ((pred - ref_pred).exp() - 1.0) * 100.0,
                     self.cands[ref_i].id,
                     ref_pred.exp(),
                     self.stat(ref_i).map_or(f64::NAN, |s| s.value),
-                    rows.len(),
                     sigma * 100.0,
                     (margin.exp() - 1.0) * 100.0
                 );
@@ -1171,6 +1216,50 @@ impl<'a> Search<'a> {
             }
         }
         kept
+    }
+
+    /// The priors carried from earlier studies (none without [`SearchConfig::effects`]).
+    fn prior_rows(&self, model: &Additive) -> Vec<PriorRow> {
+        self.cfg
+            .effects
+            .as_ref()
+            .map(|e| e.rows(self.knobs, self.cands, model))
+            .unwrap_or_default()
+    }
+
+    /// The σ the priors are weighed against: the larger of the earlier studies' residual σ
+    /// and this study's measurement noise (at least 0.5 %).
+    fn prior_sigma(&self) -> f64 {
+        let e = self.cfg.effects.as_ref().and_then(|e| e.sigma());
+        e.unwrap_or(0.0).max(self.estimate_noise()).max(0.005)
+    }
+
+    /// What the design has determined: the measured candidates' rows, and once
+    /// [`PRIOR_AFTER`] are measured, the contrasts the priors determine.
+    fn design_rows(&self, model: &Additive) -> Vec<Vec<f64>> {
+        let mut rows: Vec<Vec<f64>> = self.model_rows(model).into_iter().map(|r| r.1).collect();
+        if rows.len() >= PRIOR_AFTER {
+            rows.extend(self.prior_rows(model).into_iter().map(|r| r.x));
+        }
+        rows
+    }
+
+    /// Predictions, the most promising first (lowest predicted step). With priors the model is
+    /// determined before the memory model has seen a peak near the capacity, so once two peaks
+    /// calibrate it, the candidates it forecasts to fit come first.
+    fn promising(&self, model: &Additive, mut preds: Vec<(usize, f64)>) -> Vec<(usize, f64)> {
+        preds.sort_by(|a, b| a.1.total_cmp(&b.1));
+        let cal = self.calibration();
+        if cal.points >= 2
+            && !self.prior_rows(model).is_empty()
+            && let Some(cap) = self.cfg.capacity_bytes
+        {
+            let usable = cap * (1.0 - self.cfg.headroom.clamp(0.0, 1.0));
+            let fits = |i: usize| self.calibrated(&cal, i).is_none_or(|f| f <= usable);
+            // A stable sort: by prediction within each group.
+            preds.sort_by_key(|t| !fits(t.0));
+        }
+        preds
     }
 
     fn measured(&self) -> Vec<usize> {
@@ -1405,6 +1494,33 @@ pub fn search(
         order.len(),
         model.p()
     ));
+    if let Some(e) = &cfg.effects {
+        let priors = s.prior_rows(&model);
+        s.log.push(if priors.is_empty() {
+            format!(
+                "knob effects of {} earlier studies: none yet for this space's values (a pair \
+                 of neighbouring values needs {} studies that measured it)",
+                e.studies(),
+                effects::MIN_STUDIES
+            )
+        } else {
+            format!(
+                "knob effects of {} earlier studies: priors on {} of the model's {} knob-value \
+                 differences ({}); after {PRIOR_AFTER} trials they determine the model, so \
+                 predictions may skip candidates from then on (residual σ {:.1} % from those \
+                 studies; a skipped candidate is predicted slower, not measured)",
+                e.studies(),
+                priors.len(),
+                model.p() - 1,
+                e.pairs(knobs, cands)
+                    .iter()
+                    .map(|p| p.describe(knobs))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                e.sigma().unwrap_or(f64::NAN) * 100.0
+            )
+        });
+    }
     let mut exhausted = false;
     // Once no pending candidate adds to the design's rank, none will (the measured rows only
     // grow), so the rank is not checked again.
@@ -1458,7 +1574,7 @@ pub fn search(
         let widens = if saturated {
             None
         } else {
-            let rows: Vec<Vec<f64>> = s.model_rows(&model).into_iter().map(|r| r.1).collect();
+            let rows = s.design_rows(&model);
             let rank = model.rank(&rows);
             let w = pending.iter().copied().find(|&i| {
                 model.x(&cands[i]).is_none_or(|x| {
@@ -1484,10 +1600,7 @@ pub fn search(
                 // The most promising: the lowest predicted step time. (Not held to memory order:
                 // finding a fast candidate early sets the bar the predictions are held to; an
                 // OOM still rules out every pending candidate that dominates it.)
-                preds
-                    .iter()
-                    .min_by(|a, b| a.1.total_cmp(&b.1))
-                    .map_or(first, |t| t.0)
+                s.promising(&model, preds).first().map_or(first, |t| t.0)
             }
         };
         let cal = s.calibration();
@@ -1774,7 +1887,7 @@ fn first_batch(
 ) -> Option<Vec<usize>> {
     let cands = s.cands;
     if !*saturated {
-        let mut rows: Vec<Vec<f64>> = s.model_rows(model).into_iter().map(|r| r.1).collect();
+        let mut rows = s.design_rows(model);
         let mut rank = model.rank(&rows);
         let mut batch = Vec::new();
         for &i in pending {
@@ -1801,7 +1914,7 @@ fn first_batch(
             return Some(batch);
         }
     }
-    let mut preds = s.prune_predicted(model);
+    let preds = s.prune_predicted(model);
     let pending: Vec<usize> = pending
         .iter()
         .copied()
@@ -1811,7 +1924,7 @@ fn first_batch(
         return None;
     }
     // The most promising first (a stable sort: on a tie, the order the sequential search picks).
-    preds.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let preds = s.promising(model, preds);
     let batch: Vec<usize> = if preds.is_empty() {
         pending.into_iter().take(par).collect()
     } else {

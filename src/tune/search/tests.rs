@@ -1705,3 +1705,82 @@ fn a_forecast_beyond_even_the_extrapolation_error_is_pruned_with_the_reason() {
     }
     assert_eq!(r.pick, Some(1));
 }
+
+/// Knob effects from three earlier studies of [`additive_space`] whose micro batch acts 2 %
+/// more or less per step, each with a small wobble the additive model cannot fit.
+fn effects_of_earlier_studies(
+    knobs: &[Knob],
+    cands: &[Candidate],
+    steps: &[f64],
+) -> effects::Effects {
+    let mut e = effects::Effects::default();
+    for (i, f) in [0.98f64, 1.0, 1.02].iter().enumerate() {
+        let measured: Vec<(usize, f64)> = steps
+            .iter()
+            .enumerate()
+            .map(|(j, s)| {
+                let wobble = 1.0 + 0.003 * (((i + j) % 3) as f64 - 1.0);
+                (j, s * f.powi(cands[j].ranks[0] as i32) * wobble)
+            })
+            .collect();
+        e.learn(knobs, cands, &measured);
+    }
+    e
+}
+
+#[test]
+fn knob_effects_of_earlier_studies_determine_the_model_after_two_trials() {
+    let (knobs, cands, steps) = additive_space();
+    let best = (0..cands.len())
+        .min_by(|&a, &b| steps[a].total_cmp(&steps[b]))
+        .unwrap();
+    let effects = effects_of_earlier_studies(&knobs, &cands, &steps);
+    for par in [1, 2] {
+        for seed in 0..3 {
+            let cfg = SearchConfig {
+                parallel: par,
+                ..SearchConfig::default()
+            };
+            let mut alone = Fake::new(steps.clone(), 0.02, seed);
+            alone.startup_s = 60.0;
+            let r0 = search(&knobs, &cands, &mut alone, &cfg, &no_model);
+            let mut with = Fake::new(steps.clone(), 0.02, seed);
+            with.startup_s = 60.0;
+            let cfg = SearchConfig {
+                effects: Some(effects.clone()),
+                ..cfg
+            };
+            let r = search(&knobs, &cands, &mut with, &cfg, &no_model);
+            let what = format!("parallel {par}, seed {seed}: {:?}", r.log);
+            assert_eq!(r.pick, Some(best), "{what}");
+            assert!(
+                with.launched.len() < alone.launched.len() && r.gpu_seconds < r0.gpu_seconds,
+                "{} launches against {}; {what}",
+                with.launched.len(),
+                alone.launched.len()
+            );
+            assert!(
+                r.log.iter().any(|l| l.starts_with(
+                    "knob effects of 3 earlier studies: priors on 8 of the model's 8 knob-value \
+                     differences (micro_batch_size 0→1 -10.0 % ± "
+                )),
+                "{what}"
+            );
+            // What the priors skip is a prediction, said so, and truly slower.
+            let skipped: Vec<usize> = r
+                .log
+                .iter()
+                .filter(|l| {
+                    l.contains("predicted slower, not run")
+                        && l.contains("and the knob effects of 3 earlier studies")
+                })
+                .filter_map(|l| l[1..].split(' ').next()?.parse().ok())
+                .collect();
+            assert!(!skipped.is_empty(), "{what}");
+            for i in skipped {
+                assert!(matches!(verdict(&r, i), Verdict::PredictedSlower { .. }));
+                assert!(steps[i] > steps[best] * 1.01, "#{i}; {what}");
+            }
+        }
+    }
+}
