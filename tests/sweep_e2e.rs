@@ -643,3 +643,67 @@ fn a_launch_clearly_slower_than_the_leader_stops_early() {
         "{text}"
     );
 }
+
+#[test]
+fn a_sweep_starts_from_the_knob_effects_of_the_workspaces_earlier_studies() {
+    let s = setup();
+    std::fs::create_dir_all(&s.ws).unwrap();
+    let store = primus_tune::store::Store::open(&s.ws.join("trials.db")).unwrap();
+    // Three finished studies of this profile: micro batch 1 → 2 → 4 each 18–22 % faster.
+    for (i, f) in [0.78f64, 0.8, 0.82].iter().enumerate() {
+        let cands: Vec<serde_json::Value> = [1, 2, 4]
+            .iter()
+            .enumerate()
+            .map(|(j, mbs)| {
+                serde_json::json!({
+                    "id": j, "overrides": {"micro_batch_size": mbs}, "verdict": "slower",
+                    "why": "", "n": 8, "step_ms": 150.0 * f.powi(j as i32),
+                })
+            })
+            .collect();
+        let rec = serde_json::json!({
+            "space": "mbs", "config": s.exp, "profile": "mbs-workload", "gpus": 1,
+            "candidates": cands, "gpu_seconds": 10.0, "trials": 3, "log": [],
+        });
+        let id = store
+            .create_study(&format!("earlier-{i}"), &s.exp, "sweep")
+            .unwrap();
+        store.set_study_notes(id, Some(&rec.to_string())).unwrap();
+    }
+    drop(store);
+    let out = cmd(&s)
+        .args(sweep_args(
+            &s,
+            &[
+                "--space",
+                s.space.to_str().unwrap(),
+                "--name",
+                "now",
+                "--json",
+            ],
+        ))
+        .output()
+        .unwrap();
+    let lines = common::json_lines(&out);
+    assert_eq!(out.status.code(), Some(0), "{lines:?}");
+    let decided: Vec<&str> = lines
+        .iter()
+        .filter(|l| l["event"] == "decided")
+        .filter_map(|l| l["line"].as_str())
+        .collect();
+    let line = decided
+        .iter()
+        .find(|l| l.starts_with("knob effects of 3 earlier studies: "))
+        .unwrap_or_else(|| panic!("{decided:?}"));
+    assert!(
+        line.starts_with(
+            "knob effects of 3 earlier studies: priors on 2 of the model's 3 knob-value \
+             differences (micro_batch_size 1→2 -20.0 % ± "
+        ) && line.contains("micro_batch_size 2→4 -20.0 % ± "),
+        "{line}"
+    );
+    // The sweep still measures what it picks: micro batch 2 (100 ms against 120 ms).
+    let rec = &lines.last().unwrap()["record"];
+    assert_eq!(rec["pick"], 1, "{rec}");
+    assert_eq!(rec["candidates"][1]["verdict"], "winner", "{rec}");
+}

@@ -1504,11 +1504,17 @@ pub fn search(
                 effects::MIN_STUDIES
             )
         } else {
+            let sigma = match e.sigma() {
+                Some(v) => format!("residual σ {:.1} % from those studies", v * 100.0),
+                None => "residual σ: this study's measurement noise, as those studies left no \
+                         residual"
+                    .to_string(),
+            };
             format!(
                 "knob effects of {} earlier studies: priors on {} of the model's {} knob-value \
-                 differences ({}); after {PRIOR_AFTER} trials they determine the model, so \
-                 predictions may skip candidates from then on (residual σ {:.1} % from those \
-                 studies; a skipped candidate is predicted slower, not measured)",
+                 differences ({}); once {PRIOR_AFTER} candidates are measured the model \
+                 leans on them, and its predictions may skip candidates ({sigma}; a skipped \
+                 candidate is predicted slower, not measured)",
                 e.studies(),
                 priors.len(),
                 model.p() - 1,
@@ -1517,7 +1523,6 @@ pub fn search(
                     .map(|p| p.describe(knobs))
                     .collect::<Vec<_>>()
                     .join(", "),
-                e.sigma().unwrap_or(f64::NAN) * 100.0
             )
         });
     }
