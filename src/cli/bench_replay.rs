@@ -75,6 +75,10 @@ pub struct BenchReplayArgs {
     /// knob-value differences once 3 studies measured a pair (the studies run in order)
     #[arg(long)]
     pub carry_effects: bool,
+    /// With --carry-effects: standard errors by which a prediction that leans on the carried
+    /// effects must put a candidate beyond the leader to skip it (default 1.75)
+    #[arg(long, value_name = "Z", requires = "carry_effects")]
+    pub prior_sigmas: Option<f64>,
     /// Write TABLE back to standard output with the memory model's peak for every candidate
     /// (`predicted_bytes`): the experiment EXP with the --annotate-set values and the
     /// candidate's overrides, on --annotate-gpus GPUs (how a recorded grid gets the forecasts
@@ -125,8 +129,14 @@ impl BenchReplayArgs {
             } else {
                 d.race_min_samples
             },
+            prior_sigmas: self.prior_sigmas.unwrap_or(d.prior_sigmas),
             ..d
         };
+        if !(cfg.prior_sigmas.is_finite() && cfg.prior_sigmas >= 0.0) {
+            return Err(CliError::Usage(
+                "--prior-sigmas must be a non-negative number".into(),
+            ));
+        }
         if self
             .tie_break_p
             .is_some_and(|p| !(p.is_finite() && p >= 0.0))
