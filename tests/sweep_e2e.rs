@@ -61,6 +61,27 @@ fn studies_show_log(s: &Setup, study: &str) -> String {
     text
 }
 
+/// `sweep … --space SPACE --name NAME --json` of the setup: its JSON lines (exit 0 asserted).
+fn sweep_json(s: &Setup, name: &str) -> Vec<serde_json::Value> {
+    let space = s.space.to_str().unwrap();
+    let out = cmd(s)
+        .args(sweep_args(s, &["--space", space, "--name", name, "--json"]))
+        .output()
+        .unwrap();
+    let lines = common::json_lines(&out);
+    assert_eq!(out.status.code(), Some(0), "{lines:?}");
+    lines
+}
+
+/// The decision-log lines a `--json` sweep emitted, in order.
+fn decided(lines: &[serde_json::Value]) -> Vec<&str> {
+    lines
+        .iter()
+        .filter(|l| l["event"] == "decided")
+        .filter_map(|l| l["line"].as_str())
+        .collect()
+}
+
 /// (micro batch, train_iters, status) of every stored trial.
 fn trials(s: &Setup) -> Vec<(i64, i64, String)> {
     let db = s.ws.join("trials.db");
@@ -289,21 +310,7 @@ fn sweep_measures_the_current_settings_first_and_keeps_them_when_nothing_beats_t
     let s = setup();
     // Micro batch 3 (80 ms) is not in the space (1, 2, 4, 8) and is the fastest that fits.
     common::set_micro_batch(&s, 3);
-    let out = cmd(&s)
-        .args(sweep_args(
-            &s,
-            &[
-                "--space",
-                s.space.to_str().unwrap(),
-                "--name",
-                "cur3",
-                "--json",
-            ],
-        ))
-        .output()
-        .unwrap();
-    let lines = common::json_lines(&out);
-    assert_eq!(out.status.code(), Some(0), "{lines:?}");
+    let lines = sweep_json(&s, "cur3");
     let rec = &lines.last().unwrap()["record"];
     let c0 = &rec["candidates"][0];
     assert_eq!(c0["id"], 0);
@@ -615,12 +622,7 @@ fn a_launch_clearly_slower_than_the_leader_stops_early() {
     );
     // The decision log reached the frontend live, line by line: every line once, in order,
     // the race's after the trial it stopped and before the sweep ended.
-    let decided: Vec<&str> = lines
-        .iter()
-        .filter(|l| l["event"] == "decided")
-        .filter_map(|l| l["line"].as_str())
-        .collect();
-    assert_eq!(decided, log, "{lines:?}");
+    assert_eq!(decided(&lines), log, "{lines:?}");
     let race_at = lines
         .iter()
         .position(|l| l["event"] == "decided" && l["line"].as_str() == Some(*line))
@@ -671,26 +673,8 @@ fn a_sweep_starts_from_the_knob_effects_of_the_workspaces_earlier_studies() {
         store.set_study_notes(id, Some(&rec.to_string())).unwrap();
     }
     drop(store);
-    let out = cmd(&s)
-        .args(sweep_args(
-            &s,
-            &[
-                "--space",
-                s.space.to_str().unwrap(),
-                "--name",
-                "now",
-                "--json",
-            ],
-        ))
-        .output()
-        .unwrap();
-    let lines = common::json_lines(&out);
-    assert_eq!(out.status.code(), Some(0), "{lines:?}");
-    let decided: Vec<&str> = lines
-        .iter()
-        .filter(|l| l["event"] == "decided")
-        .filter_map(|l| l["line"].as_str())
-        .collect();
+    let lines = sweep_json(&s, "now");
+    let decided = decided(&lines);
     let line = decided
         .iter()
         .find(|l| l.starts_with("knob effects of 3 earlier studies: "))

@@ -41,6 +41,13 @@
 //!      for a knob value no measured candidate has, so such a candidate always runs). A space
 //!      whose candidates are no more than the model's parameters plus `min_df` (one knob, or a
 //!      few candidates) is never pruned this way. The fit is redone after every trial.
+//!    * *Priors from earlier studies* ([`SearchConfig::effects`], [`effects`]): with the
+//!      knob effects the workspace's earlier studies measured, each pair of neighbouring knob
+//!      values they determined gets a normal prior on its difference; once two candidates are
+//!      measured the priors count as determined in the design, and predictions may skip
+//!      candidates before the fit has `min_df` (σ from the earlier studies' pooled residual,
+//!      the margin `−tolerance + prior_sigmas · σ · √(1 + h)` with the posterior leverage h).
+//!      Of the most promising, those the calibrated memory forecast says fit run first.
 //!    * A candidate that OOMs rules out every pending candidate that dominates it in memory
 //!      ([`dominates_in_memory`]; Paddle's history pruning, extended to all knobs at once); a
 //!      ruled-out candidate is never run ([`Verdict::RuledOut`]). In the design stage a
