@@ -243,11 +243,13 @@ pub const KEYMAP: &[Binding] = &[
     b(Screen(Studies), &[UP, c('k')], Action::Up, "", Some("study")),
     b(Screen(Studies), &[DOWN, c('j')], Action::Down, "", Some("study")),
     b(Screen(Studies), &[ENTER], Action::OpenStudy, "ranked candidates", Some("ranked")),
+    // Said in the list's title (the help box is full at 80×24); its footer hint is the open
+    // study's (`screens::studies::hint`).
+    b(Screen(Studies), &[c('l')], Action::StudyLog, HIDDEN, None),
     b(Screen(Studies), &[c('r')], Action::ResumeStudy, "resume it", Some("resume")),
     b(Screen(Studies), &[c('p')], Action::ReportStudy, "write its report", Some("report")),
     b(Screen(Studies), &[c('a')], Action::ApplyStudy, "apply its pick", Some("apply")),
     // Said in the list's title (the help box is full at 80×24).
-    b(Screen(Studies), &[c('l')], Action::StudyLog, HIDDEN, None),
     b(Screen(Studies), &[c('A')], Action::ToggleScope, HIDDEN, None),
     // Lists.
     b(Lists, &[UP, c('k')], Action::Up, "move", None),
@@ -501,7 +503,13 @@ pub fn footer(app: &App, width: usize) -> String {
     let typing = scopes.contains(&Scope::Prompt);
     for scope in scopes {
         for (bind, keys) in app.keymap.of(scope) {
-            let Some(hint) = bind.hint else { continue };
+            let hint = match scope {
+                Screen(Studies) => super::screens::studies::hint(app, bind.action),
+                _ => None,
+            };
+            let Some(hint) = hint.unwrap_or(bind.hint) else {
+                continue;
+            };
             if typing && bind.action == Action::Quit {
                 continue;
             }

@@ -1447,12 +1447,20 @@ fn a_studys_decision_log_wraps_whole_and_scrolls() {
         s.contains("line 3 of 8") && !s.contains("launch cost before"),
         "{s}"
     );
-    // l again: the ranking; Enter: the list.
+    // The footer says what the keys do in the log.
+    assert!(s.contains("↑↓ scroll · Enter back · l ranking · "), "{s}");
+    // l again: the ranking (whose footer offers the log); Enter: the list.
     press(&mut app, &[KeyCode::Char('l')]);
     let s = screen(&mut app, 80, 24);
-    assert!(s.contains("winner") && !s.contains("decision log"), "{s}");
+    assert!(s.contains("winner") && !s.contains(": decision log"), "{s}");
+    assert!(
+        s.contains("Enter back · l decision log · ") && !s.contains("↑↓"),
+        "{s}"
+    );
     press(&mut app, &[KeyCode::Enter]);
     assert!(app.screens.studies.open.is_none());
+    let s = screen(&mut app, 80, 24);
+    assert!(s.contains("↑↓ study · Enter ranked · "), "{s}");
 }
 
 #[test]

@@ -46,6 +46,23 @@ pub fn move_selection(app: &mut App, to: Move) {
     }
 }
 
+/// The footer's hint for `action` where the open study changes what a key does: `None` keeps
+/// the key table's, `Some(None)` hides it. With a study open, Enter goes back to the list;
+/// in its decision log ↑↓ scroll and `l` returns to the ranking, in its ranking `l` opens the
+/// log (↑↓ do nothing there).
+pub fn hint(app: &App, action: Action) -> Option<Option<&'static str>> {
+    let st = &app.screens.studies;
+    let d = st.open.as_ref()?;
+    let log = st.log_from.is_some();
+    match action {
+        Action::Up | Action::Down => Some(log.then_some("scroll")),
+        Action::OpenStudy => Some(Some("back")),
+        Action::StudyLog if log => Some(Some("ranking")),
+        Action::StudyLog => Some(d.record.is_some().then_some("decision log")),
+        _ => None,
+    }
+}
+
 pub fn on_list(app: &mut App, r: Result<Vec<StudySummary>, AppError>) {
     let st = &mut app.screens.studies;
     super::rows_arrived(&mut st.rows, &mut st.selected, &mut st.error, r);
