@@ -548,6 +548,7 @@ mod charts {
             conclusion: None,
             per_samples: None,
             statistic: primus_tune::domain::study::StepStatistic::TrimmedMean,
+            knobs: Vec::new(),
         }
     }
 

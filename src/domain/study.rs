@@ -283,6 +283,10 @@ pub struct StudyRecord {
     /// What its step times are (absent in older studies: the median).
     #[serde(default)]
     pub statistic: StepStatistic,
+    /// The space's knobs (absent in older studies): what its candidates' values are, in the
+    /// space's order, for the knob effects later sweeps carry from it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub knobs: Vec<Knob>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

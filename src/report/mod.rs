@@ -954,6 +954,7 @@ mod tests {
             conclusion: None,
             per_samples: None,
             statistic: crate::domain::study::StepStatistic::TrimmedMean,
+            knobs: Vec::new(),
         }
     }
 

@@ -1219,6 +1219,7 @@ fn sweep_app_with(tweak: impl FnOnce(&mut crate::domain::study::StudyRecord)) ->
         baseline: Some(0),
         conclusion: Some(crate::domain::study::Conclusion::Change { pick: 1 }),
         per_samples: None,
+        knobs: Vec::new(),
         statistic: crate::domain::study::StepStatistic::TrimmedMean,
     };
     let mut rec = rec;

@@ -697,6 +697,7 @@ fn sweep_screen_starts_only_applicable_spaces_and_applies_the_pick() {
         baseline: None,
         conclusion: None,
         per_samples: None,
+        knobs: Vec::new(),
         statistic: crate::domain::study::StepStatistic::TrimmedMean,
     };
     let fx = update(

@@ -359,6 +359,25 @@ fn overrides(knobs: &[Knob], ranks: &[usize]) -> Overrides {
     out
 }
 
+/// The inverse of a candidate's overrides: per knob, the index of the value they set (a group
+/// knob's value when every flag of its map is set to it); `None` when a knob's value is not
+/// among its values (a baseline outside the space).
+pub fn ranks_of(knobs: &[Knob], o: &Overrides) -> Option<Vec<usize>> {
+    knobs
+        .iter()
+        .map(|k| {
+            k.values
+                .iter()
+                .position(|v| match (k.flag.starts_with('@'), v.as_object()) {
+                    (true, Some(map)) => map
+                        .iter()
+                        .all(|(f, x)| json_eq(o.get(f).unwrap_or(&serde_json::Value::Null), x)),
+                    _ => o.get(&k.flag).is_some_and(|x| json_eq(x, v)),
+                })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod titan_tests;
 
@@ -376,6 +395,39 @@ mod tests {
 
     const MOE: &str = "presets/examples/experiments/moe_16B-BF16-pretrain.yaml";
     const DENSE: &str = "presets/examples/experiments/llama3_8B-BF16-pretrain.yaml";
+
+    #[test]
+    fn ranks_of_inverts_the_candidates_overrides() {
+        use crate::domain::study::MemoryTrend;
+        let knobs = vec![
+            Knob {
+                flag: "micro_batch_size".into(),
+                values: vec![serde_json::json!(1), serde_json::json!(2)],
+                memory: MemoryTrend::Increasing,
+            },
+            Knob {
+                flag: "@recompute".into(),
+                values: vec![
+                    serde_json::json!({"recompute_granularity": null}),
+                    serde_json::json!({"recompute_granularity": "full", "recompute_num_layers": 1}),
+                ],
+                memory: MemoryTrend::Decreasing,
+            },
+        ];
+        for c in grid(&knobs) {
+            assert_eq!(
+                ranks_of(&knobs, &c.overrides),
+                Some(c.ranks.clone()),
+                "{c:?}"
+            );
+        }
+        // 2.0 is the value 2; micro batch 3 is none of the knob's values.
+        let mut o = grid(&knobs)[3].overrides.clone();
+        o.insert("micro_batch_size".into(), serde_json::json!(2.0));
+        assert_eq!(ranks_of(&knobs, &o), Some(vec![1, 1]));
+        o.insert("micro_batch_size".into(), serde_json::json!(3));
+        assert_eq!(ranks_of(&knobs, &o), None);
+    }
 
     #[test]
     fn builtin_spaces_parse() {

@@ -140,6 +140,7 @@ pub fn record(
         // The sweep sets it when its trials' global batches differ (`TrialRunner`).
         per_samples: None,
         statistic: super::search::STATISTIC,
+        knobs: space.knobs.clone(),
     }
 }
 

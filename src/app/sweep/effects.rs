@@ -1,10 +1,11 @@
 //! What the workspace's earlier studies measured about the knobs: the priors a sweep's search
 //! starts from ([`crate::tune::search::SearchConfig::effects`]).
 
-use crate::domain::study::{Overrides, StudyRecord, VerdictKind};
+use crate::domain::study::{Candidate, Overrides, StudyRecord, VerdictKind};
 use crate::store::Store;
 use crate::tune::replay::{candidates_of, knobs_of};
 use crate::tune::search::effects::Effects;
+use crate::tune::space::ranks_of;
 
 /// The knob effects of the workspace's finished studies run with `profile` (the same knobs on
 /// another profile, a CPU stand-in say, measure something else), other than the study named
@@ -31,11 +32,28 @@ pub fn knob_effects(store: &Store, profile: &str, except: &str) -> Effects {
     effects
 }
 
-/// Adds one stored study's measured candidates to `effects`.
+/// Adds one stored study's measured candidates to `effects`: against the knobs of its space
+/// as it stored them (a group knob such as `@recompute` is one knob, as in the sweep that
+/// carries them), or for an older study the knobs its candidates' overrides imply.
 fn learn(effects: &mut Effects, rec: &StudyRecord) {
     let overrides: Vec<&Overrides> = rec.candidates.iter().map(|c| &c.overrides).collect();
-    let knobs = knobs_of(&overrides);
-    let cands = candidates_of(&overrides, &knobs);
+    let (knobs, cands) = if rec.knobs.is_empty() {
+        let knobs = knobs_of(&overrides);
+        let cands = candidates_of(&overrides, &knobs);
+        (knobs, cands)
+    } else {
+        let cands = overrides
+            .iter()
+            .enumerate()
+            .map(|(id, o)| Candidate {
+                id,
+                overrides: (*o).clone(),
+                ranks: ranks_of(&rec.knobs, o).unwrap_or_default(),
+                baseline: false,
+            })
+            .collect();
+        (rec.knobs.clone(), cands)
+    };
     let measured: Vec<(usize, f64)> = rec
         .candidates
         .iter()
@@ -49,8 +67,7 @@ fn learn(effects: &mut Effects, rec: &StudyRecord) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::study::MemoryTrend;
-    use crate::domain::study::{Candidate, Knob};
+    use crate::domain::study::{Knob, MemoryTrend};
     use serde_json::json;
     use std::path::Path;
 
@@ -127,5 +144,66 @@ mod tests {
             .collect();
         assert_eq!(e.pairs(&[mbs_knob()], &cands).len(), 1);
         assert_eq!(knob_effects(&store, "proxy-cpu", "").studies(), 1);
+    }
+
+    #[test]
+    fn a_group_knob_is_learned_as_the_space_stored_it() {
+        // Recompute none → selective → full as one `@recompute` knob: +4 %, then +10 %.
+        let recompute = Knob {
+            flag: "@recompute".into(),
+            values: vec![
+                json!({"recompute_granularity": null, "recompute_num_layers": null}),
+                json!({"recompute_granularity": "selective", "recompute_num_layers": null}),
+                json!({"recompute_granularity": "full", "recompute_num_layers": 1}),
+            ],
+            memory: MemoryTrend::Decreasing,
+        };
+        let mbs = Knob {
+            flag: "micro_batch_size".into(),
+            values: vec![json!(1), json!(2)],
+            memory: MemoryTrend::Increasing,
+        };
+        let knobs = [mbs, recompute];
+        let store = Store::open_in_memory().unwrap();
+        for i in 0..3 {
+            let mut cands = Vec::new();
+            for (m, mbs) in [1u64, 2].iter().enumerate() {
+                for (r, (g, n, f)) in [
+                    (json!(null), json!(null), 0.0),
+                    (json!("selective"), json!(null), 0.04),
+                    (json!("full"), json!(1), 0.14),
+                ]
+                .into_iter()
+                .enumerate()
+                {
+                    let wobble = [0.002, -0.002][(m + r + i) % 2];
+                    cands.push(json!({
+                        "id": cands.len(),
+                        "overrides": {"micro_batch_size": mbs, "recompute_granularity": g,
+                                      "recompute_num_layers": n},
+                        "verdict": "slower", "why": "", "n": 8,
+                        "step_ms": 500.0 * (f - 0.05 * m as f64 + wobble).exp(),
+                    }));
+                }
+            }
+            let rec = json!({
+                "space": "mbs-recompute", "config": "/x/exp.yaml", "profile": "megatron",
+                "gpus": 1, "candidates": cands, "gpu_seconds": 10.0, "trials": 6, "log": [],
+                "knobs": knobs,
+            });
+            let id = store
+                .create_study(&format!("s{i}"), Path::new("/x/exp.yaml"), "sweep")
+                .unwrap();
+            store.set_study_notes(id, Some(&rec.to_string())).unwrap();
+        }
+        let e = knob_effects(&store, "megatron", "");
+        let (sel, _) = e.pair(&knobs[1], 0, 1).expect("none → selective");
+        let (full, _) = e.pair(&knobs[1], 1, 2).expect("selective → full");
+        assert!(
+            (sel - 0.04).abs() < 0.005 && (full - 0.10).abs() < 0.005,
+            "{sel} {full}"
+        );
+        let (m, _) = e.pair(&knobs[0], 0, 1).unwrap();
+        assert!((m + 0.05).abs() < 0.005, "{m}");
     }
 }

@@ -257,6 +257,7 @@ mod tests {
             baseline: None,
             conclusion: None,
             per_samples: None,
+            knobs: Vec::new(),
             statistic: crate::domain::study::StepStatistic::TrimmedMean,
         }
     }

@@ -111,6 +111,14 @@ impl Effects {
         self.studies
     }
 
+    /// `N earlier studies` (`1 earlier study`), as the log says it.
+    pub fn earlier(&self) -> String {
+        match self.studies {
+            1 => "1 earlier study".to_string(),
+            n => format!("{n} earlier studies"),
+        }
+    }
+
     /// The prior on the difference from value `a` to value `b` of knob `k`: (mean, sd), once
     /// [`MIN_STUDIES`] studies measured it. The sd is the studies' spread, widened for the mean
     /// being estimated from them (× √(1 + 1/n)) and for the spread itself (Student's t on n − 1

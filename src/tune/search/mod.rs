@@ -1180,10 +1180,9 @@ impl<'a> Search<'a> {
         };
         let basis = match &self.cfg.effects {
             Some(e) if with_prior => format!(
-                "by the additive model over {} measured candidates and the knob effects of {} \
-                 earlier studies",
+                "by the additive model over {} measured candidates and the knob effects of {}",
                 rows.len(),
-                e.studies()
+                e.earlier()
             ),
             _ => format!(
                 "by the additive model over {} measured candidates",
@@ -1505,9 +1504,9 @@ pub fn search(
         let priors = s.prior_rows(&model);
         s.log.push(if priors.is_empty() {
             format!(
-                "knob effects of {} earlier studies: none yet for this space's values (a pair \
-                 of neighbouring values needs {} studies that measured it)",
-                e.studies(),
+                "knob effects of {}: none yet for this space's values (a pair of neighbouring \
+                 values needs {} studies that measured it)",
+                e.earlier(),
                 effects::MIN_STUDIES
             )
         } else {
@@ -1518,11 +1517,11 @@ pub fn search(
                     .to_string(),
             };
             format!(
-                "knob effects of {} earlier studies: priors on {} of the model's {} knob-value \
-                 differences ({}); once {PRIOR_AFTER} candidates are measured the model \
-                 leans on them, and its predictions may skip candidates ({sigma}; a skipped \
-                 candidate is predicted slower, not measured)",
-                e.studies(),
+                "knob effects of {}: priors on {} of the model's {} knob-value differences \
+                 ({}); once {PRIOR_AFTER} candidates are measured the model leans on them, and \
+                 its predictions may skip candidates ({sigma}; a skipped candidate is predicted \
+                 slower, not measured)",
+                e.earlier(),
                 priors.len(),
                 model.p() - 1,
                 e.pairs(knobs, cands)
