@@ -373,6 +373,7 @@ fn study_record() -> primus_tune::domain::study::StudyRecord {
         conclusion: None,
         per_samples: None,
         statistic: primus_tune::domain::study::StepStatistic::TrimmedMean,
+        knobs: Vec::new(),
     }
 }
 
