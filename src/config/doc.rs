@@ -323,12 +323,10 @@ impl YamlDoc {
                 line: map.end.line,
             });
         }
-        let first_key_col = map
+        let indent = map
             .as_map()
             .and_then(|m| m.first())
-            .map(|(k, _)| k.start.col as usize)
-            .unwrap_or(1);
-        let indent = first_key_col - 1;
+            .map_or(0, |(k, _)| self.entry_indent(k));
         let last_byte = map.end.offset.saturating_sub(1).max(map.start.offset);
         let at = self.line_end(last_byte);
         let line = self.line_of(at);
@@ -338,6 +336,21 @@ impl YamlDoc {
             kind: EditKind::Added,
             line: line + rest.len() as u32 - 1,
         })
+    }
+
+    /// The indentation of the mapping entry whose key is `key`: the key's column, or for an
+    /// explicit key (`? key`, the key itself further right) the `?`'s.
+    fn entry_indent(&self, key: &Node) -> usize {
+        let line_start = self.text[..key.start.offset]
+            .rfind('\n')
+            .map_or(0, |i| i + 1);
+        let prefix = &self.text[line_start..key.start.offset];
+        let lead = prefix.len() - prefix.trim_start_matches([' ', '\t']).len();
+        if prefix[lead..].starts_with('?') {
+            lead
+        } else {
+            key.start.col as usize - 1
+        }
     }
 
     /// Offset just past the newline ending the line that holds `offset` (end of text if none;
@@ -649,6 +662,24 @@ modules:
             .unwrap_err();
         assert!(matches!(e, EditError::NotEditable { .. }), "{e:?}");
         assert_eq!(d.text(), text);
+    }
+
+    /// Found by `loader_fuzz`: a key added to a mapping whose first entry is an explicit key
+    /// (`? - a`, the key a sequence) took the sequence's column, not the `?`'s, and broke the
+    /// file.
+    #[test]
+    fn a_key_added_after_an_explicit_key_takes_the_entrys_indentation() {
+        let text = "extends:\n ?  - llama3_8B.y72\n";
+        let mut d = YamlDoc::from_text(Path::new("x.yaml"), text.to_string());
+        d.set_literal(&["extends", "micro_batch_size"], "3")
+            .unwrap();
+        assert_eq!(
+            d.text(),
+            "extends:\n ?  - llama3_8B.y72\n micro_batch_size: 3\n"
+        );
+        let root = yaml::parse(d.text()).unwrap().unwrap();
+        let v = root.get("extends").and_then(|e| e.get("micro_batch_size"));
+        assert_eq!(v.map(Node::typed), Some(crate::config::Value::Int(3)));
     }
 
     #[test]
