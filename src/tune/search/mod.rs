@@ -268,9 +268,9 @@ pub const FORECAST_SLACK: f64 = 0.05;
 pub const EXTRAPOLATION_SLACK: f64 = 0.03;
 
 /// With knob effects from earlier studies, the standard errors by which a prediction must put
-/// a candidate beyond the leader to skip it (1.75). Measured on the synthetic suites with
-/// `bench-replay --carry-effects` (docs/benchmarks.md): 1.5 lost 2–3 more picks of 50 at 120 s
-/// for about 1 point; 2 kept one more pick for 1–1.5 points.
+/// a candidate beyond the leader to skip it (1.75). Measured on the four synthetic suites with
+/// `bench-replay --carry-effects` (docs/benchmarks.md; 600 picks): 1.5 kept 561 within 1 %
+/// against 570, for 1.1–1.9 points less at 120 s; 2 kept 573 for 0.9–1.5 points more.
 pub const PRIOR_SIGMAS: f64 = 1.75;
 
 /// Measured candidates before the priors determine the additive model: the level and a
