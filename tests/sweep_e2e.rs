@@ -674,11 +674,11 @@ fn a_sweep_starts_from_the_knob_effects_of_the_workspaces_earlier_studies() {
     }
     drop(store);
     let lines = sweep_json(&s, "now");
-    let decided = decided(&lines);
-    let line = decided
+    let said = decided(&lines);
+    let line = said
         .iter()
         .find(|l| l.starts_with("knob effects of 3 earlier studies: "))
-        .unwrap_or_else(|| panic!("{decided:?}"));
+        .unwrap_or_else(|| panic!("{said:?}"));
     assert!(
         line.starts_with(
             "knob effects of 3 earlier studies: priors on 2 of the model's 3 knob-value \
@@ -690,4 +690,27 @@ fn a_sweep_starts_from_the_knob_effects_of_the_workspaces_earlier_studies() {
     let rec = &lines.last().unwrap()["record"];
     assert_eq!(rec["pick"], 1, "{rec}");
     assert_eq!(rec["candidates"][1]["verdict"], "winner", "{rec}");
+    // --no-carried-effects: learned from its own trials alone.
+    let space = s.space.to_str().unwrap();
+    let out = cmd(&s)
+        .args(sweep_args(
+            &s,
+            &[
+                "--space",
+                space,
+                "--name",
+                "alone",
+                "--json",
+                "--no-carried-effects",
+            ],
+        ))
+        .output()
+        .unwrap();
+    let lines = common::json_lines(&out);
+    assert_eq!(out.status.code(), Some(0), "{lines:?}");
+    let alone = decided(&lines);
+    assert!(
+        !alone.iter().any(|l| l.starts_with("knob effects")),
+        "{alone:?}"
+    );
 }

@@ -63,6 +63,11 @@ pub struct SweepArgs {
     /// results labelled as not evidence.
     #[arg(long)]
     pub allow_unmodeled: bool,
+    /// Learn every knob's effect from this sweep's trials alone: do not start from the knob
+    /// effects the workspace's earlier studies of the profile measured (when those studies
+    /// are of models this one does not resemble)
+    #[arg(long)]
+    pub no_carried_effects: bool,
     /// Trials run at once (Slurm: concurrent jobs the scheduler places; on this node: 1).
     #[arg(long, value_name = "K", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..))]
@@ -96,6 +101,7 @@ pub fn run(a: &SweepArgs) -> Result<ExitCode, CliError> {
         capacity_gib: a.capacity_gib,
         headroom: a.headroom,
         allow_unmodeled: a.allow_unmodeled,
+        carried_effects: !a.no_carried_effects,
     };
     if req.space.is_none() && req.resume.is_none() {
         return Err(CliError::Usage(

@@ -39,6 +39,9 @@ pub struct SweepRequest {
     pub headroom: f64,
     /// Sweep knobs the profile does not model (a demo); the study records which.
     pub allow_unmodeled: bool,
+    /// Start from the knob effects of the workspace's earlier studies of the profile
+    /// ([`effects::knob_effects`]); false: learn them from this sweep's trials alone.
+    pub carried_effects: bool,
     /// Trials run at once: concurrent Slurm jobs (on this node, trials share the GPUs, so 1).
     pub parallel: usize,
 }
@@ -57,6 +60,7 @@ impl Default for SweepRequest {
             capacity_gib: None,
             headroom: 0.1,
             allow_unmodeled: false,
+            carried_effects: true,
             parallel: 1,
         }
     }
@@ -109,6 +113,9 @@ pub fn resume_command(session: &Session, study: &str, req: &SweepRequest) -> Str
     }
     if req.trial.gemm_tuned {
         words.push("--gemm-tuned".into());
+    }
+    if !req.carried_effects {
+        words.push("--no-carried-effects".into());
     }
     let sl = &req.trial.slurm;
     if sl.enabled {
@@ -395,7 +402,11 @@ pub fn run(
         })
         .collect();
     let history = history::launch_history(&store, &exp.path, &prof);
-    let knob_effects = effects::knob_effects(&store, &prof, &study_name);
+    let knob_effects = if req.carried_effects {
+        effects::knob_effects(&store, &prof, &study_name)
+    } else {
+        Default::default()
+    };
     events::emit(
         events,
         AppEvent::Sweep(SweepEvent::Started {
