@@ -226,6 +226,74 @@ fn proxy_cpu_runs_a_torchtitan_experiment_at_its_models_size() {
     assert_eq!(resolved["training.steps"], 4, "the trial's budget");
 }
 
+/// TorchTitan prints no step time, only tokens per second per GPU (`tps`): the trial takes
+/// the step time from it and the run's shape (the lines are upstream TorchTitan v0.2.2's, as
+/// the H200 printed them: docs/validation/h200-2026-12-03-titan/). Before, such a trial ended
+/// as "failed: without a measurable iteration" although it trained.
+#[test]
+fn a_torchtitan_trial_is_timed_by_its_tokens_per_second() {
+    let s = setup();
+    // local batch 2 × sequence 2048 on 1 GPU = 4096 tokens a step; tps 16,384 → 250 ms, the
+    // first two steps slower (warm-up)
+    profile(
+        &s,
+        "titan-log",
+        r#"echo $$ > "$1/workload.pid"
+for i in 1 2 3 4 5 6 7 8 9 10 11 12; do
+  case $i in 1) tps=621 ;; 2) tps=3,980 ;; *) tps=16,384 ;; esac
+  printf '[titan] 2026-12-03 17:21:35,191 - root - INFO - \033[31mstep: %2d  \033[32mloss: 11.96873  \033[38;2;180;60;0mgrad_norm: 78.8726  \033[38;2;54;234;195mmemory: 32.93GiB(23.55%%)  \033[34mtps: %s  \033[36mtflops: 139.43  \033[35mmfu: 14.10%%\033[39m\n' $i $tps
+done"#,
+    );
+    let exp = s
+        .root
+        .join("experiments/llama3.1_8B-torchtitan-pretrain.yaml");
+    let out = bin(&s)
+        .arg("run")
+        .arg(&exp)
+        .args([
+            "--profile",
+            "titan-log",
+            "--json",
+            "--no-telemetry",
+            "--gpus",
+            "1",
+        ])
+        .args([
+            "--set",
+            "training.local_batch_size=2",
+            "--set",
+            "training.seq_len=2048",
+        ])
+        .args([
+            "--max-iters",
+            "12",
+            "--ci-target",
+            "0",
+            "--grace-seconds",
+            "0.3",
+        ])
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let v = result_line(&out.stdout, &out.stderr);
+    assert_eq!(v["status"], "completed", "{v}");
+    assert_eq!(v["median_step_ms"], 250.0, "{v}");
+    assert_eq!(v["warmup"], 2, "{v}");
+    assert_eq!(v["peak_mem_gib"], 32.93, "{v}");
+    // the offline parser does the same with the shape given
+    let log = trial_dir(&v).join("stdout.log");
+    let out = bin(&s)
+        .arg("parse-log")
+        .arg(&log)
+        .args(["--json", "--seq-length", "2048", "--global-batch-size", "2"])
+        .output()
+        .unwrap();
+    let p: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(p["summary"]["median_step_ms"], 250.0, "{p}");
+    let first = p["iterations"][0]["elapsed_ms"].as_f64().unwrap();
+    assert!((first - 4096.0 / 621.0 * 1000.0).abs() < 1e-6, "{p}");
+}
+
 #[test]
 fn early_stop_ends_a_steady_trial_before_max_iters() {
     let s = setup();

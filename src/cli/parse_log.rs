@@ -17,13 +17,15 @@ pub struct ParseLogArgs {
     /// Print JSON: {"iterations": [...], "summary": {...}, "failure": null | {class, line}}.
     #[arg(long)]
     pub json: bool,
-    /// Sequence length, to derive tokens/s/GPU when the log does not print it.
+    /// Sequence length, to derive tokens/s/GPU when the log does not print it (and a TorchTitan
+    /// log's step times, which it prints as tokens/s: step = seq × global batch / GPUs / tps).
     #[arg(long)]
     pub seq_length: Option<u64>,
-    /// Global batch size, to derive tokens/s/GPU (default: from the log lines).
+    /// Global batch size, to derive tokens/s/GPU or TorchTitan's step times (default: from the
+    /// log lines).
     #[arg(long)]
     pub global_batch_size: Option<u64>,
-    /// GPUs of the run, to derive tokens/s/GPU.
+    /// GPUs of the run, to derive tokens/s/GPU or TorchTitan's step times.
     #[arg(long, default_value_t = 1)]
     pub world_size: u64,
     /// The early-stop target the summary reports against (CI half-width / median).
@@ -79,6 +81,11 @@ pub fn run(a: &ParseLogArgs) -> Result<ExitCode, CliError> {
         ci_target: a.ci_target,
         ..SteadyConfig::default()
     };
+    // TorchTitan prints no step time: with the shape, its tokens per second give one.
+    let iters: Vec<Iteration> = iters
+        .into_iter()
+        .map(|i| i.timed_by_tokens(shape))
+        .collect();
     let summary = Summary::from_parts(&iters, &memory, shape, &cfg);
     let failure = detector.finish(&ExitInfo::default(), iters.len() as u64);
     if a.json {

@@ -12,7 +12,8 @@ pub struct Iteration {
     pub iteration: u64,
     /// `train_iters` from `iteration N/M`.
     pub train_iters: Option<u64>,
-    /// Elapsed time of this iteration (Megatron: the instantaneous value before `/AVG`).
+    /// Elapsed time of this iteration (Megatron: the instantaneous value before `/AVG`;
+    /// TorchTitan prints none, a trial derives it from `tps`: [`Iteration::timed_by_tokens`]).
     pub elapsed_ms: Option<f64>,
     /// Primus' running average after `/` (`X/AVG`).
     pub elapsed_avg_ms: Option<f64>,
@@ -228,6 +229,32 @@ pub struct RunShape {
     pub seq_length: u64,
     pub global_batch_size: u64,
     pub world_size: u64,
+}
+
+impl RunShape {
+    /// The tokens one GPU's share of a step holds: `seq_length × global_batch_size / world_size`.
+    pub fn tokens_per_gpu_step(&self) -> f64 {
+        self.seq_length as f64 * self.global_batch_size as f64 / self.world_size.max(1) as f64
+    }
+}
+
+impl Iteration {
+    /// The step time a TorchTitan line implies. TorchTitan prints no step time: its `tps` is the
+    /// tokens of the steps since its previous line over their wall time, per GPU (its
+    /// `MetricsProcessor`: tokens of the rank's batches / (Δt × TP × PP × CP)), so a step took
+    /// `tokens per GPU step / tps` (averaged over the logging interval). An iteration that
+    /// printed its own time, or one without `tps` or a shape, is left as it is.
+    pub fn timed_by_tokens(mut self, shape: Option<RunShape>) -> Self {
+        if self.elapsed_ms.is_none()
+            && let (Some(tps), Some(sh)) = (self.tokens_per_s_per_gpu, shape)
+            && tps.is_finite()
+            && tps > 0.0
+            && sh.tokens_per_gpu_step() > 0.0
+        {
+            self.elapsed_ms = Some(sh.tokens_per_gpu_step() / tps * 1e3);
+        }
+        self
+    }
 }
 
 /// Where a trial stands.
@@ -492,4 +519,44 @@ pub struct SlurmJob {
     /// The nodes it ran on, once running.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub node_list: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_step_time_follows_from_tokens_per_second_and_the_shape() {
+        let titan = |tps: Option<f64>| Iteration {
+            iteration: 3,
+            tokens_per_s_per_gpu: tps,
+            ..Iteration::default()
+        };
+        // one H200, Qwen3 1.7B, local batch 1 × 2048: `tps: 14,133` → 144.9 ms (the log's
+        // timestamps put that step 146 ms after the one before)
+        let one = RunShape {
+            seq_length: 2048,
+            global_batch_size: 1,
+            world_size: 1,
+        };
+        let ms = titan(Some(14_133.0)).timed_by_tokens(Some(one)).elapsed_ms;
+        assert!((ms.unwrap() - 2048.0 / 14_133.0 * 1e3).abs() < 1e-9);
+        // 8 GPUs, global batch 64 × 8192: each GPU's share is 65,536 tokens
+        let eight = RunShape {
+            seq_length: 8192,
+            global_batch_size: 64,
+            world_size: 8,
+        };
+        let ms = titan(Some(6_553.6)).timed_by_tokens(Some(eight)).elapsed_ms;
+        assert!((ms.unwrap() - 10_000.0).abs() < 1e-6);
+        // a printed time wins; no shape, no tps, or a zero rate: nothing made up
+        let printed = Iteration {
+            elapsed_ms: Some(99.0),
+            ..titan(Some(14_133.0))
+        };
+        assert_eq!(printed.timed_by_tokens(Some(one)).elapsed_ms, Some(99.0));
+        assert_eq!(titan(Some(14_133.0)).timed_by_tokens(None).elapsed_ms, None);
+        assert_eq!(titan(None).timed_by_tokens(Some(one)).elapsed_ms, None);
+        assert_eq!(titan(Some(0.0)).timed_by_tokens(Some(one)).elapsed_ms, None);
+    }
 }

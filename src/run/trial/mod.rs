@@ -418,6 +418,7 @@ pub async fn run_trial(
                 for ev in parser.feed(&line) {
                     match ev {
                         LogEvent::Iteration(it) => {
+                            let it = it.timed_by_tokens(shape);
                             last_progress = Instant::now();
                             failed_at = None; // survived: training goes on
                             let unix_ms = job::unix_ms();
@@ -541,6 +542,7 @@ pub async fn run_trial(
         detector.feed(&line);
         for ev in parser.feed(&line) {
             if let LogEvent::Iteration(it) = ev {
+                let it = it.timed_by_tokens(shape);
                 iter_ms.push(job::unix_ms());
                 iters.push(it.clone());
                 pending.push(it);
@@ -618,6 +620,7 @@ pub async fn run_trial(
             &snaps,
             steady_span(&iter_ms, summary.warmup, summary.n),
             iter_ms.first().zip(iter_ms.last()).map(|(a, b)| (*a, *b)),
+            shape,
             cfg,
         );
         // On several nodes the per-GPU figures are per node; on one they are the trial's.

@@ -5,13 +5,13 @@
 use super::super::logparse::LogParser;
 use super::super::steady::SteadyConfig;
 use crate::domain::telemetry::{NodeSummary, Snapshot};
-use crate::domain::trial::{Iteration, LogEvent, Summary};
+use crate::domain::trial::{Iteration, LogEvent, RunShape, Summary};
 use crate::run::slurm::SlurmSpec;
 use crate::telemetry::sampler;
 use std::path::Path;
 
-/// The iterations a node's log printed.
-fn node_iterations(log: &Path) -> Vec<Iteration> {
+/// The iterations a node's log printed (timed by `shape` where the log prints no step time).
+fn node_iterations(log: &Path, shape: Option<RunShape>) -> Vec<Iteration> {
     let Ok(text) = std::fs::read(log) else {
         return Vec::new();
     };
@@ -20,7 +20,7 @@ fn node_iterations(log: &Path) -> Vec<Iteration> {
     for line in String::from_utf8_lossy(&text).lines() {
         for ev in p.feed(line) {
             if let LogEvent::Iteration(it) = ev {
-                out.push(it);
+                out.push(it.timed_by_tokens(shape));
             }
         }
     }
@@ -36,6 +36,7 @@ pub fn summarize(
     snaps: &[Snapshot],
     steady: Option<(u64, u64)>,
     training: Option<(u64, u64)>,
+    shape: Option<RunShape>,
     cfg: &SteadyConfig,
 ) -> Vec<NodeSummary> {
     let mut names: Vec<String> = node_list.to_vec();
@@ -52,7 +53,7 @@ pub fn summarize(
         .enumerate()
         .map(|(i, name)| {
             let iters = if i < node_list.len() {
-                node_iterations(&SlurmSpec::node_log(dir, i as u32))
+                node_iterations(&SlurmSpec::node_log(dir, i as u32), shape)
             } else {
                 Vec::new()
             };
@@ -159,6 +160,7 @@ mod tests {
             d.path(),
             &names,
             &snaps,
+            None,
             None,
             None,
             &SteadyConfig::default(),
