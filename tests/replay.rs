@@ -289,13 +289,15 @@ fn replay_json(name: &str) -> Value {
 #[test]
 fn every_real_table_is_won_within_1pct_for_at_most_40pct_of_its_grid() {
     // The tables recorded on the H200 (docs/validation/): the proxy, the memory-fit proxy grid,
-    // upstream Megatron-LM's 12-layer GPT grid and 8-expert top-2 MoE grid (with the memory
+    // upstream Megatron-LM's 12-layer GPT grid and 8-expert top-2 MoE grid, and upstream
+    // TorchTitan's Qwen3 1.7B local batch × activation checkpointing grid (with the memory
     // model's forecasts).
     for name in [
         "h200-proxy-torch.json",
         "h200-memory-fit.json",
         "h200-megatron-gpt.json",
         "h200-megatron-moe.json",
+        "h200-torchtitan-qwen3.json",
     ] {
         let v = replay_json(name);
         assert!(v["gap_pct"].as_f64().unwrap() <= 1.0, "{name}: {v:#}");
@@ -303,9 +305,15 @@ fn every_real_table_is_won_within_1pct_for_at_most_40pct_of_its_grid() {
     }
     // On the GPT grid, micro batch 32 without recompute (out of memory on the H200) is not
     // launched once two peaks calibrate the model; on the MoE grid the same setting fits (97 %
-    // of the memory) and is the best, so it must not be ruled out. Both report the forecasts'
-    // error: within 10 % on 90 % of them (the goal).
-    for (name, ruled_out) in [("h200-megatron-gpt.json", 1), ("h200-megatron-moe.json", 0)] {
+    // of the memory) and is the best, so it must not be ruled out. On the TorchTitan grid, local
+    // batch 16 without checkpointing and all of local batch 32 ran out of memory on the H200:
+    // none is launched. All report the forecasts' error: within 10 % on 90 % of them (the
+    // issue's goal).
+    for (name, ruled_out) in [
+        ("h200-megatron-gpt.json", 1),
+        ("h200-megatron-moe.json", 0),
+        ("h200-torchtitan-qwen3.json", 4),
+    ] {
         let v = replay_json(name);
         assert_eq!(v["oom_trials"], 0, "{name}: {v:#}");
         assert_eq!(v["ruled_out"], ruled_out, "{name}: {v:#}");

@@ -11,6 +11,9 @@ the sum of those (launch, start-up and shutdown, as measured); `peak_memory_byte
 trial reported; `oom` whether it failed out of GPU memory. Two trials of one candidate: the
 longer one is kept. A trial stopped before its last iteration (a run limit) is left out, unless
 --keep-stopped: then its iterations so far are recorded, as long as they reach past the warm-up.
+When a knob sets the batch a step processes (TorchTitan's training.local_batch_size with
+global_batch_size -1), --per-samples N --batch-knob KEY [--gpus G] scale every iteration time to
+the time of N samples (× N / (KEY × G)), as a sweep compares such candidates by the same work.
 """
 import argparse
 import json
@@ -25,7 +28,12 @@ def main():
     ap.add_argument("--capacity-gib", type=float, required=True, help="GPU memory, GiB")
     ap.add_argument("--keep-stopped", action="store_true",
                     help="record a stopped trial's iterations so far (at least 6)")
+    ap.add_argument("--per-samples", type=float, help="scale step times to this many samples")
+    ap.add_argument("--batch-knob", help="the knob giving the samples per GPU and step")
+    ap.add_argument("--gpus", type=float, default=1.0, help="GPUs of the grid (data parallel)")
     a = ap.parse_args()
+    if (a.per_samples is None) != (a.batch_knob is None):
+        ap.error("--per-samples and --batch-knob go together")
     knobs = a.knobs.split(",")
     con = sqlite3.connect(a.db)
     rows = con.execute(
@@ -50,12 +58,16 @@ def main():
         if status != "completed" and not oom and not kept:
             print(f"trial {tid}: {status} ({failure}), left out", file=sys.stderr)
             continue
+        startup_s = round(max((wall_s or 0.0) - sum(iters) / 1000.0, 0.0), 2)
+        if a.per_samples is not None:
+            scale = a.per_samples / (float(cand[a.batch_knob]) * a.gpus)
+            iters = [round(ms * scale, 3) for ms in iters]
         row = {
             "overrides": cand,
             "per_iter_ms": iters,
             "peak_memory_bytes": round(peak_gib * 2**30) if peak_gib is not None else None,
             "oom": oom,
-            "startup_s": round(max((wall_s or 0.0) - sum(iters) / 1000.0, 0.0), 2),
+            "startup_s": startup_s,
         }
         key = json.dumps(cand, sort_keys=True)
         if key not in best or len(iters) > len(best[key]["per_iter_ms"]):

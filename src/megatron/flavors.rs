@@ -46,6 +46,9 @@ pub struct Flavor {
     pub moe: Option<MoeFlavor>,
     /// Multi-latent attention (DeepSeek), listed as standard attention.
     pub mla: bool,
+    /// RMSNorm on each head's query and key (Qwen3: `qk_norm`, torchtitan
+    /// `models/qwen3/model/args.py`).
+    pub qk_norm: bool,
 }
 
 /// torchtitan's `compute_ffn_hidden_dim`.
@@ -69,6 +72,7 @@ const fn llama3(flavor: &'static str, dim: u64, layers: u64, heads: u64, ffn: u6
         tied: false,
         moe: None,
         mla: false,
+        qk_norm: false,
     }
 }
 
@@ -86,6 +90,7 @@ const fn qwen3(flavor: &'static str, dim: u64, layers: u64, heads: u64, ffn: u64
         tied: dim <= 2560,
         moe: None,
         mla: false,
+        qk_norm: true,
     }
 }
 
@@ -126,6 +131,7 @@ const fn deepseek_v3(
         tied: false,
         moe: Some(moe),
         mla: true,
+        qk_norm: false,
     }
 }
 

@@ -61,6 +61,8 @@ pub struct Titan {
     pub bf16: bool,
     /// `compile.enable` with `model` among `compile.components`.
     pub compiled: bool,
+    /// `compile.enable` with `loss` among `compile.components`.
+    pub compiled_loss: bool,
     /// `training.enable_cpu_offload` (FSDP's CPU offload policy).
     pub cpu_offload: bool,
 }
@@ -131,7 +133,11 @@ impl Titan {
             float8,
             bf16: text("training.mixed_precision_param").is_none_or(|t| t == "bfloat16"),
             compiled: on("compile.enable")
-                && components.is_none_or(|c| c.iter().any(|x| x == "model")),
+                && components
+                    .as_ref()
+                    .is_none_or(|c| c.iter().any(|x| x == "model")),
+            compiled_loss: on("compile.enable")
+                && components.is_none_or(|c| c.iter().any(|x| x == "loss")),
             cpu_offload: on("training.enable_cpu_offload"),
         })
     }
@@ -144,6 +150,13 @@ impl Titan {
     /// GPUs outside the FSDP shard dimension: replicate × CP × TP × PP.
     pub fn non_shard_size(&self) -> u64 {
         self.dp_replicate * self.cp * self.tp * self.pp
+    }
+
+    /// Whether FSDP wraps the model on `world` GPUs (torchtitan's `ParallelDims.fsdp_enabled`:
+    /// a shard degree above 1, or context parallelism). Without it, mixed precision is
+    /// `torch.autocast` (single device and DDP), or off with TP or PP.
+    pub fn fsdp(&self, world: u64) -> bool {
+        self.cp > 1 || self.shard_degree(world).is_some_and(|s| s > 1)
     }
 
     /// The FSDP shard degree on `world` GPUs (-1 resolved), when the world divides.

@@ -29,8 +29,26 @@
 //!   whole while it reruns. MoE blocks under `op`: the routed experts (grouped GEMMs, not in the
 //!   save list) are recomputed; the router output and the shared experts' `w1`, `w3` and `w2`
 //!   outputs are counted as saved (an upper bound).
-//! * output: the final norm's input and output, and the logits as one fp32 copy (the loss runs on
-//!   `pred.float()`), sharded over TP by loss parallelism.
+//! * without FSDP (`ParallelDims.fsdp_enabled` false: one GPU, or DDP) mixed precision is
+//!   `torch.autocast` (`distributed/utils.py::maybe_enable_amp`): parameters, gradients and the
+//!   residual stream stay fp32, the matmuls run in bf16 and keep the bf16 copies of their
+//!   weights for backward; a norm keeps its fp32 input, the next matmul its bf16 output; a
+//!   checkpointed block keeps its fp32 input. With TP or PP and no FSDP mixed precision is off
+//!   (activations counted twice). Qwen3's per-head query and key norms keep their inputs.
+//! * output: the final norm, and the loss (`components/loss.py`: cross-entropy on
+//!   `pred.float()`, `pred` deleted before backward): as its backward starts it holds the
+//!   log-softmax output it kept, the incoming gradient and the gradient it makes, 3 fp32 copies of
+//!   the logits in eager mode; a compiled loss is counted as one (not measured). Sharded over TP
+//!   by loss parallelism.
+//! * the peak: gradients are set to None after each step, so without accumulation (several
+//!   microbatches, or a pipeline) the sharded fp32 gradients build up only as backward frees the
+//!   activations: the peak is the larger of the activations (as backward starts) and the
+//!   gradients (as it ends), `grads_bytes` what of them is live at the peak.
+//!
+//! Measured on the H200 (docs/validation/h200-2026-12-03-titan/: upstream TorchTitan v0.2.2,
+//! Qwen3 1.7B, one GPU, eager, local batch 1–32 × none/selective/full): the uncalibrated model is
+//! within −16 … −1 % of the 14 peaks (TorchTitan's `memory:`, the allocator's max reserved), and
+//! names the 4 OOMs; before the autocast, loss and peak terms it was up to 50 % low.
 //!
 //! What no closed form sees (allocator, RCCL, compile's own choices) is left to the calibration.
 
@@ -109,6 +127,11 @@ pub fn estimate(
     let dense = sharded / tp + replicated;
     let fsdp = shard as f64 * cp;
     let per_gpu = dense / fsdp + experts / expert_split;
+    // Without FSDP (one GPU, or DDP) mixed precision is torch.autocast: fp32 parameters and
+    // residual stream, bf16 matmuls; with TP or PP and no FSDP it is off (fp32 compute).
+    let wrapped = t.fsdp(world_size);
+    let autocast = !wrapped && t.tp == 1 && t.pp == 1 && t.bf16;
+    let fp32_compute = !wrapped && (t.tp > 1 || t.pp > 1);
     let (mut weights, mut grads, mut optimizer) = (4.0 * per_gpu, 4.0 * per_gpu, 8.0 * per_gpu);
     if t.cpu_offload {
         (weights, grads, optimizer) = (0.0, 0.0, 0.0);
@@ -117,6 +140,8 @@ pub fn estimate(
         );
     }
     // FSDP's gathered units: the root all step, a block and the next; their gradients.
+    // Under autocast instead: the bf16 copy of every matmul weight, which the matmuls keep for
+    // backward (the output layer's too when it is tied to the embedding, which runs in fp32).
     let pbytes = if t.bf16 { 2.0 } else { 4.0 };
     let unit_root = root_sharded / tp + root_replicated;
     let never = text(p, "parallelism.fsdp_reshard_after_forward") == Some("never");
@@ -125,29 +150,44 @@ pub fn estimate(
     } else {
         2.0 * unit_block
     };
-    weights += pbytes * (unit_root + gathered_blocks);
-    grads += pbytes * (unit_root + unit_block);
+    let (mut extra, mut unit_grads) = (0.0, 0.0);
+    if wrapped {
+        extra = pbytes * (unit_root + gathered_blocks);
+        unit_grads = pbytes * (unit_root + unit_block);
+    } else if autocast {
+        let output = if t.pp > 1 { 0.0 } else { h * vocab };
+        extra = 2.0 * ((sharded - root_sharded + output) / tp + experts / ep);
+    }
+    weights += extra;
 
     // Activations of one microbatch on this rank.
     let micro = t.micro_batch().unwrap_or(local) as f64;
     let tok = s * micro / cp;
     let th = tok * h;
     let sw = if t.compiled { 3.0 } else { 4.0 }; // F-wide tensors a SwiGLU MLP keeps
-    let attn_part = 4.0 * th + 2.0 * tok * k * (a + 2.0 * g) + 2.0 * tok * k * a;
+    // A norm keeps its input (the residual stream: fp32 under autocast) and the next matmul its
+    // bf16 output; Qwen3's per-head query and key norms keep their inputs.
+    let nb = if autocast { 4.0 } else { 2.0 };
+    let norm = (nb + 2.0) * th;
+    let qk_norm = if f.qk_norm {
+        2.0 * tok * k * (a + g)
+    } else {
+        0.0
+    };
+    let attn_part = norm + 2.0 * tok * k * (a + 2.0 * g) + 2.0 * tok * k * a + qk_norm;
     let rows = tok * topk * t.etp as f64; // routed rows per rank, balanced routing
     let full = |i: usize| -> f64 {
         let mlp = if is_moe(i) {
-            4.0 * th
-                + 4.0 * tok * e
+            norm + 4.0 * tok * e
                 + rows * (2.0 * h + 2.0 * fm * sw + 4.0)
                 + 2.0 * th
                 + 2.0 * tok * fs * sw
         } else {
-            4.0 * th + 2.0 * tok * ffn * sw
+            norm + 2.0 * tok * ffn * sw
         };
         (attn_part + mlp) / tp
     };
-    let ckpt = 2.0 * th / tp; // a checkpointed block's input
+    let ckpt = nb * th / tp; // a checkpointed block's input
     let ops = |i: usize| -> f64 {
         let saved_attn = 2.0 * tok * k * (2.0 * a + g); // wq, wv, SDPA outputs
         let mlp = if is_moe(i) {
@@ -187,12 +227,40 @@ pub fn estimate(
         1.0
     };
     let embedding = 8.0 * tok; // token ids
+    // The loss (torchtitan `components/loss.py`: cross-entropy on `pred.float()`, with `pred`
+    // deleted before backward): in eager mode, as its backward starts, the log-softmax output
+    // it kept, the incoming gradient and the gradient it makes, 3 fp32 copies of the logits
+    // (the forward's bf16 logits + fp32 copy + log-softmax output are fewer); a compiled loss
+    // is counted as one fp32 copy (not measured).
+    let logit_bytes = if t.compiled_loss { 4.0 } else { 12.0 };
     let output = if t.pp > 1 {
         0.0
     } else {
-        (4.0 * th + 4.0 * tok * vocab) / tp
+        (norm + logit_bytes * tok * vocab) / tp
     };
-    let activations = (stored + embedding) * inflight + working + output;
+    let mut activations = (stored + embedding) * inflight + working + output;
+    if fp32_compute {
+        activations *= 2.0;
+        notes.push("TP or PP without FSDP: no mixed precision, activations in fp32".into());
+    }
+    if autocast {
+        notes.push(
+            "no FSDP: mixed precision by torch.autocast (fp32 parameters and residual stream, \
+             bf16 copies of the matmul weights)"
+                .into(),
+        );
+    }
+    // Gradients are set to None after each step: without accumulation (microbatches, pipeline)
+    // the sharded fp32 gradients build up only as backward frees the activations, so the peak is
+    // the larger of the two moments.
+    let accumulates = t.pp > 1
+        || t.global_batch
+            .is_some_and(|gb| gb > local * t.data_parallel(world_size).unwrap_or(1).max(1));
+    if !accumulates {
+        grads = unit_grads + (grads - extra - activations).max(0.0);
+    } else {
+        grads += unit_grads;
+    }
 
     if t.float8 {
         notes.push("float8 linears: weights and activations counted as bf16".into());
@@ -255,33 +323,51 @@ mod tests {
 
     #[test]
     fn debugmodel_weights_grads_optimizer_by_hand() {
-        let m = est("", 1);
-        // 16 bytes/param sharded over 1; gathered: root 1,048,832 + two blocks 1,704,960 in
-        // bf16 = 5,507,584; gradients: root + one block 1,901,312 in bf16 = 3,802,624
-        assert_eq!(m.weights_bytes, 4.0 * N + 5_507_584.0);
-        assert_eq!(m.grads_bytes, 4.0 * N + 3_802_624.0);
-        assert_eq!(m.optimizer_bytes, 8.0 * N);
-        // FSDP over 8: the sharded terms divide by 8, the gathered units do not
+        // FSDP over 8: 16 bytes/param sharded over 8; gathered: root 1,048,832 + two blocks
+        // 1,704,960 in bf16 = 5,507,584; gradients at the peak: root + one block 1,901,312 in
+        // bf16 = 3,802,624 (the sharded fp32 ones build up as backward frees the activations)
         let m8 = est("", 8);
         assert_eq!(m8.optimizer_bytes, N);
         assert_eq!(m8.weights_bytes, 0.5 * N + 5_507_584.0);
+        assert_eq!(m8.grads_bytes, 3_802_624.0);
+        // One GPU, no FSDP: torch.autocast, fp32 parameters plus the bf16 copies of the matmul
+        // weights, 6 blocks × 851,968 + the output layer 524,288 = 5,636,096 → 11,272,192
+        let m = est("", 1);
+        assert_eq!(m.weights_bytes, 4.0 * N + 11_272_192.0);
+        assert_eq!(m.optimizer_bytes, 8.0 * N);
+        assert_eq!(m.grads_bytes, 0.0, "not live at the activation peak");
+        assert!(
+            m.notes.iter().any(|n| n.contains("torch.autocast")),
+            "{m:?}"
+        );
+        // gradient accumulation (global 4 = local 1 × 4 steps): the gradients are live
+        let acc = est("training.global_batch_size=4", 1);
+        assert_eq!(acc.grads_bytes, 4.0 * N);
         // HSDP: replicate 2 × shard 4 on 8 GPUs shards over 4 only
         let hsdp = est("parallelism.data_parallel_replicate_degree=2", 8);
         assert_eq!(hsdp.optimizer_bytes, 2.0 * N);
         let e = any_estimate(&with(DEBUG, "parallelism.tensor_parallel_degree=3"), 8);
         assert!(e.unwrap_err().to_string().contains("world size 8"));
+        // TP without FSDP: no mixed precision, activations in fp32
+        let tp = est("parallelism.tensor_parallel_degree=2", 2);
+        let tp_bf16 = est(
+            "parallelism.tensor_parallel_degree=2 parallelism.data_parallel_shard_degree=2",
+            4,
+        );
+        assert_eq!(tp.activations_bytes, 2.0 * tp_bf16.activations_bytes);
     }
 
-    // s·b·h = th = 524,288. Block without checkpointing: norms in/out 4·th = 2,097,152; Q K V
-    // 2·2048·16·48 = 3,145,728; attention output 1,048,576; MLP norms 2,097,152 and w1, w3,
-    // product 2·2048·768·3 = 9,437,184 → 17,825,792. Embedding ids 8·2048 = 16,384; output
-    // 4·th + 4·2048·2048 = 18,874,368.
+    // FSDP (bf16 compute), s·b·h = th = 524,288. Block without checkpointing: norms in/out
+    // 4·th = 2,097,152; Q K V 2·2048·16·48 = 3,145,728; attention output 1,048,576; MLP norms
+    // 2,097,152 and w1, w3, product 2·2048·768·3 = 9,437,184 → 17,825,792. Embedding ids
+    // 8·2048 = 16,384; output: final norm 4·th + a compiled loss's fp32 logits 4·2048·2048 =
+    // 18,874,368.
     const BLOCK: f64 = 17_825_792.0;
     const EDGES: f64 = 16_384.0 + 18_874_368.0;
 
     #[test]
     fn debugmodel_activations_by_checkpointing_mode() {
-        let act = |kv: &str| est(kv, 1).activations_bytes;
+        let act = |kv: &str| est(kv, 8).activations_bytes;
         assert_eq!(act(""), 6.0 * BLOCK + EDGES); // 125,845,504
         // full: six inputs 2·th + one block rerun
         assert_eq!(
@@ -301,13 +387,44 @@ mod tests {
                 && act(every2) > act(op)
                 && act(op) > act("activation_checkpoint.mode=full")
         );
-        // eager: one more F-wide tensor per block, 2·2048·768 = 3,145,728
+        // eager: one more F-wide tensor per block, 2·2048·768 = 3,145,728, and the loss's three
+        // fp32 copies of the logits instead of one: + 8·2048·2048 = 33,554,432
         assert_eq!(
             act("compile.enable=false"),
-            6.0 * (BLOCK + 3_145_728.0) + EDGES
+            6.0 * (BLOCK + 3_145_728.0) + EDGES + 33_554_432.0
         );
         let bad = any_estimate(&with(DEBUG, "activation_checkpoint.mode=offload"), 1);
         assert!(bad.unwrap_err().to_string().contains("offload"));
+    }
+
+    #[test]
+    fn one_gpu_autocast_keeps_the_residual_stream_in_fp32() {
+        // Under torch.autocast a norm keeps its fp32 input (4·th) and the matmul its bf16
+        // output (2·th): 2·th more per norm than with FSDP, so 2 norms × 1,048,576 per block
+        // and 1,048,576 at the final norm; a checkpointed block keeps its fp32 input (4·th).
+        let one = |kv: &str| est(kv, 1).activations_bytes;
+        assert_eq!(one(""), 6.0 * (BLOCK + 2_097_152.0) + EDGES + 1_048_576.0);
+        assert_eq!(
+            one("activation_checkpoint.mode=full"),
+            6.0 * 2_097_152.0 + BLOCK + 2_097_152.0 + EDGES + 1_048_576.0
+        );
+    }
+
+    #[test]
+    fn qwen3_keeps_its_query_and_key_norm_inputs() {
+        // Qwen3 0.6B (h 1024, 16 heads of 128, 8 KV heads, F 3072, V 151,936, 28 layers),
+        // s 2048, b 1, FSDP over 8, compiled. th = 2,097,152. Per block: norms 4·th
+        // 8,388,608; Q K V 2·2048·128·32 = 16,777,216; attention output 8,388,608; the per-head
+        // norms' inputs 2·2048·128·(16 + 8) = 12,582,912; MLP norms 8,388,608 and
+        // 2·2048·3072·3 = 37,748,736 → 92,274,688, × 28 = 2,583,691,264. Token ids 16,384;
+        // output: final norm 8,388,608 + fp32 logits 4·2048·151,936 = 1,244,659,712.
+        let p = "model.name=qwen3 model.flavor=0.6B training.seq_len=2048 \
+            training.local_batch_size=1 compile.enable=true";
+        let q = any_estimate(&with(p, ""), 8).unwrap();
+        assert_eq!(
+            q.activations_bytes,
+            2_583_691_264.0 + 16_384.0 + 8_388_608.0 + 1_244_659_712.0
+        );
     }
 
     #[test]
