@@ -14,6 +14,9 @@ longer one is kept. A trial stopped before its last iteration (a run limit) is l
 When a knob sets the batch a step processes (TorchTitan's training.local_batch_size with
 global_batch_size -1), --per-samples N --batch-knob KEY [--gpus G] scale every iteration time to
 the time of N samples (× N / (KEY × G)), as a sweep compares such candidates by the same work.
+--also KEY=VALUE@WHEN=IS records a setting every trial with WHEN=IS ran with although the trials
+did not set it (the experiment did), as a sweep's group knob names it (TorchTitan's
+activation_checkpoint.selective_ac_option=op@activation_checkpoint.mode=selective).
 """
 import argparse
 import json
@@ -31,7 +34,17 @@ def main():
     ap.add_argument("--per-samples", type=float, help="scale step times to this many samples")
     ap.add_argument("--batch-knob", help="the knob giving the samples per GPU and step")
     ap.add_argument("--gpus", type=float, default=1.0, help="GPUs of the grid (data parallel)")
+    ap.add_argument("--also", action="append", default=[],
+                    help="KEY=VALUE@WHEN=IS: add KEY=VALUE to the candidates with WHEN=IS")
     a = ap.parse_args()
+    also = []
+    for spec in a.also:
+        kv, _, cond = spec.partition("@")
+        k, _, v = kv.partition("=")
+        ck, _, cv = cond.partition("=")
+        if not (k and ck):
+            ap.error(f"--also {spec}: expected KEY=VALUE@WHEN=IS")
+        also.append((k, v, ck, cv))
     if (a.per_samples is None) != (a.batch_knob is None):
         ap.error("--per-samples and --batch-knob go together")
     knobs = a.knobs.split(",")
@@ -43,6 +56,9 @@ def main():
     for tid, overrides, status, failure, wall_s, peak_gib in rows:
         given = {o["key"]: o["value"] for o in json.loads(overrides)}
         cand = {k: given.get(k) for k in knobs}
+        for k, v, ck, cv in also:
+            if str(cand.get(ck)) == cv:
+                cand[k] = v
         iters = [
             ms
             for (ms,) in con.execute(

@@ -15,7 +15,12 @@
 //!   `recompute_num_layers` above 0 counts as `full`;
 //! * at the same granularity, more `recompute_num_layers` is more work, except with
 //!   `recompute_method: uniform`, where the count only sets the chunk size (every layer is
-//!   recomputed either way), so two uniform settings are not compared.
+//!   recomputed either way), so two uniform settings are not compared;
+//! * TorchTitan's op-level selective checkpointing (`selective_ac_option: op`) and `full` are
+//!   not compared: op-level checkpointing recomputes less but decides op by op, which in eager
+//!   mode cost more than it saved on the H200 (upstream TorchTitan v0.2.2, Qwen3 1.7B, local
+//!   batch 1: 387 ms a step against 197 ms with `full`; from local batch 8 on it was faster,
+//!   docs/validation/h200-2026-12-03-titan/). Both are still heavier than `none`.
 
 use crate::domain::study::{Candidate, Overrides};
 use serde_json::Value;
@@ -82,9 +87,20 @@ pub fn recomputes_more(a: &Overrides, b: &Overrides) -> bool {
         return false;
     };
     if ga != gb {
+        // op-level selective against full: measured either way round (module docs)
+        if ga.min(gb) == 1 && (titan_op_level(a) || titan_op_level(b)) {
+            return false;
+        }
         return ga > gb;
     }
     ga > 0 && !(ua || ub) && na > nb
+}
+
+/// TorchTitan's op-level selective checkpointing (the option `op`; TorchTitan's default option
+/// is a layer frequency).
+fn titan_op_level(o: &Overrides) -> bool {
+    text(o.get("activation_checkpoint.mode")).as_deref() == Some("selective")
+        && text(o.get("activation_checkpoint.selective_ac_option")).as_deref() == Some("op")
 }
 
 /// Per candidate, the candidates that agree with it on every other flag and recompute less
@@ -159,6 +175,19 @@ mod tests {
         let t_full =
             o(json!({"training.local_batch_size": 2, "activation_checkpoint.mode": "full"}));
         assert!(recomputes_more(&t_full, &t_none));
+        // op-level selective: heavier than none, not compared with full (slower than full at
+        // small batches on the H200); selective every 2nd block is lighter than full
+        let t_op = o(
+            json!({"training.local_batch_size": 2, "activation_checkpoint.mode": "selective",
+            "activation_checkpoint.selective_ac_option": "op"}),
+        );
+        assert!(recomputes_more(&t_op, &t_none));
+        assert!(!recomputes_more(&t_full, &t_op) && !recomputes_more(&t_op, &t_full));
+        let t_2 = o(
+            json!({"training.local_batch_size": 2, "activation_checkpoint.mode": "selective",
+            "activation_checkpoint.selective_ac_option": "2"}),
+        );
+        assert!(recomputes_more(&t_full, &t_2));
         // An unknown granularity compares with nothing.
         let odd = o(json!({"micro_batch_size": 4, "recompute_granularity": "partial"}));
         assert!(!recomputes_more(&odd, &none) && !recomputes_more(&none, &odd));
