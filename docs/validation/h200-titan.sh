@@ -17,6 +17,8 @@
 # PART=sweep (one call, a fresh machine): `primus-tune sweep` of the same experiment over
 # spaces/titan-h200.yaml (local batch 2/4/8/16 x checkpointing; current: local batch 4) in an
 # empty workspace, as a user would run it; its output, decision log and trial database in $OUT.
+# PART=compile (one call, a fresh machine): the same runs with torch.compile on (model and loss,
+# Primus' default) for COMPILE_RUNS (lbs:mode ...), into $OUT/compile/.
 # Then here: python3 docs/validation/replay_table.py .../grid.db --knobs \
 #   training.local_batch_size,activation_checkpoint.mode --capacity-gib 139.8 > table.json
 set -u
@@ -164,7 +166,36 @@ sweep() {
   cat "$OUT/sweep.txt"
 }
 
+compiled() {
+  B=$G/primus-tune
+  W=$G/work
+  export XDG_CONFIG_HOME=$W/config XDG_DATA_HOME=$W/data PRIMUS_TUNE_WORKSPACE=$W/ws-compile
+  export TITAN_PATH=$G/titan TITAN_SITE=$G/site TITAN_TOML=$G/titan/qwen3_1.7b-h200-compile.toml
+  sed '/^\[compile\]/,/^\[/ s/^enable = false/enable = true/' "$G/titan/qwen3_1.7b-h200.toml" > "$TITAN_TOML"
+  grep -A2 '^\[compile\]' "$TITAN_TOML" > "$OUT/compile/toml.txt"
+  EXP=$W/ex/experiments/qwen3_1.7B-torchtitan-h200.yaml
+  for run in ${COMPILE_RUNS:-4:none 8:none 8:full 16:full}; do
+    lbs=${run%%:*}; ac=${run##*:}
+    args=(run "$EXP" --set training.local_batch_size=$lbs --set activation_checkpoint.mode=$ac
+          --profile torchtitan-h200 --gpus 1 --max-iters "$ITERS" --ci-target 0 --grace-seconds 5
+          --first-iteration-seconds 240 --hang-seconds 90 --db "$OUT/compile/compile.db")
+    echo "\$ primus-tune ${args[*]}" >> "$OUT/compile/commands.txt"
+    echo "== lbs=$lbs ac=$ac compiled $(date -u +%FT%TZ)" | tee -a "$OUT/compile/grid.txt"
+    timeout -k 15 -s TERM "${RUN_LIMIT}" "$B" "${args[@]}" > "$OUT/compile/lbs$lbs-$ac.console.log" 2>&1
+    echo "  exit $?" >> "$OUT/compile/grid.txt"
+    summarize "$OUT/compile/compile.db" >> "$OUT/compile/grid.txt" 2>&1
+    sleep 3
+  done
+  cat "$OUT/compile/grid.txt"
+}
+
 case $PART in
+  compile)
+    mkdir -p "$G" "$D" "$OUT/compile"
+    setup > "$OUT/compile/setup.txt" 2>&1
+    compiled
+    exit 0
+    ;;
   sweep)
     mkdir -p "$G" "$D"
     setup > "$OUT/setup.txt" 2>&1
