@@ -358,8 +358,9 @@ fn draw_screen(
         if app.screens.sweep.log.is_empty() && !app.screens.sweep.running {
             lines.push(Line::raw(""));
             lines.push(Line::raw(
-                "r sweeps it: short trials for every legal candidate, longer ones for the best, \
-                 until the leader is separated from the rest by more than the noise.",
+                "r sweeps it: trials for the candidates that may beat the leader (the rest \
+                 predicted slower or out of memory, and said so), until the leader is separated \
+                 from the rest by more than the noise.",
             ));
         }
         // The newest log lines that fit below the header, each wrapped whole (a long line,
