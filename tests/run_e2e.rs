@@ -54,6 +54,20 @@ const ITER_FN: &str = r#"it() {{ printf ' [2026-11-29 22:59:27.865632] iteration
 echo $$ > "$1/workload.pid"
 "#;
 
+/// `run` of the bundled TorchTitan example (Llama 3.1 8B) with `args`.
+fn run_titan(s: &Setup, args: &[&str]) -> std::process::Output {
+    bin(s)
+        .arg("run")
+        .arg(
+            s.root
+                .join("experiments/llama3.1_8B-torchtitan-pretrain.yaml"),
+        )
+        .args(args)
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap()
+}
+
 fn bin(s: &Setup) -> Command {
     Command::from_std(plain(s, assert_cmd::cargo::cargo_bin("primus-tune")))
 }
@@ -191,18 +205,21 @@ fn proxy_cpu_trial_completes_and_is_stored() {
 #[test]
 fn proxy_cpu_runs_a_torchtitan_experiment_at_its_models_size() {
     let s = setup();
-    let exp = s
-        .root
-        .join("experiments/llama3.1_8B-torchtitan-pretrain.yaml");
-    let out = bin(&s)
-        .arg("run")
-        .arg(&exp)
-        .args(["--profile", "proxy-cpu", "--json", "--no-telemetry"])
-        .args(["--set", "training.local_batch_size=1", "--max-iters", "4"])
-        .args(["--ci-target", "0"])
-        .timeout(Duration::from_secs(120))
-        .output()
-        .unwrap();
+    let out = run_titan(
+        &s,
+        &[
+            "--profile",
+            "proxy-cpu",
+            "--json",
+            "--no-telemetry",
+            "--set",
+            "training.local_batch_size=1",
+            "--max-iters",
+            "4",
+            "--ci-target",
+            "0",
+        ],
+    );
     let v = result_line(&out.stdout, &out.stderr);
     assert_eq!(v["status"], "completed", "{v}");
     let dir = trial_dir(&v);
@@ -244,37 +261,27 @@ for i in 1 2 3 4 5 6 7 8 9 10 11 12; do
   printf '[titan] 2026-12-03 17:21:35,191 - root - INFO - \033[31mstep: %2d  \033[32mloss: 11.96873  \033[38;2;180;60;0mgrad_norm: 78.8726  \033[38;2;54;234;195mmemory: 32.93GiB(23.55%%)  \033[34mtps: %s  \033[36mtflops: 139.43  \033[35mmfu: 14.10%%\033[39m\n' $i $tps
 done"#,
     );
-    let exp = s
-        .root
-        .join("experiments/llama3.1_8B-torchtitan-pretrain.yaml");
-    let out = bin(&s)
-        .arg("run")
-        .arg(&exp)
-        .args([
+    let out = run_titan(
+        &s,
+        &[
             "--profile",
             "titan-log",
             "--json",
             "--no-telemetry",
             "--gpus",
             "1",
-        ])
-        .args([
             "--set",
             "training.local_batch_size=2",
             "--set",
             "training.seq_len=2048",
-        ])
-        .args([
             "--max-iters",
             "12",
             "--ci-target",
             "0",
             "--grace-seconds",
             "0.3",
-        ])
-        .timeout(Duration::from_secs(120))
-        .output()
-        .unwrap();
+        ],
+    );
     let v = result_line(&out.stdout, &out.stderr);
     assert_eq!(v["status"], "completed", "{v}");
     assert_eq!(v["median_step_ms"], 250.0, "{v}");
