@@ -433,6 +433,50 @@ impl StudyRecord {
 }
 
 /// `k=v k=v` of a candidate, short.
+/// [`settings`] for a narrow column: the space's knobs first, in its order (a group knob's keys
+/// together), then any other key; a dotted key (TorchTitan's `training.local_batch_size`) by
+/// its last part where no other key of `o` ends the same, so that at 80 columns the values
+/// that tell candidates apart are not cut off behind a long section name.
+pub fn settings_compact(o: &BTreeMap<String, serde_json::Value>, knobs: &[Knob]) -> String {
+    let mut keys: Vec<&String> = Vec::new();
+    for k in knobs {
+        if o.contains_key(&k.flag) {
+            keys.push(o.get_key_value(&k.flag).map(|(k, _)| k).unwrap_or(&k.flag));
+        }
+        for v in &k.values {
+            if let serde_json::Value::Object(m) = v {
+                for member in m.keys() {
+                    if let Some((key, _)) = o.get_key_value(member)
+                        && !keys.contains(&key)
+                    {
+                        keys.push(key);
+                    }
+                }
+            }
+        }
+    }
+    for k in o.keys() {
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    let last = |k: &str| k.rsplit('.').next().unwrap_or(k).to_string();
+    keys.iter()
+        .map(|k| {
+            let unique = o.keys().filter(|j| last(j) == last(k)).count() == 1;
+            let label = if unique { last(k) } else { (*k).clone() };
+            let v = &o[k.as_str()];
+            let v = if v.is_null() {
+                "null".into()
+            } else {
+                v.to_string().trim_matches('"').to_string()
+            };
+            format!("{label}={v}")
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 pub fn settings(o: &BTreeMap<String, serde_json::Value>) -> String {
     o.iter()
         .map(|(k, v)| {
@@ -452,6 +496,35 @@ pub fn settings(o: &BTreeMap<String, serde_json::Value>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn compact_settings_lead_with_the_spaces_knobs_by_their_short_names() {
+        let knobs: Vec<Knob> = serde_json::from_value(serde_json::json!([
+            {"flag": "training.local_batch_size", "values": [2, 4]},
+            {"flag": "@activation_checkpoint", "values": [
+                {"activation_checkpoint.mode": "none"},
+                {"activation_checkpoint.mode": "selective",
+                 "activation_checkpoint.selective_ac_option": "op"}]}
+        ]))
+        .unwrap();
+        let o: BTreeMap<String, serde_json::Value> = serde_json::from_value(serde_json::json!({
+            "activation_checkpoint.mode": "selective",
+            "activation_checkpoint.selective_ac_option": "op",
+            "training.local_batch_size": 8,
+            "model.name": "qwen3", "job.name": "x"
+        }))
+        .unwrap();
+        assert_eq!(
+            settings_compact(&o, &knobs),
+            "local_batch_size=8 mode=selective selective_ac_option=op job.name=x model.name=qwen3"
+        );
+        // no knobs (an older study): sorted, flat keys as they are
+        let flat: BTreeMap<String, serde_json::Value> = serde_json::from_value(
+            serde_json::json!({"micro_batch_size": 4, "recompute_granularity": null}),
+        )
+        .unwrap();
+        assert_eq!(settings_compact(&flat, &[]), settings(&flat));
+    }
 
     #[test]
     fn verdicts_read_back_and_pad_in_tables() {

@@ -228,7 +228,7 @@ pub fn ranked_table<'a>(study: &str, rec: &'a StudyRecord, theme: &Theme) -> Tab
                 )),
                 Cell::from(format!(
                     "{} · {}",
-                    crate::domain::study::settings(&c.overrides),
+                    crate::domain::study::settings_compact(&c.overrides, &rec.knobs),
                     c.why
                 )),
             ])
