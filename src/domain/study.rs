@@ -460,11 +460,9 @@ pub fn settings_compact(o: &BTreeMap<String, serde_json::Value>, knobs: &[Knob])
             keys.push(k);
         }
     }
-    let last = |k: &str| k.rsplit('.').next().unwrap_or(k).to_string();
     keys.iter()
         .map(|k| {
-            let unique = o.keys().filter(|j| last(j) == last(k)).count() == 1;
-            let label = if unique { last(k) } else { (*k).clone() };
+            let label = short_key(k, o.keys().map(String::as_str));
             let v = &o[k.as_str()];
             let v = if v.is_null() {
                 "null".into()
@@ -475,6 +473,17 @@ pub fn settings_compact(o: &BTreeMap<String, serde_json::Value>, knobs: &[Knob])
         })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// A dotted key by its last part (`training.local_batch_size` → `local_batch_size`) when no key
+/// of `all` other than itself ends the same; else the key whole.
+pub fn short_key<'a>(key: &'a str, all: impl Iterator<Item = &'a str>) -> &'a str {
+    let last = |k: &'a str| k.rsplit('.').next().unwrap_or(k);
+    if all.filter(|j| *j != key && last(j) == last(key)).count() == 0 {
+        last(key)
+    } else {
+        key
+    }
 }
 
 pub fn settings(o: &BTreeMap<String, serde_json::Value>) -> String {
@@ -517,6 +526,14 @@ mod tests {
         assert_eq!(
             settings_compact(&o, &knobs),
             "local_batch_size=8 mode=selective selective_ac_option=op job.name=x model.name=qwen3"
+        );
+        // a last part two keys share keeps both whole
+        let both = ["a.mode", "b.mode", "training.steps"];
+        assert_eq!(short_key("a.mode", both.into_iter()), "a.mode");
+        assert_eq!(short_key("training.steps", both.into_iter()), "steps");
+        assert_eq!(
+            short_key("micro_batch_size", both.into_iter()),
+            "micro_batch_size"
         );
         // no knobs (an older study): sorted, flat keys as they are
         let flat: BTreeMap<String, serde_json::Value> = serde_json::from_value(

@@ -32,27 +32,52 @@ impl std::ops::Deref for TrialSummary {
 }
 
 impl TrialSummary {
+    /// The trial's settings that differ from the experiment (or its own, without one) as
+    /// (key, value) texts; `Err` the words shown instead.
+    fn setting_pairs(&self) -> Result<Vec<(String, String)>, &'static str> {
+        let pairs: Vec<(String, String)> = match &self.differences {
+            Some(d) if d.is_empty() => return Err("(as the config is)"),
+            Some(d) => d
+                .iter()
+                .map(|x| (x.flag.clone(), super::compare::show_json(&x.b)))
+                .collect(),
+            None => crate::run::trial::trial_settings(&self.row)
+                .iter()
+                .map(|(k, v)| (k.clone(), super::compare::show_json(v)))
+                .collect(),
+        };
+        if pairs.is_empty() {
+            return Err("(settings unknown)");
+        }
+        Ok(pairs)
+    }
+
+    /// [`settings_text`](Self::settings_text) for a narrow column: dotted keys by their last
+    /// part where unambiguous ([`crate::domain::study::short_key`]).
+    pub fn settings_short(&self) -> String {
+        match self.setting_pairs() {
+            Ok(pairs) => pairs
+                .iter()
+                .map(|(k, v)| {
+                    let all = pairs.iter().map(|p| p.0.as_str());
+                    format!("{}={v}", crate::domain::study::short_key(k, all))
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+            Err(words) => words.into(),
+        }
+    }
+
     /// `flag=value, ...` of what it ran differently, `(as the config is)`, or its overrides
     /// when the difference is not known.
     pub fn settings_text(&self) -> String {
-        match &self.differences {
-            Some(d) if d.is_empty() => "(as the config is)".into(),
-            Some(d) => d
+        match self.setting_pairs() {
+            Ok(pairs) => pairs
                 .iter()
-                .map(|x| format!("{}={}", x.flag, super::compare::show_json(&x.b)))
+                .map(|(k, v)| format!("{k}={v}"))
                 .collect::<Vec<_>>()
                 .join(", "),
-            None => {
-                let own = crate::run::trial::trial_settings(&self.row);
-                if own.is_empty() {
-                    "(settings unknown)".into()
-                } else {
-                    own.iter()
-                        .map(|(k, v)| format!("{k}={}", super::compare::show_json(v)))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                }
-            }
+            Err(words) => words.into(),
         }
     }
 }

@@ -330,7 +330,7 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
             if all {
                 texts.push(experiment_name(t));
             }
-            texts.push(fit(&t.settings_text(), settings_w));
+            texts.push(fit(&t.settings_short(), settings_w));
             // What the columns really get (a narrow terminal shrinks them): figures shortened
             // or marked `…`, never silently missing digits.
             let cells = fit_cells(texts, &col_w)
