@@ -41,7 +41,16 @@ pub fn run(a: &ParseLogArgs) -> Result<ExitCode, CliError> {
     }
     let file = std::fs::File::open(&a.logfile).map_err(|e| unreadable(&e))?;
     let mut skipped = crate::util::lines::Skipped::default();
-    let mut parser = LogParser::new();
+    // TorchTitan prints no step time: with the shape given, its tokens per second give one.
+    let given = a
+        .seq_length
+        .zip(a.global_batch_size)
+        .map(|(seq, g)| RunShape {
+            seq_length: seq,
+            global_batch_size: g,
+            world_size: a.world_size.max(1),
+        });
+    let mut parser = LogParser::with_shape(given);
     let mut detector = FailureDetector::new();
     let mut iters: Vec<Iteration> = Vec::new();
     let mut memory: Vec<MemoryReport> = Vec::new();
@@ -81,11 +90,6 @@ pub fn run(a: &ParseLogArgs) -> Result<ExitCode, CliError> {
         ci_target: a.ci_target,
         ..SteadyConfig::default()
     };
-    // TorchTitan prints no step time: with the shape, its tokens per second give one.
-    let iters: Vec<Iteration> = iters
-        .into_iter()
-        .map(|i| i.timed_by_tokens(shape))
-        .collect();
     let summary = Summary::from_parts(&iters, &memory, shape, &cfg);
     let failure = detector.finish(&ExitInfo::default(), iters.len() as u64);
     if a.json {

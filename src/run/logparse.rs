@@ -9,7 +9,7 @@
 //! all parse the same way. `X/Y` and `X (avg Y)` values give the instantaneous value and Primus'
 //! running average.
 
-use crate::domain::trial::{Iteration, LogEvent, MemoryReport, TheoreticalMemory};
+use crate::domain::trial::{Iteration, LogEvent, MemoryReport, RunShape, TheoreticalMemory};
 use regex::Regex;
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -681,6 +681,9 @@ fn parse_titan_step(s: &str) -> Option<Iteration> {
 /// are dropped as well.
 #[derive(Debug, Clone, Default)]
 pub struct LogParser {
+    /// The run's shape: an iteration line without a step time (TorchTitan's) is timed by its
+    /// tokens per second ([`Iteration::timed_by_tokens`]).
+    shape: Option<RunShape>,
     last_iteration: Option<u64>,
     last_theoretical: Option<TheoreticalMemory>,
     memory_seen: HashSet<(u32, u64)>,
@@ -689,6 +692,14 @@ pub struct LogParser {
 impl LogParser {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A parser that times TorchTitan's iterations (no step time printed) by `shape`.
+    pub fn with_shape(shape: Option<RunShape>) -> Self {
+        Self {
+            shape,
+            ..Self::default()
+        }
     }
 
     /// The events of one line (at most one today; a `Vec` so a format may yield more).
@@ -708,8 +719,10 @@ impl LogParser {
         {
             return Vec::new();
         }
-        let Some(ev) = parse_line(line) else {
-            return Vec::new();
+        let ev = match parse_line(line) {
+            Some(LogEvent::Iteration(it)) => LogEvent::Iteration(it.timed_by_tokens(self.shape)),
+            Some(ev) => ev,
+            None => return Vec::new(),
         };
         let keep = match &ev {
             LogEvent::Iteration(it) => {
@@ -1040,6 +1053,22 @@ mod tests {
         assert_eq!(it.tflops_per_gpu, Some(1234.56));
         assert_eq!(it.mfu_pct, Some(39.61));
         assert_eq!(it.timestamp.as_deref(), Some("20260822 10:11:12"));
+    }
+
+    #[test]
+    fn a_parser_with_the_runs_shape_times_torchtitan_steps_by_tokens_per_second() {
+        let shape = RunShape {
+            seq_length: 8192,
+            global_batch_size: 8,
+            world_size: 8,
+        };
+        let timed = |mut p: LogParser| match p.feed(TITAN).pop() {
+            Some(LogEvent::Iteration(it)) => it.elapsed_ms,
+            other => panic!("{other:?}"),
+        };
+        let ms = timed(LogParser::with_shape(Some(shape))).unwrap();
+        assert!((ms - 8192.0 / 6759.0 * 1e3).abs() < 1e-9, "{ms}");
+        assert_eq!(timed(LogParser::new()), None, "no shape, no time made up");
     }
 
     #[test]

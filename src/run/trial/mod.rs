@@ -383,7 +383,7 @@ pub async fn run_trial(
         failure_grace: opts.failure_grace,
     };
     let cfg = &policy.steady;
-    let mut parser = LogParser::new();
+    let mut parser = LogParser::with_shape(shape);
     let mut detector = FailureDetector::new();
     let mut iters: Vec<Iteration> = Vec::new();
     let mut memory: Vec<MemoryReport> = Vec::new();
@@ -418,7 +418,6 @@ pub async fn run_trial(
                 for ev in parser.feed(&line) {
                     match ev {
                         LogEvent::Iteration(it) => {
-                            let it = it.timed_by_tokens(shape);
                             last_progress = Instant::now();
                             failed_at = None; // survived: training goes on
                             let unix_ms = job::unix_ms();
@@ -542,7 +541,6 @@ pub async fn run_trial(
         detector.feed(&line);
         for ev in parser.feed(&line) {
             if let LogEvent::Iteration(it) = ev {
-                let it = it.timed_by_tokens(shape);
                 iter_ms.push(job::unix_ms());
                 iters.push(it.clone());
                 pending.push(it);

@@ -15,12 +15,12 @@ fn node_iterations(log: &Path, shape: Option<RunShape>) -> Vec<Iteration> {
     let Ok(text) = std::fs::read(log) else {
         return Vec::new();
     };
-    let mut p = LogParser::new();
+    let mut p = LogParser::with_shape(shape);
     let mut out = Vec::new();
     for line in String::from_utf8_lossy(&text).lines() {
         for ev in p.feed(line) {
             if let LogEvent::Iteration(it) = ev {
-                out.push(it.timed_by_tokens(shape));
+                out.push(it);
             }
         }
     }
