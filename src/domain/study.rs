@@ -432,47 +432,49 @@ impl StudyRecord {
     }
 }
 
-/// `k=v k=v` of a candidate, short.
 /// [`settings`] for a narrow column: the space's knobs first, in its order (a group knob's keys
 /// together), then any other key; a dotted key (TorchTitan's `training.local_batch_size`) by
 /// its last part where no other key of `o` ends the same, so that at 80 columns the values
 /// that tell candidates apart are not cut off behind a long section name.
 pub fn settings_compact(o: &BTreeMap<String, serde_json::Value>, knobs: &[Knob]) -> String {
-    let mut keys: Vec<&String> = Vec::new();
-    for k in knobs {
-        if o.contains_key(&k.flag) {
-            keys.push(o.get_key_value(&k.flag).map(|(k, _)| k).unwrap_or(&k.flag));
-        }
-        for v in &k.values {
-            if let serde_json::Value::Object(m) = v {
-                for member in m.keys() {
-                    if let Some((key, _)) = o.get_key_value(member)
-                        && !keys.contains(&key)
-                    {
-                        keys.push(key);
-                    }
-                }
-            }
-        }
-    }
-    for k in o.keys() {
-        if !keys.contains(&k) {
+    // The knobs' keys in the space's order (a group knob's from its values), then the rest.
+    let group = |k: &Knob| -> Vec<String> {
+        k.values
+            .iter()
+            .filter_map(serde_json::Value::as_object)
+            .flat_map(|m| m.keys().cloned())
+            .collect()
+    };
+    let mut keys: Vec<&str> = Vec::new();
+    let ordered = knobs
+        .iter()
+        .flat_map(|k| std::iter::once(k.flag.clone()).chain(group(k)))
+        .collect::<Vec<_>>();
+    for k in ordered
+        .iter()
+        .map(String::as_str)
+        .chain(o.keys().map(String::as_str))
+    {
+        if o.contains_key(k) && !keys.contains(&k) {
             keys.push(k);
         }
     }
     keys.iter()
         .map(|k| {
             let label = short_key(k, o.keys().map(String::as_str));
-            let v = &o[k.as_str()];
-            let v = if v.is_null() {
-                "null".into()
-            } else {
-                v.to_string().trim_matches('"').to_string()
-            };
-            format!("{label}={v}")
+            format!("{label}={}", value_text(&o[*k]))
         })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// A setting's value as `settings` writes it: strings bare, null as `null`.
+fn value_text(v: &serde_json::Value) -> String {
+    if v.is_null() {
+        "null".into()
+    } else {
+        v.to_string().trim_matches('"').to_string()
+    }
 }
 
 /// A dotted key by its last part (`training.local_batch_size` → `local_batch_size`) when no key
@@ -486,18 +488,10 @@ pub fn short_key<'a>(key: &'a str, all: impl Iterator<Item = &'a str>) -> &'a st
     }
 }
 
+/// `k=v k=v` of a candidate, short.
 pub fn settings(o: &BTreeMap<String, serde_json::Value>) -> String {
     o.iter()
-        .map(|(k, v)| {
-            format!(
-                "{k}={}",
-                if v.is_null() {
-                    "null".into()
-                } else {
-                    v.to_string().trim_matches('"').to_string()
-                }
-            )
-        })
+        .map(|(k, v)| format!("{k}={}", value_text(v)))
         .collect::<Vec<_>>()
         .join(" ")
 }

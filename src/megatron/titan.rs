@@ -114,6 +114,12 @@ impl Titan {
             .iter()
             .any(|c| c.contains("float8"));
         let components = get("compile.components").map(super::list_items);
+        let compiles = |part: &str| {
+            on("compile.enable")
+                && components
+                    .as_ref()
+                    .is_none_or(|c| c.iter().any(|x| x == part))
+        };
         Some(Titan {
             flavor: flavors::find(&name, &flavor_name),
             name,
@@ -132,12 +138,8 @@ impl Titan {
             checkpointing,
             float8,
             bf16: text("training.mixed_precision_param").is_none_or(|t| t == "bfloat16"),
-            compiled: on("compile.enable")
-                && components
-                    .as_ref()
-                    .is_none_or(|c| c.iter().any(|x| x == "model")),
-            compiled_loss: on("compile.enable")
-                && components.is_none_or(|c| c.iter().any(|x| x == "loss")),
+            compiled: compiles("model"),
+            compiled_loss: compiles("loss"),
             cpu_offload: on("training.enable_cpu_offload"),
         })
     }

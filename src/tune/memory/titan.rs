@@ -151,14 +151,20 @@ pub fn estimate(
     } else {
         2.0 * unit_block
     };
-    let (mut extra, mut unit_grads) = (0.0, 0.0);
-    if wrapped {
-        extra = pbytes * (unit_root + gathered_blocks);
-        unit_grads = pbytes * (unit_root + unit_block);
+    let (extra, unit_grads) = if wrapped {
+        (
+            pbytes * (unit_root + gathered_blocks),
+            pbytes * (unit_root + unit_block),
+        )
     } else if autocast {
         let output = if t.pp > 1 { 0.0 } else { h * vocab };
-        extra = 2.0 * ((sharded - root_sharded + output) / tp + experts / ep);
-    }
+        (
+            2.0 * ((sharded - root_sharded + output) / tp + experts / ep),
+            0.0,
+        )
+    } else {
+        (0.0, 0.0)
+    };
     weights += extra;
 
     // Activations of one microbatch on this rank.
