@@ -76,7 +76,10 @@ def main():
             continue
         startup_s = round(max((wall_s or 0.0) - sum(iters) / 1000.0, 0.0), 2)
         if a.per_samples is not None:
-            scale = a.per_samples / (float(cand[a.batch_knob]) * a.gpus)
+            batch = cand.get(a.batch_knob)
+            if batch is None:
+                sys.exit(f"trial {tid}: no {a.batch_knob} among --knobs: cannot scale its steps")
+            scale = a.per_samples / (float(batch) * a.gpus)
             iters = [round(ms * scale, 3) for ms in iters]
         row = {
             "overrides": cand,
