@@ -6,6 +6,8 @@
 #   gpt: a dense 12-layer GPT, hidden 1536 (ffn 6144, 12 heads of 128), sequence 2048, global batch 32
 #   moe: 8 layers, hidden 1024, 16 heads of 64, 8 experts top-2 (expert ffn 2048), sequence 2048,
 #        global batch 32
+#   gqa: a held-out check (2026-12-03): 12 layers, hidden 2048 (SwiGLU ffn 5632), 16 heads of 128
+#        in 4 query groups, sequence 4096, global batch 16 (so micro batch 1-16: MBS_ORDER="1 2 4 8 16")
 # each micro batch 1/2/4/8/16/32 × recompute none | selective | full (uniform, 1 layer), one
 # 20-iteration trial per candidate with no early stop (--ci-target 0), each grid into its own trial
 # database. The shape rides on the bundled Llama-3-8B experiment (SwiGLU, RMSNorm, RoPE, untied
@@ -80,10 +82,17 @@ grid() {
        --set num_attention_heads=12 --set num_query_groups=12)
   MOE=(--set num_layers=8 --set hidden_size=1024 --set ffn_hidden_size=2048 --set moe_ffn_hidden_size=2048
        --set num_attention_heads=16 --set num_query_groups=16 --set num_experts=8 --set moe_router_topk=2)
-  mkdir -p "$D/gpt" "$D/moe"
+  GQA=(--set num_layers=12 --set hidden_size=2048 --set ffn_hidden_size=5632
+       --set num_attention_heads=16 --set num_query_groups=4
+       --set seq_length=4096 --set max_position_embeddings=4096 --set global_batch_size=16)
+  mkdir -p "$D/gpt" "$D/moe" "$D/gqa"
   echo "grid started $(date -u +%FT%TZ)" >> "$D/grid.txt"
   for name in $GRIDS; do
-    if [ $name = gpt ]; then SHAPE=("${GPT[@]}"); else SHAPE=("${MOE[@]}"); fi
+    case $name in
+      gpt) SHAPE=("${GPT[@]}") ;;
+      moe) SHAPE=("${MOE[@]}") ;;
+      gqa) SHAPE=("${GQA[@]}") ;;  # after COMMON, so its sequence and batch win
+    esac
     first=1
     for mbs in $MBS_ORDER; do
       for rc in none selective full; do
@@ -140,7 +149,7 @@ pack() {
   P=$G/pack
   rm -rf "$P"; mkdir -p "$P"
   (cd "$D" && find . -path ./pack -prune -o -type f ! -name 'grid.db*' -print | tar -cf - -T -) | tar -xf - -C "$P"
-  for name in gpt moe; do
+  for name in gpt moe gqa; do
     [ -f "$D/$name/grid.db" ] || continue
     mkdir -p "$P/$name"
     python3 -c "import sqlite3,sys; s=sqlite3.connect(sys.argv[1]); d=sqlite3.connect(sys.argv[2]); s.backup(d); d.close()" \
