@@ -311,8 +311,7 @@ fn every_real_table_is_won_within_1pct_for_at_most_40pct_of_its_grid() {
     // batch 16 without checkpointing and all of local batch 32 ran out of memory on the H200:
     // none is launched. On the held-out GQA grid (recorded after the search and the model were
     // settled), micro batch 8 and 16 without recompute ran out of memory: neither is launched.
-    // All report the forecasts' error: within 10 % on 90 % of them (the
-    // issue's goal).
+    // All report the forecasts' error: within 10 % on 90 % of them (the goal).
     for (name, ruled_out) in [
         ("h200-megatron-gpt.json", 1),
         ("h200-megatron-moe.json", 0),

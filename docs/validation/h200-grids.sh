@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 17 on the lent H200 (device tool): two exhaustive grids of upstream Megatron-LM (commit
+# Issue 17 on the lent H200 (device tool): exhaustive grids of upstream Megatron-LM (commit
 # d98e8a64, bin/megatron, never committed) launched through primus-tune's trial supervisor with the
 # built-in `megatron-local` profile (the `megatron` profile's flags plus the ones that make
 # Megatron-LM run without Transformer Engine/Apex: ../shared/research/megatron-on-h200.md):
