@@ -147,6 +147,16 @@ impl<'a> TrialRunner<'a> {
     }
 }
 
+/// The figure a trial's line shows: what the search ranks by (the trimmed mean per global
+/// batch), as the study's table; none for a trial that failed, whose steps before the failure
+/// (an OOM in its first iterations) the search does not use.
+fn shown_step_ms(out: &Outcome) -> Option<f64> {
+    if out.oom || out.failed.is_some() {
+        return None;
+    }
+    crate::tune::search::step_estimate(&out.step_ms).map(|e| e.value)
+}
+
 /// A trial a resumed sweep may reuse: it ended by itself (not interrupted or stopped by the
 /// user, whose measurement is incomplete).
 fn reusable(t: &TrialRow) -> bool {
@@ -350,13 +360,11 @@ impl TrialRunner<'_> {
                         ..Outcome::default()
                     },
                 };
-                // The figure the search ranks by (the trimmed mean per global batch), as the
-                // study's table.
                 self.say(SweepEvent::Measured {
                     trial: r.trial_id,
                     status: r.status,
                     failure: r.failure.as_ref().map(|f| f.class.label().to_string()),
-                    step_ms: crate::tune::search::step_estimate(&out.step_ms).map(|e| e.value),
+                    step_ms: shown_step_ms(&out),
                     peak_gib: r.summary.peak_mem_gib,
                 });
                 out
@@ -425,6 +433,29 @@ mod tests {
     use crate::domain::trial::Iteration;
     use crate::store::{NewTrial, TrialEnd};
     use std::path::Path;
+
+    #[test]
+    fn a_failed_trial_shows_no_step_time() {
+        let steps = vec![480.0, 483.2, 481.0, 482.5, 479.9, 483.0];
+        let ok = Outcome {
+            step_ms: steps.clone(),
+            ..Outcome::default()
+        };
+        let shown = shown_step_ms(&ok).expect("a completed trial shows its figure");
+        assert!((479.0..484.0).contains(&shown), "{shown}");
+        let oom = Outcome {
+            step_ms: steps.clone(),
+            oom: true,
+            ..Outcome::default()
+        };
+        assert_eq!(shown_step_ms(&oom), None);
+        let crashed = Outcome {
+            step_ms: steps,
+            failed: Some("the workload ended (exit 1)".into()),
+            ..Outcome::default()
+        };
+        assert_eq!(shown_step_ms(&crashed), None);
+    }
 
     /// A completed trial in `dir` whose `resolved.json` configures `global` samples a step: two
     /// warm-up iterations, then steady ones of `ms`, each logging `ran` samples when given.
