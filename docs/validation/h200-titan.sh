@@ -19,6 +19,8 @@
 # empty workspace, as a user would run it; its output, decision log and trial database in $OUT.
 # PART=compile (one call, a fresh machine): the same runs with torch.compile on (model and loss,
 # Primus' default) for COMPILE_RUNS (lbs:mode ...), into $OUT/compile/.
+# MODEL=4b (with LBS_ORDER="1 2 4 8"): the held-out grid of 2026-12-04, Qwen3 4B at sequence 4096
+# (titan/qwen3_4b-h200.toml, titan/qwen3_4B-torchtitan-h200.yaml), the same way.
 # Then here: python3 docs/validation/replay_table.py .../grid.db --knobs \
 #   training.local_batch_size,activation_checkpoint.mode --capacity-gib 139.8 > table.json
 set -u
@@ -30,6 +32,12 @@ STOP_MARGIN=${STOP_MARGIN:-100}
 RUN_LIMIT=${RUN_LIMIT:-200}
 POLL_S=${POLL_S:-540}
 LBS_ORDER=${LBS_ORDER:-1 2 4 8 16 32}
+# the model: the TOML in titan/ and the experiment that mirrors it (MODEL=4b: the held-out grid of
+# 2026-12-04, Qwen3 4B at sequence 4096: LBS_ORDER="1 2 4 8")
+case ${MODEL:-1.7b} in
+  4b) TOML=qwen3_4b-h200.toml EXPF=qwen3_4B-torchtitan-h200.yaml SPACE=titan-4b-h200 ;;
+  *) TOML=qwen3_1.7b-h200.toml EXPF=qwen3_1.7B-torchtitan-h200.yaml SPACE=titan-h200 ;;
+esac
 export PATH=/usr/local/nvidia/bin:$PATH
 
 gpu_line() {
@@ -63,9 +71,9 @@ setup() {
   mkdir -p "$G/work" "$D" "$G/site"
   cp bin/primus-tune "$G/primus-tune"
   cp -r bin/titan "$G/titan"
-  cp docs/validation/titan/qwen3_1.7b-h200.toml "$G/titan/qwen3_1.7b-h200.toml"
+  cp docs/validation/titan/*.toml "$G/titan/"
   cp -r presets/examples "$G/work/ex"
-  cp docs/validation/titan/qwen3_1.7B-torchtitan-h200.yaml "$G/work/ex/experiments/"
+  cp docs/validation/titan/*-torchtitan-h200.yaml "$G/work/ex/experiments/"
   mkdir -p "$G/work/config/primus-tune/profiles"
   cp docs/validation/profiles/torchtitan-h200.yaml "$G/work/config/primus-tune/profiles/"
   cp "$0" "$G/h200-titan.sh"
@@ -81,7 +89,7 @@ setup() {
     fi
   done
   cp -r docs/validation/titan/datasets "$G/site/"
-  python3 -c "import torch; print('torch', torch.__version__, torch.version.cuda)"
+  python3 -c "import sys, torch; print('python', sys.version.split()[0], 'torch', torch.__version__, torch.version.cuda)"
   (cd "$G/titan" && PYTHONPATH=$G/titan:$G/site python3 -c "import torchtitan.train; print('torchtitan.train imports')") 2>&1 | tail -5
 }
 
@@ -89,8 +97,8 @@ grid() {
   B=$G/primus-tune
   W=$G/work
   export XDG_CONFIG_HOME=$W/config XDG_DATA_HOME=$W/data PRIMUS_TUNE_WORKSPACE=$W/ws
-  export TITAN_PATH=$G/titan TITAN_SITE=$G/site TITAN_TOML=$G/titan/qwen3_1.7b-h200.toml
-  EXP=$W/ex/experiments/qwen3_1.7B-torchtitan-h200.yaml
+  export TITAN_PATH=$G/titan TITAN_SITE=$G/site TITAN_TOML=$G/titan/$TOML
+  EXP=$W/ex/experiments/$EXPF
   echo "grid started $(date -u +%FT%TZ)" >> "$D/grid.txt"
   first=1
   for lbs in $LBS_ORDER; do
@@ -151,15 +159,15 @@ sweep() {
   B=$G/primus-tune
   W=$G/work
   export XDG_CONFIG_HOME=$W/config XDG_DATA_HOME=$W/data PRIMUS_TUNE_WORKSPACE=$W/ws-sweep
-  export TITAN_PATH=$G/titan TITAN_SITE=$G/site TITAN_TOML=$G/titan/qwen3_1.7b-h200.toml
-  EXP=$W/ex/experiments/qwen3_1.7B-torchtitan-h200.yaml
-  args=(sweep "$EXP" --space docs/validation/spaces/titan-h200.yaml --profile torchtitan-h200
-        --gpus 1 --name titan-h200)
+  export TITAN_PATH=$G/titan TITAN_SITE=$G/site TITAN_TOML=$G/titan/$TOML
+  EXP=$W/ex/experiments/$EXPF
+  args=(sweep "$EXP" --space docs/validation/spaces/$SPACE.yaml --profile torchtitan-h200
+        --gpus 1 --name $SPACE)
   echo "\$ primus-tune ${args[*]}" > "$OUT/sweep.txt"
   t0=$(date +%s)
   timeout -k 15 -s TERM "${LIMIT:-480}" "$B" "${args[@]}" >> "$OUT/sweep.txt" 2>&1
   echo "exit $? after $(( $(date +%s) - t0 )) s" >> "$OUT/sweep.txt"
-  "$B" studies show titan-h200 --log --config "$EXP" > "$OUT/log.txt" 2>&1
+  "$B" studies show $SPACE --log --config "$EXP" > "$OUT/log.txt" 2>&1
   "$B" trials --all > "$OUT/trials.txt" 2>&1
   python3 -c "import sqlite3,sys; s=sqlite3.connect(sys.argv[1]); d=sqlite3.connect(sys.argv[2]); s.backup(d); d.close()" \
     "$W/ws-sweep/trials.db" "$OUT/trials.db" 2>> "$OUT/sweep.txt"
@@ -170,10 +178,10 @@ compiled() {
   B=$G/primus-tune
   W=$G/work
   export XDG_CONFIG_HOME=$W/config XDG_DATA_HOME=$W/data PRIMUS_TUNE_WORKSPACE=$W/ws-compile
-  export TITAN_PATH=$G/titan TITAN_SITE=$G/site TITAN_TOML=$G/titan/qwen3_1.7b-h200-compile.toml
-  sed '/^\[compile\]/,/^\[/ s/^enable = false/enable = true/' "$G/titan/qwen3_1.7b-h200.toml" > "$TITAN_TOML"
+  export TITAN_PATH=$G/titan TITAN_SITE=$G/site TITAN_TOML=$G/titan/${TOML%.toml}-compile.toml
+  sed '/^\[compile\]/,/^\[/ s/^enable = false/enable = true/' "$G/titan/$TOML" > "$TITAN_TOML"
   grep -A2 '^\[compile\]' "$TITAN_TOML" > "$OUT/compile/toml.txt"
-  EXP=$W/ex/experiments/qwen3_1.7B-torchtitan-h200.yaml
+  EXP=$W/ex/experiments/$EXPF
   for run in ${COMPILE_RUNS:-4:none 8:none 8:full 16:full}; do
     lbs=${run%%:*}; ac=${run##*:}
     args=(run "$EXP" --set training.local_batch_size=$lbs --set activation_checkpoint.mode=$ac
@@ -210,7 +218,7 @@ case $PART in
     nvidia-smi > "$D/nvidia-smi.txt" 2>&1
     gpu_line | tee "$D/gpu.txt"
     "$G/primus-tune" --version >> "$D/gpu.txt" 2>&1
-    PART=grid LBS_ORDER="$LBS_ORDER" setsid nohup bash "$G/h200-titan.sh" > "$D/grid.console.log" 2>&1 < /dev/null &
+    PART=grid LBS_ORDER="$LBS_ORDER" MODEL="${MODEL:-1.7b}" setsid nohup bash "$G/h200-titan.sh" > "$D/grid.console.log" 2>&1 < /dev/null &
     echo $! > "$G/pid"
     sleep 2
     ;;
