@@ -267,6 +267,12 @@ pub const FORECAST_SLACK: f64 = 0.05;
 /// micro batch 1 forecast micro batch 8 8 % high and pruned the best candidate).
 pub const EXTRAPOLATION_SLACK: f64 = 0.03;
 
+/// Measured peaks of candidates with a candidate's own recompute settings before its forecast is
+/// calibrated on them alone ([`Search::calibration_of`]): two, a slope's worth. (One, a ratio
+/// through a single peak, measured on the synthetic suite with carried knob effects: the worst
+/// study at 120 s on seed 0 from 55.2 to 66.4 % of its grid.)
+pub const SAME_SETTINGS_PEAKS: usize = 2;
+
 /// With knob effects from earlier studies, the standard errors by which a prediction must put
 /// a candidate beyond the leader to skip it (1.75). Measured on the four synthetic suites with
 /// `bench-replay --carry-effects` (docs/benchmarks.md; 600 picks): 1.5 kept 561 within 1 %
@@ -550,6 +556,9 @@ struct Search<'a> {
     long: Vec<bool>,
     /// Per candidate, the candidates equal in every other flag that recompute less.
     lighter: Vec<Vec<usize>>,
+    /// Per candidate, its recompute settings' class (equal for equal settings): the memory
+    /// calibration a forecast uses ([`Search::calibration_of`]).
+    settings: Vec<usize>,
     /// Log lines already handed to the runner ([`Runner::decided`]).
     said: usize,
 }
@@ -558,16 +567,40 @@ impl<'a> Search<'a> {
     /// The study's own calibration: measured peak ≈ a × prediction + b over the candidates
     /// that ran without running out of memory.
     fn calibration(&self) -> Calibration {
-        let pts: Vec<(f64, f64)> = (0..self.cands.len())
+        Calibration::fit(&self.peaks(|_| true))
+    }
+
+    /// (prediction, measured peak) of the candidates that ran without running out of memory and
+    /// pass `keep`.
+    fn peaks(&self, keep: impl Fn(usize) -> bool) -> Vec<(f64, f64)> {
+        (0..self.cands.len())
             .filter(|&i| self.state[i] == State::Measured || self.is_out_measured(i))
+            .filter(|&i| keep(i))
             .filter_map(|i| {
                 Some((
                     self.predicted[i]?,
                     self.evidence[i].peak_memory_bytes? as f64,
                 ))
             })
-            .collect();
-        Calibration::fit(&pts)
+            .collect()
+    }
+
+    /// The calibration a forecast for candidate `i` uses, and whether it is its recompute
+    /// settings' own: fitted on the peaks of the candidates with the same recompute settings
+    /// once [`SAME_SETTINGS_PEAKS`] of them are measured (and the study has peaks of other
+    /// settings too), else `pooled` (all the study's peaks). The model's error differs from one
+    /// setting to another (what is recomputed rather than kept; the caching allocator's reserve,
+    /// largest with full recompute on both Megatron-LM and TorchTitan on the H200), and one line
+    /// through the peaks of several settings misplaces each: on TorchTitan's Qwen3 1.7B grid,
+    /// once a full-checkpointing peak 13 % above the model joined three without checkpointing,
+    /// the line put local batch 8 without checkpointing 13 % too high.
+    fn calibration_of(&self, pooled: &Calibration, i: usize) -> (Calibration, bool) {
+        let own = self.peaks(|j| self.settings[j] == self.settings[i]);
+        if own.len() >= SAME_SETTINGS_PEAKS && own.len() < pooled.points {
+            (Calibration::fit(&own), true)
+        } else {
+            (*pooled, false)
+        }
     }
 
     /// Ran to a verdict with a measurement (halving may have moved it out of contention).
@@ -581,6 +614,7 @@ impl<'a> Search<'a> {
     /// A candidate's prediction with the study's calibration so far.
     fn calibrated(&self, cal: &Calibration, i: usize) -> Option<f64> {
         let p = self.predicted[i]?;
+        let (cal, _) = self.calibration_of(cal, i);
         Some(if cal.points > 0 { cal.predict(p) } else { p })
     }
 
@@ -633,16 +667,22 @@ impl<'a> Search<'a> {
                 };
                 // The figure its reason gives is the one reported for it.
                 self.at_launch[i] = Some(p);
+                let (used, own) = self.calibration_of(&cal, i);
+                let which = if own {
+                    " with the same recompute settings"
+                } else {
+                    ""
+                };
                 let reason = format!(
                     "predicted peak {:.1} GiB > the GPU's {:.1} GiB by more than the model's \
                      forecast error ({:.0} %{extrapolated}), with the model recalibrated on {} \
-                     measured peak(s) of this study (measured ≈ {:.3} × model {:+.2} GiB)",
+                     measured peak(s) of this study{which} (measured ≈ {:.3} × model {:+.2} GiB)",
                     p / GIB,
                     cap / GIB,
                     slack * 100.0,
-                    cal.points,
-                    cal.scale,
-                    cal.offset_bytes / GIB
+                    used.points,
+                    used.scale,
+                    used.offset_bytes / GIB
                 );
                 self.log
                     .push(format!("{}: predicted OOM: {reason}", self.label(i)));
@@ -1417,6 +1457,19 @@ pub fn search(
         one_launch: false,
         long: vec![false; n],
         lighter: prior::lighter_siblings(cands),
+        settings: {
+            let mut seen: Vec<Vec<Option<String>>> = Vec::new();
+            cands
+                .iter()
+                .map(|c| {
+                    let key = prior::recompute_settings(&c.overrides);
+                    seen.iter().position(|k| *k == key).unwrap_or_else(|| {
+                        seen.push(key);
+                        seen.len() - 1
+                    })
+                })
+                .collect()
+        },
         said: 0,
     };
     let max_iters = cfg.max_iters.max(1);

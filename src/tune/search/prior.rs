@@ -54,6 +54,13 @@ fn layers(o: &Overrides) -> f64 {
     }
 }
 
+/// A candidate's recompute settings (its values of the flags that set how much is recomputed),
+/// as a key: candidates with the same key keep the same part of their activations, so the
+/// memory model errs alike on them.
+pub fn recompute_settings(o: &Overrides) -> Vec<Option<String>> {
+    RECOMPUTE_KEYS.iter().map(|k| text(o.get(*k))).collect()
+}
+
 /// (granularity rank, layers, uniform method) of a candidate's recompute settings; `None` when a
 /// granularity is not one this prior knows.
 fn work(o: &Overrides) -> Option<(u8, f64, bool)> {

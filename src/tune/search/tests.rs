@@ -1784,3 +1784,69 @@ fn knob_effects_of_earlier_studies_determine_the_model_after_two_trials() {
         }
     }
 }
+
+/// Local batch 1–8 × full / op-level selective checkpointing (the prior does not order the two)
+/// on a 120 GiB GPU. The model says 10·b + 20 GiB for both; full truly needs that, selective
+/// half as much again (the model's error differs by recompute setting). Selective at local
+/// batch 8 (150 GiB) runs out of memory.
+#[test]
+fn a_forecast_is_calibrated_on_the_peaks_of_its_own_recompute_settings() {
+    let knobs = vec![
+        Knob {
+            flag: "training.local_batch_size".into(),
+            values: [1, 2, 4, 8].iter().map(|v| serde_json::json!(v)).collect(),
+            memory: MemoryTrend::Increasing,
+        },
+        Knob {
+            flag: "@activation_checkpoint".into(),
+            values: vec![
+                serde_json::json!({"activation_checkpoint.mode": "selective",
+                                   "activation_checkpoint.selective_ac_option": "op"}),
+                serde_json::json!({"activation_checkpoint.mode": "full"}),
+            ],
+            memory: MemoryTrend::None,
+        },
+    ];
+    let cands = grid(&knobs);
+    let full = [1000.0, 900.0, 850.0, 820.0];
+    let step_ms = (0..8).map(|i| full[i / 2] * if i % 2 == 0 { 0.97 } else { 1.0 });
+    let mut fake = Fake::new(step_ms.collect(), 0.0, 1);
+    let model = |c: &Candidate| {
+        let b = c.overrides.get("training.local_batch_size")?.as_f64()?;
+        Some((10.0 * b + 20.0) * GIB)
+    };
+    fake.peaks_gib = cands
+        .iter()
+        .map(|c| model(c).unwrap() / GIB * if c.id % 2 == 0 { 1.5 } else { 1.0 })
+        .collect();
+    fake.oom.insert(6);
+    let cfg = SearchConfig {
+        capacity_bytes: Some(120.0 * GIB),
+        predictions_calibrated: false,
+        ..SearchConfig::default()
+    };
+    let r = search(&knobs, &cands, &mut fake, &cfg, &model);
+    // Once two selective peaks are measured, selective's own line says 1.5 × the model: 150 GiB
+    // at 8, not run. (One line through the peaks of both settings, 1.75 × the model − 13.75 GiB
+    // after four peaks, would put it at 161 GiB; with one peak of full's, full at 8 too.)
+    assert!(
+        !fake.launched.iter().any(|l| l.0 == 6),
+        "{:?}",
+        fake.launched
+    );
+    match &r.verdicts[6].1 {
+        Verdict::PredictedOom { reason } => {
+            assert!(reason.contains("predicted peak 150.0 GiB"), "{reason}");
+            assert!(
+                reason.contains("with the same recompute settings"),
+                "{reason}"
+            );
+        }
+        v => panic!("{v:?}"),
+    }
+    assert!(
+        (r.predicted_bytes[&6] / GIB - 150.0).abs() < 1e-6,
+        "{:?}",
+        r.predicted_bytes
+    );
+}
