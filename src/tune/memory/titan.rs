@@ -445,13 +445,22 @@ mod tests {
         // norms' inputs 2·2048·128·(16 + 8) = 12,582,912; MLP norms 8,388,608 and
         // 2·2048·3072·3 = 37,748,736 → 92,274,688, × 28 = 2,583,691,264. Token ids 16,384;
         // output: final norm 8,388,608 + fp32 logits 4·2048·151,936 = 1,244,659,712.
-        let p = "model.name=qwen3 model.flavor=0.6B training.seq_len=2048 \
-            training.local_batch_size=1 compile.enable=true";
-        let q = any_estimate(&with(p, ""), 8).unwrap();
         assert_eq!(
-            q.activations_bytes,
+            qwen3("0.6B", "compile.enable=true", 8),
             2_583_691_264.0 + 16_384.0 + 8_388_608.0 + 1_244_659_712.0
         );
+    }
+
+    /// Activation bytes of Qwen3 `flavor` at sequence 2048, local batch 1, with `kv`, on `world`
+    /// GPUs.
+    fn qwen3(flavor: &str, kv: &str, world: u64) -> f64 {
+        let p = format!(
+            "model.name=qwen3 model.flavor={flavor} training.seq_len=2048 \
+             training.local_batch_size=1 {kv}"
+        );
+        any_estimate(&with(&p, ""), world)
+            .unwrap()
+            .activations_bytes
     }
 
     #[test]
@@ -465,19 +474,15 @@ mod tests {
         // × 2048 tokens × 28 blocks = 7,046,430,720; token ids 16,384; the final norm
         // 6·2048·2048 = 25,165,824 and the loss's three fp32 copies of the logits
         // 12·2048·151,936 = 3,733,979,136.
-        let p = "model.name=qwen3 model.flavor=1.7B training.seq_len=2048 \
-            training.local_batch_size=1 compile.enable=false";
-        let eager = any_estimate(&with(p, ""), 1).unwrap();
         assert_eq!(
-            eager.activations_bytes,
+            qwen3("1.7B", "compile.enable=false", 1),
             7_046_430_720.0 + 16_384.0 + 25_165_824.0 + 3_733_979_136.0
         );
         // Compiled, one cast each and the query/key norms' bf16 inputs (as measured on 3
         // compiled runs): 92,160 bytes a block and token, and one fp32 copy of the logits.
-        let compiled = any_estimate(&with(p, "compile.enable=true"), 1).unwrap();
         let sw = 2.0 * 6144.0; // a compiled SwiGLU keeps 3 F-wide tensors, not 4
         assert_eq!(
-            compiled.activations_bytes,
+            qwen3("1.7B", "compile.enable=true", 1),
             (92_160.0 - sw) * 2048.0 * 28.0 + 16_384.0 + 25_165_824.0 + 4.0 * 2048.0 * 151_936.0
         );
     }
