@@ -56,7 +56,7 @@
 //! and the query/key norms 8 bytes an element; counted since, the uncalibrated model is within
 //! −5.5 … −1.3 % without checkpointing on both grids (−13.3 … +0.1 % in all), the rest being
 //! mostly the caching allocator's reserve (1.3–5.8 GiB above the tensors' peak in the probe),
-//! which the search's calibration per recompute setting absorbs.
+//! left to the search's calibration (per recompute setting, since it is largest with full).
 //!
 //! What no closed form sees (allocator, RCCL, compile's own choices) is left to the calibration.
 
@@ -183,7 +183,8 @@ pub fn estimate(
     // bf16 output; Qwen3's per-head query and key norms keep their inputs. In eager mode under
     // autocast every matmul casts its fp32 input to bf16 itself and keeps its own copy (autocast
     // caches the casts of parameters only): `wq`, `wk` and `wv` keep three copies of the
-    // attention norm's output, `w1` and `w3` two of the MLP norm's; the query and key norms run
+    // attention norm's output, `w1` and `w3` two of the MLP norm's (dense blocks; an MoE block's
+    // router and experts are counted as before, not probed); the query and key norms run
     // in fp32 (autocast's fp32 list) and keep the fp32 copy of their input and its normalized
     // value, 8 bytes an element (docs/validation/titan/memory_probe.py, saved tensors on the
     // H200). Compiled, the partitioner decides: one copy each, as the model had been measured.

@@ -648,7 +648,8 @@ impl<'a> Search<'a> {
             if self.state[i] != State::Pending || self.baseline == Some(i) {
                 continue;
             }
-            let Some(p) = self.calibrated(&cal, i) else {
+            let (used, own) = self.calibration_of(&cal, i);
+            let Some(p) = self.predicted[i].map(|raw| used.predict(raw)) else {
                 continue;
             };
             let beyond = match (self.predicted[i], reach) {
@@ -667,7 +668,6 @@ impl<'a> Search<'a> {
                 };
                 // The figure its reason gives is the one reported for it.
                 self.at_launch[i] = Some(p);
-                let (used, own) = self.calibration_of(&cal, i);
                 let which = if own {
                     " with the same recompute settings"
                 } else {
@@ -1301,9 +1301,11 @@ impl<'a> Search<'a> {
             && let Some(cap) = self.cfg.capacity_bytes
         {
             let usable = cap * (1.0 - self.cfg.headroom.clamp(0.0, 1.0));
-            let fits = |i: usize| self.calibrated(&cal, i).is_none_or(|f| f <= usable);
+            let fits: Vec<bool> = (0..self.cands.len())
+                .map(|i| self.calibrated(&cal, i).is_none_or(|f| f <= usable))
+                .collect();
             // A stable sort: by prediction within each group.
-            preds.sort_by_key(|t| !fits(t.0));
+            preds.sort_by_key(|t| !fits[t.0]);
         }
         preds
     }
@@ -1457,19 +1459,7 @@ pub fn search(
         one_launch: false,
         long: vec![false; n],
         lighter: prior::lighter_siblings(cands),
-        settings: {
-            let mut seen: Vec<Vec<Option<String>>> = Vec::new();
-            cands
-                .iter()
-                .map(|c| {
-                    let key = prior::recompute_settings(&c.overrides);
-                    seen.iter().position(|k| *k == key).unwrap_or_else(|| {
-                        seen.push(key);
-                        seen.len() - 1
-                    })
-                })
-                .collect()
-        },
+        settings: prior::settings_classes(cands),
         said: 0,
     };
     let max_iters = cfg.max_iters.max(1);

@@ -57,8 +57,24 @@ fn layers(o: &Overrides) -> f64 {
 /// A candidate's recompute settings (its values of the flags that set how much is recomputed),
 /// as a key: candidates with the same key keep the same part of their activations, so the
 /// memory model errs alike on them.
-pub fn recompute_settings(o: &Overrides) -> Vec<Option<String>> {
+fn recompute_settings(o: &Overrides) -> Vec<Option<String>> {
     RECOMPUTE_KEYS.iter().map(|k| text(o.get(*k))).collect()
+}
+
+/// Per candidate, the class of its recompute settings: equal numbers for equal settings
+/// (numbered in order of first appearance).
+pub fn settings_classes(cands: &[Candidate]) -> Vec<usize> {
+    let mut seen: Vec<Vec<Option<String>>> = Vec::new();
+    cands
+        .iter()
+        .map(|c| {
+            let key = recompute_settings(&c.overrides);
+            seen.iter().position(|k| *k == key).unwrap_or_else(|| {
+                seen.push(key);
+                seen.len() - 1
+            })
+        })
+        .collect()
 }
 
 /// (granularity rank, layers, uniform method) of a candidate's recompute settings; `None` when a
@@ -142,6 +158,42 @@ mod tests {
 
     fn o(v: Value) -> Overrides {
         serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn candidates_with_the_same_recompute_settings_share_a_class() {
+        let c = |id: usize, v: Value| Candidate {
+            id,
+            overrides: o(v),
+            ranks: vec![],
+            baseline: false,
+        };
+        let cands = [
+            c(
+                0,
+                json!({"micro_batch_size": 1, "recompute_granularity": null}),
+            ),
+            c(
+                1,
+                json!({"micro_batch_size": 1, "recompute_granularity": "full",
+                        "recompute_method": "uniform", "recompute_num_layers": 1}),
+            ),
+            c(
+                2,
+                json!({"micro_batch_size": 2, "recompute_granularity": null}),
+            ),
+            c(
+                3,
+                json!({"micro_batch_size": 2, "recompute_granularity": "full",
+                        "recompute_method": "uniform", "recompute_num_layers": 1}),
+            ),
+            c(
+                4,
+                json!({"micro_batch_size": 2, "recompute_granularity": "full",
+                        "recompute_method": "uniform", "recompute_num_layers": 2}),
+            ),
+        ];
+        assert_eq!(settings_classes(&cands), vec![0, 1, 0, 1, 2]);
     }
 
     #[test]
