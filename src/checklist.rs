@@ -760,6 +760,10 @@ mod tests {
                 framework: Framework::UpstreamMegatron,
                 vendor: Some("amd"),
             },
+            Target {
+                framework: Framework::UpstreamTorchtitan,
+                vendor: Some("amd"),
+            },
         ] {
             for s in [Step::Kernels, Step::Gemms] {
                 let r = step(t, s);

@@ -16,7 +16,8 @@ global_batch_size -1), --per-samples N --batch-knob KEY [--gpus G] scale every i
 the time of N samples (× N / (KEY × G)), as a sweep compares such candidates by the same work.
 --also KEY=VALUE@WHEN=IS records a setting every trial with WHEN=IS ran with although the trials
 did not set it (the experiment did), as a sweep's group knob names it (TorchTitan's
-activation_checkpoint.selective_ac_option=op@activation_checkpoint.mode=selective).
+activation_checkpoint.selective_ac_option=op@activation_checkpoint.mode=selective); VALUE is
+read as JSON where it is JSON (model.converters=["quantize.linear.float8"]), else as a string.
 """
 import argparse
 import json
@@ -44,6 +45,10 @@ def main():
         ck, _, cv = cond.partition("=")
         if not (k and ck):
             ap.error(f"--also {spec}: expected KEY=VALUE@WHEN=IS")
+        try:  # a JSON value (a list: model.converters=["quantize.linear.float8"]), else a string
+            v = json.loads(v)
+        except ValueError:
+            pass
         also.append((k, v, ck, cv))
     if (a.per_samples is None) != (a.batch_knob is None):
         ap.error("--per-samples and --batch-knob go together")

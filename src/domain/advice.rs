@@ -133,6 +133,8 @@ pub enum Framework {
     Primus,
     /// Upstream Megatron-LM (a profile whose overrides are Megatron's `--flag-name`s).
     UpstreamMegatron,
+    /// Upstream TorchTitan (a profile whose overrides are TorchTitan's `--section.key`s).
+    UpstreamTorchtitan,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -149,6 +151,9 @@ impl Target {
             (Framework::UpstreamMegatron, _) => Some(
                 "the job runs upstream Megatron-LM, which has no Primus-Turbo kernels, sync-free MoE, Turbo DeepEP or Primus' HipBLASLt tuning hook",
             ),
+            (Framework::UpstreamTorchtitan, _) => Some(
+                "the job runs upstream TorchTitan, which has no Primus-Turbo converters, Turbo DeepEP or Primus' HipBLASLt tuning hook",
+            ),
             (Framework::Primus, Some("nvidia")) => Some(
                 "the GPU is an NVIDIA GPU: Primus-Turbo, Turbo DeepEP and hipBLASLt tuning are for AMD GPUs (ROCm)",
             ),
@@ -160,6 +165,7 @@ impl Target {
     pub fn excludes_primus_amd_briefly(&self) -> Option<&'static str> {
         match (self.framework, self.vendor) {
             (Framework::UpstreamMegatron, _) => Some("not in upstream Megatron-LM"),
+            (Framework::UpstreamTorchtitan, _) => Some("not in upstream TorchTitan"),
             (Framework::Primus, Some("nvidia")) => Some("for AMD GPUs, not this NVIDIA one"),
             _ => None,
         }
@@ -169,6 +175,7 @@ impl Target {
         let fw = match self.framework {
             Framework::Primus => "Primus",
             Framework::UpstreamMegatron => "upstream Megatron-LM",
+            Framework::UpstreamTorchtitan => "upstream TorchTitan",
         };
         match self.vendor {
             Some(v) => format!("{fw} on {}", v.to_uppercase()),

@@ -49,6 +49,12 @@ pub enum OverrideStyle {
     Primus,
     /// `--micro-batch-size 4`; booleans as bare `--flag` when true (left out when false).
     Megatron,
+    /// Upstream TorchTitan's command line (tyro, with TorchTitan's list rule):
+    /// `--training.local_batch_size 4`; booleans as `--compile.enable` / `--compile.no-enable`;
+    /// a list of strings as one comma-separated word (`--model.converters a,b`), other lists as
+    /// one word each; null (unset) left out, so the job's TOML decides. An empty list or a map
+    /// has no form there and is refused before launch.
+    Torchtitan,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -324,7 +330,14 @@ impl Profile {
             }
         }
         match self.overrides {
-            OverrideStyle::Primus => Ok(render_overrides(items.into_iter(), self.overrides)),
+            OverrideStyle::Primus => Ok(primus_overrides(items.into_iter())),
+            OverrideStyle::Torchtitan => {
+                let mut out = Vec::new();
+                for (k, v) in items {
+                    out.extend(torchtitan_words(k, v)?);
+                }
+                Ok(out)
+            }
             OverrideStyle::Megatron => {
                 let table = super::megatron_args::MegatronArgs::for_env(&cx.process_env)?;
                 let mut out = Vec::new();
@@ -443,36 +456,53 @@ fn is_option(arg: &str) -> bool {
     arg.starts_with('-') && arg.parse::<f64>().is_err()
 }
 
-/// `--key value` pairs for overrides.
-pub fn render_overrides<'a>(
-    items: impl Iterator<Item = (&'a str, &'a Value)>,
-    style: OverrideStyle,
-) -> Vec<String> {
-    let mut out = Vec::new();
-    for (key, value) in items {
-        match style {
-            OverrideStyle::Primus => {
-                out.push(format!("--{key}"));
-                out.push(primus_cli_value(value));
-            }
-            OverrideStyle::Megatron => {
-                let flag = format!("--{}", key.replace('_', "-"));
-                match value {
-                    Value::Bool(true) => out.push(flag),
-                    Value::Bool(false) | Value::Null => {}
-                    Value::List(items) => {
-                        out.push(flag);
-                        out.extend(items.iter().map(|v| v.to_string()));
-                    }
-                    other => {
-                        out.push(flag);
-                        out.push(plain_value(other));
-                    }
-                }
-            }
+/// One setting on upstream TorchTitan's command line (see [`OverrideStyle::Torchtitan`]).
+pub fn torchtitan_words(key: &str, value: &Value) -> Result<Vec<String>, String> {
+    let flag = format!("--{key}");
+    Ok(match value {
+        Value::Bool(true) => vec![flag],
+        Value::Bool(false) => {
+            // tyro's negative flag: `no-` before the last component (`--compile.no-enable`).
+            let (head, last) = key.rsplit_once('.').map_or(("", key), |(h, l)| (h, l));
+            let dot = if head.is_empty() { "" } else { "." };
+            vec![format!("--{head}{dot}no-{last}")]
         }
-    }
-    out
+        // Unset: left out, so the job's TOML decides (as the megatron style leaves it out).
+        Value::Null => Vec::new(),
+        Value::List(items) if items.is_empty() => {
+            return Err(format!(
+                "`{key}`: TorchTitan's command line has no form for an empty list (a list option \
+                 takes one comma-separated word); set it in the job's TOML instead"
+            ));
+        }
+        Value::List(items) if items.iter().all(|v| matches!(v, Value::Str(_))) => {
+            let words: Vec<String> = items.iter().map(plain_value).collect();
+            if let Some(w) = words.iter().find(|w| w.contains(',') || w.is_empty()) {
+                return Err(format!(
+                    "`{key}`: the item `{w}` cannot be passed on TorchTitan's command line \
+                     (its list options split one word at commas)"
+                ));
+            }
+            vec![flag, words.join(",")]
+        }
+        Value::List(items) => std::iter::once(flag)
+            .chain(items.iter().map(plain_value))
+            .collect(),
+        Value::Map(_) => {
+            return Err(format!(
+                "`{key}`: TorchTitan's command line has no form for a map; set its keys one by one \
+                 (`{key}.name=value`)"
+            ));
+        }
+        other => vec![flag, plain_value(other)],
+    })
+}
+
+/// `--key value` pairs for overrides, typed back by Primus' CLI rules.
+fn primus_overrides<'a>(items: impl Iterator<Item = (&'a str, &'a Value)>) -> Vec<String> {
+    items
+        .flat_map(|(key, value)| [format!("--{key}"), primus_cli_value(value)])
+        .collect()
 }
 
 /// A value written so that Primus' CLI coercion reads back the same value.
@@ -917,5 +947,56 @@ mod tests {
             .expand(&cx())
             .unwrap();
         assert_eq!(argv, vec!["/opt/run.sh", "/t/1/config.yaml"]);
+    }
+    #[test]
+    fn torchtitan_style_writes_tyro_words() {
+        let p = Profile::parse(
+            "name: t\nargv: [torchrun, -m, torchtitan.train, \"{overrides}\"]\noverrides: torchtitan\n",
+            "t.yaml",
+        )
+        .unwrap();
+        let mut c = cx();
+        c.overrides = [
+            "training.local_batch_size=4",
+            "model.converters=['quantize.linear.float8']",
+            "compile.components=['model', 'loss']",
+            "compile.enable=true",
+            "training.enable_cpu_offload=false",
+            "quantize.linear.float8.recipe_name=None",
+            "parallelism.pipeline_parallel_split_points=[1, 2]",
+            "debug=false",
+        ]
+        .iter()
+        .map(|s| parse_assignment(s).unwrap())
+        .collect();
+        let (argv, _) = p.expand(&c).unwrap();
+        assert_eq!(
+            argv[3..],
+            [
+                "--training.local_batch_size",
+                "4",
+                "--model.converters",
+                "quantize.linear.float8",
+                "--compile.components",
+                "model,loss",
+                "--compile.enable",
+                "--training.no-enable_cpu_offload",
+                "--parallelism.pipeline_parallel_split_points",
+                "1",
+                "2",
+                "--no-debug",
+            ]
+        );
+        // What TorchTitan's command line cannot say is refused, naming the setting.
+        for (bad, why) in [
+            ("model.converters=[]", "empty list"),
+            ("model.converters=['a,b']", "split one word at commas"),
+            ("float8={'recipe_name': 'rowwise'}", "map"),
+        ] {
+            c.overrides = vec![parse_assignment(bad).unwrap()];
+            let e = p.expand(&c).unwrap_err().to_string();
+            assert!(e.contains(why), "{bad}: {e}");
+            assert!(e.contains(bad.split('=').next().unwrap()), "{e}");
+        }
     }
 }

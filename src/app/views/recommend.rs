@@ -197,6 +197,7 @@ fn launch(
     }
     let fw = match p.overrides {
         OverrideStyle::Megatron => Framework::UpstreamMegatron,
+        OverrideStyle::Torchtitan => Framework::UpstreamTorchtitan,
         OverrideStyle::Primus => Framework::Primus,
     };
     Ok((fw, load))
