@@ -34,8 +34,13 @@ POLL_S=${POLL_S:-540}
 LBS_ORDER=${LBS_ORDER:-1 2 4 8 16 32}
 # the model: the TOML in titan/ and the experiment that mirrors it (MODEL=4b: the held-out grid of
 # 2026-12-04, Qwen3 4B at sequence 4096: LBS_ORDER="1 2 4 8")
+# (MODEL=4b-float8 with LBS_ORDER="1 2 4": the same model compiled, bf16 against float8 linears with
+# tensorwise and rowwise scaling, torchao from bin/wheels; the space titan-float8-h200)
+VARIANTS="none selective full"
 case ${MODEL:-1.7b} in
   4b) TOML=qwen3_4b-h200.toml EXPF=qwen3_4B-torchtitan-h200.yaml SPACE=titan-4b-h200 ;;
+  4b-float8) TOML=qwen3_4b-float8-h200.toml EXPF=qwen3_4B-float8-h200.yaml SPACE=titan-float8-h200
+    VARIANTS="bf16 tensorwise rowwise" ;;
   *) TOML=qwen3_1.7b-h200.toml EXPF=qwen3_1.7B-torchtitan-h200.yaml SPACE=titan-h200 ;;
 esac
 export PATH=/usr/local/nvidia/bin:$PATH
@@ -73,7 +78,7 @@ setup() {
   cp -r bin/titan "$G/titan"
   cp docs/validation/titan/*.toml "$G/titan/"
   cp -r presets/examples "$G/work/ex"
-  cp docs/validation/titan/*-torchtitan-h200.yaml "$G/work/ex/experiments/"
+  cp docs/validation/titan/qwen3_*-h200.yaml "$G/work/ex/experiments/"
   mkdir -p "$G/work/config/primus-tune/profiles"
   cp docs/validation/profiles/torchtitan-h200.yaml "$G/work/config/primus-tune/profiles/"
   cp "$0" "$G/h200-titan.sh"
@@ -89,6 +94,28 @@ setup() {
     fi
   done
   cp -r docs/validation/titan/datasets "$G/site/"
+  if [ "${MODEL:-}" = 4b-float8 ]; then
+    # torchao for float8 linears: 0.17 (built against torch 2.11), else 0.18
+    for v in 0.17.0 0.18.0; do
+      rm -rf "$G/site/torchao" "$G/site"/torchao-*
+      python3 -m pip install -q --no-deps --no-index --target "$G/site" bin/wheels/torchao-$v-*.whl 2>&1 | tail -2
+      # a float8 linear forward and backward, compiled, as TorchTitan's converter makes it
+      if (cd /tmp && PYTHONPATH=$G/site timeout 240 python3 - <<'PY'
+import torch, torchao
+from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+for recipe in ("tensorwise", "rowwise"):
+    m = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.Linear(4096, 1024)).cuda()
+    convert_to_float8_training(m, config=Float8LinearConfig.from_recipe_name(recipe))
+    m = torch.compile(m)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        y = m(torch.randn(4096, 1024, device="cuda"))
+    y.float().sum().backward()
+    print("torchao", torchao.__version__, recipe, "float8 linear compiled, forward and backward: ok")
+PY
+      ); then break; fi
+      echo "torchao $v: the float8 check failed"
+    done
+  fi
   python3 -c "import sys, torch; print('python', sys.version.split()[0], 'torch', torch.__version__, torch.version.cuda)"
   (cd "$G/titan" && PYTHONPATH=$G/titan:$G/site python3 -c "import torchtitan.train; print('torchtitan.train imports')") 2>&1 | tail -5
 }
@@ -102,16 +129,24 @@ grid() {
   echo "grid started $(date -u +%FT%TZ)" >> "$D/grid.txt"
   first=1
   for lbs in $LBS_ORDER; do
-    for ac in none selective full; do
+    for ac in $VARIANTS; do
       now=$(date +%s); end=$(cat "$G/end")
       if [ $((end - now)) -lt "$STOP_MARGIN" ]; then
         echo "== lbs=$lbs ac=$ac: NOT RUN (device budget: $((end - now)) s left)" | tee -a "$D/grid.txt"
         continue
       fi
       lim=$((end - 30 - now)); [ $lim -gt "$RUN_LIMIT" ] && lim=$RUN_LIMIT
-      args=(run "$EXP" --set training.local_batch_size=$lbs --set activation_checkpoint.mode=$ac
+      # checkpointing (none/selective/full), or the precision of the linears (bf16: the
+      # experiment's own, no converter; tensorwise/rowwise: float8 linears with that scaling)
+      case $ac in
+        none|full) sets=(--set activation_checkpoint.mode=$ac) ;;
+        selective) sets=(--set activation_checkpoint.mode=selective) ;;
+        bf16) sets=() ;;
+        *) sets=(--set "model.converters=['quantize.linear.float8']" --set quantize.linear.float8.recipe_name=$ac) ;;
+      esac
+      args=(run "$EXP" --set training.local_batch_size=$lbs "${sets[@]}"
             --profile torchtitan-h200 --gpus 1 --max-iters "$ITERS" --ci-target 0 --grace-seconds 5
-            --first-iteration-seconds 150 --hang-seconds 60 --db "$D/grid.db")
+            --first-iteration-seconds "${FIRST_S:-150}" --hang-seconds 60 --db "$D/grid.db")
       echo "\$ timeout -k 15 -s TERM $lim primus-tune ${args[*]}" >> "$D/commands.txt"
       t0=$(date +%s.%N)
       echo "== lbs=$lbs ac=$ac launched $(date -u +%FT%TZ) (limit $lim s)" | tee -a "$D/grid.txt"

@@ -57,6 +57,9 @@ pub struct Titan {
     pub pp_microbatch: u64,
     pub checkpointing: Checkpointing,
     pub float8: bool,
+    /// With float8: the output projection is converted too (no `quantize.linear.float8.
+    /// filter_fqns` entry names it; TorchTitan skips a linear whose name contains an entry).
+    pub float8_output: bool,
     /// `training.mixed_precision_param` is bfloat16 (the default).
     pub bf16: bool,
     /// `compile.enable` with `model` among `compile.components`.
@@ -113,6 +116,13 @@ impl Titan {
             .unwrap_or_default()
             .iter()
             .any(|c| c.contains("float8"));
+        let filtered = get("quantize.linear.float8.filter_fqns")
+            .map(super::list_items)
+            .unwrap_or_default();
+        let float8_output = float8
+            && !filtered
+                .iter()
+                .any(|f| !f.is_empty() && "output".contains(f.as_str()));
         let components = get("compile.components").map(super::list_items);
         let compiles = |part: &str| {
             on("compile.enable")
@@ -137,6 +147,7 @@ impl Titan {
             pp_microbatch: size("parallelism.pipeline_parallel_microbatch_size"),
             checkpointing,
             float8,
+            float8_output,
             bf16: text("training.mixed_precision_param").is_none_or(|t| t == "bfloat16"),
             compiled: compiles("model"),
             compiled_loss: compiles("loss"),

@@ -58,6 +58,14 @@
 //! mostly the caching allocator's reserve (1.3–5.8 GiB above the tensors' peak in the probe),
 //! left to the search's calibration (per recompute setting, since it is largest with full).
 //!
+//! Float8 linears (`quantize.linear.float8`, torchao's `Float8Linear`, torchao 0.17): the layer
+//! keeps its fp32 weight for backward and casts it to float8 in each matmul, so under autocast
+//! there is no bf16 weight copy of a converted linear. On the H200 (upstream TorchTitan, Qwen3
+//! 4B, compiled, docs/validation/h200-2026-12-04-float8/) float8 peaks were 4.4 GiB + 3.1 GiB a
+//! sample below bf16's; this term is 6.8 GiB there, and the per-sample part (the saved inputs
+//! are bf16 casts in both paths; under compile the partitioner decides) is not modelled: float8
+//! activations are counted as bf16's (forecasts −10 … +10 %).
+//!
 //! What no closed form sees (allocator, RCCL, compile's own choices) is left to the calibration.
 
 use super::{MemoryError, MemoryEstimate};
@@ -164,11 +172,20 @@ pub fn estimate(
             pbytes * (unit_root + unit_block),
         )
     } else if autocast {
-        let output = if t.pp > 1 { 0.0 } else { h * vocab };
-        (
-            2.0 * ((sharded - root_sharded + output) / tp + experts / ep),
-            0.0,
-        )
+        // Float8 linears (torchao's Float8Linear, `quantize.linear.float8`) keep the fp32 weight
+        // itself for backward and cast it to float8 in each matmul: no bf16 copy (the blocks'
+        // linears, and the output unless `filter_fqns` leaves it in bf16).
+        let linears = if t.float8 {
+            0.0
+        } else {
+            sharded - root_sharded
+        };
+        let output = if t.pp > 1 || t.float8_output {
+            0.0
+        } else {
+            h * vocab
+        };
+        (2.0 * ((linears + output) / tp + experts / ep), 0.0)
     } else {
         (0.0, 0.0)
     };
@@ -291,7 +308,10 @@ pub fn estimate(
     }
 
     if t.float8 {
-        notes.push("float8 linears: weights and activations counted as bf16".into());
+        notes.push(
+            "float8 linears: no bf16 weight copies under autocast; activations counted as bf16"
+                .into(),
+        );
     }
     if f.mla {
         notes.push("multi-latent attention modeled as standard attention".into());
@@ -521,5 +541,22 @@ mod tests {
         assert!(m.optimizer_bytes > 8.0 * experts, "{m:?}");
         assert!(m.notes.iter().any(|n| n.contains("float8")));
         assert!(m.notes.iter().any(|n| n.contains("multi-latent")));
+    }
+    #[test]
+    fn float8_linears_keep_no_bf16_weight_copies_under_autocast() {
+        // One GPU (autocast): bf16 keeps 6 blocks × 851,968 + the output 524,288 bf16 copies.
+        let f8 = "model.converters=['quantize.linear.float8']";
+        let bf16 = est("", 1).weights_bytes;
+        assert_eq!(bf16, 4.0 * N + 11_272_192.0);
+        // Float8Linear keeps the fp32 weight itself: no copy of a converted linear's weight ...
+        assert_eq!(est(f8, 1).weights_bytes, 4.0 * N);
+        // ... and the output keeps its copy when filter_fqns leaves it in bf16
+        let filtered = format!("{f8} quantize.linear.float8.filter_fqns=['output']");
+        assert_eq!(est(&filtered, 1).weights_bytes, 4.0 * N + 2.0 * 524_288.0);
+        let other = format!("{f8} quantize.linear.float8.filter_fqns=['attention.wq']");
+        assert_eq!(est(&other, 1).weights_bytes, 4.0 * N);
+        // FSDP gathers bf16 parameters either way: nothing changes there
+        assert_eq!(est(f8, 8).weights_bytes, est("", 8).weights_bytes);
+        assert_eq!(est(f8, 1).activations_bytes, est("", 1).activations_bytes);
     }
 }

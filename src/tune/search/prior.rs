@@ -61,14 +61,40 @@ fn recompute_settings(o: &Overrides) -> Vec<Option<String>> {
     RECOMPUTE_KEYS.iter().map(|k| text(o.get(*k))).collect()
 }
 
-/// Per candidate, the class of its recompute settings: equal numbers for equal settings
-/// (numbered in order of first appearance).
+/// Whether a candidate's linears run in float8 (Megatron's `fp8` set; a TorchTitan converter
+/// list naming float8): another path through memory than bf16 (torchao's float8 linears keep no
+/// bf16 weight copy, and on the H200 their peaks fell further than that accounts for,
+/// docs/validation/h200-2026-12-04-float8/), so the memory model errs differently on them.
+fn float8_linears(o: &Overrides) -> bool {
+    let on = |v: Option<&Value>| match v {
+        Some(Value::String(s)) => {
+            let s = s.trim().to_ascii_lowercase();
+            !matches!(s.as_str(), "" | "none" | "null" | "false" | "~")
+        }
+        Some(Value::Bool(b)) => *b,
+        _ => false,
+    };
+    let converts = match o.get("model.converters") {
+        Some(Value::Array(a)) => a
+            .iter()
+            .any(|c| c.as_str().is_some_and(|c| c.contains("float8"))),
+        Some(Value::String(s)) => s.contains("float8"),
+        _ => false,
+    };
+    on(o.get("fp8")) || converts
+}
+
+/// Per candidate, the class of its recompute settings and its linears' precision (float8 or
+/// not): equal numbers for equal settings (numbered in order of first appearance).
 pub fn settings_classes(cands: &[Candidate]) -> Vec<usize> {
-    let mut seen: Vec<Vec<Option<String>>> = Vec::new();
+    let mut seen: Vec<(Vec<Option<String>>, bool)> = Vec::new();
     cands
         .iter()
         .map(|c| {
-            let key = recompute_settings(&c.overrides);
+            let key = (
+                recompute_settings(&c.overrides),
+                float8_linears(&c.overrides),
+            );
             seen.iter().position(|k| *k == key).unwrap_or_else(|| {
                 seen.push(key);
                 seen.len() - 1
@@ -194,6 +220,25 @@ mod tests {
             ),
         ];
         assert_eq!(settings_classes(&cands), vec![0, 1, 0, 1, 2]);
+        // float8 linears are a class of their own, whatever the recipe or format (Megatron's
+        // fp8 with no recompute shares TorchTitan's: classes are compared within one study)
+        let f8 = |id, lbs, conv: Value, recipe: Value| {
+            c(
+                id,
+                json!({"training.local_batch_size": lbs, "model.converters": conv,
+                        "quantize.linear.float8.recipe_name": recipe}),
+            )
+        };
+        let f = json!(["quantize.linear.float8"]);
+        let cands = vec![
+            f8(0, 1, Value::Null, Value::Null),
+            f8(1, 1, f.clone(), json!("tensorwise")),
+            f8(2, 2, f.clone(), json!("rowwise")),
+            f8(3, 2, json!(["primus_turbo"]), Value::Null),
+            c(4, json!({"micro_batch_size": 1, "fp8": "hybrid"})),
+            c(5, json!({"micro_batch_size": 2, "fp8": null})),
+        ];
+        assert_eq!(settings_classes(&cands), vec![0, 1, 1, 0, 1, 0]);
     }
 
     #[test]
