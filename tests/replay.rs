@@ -334,47 +334,47 @@ fn every_real_table_is_won_within_1pct_for_at_most_40pct_of_its_grid() {
 }
 
 #[test]
-fn the_float8_table_is_won_but_not_for_40pct_and_its_forecasts_miss_10pct() {
-    // Upstream TorchTitan v0.2.2, Qwen3 4B at sequence 4096, compiled, local batch 1/2/4 × bf16 /
-    // float8 linears (tensorwise, rowwise) on the H200 (docs/validation/h200-2026-12-04-float8/).
-    // Recorded after the search was settled; it is where the goals are NOT met, and this
-    // test holds what is true of it, so that a change for the worse shows: the pick is the grid's best (local
-    // batch 4, float8 tensorwise), no OOM, but 8 of the 9 candidates run (float8's gain grows
-    // with the batch, -3 % at local batch 1 to -18 % at 4, so the additive model's residual is
-    // ~5 % and it prunes one), 70 % of the grid against the goal's 40 %; and with float8 the
-    // peaks fall 3.1 GiB a sample below bf16's, which the model (activations counted as bf16)
-    // does not see: forecast p90 ~15 % against the goal's 10 %.
-    let v = replay_json("h200-torchtitan-qwen3-4b-float8.json");
-    assert!(v["gap_pct"].as_f64().unwrap() <= 1.0, "{v:#}");
-    assert_eq!(v["oom_trials"], 0, "{v:#}");
-    let ratio = v["ratio"].as_f64().unwrap();
-    assert!(ratio <= 0.72, "{v:#}"); // the goal: 0.40
-    let e = &v["memory_forecast_error_pct"];
-    assert!(e["n"].as_u64().unwrap() >= 5, "{v:#}");
-    let p90 = e["p90"].as_f64().unwrap();
-    assert!(p90 <= 15.0, "{v:#}"); // the goal: 10 %
-    // The uncalibrated model puts float8 below bf16 at every local batch (no bf16 weight copies).
-    let t: Value = serde_json::from_str(
-        &std::fs::read_to_string(fixture("h200-torchtitan-qwen3-4b-float8.json")).unwrap(),
-    )
-    .unwrap();
-    let predicted = |lbs: u64, float8: bool| {
-        t["candidates"]
-            .as_array()
-            .unwrap()
+fn the_float8_tables_are_won_and_forecast_within_10pct_but_not_for_40pct() {
+    // Upstream TorchTitan v0.2.2 with torchao 0.17, compiled, on the H200
+    // (docs/validation/h200-2026-12-04-float8/): Qwen3 4B at sequence 4096, local batch 1/2/4 ×
+    // bf16 / float8 tensorwise / rowwise, and (held out: recorded after the float8 memory term
+    // was fitted on the 4B grid) Qwen3 1.7B at sequence 2048, local batch 4/8/16 × bf16 /
+    // tensorwise. Recorded after the search was settled; the cost goal is NOT met on them, and
+    // this test holds what is true, so that a change for the worse shows. The picks are the
+    // grids' best (float8 tensorwise at the largest local batch), no OOM; but float8's gain
+    // grows with the batch (-3 % at local batch 1 to -18 % at 4 on the 4B grid), so the
+    // additive model's residual is ~5 % and it prunes at most one candidate: 8 of 9 and 6 of 6
+    // candidates run, 70 % and 95 % of the grid against the goal's 40 %. The memory forecasts
+    // after two peaks are within 10 % on 90 % of them (the goal).
+    for (name, max_ratio) in [
+        ("h200-torchtitan-qwen3-4b-float8.json", 0.72),
+        ("h200-torchtitan-qwen3-1.7b-float8.json", 1.0),
+    ] {
+        let v = replay_json(name);
+        assert!(v["gap_pct"].as_f64().unwrap() <= 1.0, "{name}: {v:#}");
+        assert_eq!(v["oom_trials"], 0, "{name}: {v:#}");
+        assert!(v["ratio"].as_f64().unwrap() <= max_ratio, "{name}: {v:#}"); // the goal: 0.40
+        let e = &v["memory_forecast_error_pct"];
+        assert!(e["n"].as_u64().unwrap() >= 4, "{name}: {v:#}");
+        assert!(e["p90"].as_f64().unwrap() <= 10.0, "{name}: {v:#}");
+        // The uncalibrated model puts float8 below bf16 at every local batch.
+        let t: Value =
+            serde_json::from_str(&std::fs::read_to_string(fixture(name)).unwrap()).unwrap();
+        let rows = t["candidates"].as_array().unwrap();
+        for c in rows
             .iter()
-            .find(|c| {
-                c["overrides"]["training.local_batch_size"] == lbs
-                    && c["overrides"]["quantize.linear.float8.recipe_name"].is_null() != float8
-            })
-            .unwrap()["predicted_bytes"]
-            .as_f64()
-            .unwrap()
-    };
-    for lbs in [1, 2, 4] {
-        assert!(
-            predicted(lbs, true) < predicted(lbs, false),
-            "local batch {lbs}"
-        );
+            .filter(|c| c["overrides"]["model.converters"].is_array())
+        {
+            let lbs = &c["overrides"]["training.local_batch_size"];
+            let bf16 = rows
+                .iter()
+                .find(|b| {
+                    &b["overrides"]["training.local_batch_size"] == lbs
+                        && b["overrides"]["model.converters"].is_null()
+                })
+                .unwrap();
+            let (f8, b) = (&c["predicted_bytes"], &bf16["predicted_bytes"]);
+            assert!(f8.as_f64() < b.as_f64(), "{name}: local batch {lbs}");
+        }
     }
 }

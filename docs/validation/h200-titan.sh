@@ -35,12 +35,16 @@ LBS_ORDER=${LBS_ORDER:-1 2 4 8 16 32}
 # the model: the TOML in titan/ and the experiment that mirrors it (MODEL=4b: the held-out grid of
 # 2026-12-04, Qwen3 4B at sequence 4096: LBS_ORDER="1 2 4 8")
 # (MODEL=4b-float8 with LBS_ORDER="1 2 4": the same model compiled, bf16 against float8 linears with
-# tensorwise and rowwise scaling, torchao from bin/wheels; the space titan-float8-h200)
+# tensorwise and rowwise scaling, torchao from bin/wheels; the space titan-float8-h200.
+# MODEL=1.7b-float8 with LBS_ORDER="4 8 16": Qwen3 1.7B compiled, bf16 and tensorwise, a held-out
+# check of the float8 memory term)
 VARIANTS="none selective full"
 case ${MODEL:-1.7b} in
   4b) TOML=qwen3_4b-h200.toml EXPF=qwen3_4B-torchtitan-h200.yaml SPACE=titan-4b-h200 ;;
   4b-float8) TOML=qwen3_4b-float8-h200.toml EXPF=qwen3_4B-float8-h200.yaml SPACE=titan-float8-h200
     VARIANTS="bf16 tensorwise rowwise" ;;
+  1.7b-float8) TOML=qwen3_1.7b-float8-h200.toml EXPF=qwen3_1.7B-float8-h200.yaml SPACE=titan-float8-h200
+    VARIANTS="bf16 tensorwise" ;;
   *) TOML=qwen3_1.7b-h200.toml EXPF=qwen3_1.7B-torchtitan-h200.yaml SPACE=titan-h200 ;;
 esac
 export PATH=/usr/local/nvidia/bin:$PATH
@@ -94,7 +98,8 @@ setup() {
     fi
   done
   cp -r docs/validation/titan/datasets "$G/site/"
-  if [ "${MODEL:-}" = 4b-float8 ]; then
+  m=${MODEL:-}
+  if [ "${m%-float8}" != "$m" ]; then
     # torchao for float8 linears: 0.17 (built against torch 2.11), else 0.18
     for v in 0.17.0 0.18.0; do
       rm -rf "$G/site/torchao" "$G/site"/torchao-*

@@ -62,9 +62,10 @@
 //! keeps its fp32 weight for backward and casts it to float8 in each matmul, so under autocast
 //! there is no bf16 weight copy of a converted linear. On the H200 (upstream TorchTitan, Qwen3
 //! 4B, compiled, docs/validation/h200-2026-12-04-float8/) float8 peaks were 4.4 GiB + 3.1 GiB a
-//! sample below bf16's; this term is 6.8 GiB there, and the per-sample part (the saved inputs
-//! are bf16 casts in both paths; under compile the partitioner decides) is not modelled: float8
-//! activations are counted as bf16's (forecasts −10 … +10 %).
+//! sample below bf16's; this term is 6.8 GiB there. The per-sample part (torchao saves the bf16
+//! input; under compile the partitioner decides what is kept) is measured, not derived: 1.36
+//! bytes per element of a dense block's linear inputs (3h + F a token), fitted on that grid and
+//! checked on a held-out Qwen3 1.7B grid (float8 forecasts +0.3 … +5.0 %, were +13 … +18 %).
 //!
 //! What no closed form sees (allocator, RCCL, compile's own choices) is left to the calibration.
 
@@ -72,6 +73,10 @@ use super::{MemoryError, MemoryEstimate};
 use crate::config::value::Value;
 use crate::megatron::titan::{Checkpointing, Titan};
 use std::collections::BTreeMap;
+
+/// Bytes per element of a dense block's linear inputs that compiled float8 linears keep less
+/// than bf16 ones (measured, see `estimate`).
+const F8_SAVED_PER_INPUT: f64 = 1.36;
 
 /// Peak memory per GPU of a TorchTitan config on `world_size` GPUs.
 pub fn estimate(
@@ -220,6 +225,17 @@ pub fn estimate(
         0.0
     };
     let attn_part = norm + attn_casts + 2.0 * tok * k * (a + 2.0 * g) + 2.0 * tok * k * a + qk_norm;
+    // Compiled float8 linears keep less of their inputs than bf16 ones: on the H200 the peaks
+    // fell by 1.36 bytes per element of the dense block's linear inputs (3h + F a token: the
+    // attention and MLP norms' outputs, the attention output, the SwiGLU product) below bf16's,
+    // fitted on the Qwen3 4B grid; on the held-out Qwen3 1.7B grid it puts the saving at 0.89
+    // GiB a sample against 0.84 measured (docs/validation/h200-2026-12-04-float8/). Eager float8
+    // is not measured (torchao saves the bf16 input there: counted as bf16).
+    let float8_kept = if t.float8 && t.compiled {
+        F8_SAVED_PER_INPUT * tok * (3.0 * h + ffn)
+    } else {
+        0.0
+    };
     let rows = tok * topk * t.etp as f64; // routed rows per rank, balanced routing
     let full = |i: usize| -> f64 {
         let mlp = if is_moe(i) {
@@ -228,7 +244,7 @@ pub fn estimate(
                 + 2.0 * th
                 + 2.0 * tok * fs * sw
         } else {
-            norm + mlp_casts + 2.0 * tok * ffn * sw
+            norm + mlp_casts + 2.0 * tok * ffn * sw - float8_kept
         };
         (attn_part + mlp) / tp
     };
@@ -309,7 +325,8 @@ pub fn estimate(
 
     if t.float8 {
         notes.push(
-            "float8 linears: no bf16 weight copies under autocast; activations counted as bf16"
+            "float8 linears: no bf16 weight copies under autocast; compiled, their inputs kept \
+             smaller (measured on the H200); eager, activations counted as bf16"
                 .into(),
         );
     }
@@ -557,6 +574,11 @@ mod tests {
         assert_eq!(est(&other, 1).weights_bytes, 4.0 * N);
         // FSDP gathers bf16 parameters either way: nothing changes there
         assert_eq!(est(f8, 8).weights_bytes, est("", 8).weights_bytes);
-        assert_eq!(est(f8, 1).activations_bytes, est("", 1).activations_bytes);
+        // Compiled, float8 blocks keep 1.36 bytes less per element of their linears' inputs
+        // (3h + F = 1,536 a token, 2,048 tokens, 6 blocks); eager keeps bf16's (not measured).
+        let kept = est("", 1).activations_bytes - est(f8, 1).activations_bytes;
+        assert!((kept - 1.36 * 2048.0 * 1536.0 * 6.0).abs() < 1.0, "{kept}");
+        let eager = |kv: &str| est(&format!("compile.enable=false {kv}"), 1).activations_bytes;
+        assert_eq!(eager(f8), eager(""));
     }
 }
