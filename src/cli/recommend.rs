@@ -32,8 +32,8 @@ pub struct RecommendArgs {
     #[arg(long)]
     pub apply: bool,
     /// The launch profile the job runs with (a profile passing Megatron's flags, such as
-    /// `megatron`, runs upstream Megatron-LM: Primus-on-AMD advice does not apply to it).
-    /// Default: Primus.
+    /// `megatron`, runs upstream Megatron-LM, one with `overrides: torchtitan` upstream
+    /// TorchTitan: Primus-on-AMD advice does not apply to them). Default: Primus.
     #[arg(long)]
     pub profile: Option<String>,
     /// Acknowledge a rule for this experiment (with --reason): the checklist shows it as
