@@ -60,6 +60,9 @@ pub struct Titan {
     /// With float8: the output projection is converted too (no `quantize.linear.float8.
     /// filter_fqns` entry names it; TorchTitan skips a linear whose name contains an entry).
     pub float8_output: bool,
+    /// With float8: Primus-Turbo's float8 linears instead of torchao's (the `primus_turbo`
+    /// converter with `enable_primus_turbo` and `use_turbo_float8_linear`).
+    pub turbo_float8: bool,
     /// `training.mixed_precision_param` is bfloat16 (the default).
     pub bf16: bool,
     /// `compile.enable` with `model` among `compile.components`.
@@ -113,9 +116,8 @@ impl Titan {
         };
         let converters = get("model.converters").map(super::list_items);
         let float8 = converters
-            .unwrap_or_default()
-            .iter()
-            .any(|c| c.contains("float8"));
+            .as_ref()
+            .is_some_and(|c| c.iter().any(|x| x.contains("float8")));
         let filtered = get("quantize.linear.float8.filter_fqns")
             .map(super::list_items)
             .unwrap_or_default();
@@ -123,6 +125,12 @@ impl Titan {
             && !filtered
                 .iter()
                 .any(|f| !f.is_empty() && "output".contains(f.as_str()));
+        let turbo_float8 = float8
+            && converters
+                .as_ref()
+                .is_some_and(|c| c.iter().any(|x| x == "primus_turbo"))
+            && on("primus_turbo.enable_primus_turbo")
+            && on("primus_turbo.use_turbo_float8_linear");
         let components = get("compile.components").map(super::list_items);
         let compiles = |part: &str| {
             on("compile.enable")
@@ -148,6 +156,7 @@ impl Titan {
             checkpointing,
             float8,
             float8_output,
+            turbo_float8,
             bf16: text("training.mixed_precision_param").is_none_or(|t| t == "bfloat16"),
             compiled: compiles("model"),
             compiled_loss: compiles("loss"),

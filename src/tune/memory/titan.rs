@@ -179,13 +179,11 @@ pub fn estimate(
     } else if autocast {
         // Float8 linears (torchao's Float8Linear, `quantize.linear.float8`) keep the fp32 weight
         // itself for backward and cast it to float8 in each matmul: no bf16 copy (the blocks'
-        // linears, and the output unless `filter_fqns` leaves it in bf16).
-        let linears = if t.float8 {
-            0.0
-        } else {
-            sharded - root_sharded
-        };
-        let output = if t.pp > 1 || t.float8_output {
+        // linears, and the output unless `filter_fqns` leaves it in bf16). Primus-Turbo's own
+        // float8 linears are not measured: counted as bf16.
+        let torchao = t.float8 && !t.turbo_float8;
+        let linears = if torchao { 0.0 } else { sharded - root_sharded };
+        let output = if t.pp > 1 || (torchao && t.float8_output) {
             0.0
         } else {
             h * vocab
@@ -230,8 +228,8 @@ pub fn estimate(
     // attention and MLP norms' outputs, the attention output, the SwiGLU product) below bf16's,
     // fitted on the Qwen3 4B grid; on the held-out Qwen3 1.7B grid it puts the saving at 0.89
     // GiB a sample against 0.84 measured (docs/validation/h200-2026-12-04-float8/). Eager float8
-    // is not measured (torchao saves the bf16 input there: counted as bf16).
-    let float8_kept = if t.float8 && t.compiled {
+    // is not measured (torchao saves the bf16 input there: counted as bf16), nor Primus-Turbo's.
+    let float8_kept = if t.float8 && !t.turbo_float8 && t.compiled {
         F8_SAVED_PER_INPUT * tok * (3.0 * h + ffn)
     } else {
         0.0
@@ -323,7 +321,9 @@ pub fn estimate(
         grads += unit_grads;
     }
 
-    if t.float8 {
+    if t.turbo_float8 {
+        notes.push("Primus-Turbo float8 linears: counted as bf16 (not measured)".into());
+    } else if t.float8 {
         notes.push(
             "float8 linears: no bf16 weight copies under autocast; compiled, their inputs kept \
              smaller (measured on the H200); eager, activations counted as bf16"
@@ -580,5 +580,15 @@ mod tests {
         assert!((kept - 1.36 * 2048.0 * 1536.0 * 6.0).abs() < 1.0, "{kept}");
         let eager = |kv: &str| est(&format!("compile.enable=false {kv}"), 1).activations_bytes;
         assert_eq!(eager(f8), eager(""));
+        // Primus-Turbo's float8 linears (not measured): as bf16, and said so
+        let turbo = "model.converters=['primus_turbo','quantize.linear.float8'] \
+            primus_turbo.enable_primus_turbo=true primus_turbo.use_turbo_float8_linear=true";
+        let t = est(turbo, 1);
+        assert_eq!(t.weights_bytes, bf16);
+        assert_eq!(t.activations_bytes, est("", 1).activations_bytes);
+        assert!(
+            t.notes.iter().any(|n| n.contains("Primus-Turbo float8")),
+            "{t:?}"
+        );
     }
 }
