@@ -114,11 +114,6 @@ impl BenchReplayArgs {
             confirm_iters: self.confirm_iters.unwrap_or(d.confirm_iters),
             tolerance: self.tolerance_pct.map_or(d.tolerance, |p| p / 100.0),
             priors: !self.no_prune,
-            batch_prior: match std::env::var("PT_BATCH_PRIOR").as_deref() {
-                Ok("rule") => crate::tune::search::BatchPrior::Rule,
-                Ok("guarded") => crate::tune::search::BatchPrior::Guarded,
-                _ => crate::tune::search::BatchPrior::Off,
-            },
             prune_sigmas: if self.no_prune {
                 None
             } else {

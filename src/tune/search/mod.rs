@@ -234,11 +234,6 @@ pub struct SearchConfig {
     /// Priors from how training works (the `prior` module): a candidate that only adds
     /// recomputation to one that fits is not launched.
     pub priors: bool,
-    /// EXPERIMENT (bench-replay --batch-prior): a smaller batch waits for a larger sibling, and
-    /// is not launched once that one fits (`Rule`), or once the study has measured a sibling
-    /// pair where the larger batch was faster beyond the tolerance and none the other way
-    /// (`Guarded`).
-    pub batch_prior: BatchPrior,
     /// With one launch per candidate, a tie its launches leave unresolved gets one more launch
     /// when a tied candidate may beat the leader by more than the tolerance with at least this
     /// probability; None: never.
@@ -335,7 +330,6 @@ impl Default for SearchConfig {
             long_max_iters: 30,
             long_min_iters: 18,
             priors: true,
-            batch_prior: BatchPrior::Off,
             tie_break_p: Some(TIE_BREAK_P),
             race_min_samples: Some(RACE_MIN_SAMPLES),
             effects: None,
@@ -490,15 +484,6 @@ fn memory_level(knobs: &[Knob], c: &Candidate) -> usize {
         .sum()
 }
 
-/// EXPERIMENT: the batch prior ([`SearchConfig::batch_prior`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum BatchPrior {
-    #[default]
-    Off,
-    Rule,
-    Guarded,
-}
-
 /// The step-time estimate of pooled samples: the 20 % trimmed mean and its 95 % CI
 /// ([`trimmed_mean_ci95`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -571,8 +556,6 @@ struct Search<'a> {
     long: Vec<bool>,
     /// Per candidate, the candidates equal in every other flag that recompute less.
     lighter: Vec<Vec<usize>>,
-    /// Per candidate, the candidates equal in every other flag with a larger batch.
-    larger: Vec<Vec<usize>>,
     /// Per candidate, its recompute settings' class (equal for equal settings): the memory
     /// calibration a forecast uses ([`Search::calibration_of`]).
     settings: Vec<usize>,
@@ -743,60 +726,10 @@ impl<'a> Search<'a> {
     /// Waits for a candidate equal in every other flag that recomputes less and has not run yet:
     /// this one runs only if that one does not fit.
     fn deferred(&self, a: usize) -> bool {
-        let waits = |v: &Vec<usize>| {
-            v.iter()
-                .any(|&b| matches!(self.state[b], State::Pending | State::Launched))
-        };
         self.cfg.priors
-            && (waits(&self.lighter[a])
-                || (self.cfg.batch_prior != BatchPrior::Off && waits(&self.larger[a])))
-    }
-
-    /// EXPERIMENT: the batch prior's pruning ([`SearchConfig::batch_prior`]).
-    fn prune_by_batch(&mut self) {
-        if !self.cfg.priors || self.cfg.batch_prior == BatchPrior::Off {
-            return;
-        }
-        let ran = |s: &Self, i: usize| s.state[i] == State::Measured || s.is_out_measured(i);
-        if self.cfg.batch_prior == BatchPrior::Guarded {
-            let tol = self.cfg.tolerance;
-            let (mut up, mut down) = (false, false);
-            for x in 0..self.cands.len() {
-                for &y in &self.larger[x] {
-                    if let (true, true, Some(sx), Some(sy)) =
-                        (ran(self, x), ran(self, y), self.stat(x), self.stat(y))
-                    {
-                        let guard: f64 = std::env::var("PT_BATCH_GUARD")
-                            .ok()
-                            .and_then(|g| g.parse().ok())
-                            .unwrap_or(tol);
-                        up |= sy.hi < sx.lo * (1.0 - guard);
-                        down |= sy.value > sx.value * (1.0 + tol);
-                    }
-                }
-            }
-            if !up || down {
-                return;
-            }
-        }
-        for a in 0..self.cands.len() {
-            if self.state[a] != State::Pending || self.baseline == Some(a) {
-                continue;
-            }
-            let Some(&b) = self.larger[a].iter().find(|&&b| ran(self, b)) else {
-                continue;
-            };
-            let reason = format!(
-                "a larger batch raises efficiency: #{} has the same settings with a larger batch \
-                 and fits (it ran), so this one is not faster; a prediction, not a measurement",
-                self.cands[b].id
-            );
-            self.log.push(format!(
-                "{}: predicted slower, not run: {reason}",
-                self.label(a)
-            ));
-            self.state[a] = State::Out(Verdict::PredictedSlower { reason });
-        }
+            && self.lighter[a]
+                .iter()
+                .any(|&b| matches!(self.state[b], State::Pending | State::Launched))
     }
 
     /// The length of a first-rung trial launched now: `short`, or a long launch once start-up
@@ -1526,7 +1459,6 @@ pub fn search(
         one_launch: false,
         long: vec![false; n],
         lighter: prior::lighter_siblings(cands),
-        larger: prior::larger_batch_siblings(cands),
         settings: prior::settings_classes(cands),
         said: 0,
     };
@@ -1651,7 +1583,6 @@ pub fn search(
         // Every measured peak recalibrates the memory model for the candidates still to run.
         s.prune_recalibrated();
         s.prune_by_prior();
-        s.prune_by_batch();
         let pending: Vec<usize> = order
             .iter()
             .copied()

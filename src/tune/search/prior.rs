@@ -177,44 +177,6 @@ pub fn lighter_siblings(cands: &[Candidate]) -> Vec<Vec<usize>> {
         .collect()
 }
 
-/// Flags that set the samples a GPU processes per micro step.
-const BATCH_KEYS: [&str; 2] = ["micro_batch_size", "training.local_batch_size"];
-
-fn batch(o: &Overrides) -> Option<f64> {
-    BATCH_KEYS.iter().find_map(|k| match o.get(*k) {
-        Some(Value::Number(n)) => n.as_f64(),
-        Some(Value::String(s)) => s.trim().parse().ok(),
-        _ => None,
-    })
-}
-
-/// Per candidate, the candidates equal in every flag but the batch knob, with a larger batch.
-pub fn larger_batch_siblings(cands: &[Candidate]) -> Vec<Vec<usize>> {
-    let others = |o: &Overrides| -> Vec<(String, Value)> {
-        o.iter()
-            .filter(|(k, _)| !BATCH_KEYS.contains(&k.as_str()))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
-    };
-    cands
-        .iter()
-        .map(|a| {
-            let (Some(ba), false) = (batch(&a.overrides), a.baseline) else {
-                return Vec::new();
-            };
-            let rest = others(&a.overrides);
-            cands
-                .iter()
-                .enumerate()
-                .filter(|(_, b)| {
-                    batch(&b.overrides).is_some_and(|bb| bb > ba) && others(&b.overrides) == rest
-                })
-                .map(|(j, _)| j)
-                .collect()
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
