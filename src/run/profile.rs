@@ -999,4 +999,32 @@ mod tests {
             assert!(e.contains(bad.split('=').next().unwrap()), "{e}");
         }
     }
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+        /// TorchTitan's list rule (`args[0].split(",")`) reads back the items of a list of
+        /// strings the torchtitan style writes; a list it cannot read back is refused.
+        #[test]
+        fn torchtitan_lists_read_back_or_are_refused(
+            key in "[a-z_]{1,8}(\\.[a-z_]{1,8}){0,2}",
+            items in proptest::collection::vec("[ -~]{0,10}", 1..5),
+        ) {
+            let v = Value::List(items.iter().cloned().map(Value::Str).collect());
+            match torchtitan_words(&key, &v) {
+                Ok(words) => {
+                    proptest::prop_assert_eq!(words.len(), 2);
+                    proptest::prop_assert_eq!(&words[0], &format!("--{key}"));
+                    let back: Vec<String> = words[1].split(',').map(str::to_string).collect();
+                    proptest::prop_assert_eq!(back, items);
+                }
+                Err(e) => {
+                    proptest::prop_assert!(items.iter().any(|i| i.is_empty() || i.contains(',')));
+                    proptest::prop_assert!(e.contains(&key), "{}", e);
+                }
+            }
+            // false is tyro's negative flag: the same key with `no-` before its last part
+            let off = torchtitan_words(&key, &Value::Bool(false)).unwrap();
+            let (head, last) = key.rsplit_once('.').map_or((String::new(), key.as_str()), |(h, l)| (format!("{h}."), l));
+            proptest::prop_assert_eq!(off, vec![format!("--{head}no-{last}")]);
+        }
+    }
 }
