@@ -238,7 +238,7 @@ impl fmt::Display for SweepEvent {
                 offset_gib,
             } => write!(
                 f,
-                "memory model recalibrated on {points} measured peak(s) of this study: measured ≈ {scale:.3} × model {offset_gib:+.2} GiB (each candidate's prediction is the one in force before its first trial, on the peaks of its own recompute settings once two are measured)"
+                "memory model recalibrated on {points} measured peak(s) of this study: measured ≈ {scale:.3} × model {offset_gib:+.2} GiB (each candidate's prediction is the one in force before its first trial, on the peaks of its own recompute settings and precision once two are measured)"
             ),
         }
     }

@@ -267,8 +267,8 @@ pub const FORECAST_SLACK: f64 = 0.05;
 /// micro batch 1 forecast micro batch 8 8 % high and pruned the best candidate).
 pub const EXTRAPOLATION_SLACK: f64 = 0.03;
 
-/// Measured peaks of candidates with a candidate's own recompute settings before its forecast is
-/// calibrated on them alone ([`Search::calibration_of`]): two, a slope's worth. (One, a ratio
+/// Measured peaks of candidates with a candidate's own recompute settings and precision (float8
+/// or not) before its forecast is calibrated on them alone ([`Search::calibration_of`]): two, a slope's worth. (One, a ratio
 /// through a single peak, measured on the synthetic suite with carried knob effects: the worst
 /// study at 120 s on seed 0 from 55.2 to 66.4 % of its grid.)
 pub const SAME_SETTINGS_PEAKS: usize = 2;
@@ -556,8 +556,8 @@ struct Search<'a> {
     long: Vec<bool>,
     /// Per candidate, the candidates equal in every other flag that recompute less.
     lighter: Vec<Vec<usize>>,
-    /// Per candidate, its recompute settings' class (equal for equal settings): the memory
-    /// calibration a forecast uses ([`Search::calibration_of`]).
+    /// Per candidate, the class of its recompute settings and precision (equal for equal
+    /// settings): the memory calibration a forecast uses ([`Search::calibration_of`]).
     settings: Vec<usize>,
     /// Log lines already handed to the runner ([`Runner::decided`]).
     said: usize,
@@ -585,9 +585,9 @@ impl<'a> Search<'a> {
             .collect()
     }
 
-    /// The calibration a forecast for candidate `i` uses, and whether it is its recompute
-    /// settings' own: fitted on the peaks of the candidates with the same recompute settings
-    /// once [`SAME_SETTINGS_PEAKS`] of them are measured (and the study has peaks of other
+    /// The calibration a forecast for candidate `i` uses, and whether it is its settings' own:
+    /// fitted on the peaks of the candidates with the same recompute settings and precision
+    /// ([`prior::settings_classes`]) once [`SAME_SETTINGS_PEAKS`] of them are measured (and the study has peaks of other
     /// settings too), else `pooled` (all the study's peaks). The model's error differs from one
     /// setting to another (what is recomputed rather than kept; the caching allocator's reserve,
     /// largest with full recompute on both Megatron-LM and TorchTitan on the H200), and one line
@@ -669,7 +669,7 @@ impl<'a> Search<'a> {
                 // The figure its reason gives is the one reported for it.
                 self.at_launch[i] = Some(p);
                 let which = if own {
-                    " with the same recompute settings"
+                    " with the same recompute settings and precision"
                 } else {
                     ""
                 };
