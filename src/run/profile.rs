@@ -457,7 +457,7 @@ fn is_option(arg: &str) -> bool {
 }
 
 /// One setting on upstream TorchTitan's command line (see [`OverrideStyle::Torchtitan`]).
-pub fn torchtitan_words(key: &str, value: &Value) -> Result<Vec<String>, String> {
+fn torchtitan_words(key: &str, value: &Value) -> Result<Vec<String>, String> {
     let flag = format!("--{key}");
     Ok(match value {
         Value::Bool(true) => vec![flag],

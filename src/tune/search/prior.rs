@@ -66,14 +66,8 @@ fn recompute_settings(o: &Overrides) -> Vec<Option<String>> {
 /// bf16 weight copy, and on the H200 their peaks fell further than that accounts for,
 /// docs/validation/h200-2026-12-04-float8/), so the memory model errs differently on them.
 fn float8_linears(o: &Overrides) -> bool {
-    let on = |v: Option<&Value>| match v {
-        Some(Value::String(s)) => {
-            let s = s.trim().to_ascii_lowercase();
-            !matches!(s.as_str(), "" | "none" | "null" | "false" | "~")
-        }
-        Some(Value::Bool(b)) => *b,
-        _ => false,
-    };
+    let fp8 = text(o.get("fp8"))
+        .is_some_and(|s| !matches!(s.as_str(), "" | "none" | "null" | "false" | "~"));
     let converts = match o.get("model.converters") {
         Some(Value::Array(a)) => a
             .iter()
@@ -81,7 +75,7 @@ fn float8_linears(o: &Overrides) -> bool {
         Some(Value::String(s)) => s.contains("float8"),
         _ => false,
     };
-    on(o.get("fp8")) || converts
+    fp8 || converts
 }
 
 /// Per candidate, the class of its recompute settings and its linears' precision (float8 or
