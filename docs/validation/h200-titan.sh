@@ -144,8 +144,7 @@ grid() {
       # checkpointing (none/selective/full), or the precision of the linears (bf16: the
       # experiment's own, no converter; tensorwise/rowwise: float8 linears with that scaling)
       case $ac in
-        none|full) sets=(--set activation_checkpoint.mode=$ac) ;;
-        selective) sets=(--set activation_checkpoint.mode=selective) ;;
+        none|selective|full) sets=(--set activation_checkpoint.mode=$ac) ;;
         bf16) sets=() ;;
         *) sets=(--set "model.converters=['quantize.linear.float8']" --set quantize.linear.float8.recipe_name=$ac) ;;
       esac
