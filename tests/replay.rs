@@ -286,77 +286,106 @@ fn replay_json(name: &str) -> Value {
     json_out(&out.get_output().stdout)
 }
 
+/// `bench-replay --json --pipeline-stages N` on one fixture table.
+fn replay_json_as(name: &str, stages: u64) -> Value {
+    let out = bin()
+        .args(["bench-replay", "--json", "--pipeline-stages"])
+        .arg(stages.to_string())
+        .arg(fixture(name))
+        .assert()
+        .success();
+    json_out(&out.get_output().stdout)
+}
+
 #[test]
 fn every_real_table_is_won_within_1pct_for_at_most_40pct_of_its_grid() {
-    // The tables recorded on the H200 (docs/validation/): the proxy, the memory-fit proxy grid,
-    // upstream Megatron-LM's 12-layer GPT grid and 8-expert top-2 MoE grid, and upstream
-    // TorchTitan's Qwen3 1.7B local batch × activation checkpointing grid, and two held-out grids
-    // (recorded after the search and the model were settled): Megatron-LM with 4 query groups at
-    // sequence 4096, and TorchTitan's Qwen3 4B at sequence 4096, with the memory model's forecasts.
-    for name in [
-        "h200-proxy-torch.json",
-        "h200-memory-fit.json",
-        "h200-megatron-gpt.json",
-        "h200-megatron-moe.json",
-        "h200-torchtitan-qwen3.json",
-        "h200-megatron-gqa.json",
-        "h200-torchtitan-qwen3-4b.json",
+    // The tables recorded on the H200 (docs/validation/), each on one GPU, so in one pipeline
+    // stage (the tables say so): the proxy, the memory-fit proxy grid, upstream Megatron-LM's
+    // 12-layer GPT grid and 8-expert top-2 MoE grid, upstream TorchTitan's Qwen3 1.7B local
+    // batch × activation checkpointing grid, and the grids recorded after the search and the
+    // model were settled: Megatron-LM with 4 query groups at sequence 4096, TorchTitan's Qwen3
+    // 4B at sequence 4096, and the two float8 grids (compiled TorchTitan with torchao). In one
+    // stage the batch rule applies (a smaller batch is not faster): a candidate waits for its
+    // larger-batch siblings and is not launched once one fits. (trials, OOM launches) as
+    // replayed; the OOMs are candidates the uncalibrated model put within 10 % of the GPU.
+    for (name, max_ratio, trials, oom_trials) in [
+        ("h200-proxy-torch.json", 0.31, 3, 1),
+        ("h200-memory-fit.json", 0.08, 2, 0),
+        ("h200-megatron-gpt.json", 0.05, 2, 0),
+        ("h200-megatron-moe.json", 0.05, 2, 0),
+        ("h200-torchtitan-qwen3.json", 0.10, 3, 0),
+        ("h200-megatron-gqa.json", 0.07, 3, 1),
+        ("h200-torchtitan-qwen3-4b.json", 0.26, 4, 1),
+        ("h200-torchtitan-qwen3-4b-float8.json", 0.23, 3, 0),
+        ("h200-torchtitan-qwen3-1.7b-float8.json", 0.30, 2, 0),
     ] {
         let v = replay_json(name);
         assert!(v["gap_pct"].as_f64().unwrap() <= 1.0, "{name}: {v:#}");
-        assert!(v["ratio"].as_f64().unwrap() <= 0.40, "{name}: {v:#}");
+        assert!(v["ratio"].as_f64().unwrap() <= max_ratio, "{name}: {v:#}"); // the goal: 0.40
+        assert_eq!(v["trials"], trials, "{name}: {v:#}");
+        assert_eq!(v["oom_trials"], oom_trials, "{name}: {v:#}");
+        if let Some(e) = v["memory_forecast_error_pct"].as_object() {
+            assert!(e["p90"].as_f64().unwrap() <= 10.0, "{name}: {v:#}");
+        }
     }
-    // On the GPT grid, micro batch 32 without recompute (out of memory on the H200) is not
-    // launched once two peaks calibrate the model; on the MoE grid the same setting fits (97 %
-    // of the memory) and is the best, so it must not be ruled out. On the TorchTitan grid, local
-    // batch 16 without checkpointing and all of local batch 32 ran out of memory on the H200:
-    // none is launched. On the held-out GQA grid (recorded after the search and the model were
-    // settled), micro batch 8 and 16 without recompute ran out of memory: neither is launched.
-    // On the held-out Qwen3 4B grid, local batch 4 without checkpointing and all of local batch 8
-    // ran out of memory: three are ruled out; local batch 8 with full checkpointing, forecast
-    // within its error of the H200's 139.8 GiB after calibration (131.9 GiB in the live sweep at
-    // 5a0d95e), is launched (it needed 18.55 GiB more with 121.5 in use). All report the
-    // forecasts' error: within 10 % on 90 % of them (the goal).
+    // On the GPT grid, micro batch 32 without recompute (out of memory on the H200; the
+    // uncalibrated model put it 25 % beyond the GPU) holds nothing back and is ruled out once
+    // two peaks calibrate the model; on the MoE grid the same setting fits (97 % of the
+    // memory) and is the best, so it runs first.
+    let v = replay_json("h200-megatron-gpt.json");
+    assert_eq!(v["ruled_out"], 1, "{v:#}");
+    let v = replay_json("h200-megatron-moe.json");
+    assert_eq!(v["pick"]["micro_batch_size"], 32, "{v:#}");
+}
+
+#[test]
+fn the_memory_forecasts_are_within_10pct_where_every_batch_is_measured() {
+    // With one stage the search launches 2–4 candidates a grid and forecasts 0–1 after two
+    // peaks. Replayed as pipelined jobs (the batch rule off: every batch is measured, as on a
+    // job with a pipeline), it forecasts more, and the forecasts' error is the goal:
+    // within 10 % on 90 % of them. On the GPT grid, micro batch 32 without recompute (an OOM
+    // on the H200) is not launched once two peaks calibrate the model; on the TorchTitan grid,
+    // local batch 16 without checkpointing and all of local batch 32 ran out of memory on the
+    // H200: none is launched. On the held-out GQA grid, micro batch 8 and 16 without recompute
+    // ran out of memory: neither is launched. On the held-out Qwen3 4B grid, local batch 4
+    // without checkpointing and all of local batch 8 ran out of memory: three are ruled out;
+    // local batch 8 with full checkpointing, forecast within its error of the H200's 139.8 GiB
+    // after calibration (131.9 GiB in the live sweep at 5a0d95e), is launched (it needed 18.55
+    // GiB more with 121.5 in use).
     for (name, ruled_out, oom_trials, forecasts) in [
         ("h200-megatron-gpt.json", 1, 0, 3),
         ("h200-megatron-moe.json", 0, 0, 3),
         ("h200-torchtitan-qwen3.json", 4, 0, 3),
         ("h200-megatron-gqa.json", 2, 0, 3),
         ("h200-torchtitan-qwen3-4b.json", 3, 1, 2),
+        ("h200-torchtitan-qwen3-4b-float8.json", 0, 0, 4),
+        ("h200-torchtitan-qwen3-1.7b-float8.json", 0, 0, 4),
     ] {
-        let v = replay_json(name);
+        let v = replay_json_as(name, 2);
+        assert!(v["gap_pct"].as_f64().unwrap() <= 1.0, "{name}: {v:#}");
         assert_eq!(v["oom_trials"], oom_trials, "{name}: {v:#}");
         assert_eq!(v["ruled_out"], ruled_out, "{name}: {v:#}");
         let e = &v["memory_forecast_error_pct"];
         assert!(e["n"].as_u64().unwrap() >= forecasts, "{name}: {v:#}");
         assert!(e["p90"].as_f64().unwrap() <= 10.0, "{name}: {v:#}");
     }
+    // Pipelined, the float8 grids are not won for 40 %: float8's gain grows with the batch
+    // (-3 % at local batch 1 to -18 % at 4 on the 4B grid), so the additive model's residual is
+    // ~5 % and it prunes at most one candidate (8 of 9 and 6 of 6 run).
+    assert!(
+        replay_json_as("h200-torchtitan-qwen3-4b-float8.json", 2)["ratio"]
+            .as_f64()
+            .unwrap()
+            > 0.6
+    );
 }
 
 #[test]
-fn the_float8_tables_are_won_and_forecast_within_10pct_but_not_for_40pct() {
-    // Upstream TorchTitan v0.2.2 with torchao 0.17, compiled, on the H200
-    // (docs/validation/h200-2026-12-04-float8/): Qwen3 4B at sequence 4096, local batch 1/2/4 ×
-    // bf16 / float8 tensorwise / rowwise, and (held out: recorded after the float8 memory term
-    // was fitted on the 4B grid) Qwen3 1.7B at sequence 2048, local batch 4/8/16 × bf16 /
-    // tensorwise. Recorded after the search was settled; the cost goal is NOT met on them, and
-    // this test holds what is true, so that a change for the worse shows. The picks are the
-    // grids' best (float8 tensorwise at the largest local batch), no OOM; but float8's gain
-    // grows with the batch (-3 % at local batch 1 to -18 % at 4 on the 4B grid), so the
-    // additive model's residual is ~5 % and it prunes at most one candidate: 8 of 9 and 6 of 6
-    // candidates run, 70 % and 95 % of the grid against the goal's 40 %. The memory forecasts
-    // after two peaks are within 10 % on 90 % of them (the goal).
-    for (name, max_ratio) in [
-        ("h200-torchtitan-qwen3-4b-float8.json", 0.72),
-        ("h200-torchtitan-qwen3-1.7b-float8.json", 1.0),
+fn the_float8_tables_forecast_float8_below_bf16() {
+    for name in [
+        "h200-torchtitan-qwen3-4b-float8.json",
+        "h200-torchtitan-qwen3-1.7b-float8.json",
     ] {
-        let v = replay_json(name);
-        assert!(v["gap_pct"].as_f64().unwrap() <= 1.0, "{name}: {v:#}");
-        assert_eq!(v["oom_trials"], 0, "{name}: {v:#}");
-        assert!(v["ratio"].as_f64().unwrap() <= max_ratio, "{name}: {v:#}"); // the goal: 0.40
-        let e = &v["memory_forecast_error_pct"];
-        assert!(e["n"].as_u64().unwrap() >= 4, "{name}: {v:#}");
-        assert!(e["p90"].as_f64().unwrap() <= 10.0, "{name}: {v:#}");
         // The uncalibrated model puts float8 below bf16 at every local batch.
         let t: Value =
             serde_json::from_str(&std::fs::read_to_string(fixture(name)).unwrap()).unwrap();

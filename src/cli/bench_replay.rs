@@ -57,9 +57,15 @@ pub struct BenchReplayArgs {
     #[arg(long, value_name = "Z", conflicts_with = "no_prune")]
     pub prune_sigmas: Option<f64>,
     /// Give every candidate a first trial (no skipping on the additive model's prediction or
-    /// on the recompute rule).
+    /// on the recompute and batch rules).
     #[arg(long)]
     pub no_prune: bool,
+    /// Replay every study as a job of N pipeline-parallel stages, whatever it records (the
+    /// synthetic studies record none): at 1 the batch rule applies (a smaller batch is not
+    /// faster in one stage), above 1 it does not. The recorded times stay as they are: this
+    /// shows what the search would do, not what the job would measure
+    #[arg(long, value_name = "N")]
+    pub pipeline_stages: Option<u64>,
     /// With one launch per candidate, one more launch for an unresolved tie when a tied
     /// candidate may beat the leader by more than the tolerance with at least this probability
     /// (default 0.1; above 1: never).
@@ -194,6 +200,11 @@ pub fn run(a: &BenchReplayArgs) -> Result<ExitCode, CliError> {
         a.startup_s,
         a.seed,
     ));
+    for (_, t) in &mut studies {
+        if a.pipeline_stages.is_some() {
+            t.pipeline_stages = a.pipeline_stages;
+        }
+    }
 
     let cfg = a.config()?;
     let reports = replay_all(&studies, &cfg, a.carry_effects);

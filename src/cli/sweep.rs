@@ -68,6 +68,11 @@ pub struct SweepArgs {
     /// are of models this one does not resemble)
     #[arg(long)]
     pub no_carried_effects: bool,
+    /// Measure every micro/local batch: do not skip a smaller batch once a larger one with the
+    /// same other settings fits (the search does so only where the configs run in one
+    /// pipeline stage; switch it off where a larger batch may still be slower)
+    #[arg(long)]
+    pub no_batch_rule: bool,
     /// Trials run at once (Slurm: concurrent jobs the scheduler places; on this node: 1).
     #[arg(long, value_name = "K", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..))]
@@ -102,6 +107,7 @@ pub fn run(a: &SweepArgs) -> Result<ExitCode, CliError> {
         headroom: a.headroom,
         allow_unmodeled: a.allow_unmodeled,
         carried_effects: !a.no_carried_effects,
+        batch_rule: !a.no_batch_rule,
     };
     if req.space.is_none() && req.resume.is_none() {
         return Err(CliError::Usage(

@@ -14,6 +14,7 @@
 //! GPU count is the same for every candidate, so ratios do not depend on it).
 
 use super::search::effects::Effects;
+use super::search::prior::batch::stages;
 use super::search::{Job, Runner, SearchConfig, SearchResult, search};
 use crate::domain::study::{Candidate, Knob, MemoryTrend, Outcome, Overrides};
 use crate::domain::trial::Iteration;
@@ -34,6 +35,12 @@ pub struct ReplayTable {
     /// GPU memory, bytes (informational for the search: a replay has no memory model).
     #[serde(default)]
     pub capacity_bytes: Option<f64>,
+    /// The recorded job's pipeline-parallel stages (1 on every H200 grid: one GPU), when
+    /// known; a candidate's own override of a stage flag wins. The batch rule
+    /// ([`crate::tune::search::prior::batch`]) applies only in one stage; a table that does
+    /// not say (the synthetic studies) is replayed without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline_stages: Option<u64>,
     pub candidates: Vec<ReplayCandidate>,
 }
 
@@ -555,6 +562,12 @@ pub fn replay(table: &ReplayTable, cfg: &SearchConfig) -> ReplayReport {
     // The table's memory predictions are the model's own, uncalibrated: none is trusted to
     // prune before this study has measured two peaks.
     cfg.predictions_calibrated = false;
+    if cfg.pipeline_stages.is_empty() {
+        cfg.pipeline_stages = cands
+            .iter()
+            .filter_map(|c| Some((c.id, stages(&c.overrides, table.pipeline_stages)?)))
+            .collect();
+    }
     let mut runner = ReplayRunner::new(table);
     let predicted = |c: &Candidate| table.candidates.get(c.id).and_then(|r| r.predicted_bytes);
     let mut res = search(&ks, &cands, &mut runner, &cfg, &predicted);
@@ -817,6 +830,7 @@ pub fn synthetic(seed: u64, n_candidates: usize, noise_cv: f64, startup_s: f64) 
         .collect();
     ReplayTable {
         capacity_bytes: Some(capacity),
+        pipeline_stages: None,
         candidates,
     }
 }
@@ -870,6 +884,7 @@ mod tests {
     fn knobs_are_inferred_from_the_table() {
         let t = ReplayTable {
             capacity_bytes: None,
+            pipeline_stages: None,
             candidates: vec![
                 row(
                     json!({"micro_batch_size": 4, "recompute_num_layers": 2, "fp8": "hybrid"}),
@@ -915,6 +930,7 @@ mod tests {
 
         let t = ReplayTable {
             capacity_bytes: None,
+            pipeline_stages: None,
             candidates: vec![
                 row(
                     json!({"recompute_num_layers": 4, "turbo_deepep_num_cu": 32}),
@@ -947,6 +963,7 @@ mod tests {
         oom_with_iter.oom = true;
         let t = ReplayTable {
             capacity_bytes: None,
+            pipeline_stages: None,
             candidates: vec![r, oom, oom_with_iter],
         };
         let ks = knobs(&t);
@@ -986,6 +1003,7 @@ mod tests {
         steps.extend([100.0; 60]);
         let t = ReplayTable {
             capacity_bytes: None,
+            pipeline_stages: None,
             candidates: vec![row(json!({"micro_batch_size": 1}), &steps)],
         };
         let cands = candidates(&t, &knobs(&t));
@@ -1005,6 +1023,7 @@ mod tests {
         steps.extend((0..60).map(|i| if i % 2 == 0 { 90.0 } else { 110.0 }));
         let t = ReplayTable {
             capacity_bytes: None,
+            pipeline_stages: None,
             candidates: vec![row(json!({"micro_batch_size": 1}), &steps)],
         };
         let cands = candidates(&t, &knobs(&t));
@@ -1079,6 +1098,7 @@ mod tests {
         oom.oom = true;
         let t = ReplayTable {
             capacity_bytes: None,
+            pipeline_stages: None,
             candidates: vec![
                 row(
                     json!({"micro_batch_size": 1}),

@@ -42,6 +42,10 @@ pub struct SweepRequest {
     /// Start from the knob effects of the workspace's earlier studies of the profile
     /// ([`effects::knob_effects`]); false: learn them from this sweep's trials alone.
     pub carried_effects: bool,
+    /// Skip a smaller micro/local batch once a larger one with the same other settings fits,
+    /// where the configs run in one pipeline stage ([`search::prior::batch`]); false: measure
+    /// every batch.
+    pub batch_rule: bool,
     /// Trials run at once: concurrent Slurm jobs (on this node, trials share the GPUs, so 1).
     pub parallel: usize,
 }
@@ -61,6 +65,7 @@ impl Default for SweepRequest {
             headroom: 0.1,
             allow_unmodeled: false,
             carried_effects: true,
+            batch_rule: true,
             parallel: 1,
         }
     }
@@ -117,6 +122,9 @@ pub fn resume_command(session: &Session, study: &str, req: &SweepRequest) -> Str
     if !req.carried_effects {
         words.push("--no-carried-effects".into());
     }
+    if !req.batch_rule {
+        words.push("--no-batch-rule".into());
+    }
     let sl = &req.trial.slurm;
     if sl.enabled {
         words.push("--slurm".into());
@@ -166,6 +174,23 @@ fn params_of(
     with.overrides.extend(space::as_overrides(&c.overrides));
     let e = Experiment::load(&exp.path, &with).ok()?;
     Some(e.main_module().values())
+}
+
+/// A candidate's pipeline-parallel stages as its resolved config has them (Megatron-LM's
+/// `pipeline_model_parallel_size`, TorchTitan's `parallelism.pipeline_parallel_degree`; both
+/// default to one stage); `None` when the config does not load or holds something else there.
+/// The search's batch rule holds only in one stage.
+fn pipeline_stages(exp: &Experiment, opts: &LoadOptions, c: &Candidate) -> Option<u64> {
+    let values = params_of(exp, opts, c)?;
+    let set: Vec<&crate::config::value::Value> = search::prior::batch::STAGE_KEYS
+        .iter()
+        .filter_map(|k| values.get(*k).filter(|v| !v.is_null()))
+        .collect();
+    match set.as_slice() {
+        [] => Some(1),
+        [v] => v.as_i64().and_then(|n| u64::try_from(n).ok()),
+        _ => None,
+    }
 }
 
 /// The memory model's peak (uncalibrated, bytes) for `exp` with `opts` and each of the given
@@ -438,6 +463,11 @@ pub fn run(
         predictions_calibrated: !points.is_empty(),
         parallel: req.parallel.max(1),
         effects: (knob_effects.studies() > 0).then_some(knob_effects),
+        pipeline_stages: legal_cands
+            .iter()
+            .filter(|_| req.batch_rule)
+            .filter_map(|c| Some((c.id, pipeline_stages(&exp, opts, c)?)))
+            .collect(),
         ..SearchConfig::default()
     };
     let result = search::search(

@@ -21,9 +21,16 @@
 //!   mode cost more than it saved on the H200 (upstream TorchTitan v0.2.2, Qwen3 1.7B, local
 //!   batch 1: 387 ms a step against 197 ms with `full`; from local batch 8 on it was faster,
 //!   docs/validation/h200-2026-12-03-titan/). Both are still heavier than `none`.
+//!
+//! **A larger batch is not slower without a pipeline** ([`batch`]): of two candidates that
+//! agree on every other flag and run in one pipeline stage, the one with the smaller micro (or
+//! local) batch is not faster. The two rules combine: a candidate with a smaller batch and more
+//! recomputation than one that fits is not faster than it either.
 
 use crate::domain::study::{Candidate, Overrides};
 use serde_json::Value;
+
+pub mod batch;
 
 /// Flags whose values set how much is recomputed.
 const RECOMPUTE_KEYS: [&str; 6] = [
@@ -123,9 +130,11 @@ fn rest(o: &Overrides) -> Vec<(&String, &Value)> {
 /// Whether `a` recomputes more than `b` while agreeing with it on every other flag (so `a` is
 /// not faster than `b`).
 pub fn recomputes_more(a: &Overrides, b: &Overrides) -> bool {
-    if rest(a) != rest(b) {
-        return false;
-    }
+    rest(a) == rest(b) && more_work(a, b)
+}
+
+/// Whether `a`'s recompute settings are more work than `b`'s (the other flags aside).
+fn more_work(a: &Overrides, b: &Overrides) -> bool {
     let (Some((ga, na, ua)), Some((gb, nb, ub))) = (work(a), work(b)) else {
         return false;
     };
@@ -146,26 +155,66 @@ fn titan_op_level(o: &Overrides) -> bool {
         && text(o.get("activation_checkpoint.selective_ac_option")).as_deref() == Some("op")
 }
 
-/// Per candidate, the candidates that agree with it on every other flag and recompute less
-/// (indices into `cands`). The baseline (the current settings) is measured whatever a prior
-/// says, so it has none; as the lighter one it counts like any other.
-pub fn lighter_siblings(cands: &[Candidate]) -> Vec<Vec<usize>> {
-    let touches = |c: &Candidate| {
-        c.overrides
-            .keys()
-            .any(|k| RECOMPUTE_KEYS.contains(&k.as_str()))
+/// Why the rules put one candidate no faster than another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Because {
+    /// The same settings with more recomputation.
+    Recompute,
+    /// The same settings with a smaller batch, in one pipeline stage.
+    Batch,
+    /// A smaller batch and more recomputation.
+    Both,
+}
+
+/// Whether the rules put `a` no faster than `b`, and by which. `one_stage` says whether a
+/// candidate is known to run in one pipeline stage (the batch rule needs both to).
+fn not_faster(
+    a: &Candidate,
+    b: &Candidate,
+    one_stage: &dyn Fn(&Candidate) -> bool,
+) -> Option<Because> {
+    let (oa, ob) = (&a.overrides, &b.overrides);
+    if batch::others(oa) != batch::others(ob) {
+        return None;
+    }
+    let smaller = match (batch::size(oa), batch::size(ob)) {
+        (x, y) if x == y => false,
+        (Some(x), Some(y)) if x < y && one_stage(a) && one_stage(b) => true,
+        _ => return None,
     };
+    let heavier = if recompute_settings(oa) == recompute_settings(ob) {
+        false
+    } else if more_work(oa, ob) {
+        true
+    } else {
+        return None;
+    };
+    match (smaller, heavier) {
+        (true, true) => Some(Because::Both),
+        (true, false) => Some(Because::Batch),
+        (false, true) => Some(Because::Recompute),
+        (false, false) => None,
+    }
+}
+
+/// Per candidate, the candidates the rules say it is not faster than, and why (indices into
+/// `cands`): the same other flags with less recomputation, or (in one pipeline stage) a larger
+/// batch, or both. The baseline (the current settings) is measured whatever a rule says, so it
+/// has none; as the faster one it counts like any other.
+pub fn faster_siblings(
+    cands: &[Candidate],
+    one_stage: &dyn Fn(&Candidate) -> bool,
+) -> Vec<Vec<(usize, Because)>> {
     cands
         .iter()
         .map(|a| {
-            if a.baseline || !touches(a) {
+            if a.baseline {
                 return Vec::new();
             }
             cands
                 .iter()
                 .enumerate()
-                .filter(|(_, b)| recomputes_more(&a.overrides, &b.overrides))
-                .map(|(j, _)| j)
+                .filter_map(|(j, b)| not_faster(a, b, one_stage).map(|why| (j, why)))
                 .collect()
         })
         .collect()
@@ -321,9 +370,14 @@ mod tests {
                 true,
             ),
         ];
-        let l = lighter_siblings(&cands);
-        assert_eq!(l, vec![vec![], vec![0], vec![], vec![]]);
-        // The current settings as the lighter one count.
+        // Stages unknown: the recompute rule alone.
+        let unknown = |_: &Candidate| false;
+        let l = faster_siblings(&cands, &unknown);
+        assert_eq!(
+            l,
+            vec![vec![], vec![(0, Because::Recompute)], vec![], vec![]]
+        );
+        // The current settings as the faster one count.
         let cands = vec![
             c(
                 0,
@@ -336,6 +390,75 @@ mod tests {
                 false,
             ),
         ];
-        assert_eq!(lighter_siblings(&cands), vec![vec![], vec![0]]);
+        assert_eq!(
+            faster_siblings(&cands, &unknown),
+            vec![vec![], vec![(0, Because::Recompute)]]
+        );
+    }
+
+    #[test]
+    fn in_one_stage_a_smaller_batch_is_not_faster_than_a_larger_one() {
+        let c = |id, v: Value| Candidate {
+            id,
+            overrides: o(v),
+            ranks: vec![],
+            baseline: false,
+        };
+        let cands = vec![
+            c(
+                0,
+                json!({"micro_batch_size": 4, "recompute_granularity": null, "fp8": null}),
+            ),
+            c(
+                1,
+                json!({"micro_batch_size": 8, "recompute_granularity": null, "fp8": null}),
+            ),
+            c(
+                2,
+                json!({"micro_batch_size": 4, "recompute_granularity": "full", "fp8": null}),
+            ),
+            c(
+                3,
+                json!({"micro_batch_size": 8, "recompute_granularity": "full", "fp8": null}),
+            ),
+            c(
+                4,
+                json!({"micro_batch_size": 4, "recompute_granularity": null, "fp8": "e4m3"}),
+            ),
+        ];
+        let one = |_: &Candidate| true;
+        let l = faster_siblings(&cands, &one);
+        assert_eq!(l[0], vec![(1, Because::Batch)]);
+        assert!(l[1].is_empty());
+        // A smaller batch and more recomputation: not faster than either lighter or larger one;
+        // a larger batch with more recomputation is not compared (it may fit only so).
+        assert_eq!(
+            l[2],
+            vec![
+                (0, Because::Recompute),
+                (1, Because::Both),
+                (3, Because::Batch)
+            ]
+        );
+        assert_eq!(l[3], vec![(1, Because::Recompute)]);
+        // Another precision is another setting.
+        assert!(l[4].is_empty());
+        // Not known to run in one stage (a pipeline's bubble grows with the micro batch): the
+        // recompute rule alone.
+        let piped = |c: &Candidate| c.id != 1;
+        let l = faster_siblings(&cands, &piped);
+        assert!(l[0].is_empty());
+        assert_eq!(l[2], vec![(0, Because::Recompute), (3, Because::Batch)]);
+        // TorchTitan's local batch.
+        let t = |id, lbs, mode: &str| {
+            c(
+                id,
+                json!({"training.local_batch_size": lbs, "activation_checkpoint.mode": mode}),
+            )
+        };
+        let cands = vec![t(0, 2, "none"), t(1, 4, "none"), t(2, 2, "full")];
+        let l = faster_siblings(&cands, &one);
+        assert_eq!(l[0], vec![(1, Because::Batch)]);
+        assert_eq!(l[2], vec![(0, Because::Recompute), (1, Because::Both)]);
     }
 }

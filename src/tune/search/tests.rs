@@ -514,6 +514,86 @@ fn more_recomputation_waits_for_the_lighter_setting_and_is_skipped_when_it_fits(
     assert_eq!(ran.len(), cands.len());
 }
 
+/// The defaults with every candidate in `stages` pipeline stages.
+fn in_stages(cands: &[Candidate], stages: u64) -> SearchConfig {
+    SearchConfig {
+        pipeline_stages: cands.iter().map(|c| (c.id, stages)).collect(),
+        ..SearchConfig::default()
+    }
+}
+
+#[test]
+fn in_one_stage_a_smaller_batch_waits_for_a_larger_one_and_is_skipped_once_it_fits() {
+    let (knobs, cands, steps) = mbs_rc();
+    let mut fake = Fake::new(steps.clone(), 0.0, 1);
+    let r = search(&knobs, &cands, &mut fake, &in_stages(&cands, 1), &no_model);
+    // Micro batch 8 without recompute runs first and fits: nothing else is launched.
+    let ran: BTreeSet<usize> = fake.launched.iter().map(|l| l.0).collect();
+    assert_eq!(ran, BTreeSet::from([6]), "{:?}", r.log);
+    assert_eq!(r.pick, Some(6));
+    for (id, says) in [
+        (0, "a larger batch is not slower in one pipeline stage: #6"),
+        (1, "a smaller batch and more recomputation: #6"),
+        (7, "recomputation adds work: #6"),
+    ] {
+        match verdict(&r, id) {
+            Verdict::PredictedSlower { reason } => {
+                assert!(reason.contains(says), "#{id}: {reason}");
+                assert!(reason.contains("not a measurement"), "{reason}");
+            }
+            v => panic!("#{id}: {v:?}"),
+        }
+    }
+    assert!(
+        r.log.iter().any(|l| l.starts_with("batch rule: ")),
+        "{:?}",
+        r.log
+    );
+    // It does not fit: the next largest batch and the same batch with recompute run (the
+    // latter fits and is slower than micro batch 4 without recompute, which wins).
+    let mut fake = Fake::new(steps.clone(), 0.0, 1);
+    fake.oom.insert(6);
+    let r = search(&knobs, &cands, &mut fake, &in_stages(&cands, 1), &no_model);
+    let ran: BTreeSet<usize> = fake.launched.iter().map(|l| l.0).collect();
+    assert_eq!(ran, BTreeSet::from([4, 6, 7]), "{:?}", r.log);
+    assert_eq!(r.pick, Some(4));
+    // With a pipeline (or stages not known) every batch is measured.
+    for cfg in [in_stages(&cands, 2), SearchConfig::default()] {
+        let mut fake = Fake::new(steps.clone(), 0.0, 1);
+        let r = search(&knobs, &cands, &mut fake, &cfg, &no_model);
+        let ran: BTreeSet<usize> = fake.launched.iter().map(|l| l.0).collect();
+        assert_eq!(ran, BTreeSet::from([0, 2, 4, 6]), "{:?}", r.log);
+        assert!(
+            r.log.iter().any(|l| l.starts_with("batch rule off: ")),
+            "{:?}",
+            r.log
+        );
+    }
+    // A larger batch the memory model puts beyond the GPU by more than 10 % holds nothing
+    // back: micro batch 4 and 8 with recompute run first, their peaks calibrate the model, and
+    // it rules 8 without recompute out: never launched.
+    let mut fake = Fake::new(steps, 0.0, 1);
+    fake.oom.insert(6);
+    let gib = 1024.0 * 1024.0 * 1024.0;
+    let peak = |c: &Candidate| 10.0 * (1 << c.ranks[0]) as f64 * (1.0 - 0.4 * c.ranks[1] as f64);
+    fake.peaks_gib = cands.iter().map(peak).collect();
+    let cfg = SearchConfig {
+        capacity_bytes: Some(70.0 * gib),
+        predictions_calibrated: false,
+        ..in_stages(&cands, 1)
+    };
+    let model = |c: &Candidate| Some(peak(c) * gib);
+    let r = search(&knobs, &cands, &mut fake, &cfg, &model);
+    let ran: BTreeSet<usize> = fake.launched.iter().map(|l| l.0).collect();
+    assert_eq!(ran, BTreeSet::from([4, 7]), "{:?}", r.log);
+    assert!(
+        matches!(verdict(&r, 6), Verdict::PredictedOom { .. }),
+        "{:?}",
+        r.log
+    );
+    assert_eq!(r.pick, Some(4));
+}
+
 #[test]
 fn a_fresh_launch_confirms_only_where_launch_variation_could_explain_the_lead() {
     // Two candidates 0.5 % apart, start-up dominant.
