@@ -515,3 +515,52 @@ pub fn run(
     store.set_study_notes(study_id, serde_json::to_string(&rec).ok().as_deref())?;
     Ok(outcome(Some(rec)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::env::Env;
+    use crate::util::bundled;
+
+    fn cand(o: serde_json::Value) -> Candidate {
+        Candidate {
+            id: 1,
+            overrides: serde_json::from_value(o).unwrap(),
+            ranks: vec![],
+            baseline: false,
+        }
+    }
+
+    #[test]
+    fn each_candidate_s_pipeline_stages_come_from_its_resolved_config() {
+        let dir = tempfile::tempdir().unwrap();
+        bundled::extract(dir.path()).unwrap();
+        let megatron = dir.path().join("experiments/llama3_8B-BF16-pretrain.yaml");
+        let titan = dir.path().join("experiments/llama3.1_8B-torchtitan-pretrain.yaml");
+        let opts = LoadOptions {
+            env: Env::empty(),
+            ..Default::default()
+        };
+        let stages = |path: &std::path::Path, opts: &LoadOptions, o| {
+            let exp = Experiment::load(path, opts).unwrap();
+            pipeline_stages(&exp, opts, &cand(o))
+        };
+        let mbs = serde_json::json!({"micro_batch_size": 2});
+        // `pipeline_model_parallel_size: ${PRIMUS_PP:1}`: one stage, unless the environment or
+        // the candidate says otherwise.
+        assert_eq!(stages(&megatron, &opts, mbs.clone()), Some(1));
+        let pp2 = LoadOptions {
+            env: Env::empty().with("PRIMUS_PP", "2"),
+            ..Default::default()
+        };
+        assert_eq!(stages(&megatron, &pp2, mbs), Some(2));
+        let own = serde_json::json!({"micro_batch_size": 2, "pipeline_model_parallel_size": 4});
+        assert_eq!(stages(&megatron, &opts, own), Some(4));
+        // TorchTitan: the degree defaults to one stage.
+        let lbs = serde_json::json!({"training.local_batch_size": 2});
+        assert_eq!(stages(&titan, &opts, lbs), Some(1));
+        let piped = serde_json::json!({"training.local_batch_size": 2,
+                                       "parallelism.pipeline_parallel_degree": 2});
+        assert_eq!(stages(&titan, &opts, piped), Some(2));
+    }
+}
