@@ -308,8 +308,8 @@ fn every_real_table_is_won_within_1pct_for_at_most_40pct_of_its_grid() {
     // stage the batch rule applies (a smaller batch is not faster): a candidate waits for its
     // larger-batch siblings and is not launched once one fits. (trials, OOM launches) as
     // replayed: the proxy's table has no forecasts; on the GQA grid micro batch 8 without
-    // recompute (put 36 % beyond the GPU) runs after micro batch 16 with selective recompute,
-    // before a second peak can rule it out; on the Qwen3 4B grid local batch 8 with full
+    // recompute (put 36 % beyond the GPU) runs second, after micro batch 4
+    // without recompute, before a second peak can rule it out; on the Qwen3 4B grid local batch 8 with full
     // checkpointing was forecast to fit.
     for (name, max_ratio, trials, oom_trials) in [
         ("h200-proxy-torch.json", 0.31, 3, 1),

@@ -536,7 +536,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         bundled::extract(dir.path()).unwrap();
         let megatron = dir.path().join("experiments/llama3_8B-BF16-pretrain.yaml");
-        let titan = dir.path().join("experiments/llama3.1_8B-torchtitan-pretrain.yaml");
+        let titan = dir
+            .path()
+            .join("experiments/llama3.1_8B-torchtitan-pretrain.yaml");
         let opts = LoadOptions {
             env: Env::empty(),
             ..Default::default()
