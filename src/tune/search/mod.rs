@@ -290,12 +290,13 @@ pub const PRIOR_SIGMAS: f64 = 1.75;
 const PRIOR_AFTER: usize = 2;
 
 /// How far beyond the GPU's memory the memory model (as calibrated so far) must put a
-/// candidate before the candidates the rules rank below it stop waiting for it (10 %). On the
+/// candidate before it counts as likely to run out of memory (10 %): the candidates the rules
+/// rank below it stop waiting for it, and it goes after the other pending candidates. On the
 /// H200 grids with the batch rule, 5–20 % all launched 3 OOMs against 8 when every candidate
 /// held its siblings back (the uncalibrated model put those OOMs 12–165 % beyond the GPU, the
-/// MoE grid's best 2 % beyond); 20 % moved one forecast error from 3.6 to 7.3 %. On the
-/// synthetic suites without the batch rule (the recompute rule alone defers) at most 0.1 point
-/// of any total.
+/// MoE grid's best 2 % beyond), and 2 once such a candidate also went last; 20 % moved one
+/// forecast error from 3.6 to 7.3 %. On the synthetic suites without the batch rule (the
+/// recompute rule alone defers) at most 0.2 point of any total.
 pub const BLOCK_SLACK: f64 = 0.10;
 
 /// Launch-to-launch variation assumed while the workspace has measured none (1 %).
@@ -757,26 +758,27 @@ impl<'a> Search<'a> {
         }
     }
 
+    /// Whether a pending candidate's forecast (as calibrated so far) is beyond the GPU by more
+    /// than [`BLOCK_SLACK`]: it would likely run out of memory.
+    fn likely_oom(&self, cal: &Calibration, b: usize) -> bool {
+        self.state[b] == State::Pending
+            && match (self.cfg.capacity_bytes, self.calibrated(cal, b)) {
+                (Some(cap), Some(p)) => p > cap * (1.0 + BLOCK_SLACK),
+                _ => false,
+            }
+    }
+
     /// Waits for a candidate the rules say it is not faster than that has not run yet: this one
-    /// runs only if that one does not fit. One the memory model (as calibrated so far) puts
-    /// beyond the GPU by more than [`BLOCK_SLACK`] holds nothing back: it would likely run out
-    /// of memory, so the candidates waiting for it run first (their peaks calibrate the
-    /// model, which may then rule it out); it still runs unless ruled out.
-    fn deferred(&self, a: usize) -> bool {
-        if !self.cfg.priors {
-            return false;
-        }
-        let cal = self.calibration();
-        let likely_oom = |b: usize| {
-            self.state[b] == State::Pending
-                && match (self.cfg.capacity_bytes, self.calibrated(&cal, b)) {
-                    (Some(cap), Some(p)) => p > cap * (1.0 + BLOCK_SLACK),
-                    _ => false,
-                }
-        };
-        self.faster[a].iter().any(|&(b, _)| {
-            matches!(self.state[b], State::Pending | State::Launched) && !likely_oom(b)
-        })
+    /// runs only if that one does not fit. One that would likely run out of memory
+    /// ([`Search::likely_oom`]) holds nothing back: the candidates waiting for it run first
+    /// (their peaks calibrate the model, which may then rule it out); it still runs unless
+    /// ruled out.
+    fn deferred(&self, a: usize, cal: &Calibration) -> bool {
+        self.cfg.priors
+            && self.faster[a].iter().any(|&(b, _)| {
+                matches!(self.state[b], State::Pending | State::Launched)
+                    && !self.likely_oom(cal, b)
+            })
     }
 
     /// The length of a first-rung trial launched now: `short`, or a long launch once start-up
@@ -1655,11 +1657,15 @@ pub fn search(
         // Every measured peak recalibrates the memory model for the candidates still to run.
         s.prune_recalibrated();
         s.prune_by_prior();
-        let pending: Vec<usize> = order
+        let cal = s.calibration();
+        // Those that would likely run out of memory go last: the others' peaks may rule them
+        // out first.
+        let (mut pending, likely_oom): (Vec<usize>, Vec<usize>) = order
             .iter()
             .copied()
-            .filter(|&i| s.state[i] == State::Pending && !s.deferred(i))
-            .collect();
+            .filter(|&i| s.state[i] == State::Pending && !s.deferred(i, &cal))
+            .partition(|&i| !s.likely_oom(&cal, i));
+        pending.extend(likely_oom);
         if pending.is_empty() {
             break;
         }
