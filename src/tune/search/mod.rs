@@ -1658,13 +1658,13 @@ pub fn search(
         s.prune_recalibrated();
         s.prune_by_prior();
         let cal = s.calibration();
-        // Those that would likely run out of memory go last: the others' peaks may rule them
-        // out first.
+        // Those that would likely run out of memory go last (the current settings excepted:
+        // they run first whatever a forecast says): the others' peaks may rule them out first.
         let (mut pending, likely_oom): (Vec<usize>, Vec<usize>) = order
             .iter()
             .copied()
             .filter(|&i| s.state[i] == State::Pending && !s.deferred(i, &cal))
-            .partition(|&i| !s.likely_oom(&cal, i));
+            .partition(|&i| s.baseline == Some(i) || !s.likely_oom(&cal, i));
         pending.extend(likely_oom);
         if pending.is_empty() {
             break;
