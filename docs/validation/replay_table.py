@@ -35,6 +35,9 @@ def main():
     ap.add_argument("--per-samples", type=float, help="scale step times to this many samples")
     ap.add_argument("--batch-knob", help="the knob giving the samples per GPU and step")
     ap.add_argument("--gpus", type=float, default=1.0, help="GPUs of the grid (data parallel)")
+    ap.add_argument("--pipeline-stages", type=int,
+                    help="the grid's pipeline-parallel stages (1 on one GPU): the search's batch "
+                         "rule applies only in one stage; left out of the table when not given")
     ap.add_argument("--also", action="append", default=[],
                     help="KEY=VALUE@WHEN=IS: add KEY=VALUE to the candidates with WHEN=IS")
     a = ap.parse_args()
@@ -97,6 +100,8 @@ def main():
         if key not in best or len(iters) > len(best[key]["per_iter_ms"]):
             best[key] = row
     table = {"capacity_bytes": round(a.capacity_gib * 2**30), "candidates": list(best.values())}
+    if a.pipeline_stages is not None:
+        table["pipeline_stages"] = a.pipeline_stages
     json.dump(table, sys.stdout, indent=1)
     print()
 
