@@ -1612,8 +1612,9 @@ pub fn search(
                  one of them fits ({pairs} such pairs; a prediction, not a measurement)"
             )
         } else {
-            "batch rule off: the candidates are not known to run in one pipeline stage (with a \
-             pipeline, a larger micro batch widens its bubble); every batch is measured"
+            "batch rule off: no two candidates are known to run in one pipeline stage (the \
+             configs have more stages, where fewer micro batches widen the pipeline's bubble, \
+             or the sweep measures every batch: --no-batch-rule); every batch is measured"
                 .to_string()
         });
     }
