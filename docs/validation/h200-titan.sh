@@ -47,6 +47,9 @@ case ${MODEL:-1.7b} in
     VARIANTS="bf16 tensorwise" ;;
   *) TOML=qwen3_1.7b-h200.toml EXPF=qwen3_1.7B-torchtitan-h200.yaml SPACE=titan-h200 ;;
 esac
+# SWEEP_SPACE=NAME: PART=sweep sweeps docs/validation/spaces/NAME.yaml instead (with MODEL=1.7b-float8,
+# titan-float8-1.7b-h200: the held-out grid's local batch 4/8/16 x bf16 / tensorwise)
+SPACE=${SWEEP_SPACE:-$SPACE}
 export PATH=/usr/local/nvidia/bin:$PATH
 
 gpu_line() {
