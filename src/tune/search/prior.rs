@@ -461,4 +461,68 @@ mod tests {
         assert_eq!(l[0], vec![(1, Because::Batch)]);
         assert_eq!(l[2], vec![(0, Because::Recompute), (1, Because::Both)]);
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+
+        /// The rules' "not faster than" is irreflexive, antisymmetric and acyclic on any set of
+        /// candidates (each step makes the batch larger or the recomputation less, the other
+        /// no worse), so waiting for a faster sibling never cycles: a cycle would leave its
+        /// candidates waiting for ever (never run). The baseline waits for nothing.
+        #[test]
+        fn not_faster_never_cycles(
+            picks in proptest::collection::vec(
+                (0usize..4, 0usize..7, 0usize..3, 0usize..2, proptest::bool::ANY), 1..24),
+        ) {
+            let recompute = [
+                json!({}),
+                json!({"recompute_granularity": "selective"}),
+                json!({"recompute_granularity": "full", "recompute_num_layers": 2}),
+                json!({"recompute_granularity": "full", "recompute_num_layers": 4}),
+                json!({"recompute_granularity": "full", "recompute_method": "uniform", "recompute_num_layers": 1}),
+                json!({"activation_checkpoint.mode": "selective", "activation_checkpoint.selective_ac_option": "op"}),
+                json!({"activation_checkpoint.mode": "full"}),
+            ];
+            let cands: Vec<Candidate> = picks
+                .iter()
+                .enumerate()
+                .map(|(id, &(b, r, fp8, key, baseline))| {
+                    let mut v = recompute[r].clone();
+                    let k = if key == 0 { "micro_batch_size" } else { "training.local_batch_size" };
+                    v[k] = json!(1u64 << b);
+                    v["fp8"] = [Value::Null, json!("e4m3"), json!("hybrid")][fp8].clone();
+                    Candidate { id, overrides: o(v), ranks: vec![], baseline }
+                })
+                .collect();
+            let one = |c: &Candidate| !c.id.is_multiple_of(3);
+            let n = cands.len();
+            let rel = |a: usize, b: usize| {
+                !cands[a].baseline && not_faster(&cands[a], &cands[b], &one).is_some()
+            };
+            for a in 0..n {
+                proptest::prop_assert!(!rel(a, a));
+                for b in 0..n {
+                    proptest::prop_assert!(!(rel(a, b) && rel(b, a)), "#{a} and #{b}");
+                }
+            }
+            // Acyclic: candidates that wait for no one left can always be taken away.
+            let mut left: Vec<usize> = (0..n).collect();
+            while !left.is_empty() {
+                let free: Vec<usize> = left
+                    .iter()
+                    .copied()
+                    .filter(|&a| !left.iter().any(|&b| rel(a, b)))
+                    .collect();
+                proptest::prop_assert!(!free.is_empty(), "a cycle among {left:?}");
+                left.retain(|a| !free.contains(a));
+            }
+            // And the siblings list is that relation.
+            let l = faster_siblings(&cands, &one);
+            for a in 0..n {
+                let listed: Vec<usize> = l[a].iter().map(|x| x.0).collect();
+                let want: Vec<usize> = (0..n).filter(|&b| rel(a, b)).collect();
+                proptest::prop_assert_eq!(listed, want);
+            }
+        }
+    }
 }
