@@ -518,8 +518,8 @@ mod tests {
             }
             // And the siblings list is that relation.
             let l = faster_siblings(&cands, &one);
-            for a in 0..n {
-                let listed: Vec<usize> = l[a].iter().map(|x| x.0).collect();
+            for (a, sibs) in l.iter().enumerate() {
+                let listed: Vec<usize> = sibs.iter().map(|x| x.0).collect();
                 let want: Vec<usize> = (0..n).filter(|&b| rel(a, b)).collect();
                 proptest::prop_assert_eq!(listed, want);
             }
