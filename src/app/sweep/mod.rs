@@ -165,23 +165,21 @@ pub fn resume_command(session: &Session, study: &str, req: &SweepRequest) -> Str
 }
 
 /// A candidate's resolved parameters (the experiment with its overrides), for the memory model.
-fn params_of(
-    exp: &Experiment,
-    opts: &LoadOptions,
-    c: &Candidate,
-) -> Option<BTreeMap<String, crate::config::value::Value>> {
+/// A resolved config's flag values.
+type Values = BTreeMap<String, crate::config::value::Value>;
+
+fn params_of(exp: &Experiment, opts: &LoadOptions, c: &Candidate) -> Option<Values> {
     let mut with = opts.clone();
     with.overrides.extend(space::as_overrides(&c.overrides));
     let e = Experiment::load(&exp.path, &with).ok()?;
     Some(e.main_module().values())
 }
 
-/// A candidate's pipeline-parallel stages as its resolved config has them (Megatron-LM's
+/// The pipeline-parallel stages a candidate's resolved config ([`params_of`]) has (Megatron-LM's
 /// `pipeline_model_parallel_size`, TorchTitan's `parallelism.pipeline_parallel_degree`; both
-/// default to one stage); `None` when the config does not load or holds something else there.
-/// The search's batch rule holds only in one stage.
-fn pipeline_stages(exp: &Experiment, opts: &LoadOptions, c: &Candidate) -> Option<u64> {
-    let values = params_of(exp, opts, c)?;
+/// default to one stage); `None` when it holds something else there. The search's batch rule
+/// holds only in one stage.
+fn pipeline_stages(values: &Values) -> Option<u64> {
     let set: Vec<&crate::config::value::Value> = search::prior::batch::STAGE_KEYS
         .iter()
         .filter_map(|k| values.get(*k).filter(|v| !v.is_null()))
@@ -417,13 +415,19 @@ pub fn run(
         None => calibration_points(&store, &exp.path, &prof, gpus),
     };
     let cal = Calibration::fit(&points);
-    let predicted: BTreeMap<usize, f64> = cands
+    // Each candidate's resolved config, loaded once: the memory forecast and the pipeline
+    // stages (the batch rule) both read it.
+    let params: BTreeMap<usize, Values> = cands
+        .iter()
+        .filter(|_| memory_model_off.is_none() || req.batch_rule)
+        .filter_map(|c| Some((c.id, params_of(&exp, opts, c)?)))
+        .collect();
+    let predicted: BTreeMap<usize, f64> = params
         .iter()
         .filter(|_| memory_model_off.is_none())
-        .filter_map(|c| {
-            let p = params_of(&exp, opts, c)?;
-            let m = memory::estimate(&p, gpus).ok()?;
-            Some((c.id, cal.predict(m.total_bytes)))
+        .filter_map(|(&id, p)| {
+            let m = memory::estimate(p, gpus).ok()?;
+            Some((id, cal.predict(m.total_bytes)))
         })
         .collect();
     let history = history::launch_history(&store, &exp.path, &prof);
@@ -466,7 +470,7 @@ pub fn run(
         pipeline_stages: legal_cands
             .iter()
             .filter(|_| req.batch_rule)
-            .filter_map(|c| Some((c.id, pipeline_stages(&exp, opts, c)?)))
+            .filter_map(|c| Some((c.id, pipeline_stages(params.get(&c.id)?)?)))
             .collect(),
         ..SearchConfig::default()
     };
@@ -545,7 +549,7 @@ mod tests {
         };
         let stages = |path: &std::path::Path, opts: &LoadOptions, o| {
             let exp = Experiment::load(path, opts).unwrap();
-            pipeline_stages(&exp, opts, &cand(o))
+            pipeline_stages(&params_of(&exp, opts, &cand(o)).unwrap())
         };
         let mbs = serde_json::json!({"micro_batch_size": 2});
         // `pipeline_model_parallel_size: ${PRIMUS_PP:1}`: one stage, unless the environment or
