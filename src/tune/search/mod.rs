@@ -725,30 +725,38 @@ impl<'a> Search<'a> {
             else {
                 continue;
             };
+            let id = self.cands[b].id;
             let (what, rule) = match why {
                 prior::Because::Recompute => (
-                    "recomputation adds work: #{b} has the same settings with less recomputation",
+                    format!(
+                        "recomputation adds work: #{id} has the same settings with less \
+                         recomputation"
+                    ),
                     "rule: the tuning guide §4, `full` recomputes more; Korthikanti et al. 2022",
                 ),
                 prior::Because::Batch => (
-                    "a larger batch is not slower in one pipeline stage: #{b} has the same \
-                     settings with a larger batch",
+                    format!(
+                        "a larger batch is not slower in one pipeline stage: #{id} has the same \
+                         settings with a larger batch"
+                    ),
                     "rule: the same work in fewer, larger micro steps; on every H200 grid \
                      recorded a larger batch was at most 1 % slower",
                 ),
                 prior::Because::Both => (
-                    "a smaller batch and more recomputation: #{b} has the same settings with a \
-                     larger batch and less recomputation",
+                    format!(
+                        "a smaller batch and more recomputation: #{id} has the same settings \
+                         with a larger batch and less recomputation"
+                    ),
                     "rules: recomputation adds work, the tuning guide §4; a larger batch is not \
                      slower in one pipeline stage",
                 ),
             };
+            let measured = self
+                .stat(b)
+                .map_or_else(|| "measured".to_string(), |st| Search::fmt_stat(&st));
             let reason = format!(
-                "{} and fits (it ran, {}), so this one is not faster ({rule}); a prediction, not \
-                 a measurement",
-                what.replace("{b}", &self.cands[b].id.to_string()),
-                self.stat(b)
-                    .map_or_else(|| "measured".to_string(), |st| Search::fmt_stat(&st))
+                "{what} and fits (it ran, {measured}), so this one is not faster ({rule}); a \
+                 prediction, not a measurement"
             );
             self.log.push(format!(
                 "{}: predicted slower, not run: {reason}",
@@ -770,14 +778,13 @@ impl<'a> Search<'a> {
 
     /// Waits for a candidate the rules say it is not faster than that has not run yet: this one
     /// runs only if that one does not fit. One that would likely run out of memory
-    /// ([`Search::likely_oom`]) holds nothing back: the candidates waiting for it run first
-    /// (their peaks calibrate the model, which may then rule it out); it still runs unless
-    /// ruled out.
-    fn deferred(&self, a: usize, cal: &Calibration) -> bool {
+    /// (`likely_oom`, per candidate: [`Search::likely_oom`]) holds nothing back: the
+    /// candidates waiting for it run first (their peaks calibrate the model, which may then
+    /// rule it out); it still runs unless ruled out.
+    fn deferred(&self, a: usize, likely_oom: &[bool]) -> bool {
         self.cfg.priors
             && self.faster[a].iter().any(|&(b, _)| {
-                matches!(self.state[b], State::Pending | State::Launched)
-                    && !self.likely_oom(cal, b)
+                matches!(self.state[b], State::Pending | State::Launched) && !likely_oom[b]
             })
     }
 
@@ -1659,14 +1666,15 @@ pub fn search(
         s.prune_recalibrated();
         s.prune_by_prior();
         let cal = s.calibration();
+        let likely_oom: Vec<bool> = (0..n).map(|i| s.likely_oom(&cal, i)).collect();
         // Those that would likely run out of memory go last (the current settings excepted:
         // they run first whatever a forecast says): the others' peaks may rule them out first.
-        let (mut pending, likely_oom): (Vec<usize>, Vec<usize>) = order
+        let (mut pending, last): (Vec<usize>, Vec<usize>) = order
             .iter()
             .copied()
-            .filter(|&i| s.state[i] == State::Pending && !s.deferred(i, &cal))
-            .partition(|&i| s.baseline == Some(i) || !s.likely_oom(&cal, i));
-        pending.extend(likely_oom);
+            .filter(|&i| s.state[i] == State::Pending && !s.deferred(i, &likely_oom))
+            .partition(|&i| s.baseline == Some(i) || !likely_oom[i]);
+        pending.extend(last);
         if pending.is_empty() {
             break;
         }
