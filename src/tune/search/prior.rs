@@ -50,10 +50,18 @@ fn text(v: Option<&Value>) -> Option<String> {
     }
 }
 
+/// A flag's value as a number: a JSON number, or a string holding one.
+fn number(v: Option<&Value>) -> Option<f64> {
+    match v? {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
 fn layers(o: &Overrides) -> f64 {
     match o.get("recompute_num_layers") {
-        Some(Value::Number(n)) => n.as_f64().unwrap_or(0.0),
-        Some(Value::String(s)) => s.trim().parse().unwrap_or(0.0),
+        Some(v @ (Value::Number(_) | Value::String(_))) => number(Some(v)).unwrap_or(0.0),
         _ => match o.get("recompute_layer_ids") {
             Some(Value::Array(a)) => a.len() as f64,
             _ => 0.0,

@@ -14,6 +14,7 @@
 //! between candidates whose configs are known to run in one pipeline stage
 //! (`pipeline_model_parallel_size`, TorchTitan's `parallelism.pipeline_parallel_degree`).
 
+use super::number;
 use crate::domain::study::Overrides;
 use serde_json::Value;
 
@@ -25,14 +26,6 @@ pub const STAGE_KEYS: [&str; 2] = [
     "pipeline_model_parallel_size",
     "parallelism.pipeline_parallel_degree",
 ];
-
-fn number(v: Option<&Value>) -> Option<f64> {
-    match v? {
-        Value::Number(n) => n.as_f64(),
-        Value::String(s) => s.trim().parse().ok(),
-        _ => None,
-    }
-}
 
 /// A candidate's micro (or local) batch, when its overrides set one.
 pub fn size(o: &Overrides) -> Option<f64> {
