@@ -461,12 +461,11 @@ fn torchtitan_words(key: &str, value: &Value) -> Result<Vec<String>, String> {
     let flag = format!("--{key}");
     Ok(match value {
         Value::Bool(true) => vec![flag],
-        Value::Bool(false) => {
-            // tyro's negative flag: `no-` before the last component (`--compile.no-enable`).
-            let (head, last) = key.rsplit_once('.').map_or(("", key), |(h, l)| (h, l));
-            let dot = if head.is_empty() { "" } else { "." };
-            vec![format!("--{head}{dot}no-{last}")]
-        }
+        // tyro's negative flag: `no-` before the last component (`--compile.no-enable`).
+        Value::Bool(false) => vec![match key.rsplit_once('.') {
+            Some((head, last)) => format!("--{head}.no-{last}"),
+            None => format!("--no-{key}"),
+        }],
         // Unset: left out, so the job's TOML decides (as the megatron style leaves it out).
         Value::Null => Vec::new(),
         Value::List(items) if items.is_empty() => {
