@@ -64,7 +64,7 @@ pub struct BenchReplayArgs {
     /// synthetic studies record none): at 1 the batch rule applies (a smaller batch is not
     /// faster in one stage), above 1 it does not. The recorded times stay as they are: this
     /// shows what the search would do, not what the job would measure
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub pipeline_stages: Option<u64>,
     /// With one launch per candidate, one more launch for an unresolved tie when a tied
     /// candidate may beat the leader by more than the tolerance with at least this probability

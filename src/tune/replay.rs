@@ -100,6 +100,11 @@ impl ReplayTable {
                 "capacity_bytes must be a positive number, not {c}"
             )));
         }
+        if self.pipeline_stages == Some(0) {
+            return Err(ReplayError::Invalid(
+                "pipeline_stages must be at least 1 (a job runs in one stage or more)".into(),
+            ));
+        }
         let mut seen: HashMap<String, usize> = HashMap::new();
         for (i, c) in self.candidates.iter().enumerate() {
             if let Some(j) = seen.insert(key(&c.overrides), i) {
@@ -1086,6 +1091,14 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("capacity_bytes"), "{e}");
+        let e = ReplayTable::from_json(
+            r#"{"pipeline_stages": 0, "candidates": [{"overrides": {}, "per_iter_ms": [1, 1, 1]}]}"#,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("pipeline_stages must be at least 1"),
+            "{e}"
+        );
         // An OOM needs no iterations; startup_s defaults to 0.
         let t =
             ReplayTable::from_json(r#"{"candidates": [{"overrides": {}, "oom": true}]}"#).unwrap();
