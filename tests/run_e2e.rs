@@ -602,6 +602,42 @@ fn a_launch_that_cannot_start_is_stored_as_not_launched_with_the_reason() {
     }
 }
 
+/// A trial's lint sees the environment its launch sets: a profile's `PRIMUS_PP=2` makes the
+/// example's `${PRIMUS_PP:1}` two stages, which one GPU cannot hold (refused before launch,
+/// exit 2); `--env PRIMUS_PP=1` comes after the profile's, as in the launch, and it runs.
+#[test]
+fn a_trial_is_linted_with_the_environment_its_profile_sets() {
+    let s = setup();
+    std::fs::write(
+        s.config_home.join("primus-tune/profiles/pp2.yaml"),
+        "name: pp2\nargv: [sh, -c, \"echo $PRIMUS_PP\", workload]\nenv:\n  PRIMUS_PP: \"2\"\n",
+    )
+    .unwrap();
+    let run = |extra: &[&str]| {
+        bin(&s)
+            .arg("run")
+            .arg(&s.exp)
+            .args(["--profile", "pp2", "--gpus", "1", "--no-telemetry"])
+            .args(extra)
+            .env_remove("PRIMUS_PP")
+            .timeout(Duration::from_secs(60))
+            .output()
+            .unwrap()
+    };
+    let out = run(&[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("TP × PP × CP = 1 × 2 × 1"), "{err}");
+    let out = run(&["--env", "PRIMUS_PP=1"]);
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!all.contains("lint error"), "{all}");
+    assert!(all.contains("without a measurable iteration"), "{all}");
+}
+
 /// The start-up (launch → first iteration) is measured and left out of the telemetry summary,
 /// which covers the steady iterations: a workload that waits 1.5 s before its first iteration,
 /// sampled every 100 ms from the recorded MI300X sysfs tree.

@@ -390,6 +390,55 @@ fn sweep_measures_the_current_settings_first_and_keeps_them_when_nothing_beats_t
     assert!(text.contains(" ms/batch · peak "), "{text}");
 }
 
+/// A profile that sets `PRIMUS_PP` runs the experiment's `${PRIMUS_PP:1}` as two pipeline
+/// stages: the sweep sees the config its trials run (their `resolved.json` too), so the batch
+/// rule, which holds in one stage only, is off and micro batch 1 and 2 are measured.
+#[test]
+fn a_profile_s_environment_is_the_config_the_sweep_sees() {
+    let s = setup();
+    common::set_micro_batch(&s, 3);
+    std::fs::write(
+        s.config_home.join("primus-tune/profiles/mbs-pp2.yaml"),
+        format!(
+            "name: mbs-pp2\nargv: [sh, -c, {}, workload, \"{{trial_dir}}\"]\nenv:\n  PRIMUS_PP: \"2\"\n",
+            serde_json::to_string(WORKLOAD).unwrap()
+        ),
+    )
+    .unwrap();
+    let mut args = sweep_args(&s, &["--space", s.space.to_str().unwrap()]);
+    args[3] = "mbs-pp2".into();
+    args.extend(["--name".into(), "pp2".into(), "--json".into()]);
+    let out = cmd(&s)
+        .args(&args)
+        .env_remove("PRIMUS_PP")
+        .output()
+        .unwrap();
+    let lines = common::json_lines(&out);
+    assert_eq!(out.status.code(), Some(0), "{lines:?}");
+    let log = decided(&lines).join("\n");
+    assert!(log.contains("batch rule off"), "{log}");
+    let ran: Vec<i64> = trials(&s).iter().map(|t| t.0).collect();
+    assert!(ran.contains(&1) && ran.contains(&2), "{ran:?}");
+    // Every trial resolved its config with the profile's environment.
+    let store = primus_tune::store::Store::open(&s.ws.join("trials.db")).unwrap();
+    let all = store
+        .list_trials(&primus_tune::store::TrialFilter::all())
+        .unwrap();
+    assert!(!all.is_empty());
+    for t in all {
+        let resolved: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(std::path::Path::new(&t.trial_dir).join("resolved.json"))
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            resolved["pipeline_model_parallel_size"], 2,
+            "trial {}",
+            t.id
+        );
+    }
+}
+
 /// Completed trials the study `name` stored.
 fn completed_trials_of(s: &Setup, name: &str) -> usize {
     let db = s.ws.join("trials.db");

@@ -8,7 +8,9 @@ use super::{AppError, Session};
 use crate::config::Experiment;
 use crate::config::catalog::Catalog;
 use crate::config::diag::Severity;
+use crate::config::env::Env;
 use crate::config::overrides::Override;
+use crate::config::resolve::LoadOptions;
 use crate::domain::trial::TrialResult;
 use crate::megatron::{World, WorldSource};
 use crate::run::capabilities::Capabilities;
@@ -135,28 +137,37 @@ pub fn world(session: &Session, gpus: Option<u64>, caps: &Capabilities) -> Optio
 
 /// The trial's config: the experiment with the request's overrides.
 fn with_overrides(
-    session: &Session,
+    load: &LoadOptions,
     exp: &Experiment,
     overrides: &[Override],
 ) -> Result<Experiment, AppError> {
-    let mut with = session.load.clone();
+    let mut with = load.clone();
     with.overrides = overrides.to_vec();
     Ok(Experiment::load(&exp.path, &with)?)
+}
+
+/// The session's load options with the environment the trial's workload resolves its config
+/// with: the profile's `env` and the trial's own over the session's
+/// ([`crate::run::trial::config_env`]). A trial's lint, its `resolved.json` and a sweep's view
+/// of each candidate see what the job will see.
+pub fn job_load(session: &Session, exp: &Experiment, options: &TrialOptions) -> LoadOptions {
+    let mut load = session.load.clone();
+    load.env = crate::run::trial::config_env(&session.load.env, &exp.primus_root, options);
+    load
 }
 
 /// Lint the trial's config (`view`, see `with_overrides`) at the trial's world and refuse it
 /// when it has errors that would stop Primus at start-up, unless forced.
 pub fn lint_gate(
-    session: &Session,
+    env: &Env,
     view: &Experiment,
     world: Option<&World>,
     force: bool,
 ) -> Result<(), AppError> {
-    let errors: Vec<_> =
-        crate::config::lint::lint(view, &session.load.env, world, Catalog::builtin())
-            .into_iter()
-            .filter(|d| d.severity == Severity::Error)
-            .collect();
+    let errors: Vec<_> = crate::config::lint::lint(view, env, world, Catalog::builtin())
+        .into_iter()
+        .filter(|d| d.severity == Severity::Error)
+        .collect();
     if errors.is_empty() || force {
         return Ok(());
     }
@@ -272,9 +283,10 @@ pub fn prepare(session: &Session, req: &TrialRequest) -> Result<PreparedTrial, A
         &session.defaults.profile(req.profile.as_deref()).value,
     ))?;
     let w = world(session, req.gpus, &profile.capabilities);
-    let view = with_overrides(session, &exp, &req.overrides)?;
-    lint_gate(session, &view, w.as_ref(), req.force)?;
     let options = options(session, &exp, req)?;
+    let load = job_load(session, &exp, &options);
+    let view = with_overrides(&load, &exp, &req.overrides)?;
+    lint_gate(&load.env, &view, w.as_ref(), req.force)?;
     if options.profile.capabilities.scaled_shape {
         proxy_fits(&view, options.gpus)?;
     }
@@ -425,7 +437,7 @@ mod tests {
         // The bundled MoE example (EP 8, 256 = micro 4 × DP 8 × 8) passes the gate on its 8
         // GPUs and as a one-process proxy, and is refused on 4 GPUs.
         let exp = s.load_plain().unwrap();
-        let gate = |w: Option<World>| lint_gate(&s, &exp, w.as_ref(), false);
+        let gate = |w: Option<World>| lint_gate(&s.load.env, &exp, w.as_ref(), false);
         assert!(gate(World::flag(8)).is_ok());
         assert!(gate(Some(World::one_process())).is_ok());
         match gate(World::flag(4)) {
@@ -437,6 +449,6 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        assert!(lint_gate(&s, &exp, World::flag(4).as_ref(), true).is_ok());
+        assert!(lint_gate(&s.load.env, &exp, World::flag(4).as_ref(), true).is_ok());
     }
 }

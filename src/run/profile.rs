@@ -365,6 +365,57 @@ impl Profile {
     }
 }
 
+impl Profile {
+    /// The environment the workload resolves its config with (Primus' `${VAR:default}`), as
+    /// the launch sets it: `base` (the process's environment and `--env`), the profile's `env`
+    /// over it, and the trial's explicit environment (`--env` again, the request's own, the
+    /// tuned GEMMs') over that. A profile variable whose value names a trial's own placeholder (`{trial_dir}`,
+    /// `{config}`, `{resolved}`, `{iters}`, `{self}`, `{assets}`, or one `known` lacks), or an
+    /// `{env:NAME}` that is not set, cannot be known before the trial: it is left as `base` has it (the launch
+    /// fills it or refuses with the reason).
+    pub fn config_env(
+        &self,
+        base: &crate::config::env::Env,
+        on_top: &[(String, String)],
+        known: &KnownPlaceholders,
+    ) -> crate::config::env::Env {
+        let mut env = base.clone();
+        let unknown = String::new;
+        for (k, v) in &self.env {
+            let filled = substitute_with(v, |n| match n {
+                "primus_root" => known
+                    .primus_root
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .ok_or_else(unknown),
+                "gpus" => known.gpus.map(|g| g.to_string()).ok_or_else(unknown),
+                "gpus_per_node" => known
+                    .gpus_per_node
+                    .map(|g| g.to_string())
+                    .ok_or_else(unknown),
+                "python" => Ok("python3".into()),
+                n => env_placeholder(n, base),
+            });
+            if let Ok(v) = filled {
+                env.set(k, &v);
+            }
+        }
+        for (k, v) in on_top {
+            env.set(k, v);
+        }
+        env
+    }
+}
+
+/// The placeholders known before a trial exists ([`Profile::config_env`]; `None`: not known
+/// where the environment is wanted, so a variable that names it is left out).
+#[derive(Debug, Clone, Default)]
+pub struct KnownPlaceholders {
+    pub primus_root: Option<PathBuf>,
+    pub gpus: Option<u64>,
+    pub gpus_per_node: Option<u64>,
+}
+
 const PLACEHOLDERS: &[&str] = &[
     "self",
     "primus_root",
@@ -405,6 +456,39 @@ fn check_placeholders(t: &str) -> Result<(), String> {
 }
 
 fn substitute(t: &str, cx: &TrialContext) -> Result<String, String> {
+    substitute_with(t, |name| {
+        let path = |p: &Path| p.display().to_string();
+        Ok(match name {
+            "self" => path(&cx.exe),
+            "primus_root" => path(&cx.primus_root),
+            "config" => path(&cx.config),
+            "resolved" => path(&cx.resolved),
+            "trial_dir" => path(&cx.trial_dir),
+            "iters" => cx.iters.to_string(),
+            "gpus" => cx.gpus.to_string(),
+            "gpus_per_node" => cx.gpus_per_node.to_string(),
+            "assets" => path(&cx.assets),
+            "python" => cx.python.clone(),
+            n => return env_placeholder(n, &cx.process_env),
+        })
+    })
+}
+
+/// `{env:NAME}` from `env`; any other name is unknown.
+fn env_placeholder(n: &str, env: &crate::config::env::Env) -> Result<String, String> {
+    match n.strip_prefix("env:") {
+        Some(var) => env.get(var).map(str::to_string).ok_or_else(|| {
+            format!("`{{{n}}}` needs the environment variable {var}, which is not set")
+        }),
+        None => Err(format!("unknown placeholder `{{{n}}}`")),
+    }
+}
+
+/// Fills every `{name}` of `t` with `value(name)`; `{{` and `}}` stand for literal braces.
+fn substitute_with(
+    t: &str,
+    value: impl Fn(&str) -> Result<String, String>,
+) -> Result<String, String> {
     let mut out = String::new();
     let mut rest = t;
     while let Some(i) = rest.find(['{', '}']) {
@@ -423,28 +507,7 @@ fn substitute(t: &str, cx: &TrialContext) -> Result<String, String> {
         let j = rest[i..]
             .find('}')
             .ok_or_else(|| format!("unclosed `{{` in `{t}`"))?;
-        let name = &rest[i + 1..i + j];
-        let path = |p: &Path| p.display().to_string();
-        let v = match name {
-            "self" => path(&cx.exe),
-            "primus_root" => path(&cx.primus_root),
-            "config" => path(&cx.config),
-            "resolved" => path(&cx.resolved),
-            "trial_dir" => path(&cx.trial_dir),
-            "iters" => cx.iters.to_string(),
-            "gpus" => cx.gpus.to_string(),
-            "gpus_per_node" => cx.gpus_per_node.to_string(),
-            "assets" => path(&cx.assets),
-            "python" => cx.python.clone(),
-            n if n.starts_with("env:") => {
-                let var = &n[4..];
-                cx.process_env.get(var).map(str::to_string).ok_or_else(|| {
-                    format!("`{{{n}}}` needs the environment variable {var}, which is not set")
-                })?
-            }
-            other => return Err(format!("unknown placeholder `{{{other}}}`")),
-        };
-        out.push_str(&v);
+        out.push_str(&value(&rest[i + 1..i + j])?);
         rest = &rest[i + j + 1..];
     }
     out.push_str(rest);
@@ -672,6 +735,44 @@ mod tests {
             env: vec![("PRIMUS_HIPBLASLT_TUNING".into(), "1".into())],
             process_env: crate::config::env::Env::empty().with("MEGATRON_PATH", "/m"),
         }
+    }
+
+    #[test]
+    fn the_config_sees_the_environment_the_launch_sets() {
+        use crate::config::env::Env;
+        let p = Profile::parse(
+            "name: t\nargv: [x]\nenv:\n  PRIMUS_PP: \"2\"\n  PRIMUS_TP: \"1\"\n  \
+             HOME_OF: \"{env:OWNER}/x\"\n  DIR: \"{trial_dir}/cache\"\n  \
+             ROOT: \"{primus_root}/a\"\n  WORLD: \"{gpus}\"\n  GONE: \"{env:UNSET_VAR}\"\n",
+            "test",
+        )
+        .unwrap();
+        let base = Env::empty()
+            .with("PRIMUS_PP", "4")
+            .with("OWNER", "me")
+            .with("DIR", "kept")
+            .with("GONE", "kept too");
+        let known = KnownPlaceholders {
+            primus_root: Some("/p".into()),
+            gpus: None,
+            gpus_per_node: None,
+        };
+        let env = p.config_env(&base, &[("PRIMUS_TP".into(), "8".into())], &known);
+        // The profile's value over the inherited one, as the launch sets it; the trial's own
+        // (`--env`) over the profile's.
+        assert_eq!(env.get("PRIMUS_PP"), Some("2"));
+        assert_eq!(env.get("PRIMUS_TP"), Some("8"));
+        assert_eq!(env.get("HOME_OF"), Some("me/x"));
+        assert_eq!(env.get("ROOT"), Some("/p/a"));
+        // Not known before the trial: left as the session has it.
+        assert_eq!(env.get("DIR"), Some("kept"));
+        assert_eq!(env.get("WORLD"), None);
+        assert_eq!(env.get("GONE"), Some("kept too"));
+        let known = KnownPlaceholders {
+            gpus: Some(8),
+            ..known
+        };
+        assert_eq!(p.config_env(&base, &[], &known).get("WORLD"), Some("8"));
     }
 
     #[test]

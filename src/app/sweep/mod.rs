@@ -355,6 +355,12 @@ pub fn run(
     treq.max_iters = Some(req.first_iters);
     let mut base = super::trial::options(session, &exp, &treq)?;
     base.study_id = Some(study_id);
+    // From here on, the experiment as the trials' workload resolves it: with the profile's
+    // environment and the trials' own (a profile's `PRIMUS_PP` sets the pipeline the batch
+    // rule, the memory model and the current settings see).
+    let job = super::trial::job_load(session, &exp, &base);
+    let opts = &job;
+    let exp = Experiment::load(&exp.path, opts)?;
     if req.parallel > 1 && base.slurm.is_none() {
         return Err(AppError::Usage(
             "--parallel runs trials as concurrent Slurm jobs: it needs --slurm (on this node, \
@@ -454,7 +460,16 @@ pub fn run(
             launch_history: Box::new(history.clone()),
         }),
     );
-    let mut runner = TrialRunner::new(&exp, opts, &store, base, study_id, cancel, events.clone())?;
+    // Trials resolve their own environment from the session's (`materialise`).
+    let mut runner = TrialRunner::new(
+        &exp,
+        &session.load,
+        &store,
+        base,
+        study_id,
+        cancel,
+        events.clone(),
+    )?;
     let cfg = SearchConfig {
         launch_s_prior: history.launch_s.map(|l| l.0),
         launch_cv: history.launch_cv.map(|c| c.0),

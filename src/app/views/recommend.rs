@@ -180,21 +180,23 @@ fn from_study(session: &Session, name: &str) -> Result<FromStudy, AppError> {
 }
 
 /// The framework the job runs (upstream Megatron-LM for a profile passing Megatron's flags)
-/// and the variables its launch sets (the profile's `env:`), added to `load`'s environment.
+/// and the session's load options with the environment its launch sets (the profile's `env:`
+/// under the session's `--env`, as [`crate::run::profile::Profile::config_env`] gives it).
 fn launch(
     profile: Option<&str>,
-    load: &crate::config::LoadOptions,
+    session: &Session,
 ) -> Result<(Framework, crate::config::LoadOptions), AppError> {
-    let mut load = load.clone();
+    let mut load = session.load.clone();
     let Some(name) = profile else {
         return Ok((Framework::Primus, load));
     };
     let p = crate::app::trial::find_profile(Some(name))?;
-    for (k, v) in &p.env {
-        if load.env.get(k).is_none() && !v.contains('{') {
-            load.env.set(k, v);
-        }
-    }
+    let known = crate::run::profile::KnownPlaceholders {
+        primus_root: load.primus_root.clone(),
+        gpus: load.world.map(|w| w.gpus),
+        ..Default::default()
+    };
+    load.env = p.config_env(&session.load.env, &session.env, &known);
     let fw = match p.overrides {
         OverrideStyle::Megatron => Framework::UpstreamMegatron,
         OverrideStyle::Torchtitan => Framework::UpstreamTorchtitan,
@@ -219,7 +221,7 @@ pub fn target(
     profile: Option<&str>,
 ) -> Result<Resolved, AppError> {
     let gpu = gpu(session, gpu_name)?;
-    let (framework, load) = launch(profile, &session.load)?;
+    let (framework, load) = launch(profile, session)?;
     let target = target_on(gpu.as_ref(), framework);
     Ok((gpu, target, load))
 }

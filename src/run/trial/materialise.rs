@@ -105,6 +105,30 @@ pub fn trial_overrides(exp: &Experiment, opts: &TrialOptions) -> Vec<Override> {
     out
 }
 
+/// The environment the trial's workload resolves its config with: `base` (the process's and
+/// `--env`) under the profile's `env` and the trial's own (see [`crate::run::profile::Profile::config_env`]). The
+/// trial's `resolved.json`, and every view a sweep takes of a candidate, resolve with it, so a
+/// profile that sets `PRIMUS_PP` is seen as the pipeline the job runs.
+pub fn config_env(
+    base: &crate::config::env::Env,
+    primus_root: &Path,
+    opts: &TrialOptions,
+) -> crate::config::env::Env {
+    let known = crate::run::profile::KnownPlaceholders {
+        primus_root: Some(primus_root.to_path_buf()),
+        gpus: Some(opts.gpus),
+        gpus_per_node: Some(opts.gpus / nodes(opts)),
+    };
+    opts.profile.config_env(base, &opts.env, &known)
+}
+
+/// Nodes of the trial: the Slurm job's, else 1.
+fn nodes(opts: &TrialOptions) -> u64 {
+    opts.slurm
+        .as_ref()
+        .map_or(1, |s| u64::from(s.spec.nodes.max(1)))
+}
+
 /// Writes the trial's folder under `opts.trials_dir` and its store row, and builds its launch.
 pub fn materialise(
     exp: &Experiment,
@@ -116,6 +140,7 @@ pub fn materialise(
     let text = effective_config_text(exp, &overrides)?;
     // Resolve the trial's config from its text (presets from the experiment's Primus root).
     let mut check = load.clone();
+    check.env = config_env(&load.env, &exp.primus_root, opts);
     check.overrides.clear();
     check.texts.insert(exp.path.clone(), text.clone());
     check.primus_root = Some(exp.primus_root.clone());
@@ -167,10 +192,7 @@ pub fn materialise(
         )
         .map_err(io(&resolved_path))?;
 
-        let nodes = opts
-            .slurm
-            .as_ref()
-            .map_or(1, |s| u64::from(s.spec.nodes.max(1)));
+        let nodes = nodes(opts);
         let cx = TrialContext {
             exe,
             primus_root: exp.primus_root.clone(),

@@ -14,7 +14,7 @@ pub mod pending;
 pub mod slurm_job;
 pub mod watch;
 
-pub use materialise::{Materialised, config_hash, effective_config_text, materialise};
+pub use materialise::{Materialised, config_env, config_hash, effective_config_text, materialise};
 
 use super::capabilities::{Capabilities, LaunchKind};
 use super::failure::FailureDetector;

@@ -233,7 +233,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn o(v: Value) -> Overrides {
+    /// Overrides from a JSON object (also the batch rule's tests').
+    pub(super) fn o(v: Value) -> Overrides {
         serde_json::from_value(v).unwrap()
     }
 

@@ -52,12 +52,9 @@ pub fn stages(o: &Overrides, base: Option<u64>) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::o;
     use super::*;
     use serde_json::json;
-
-    fn o(v: Value) -> Overrides {
-        serde_json::from_value(v).unwrap()
-    }
 
     #[test]
     fn the_batch_and_the_stages_are_read_from_either_framework_s_flags() {
