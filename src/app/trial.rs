@@ -451,4 +451,33 @@ mod tests {
         }
         assert!(lint_gate(&s.load.env, &exp, World::flag(4).as_ref(), true).is_ok());
     }
+
+    /// The trial's own environment (a pending edit of an environment variable, `--env`) is
+    /// the one it is linted with: `PRIMUS_PP=2` makes the MoE example's `${PRIMUS_PP:1}` two
+    /// stages, which its 27 layers do not divide.
+    #[test]
+    fn a_trial_is_linted_with_its_own_environment() {
+        if std::env::var_os("GPUS_PER_NODE").is_some() || std::env::var_os("PRIMUS_PP").is_some() {
+            return;
+        }
+        let (_d, s) = session(&mi300x_node(), None);
+        let req = TrialRequest {
+            env: vec![("PRIMUS_PP".into(), "2".into())],
+            ..TrialRequest::default()
+        };
+        match prepare(&s, &req) {
+            Err(AppError::LintGate { errors, .. }) => {
+                assert!(
+                    errors.iter().any(|d| d.code == "pipeline-layers"),
+                    "{errors:#?}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        let plain = prepare(&s, &TrialRequest::default());
+        assert!(
+            !matches!(plain, Err(AppError::LintGate { .. })),
+            "{plain:?}"
+        );
+    }
 }
