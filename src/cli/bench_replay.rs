@@ -4,7 +4,8 @@
 use super::{CliError, display_path, print_json};
 use crate::domain::study::Overrides;
 use crate::tune::replay::{
-    CostRatios, FORECAST_AFTER_PEAKS, ReplayReport, ReplayTable, replay_all, synthetic_suite,
+    CostRatios, FORECAST_AFTER_PEAKS, Phases, ReplayReport, ReplayTable, replay_all,
+    synthetic_suite,
 };
 use crate::tune::search::SearchConfig;
 use clap::Args;
@@ -315,6 +316,22 @@ struct Summary {
     memory_forecast_studies: usize,
     memory_forecast_within_10pct: usize,
     memory_forecast_worst_p90_pct: Option<f64>,
+    /// Every study's launches by what they were for, summed ([`Phases`]).
+    phases: Phases,
+    /// The same as % of the grids' GPU-seconds in total: design, promising, follow-up, and
+    /// what a perfect prediction after the design would have spent.
+    phase_share_pct: PhaseShare,
+}
+
+/// [`Summary::phases`] as % of the grids' GPU-seconds.
+#[derive(Debug, serde::Serialize)]
+struct PhaseShare {
+    design: f64,
+    promising: f64,
+    promising_contenders: f64,
+    promising_slower: f64,
+    follow_up: f64,
+    perfect_prediction: f64,
 }
 
 impl Summary {
@@ -330,7 +347,29 @@ impl Summary {
             .collect();
         let cost = CostRatios::of(&costs);
         let finite: Vec<f64> = gaps.iter().copied().filter(|g| g.is_finite()).collect();
+        let mut phases = Phases::default();
+        for (_, r) in reports {
+            phases.add(&r.phases);
+        }
+        let grid: f64 = reports.iter().map(|(_, r)| r.grid_gpu_seconds).sum();
+        let share = |x: f64| {
+            if grid > 0.0 {
+                x / grid * 100.0
+            } else {
+                f64::NAN
+            }
+        };
+        let phase_share_pct = PhaseShare {
+            design: share(phases.design.gpu_seconds),
+            promising: share(phases.promising.gpu_seconds),
+            promising_contenders: share(phases.promising.contenders_gpu_seconds),
+            promising_slower: share(phases.promising.slower_gpu_seconds),
+            follow_up: share(phases.follow_up.gpu_seconds),
+            perfect_prediction: share(phases.perfect_prediction_gpu_seconds()),
+        };
         Summary {
+            phases,
+            phase_share_pct,
             studies: reports.len(),
             within_gap: gaps.iter().filter(|&&g| ok_gap(g)).count(),
             within_goal: reports
@@ -387,7 +426,29 @@ impl Summary {
                 self.memory_forecast_within_10pct, self.memory_forecast_studies
             ),
             None => String::new(),
-        }
+        } + &self.phases_line()
+    }
+
+    /// Where the GPU-seconds went (a second line).
+    fn phases_line(&self) -> String {
+        let (p, s) = (&self.phases, &self.phase_share_pct);
+        format!(
+            "\nGPU-seconds by what the launches were for, % of the grids': design {:.1} % ({} \
+             launches, {} OOM), promising {:.1} % ({} launches, {} OOM: {:.1} % to the picks and \
+             their ties, {:.1} % to candidates that ended slower), follow-up {:.1} % ({} \
+             launches); with a perfect prediction after the design about {:.1} %",
+            s.design,
+            p.design.launches,
+            p.design.oom_launches,
+            s.promising,
+            p.promising.launches,
+            p.promising.oom_launches,
+            s.promising_contenders,
+            s.promising_slower,
+            s.follow_up,
+            p.follow_up.launches,
+            s.perfect_prediction
+        )
     }
 }
 

@@ -13,6 +13,7 @@
 //! OOM costs `startup_s` plus one iteration. GPU-seconds are seconds of the recorded job (the
 //! GPU count is the same for every candidate, so ratios do not depend on it).
 
+mod phases;
 use super::search::effects::Effects;
 use super::search::prior::batch::stages;
 use super::search::{Job, Runner, SearchConfig, SearchResult, search};
@@ -20,6 +21,7 @@ use crate::domain::study::{Candidate, Knob, MemoryTrend, Outcome, Overrides};
 use crate::domain::trial::Iteration;
 use crate::run::steady::{SteadyConfig, should_stop};
 use crate::util::stats::median;
+pub use phases::{PhaseCost, Phases};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -544,6 +546,8 @@ pub struct ReplayReport {
     /// least [`FORECAST_AFTER_PEAKS`] measured peaks calibrated the model. `None`: no such
     /// candidate (or the table has no predictions).
     pub memory_forecast_error_pct: Option<ForecastError>,
+    /// Where the GPU-seconds went, by what each launch was for.
+    pub phases: Phases,
     /// The search itself (verdicts, evidence, log).
     #[serde(skip)]
     pub search: SearchResult,
@@ -639,6 +643,7 @@ pub fn replay(table: &ReplayTable, cfg: &SearchConfig) -> ReplayReport {
         predicted_slower,
         oom_trials,
         memory_forecast_error_pct,
+        phases: Phases::of(&res),
         search: res,
     }
 }
@@ -1203,6 +1208,37 @@ mod tests {
             );
             assert_eq!(r.grid_trials, 32);
         }
+    }
+
+    /// Every launch is in the ledger once, under what it was for: the phases add up to the
+    /// search's GPU-seconds, trials and OOM trials; the design comes before the promising
+    /// launches and both before the follow-up; the promising launches' split by how their
+    /// candidates ended adds up to no more than they cost.
+    #[test]
+    fn the_phases_account_for_every_launch() {
+        use crate::tune::search::Phase;
+        let mut promising = 0;
+        for (startup, seed) in [(0.0, 1), (120.0, 2), (120.0, 3), (30.0, 4)] {
+            let t = synthetic(seed, 48, 0.03, startup);
+            let r = replay(&t, &SearchConfig::default());
+            let p = &r.phases;
+            let parts = [p.design, p.promising, p.follow_up];
+            let sum = |f: fn(&PhaseCost) -> f64| parts.iter().map(f).sum::<f64>();
+            assert!(close(sum(|c| c.gpu_seconds), r.gpu_seconds), "{p:?}");
+            assert_eq!(parts.iter().map(|c| c.launches).sum::<usize>(), r.trials);
+            assert_eq!(
+                parts.iter().map(|c| c.oom_launches).sum::<usize>(),
+                r.oom_trials
+            );
+            for c in parts {
+                assert!(c.contenders_gpu_seconds + c.slower_gpu_seconds <= c.gpu_seconds + 1e-6);
+            }
+            let order: Vec<Phase> = r.search.launches.iter().map(|l| l.phase).collect();
+            assert!(order.windows(2).all(|w| w[0] <= w[1]), "{order:?}");
+            assert_eq!(order.first(), Some(&Phase::Design));
+            promising += p.promising.launches;
+        }
+        assert!(promising > 0);
     }
 
     #[test]

@@ -106,6 +106,7 @@
 mod additive;
 mod cost;
 pub mod effects;
+mod ledger;
 pub mod prior;
 
 use effects::PriorRow;
@@ -118,6 +119,7 @@ use crate::domain::study::{Candidate, Conclusion, Knob, MemoryTrend, Outcome};
 pub use crate::run::steady::Race;
 use crate::util::stats::{Estimate, median, normal_cdf, t975, trimmed_mean_ci95};
 pub use additive::{Additive, Fit};
+pub use ledger::{LaunchRecord, Phase};
 use serde::Serialize;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -442,6 +444,10 @@ pub struct SearchResult {
     /// Per candidate id that was launched: how many measured peaks of this study the
     /// calibration in force at its first launch was fit to (its forecast's footing).
     pub points_at_launch: BTreeMap<usize, usize>,
+    /// Every launch in order: what it was for and what it cost (the replay's breakdown; the
+    /// trials themselves are stored with their own figures).
+    #[serde(skip)]
+    pub launches: Vec<LaunchRecord>,
 }
 
 /// Whether `a` dominates `b` in memory: on every knob with a memory trend, `a`'s value needs
@@ -578,6 +584,10 @@ struct Search<'a> {
     settings: Vec<usize>,
     /// Log lines already handed to the runner ([`Runner::decided`]).
     said: usize,
+    /// What the launches made now are for.
+    phase: Phase,
+    /// Every launch so far.
+    launches: Vec<LaunchRecord>,
 }
 
 impl<'a> Search<'a> {
@@ -1064,9 +1074,18 @@ impl<'a> Search<'a> {
     /// Records the outcome of a trial of `iters` of candidate `i`.
     fn record(&mut self, i: usize, iters: u64, out: Outcome) {
         self.trials += 1;
-        if out.gpu_seconds.is_finite() && out.gpu_seconds > 0.0 {
-            self.gpu_seconds += out.gpu_seconds;
-        }
+        let spent = if out.gpu_seconds.is_finite() && out.gpu_seconds > 0.0 {
+            out.gpu_seconds
+        } else {
+            0.0
+        };
+        self.gpu_seconds += spent;
+        self.launches.push(LaunchRecord {
+            candidate: self.cands[i].id,
+            phase: self.phase,
+            gpu_seconds: spent,
+            oom: out.oom,
+        });
         let ev = &mut self.evidence[i];
         ev.trials += 1;
         ev.iters += iters;
@@ -1519,6 +1538,8 @@ pub fn search(
         }),
         settings: prior::settings_classes(cands),
         said: 0,
+        phase: Phase::Design,
+        launches: Vec::new(),
     };
     let max_iters = cfg.max_iters.max(1);
     let mut iters = cfg.first_iters.clamp(1, max_iters);
@@ -1682,6 +1703,11 @@ pub fn search(
             let Some(batch) = first_batch(&mut s, &model, &pending, &mut saturated, par) else {
                 break;
             };
+            s.phase = if saturated {
+                Phase::Promising
+            } else {
+                Phase::Design
+            };
             // The batch is chosen before the budget is checked, as a single trial is.
             let k = s.room(batch.len());
             if k == 0 {
@@ -1727,6 +1753,11 @@ pub fn search(
             saturated = w.is_none();
             w
         };
+        s.phase = if widens.is_some() {
+            Phase::Design
+        } else {
+            Phase::Promising
+        };
         let next = match widens {
             Some(i) => i,
             None => {
@@ -1755,6 +1786,7 @@ pub fn search(
         }
     }
     s.note_spent("rung 1", 0.0);
+    s.phase = Phase::FollowUp;
     for i in 0..n {
         if s.state[i] == State::Pending {
             s.state[i] = State::Out(Verdict::NotRun);
@@ -2246,6 +2278,7 @@ fn finish(s: Search<'_>, contenders: &[usize], exhausted: bool) -> SearchResult 
         gpu_seconds: s.gpu_seconds,
         trials: s.trials,
         log,
+        launches: s.launches,
     }
 }
 
