@@ -349,30 +349,13 @@ impl Profile {
         }
     }
 
-    /// The profile's environment with placeholders filled.
-    pub fn expand_env(&self, cx: &TrialContext) -> Result<Vec<(String, String)>, ProfileError> {
-        self.env
-            .iter()
-            .map(|(k, v)| {
-                substitute(v, cx)
-                    .map(|v| (k.clone(), v))
-                    .map_err(|message| ProfileError::Expand {
-                        profile: self.name.clone(),
-                        message,
-                    })
-            })
-            .collect()
-    }
-}
-
-impl Profile {
     /// The environment the workload resolves its config with (Primus' `${VAR:default}`), as
     /// the launch sets it: `base` (the process's environment and `--env`), the profile's `env`
     /// over it, and the trial's explicit environment (`--env` again, the request's own, the
-    /// tuned GEMMs') over that. A profile variable whose value names a trial's own placeholder (`{trial_dir}`,
-    /// `{config}`, `{resolved}`, `{iters}`, `{self}`, `{assets}`, or one `known` lacks), or an
-    /// `{env:NAME}` that is not set, cannot be known before the trial: it is left as `base` has it (the launch
-    /// fills it or refuses with the reason).
+    /// tuned GEMMs') over that. A profile variable whose value names a trial's own placeholder
+    /// (`{trial_dir}`, `{config}`, `{resolved}`, `{iters}`, `{self}`, `{assets}`, or one
+    /// `known` lacks), or an `{env:NAME}` that is not set, cannot be known before the trial:
+    /// it is left as `base` has it (the launch fills it, or refuses with the reason).
     pub fn config_env(
         &self,
         base: &crate::config::env::Env,
@@ -393,7 +376,7 @@ impl Profile {
                     .gpus_per_node
                     .map(|g| g.to_string())
                     .ok_or_else(unknown),
-                "python" => Ok("python3".into()),
+                "python" => Ok(PYTHON.into()),
                 n => env_placeholder(n, base),
             });
             if let Ok(v) = filled {
@@ -405,6 +388,21 @@ impl Profile {
         }
         env
     }
+
+    /// The profile's environment with placeholders filled.
+    pub fn expand_env(&self, cx: &TrialContext) -> Result<Vec<(String, String)>, ProfileError> {
+        self.env
+            .iter()
+            .map(|(k, v)| {
+                substitute(v, cx)
+                    .map(|v| (k.clone(), v))
+                    .map_err(|message| ProfileError::Expand {
+                        profile: self.name.clone(),
+                        message,
+                    })
+            })
+            .collect()
+    }
 }
 
 /// The placeholders known before a trial exists ([`Profile::config_env`]; `None`: not known
@@ -415,6 +413,9 @@ pub struct KnownPlaceholders {
     pub gpus: Option<u64>,
     pub gpus_per_node: Option<u64>,
 }
+
+/// The interpreter `{python}` names.
+pub const PYTHON: &str = "python3";
 
 const PLACEHOLDERS: &[&str] = &[
     "self",

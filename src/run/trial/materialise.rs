@@ -106,9 +106,10 @@ pub fn trial_overrides(exp: &Experiment, opts: &TrialOptions) -> Vec<Override> {
 }
 
 /// The environment the trial's workload resolves its config with: `base` (the process's and
-/// `--env`) under the profile's `env` and the trial's own (see [`crate::run::profile::Profile::config_env`]). The
-/// trial's `resolved.json`, and every view a sweep takes of a candidate, resolve with it, so a
-/// profile that sets `PRIMUS_PP` is seen as the pipeline the job runs.
+/// `--env`) under the profile's `env` and the trial's own
+/// ([`crate::run::profile::Profile::config_env`]). The trial's `resolved.json`, and every view
+/// a sweep takes of a candidate, resolve with it, so a profile that sets `PRIMUS_PP` is seen as
+/// the pipeline the job runs.
 pub fn config_env(
     base: &crate::config::env::Env,
     primus_root: &Path,
@@ -202,7 +203,7 @@ pub fn materialise(
             iters: opts.max_iters,
             gpus: opts.gpus,
             assets,
-            python: "python3".into(),
+            python: crate::run::profile::PYTHON.into(),
             overrides,
             params: params.clone(),
             env: opts.env.clone(),
