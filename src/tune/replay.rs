@@ -1236,6 +1236,17 @@ mod tests {
             let order: Vec<Phase> = r.search.launches.iter().map(|l| l.phase).collect();
             assert!(order.windows(2).all(|w| w[0] <= w[1]), "{order:?}");
             assert_eq!(order.first(), Some(&Phase::Design));
+            // The decision log says how the first rung split (when it had promising launches).
+            let said = format!(
+                "rung 1: {} launch(es) for the design ({:.1} GPU-s",
+                p.design.launches, p.design.gpu_seconds
+            );
+            assert_eq!(
+                r.search.log.iter().any(|l| l.starts_with(&said)),
+                p.promising.launches > 0,
+                "{said}: {:?}",
+                r.search.log
+            );
             promising += p.promising.launches;
         }
         assert!(promising > 0);

@@ -1484,6 +1484,22 @@ impl<'a> Search<'a> {
         ));
     }
 
+    /// The first rung's launches by what they were for (the design, then the promising ones).
+    fn note_phases(&mut self) {
+        let of = |p: Phase| {
+            let l: Vec<&LaunchRecord> = self.launches.iter().filter(|l| l.phase == p).collect();
+            (l.len(), l.iter().map(|l| l.gpu_seconds).sum::<f64>())
+        };
+        let ((dn, dg), (pn, pg)) = (of(Phase::Design), of(Phase::Promising));
+        if pn > 0 {
+            self.log.push(format!(
+                "rung 1: {dn} launch(es) for the design ({dg:.1} GPU-s: what the model needs to \
+                 place every candidate), {pn} for the most promising candidates after it \
+                 ({pg:.1} GPU-s)"
+            ));
+        }
+    }
+
     fn fmt_stat(s: &Stat) -> String {
         format!("{:.2} ms [{:.2}, {:.2}]", s.value, s.lo, s.hi)
     }
@@ -1786,6 +1802,7 @@ pub fn search(
         }
     }
     s.note_spent("rung 1", 0.0);
+    s.note_phases();
     s.phase = Phase::FollowUp;
     for i in 0..n {
         if s.state[i] == State::Pending {
