@@ -26,7 +26,10 @@ struct Out {
 }
 
 fn lint(args: &[&str]) -> Out {
-    let out = bin().arg("lint").args(args).output().unwrap();
+    out_of(bin().arg("lint").args(args).output().unwrap())
+}
+
+fn out_of(out: std::process::Output) -> Out {
     Out {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -247,4 +250,51 @@ fn exit_status_per_case() {
     assert_eq!(v["error"]["exit_code"], 66);
     // One missing input among good ones is still no input: nothing is linted half-way.
     assert_eq!(lint(&[&clean, &p(&more.join("gone"))]).code, 66);
+}
+
+/// `--profile NAME` lints the experiment as that profile's trials see it: with the variables
+/// its `env:` sets, under `--env`. A profile that sets `PRIMUS_PP: "2"` makes the example's
+/// `${PRIMUS_PP:1}` two stages, which one GPU cannot hold; an unknown profile is a usage error.
+#[test]
+fn a_profile_s_environment_is_linted_with_profile() {
+    let d = tempfile::tempdir().unwrap();
+    primus_tune::util::bundled::extract(d.path()).unwrap();
+    let exp = d.path().join("experiments/llama3_8B-BF16-pretrain.yaml");
+    let profiles = d.path().join("config/primus-tune/profiles");
+    std::fs::create_dir_all(&profiles).unwrap();
+    std::fs::write(
+        profiles.join("pp2.yaml"),
+        "name: pp2\nargv: [x]\nenv:\n  PRIMUS_PP: \"2\"\n",
+    )
+    .unwrap();
+    let run = |extra: &[&str]| {
+        out_of(
+            bin()
+                .env("XDG_CONFIG_HOME", d.path().join("config"))
+                .env_remove("PRIMUS_PP")
+                .arg("lint")
+                .arg(&exp)
+                .args(["--gpus", "1"])
+                .args(extra)
+                .output()
+                .unwrap(),
+        )
+    };
+    assert_eq!(run(&[]).code, 0);
+    let o = run(&["--profile", "pp2"]);
+    assert_eq!(o.code, 2, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stdout.contains("error[world-model-parallel]") && o.stdout.contains("1 × 2 × 1"),
+        "{}",
+        o.stdout
+    );
+    let o = run(&["--profile", "pp2", "--env", "PRIMUS_PP=1"]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    let o = run(&["--profile", "nope"]);
+    assert_eq!(o.code, 64, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stderr.contains("profile `nope` not found"),
+        "{}",
+        o.stderr
+    );
 }

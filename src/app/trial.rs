@@ -156,6 +156,25 @@ pub fn job_load(session: &Session, exp: &Experiment, options: &TrialOptions) -> 
     load
 }
 
+/// `load` with the environment `profile`'s launch sets before a trial exists: its `env:` over
+/// `load`'s, `session_env` (the `--env` pairs) over that, with the Primus root and the world
+/// size `load` has ([`Profile::config_env`]). What `lint --profile`, `recommend --profile` and
+/// `checklist --profile` resolve with.
+pub fn with_profile_env(
+    load: &LoadOptions,
+    session_env: &[(String, String)],
+    profile: &Profile,
+) -> LoadOptions {
+    let known = profile::KnownPlaceholders {
+        primus_root: load.primus_root.clone(),
+        gpus: load.world.map(|w| w.gpus),
+        ..Default::default()
+    };
+    let mut out = load.clone();
+    out.env = profile.config_env(&load.env, session_env, &known);
+    out
+}
+
 /// Lint the trial's config (`view`, see `with_overrides`) at the trial's world and refuse it
 /// when it has errors that would stop Primus at start-up, unless forced.
 pub fn lint_gate(

@@ -70,9 +70,15 @@ impl LintReport {
 
 /// Lint `inputs` (files, and folders searched for experiments; none: the session's experiment,
 /// the bundled example's copy when `options.config` is None) with the options' `--env`, `--set`
-/// and world size. Fails only on what concerns every file: a missing input or a folder without
-/// an experiment ([`AppError::NoInput`]), malformed `--env`/`--set` ([`AppError::Usage`]).
-pub fn lint_inputs(options: &SessionOptions, inputs: &[PathBuf]) -> Result<LintReport, AppError> {
+/// and world size, and with `profile`'s launch environment when one is named (its `env:` under
+/// `--env`, as `run --profile` launches it). Fails only on what concerns every file: a missing
+/// input or a folder without an experiment ([`AppError::NoInput`]), malformed `--env`/`--set`
+/// ([`AppError::Usage`]), an unknown profile.
+pub fn lint_inputs(
+    options: &SessionOptions,
+    inputs: &[PathBuf],
+    profile: Option<&str>,
+) -> Result<LintReport, AppError> {
     let files = if inputs.is_empty() {
         vec![match &options.config {
             Some(p) => p.clone(),
@@ -83,7 +89,13 @@ pub fn lint_inputs(options: &SessionOptions, inputs: &[PathBuf]) -> Result<LintR
     } else {
         experiment_files(inputs)?
     };
-    let (load, _) = load_options(options)?;
+    let (load, env) = load_options(options)?;
+    let load = match profile {
+        Some(name) => {
+            super::trial::with_profile_env(&load, &env, &super::trial::find_profile(Some(name))?)
+        }
+        None => load,
+    };
     let catalog = Catalog::builtin();
     let files = files
         .into_iter()
@@ -135,7 +147,7 @@ mod tests {
             gpus: Some(8),
             ..SessionOptions::default()
         };
-        let r = lint_inputs(&options, std::slice::from_ref(&exps)).unwrap();
+        let r = lint_inputs(&options, std::slice::from_ref(&exps), None).unwrap();
         assert_eq!(r.files.len(), 4, "{:?}", r.files);
         let b = r.files.iter().find(|f| f.path == broken).unwrap();
         assert_eq!(b.diagnostics.len(), 1);

@@ -186,17 +186,11 @@ fn launch(
     profile: Option<&str>,
     session: &Session,
 ) -> Result<(Framework, crate::config::LoadOptions), AppError> {
-    let mut load = session.load.clone();
     let Some(name) = profile else {
-        return Ok((Framework::Primus, load));
+        return Ok((Framework::Primus, session.load.clone()));
     };
     let p = crate::app::trial::find_profile(Some(name))?;
-    let known = crate::run::profile::KnownPlaceholders {
-        primus_root: load.primus_root.clone(),
-        gpus: load.world.map(|w| w.gpus),
-        ..Default::default()
-    };
-    load.env = p.config_env(&session.load.env, &session.env, &known);
+    let load = crate::app::trial::with_profile_env(&session.load, &session.env, &p);
     let fw = match p.overrides {
         OverrideStyle::Megatron => Framework::UpstreamMegatron,
         OverrideStyle::Torchtitan => Framework::UpstreamTorchtitan,

@@ -51,6 +51,10 @@ pub struct LintArgs {
     /// Exit with status 1 when there are warnings (errors always give 2).
     #[arg(long)]
     pub strict: bool,
+    /// Lint as this launch profile's trials see the experiment: with the variables its `env:`
+    /// sets (under `--env`), as `run --profile NAME` lints a trial before launching it.
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
 }
 
 /// The world as the summary line says it.
@@ -119,7 +123,7 @@ fn json(r: &LintReport) -> serde_json::Value {
 
 pub fn run(a: &LintArgs) -> Result<ExitCode, CliError> {
     let format = if a.json { Format::Json } else { a.format };
-    let report = lint_inputs(&a.load.options(None), &a.paths)?;
+    let report = lint_inputs(&a.load.options(None), &a.paths, a.profile.as_deref())?;
     let c = report.counts();
     let line = summary(report.files.len(), c, report.world.as_ref());
     match format {
