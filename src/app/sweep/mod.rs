@@ -164,10 +164,11 @@ pub fn resume_command(session: &Session, study: &str, req: &SweepRequest) -> Str
     words.join(" ")
 }
 
-/// A candidate's resolved parameters (the experiment with its overrides), for the memory model.
 /// A resolved config's flag values.
 type Values = BTreeMap<String, crate::config::value::Value>;
 
+/// A candidate's resolved parameters (the experiment with its overrides): what the memory model
+/// and the pipeline stages ([`pipeline_stages`]) read.
 fn params_of(exp: &Experiment, opts: &LoadOptions, c: &Candidate) -> Option<Values> {
     let mut with = opts.clone();
     with.overrides.extend(space::as_overrides(&c.overrides));
@@ -360,7 +361,11 @@ pub fn run(
     // rule, the memory model and the current settings see).
     let job = super::trial::job_load(session, &exp, &base);
     let opts = &job;
-    let exp = Experiment::load(&exp.path, opts)?;
+    let exp = if job.env == session.load.env {
+        exp
+    } else {
+        Experiment::load(&exp.path, opts)?
+    };
     if req.parallel > 1 && base.slurm.is_none() {
         return Err(AppError::Usage(
             "--parallel runs trials as concurrent Slurm jobs: it needs --slurm (on this node, \
