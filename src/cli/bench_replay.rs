@@ -201,9 +201,9 @@ pub fn run(a: &BenchReplayArgs) -> Result<ExitCode, CliError> {
         a.startup_s,
         a.seed,
     ));
-    for (_, t) in &mut studies {
-        if a.pipeline_stages.is_some() {
-            t.pipeline_stages = a.pipeline_stages;
+    if let Some(n) = a.pipeline_stages {
+        for (_, t) in &mut studies {
+            t.pipeline_stages = Some(n);
         }
     }
 

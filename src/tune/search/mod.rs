@@ -275,9 +275,9 @@ pub const FORECAST_SLACK: f64 = 0.05;
 pub const EXTRAPOLATION_SLACK: f64 = 0.03;
 
 /// Measured peaks of candidates with a candidate's own recompute settings and precision (float8
-/// or not) before its forecast is calibrated on them alone ([`Search::calibration_of`]): two, a slope's worth. (One, a ratio
-/// through a single peak, measured on the synthetic suite with carried knob effects: the worst
-/// study at 120 s on seed 0 from 55.2 to 66.4 % of its grid.)
+/// or not) before its forecast is calibrated on them alone ([`Search::calibration_of`]): two, a
+/// slope's worth. (One, a ratio through a single peak, measured on the synthetic suite with
+/// carried knob effects: the worst study at 120 s on seed 0 from 55.2 to 66.4 % of its grid.)
 pub const SAME_SETTINGS_PEAKS: usize = 2;
 
 /// With knob effects from earlier studies, the standard errors by which a prediction must put
@@ -614,13 +614,14 @@ impl<'a> Search<'a> {
 
     /// The calibration a forecast for candidate `i` uses, and whether it is its settings' own:
     /// fitted on the peaks of the candidates with the same recompute settings and precision
-    /// ([`prior::settings_classes`]) once [`SAME_SETTINGS_PEAKS`] of them are measured (and the study has peaks of other
-    /// settings too), else `pooled` (all the study's peaks). The model's error differs from one
-    /// setting to another (what is recomputed rather than kept; the caching allocator's reserve,
-    /// largest with full recompute on both Megatron-LM and TorchTitan on the H200), and one line
-    /// through the peaks of several settings misplaces each: on TorchTitan's Qwen3 1.7B grid,
-    /// once a full-checkpointing peak 13 % above the model joined three without checkpointing,
-    /// the line put local batch 8 without checkpointing 13 % too high.
+    /// ([`prior::settings_classes`]) once [`SAME_SETTINGS_PEAKS`] of them are measured (and the
+    /// study has peaks of other settings too), else `pooled` (all the study's peaks). The
+    /// model's error differs from one setting to another (what is recomputed rather than kept;
+    /// the caching allocator's reserve, largest with full recompute on both Megatron-LM and
+    /// TorchTitan on the H200), and one line through the peaks of several settings misplaces
+    /// each: on TorchTitan's Qwen3 1.7B grid, once a full-checkpointing peak 13 % above the
+    /// model joined three without checkpointing, the line put local batch 8 without
+    /// checkpointing 13 % too high.
     fn calibration_of(&self, pooled: &Calibration, i: usize) -> (Calibration, bool) {
         let own = self.peaks(|j| self.settings[j] == self.settings[i]);
         if own.len() >= SAME_SETTINGS_PEAKS && own.len() < pooled.points {
@@ -1487,8 +1488,10 @@ impl<'a> Search<'a> {
     /// The first rung's launches by what they were for (the design, then the promising ones).
     fn note_phases(&mut self) {
         let of = |p: Phase| {
-            let l: Vec<&LaunchRecord> = self.launches.iter().filter(|l| l.phase == p).collect();
-            (l.len(), l.iter().map(|l| l.gpu_seconds).sum::<f64>())
+            self.launches
+                .iter()
+                .filter(|l| l.phase == p)
+                .fold((0, 0.0), |(n, g), l| (n + 1, g + l.gpu_seconds))
         };
         let ((dn, dg), (pn, pg)) = (of(Phase::Design), of(Phase::Promising));
         if pn > 0 {

@@ -9,8 +9,8 @@
 //! with selective recompute ran 1.0 % slower than 8).
 //!
 //! A pipeline changes that: with `p` stages and `m` micro batches a step, the bubble is
-//! `(p − 1) / m` of the step's useful time (Narayanan et al. 2021; Megatron-LM's schedules), and a larger
-//! micro batch means fewer micro batches, so it can be slower. The rule therefore holds only
+//! `(p − 1) / m` of the step's useful time (Narayanan et al. 2021; Megatron-LM's schedules),
+//! and a larger micro batch means fewer micro batches, so it can be slower. The rule therefore holds only
 //! between candidates whose configs are known to run in one pipeline stage
 //! (`pipeline_model_parallel_size`, TorchTitan's `parallelism.pipeline_parallel_degree`).
 
