@@ -397,14 +397,12 @@ fn sweep_measures_the_current_settings_first_and_keeps_them_when_nothing_beats_t
 fn a_profile_s_environment_is_the_config_the_sweep_sees() {
     let s = setup();
     common::set_micro_batch(&s, 3);
-    std::fs::write(
-        s.config_home.join("primus-tune/profiles/mbs-pp2.yaml"),
-        format!(
-            "name: mbs-pp2\nargv: [sh, -c, {}, workload, \"{{trial_dir}}\"]\nenv:\n  PRIMUS_PP: \"2\"\n",
-            serde_json::to_string(WORKLOAD).unwrap()
-        ),
-    )
-    .unwrap();
+    common::write_profile(
+        &s.config_home,
+        "mbs-pp2",
+        WORKLOAD,
+        "env:\n  PRIMUS_PP: \"2\"\n",
+    );
     let mut args = sweep_args(&s, &["--space", s.space.to_str().unwrap()]);
     args[3] = "mbs-pp2".into();
     args.extend(["--name".into(), "pp2".into(), "--json".into()]);

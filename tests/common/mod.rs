@@ -23,16 +23,8 @@ pub fn setup(profile: &str, workload: &str, space: &str) -> Setup {
     primus_tune::util::bundled::extract(&root).unwrap();
     let exp = root.join("experiments/llama3_8B-BF16-pretrain.yaml");
     let config_home = dir.path().join("config");
-    let profiles = config_home.join("primus-tune/profiles");
-    std::fs::create_dir_all(&profiles).unwrap();
-    std::fs::write(
-        profiles.join(format!("{profile}.yaml")),
-        format!(
-            "name: {profile}\nargv: [sh, -c, {}, workload, \"{{trial_dir}}\"]\n",
-            serde_json::to_string(workload).unwrap()
-        ),
-    )
-    .unwrap();
+    std::fs::create_dir_all(config_home.join("primus-tune/profiles")).unwrap();
+    write_profile(&config_home, profile, workload, "");
     let space_file = dir.path().join(format!("{space}.yaml"));
     std::fs::write(
         &space_file,
@@ -48,6 +40,19 @@ pub fn setup(profile: &str, workload: &str, space: &str) -> Setup {
         space: space_file,
         config_home,
     }
+}
+
+/// Writes user profile `name` under `config_home`: `workload` run with sh (its `$1` is the
+/// trial folder), then `extra` (more YAML, such as an `env:` section).
+pub fn write_profile(config_home: &std::path::Path, name: &str, workload: &str, extra: &str) {
+    std::fs::write(
+        config_home.join(format!("primus-tune/profiles/{name}.yaml")),
+        format!(
+            "name: {name}\nargv: [sh, -c, {}, workload, \"{{trial_dir}}\"]\n{extra}",
+            serde_json::to_string(workload).unwrap()
+        ),
+    )
+    .unwrap();
 }
 
 /// Writes the experiment's `micro_batch_size` (its current setting, a sweep's candidate 0).
