@@ -298,11 +298,8 @@ pub fn refuse_settings<'a>(
 /// Load, lint at the trial's world and set up one trial.
 pub fn prepare(session: &Session, req: &TrialRequest) -> Result<PreparedTrial, AppError> {
     let exp = session.load_plain()?;
-    let profile = find_profile(Some(
-        &session.defaults.profile(req.profile.as_deref()).value,
-    ))?;
-    let w = world(session, req.gpus, &profile.capabilities);
     let options = options(session, &exp, req)?;
+    let w = world(session, req.gpus, &options.profile.capabilities);
     let load = job_load(session, &exp, &options);
     let view = with_overrides(&load, &exp, &req.overrides)?;
     lint_gate(&load.env, &view, w.as_ref(), req.force)?;
