@@ -409,13 +409,26 @@ mod tests {
         (dir, s)
     }
 
+    /// Whether one of `vars` is set in this process (the session reads them, so a test about
+    /// the others cannot run): says so on stderr as a skip.
+    fn launcher_set(vars: &[&str]) -> bool {
+        let set: Vec<&&str> = vars
+            .iter()
+            .filter(|v| std::env::var_os(v).is_some())
+            .collect();
+        if !set.is_empty() {
+            eprintln!("skipped: {set:?} set in this environment");
+        }
+        !set.is_empty()
+    }
+
     fn mi300x_node() -> std::path::PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/mi300x_spx_nps1")
     }
 
     #[test]
     fn the_session_world_comes_from_gpus_else_the_gpus_found_here() {
-        if std::env::var_os("GPUS_PER_NODE").is_some() {
+        if launcher_set(&["GPUS_PER_NODE"]) {
             return; // the launcher's variables come first; this test is about the others
         }
         let (_d, s) = session(&mi300x_node(), None);
@@ -435,7 +448,7 @@ mod tests {
 
     #[test]
     fn a_trial_lints_at_its_own_world() {
-        if std::env::var_os("GPUS_PER_NODE").is_some() {
+        if launcher_set(&["GPUS_PER_NODE"]) {
             return;
         }
         let proxy = Capabilities {
@@ -473,7 +486,7 @@ mod tests {
     /// stages, which its 27 layers do not divide.
     #[test]
     fn a_trial_is_linted_with_its_own_environment() {
-        if std::env::var_os("GPUS_PER_NODE").is_some() || std::env::var_os("PRIMUS_PP").is_some() {
+        if launcher_set(&["GPUS_PER_NODE", "PRIMUS_PP"]) {
             return;
         }
         let (_d, s) = session(&mi300x_node(), None);
