@@ -282,6 +282,91 @@ fn show_respects_command_line_overrides_and_env() {
 }
 
 #[test]
+fn show_and_checklist_resolve_as_a_profile_launches_with_profile() {
+    let (d, exp) = tree();
+    let config = d.path().join("config");
+    write(
+        &config,
+        "primus-tune/profiles/pp2.yaml",
+        "name: pp2\nargv: [x]\nenv:\n  PRIMUS_PP: \"2\"\n  CUDA_DEVICE_MAX_CONNECTIONS: \"1\"\n",
+    );
+    let show = |extra: &[&str]| {
+        let out = bin()
+            .env("XDG_CONFIG_HOME", &config)
+            .env_remove("PRIMUS_PP")
+            .args(["show", "--json", "--flag", "pipeline_model_parallel_size"])
+            .arg(&exp)
+            .args(extra)
+            .assert()
+            .success();
+        json(&out.get_output().stdout)[0].clone()
+    };
+    // Without a profile: the written default; the variable is unset.
+    let v = show(&[]);
+    assert_eq!(v["value"], 1);
+    assert_eq!(v["env"][0]["from"], "unset");
+    // As the profile launches it: its env, said as such.
+    let v = show(&["--profile", "pp2"]);
+    assert_eq!(v["value"], 2);
+    assert_eq!(v["env"][0]["name"], "PRIMUS_PP");
+    assert_eq!(v["env"][0]["from"], "profile");
+    assert_eq!(v["env"][0]["profile"], "pp2");
+    // --env over the profile's, as at launch.
+    let v = show(&["--profile", "pp2", "--env", "PRIMUS_PP=4"]);
+    assert_eq!(
+        (v["value"].clone(), v["env"][0]["from"].clone()),
+        (4.into(), "--env".into())
+    );
+    // The text says where the value came from.
+    bin()
+        .env("XDG_CONFIG_HOME", &config)
+        .env_remove("PRIMUS_PP")
+        .args([
+            "show",
+            "--flag",
+            "pipeline_model_parallel_size",
+            "--profile",
+            "pp2",
+        ])
+        .arg(&exp)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("as profile pp2 launches it"))
+        .stdout(predicate::str::contains("PRIMUS_PP=2 (profile pp2)"));
+    // The checklist sees the variable the profile sets for TP/PP overlap.
+    let checklist = |extra: &[&str]| {
+        let out = bin()
+            .env("XDG_CONFIG_HOME", &config)
+            .env_remove("PRIMUS_PP")
+            .args(["checklist", "--json"])
+            .arg(&exp)
+            .args(extra)
+            .assert()
+            .success();
+        json(&out.get_output().stdout).to_string()
+    };
+    assert!(
+        checklist(&["--env", "PRIMUS_PP=2"])
+            .contains("TP/PP overlap needs CUDA_DEVICE_MAX_CONNECTIONS=1")
+    );
+    let with = checklist(&["--profile", "pp2"]);
+    assert!(with.contains("\"CUDA_DEVICE_MAX_CONNECTIONS=1\""), "{with}");
+    assert!(!with.contains("TP/PP overlap needs"), "{with}");
+    // An unknown profile is a usage error that names the ones there are.
+    for sub in ["show", "checklist"] {
+        bin()
+            .env("XDG_CONFIG_HOME", &config)
+            .arg(sub)
+            .arg(&exp)
+            .args(["--profile", "nope"])
+            .assert()
+            .code(64)
+            .stderr(predicate::str::contains("profile `nope` not found"))
+            .stderr(predicate::str::contains("pp2"));
+    }
+}
+
+#[test]
 fn show_unknown_flag_suggests() {
     let (_d, exp) = tree();
     bin()

@@ -638,6 +638,36 @@ fn a_trial_is_linted_with_the_environment_its_profile_sets() {
     assert!(all.contains("without a measurable iteration"), "{all}");
 }
 
+/// The launcher's variables a profile's `env:` sets are its trials' world: `GPUS_PER_NODE: "2"`
+/// launches two ranks (`{gpus}`), and `--gpus` still names it.
+#[test]
+fn a_profile_s_gpus_per_node_is_its_trials_world() {
+    let s = setup();
+    std::fs::write(
+        s.config_home.join("primus-tune/profiles/g2.yaml"),
+        "name: g2\nargv: [sh, -c, \"echo gpus={gpus} per_node={gpus_per_node}\", workload]\n\
+         env:\n  GPUS_PER_NODE: \"2\"\n",
+    )
+    .unwrap();
+    let argv = |extra: &[&str]| {
+        let out = bin(&s)
+            .arg("run")
+            .arg(&s.exp)
+            .args(["--profile", "g2", "--no-telemetry", "--json"])
+            .args(extra)
+            .env_remove("GPUS_PER_NODE")
+            .env_remove("NNODES")
+            .timeout(Duration::from_secs(60))
+            .output()
+            .unwrap();
+        let v = common::last_json(&out);
+        let dir = PathBuf::from(v["trial_dir"].as_str().unwrap());
+        std::fs::read_to_string(dir.join("argv.json")).unwrap()
+    };
+    assert!(argv(&[]).contains("gpus=2 per_node=2"), "{}", argv(&[]));
+    assert!(argv(&["--gpus", "1"]).contains("gpus=1 per_node=1"));
+}
+
 /// The start-up (launch → first iteration) is measured and left out of the telemetry summary,
 /// which covers the steady iterations: a workload that waits 1.5 s before its first iteration,
 /// sampled every 100 ms from the recorded MI300X sysfs tree.

@@ -10,6 +10,7 @@ mod error;
 pub mod events;
 pub mod gemm_stage;
 pub mod interrupted;
+pub mod launch_env;
 pub mod lint;
 pub mod session;
 pub mod slurm;

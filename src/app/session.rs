@@ -72,6 +72,9 @@ pub struct Session {
     pub reaped: std::sync::Arc<std::sync::OnceLock<()>>,
     /// The defaults file (the profile, GPUs, workspace ... when no flag says).
     pub defaults: std::sync::Arc<Defaults>,
+    /// The launch profile whose environment the views resolve with ([`Session::launched_by`]);
+    /// None: the session's own (the process's and `--env`).
+    pub view_profile: Option<super::launch_env::ViewProfile>,
 }
 
 /// The GPU model this machine's telemetry reports and the backend that said so: looked up on
@@ -190,6 +193,7 @@ impl Session {
             local_gpu: LocalGpu::default(),
             reaped: Default::default(),
             defaults: Default::default(),
+            view_profile: None,
         }
     }
 
@@ -233,6 +237,7 @@ impl Session {
             local_gpu: LocalGpu::default(),
             reaped: Default::default(),
             defaults: std::sync::Arc::new(defaults),
+            view_profile: None,
         })
     }
 

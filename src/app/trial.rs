@@ -13,7 +13,6 @@ use crate::config::overrides::Override;
 use crate::config::resolve::LoadOptions;
 use crate::domain::trial::TrialResult;
 use crate::megatron::{World, WorldSource};
-use crate::run::capabilities::Capabilities;
 use crate::run::profile::{self, Profile};
 use crate::run::trial::{self, TrialEvent, TrialOptions};
 use crate::store::Store;
@@ -123,16 +122,36 @@ pub fn profiles() -> Vec<Profile> {
     })
 }
 
-/// The world a trial of a profile with `caps` runs on: the request's GPUs, else the session's
-/// `--gpus`, else the launcher's variables, else the defaults file's `gpus`, else the one
-/// process of a one-process profile (the proxies), else the GPUs detected on this node; None when nothing says (the launch then
-/// starts [`trial::FALLBACK_GPUS`] ranks and lint checks no world rule).
-pub fn world(session: &Session, gpus: Option<u64>, caps: &Capabilities) -> Option<World> {
+/// The world a trial of `profile` runs on: the request's GPUs, else the session's `--gpus`,
+/// else the launcher's variables (`GPUS_PER_NODE` × `NNODES` as the launch sets them: the
+/// profile's `env:` over the inherited ones, the trial's `env` (`--env` ...) over both), else
+/// the defaults file's `gpus`, else the one process of a one-process profile (the proxies),
+/// else the GPUs detected on this node; None when nothing says (the launch then starts
+/// [`trial::FALLBACK_GPUS`] ranks and lint checks no world rule). A profile variable written
+/// with a placeholder (`GPUS_PER_NODE: "{gpus_per_node}"`) follows the world, so it does not
+/// set it.
+pub fn world(
+    session: &Session,
+    gpus: Option<u64>,
+    profile: &Profile,
+    env: &[(String, String)],
+) -> Option<World> {
     let of = |pick: fn(&WorldSource) -> bool| session.load.world.filter(|w| pick(&w.source));
     let requested = gpus.or_else(|| of(|s| *s == WorldSource::Flag).map(|w| w.gpus));
     let detected = of(|s| matches!(s, WorldSource::Detected { .. }));
     let configured = session.defaults.gpus();
-    trial::trial_world(requested, &session.load.env, configured, caps, detected)
+    let launch_env = profile.config_env(
+        &session.load.env,
+        env,
+        &profile::KnownPlaceholders::default(),
+    );
+    trial::trial_world(
+        requested,
+        &launch_env,
+        configured,
+        &profile.capabilities,
+        detected,
+    )
 }
 
 /// The trial's config: the experiment with the request's overrides.
@@ -158,8 +177,9 @@ pub fn job_load(session: &Session, exp: &Experiment, options: &TrialOptions) -> 
 
 /// `load` with the environment `profile`'s launch sets before a trial exists: its `env:` over
 /// `load`'s, `session_env` (the `--env` pairs) over that, with the Primus root and the world
-/// size `load` has ([`Profile::config_env`]). What `lint --profile`, `recommend --profile` and
-/// `checklist --profile` resolve with.
+/// size `load` has ([`Profile::config_env`]); and the world its `GPUS_PER_NODE` × `NNODES`
+/// give, unless `--gpus` says. What `lint --profile`, `recommend --profile`, `show --profile`,
+/// `checklist --profile` and the TUI's views resolve with.
 pub fn with_profile_env(
     load: &LoadOptions,
     session_env: &[(String, String)],
@@ -172,6 +192,11 @@ pub fn with_profile_env(
     };
     let mut out = load.clone();
     out.env = profile.config_env(&load.env, session_env, &known);
+    // The launcher's variables the profile sets are the world its trials run on, unless
+    // `--gpus` names it.
+    if out.world.is_none_or(|w| w.source != WorldSource::Flag) {
+        out.world = World::from_env(|k| out.env.get(k)).or(out.world);
+    }
     out
 }
 
@@ -239,7 +264,7 @@ pub fn options(
         };
         Some(u64::from(s.spec.nodes.max(1)) * per_node)
     });
-    let w = world(session, req.gpus.or(job_world), &profile.capabilities);
+    let w = world(session, req.gpus.or(job_world), &profile, &env);
     let gpus = trial::launch_gpus(w.as_ref());
     let world_note = w.is_none().then(|| {
         format!(
@@ -299,7 +324,7 @@ pub fn refuse_settings<'a>(
 pub fn prepare(session: &Session, req: &TrialRequest) -> Result<PreparedTrial, AppError> {
     let exp = session.load_plain()?;
     let options = options(session, &exp, req)?;
-    let w = world(session, req.gpus, &options.profile.capabilities);
+    let w = world(session, req.gpus, &options.profile, &options.env);
     let load = job_load(session, &exp, &options);
     let view = with_overrides(&load, &exp, &req.overrides)?;
     lint_gate(&load.env, &view, w.as_ref(), req.force)?;
@@ -381,7 +406,6 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, AppError> {
 mod tests {
     use super::*;
     use crate::app::SessionOptions;
-    use crate::run::capabilities::LaunchKind;
     use crate::run::trial::TelemetrySetup;
     use crate::telemetry::select::Roots;
     use std::path::Path;
@@ -451,18 +475,55 @@ mod tests {
         if launcher_set(&["GPUS_PER_NODE"]) {
             return;
         }
-        let proxy = Capabilities {
-            launch: LaunchKind::OneProcess,
-            ..Capabilities::default()
+        let profile = |env: &str, one_process: bool| {
+            let caps = if one_process {
+                "capabilities:\n  launch: one-process\n"
+            } else {
+                ""
+            };
+            let text = format!("name: p\nargv: [x]\nenv:\n  X: \"1\"\n{env}{caps}");
+            Profile::parse(&text, "p.yaml").unwrap()
         };
-        let gpu = Capabilities::default();
+        let proxy = profile("", true);
+        let gpu = profile("", false);
         let (_d, s) = session(&mi300x_node(), None);
-        assert_eq!(world(&s, None, &proxy), Some(World::one_process()));
-        assert_eq!(world(&s, None, &gpu).unwrap().gpus, 8);
+        assert_eq!(world(&s, None, &proxy, &[]), Some(World::one_process()));
+        assert_eq!(world(&s, None, &gpu, &[]).unwrap().gpus, 8);
+        // The launcher's variables a profile sets are its trials' world; the trial's own
+        // environment (`--env`) over them; one that follows the world does not set it.
+        let four = profile("  GPUS_PER_NODE: \"4\"\n", false);
+        let w = world(&s, None, &four, &[]).unwrap();
+        assert_eq!(
+            (w.gpus, w.source),
+            (
+                4,
+                WorldSource::Environment {
+                    gpus_per_node: 4,
+                    nodes: 1
+                }
+            )
+        );
+        let env2 = [("GPUS_PER_NODE".to_string(), "2".to_string())];
+        assert_eq!(world(&s, None, &four, &env2).unwrap().gpus, 2);
+        let follows = profile("  GPUS_PER_NODE: \"{gpus_per_node}\"\n", false);
+        assert_eq!(world(&s, None, &follows, &[]).unwrap().gpus, 8);
+        // So do the views as that profile launches the experiment.
+        let viewed = with_profile_env(&s.load, &s.env, &four);
+        assert_eq!(viewed.world.unwrap().gpus, 4);
+        assert_eq!(s.launched_by(&four).world().unwrap().gpus, 4);
         // The session's --gpus is the trials' too; a request's own count wins.
         let (_d, s) = session(&mi300x_node(), Some(4));
-        assert_eq!(world(&s, None, &proxy).unwrap().gpus, 4);
-        assert_eq!(world(&s, Some(2), &gpu).unwrap().gpus, 2);
+        assert_eq!(world(&s, None, &proxy, &[]).unwrap().gpus, 4);
+        assert_eq!(world(&s, Some(2), &gpu, &[]).unwrap().gpus, 2);
+        let (_d, s2) = session(&mi300x_node(), Some(2));
+        assert_eq!(world(&s2, None, &four, &[]).unwrap().gpus, 2);
+        assert_eq!(
+            with_profile_env(&s2.load, &s2.env, &four)
+                .world
+                .unwrap()
+                .gpus,
+            2
+        );
         // The bundled MoE example (EP 8, 256 = micro 4 × DP 8 × 8) passes the gate on its 8
         // GPUs and as a one-process proxy, and is refused on 4 GPUs.
         let exp = s.load_plain().unwrap();

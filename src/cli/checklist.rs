@@ -13,10 +13,14 @@ pub struct ChecklistArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Check the experiment as this launch profile's trials see it: with the variables its
+    /// `env:` sets (under `--env`), as `run --profile NAME` launches it.
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
 }
 
 pub fn run(a: &ChecklistArgs) -> Result<ExitCode, CliError> {
-    let session = a.load.session(None)?;
+    let session = a.load.view_session(a.profile.as_deref())?;
     let view = crate::app::views::checklist(&session)?;
     let (list, diags) = (view.checklist, view.diagnostics);
     if a.json {
@@ -34,6 +38,9 @@ pub fn run(a: &ChecklistArgs) -> Result<ExitCode, CliError> {
             .map(|m| format!(", model {m}"))
             .unwrap_or_default()
     );
+    if let Some(p) = &session.view_profile {
+        println!("{}", super::show::as_launched(p));
+    }
     for (i, s) in list.steps.iter().enumerate() {
         println!();
         println!("{}. {} — {}", i + 1, s.title, s.status.label());

@@ -324,6 +324,7 @@ pub fn run() -> ExitCode {
         None => checklist::run(&checklist::ChecklistArgs {
             load: cli.load,
             json: cli.json,
+            profile: cli.profile,
         }),
         Some(Command::Lint(a)) => lint::run(&a),
         Some(Command::Show(a)) => show::run(&a),
@@ -443,6 +444,17 @@ impl LoadArgs {
             telemetry,
             ..self.options()
         })?)
+    }
+
+    /// The session whose views resolve as launch profile `profile` launches the experiment
+    /// (its `env:` under `--env`, [`crate::app::Session::launched_by`]); None: as the session's
+    /// own environment gives it. An unknown profile is a usage error.
+    pub fn view_session(&self, profile: Option<&str>) -> Result<crate::app::Session, CliError> {
+        let s = self.session(None)?;
+        Ok(match profile {
+            Some(name) => s.launched_by(&crate::app::trial::find_profile(Some(name))?),
+            None => s,
+        })
     }
 
     /// The experiment (with `--set`) and its load options.

@@ -1,6 +1,7 @@
-//! `primus-tune show CONFIG [--json] [--flag NAME ...] [--all]`
+//! `primus-tune show CONFIG [--json] [--flag NAME ...] [--all] [--profile NAME]`
 
 use super::{CliError, LoadArgs, display_path, print_json};
+use crate::app::launch_env::EnvRef;
 use crate::config::catalog::{Backend, Catalog, Flag, Step};
 use crate::config::resolve::Module;
 use crate::config::tree::Leaf;
@@ -24,6 +25,10 @@ pub struct ShowArgs {
     /// The module to show (default: pre_trainer).
     #[arg(long)]
     pub module: Option<String>,
+    /// Resolve as this launch profile's trials see the experiment: with the variables its
+    /// `env:` sets (under `--env`), as `run --profile NAME` launches it.
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
 }
 
 /// One row: a key, its effective value and where it came from.
@@ -34,6 +39,8 @@ struct Row<'a> {
     /// A mapping written where the flag's value belongs (what Primus passes on instead), and
     /// where it is written.
     mapping: Option<(Value, String)>,
+    /// The variables its value was written with (`${PRIMUS_PP:1}`), as resolved.
+    env: Vec<EnvRef>,
 }
 
 /// The mapping a file wrote under a flag's key, when it is one (`micro_batch_size: {a: 1}`).
@@ -56,7 +63,8 @@ fn mapping_of(module: &crate::config::resolve::Module, name: &str) -> Option<(Va
 }
 
 pub fn run(a: &ShowArgs) -> Result<ExitCode, CliError> {
-    let (exp, _) = a.load.load()?;
+    let session = a.load.view_session(a.profile.as_deref())?;
+    let exp = session.load()?;
     let module = match &a.module {
         Some(m) => exp
             .module(m)
@@ -65,7 +73,12 @@ pub fn run(a: &ShowArgs) -> Result<ExitCode, CliError> {
     };
     let catalog = Catalog::builtin();
     let backend = Backend::from_framework(&module.framework);
-    let rows = rows(module, catalog, backend, a)?;
+    let mut rows = rows(module, catalog, backend, a)?;
+    for r in &mut rows {
+        if let Some(t) = r.leaf.and_then(|l| l.template.as_deref()) {
+            r.env = session.env_refs(t);
+        }
+    }
     if a.json {
         print_json(&serde_json::Value::Array(
             rows.iter().map(row_json).collect(),
@@ -83,6 +96,9 @@ pub fn run(a: &ShowArgs) -> Result<ExitCode, CliError> {
             .map(|m| format!(", model {}", crate::config::tree::file_name(m)))
             .unwrap_or_default()
     );
+    if let Some(p) = &session.view_profile {
+        println!("{}", as_launched(p));
+    }
     let detailed = !a.flags.is_empty();
     let mut current: Option<Option<Step>> = None;
     for r in &rows {
@@ -95,6 +111,22 @@ pub fn run(a: &ShowArgs) -> Result<ExitCode, CliError> {
         print_row(r, detailed);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The line that says a view resolves as a launch profile launches the experiment.
+pub fn as_launched(p: &crate::app::launch_env::ViewProfile) -> String {
+    if p.sets.is_empty() {
+        format!(
+            "as profile {} launches it (its env: sets nothing here)",
+            p.name
+        )
+    } else {
+        format!(
+            "as profile {} launches it: with its env: {} (under --env)",
+            p.name,
+            p.sets.join(", ")
+        )
+    }
 }
 
 fn rows<'a>(
@@ -123,6 +155,7 @@ fn rows<'a>(
                     leaf,
                     flag,
                     mapping: mapping_of(module, name),
+                    env: Vec::new(),
                 })
             })
             .collect();
@@ -139,6 +172,7 @@ fn rows<'a>(
                 leaf,
                 flag: Some(f),
                 mapping: mapping_of(module, &f.name),
+                env: Vec::new(),
             });
         }
     }
@@ -149,6 +183,7 @@ fn rows<'a>(
                 leaf: Some(leaf),
                 flag: None,
                 mapping: None,
+                env: Vec::new(),
             });
         }
     }
@@ -181,6 +216,11 @@ fn print_row(r: &Row<'_>, detailed: bool) {
         (Some((_, at)), _) => at.clone(),
         (None, Some(l)) => l.origin.describe(),
         (None, None) => "default (not set by any file)".to_string(),
+    };
+    let source = if r.mapping.is_some() {
+        source
+    } else {
+        crate::app::launch_env::source_with(source, &r.env)
     };
     let changed = r
         .flag
@@ -231,6 +271,9 @@ fn print_row(r: &Row<'_>, detailed: bool) {
         println!("  layer:   {}", l.origin.layer.label());
         if let Some(t) = &l.template {
             println!("  written: {t}");
+            for e in &r.env {
+                println!("  env:     {}", e.describe());
+            }
         }
         for s in l.shadowed.iter().rev() {
             println!("  overrides {} from {}", s.value, s.origin.describe());
@@ -250,6 +293,16 @@ fn row_json(r: &Row<'_>) -> serde_json::Value {
         "via": r.leaf.map(|l| l.origin.via.iter().map(|p| p.display().to_string()).collect::<Vec<_>>()),
         "layer": r.leaf.map(|l| l.origin.layer),
         "template": r.leaf.and_then(|l| l.template.clone()),
+        "env": r.env.iter().map(|e| serde_json::json!({
+            "name": e.name,
+            "value": e.value,
+            "default": e.default,
+            "from": e.source.key(),
+            "profile": match &e.source {
+                crate::app::launch_env::EnvSource::Profile(p) => Some(p.as_str()),
+                _ => None,
+            },
+        })).collect::<Vec<_>>(),
         "overridden": r.leaf.map(|l| l.shadowed.iter().map(|s| serde_json::json!({
             "value": s.value.to_json(),
             "file": s.origin.file.display().to_string(),

@@ -70,12 +70,19 @@ fn the_profile_remembered_for_the_experiment_comes_back() {
         start_app(&flagged, &builtin()).unwrap().profile_name(),
         Some("megatron")
     );
-    // Choosing another one on the Run screen remembers it; the next start picks it.
+    // Choosing another one on the Run screen remembers it (the next start picks it) and reads
+    // the config again with its `env:`.
     press(&mut app, KeyCode::Char('3'));
     let fx = press(&mut app, KeyCode::Right);
     let chosen = app.profile_name().unwrap().to_string();
     assert_ne!(chosen, "proxy-torch");
-    assert_eq!(fx, [Effect::RememberProfile(chosen.clone())]);
+    assert_eq!(
+        fx,
+        [
+            Effect::RememberProfile(chosen.clone()),
+            Effect::Load(Vec::new())
+        ]
+    );
     state::remember_profile(&file, Path::new(EXAMPLE), &chosen).unwrap();
     let again = start_app(&opts, &builtin()).unwrap();
     assert_eq!(again.profile_name(), Some(chosen.as_str()));

@@ -79,7 +79,7 @@ impl Runner {
             Effect::Load(pending) => {
                 self.load_gen += 1;
                 let (g, t) = (self.load_gen, self.load_tx.clone());
-                self.read(move |s| {
+                self.read_viewed(app, move |s| {
                     let r = crate::app::views::config::build(s, &pending)
                         .map(|(v, plan)| (Box::new(v), plan));
                     let _ = t.blocking_send((g, Msg::Loaded(r)));
@@ -89,7 +89,9 @@ impl Runner {
             Effect::Save(pending) => {
                 tracing::info!(edits = pending.len(), "saving");
                 self.saving = true;
-                self.read(move |s| Some(Msg::Saved(crate::app::edit::save(s, &pending))));
+                self.read_viewed(app, move |s| {
+                    Some(Msg::Saved(crate::app::edit::save(s, &pending)))
+                });
             }
             Effect::LoadTrials => self.read(|s| {
                 Some(Msg::Trials(crate::app::views::trials::list(
@@ -267,6 +269,19 @@ impl Runner {
             {
                 tracing::warn!(error = %e, "could not remember the launch profile");
             }
+        });
+    }
+
+    /// [`Runner::read`] with the session as the Run screen's launch profile launches the
+    /// experiment: the Flags and Checklist screens, and the lint that guards a save, see the
+    /// variables its `env:` sets ([`Session::launched_by`]), as its trials will.
+    fn read_viewed(&self, app: &App, work: impl FnOnce(&Session) -> Option<Msg> + Send + 'static) {
+        let profile = app.profile_name().map(str::to_string);
+        self.read(move |s| {
+            let viewed = profile
+                .and_then(|p| crate::app::trial::find_profile(Some(&p)).ok())
+                .map(|p| s.launched_by(&p));
+            work(viewed.as_ref().unwrap_or(s))
         });
     }
 

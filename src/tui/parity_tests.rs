@@ -10,6 +10,8 @@
 //! 5. a sweep's trials sample the telemetry backend the frontend was given;
 //! 6. without a CONFIG both use the same experiment and the same workspace;
 //! 7. (the key map: `keymap.rs`'s tests check the `?` overlay against dispatch screen by screen.)
+//! 8. the config both show resolves with the launch profile's `env:` (`--profile`, the Run
+//!    screen's profile), and says where each variable came from.
 //!
 //! Beside them, the runner the event loop uses: the TUI's own save is no change on disk.
 //!
@@ -126,7 +128,13 @@ impl Fixture {
     /// The session the TUI opens for this fixture (`primus-tune CONFIG --workspace WS`); the
     /// CPU proxy is this build's binary (the tests run in another executable).
     fn session(&self, telemetry: Option<TelemetrySetup>) -> Session {
+        self.session_with(telemetry, &[])
+    }
+
+    /// [`Fixture::session`] with `--env` pairs.
+    fn session_with(&self, telemetry: Option<TelemetrySetup>, env: &[&str]) -> Session {
         let mut s = Session::open(SessionOptions {
+            env: env.iter().map(|e| e.to_string()).collect(),
             config: Some(self.exp.clone()),
             workspace: Some(self.ws.clone()),
             data_home: Some(self.data.clone()),
@@ -1033,4 +1041,96 @@ fn the_tuis_own_save_is_not_a_change_on_disk() {
     );
     assert!(d.runner.settled());
     assert!(d.status().contains("saved 1 change(s)"), "{}", d.status());
+}
+
+#[test]
+fn both_frontends_show_the_config_as_the_launch_profile_sets_its_environment() {
+    let Some(f) = fixture(&[]) else { return };
+    if ["CUDA_DEVICE_MAX_CONNECTIONS", "PRIMUS_TP"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some())
+    {
+        eprintln!(
+            "skipped: CUDA_DEVICE_MAX_CONNECTIONS or PRIMUS_TP is set in the test's environment"
+        );
+        return;
+    }
+    const NEEDS: &str = "TP/PP overlap needs CUDA_DEVICE_MAX_CONNECTIONS=1";
+    const SET: &str = "CUDA_DEVICE_MAX_CONNECTIONS=1";
+    // The CLI: `--profile primus` (whose env: sets CUDA_DEVICE_MAX_CONNECTIONS=1).
+    let cli = |extra: &[&str]| {
+        let mut args = vec!["checklist", f.exp(), "--env", "PRIMUS_TP=2", "--json"];
+        args.extend(extra);
+        json(&f.cli(&args)).to_string()
+    };
+    assert!(cli(&[]).contains(NEEDS));
+    let with = cli(&["--profile", "primus"]);
+    assert!(
+        with.contains(&format!("\"{SET}\"")) && !with.contains(NEEDS),
+        "{with}"
+    );
+    let shown = json(&f.cli(&[
+        "show",
+        f.exp(),
+        "--env",
+        "PRIMUS_TP=2",
+        "--profile",
+        "primus",
+        "--json",
+        "--flag",
+        "tensor_model_parallel_size",
+    ]));
+    assert_eq!(shown[0]["env"][0]["from"], "--env");
+
+    // The TUI: proxy-cpu (no env:) first, then primus chosen on the Run screen.
+    let mut d = Driver::new(f.session_with(None, &["PRIMUS_TP=2"]));
+    let texts = |a: &App| -> Vec<String> {
+        a.config.as_ref().map_or_else(Vec::new, |c| {
+            c.checklist
+                .steps
+                .iter()
+                .flat_map(|s| s.findings.iter().map(|f| f.text.clone()))
+                .collect()
+        })
+    };
+    assert!(
+        texts(&d.app).iter().any(|t| t.starts_with(NEEDS)),
+        "{:?}",
+        texts(&d.app)
+    );
+    d.key(KeyCode::Char('3'));
+    while d.app.profile_name() != Some("primus") {
+        d.key(KeyCode::Right);
+    }
+    let as_primus = |a: &App| {
+        a.config
+            .as_ref()
+            .and_then(|c| c.profile.as_ref())
+            .is_some_and(|p| p.name == "primus")
+    };
+    assert!(
+        d.until(as_primus, 30),
+        "the config is read again as primus launches it"
+    );
+    assert!(
+        texts(&d.app).iter().any(|t| t == SET),
+        "{:?}",
+        texts(&d.app)
+    );
+    let row = |name: &str| {
+        let c = d.app.config.as_ref().unwrap();
+        c.flags.iter().find(|r| r.name == name).cloned().unwrap()
+    };
+    let cdmc = row("CUDA_DEVICE_MAX_CONNECTIONS");
+    assert_eq!(
+        (cdmc.value.as_str(), cdmc.source.as_str()),
+        ("1", "profile primus")
+    );
+    let tp = row("tensor_model_parallel_size");
+    assert_eq!(tp.value, "2");
+    assert!(
+        tp.source.ends_with("· PRIMUS_TP=2 (--env)"),
+        "{}",
+        tp.source
+    );
 }

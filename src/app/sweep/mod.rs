@@ -394,7 +394,7 @@ pub fn run(
     let cands = space.candidates_with_baseline(&exp);
     // Legal for the trials' world: a candidate Megatron would refuse on it never launches.
     let mut at_world = opts.clone();
-    at_world.world = super::trial::world(session, treq.gpus, &caps);
+    at_world.world = super::trial::world(session, treq.gpus, &base.profile, &base.env);
     let legal = space::legality(&exp, &at_world, &cands);
     let legal_cands: Vec<Candidate> = cands
         .iter()

@@ -28,6 +28,9 @@ pub struct ConfigView {
     pub spaces: Vec<SpaceRow>,
     /// The HipBLASLt tuning stages (Megatron experiments).
     pub gemm: Option<crate::gemm::status::GemmStatus>,
+    /// The launch profile whose `env:` the values were resolved with (None: the session's own
+    /// environment).
+    pub profile: Option<crate::app::launch_env::ViewProfile>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -135,6 +138,17 @@ fn value_type(v: &crate::config::Value) -> FlagType {
     }
 }
 
+/// Where a value comes from: its file and line, and the variables it was written with that
+/// are set (`moe.yaml:61 · PRIMUS_PP=2 (profile pp2)`).
+fn source_of(session: &Session, l: &crate::config::tree::Leaf) -> String {
+    let refs = l
+        .template
+        .as_deref()
+        .map(|t| session.env_refs(t))
+        .unwrap_or_default();
+    crate::app::launch_env::source_with(l.origin.describe(), &refs)
+}
+
 pub fn stamp(path: &Path) -> Option<FileStamp> {
     let m = std::fs::metadata(path).ok()?;
     Some(FileStamp {
@@ -206,14 +220,14 @@ pub fn build(
             let env_var = f.kind == Kind::Env;
             let (value, source, experiment_line) = if env_var {
                 match opts.env.get(&f.name) {
-                    Some(v) => (v.to_string(), "environment".to_string(), None),
+                    Some(v) => (v.to_string(), session.env_source(&f.name).text(), None),
                     None => (show_json(&f.default), "default".to_string(), None),
                 }
             } else {
                 match m.get(&f.name) {
                     Some(l) => (
                         l.value.to_string(),
-                        l.origin.describe(),
+                        source_of(session, l),
                         (l.origin.line > 0 && in_experiment(&l.origin.file))
                             .then_some(l.origin.line),
                     ),
@@ -244,7 +258,7 @@ pub fn build(
             step: None,
             value: l.value.to_string(),
             default: "-".into(),
-            source: l.origin.describe(),
+            source: source_of(session, l),
             experiment_line: (l.origin.line > 0 && in_experiment(&l.origin.file))
                 .then_some(l.origin.line),
             ty: value_type(&l.value),
@@ -280,6 +294,7 @@ pub fn build(
             flags,
             diagnostics,
             stamp,
+            profile: session.view_profile.clone(),
         },
         plan,
     ))

@@ -276,6 +276,15 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
         }
         (None, true) => " Flags ".to_string(),
     };
+    // Values a profile's `env:` may set are resolved with it: the title names it.
+    if let Some(p) = app
+        .config
+        .as_ref()
+        .and_then(|c| c.profile.as_ref())
+        .filter(|p| !p.sets.is_empty())
+    {
+        title = format!("{title}· env of {} ", p.name);
+    }
     if app.screens.flags.searching {
         title = format!(" Search: {}▏ ", app.screens.flags.query);
     }

@@ -170,9 +170,13 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
                 } else {
                     (app.profile + n - 1) % n
                 };
-                // Remembered for this experiment: the next start picks it again.
+                // Remembered for this experiment: the next start picks it again. The config is
+                // read again with the variables its `env:` sets (what its trials see).
                 if let Some(p) = app.profile_name() {
-                    return vec![Effect::RememberProfile(p.to_string())];
+                    return vec![
+                        Effect::RememberProfile(p.to_string()),
+                        Effect::Load(app.pending.clone()),
+                    ];
                 }
             }
             vec![]
