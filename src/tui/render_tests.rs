@@ -921,6 +921,36 @@ fn flags_80x24_shows_name_and_source_of_selected_flag() {
     assert!(s.matches("micro_batch_size").count() >= 2, "{s}");
 }
 
+/// Resolved as a launch profile launches the experiment, the Flags screen says so in its title,
+/// and at 80×24 the selected flag's detail names the variable and the profile that set it.
+#[test]
+fn flags_80x24_say_which_profile_s_environment_set_a_value() {
+    let profile = crate::run::profile::Profile::parse(
+        "name: pp2\nargv: [x]\nenv:\n  PRIMUS_PP: \"2\"\n",
+        "pp2.yaml",
+    )
+    .unwrap();
+    let opts = LoadOptions {
+        env: Env::default(),
+        ..Default::default()
+    };
+    let session = session_at(Path::new(EXPERIMENT), opts).launched_by(&profile);
+    let (view, _) = load::build(&session, &[]).expect("example loads");
+    let mut app = App::new(vec!["pp2".into()], "pp2", false);
+    app::update(&mut app, Msg::Loaded(Ok((Box::new(view), None))));
+    press(&mut app, &[KeyCode::Char('2'), KeyCode::Char('/')]);
+    type_text(&mut app, "pipeline_model_par");
+    press(&mut app, &[KeyCode::Enter]);
+    let s = screen(&mut app, 80, 24);
+    assert!(s.contains("env of pp2"), "{s}");
+    let row = screens::flags::visible(&app)[app.screens.flags.selected].clone();
+    assert_eq!(
+        (row.name.as_str(), row.value.as_str()),
+        ("pipeline_model_parallel_size", "2")
+    );
+    assert!(s.contains("PRIMUS_PP=2 (profile pp2)"), "{s}");
+}
+
 /// The list holds the catalog's flags; a search also finds the resolved keys outside the
 /// catalog (as `show --all` lists them), after the catalog's, and one can be edited as the type
 /// of its value. A step opened from the checklist keeps to the catalog.
