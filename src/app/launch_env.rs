@@ -9,6 +9,7 @@
 //! [`Session::env_source`] says where a variable's value came from.
 
 use super::Session;
+use crate::megatron::World;
 use crate::run::profile::Profile;
 
 /// The launch profile a session's views resolve with.
@@ -18,6 +19,34 @@ pub struct ViewProfile {
     /// The variables its `env:` sets that reached the view (a value that needs a trial of its
     /// own, such as `{trial_dir}`, does not).
     pub sets: Vec<String>,
+    /// Where its trials run, as a trial started now without `--gpus` of its own would
+    /// ([`super::trial::world`]): `Local(None)` when nothing says (the launch then starts
+    /// [`crate::run::trial::FALLBACK_GPUS`] ranks).
+    pub launch: LaunchWorld,
+}
+
+/// Where a profile's trials run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LaunchWorld {
+    /// On this node, at this world (None: unknown).
+    Local(Option<World>),
+    /// On the nodes of the Slurm job it submits (`--nodes` × `--gpus-per-node` decide).
+    Slurm,
+}
+
+impl LaunchWorld {
+    /// What a question before a launch says of it.
+    pub fn describe(&self) -> String {
+        match self {
+            LaunchWorld::Local(Some(w)) => format!("Launches at {w}."),
+            LaunchWorld::Local(None) => format!(
+                "World size unknown (no --gpus, no GPUS_PER_NODE × NNODES, no GPU detected \
+                 here): the launch starts {} ranks, one 8-GPU node.",
+                crate::run::trial::FALLBACK_GPUS
+            ),
+            LaunchWorld::Slurm => "Launches on the nodes of the Slurm job it submits.".into(),
+        }
+    }
 }
 
 /// Where a variable of the view's environment comes from.
@@ -105,11 +134,17 @@ impl Session {
             .filter(|k| !self.env.iter().any(|(f, _)| f == *k))
             .cloned()
             .collect();
+        let launch = if profile.slurm.as_ref().is_some_and(|s| s.submits) {
+            LaunchWorld::Slurm
+        } else {
+            LaunchWorld::Local(super::trial::world(self, None, profile, &self.env))
+        };
         Session {
             load,
             view_profile: Some(ViewProfile {
                 name: profile.name.clone(),
                 sets,
+                launch,
             }),
             ..self.clone()
         }

@@ -15,6 +15,24 @@ pub struct Launch {
     pub effect: Effect,
 }
 
+/// The question's lines on the GPUs: where the Run screen's profile launches (once the config
+/// view is the one read for it), and what the live telemetry sees here.
+pub fn gpu_lines(app: &App) -> Vec<String> {
+    let chosen = app.profile_name();
+    let launch = app
+        .config
+        .as_ref()
+        .and_then(|c| c.profile.as_ref())
+        .filter(|p| Some(p.name.as_str()) == chosen)
+        .map(|p| p.launch.describe());
+    let seen = if launch.is_some() && app.telemetry.gpus.is_empty() {
+        "GPUs: none seen by the telemetry here.".to_string()
+    } else {
+        gpus_line(app)
+    };
+    launch.into_iter().chain([seen]).collect()
+}
+
 /// The GPUs the live telemetry sees, in one line.
 pub fn gpus_line(app: &App) -> String {
     let gpus = &app.telemetry.gpus;

@@ -239,6 +239,43 @@ fn a_trial_on_a_gpu_profile_asks_first_and_y_starts_it() {
     assert!(app.trial_running());
 }
 
+/// The question names the world the trial launches at, as the chosen profile's launch sets
+/// it: its `GPUS_PER_NODE`, or unknown (then 8 ranks, said so), or the Slurm job's nodes.
+#[test]
+fn the_question_before_a_launch_names_the_world_the_profile_launches_at() {
+    let ask = |profile_yaml: &str| {
+        let p = crate::run::profile::Profile::parse(profile_yaml, "primus.yaml").unwrap();
+        let mut app = gpu_app("primus");
+        let (view, plan) = load::build(&session().launched_by(&p), &[]).unwrap();
+        update(&mut app, Msg::Loaded(Ok((Box::new(view), plan))));
+        key(&mut app, KeyCode::Char('3'));
+        key(&mut app, KeyCode::Char('r'));
+        launch_lines(&app).join("\n")
+    };
+    let lines = ask("name: primus\nargv: [x]\nenv:\n  GPUS_PER_NODE: \"2\"\n");
+    assert!(
+        lines.contains("Launches at world size 2 (GPUS_PER_NODE × NNODES = 2 × 1)."),
+        "{lines}"
+    );
+    assert!(lines.contains("GPUs: all 8 of this node"), "{lines}");
+    let lines = ask("name: primus\nargv: [x]\n");
+    assert!(
+        lines.contains("World size unknown") && lines.contains("starts 8 ranks"),
+        "{lines}"
+    );
+    let lines = ask("name: primus\nargv: [x]\nslurm:\n  submits: true\n");
+    assert!(lines.contains("the Slurm job it submits"), "{lines}");
+    // A view read for another profile says nothing of the launch (it may be about to change).
+    let mut app = gpu_app("primus");
+    let other =
+        crate::run::profile::Profile::parse("name: proxy-cpu\nargv: [x]\n", "p.yaml").unwrap();
+    let (view, plan) = load::build(&session().launched_by(&other), &[]).unwrap();
+    update(&mut app, Msg::Loaded(Ok((Box::new(view), plan))));
+    key(&mut app, KeyCode::Char('3'));
+    key(&mut app, KeyCode::Char('r'));
+    assert!(!launch_lines(&app).join("\n").contains("Launches"));
+}
+
 #[test]
 fn a_cpu_stand_in_starts_at_once() {
     let mut app = gpu_app("proxy-cpu");

@@ -84,10 +84,12 @@ fn start_gemm_stage(app: &mut App) -> Vec<Effect> {
     }
     let launch = crate::tui::launch::Launch {
         title: format!("Run HipBLASLt stage {stage} on GPUs?"),
-        lines: vec![
-            format!("HipBLASLt tuning stage {stage} with profile {profile}: its trial(s) train."),
-            crate::tui::launch::gpus_line(app),
-        ],
+        lines: vec![format!(
+            "HipBLASLt tuning stage {stage} with profile {profile}: its trial(s) train."
+        )]
+        .into_iter()
+        .chain(crate::tui::launch::gpu_lines(app))
+        .collect(),
         said: format!("GEMM stage {stage} with {profile}"),
         effect: Effect::StartGemmStage { stage, profile },
     };

@@ -201,8 +201,8 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
                      steady (95% CI within 1%).",
                     crate::app::trial::DEFAULT_ITERS
                 ),
-                crate::tui::launch::gpus_line(app),
             ];
+            lines.extend(crate::tui::launch::gpu_lines(app));
             if !edits.is_empty() {
                 lines.push(format!(
                     "Your {} unsaved edit(s) go with it as overrides.",

@@ -147,8 +147,10 @@ fn start(app: &mut App) -> Vec<Effect> {
                  limit (`sweep --budget-minutes` sets one); x stops it, resumable.",
                 defaults.first_iters, defaults.max_iters
             ),
-            crate::tui::launch::gpus_line(app),
-        ],
+        ]
+        .into_iter()
+        .chain(crate::tui::launch::gpu_lines(app))
+        .collect(),
         said: format!("sweeping {space} with {profile} (x stops it)"),
         effect: Effect::StartSweep { space, profile },
     };
