@@ -145,13 +145,28 @@ pub fn world(
         env,
         &profile::KnownPlaceholders::default(),
     );
-    trial::trial_world(
+    let w = trial::trial_world(
         requested,
         &launch_env,
         configured,
         &profile.capabilities,
         detected,
-    )
+    )?;
+    Some(if sets_world(profile, &launch_env, env) {
+        w.by_profile()
+    } else {
+        w
+    })
+}
+
+/// Whether `profile`'s `env:` set a launcher variable of the world in `launch_env` (one that
+/// reached it: not a placeholder left out, not one `over` (`--env` ...) sets again).
+fn sets_world(profile: &Profile, launch_env: &Env, over: &[(String, String)]) -> bool {
+    ["GPUS_PER_NODE", "NNODES"].iter().any(|k| {
+        profile.env.contains_key(*k)
+            && launch_env.get(k).is_some()
+            && !over.iter().any(|(o, _)| o == k)
+    })
 }
 
 /// The trial's config: the experiment with the request's overrides.
@@ -195,7 +210,10 @@ pub fn with_profile_env(
     // The launcher's variables the profile sets are the world its trials run on, unless
     // `--gpus` names it.
     if out.world.is_none_or(|w| w.source != WorldSource::Flag) {
-        out.world = World::from_env(|k| out.env.get(k)).or(out.world);
+        let by_profile = sets_world(profile, &out.env, session_env);
+        out.world = World::from_env(|k| out.env.get(k))
+            .map(|w| if by_profile { w.by_profile() } else { w })
+            .or(out.world);
     }
     out
 }
@@ -499,12 +517,21 @@ mod tests {
                 4,
                 WorldSource::Environment {
                     gpus_per_node: 4,
-                    nodes: 1
+                    nodes: 1,
+                    profile: true
                 }
             )
         );
+        assert_eq!(
+            w.to_string(),
+            "world size 4 (GPUS_PER_NODE × NNODES = 4 × 1, from the launch profile's env:)"
+        );
         let env2 = [("GPUS_PER_NODE".to_string(), "2".to_string())];
-        assert_eq!(world(&s, None, &four, &env2).unwrap().gpus, 2);
+        let w = world(&s, None, &four, &env2).unwrap();
+        assert_eq!(
+            w.to_string(),
+            "world size 2 (GPUS_PER_NODE × NNODES = 2 × 1)"
+        );
         let follows = profile("  GPUS_PER_NODE: \"{gpus_per_node}\"\n", false);
         assert_eq!(world(&s, None, &follows, &[]).unwrap().gpus, 8);
         // So do the views as that profile launches the experiment.

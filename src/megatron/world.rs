@@ -12,8 +12,13 @@ use std::fmt;
 pub enum WorldSource {
     /// `--gpus N`.
     Flag,
-    /// The launcher's variables: `GPUS_PER_NODE` × `NNODES` (NNODES 1 when unset).
-    Environment { gpus_per_node: u64, nodes: u64 },
+    /// The launcher's variables: `GPUS_PER_NODE` × `NNODES` (NNODES 1 when unset); `profile`:
+    /// the launch profile's `env:` set them.
+    Environment {
+        gpus_per_node: u64,
+        nodes: u64,
+        profile: bool,
+    },
     /// The launch profile runs one process whatever the parallel sizes (the proxies): the
     /// trial's world is that process. It builds no parallel groups, so Megatron's group-size
     /// asserts cannot stop it; the batch rule still holds for its data-parallel size.
@@ -69,8 +74,28 @@ impl World {
             source: WorldSource::Environment {
                 gpus_per_node,
                 nodes,
+                profile: false,
             },
         })
+    }
+
+    /// This world, its launcher's variables marked as set by the launch profile's `env:`.
+    pub fn by_profile(self) -> World {
+        match self.source {
+            WorldSource::Environment {
+                gpus_per_node,
+                nodes,
+                ..
+            } => World {
+                source: WorldSource::Environment {
+                    gpus_per_node,
+                    nodes,
+                    profile: true,
+                },
+                ..self
+            },
+            _ => self,
+        }
     }
 
     /// The one process of a one-process profile.
@@ -148,7 +173,15 @@ impl World {
             WorldSource::Environment {
                 gpus_per_node,
                 nodes,
-            } => format!("GPUS_PER_NODE × NNODES = {gpus_per_node} × {nodes}"),
+                profile,
+            } => format!(
+                "GPUS_PER_NODE × NNODES = {gpus_per_node} × {nodes}{}",
+                if profile {
+                    ", from the launch profile's env:"
+                } else {
+                    ""
+                }
+            ),
             WorldSource::Profile => "the launch profile runs one process".into(),
             WorldSource::Defaults => "`gpus` of the defaults file".into(),
             WorldSource::Detected {

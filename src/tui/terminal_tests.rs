@@ -254,7 +254,10 @@ fn the_question_before_a_launch_names_the_world_the_profile_launches_at() {
     };
     let lines = ask("name: primus\nargv: [x]\nenv:\n  GPUS_PER_NODE: \"2\"\n");
     assert!(
-        lines.contains("Launches at world size 2 (GPUS_PER_NODE × NNODES = 2 × 1)."),
+        lines.contains(
+            "Launches at world size 2 (GPUS_PER_NODE × NNODES = 2 × 1, from the launch \
+             profile's env:)."
+        ),
         "{lines}"
     );
     assert!(lines.contains("GPUs: all 8 of this node"), "{lines}");
