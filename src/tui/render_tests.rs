@@ -949,6 +949,23 @@ fn flags_80x24_say_which_profile_s_environment_set_a_value() {
         ("pipeline_model_parallel_size", "2")
     );
     assert!(s.contains("PRIMUS_PP=2 (profile pp2)"), "{s}");
+    // A profile whose env: sets nothing the screen shows is not named.
+    let quiet = crate::run::profile::Profile::parse(
+        "name: quiet\nargv: [x]\nenv:\n  PYTHONUNBUFFERED: \"1\"\n",
+        "quiet.yaml",
+    )
+    .unwrap();
+    let opts = LoadOptions {
+        env: Env::default(),
+        ..Default::default()
+    };
+    let session = session_at(Path::new(EXPERIMENT), opts).launched_by(&quiet);
+    let (view, _) = load::build(&session, &[]).expect("example loads");
+    let mut app = App::new(vec!["quiet".into()], "quiet", false);
+    app::update(&mut app, Msg::Loaded(Ok((Box::new(view), None))));
+    press(&mut app, &[KeyCode::Char('2')]);
+    let s = screen(&mut app, 80, 24);
+    assert!(s.contains("┌ Flags ─") && !s.contains("env of"), "{s}");
 }
 
 /// The list holds the catalog's flags; a search also finds the resolved keys outside the

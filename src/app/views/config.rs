@@ -31,6 +31,9 @@ pub struct ConfigView {
     /// The launch profile whose `env:` the values were resolved with (None: the session's own
     /// environment).
     pub profile: Option<crate::app::launch_env::ViewProfile>,
+    /// A variable that profile sets is one the screens show: a catalog environment variable,
+    /// or one a value of the module was written with (`${PRIMUS_PP:1}`).
+    pub profile_shown: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -136,6 +139,28 @@ fn value_type(v: &crate::config::Value) -> FlagType {
         Value::List(_) => FlagType::List,
         Value::Null | Value::Str(_) | Value::Map(_) => FlagType::String,
     }
+}
+
+/// Whether a variable the view's profile sets is a catalog environment variable or one a value
+/// of `module` was written with ([`ConfigView::profile_shown`]).
+fn profile_shown(
+    session: &Session,
+    module: &crate::config::resolve::Module,
+    catalog: &Catalog,
+) -> bool {
+    let Some(p) = &session.view_profile else {
+        return false;
+    };
+    let templated: std::collections::BTreeSet<String> = module
+        .params
+        .leaves()
+        .into_iter()
+        .filter_map(|(_, l)| l.template.clone())
+        .flat_map(|t| crate::config::env::references(&t).into_iter().map(|r| r.0))
+        .collect();
+    p.sets
+        .iter()
+        .any(|k| templated.contains(k) || catalog.env_vars().any(|f| f.name == *k))
 }
 
 /// Where a value comes from: its file and line, and the variables it was written with that
@@ -294,6 +319,7 @@ pub fn build(
             flags,
             diagnostics,
             stamp,
+            profile_shown: profile_shown(session, m, catalog),
             profile: session.view_profile.clone(),
         },
         plan,

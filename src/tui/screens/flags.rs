@@ -276,12 +276,13 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
         }
         (None, true) => " Flags ".to_string(),
     };
-    // Values a profile's `env:` may set are resolved with it: the title names it.
+    // Values are resolved with the profile's `env:`: the title names it when it sets one the
+    // screen shows.
     if let Some(p) = app
         .config
         .as_ref()
+        .filter(|c| c.profile_shown)
         .and_then(|c| c.profile.as_ref())
-        .filter(|p| !p.sets.is_empty())
     {
         title = format!("{title}· env of {} ", p.name);
     }
