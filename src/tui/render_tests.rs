@@ -921,24 +921,29 @@ fn flags_80x24_shows_name_and_source_of_selected_flag() {
     assert!(s.matches("micro_batch_size").count() >= 2, "{s}");
 }
 
-/// Resolved as a launch profile launches the experiment, the Flags screen says so in its title,
-/// and at 80×24 the selected flag's detail names the variable and the profile that set it.
-#[test]
-fn flags_80x24_say_which_profile_s_environment_set_a_value() {
-    let profile = crate::run::profile::Profile::parse(
-        "name: pp2\nargv: [x]\nenv:\n  PRIMUS_PP: \"2\"\n",
-        "pp2.yaml",
-    )
-    .unwrap();
+/// The example loaded as profile `name`, whose `env:` is `env` (YAML lines), launches it, on the
+/// Flags screen.
+fn flags_as(name: &str, env: &str) -> App {
+    let text = format!("name: {name}\nargv: [x]\nenv:\n{env}");
+    let profile = crate::run::profile::Profile::parse(&text, "p.yaml").unwrap();
     let opts = LoadOptions {
         env: Env::default(),
         ..Default::default()
     };
     let session = session_at(Path::new(EXPERIMENT), opts).launched_by(&profile);
     let (view, _) = load::build(&session, &[]).expect("example loads");
-    let mut app = App::new(vec!["pp2".into()], "pp2", false);
+    let mut app = App::new(vec![name.into()], name, false);
     app::update(&mut app, Msg::Loaded(Ok((Box::new(view), None))));
-    press(&mut app, &[KeyCode::Char('2'), KeyCode::Char('/')]);
+    press(&mut app, &[KeyCode::Char('2')]);
+    app
+}
+
+/// Resolved as a launch profile launches the experiment, the Flags screen says so in its title,
+/// and at 80×24 the selected flag's detail names the variable and the profile that set it.
+#[test]
+fn flags_80x24_say_which_profile_s_environment_set_a_value() {
+    let mut app = flags_as("pp2", "  PRIMUS_PP: \"2\"\n");
+    press(&mut app, &[KeyCode::Char('/')]);
     type_text(&mut app, "pipeline_model_par");
     press(&mut app, &[KeyCode::Enter]);
     let s = screen(&mut app, 80, 24);
@@ -950,20 +955,7 @@ fn flags_80x24_say_which_profile_s_environment_set_a_value() {
     );
     assert!(s.contains("PRIMUS_PP=2 (profile pp2)"), "{s}");
     // A profile whose env: sets nothing the screen shows is not named.
-    let quiet = crate::run::profile::Profile::parse(
-        "name: quiet\nargv: [x]\nenv:\n  PYTHONUNBUFFERED: \"1\"\n",
-        "quiet.yaml",
-    )
-    .unwrap();
-    let opts = LoadOptions {
-        env: Env::default(),
-        ..Default::default()
-    };
-    let session = session_at(Path::new(EXPERIMENT), opts).launched_by(&quiet);
-    let (view, _) = load::build(&session, &[]).expect("example loads");
-    let mut app = App::new(vec!["quiet".into()], "quiet", false);
-    app::update(&mut app, Msg::Loaded(Ok((Box::new(view), None))));
-    press(&mut app, &[KeyCode::Char('2')]);
+    let mut app = flags_as("quiet", "  PYTHONUNBUFFERED: \"1\"\n");
     let s = screen(&mut app, 80, 24);
     assert!(s.contains("┌ Flags ─") && !s.contains("env of"), "{s}");
 }
