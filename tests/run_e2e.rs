@@ -608,11 +608,12 @@ fn a_launch_that_cannot_start_is_stored_as_not_launched_with_the_reason() {
 #[test]
 fn a_trial_is_linted_with_the_environment_its_profile_sets() {
     let s = setup();
-    std::fs::write(
-        s.config_home.join("primus-tune/profiles/pp2.yaml"),
-        "name: pp2\nargv: [sh, -c, \"echo $PRIMUS_PP\", workload]\nenv:\n  PRIMUS_PP: \"2\"\n",
-    )
-    .unwrap();
+    common::write_profile(
+        &s.config_home,
+        "pp2",
+        "echo $PRIMUS_PP",
+        "env:\n  PRIMUS_PP: \"2\"\n",
+    );
     let run = |extra: &[&str]| {
         bin(&s)
             .arg("run")
@@ -643,12 +644,12 @@ fn a_trial_is_linted_with_the_environment_its_profile_sets() {
 #[test]
 fn a_profile_s_gpus_per_node_is_its_trials_world() {
     let s = setup();
-    std::fs::write(
-        s.config_home.join("primus-tune/profiles/g2.yaml"),
-        "name: g2\nargv: [sh, -c, \"echo gpus={gpus} per_node={gpus_per_node}\", workload]\n\
-         env:\n  GPUS_PER_NODE: \"2\"\n",
-    )
-    .unwrap();
+    common::write_profile(
+        &s.config_home,
+        "g2",
+        "echo gpus={gpus} per_node={gpus_per_node}",
+        "env:\n  GPUS_PER_NODE: \"2\"\n",
+    );
     let argv = |extra: &[&str]| {
         let out = bin(&s)
             .arg("run")
