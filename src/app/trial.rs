@@ -490,7 +490,7 @@ mod tests {
 
     #[test]
     fn a_trial_lints_at_its_own_world() {
-        if launcher_set(&["GPUS_PER_NODE"]) {
+        if launcher_set(&["GPUS_PER_NODE", "NNODES"]) {
             return;
         }
         let profile = |env: &str, one_process: bool| {
