@@ -90,7 +90,8 @@ pub struct Cli {
     #[arg(long)]
     no_mouse: bool,
     /// The TUI's launch profile at start [default: the one last chosen for this experiment,
-    /// else `profile` of the defaults file, else proxy-cpu].
+    /// else `profile` of the defaults file, else proxy-cpu]. Without the TUI (`--no-tui`,
+    /// `--json`, no terminal), the checklist printed is the experiment as it launches it.
     #[arg(long, value_name = "NAME")]
     profile: Option<String>,
     #[command(flatten)]
