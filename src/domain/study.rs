@@ -190,6 +190,15 @@ impl VerdictKind {
         }
     }
 
+    /// The name in a table cell of 13 columns (the TUI's ranking at 80 columns): the stored
+    /// name, but `pred-slower` for `predicted-slower`.
+    pub fn short(self) -> &'static str {
+        match self {
+            VerdictKind::PredictedSlower => "pred-slower",
+            v => v.as_str(),
+        }
+    }
+
     /// Measured on a real run (as opposed to predicted, ruled out or never run).
     pub fn measured(self) -> bool {
         matches!(
@@ -543,6 +552,25 @@ mod tests {
             assert_eq!(v.parse::<VerdictKind>().unwrap().as_str(), v);
         }
         assert!("best".parse::<VerdictKind>().is_err());
+        // every name fits the TUI ranking's 13 columns, a prediction still says so
+        for v in [
+            "winner",
+            "tie",
+            "slower",
+            "oom",
+            "ruled-out",
+            "predicted-oom",
+            "predicted-slower",
+            "illegal",
+            "failed",
+            "not-run",
+            "best-so-far",
+        ] {
+            let short = v.parse::<VerdictKind>().unwrap().short();
+            assert!(short.chars().count() <= 13, "{short}");
+            assert_eq!(v.starts_with("pred"), short.starts_with("pred"), "{v}");
+        }
+        assert_eq!(VerdictKind::PredictedSlower.short(), "pred-slower");
         assert_eq!(format!("{:<8}|", VerdictKind::Tie), "tie     |");
         assert_eq!(
             format!("{:<11}|", crate::domain::trial::TrialStatus::Failed),

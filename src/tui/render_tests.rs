@@ -1493,14 +1493,70 @@ fn a_studys_decision_log_wraps_whole_and_scrolls() {
     press(&mut app, &[KeyCode::Char('l')]);
     let s = screen(&mut app, 80, 24);
     assert!(s.contains("winner") && !s.contains(": decision log"), "{s}");
+    let footer = s.lines().last().unwrap_or_default();
     assert!(
-        s.contains("Enter back · l decision log · ") && !s.contains("↑↓"),
+        footer.contains("Enter back · l decision log · ") && !footer.contains("↑↓"),
         "{s}"
     );
     press(&mut app, &[KeyCode::Enter]);
     assert!(app.screens.studies.open.is_none());
     let s = screen(&mut app, 80, 24);
     assert!(s.contains("↑↓ study · Enter ranked · "), "{s}");
+}
+
+#[test]
+fn the_ranking_shows_the_selected_candidate_whole_at_80x24() {
+    let mut app = studies_open_app();
+    let s = screen(&mut app, 80, 24);
+    // the table cuts the settings and why at 80 columns; the pane below has them whole
+    assert!(s.contains("micro_batch_size=8 · not…│"), "{s}");
+    assert!(
+        s.contains("candidate 1 of 4 · ↑↓")
+            && s.contains("#0 slower · the current settings · micro_batch_size=1")
+            && s.contains("why: slower by 6.0 ± 1.1 %")
+            && s.contains("20 % trimmed mean 424.0 ms/batch, 95 % CI 422.0–426.0, n 24"),
+        "{s}"
+    );
+    press(
+        &mut app,
+        &[KeyCode::Down, KeyCode::Down, KeyCode::Down, KeyCode::Down],
+    );
+    let s = screen(&mut app, 80, 24);
+    assert!(
+        s.contains("candidate 4 of 4")
+            && s.contains("#3 ruled-out · micro_batch_size=8")
+            && s.contains("why: not run: needs more memory than candidate 2"),
+        "the last candidate, the selection stops there: {s}"
+    );
+    // nothing measured, so no evidence line is made up
+    assert!(!s.contains("ms/batch, 95 % CI"), "{s}");
+    // a click on a row selects it (the rows as drawn)
+    let rows = app.hits.rows.expect("the ranking's rows were drawn");
+    assert_eq!(rows.tab, Tab::Studies);
+    crate::tui::mouse::on_mouse(
+        &mut app,
+        crossterm::event::MouseEvent {
+            kind: crossterm::event::MouseEventKind::Down(crossterm::event::MouseButton::Left),
+            column: 10,
+            row: rows.y + 1,
+            modifiers: crossterm::event::KeyModifiers::NONE,
+        },
+    );
+    let s = screen(&mut app, 80, 24);
+    assert!(
+        s.contains("candidate 2 of 4") && s.contains("#1 winner · micro_batch_size=2"),
+        "{s}"
+    );
+    // Enter closes it; a study opened again starts at its first candidate
+    let detail = app.screens.studies.open.clone().expect("open");
+    press(&mut app, &[KeyCode::Enter]);
+    assert!(app.screens.studies.open.is_none());
+    app::update(&mut app, Msg::Study(Ok(Box::new(detail))));
+    let s = screen(&mut app, 80, 24);
+    assert!(
+        s.contains("candidate 1 of 4") && s.contains("#0 slower"),
+        "{s}"
+    );
 }
 
 #[test]

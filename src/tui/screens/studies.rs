@@ -1,17 +1,18 @@
 //! Studies screen: the experiment's sweeps (space, status, trials, GPU time, pick, started).
-//! Enter opens one ranked with its verdicts, `l` its search's decision log, `r` resumes an
+//! Enter opens one ranked with its verdicts (↑↓ select a candidate, shown whole below the
+//! table: its settings, why, and the evidence), `l` its search's decision log, `r` resumes an
 //! unfinished one, `p` writes its report, `a` applies its pick as unsaved edits.
 
 use super::{Move, Tab, sweep};
 use crate::app::AppError;
 use crate::app::views::studies::{StudyDetail, StudyStatus, StudySummary};
-use crate::domain::study::{StudyRecord, settings};
+use crate::domain::study::{CandidateRecord, StudyRecord, settings};
 use crate::tui::app::{App, Effect};
 use crate::tui::keymap::Action;
 use crate::tui::theme::Theme;
-use crate::tui::widgets::fit;
+use crate::tui::widgets::{fit, wrapped_rows};
 use ratatui::Frame;
-use ratatui::layout::{Constraint, Rect};
+use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, TableState, Wrap};
 
@@ -24,6 +25,8 @@ pub struct State {
     pub open: Option<StudyDetail>,
     /// The open study's decision log is shown instead of its ranking, from this line on.
     pub log_from: Option<usize>,
+    /// The candidate selected in the open study's ranking (an index into its candidates).
+    pub candidate: usize,
     /// `l` on the list asked for the study: its log opens when it arrives.
     pub log_wanted: bool,
 }
@@ -42,20 +45,25 @@ pub fn move_selection(app: &mut App, to: Move) {
             let n = d.record.as_ref().map_or(0, |r| r.log.len());
             st.log_from = Some(to.apply(from, n));
         }
-        (Some(_), None) => {}
+        (Some(d), None) => {
+            let n = d.record.as_ref().map_or(0, |r| r.candidates.len());
+            st.candidate = to.apply(st.candidate, n);
+        }
     }
 }
 
 /// The footer's hint for `action` where the open study changes what a key does: `None` keeps
 /// the key table's, `Some(None)` hides it. With a study open, Enter goes back to the list;
-/// in its decision log ↑↓ scroll and `l` returns to the ranking, in its ranking `l` opens the
-/// log (↑↓ do nothing there).
+/// in its decision log ↑↓ scroll and `l` returns to the ranking, in its ranking ↑↓ select a
+/// candidate (the pane below says so) and `l` opens the log.
 pub fn hint(app: &App, action: Action) -> Option<Option<&'static str>> {
     let st = &app.screens.studies;
     let d = st.open.as_ref()?;
     let log = st.log_from.is_some();
     match action {
-        Action::Up | Action::Down => Some(log.then_some("scroll")),
+        Action::Up | Action::Down if log => Some(Some("scroll")),
+        // the candidate pane's title says ↑↓ (the footer has no room at 80 columns)
+        Action::Up | Action::Down => Some(None),
         Action::OpenStudy => Some(Some("back")),
         Action::StudyLog if log => Some(Some("ranking")),
         Action::StudyLog => Some(d.record.is_some().then_some("decision log")),
@@ -73,6 +81,7 @@ pub fn on_detail(app: &mut App, r: Result<Box<StudyDetail>, AppError>) {
         Ok(d) => {
             let st = &mut app.screens.studies;
             st.log_from = std::mem::take(&mut st.log_wanted).then_some(0);
+            st.candidate = 0;
             st.open = Some(*d);
         }
         Err(e) => {
@@ -177,13 +186,128 @@ fn draw_log(f: &mut Frame, name: &str, rec: &StudyRecord, from: usize, theme: &T
     );
 }
 
+/// The selected candidate in full, for the pane below the ranking: its verdict and settings,
+/// why, and what it was measured or forecast at.
+fn candidate_lines<'a>(rec: &StudyRecord, c: &CandidateRecord, theme: &Theme) -> Vec<Line<'a>> {
+    let gib = |b: f64| b / (1u64 << 30) as f64;
+    let mut evidence = Vec::new();
+    if let Some(ms) = c.step_ms {
+        let ci = match (c.ci_low_ms, c.ci_high_ms) {
+            (Some(l), Some(h)) => format!(", 95 % CI {l:.1}–{h:.1}"),
+            _ => String::new(),
+        };
+        evidence.push(format!(
+            "{} {ms:.1} {}{ci}, n {}",
+            rec.statistic.name(),
+            rec.unit_short(),
+            c.n
+        ));
+    }
+    if let Some(b) = c.peak_memory_bytes {
+        evidence.push(format!(
+            "peak {:.2} GiB{}",
+            gib(b as f64),
+            c.peak_memory_source
+                .map_or(String::new(), |k| format!(", {}", k.label()))
+        ));
+    }
+    if let Some(b) = c.predicted_bytes {
+        evidence.push(format!("memory model {:.2} GiB (a forecast)", gib(b)));
+    }
+    let mut lines = vec![
+        Line::styled(
+            format!(
+                "#{} {}{} · {}",
+                c.id,
+                c.verdict.as_str(),
+                if c.baseline {
+                    " · the current settings"
+                } else {
+                    ""
+                },
+                settings(&c.overrides)
+            ),
+            theme.title(),
+        ),
+        Line::raw(format!("why: {}", c.why)),
+    ];
+    if !evidence.is_empty() {
+        lines.push(Line::raw(evidence.join(" · ")));
+    }
+    lines
+}
+
+/// The open study's ranking with its selected candidate; below it, when there is room, that
+/// candidate whole (at 80 columns the table cuts its settings and why).
+fn draw_ranking(
+    f: &mut Frame,
+    name: &str,
+    rec: &StudyRecord,
+    selected: usize,
+    theme: &Theme,
+    area: Rect,
+) -> Option<crate::tui::mouse::Rows> {
+    let selected = selected.min(rec.candidates.len().saturating_sub(1));
+    // The pane is as tall as the longest candidate's lines wrap to (so it does not jump as
+    // the selection moves), leaving the table 6 rows or more (a header and 3 candidates); too
+    // short a screen shows the table alone.
+    let iw = usize::from(area.width.saturating_sub(2)).max(1);
+    let height = |c: &CandidateRecord| -> usize {
+        candidate_lines(rec, c, theme)
+            .iter()
+            .map(|l| wrapped_rows(&l.to_string(), iw))
+            .sum()
+    };
+    let rows = rec.candidates.iter().map(height).max().unwrap_or(0);
+    let lines = rec
+        .candidates
+        .get(selected)
+        .map(|c| candidate_lines(rec, c, theme))
+        .unwrap_or_default();
+    let room = area.height.saturating_sub(6 + 2);
+    let (table_area, detail) = if area.height >= 14 && !lines.is_empty() {
+        let h = (rows as u16).min(room) + 2;
+        let [t, d] = Layout::vertical([Constraint::Min(6), Constraint::Length(h)]).areas::<2>(area);
+        (t, Some(d))
+    } else {
+        (area, None)
+    };
+    let mut state =
+        TableState::default().with_selected((!rec.candidates.is_empty()).then_some(selected));
+    f.render_stateful_widget(
+        sweep::ranked_table(name, rec, theme, table_area.width),
+        table_area,
+        &mut state,
+    );
+    if let Some(d) = detail {
+        f.render_widget(
+            Paragraph::new(lines).wrap(Wrap { trim: false }).block(
+                Block::default().borders(Borders::ALL).title(format!(
+                    " candidate {} of {} · ↑↓ ",
+                    selected + 1,
+                    rec.candidates.len()
+                )),
+            ),
+            d,
+        );
+    }
+    Some(crate::tui::mouse::Rows {
+        tab: super::Tab::Studies,
+        y: table_area.y + 2,
+        height: table_area.height.saturating_sub(3),
+        offset: state.offset(),
+    })
+}
+
 pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
     let st = &app.screens.studies;
     if let Some(d) = &st.open {
         match (&d.record, st.log_from) {
             (Some(rec), Some(from)) => draw_log(f, &d.summary.name, rec, from, theme, area),
             (Some(rec), None) => {
-                f.render_widget(sweep::ranked_table(&d.summary.name, rec, theme), area);
+                let hit = draw_ranking(f, &d.summary.name, rec, st.candidate, theme, area);
+                app.page = hit.map_or(1, |h| usize::from(h.height.max(1)));
+                app.hits.rows = hit;
             }
             (None, _) => f.render_widget(
                 Paragraph::new(format!(

@@ -199,8 +199,14 @@ pub fn on_done(
     fx
 }
 
-/// A finished study's candidates with their verdicts and evidence (Sweep and Studies screens).
-pub fn ranked_table<'a>(study: &str, rec: &'a StudyRecord, theme: &Theme) -> Table<'a> {
+/// A finished study's candidates with their verdicts and evidence (Sweep and Studies screens;
+/// the Studies screen highlights its selected row, drawn with a `TableState`), `width` columns
+/// wide with its borders: the settings and why end in `…` where that column cuts them.
+pub fn ranked_table<'a>(study: &str, rec: &'a StudyRecord, theme: &Theme, width: u16) -> Table<'a> {
+    // the fixed columns below and the spaces between the seven columns
+    let rest = usize::from(width.saturating_sub(2))
+        .saturating_sub(47 + 6)
+        .max(10);
     let rows: Vec<Row> = rec
         .candidates
         .iter()
@@ -216,7 +222,7 @@ pub fn ranked_table<'a>(study: &str, rec: &'a StudyRecord, theme: &Theme) -> Tab
             };
             Row::new(vec![
                 Cell::from(format!("{}{}", c.id, if c.baseline { "*" } else { "" })),
-                Cell::from(c.verdict.as_str()),
+                Cell::from(c.verdict.short()),
                 Cell::from(num(c.step_ms, 1, "")),
                 Cell::from(ci),
                 Cell::from(c.n.to_string()),
@@ -228,10 +234,13 @@ pub fn ranked_table<'a>(study: &str, rec: &'a StudyRecord, theme: &Theme) -> Tab
                     ),
                     c.peak_memory_source.map_or("", |k| &k.tag()[..1])
                 )),
-                Cell::from(format!(
-                    "{} · {}",
-                    crate::domain::study::settings_compact(&c.overrides, &rec.knobs),
-                    c.why
+                Cell::from(fit(
+                    &format!(
+                        "{} · {}",
+                        crate::domain::study::settings_compact(&c.overrides, &rec.knobs),
+                        c.why
+                    ),
+                    rest,
                 )),
             ])
             .style(style)
@@ -277,6 +286,7 @@ pub fn ranked_table<'a>(study: &str, rec: &'a StudyRecord, theme: &Theme) -> Tab
                 rec.unit_short()
             )),
     )
+    .row_highlight_style(theme.selected())
 }
 
 pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
@@ -401,7 +411,7 @@ fn draw_screen(
         return Some(hit);
     }
     if let Some((study, rec)) = &app.screens.sweep.result {
-        f.render_widget(ranked_table(study, rec, theme), right);
+        f.render_widget(ranked_table(study, rec, theme, right.width), right);
     }
     Some(hit)
 }
