@@ -39,14 +39,24 @@ impl LaunchWorld {
     pub fn describe(&self) -> String {
         match self {
             LaunchWorld::Local(Some(w)) => format!("Launches at {w}."),
-            LaunchWorld::Local(None) => format!(
-                "World size unknown (no --gpus, no GPUS_PER_NODE × NNODES, no GPU detected \
-                 here): the launch starts {} ranks, one 8-GPU node.",
-                crate::run::trial::FALLBACK_GPUS
-            ),
+            LaunchWorld::Local(None) => {
+                let t = unknown_world(crate::run::trial::FALLBACK_GPUS);
+                let mut c = t.chars();
+                let first = c.next().map(|f| f.to_uppercase().collect::<String>());
+                format!("{}{}.", first.unwrap_or_default(), c.as_str())
+            }
             LaunchWorld::Slurm => "Launches on the nodes of the Slurm job it submits.".into(),
         }
     }
+}
+
+/// What a launch at an unknown world does (the CLI's note on a trial and the TUI's question
+/// before one say it in these words): `ranks` is what it starts.
+pub fn unknown_world(ranks: u64) -> String {
+    format!(
+        "the world size is unknown (no --gpus, no GPUS_PER_NODE × NNODES, no GPU detected here): \
+         launching {ranks} ranks, one 8-GPU node; pass --gpus N to choose"
+    )
 }
 
 /// Where a variable of the view's environment comes from.

@@ -284,12 +284,7 @@ pub fn options(
     });
     let w = world(session, req.gpus.or(job_world), &profile, &env);
     let gpus = trial::launch_gpus(w.as_ref());
-    let world_note = w.is_none().then(|| {
-        format!(
-            "the world size is unknown (no --gpus, no GPUS_PER_NODE × NNODES, no GPU detected \
-             here): launching {gpus} ranks, one 8-GPU node; pass --gpus N to choose"
-        )
-    });
+    let world_note = w.is_none().then(|| super::launch_env::unknown_world(gpus));
     Ok(TrialOptions {
         world_note,
         trains: profile.capabilities.trains,

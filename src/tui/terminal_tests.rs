@@ -263,7 +263,7 @@ fn the_question_before_a_launch_names_the_world_the_profile_launches_at() {
     assert!(lines.contains("GPUs: all 8 of this node"), "{lines}");
     let lines = ask("name: primus\nargv: [x]\n");
     assert!(
-        lines.contains("World size unknown") && lines.contains("starts 8 ranks"),
+        lines.contains("The world size is unknown") && lines.contains("launching 8 ranks"),
         "{lines}"
     );
     let lines = ask("name: primus\nargv: [x]\nslurm:\n  submits: true\n");
