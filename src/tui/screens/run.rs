@@ -150,7 +150,7 @@ fn trial_line(t: &LiveTrial) -> String {
             line.push_str(" · warming up");
         } else {
             line.push_str(&format!(
-                " · median {} · {} tok/s",
+                " · median {} · {} tok/s/GPU",
                 num(s.median_step_ms, 1, " ms"),
                 num(s.tokens_per_s_per_gpu, 0, "")
             ));
@@ -525,7 +525,7 @@ fn draw_head(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
                     _ => String::new(),
                 };
                 second.push(Span::raw(format!(
-                    "median {}{ci} · {} tok/s · {} TFLOP/s · loss {} · {}{}",
+                    "median {}{ci} · per GPU {} tok/s · {} TFLOP/s · loss {} · {}{}",
                     num(s.median_step_ms, 1, " ms"),
                     num(s.tokens_per_s_per_gpu, 0, ""),
                     crate::tui::widgets::sig(s.tflops_per_gpu, ""),

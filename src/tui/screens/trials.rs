@@ -370,7 +370,12 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
     let empty = rows.is_empty();
     let table = Table::new(rows, widths)
         .header(Row::new(header).style(theme.title()))
-        .block(Block::default().borders(Borders::ALL).title(title))
+        .block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title(title)
+                .title_bottom(" TFLOP/s, tok/s: per GPU · GiB a/d: allocator, processes, device "),
+        )
         .row_highlight_style(theme.selected());
     let mut state =
         TableState::default().with_selected((n > 0).then_some(app.screens.trials.selected));
