@@ -175,8 +175,10 @@ fn the_status_line_follows_the_running_trial() {
         update(&mut app, Msg::Trial(iteration(i)));
     }
     let s = status(&app);
-    assert!(s.contains("iteration 29/50"), "{s}");
-    assert!(s.contains("17518 tok/s"), "{s}");
+    assert!(s.contains("it 29/50"), "{s}");
+    assert!(s.contains("17518 tok/s/GPU"), "{s}");
+    // it fits the 80 columns of the status line, the stop key included
+    assert!(s.chars().count() <= 79 && s.ends_with("x stops it"), "{s}");
     assert!(!s.contains("starting"), "{s}");
     // A key takes the status line back for the key hints; later iterations leave it so.
     key(&mut app, KeyCode::Char('m'));

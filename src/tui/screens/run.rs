@@ -144,7 +144,7 @@ fn trial_line(t: &LiveTrial) -> String {
         };
     };
     let of = last.train_iters.map_or(String::new(), |n| format!("/{n}"));
-    let mut line = format!("trial {id} running · iteration {}{of}", last.iteration);
+    let mut line = format!("trial {id} running · it {}{of}", last.iteration);
     if let Some(s) = &t.summary {
         if s.n == 0 {
             line.push_str(" · warming up");
