@@ -669,6 +669,44 @@ fn a_profile_s_gpus_per_node_is_its_trials_world() {
     assert!(argv(&["--gpus", "1"]).contains("gpus=1 per_node=1"));
 }
 
+/// A profile whose `GPUS_PER_NODE` is not a count is refused before anything starts (exit 2),
+/// naming the variable and the profile; no trial is stored.
+#[test]
+fn a_profile_s_world_variable_that_is_not_a_count_is_refused_before_launch() {
+    let s = setup();
+    common::write_profile(
+        &s.config_home,
+        "g8",
+        "echo launched",
+        "env:\n  GPUS_PER_NODE: \"eight\"\n",
+    );
+    let out = bin(&s)
+        .arg("run")
+        .arg(&s.exp)
+        .args(["--profile", "g8", "--no-telemetry"])
+        .env_remove("GPUS_PER_NODE")
+        .env_remove("NNODES")
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("GPUS_PER_NODE=\"eight\" (the env: of profile g8) is not a count"),
+        "{err}"
+    );
+    let listed = bin(&s)
+        .args(["trials", "--json", "--config"])
+        .arg(&s.exp)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        !text.contains("\"profile\":\"g8\""),
+        "a trial was stored: {text}"
+    );
+}
+
 /// The start-up (launch → first iteration) is measured and left out of the telemetry summary,
 /// which covers the steady iterations: a workload that waits 1.5 s before its first iteration,
 /// sampled every 100 ms from the recorded MI300X sysfs tree.

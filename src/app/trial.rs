@@ -159,6 +159,52 @@ pub fn world(
     })
 }
 
+/// Refuses a GPU launch whose launcher variables of the world (`GPUS_PER_NODE`, `NNODES`), as
+/// the launch would set them (`--env` over the profile's `env:` over the inherited
+/// environment), are not a count: the launcher would fail on one, and the trial's world (its
+/// lint, its GPU-seconds) would be taken from elsewhere without a word. A one-process profile
+/// (the proxies) reads neither.
+pub fn refuse_world_vars(
+    session: &Session,
+    profile: &Profile,
+    env: &[(String, String)],
+) -> Result<(), AppError> {
+    if profile.capabilities.launch == crate::run::capabilities::LaunchKind::OneProcess {
+        return Ok(());
+    }
+    let launch_env = profile.config_env(
+        &session.load.env,
+        env,
+        &profile::KnownPlaceholders::default(),
+    );
+    for key in ["GPUS_PER_NODE", "NNODES"] {
+        let Some(value) = launch_env.get(key) else {
+            continue;
+        };
+        if value.trim().parse::<u64>().is_ok_and(|n| n >= 1) {
+            continue;
+        }
+        let from = if env.iter().any(|(k, _)| k == key) {
+            "--env".to_string()
+        } else if profile.env.get(key).is_some_and(|v| v == value) {
+            format!("the env: of profile {}", profile.name)
+        } else {
+            "the environment primus-tune runs in".to_string()
+        };
+        let what = if key == "NNODES" {
+            "nodes"
+        } else {
+            "GPUs per node"
+        };
+        return Err(AppError::Failed(format!(
+            "{key}={value:?} ({from}) is not a count of {what} (a whole number, 1 or more): the \
+             launcher would fail on it, and the trial's world could not be known; set it to a \
+             count, or unset it"
+        )));
+    }
+    Ok(())
+}
+
 /// Whether `profile`'s `env:` set a launcher variable of the world in `launch_env` (one that
 /// reached it: not a placeholder left out, not one `over` (`--env` ...) sets again).
 fn sets_world(profile: &Profile, launch_env: &Env, over: &[(String, String)]) -> bool {
@@ -267,6 +313,7 @@ pub fn options(
         req.overrides.iter().map(|o| o.key.as_str()),
         session,
     )?;
+    refuse_world_vars(session, &profile, &env)?;
     let slurm = super::slurm::launch(&req.slurm, &profile)?;
     // On Slurm the world is the job's: nodes × GPUs per node (one process per node for a
     // one-process profile), unless --gpus names it.
@@ -562,6 +609,49 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(lint_gate(&s.load.env, &exp, World::flag(4).as_ref(), true).is_ok());
+    }
+
+    /// A launcher variable of the world that is not a count refuses a GPU launch, naming where
+    /// it came from; one that follows the world, a count, or a one-process profile pass.
+    #[test]
+    fn a_world_variable_that_is_not_a_count_refuses_the_launch() {
+        if launcher_set(&["GPUS_PER_NODE", "NNODES"]) {
+            return;
+        }
+        let profile = |env: &str, caps: &str| {
+            Profile::parse(&format!("name: g\nargv: [x]\nenv:\n{env}{caps}"), "g.yaml").unwrap()
+        };
+        let (_d, s) = session(&mi300x_node(), None);
+        let refused = |p: &Profile, env: &[(String, String)]| match refuse_world_vars(&s, p, env) {
+            Err(AppError::Failed(m)) => m,
+            other => panic!("{other:?}"),
+        };
+        let eight = profile("  GPUS_PER_NODE: \"eight\"\n", "");
+        let m = refused(&eight, &[]);
+        assert!(
+            m.starts_with(
+                "GPUS_PER_NODE=\"eight\" (the env: of profile g) is not a count of GPUs per node"
+            ),
+            "{m}"
+        );
+        let zero = [("NNODES".to_string(), "0".to_string())];
+        let m = refused(&profile("  X: \"1\"\n", ""), &zero);
+        assert!(
+            m.starts_with("NNODES=\"0\" (--env) is not a count of nodes"),
+            "{m}"
+        );
+        // --env mends the profile's value; a placeholder follows the world; a count passes
+        let two = [("GPUS_PER_NODE".to_string(), "2".to_string())];
+        assert!(refuse_world_vars(&s, &eight, &two).is_ok());
+        let follows = profile("  GPUS_PER_NODE: \"{gpus_per_node}\"\n", "");
+        assert!(refuse_world_vars(&s, &follows, &[]).is_ok());
+        assert!(refuse_world_vars(&s, &profile("  GPUS_PER_NODE: \" 4 \"\n", ""), &[]).is_ok());
+        // the proxies read neither
+        let proxy = profile(
+            "  GPUS_PER_NODE: \"eight\"\n",
+            "capabilities:\n  launch: one-process\n",
+        );
+        assert!(refuse_world_vars(&s, &proxy, &[]).is_ok());
     }
 
     /// The trial's own environment (a pending edit of an environment variable, `--env`) is
