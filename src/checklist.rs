@@ -115,6 +115,21 @@ pub struct Known<'a> {
     pub world: Option<&'a World>,
     /// What the job runs on: Primus-on-AMD to-dos do not apply elsewhere.
     pub target: Target,
+    /// The peak of a trial that ran the config as the checklist shows it, on GPUs.
+    pub memory: Option<&'a MeasuredMemory>,
+}
+
+/// A trial of the workspace that ran the experiment exactly as the checklist resolves it, with
+/// a profile that runs the real job (a proxy's peak is its stand-in's, not the config's).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MeasuredMemory {
+    pub trial: i64,
+    pub profile: String,
+    /// It ran out of GPU memory.
+    pub oom: bool,
+    /// Its peak, GiB, and what measured it.
+    pub peak_gib: Option<f64>,
+    pub kind: Option<crate::domain::trial::MemorySource>,
 }
 
 pub fn evaluate(
@@ -132,6 +147,7 @@ pub fn evaluate(
         m,
         env,
         world: known.world,
+        memory: known.memory,
     };
     let steps = Step::CHECKLIST
         .iter()
@@ -265,6 +281,7 @@ struct Cx<'a> {
     m: &'a Module,
     env: &'a Env,
     world: Option<&'a World>,
+    memory: Option<&'a MeasuredMemory>,
 }
 
 fn ok(t: impl Into<String>) -> Finding {
@@ -521,10 +538,40 @@ impl Cx<'_> {
                 .map_or("none".into(), |v| v.to_string());
             f.push(ok(format!("activation checkpointing: {mode}")));
         }
-        f.push(info(
-            "peak memory is not measured yet: run a short trial to see the headroom",
-        ));
-        (Some(Status::NotMeasured), f, Vec::new())
+        match self.memory {
+            Some(mm) if mm.oom => {
+                f.push(todo(
+                    rule::FIT_MEMORY,
+                    format!(
+                        "measured: trial {} ({}) ran out of GPU memory with these settings; the \
+                         guide's order: recomputation, the distributed optimizer, CPU offload, \
+                         a smaller micro batch with more accumulation, before more GPUs",
+                        mm.trial, mm.profile
+                    ),
+                ));
+                (None, f, Vec::new())
+            }
+            Some(mm) => {
+                let peak = mm.peak_gib.map_or("its peak was not reported".into(), |g| {
+                    format!(
+                        "peak {g:.1} GiB{}",
+                        mm.kind
+                            .map_or(String::new(), |k| format!(" ({})", k.label()))
+                    )
+                });
+                f.push(ok(format!(
+                    "measured: it fits: trial {} ran these settings with {}, {peak}",
+                    mm.trial, mm.profile
+                )));
+                (None, f, Vec::new())
+            }
+            None => {
+                f.push(info(
+                    "peak memory is not measured yet: run a short trial to see the headroom",
+                ));
+                (Some(Status::NotMeasured), f, Vec::new())
+            }
+        }
     }
 
     fn comm(&self) -> StepEval {

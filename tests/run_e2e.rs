@@ -669,6 +669,102 @@ fn a_profile_s_gpus_per_node_is_its_trials_world() {
     assert!(argv(&["--gpus", "1"]).contains("gpus=1 per_node=1"));
 }
 
+/// The checklist's memory step reads the newest trial that ran the config as it is, on a
+/// profile that runs the real job: not measured before one, done once one fits (with its
+/// peak and what measured it), a to-do once one runs out of memory. A trial with other
+/// settings, or on a CPU stand-in, does not count.
+#[test]
+fn the_checklist_s_memory_step_reads_the_trial_that_ran_the_config_as_it_is() {
+    let s = setup();
+    let memory = |s: &Setup| {
+        let out = bin(s)
+            .args(["checklist", "--json"])
+            .arg(&s.exp)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|st| st["step"] == "memory")
+            .unwrap()
+            .clone()
+    };
+    let texts = |st: &serde_json::Value| {
+        st["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["text"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(memory(&s)["status"], "not-measured");
+    let reserved = "echo '[Rank 0] (after 2 iterations) memory (MB) | allocated: 30000.00 | max allocated: 40000.00 | reserved: 51000.00 | max reserved: 52000.00'";
+    profile(
+        &s,
+        "fits",
+        &format!(
+            "{ITER_FN}it 1 100.0; it 2 100.0\n{reserved}\nfor i in $(seq 3 8); do it $i 100.0; done\n"
+        ),
+    );
+    profile(
+        &s,
+        "oom",
+        &format!(
+            "{ITER_FN}it 1 900.0; echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 12.00 GiB.' >&2; exit 1"
+        ),
+    );
+    profile(
+        &s,
+        "stand-in",
+        &format!(
+            "{ITER_FN}it 1 100.0; it 2 100.0\n{reserved}\nfor i in $(seq 3 8); do it $i 100.0; done\n"
+        ),
+    );
+    let caps = "capabilities:\n  stand_in: true\n";
+    let path = s.config_home.join("primus-tune/profiles/stand-in.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, format!("{text}{caps}")).unwrap();
+
+    let (code, v) = run_json(&s, "fits", &["--max-iters", "8", "--ci-target", "0"]);
+    assert_eq!(code, 0, "{v}");
+    let st = memory(&s);
+    assert_eq!(st["status"], "done", "{st}");
+    let t = texts(&st);
+    assert!(
+        t.contains("measured: it fits: trial 1 ran these settings with fits, peak 50.8 GiB (allocator reserved"),
+        "{t}"
+    );
+    // other settings, or a CPU stand-in's peak, are not this config's
+    let (code, v) = run_json(&s, "oom", &["--set", "micro_batch_size=1"]);
+    assert_eq!(code, 3, "{v}");
+    let (code, v) = run_json(&s, "stand-in", &["--max-iters", "8", "--ci-target", "0"]);
+    assert_eq!(code, 0, "{v}");
+    let t = texts(&memory(&s));
+    assert!(t.contains("trial 1 ran these settings"), "{t}");
+    // the newest that ran it as it is ran out of memory
+    let (code, v) = run_json(&s, "oom", &[]);
+    assert_eq!(code, 3, "{v}");
+    let st = memory(&s);
+    assert_eq!(st["status"], "needs-attention", "{st}");
+    let todo = st["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == "todo")
+        .unwrap_or_else(|| panic!("{st}"));
+    assert_eq!(todo["rule"], "fit-memory");
+    assert!(
+        todo["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("measured: trial 4 (oom) ran out of GPU memory with these settings"),
+        "{todo}"
+    );
+}
+
 /// A profile whose `GPUS_PER_NODE` is not a count is refused before anything starts (exit 2),
 /// naming the variable and the profile; no trial is stored.
 #[test]

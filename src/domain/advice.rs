@@ -38,6 +38,7 @@ pub const OVERLAP_PARAM_GATHER: &str = "overlap-param-gather";
 pub const OVERLAP_P2P: &str = "overlap-p2p-comm";
 pub const ASYNC_TP: &str = "async-tensor-parallel";
 pub const MIXED_PRECISION: &str = "mixed-precision";
+pub const FIT_MEMORY: &str = "fit-memory";
 
 /// Every rule of the checklist and of `recommend` (lint's codes are rules too: the app layer's
 /// `ack::known_rules` adds those of an experiment).
@@ -106,6 +107,11 @@ pub const RULES: &[Rule] = &[
     ),
     rule(ASYNC_TP, "asynchronous tensor parallel (TorchTitan)", false),
     rule(MIXED_PRECISION, "train in BF16 or FP8/FP4, not FP32", false),
+    rule(
+        FIT_MEMORY,
+        "make the experiment fit the GPU's memory: recomputation, the distributed optimizer, CPU offload, accumulation",
+        false,
+    ),
 ];
 
 pub fn find(id: &str) -> Option<&'static Rule> {

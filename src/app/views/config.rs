@@ -226,7 +226,8 @@ pub fn build(
         Severity::Info => 2,
     });
     let (gemm, acks) = super::stored(session, &exp);
-    let known = super::known(session, &acks);
+    let memory = super::measured_memory(session, &exp);
+    let known = super::known(session, &acks, memory.as_ref());
     let checklist = checklist::evaluate(&exp, &opts.env, catalog, &diagnostics, &gemm, &known);
     let m = exp.main_module();
     let backend = Backend::from_framework(&m.framework);

@@ -10,7 +10,7 @@ pub mod studies;
 pub mod trials;
 
 use super::{AppError, Session};
-use crate::checklist::{Checklist, Known};
+use crate::checklist::{Checklist, Known, MeasuredMemory};
 use crate::config::Experiment;
 use crate::config::catalog::Catalog;
 use crate::config::diag::Diagnostic;
@@ -46,13 +46,75 @@ pub fn stored(session: &Session, exp: &Experiment) -> (GemmStatus, Vec<Ack>) {
 }
 
 /// What the checklist knows of the session beyond the experiment: its acknowledgements, its
-/// world, and what the job runs on (the GPU this machine or the experiment's path names).
-pub fn known<'a>(session: &'a Session, acks: &'a [Ack]) -> Known<'a> {
+/// world, what the job runs on (the GPU this machine or the experiment's path names), and the
+/// memory a trial of the config measured.
+pub fn known<'a>(
+    session: &'a Session,
+    acks: &'a [Ack],
+    memory: Option<&'a MeasuredMemory>,
+) -> Known<'a> {
     Known {
         acks,
         world: session.world(),
         target: recommend::local_target(session),
+        memory,
     }
+}
+
+/// Trials the checklist's memory step looks back over (the newest first).
+const MEMORY_TRIALS: usize = 100;
+
+/// The newest of the workspace's last [`MEMORY_TRIALS`] trials that ran `exp` exactly as it
+/// resolves now (no flag differs, the session's pending edits included) with a profile that
+/// runs the real job, and either completed with a peak or ran out of memory. A proxy's peak
+/// is its stand-in's or its scaled-down shape's, never the config's; a trial whose profile is
+/// gone cannot say which it was, so it is passed over.
+pub fn measured_memory(session: &Session, exp: &Experiment) -> Option<MeasuredMemory> {
+    use crate::domain::trial::{FailureClass, TrialStatus};
+    let store = session.existing_store().ok().flatten()?;
+    let canon = |p: &std::path::Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let here = canon(&session.experiment);
+    let now: std::collections::BTreeMap<String, serde_json::Value> = exp
+        .main_module()
+        .values()
+        .into_iter()
+        .filter(|(k, _)| !crate::run::trial::is_runner_key(k))
+        .map(|(k, v)| (k, v.to_json()))
+        .collect();
+    let filter = crate::store::TrialFilter {
+        last: Some(MEMORY_TRIALS),
+        ..crate::store::TrialFilter::all()
+    };
+    let rows = store.list_trials(&filter).ok()?;
+    rows.into_iter().rev().find_map(|row| {
+        let oom = row.status == TrialStatus::Failed
+            && row
+                .failure
+                .as_ref()
+                .is_some_and(|f| f.class == FailureClass::Oom);
+        let measured = row.status == TrialStatus::Completed && row.peak_mem_gib.is_some();
+        if !(oom || measured) || canon(&row.config_path) != here {
+            return None;
+        }
+        let ran = crate::run::trial::trial_params(&row)?;
+        if !compare::differences(&now, &ran).is_empty() {
+            return None;
+        }
+        let profile = row.profile.clone()?;
+        let caps = super::trial::find_profile(Some(&profile))
+            .ok()?
+            .capabilities;
+        if caps.stand_in || caps.scaled_shape {
+            return None;
+        }
+        Some(MeasuredMemory {
+            trial: row.id,
+            profile,
+            oom,
+            peak_gib: row.peak_mem_gib.filter(|_| !oom),
+            kind: row.peak_mem_kind().filter(|_| !oom),
+        })
+    })
 }
 
 /// The quick checklist and the diagnostics behind it.
@@ -73,7 +135,8 @@ pub fn checklist(session: &Session) -> Result<ChecklistView, AppError> {
         catalog,
     );
     let (gemm, acks) = stored(session, &exp);
-    let known = known(session, &acks);
+    let memory = measured_memory(session, &exp);
+    let known = known(session, &acks, memory.as_ref());
     let checklist = crate::checklist::evaluate(
         &exp,
         &session.load.env,
