@@ -130,6 +130,8 @@ pub struct MeasuredMemory {
     /// Its peak, GiB, and what measured it.
     pub peak_gib: Option<f64>,
     pub kind: Option<crate::domain::trial::MemorySource>,
+    /// The memory of the GPUs it ran on, GiB (their telemetry; None when not sampled).
+    pub capacity_gib: Option<f64>,
 }
 
 pub fn evaluate(
@@ -552,9 +554,17 @@ impl Cx<'_> {
                 (None, f, Vec::new())
             }
             Some(mm) => {
+                let share = match (mm.peak_gib, mm.capacity_gib) {
+                    (Some(p), Some(c)) if c > 0.0 => Some(p / c),
+                    _ => None,
+                };
                 let peak = mm.peak_gib.map_or("its peak was not reported".into(), |g| {
                     format!(
-                        "peak {g:.1} GiB{}",
+                        "peak {g:.1} GiB{}{}",
+                        match (share, mm.capacity_gib) {
+                            (Some(s), Some(c)) => format!(" of {c:.1} GiB ({:.0} %)", s * 100.0),
+                            _ => String::new(),
+                        },
                         mm.kind
                             .map_or(String::new(), |k| format!(" ({})", k.label()))
                     )
@@ -563,6 +573,26 @@ impl Cx<'_> {
                     "measured: it fits: trial {} ran these settings with {}, {peak}",
                     mm.trial, mm.profile
                 )));
+                // Recomputation trades time for memory: with half the GPU free it may cost
+                // time for nothing.
+                let recomputes = if self.megatron() {
+                    self.m
+                        .value("recompute_granularity")
+                        .and_then(Value::as_str)
+                        .is_some()
+                } else {
+                    self.m
+                        .value("activation_checkpoint.mode")
+                        .and_then(Value::as_str)
+                        .is_some_and(|m| m != "none")
+                };
+                if recomputes && share.is_some_and(|s| s < 0.5) {
+                    f.push(info(
+                        "recomputation is on with half the GPU's memory or more free: less of it \
+                         (or a larger micro batch) may be faster; the memory-fit space measures \
+                         which (recomputation adds work, the guide §4)",
+                    ));
+                }
                 (None, f, Vec::new())
             }
             None => {
@@ -758,6 +788,77 @@ mod tests {
         );
         assert_eq!(done.status, Status::Acknowledged, "{:?}", done.findings);
         assert!(done.actions.is_empty(), "{:?}", done.actions);
+    }
+
+    /// A measured trial makes the memory step done (with the share of the GPU) or a to-do
+    /// when it ran out of memory; with half the GPU free, recomputation is questioned.
+    #[test]
+    fn the_memory_step_says_what_a_trial_of_the_config_measured() {
+        use crate::domain::trial::MemorySource;
+        let fits = MeasuredMemory {
+            trial: 3,
+            profile: "megatron".into(),
+            oom: false,
+            peak_gib: Some(47.9),
+            kind: Some(MemorySource::Allocator),
+            capacity_gib: Some(140.4),
+        };
+        let texts = |r: &StepReport| {
+            r.findings
+                .iter()
+                .map(|f| f.text.clone())
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        let known = Known {
+            memory: Some(&fits),
+            ..Known::default()
+        };
+        let r = report(&[], &known, Step::Memory);
+        assert_eq!(r.status, Status::Done);
+        let t = texts(&r);
+        assert!(
+            t.contains("measured: it fits: trial 3 ran these settings with megatron, peak 47.9 GiB of 140.4 GiB (34 %) (allocator reserved"),
+            "{t}"
+        );
+        assert!(!t.contains("recomputation is on"), "none is on: {t}");
+        let selective = [("recompute_granularity", Value::Str("selective".into()))];
+        let t = texts(&report(&selective, &known, Step::Memory));
+        assert!(
+            t.contains("recomputation is on with half the GPU's memory or more free"),
+            "{t}"
+        );
+        // without the GPU's memory there is no share, and no advice from it
+        let unknown = MeasuredMemory {
+            capacity_gib: None,
+            ..fits.clone()
+        };
+        let known = Known {
+            memory: Some(&unknown),
+            ..Known::default()
+        };
+        let t = texts(&report(&selective, &known, Step::Memory));
+        assert!(
+            t.contains("peak 47.9 GiB (allocator") && !t.contains("recomputation is on"),
+            "{t}"
+        );
+        let oom = MeasuredMemory {
+            oom: true,
+            peak_gib: None,
+            kind: None,
+            ..fits.clone()
+        };
+        let known = Known {
+            memory: Some(&oom),
+            ..Known::default()
+        };
+        let r = report(&[], &known, Step::Memory);
+        assert_eq!(r.status, Status::NeedsAttention);
+        assert_eq!(r.open_todo().and_then(|f| f.rule), Some(rule::FIT_MEMORY));
+        assert_eq!(
+            report(&[], &Known::default(), Step::Memory).status,
+            Status::NotMeasured
+        );
     }
 
     #[test]

@@ -706,7 +706,7 @@ fn the_checklist_s_memory_step_reads_the_trial_that_ran_the_config_as_it_is() {
         &s,
         "fits",
         &format!(
-            "{ITER_FN}it 1 100.0; it 2 100.0\n{reserved}\nfor i in $(seq 3 8); do it $i 100.0; done\n"
+            "{ITER_FN}it 1 100.0; it 2 100.0\n{reserved}\nfor i in $(seq 3 8); do sleep 0.1; it $i 100.0; done\n"
         ),
     );
     profile(
@@ -728,13 +728,35 @@ fn the_checklist_s_memory_step_reads_the_trial_that_ran_the_config_as_it_is() {
     let text = std::fs::read_to_string(&path).unwrap();
     std::fs::write(&path, format!("{text}{caps}")).unwrap();
 
-    let (code, v) = run_json(&s, "fits", &["--max-iters", "8", "--ci-target", "0"]);
-    assert_eq!(code, 0, "{v}");
+    // sampled from the recorded MI300X (192 GiB): the step says how much of the GPU it used
+    let tree = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/mi300x_spx_nps1");
+    let out = bin(&s)
+        .arg("run")
+        .arg(&s.exp)
+        .args([
+            "--profile",
+            "fits",
+            "--json",
+            "--ci-target",
+            "0",
+            "--max-iters",
+            "8",
+        ])
+        .args(["--interval", "50", "--backend", "amdgpu-sysfs"])
+        .arg("--sysfs-root")
+        .arg(tree.join("sys"))
+        .arg("--procfs-root")
+        .arg(tree.join("proc"))
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let v = result_line(&out.stdout, &out.stderr);
+    assert_eq!(v["status"], "completed", "{v}");
     let st = memory(&s);
     assert_eq!(st["status"], "done", "{st}");
     let t = texts(&st);
     assert!(
-        t.contains("measured: it fits: trial 1 ran these settings with fits, peak 50.8 GiB (allocator reserved"),
+        t.contains("measured: it fits: trial 1 ran these settings with fits, peak 50.8 GiB of 192.0 GiB (26 %) (allocator reserved"),
         "{t}"
     );
     // other settings, or a CPU stand-in's peak, are not this config's

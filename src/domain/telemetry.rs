@@ -115,6 +115,9 @@ pub struct GpuSummary {
     pub util_mean_pct: Option<f64>,
     pub util_max_pct: Option<f64>,
     pub vram_peak_bytes: Option<u64>,
+    /// The GPU's memory, bytes, as its samples report it (absent in older trials).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vram_total_bytes: Option<u64>,
     /// Peak VRAM held by the trial's own processes on this GPU.
     pub trial_vram_peak_bytes: Option<u64>,
     pub power_mean_w: Option<f64>,

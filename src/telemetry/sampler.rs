@@ -338,6 +338,7 @@ pub fn summarize(snaps: &[Snapshot], pids: &std::collections::BTreeSet<u32>) -> 
                 util_mean_pct: mean(&util),
                 util_max_pct: util.iter().copied().reduce(f64::max),
                 vram_peak_bytes: v.iter().filter_map(|s| s.vram_used_bytes).max(),
+                vram_total_bytes: v.iter().filter_map(|s| s.vram_total_bytes).max(),
                 trial_vram_peak_bytes: trial_vram.get(&gpu).copied(),
                 power_mean_w: mean(&power),
                 power_max_w: power.iter().copied().reduce(f64::max),

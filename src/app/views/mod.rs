@@ -61,6 +61,17 @@ pub fn known<'a>(
     }
 }
 
+/// The memory of the GPUs `row` ran on, GiB: the smallest its telemetry reported (trials
+/// stored before the summary kept it have none).
+fn capacity_gib(row: &crate::store::TrialRow) -> Option<f64> {
+    let gpus: Vec<crate::domain::telemetry::GpuSummary> =
+        serde_json::from_value(row.summary.as_ref()?.get("telemetry")?.clone()).ok()?;
+    gpus.iter()
+        .filter_map(|g| g.vram_total_bytes)
+        .min()
+        .map(|b| b as f64 / (1u64 << 30) as f64)
+}
+
 /// Trials the checklist's memory step looks back over (the newest first).
 const MEMORY_TRIALS: usize = 100;
 
@@ -113,6 +124,7 @@ pub fn measured_memory(session: &Session, exp: &Experiment) -> Option<MeasuredMe
             oom,
             peak_gib: row.peak_mem_gib.filter(|_| !oom),
             kind: row.peak_mem_kind().filter(|_| !oom),
+            capacity_gib: capacity_gib(&row),
         })
     })
 }
