@@ -132,6 +132,9 @@ pub struct MeasuredMemory {
     pub kind: Option<crate::domain::trial::MemorySource>,
     /// The memory of the GPUs it ran on, GiB (their telemetry; None when not sampled).
     pub capacity_gib: Option<f64>,
+    /// The world it launched at, when recorded (a peak per GPU holds for its world: the
+    /// distributed optimizer shards more over more ranks).
+    pub world: Option<u64>,
 }
 
 pub fn evaluate(
@@ -545,10 +548,15 @@ impl Cx<'_> {
                 f.push(todo(
                     rule::FIT_MEMORY,
                     format!(
-                        "measured: trial {} ({}) ran out of GPU memory with these settings; the \
-                         guide's order: recomputation, the distributed optimizer, CPU offload, \
-                         a smaller micro batch with more accumulation, before more GPUs",
-                        mm.trial, mm.profile
+                        "measured: trial {} ({}) ran out of GPU memory with these settings{}; \
+                         the guide's order: recomputation, the distributed optimizer, CPU \
+                         offload, a smaller micro batch with more accumulation, before more GPUs",
+                        mm.trial,
+                        mm.profile,
+                        mm.world.map_or(String::new(), |w| format!(
+                            " on {w} GPU{}",
+                            if w == 1 { "" } else { "s" }
+                        ))
                     ),
                 ));
                 (None, f, Vec::new())
@@ -569,8 +577,11 @@ impl Cx<'_> {
                             .map_or(String::new(), |k| format!(" ({})", k.label()))
                     )
                 });
+                let on = mm.world.map_or(String::new(), |w| {
+                    format!(" on {w} GPU{}", if w == 1 { "" } else { "s" })
+                });
                 f.push(ok(format!(
-                    "measured: it fits: trial {} ran these settings with {}, {peak}",
+                    "measured: it fits: trial {} ran these settings{on} with {}, {peak}",
                     mm.trial, mm.profile
                 )));
                 // Recomputation trades time for memory: with half the GPU free it may cost
@@ -802,6 +813,7 @@ mod tests {
             peak_gib: Some(47.9),
             kind: Some(MemorySource::Allocator),
             capacity_gib: Some(140.4),
+            world: Some(1),
         };
         let texts = |r: &StepReport| {
             r.findings
@@ -818,7 +830,7 @@ mod tests {
         assert_eq!(r.status, Status::Done);
         let t = texts(&r);
         assert!(
-            t.contains("measured: it fits: trial 3 ran these settings with megatron, peak 47.9 GiB of 140.4 GiB (34 %) (allocator reserved"),
+            t.contains("measured: it fits: trial 3 ran these settings on 1 GPU with megatron, peak 47.9 GiB of 140.4 GiB (34 %) (allocator reserved"),
             "{t}"
         );
         assert!(!t.contains("recomputation is on"), "none is on: {t}");

@@ -678,7 +678,7 @@ fn the_checklist_s_memory_step_reads_the_trial_that_ran_the_config_as_it_is() {
     let s = setup();
     let memory = |s: &Setup| {
         let out = bin(s)
-            .args(["checklist", "--json"])
+            .args(["checklist", "--json", "--gpus", "1"])
             .arg(&s.exp)
             .output()
             .unwrap();
@@ -742,7 +742,14 @@ fn the_checklist_s_memory_step_reads_the_trial_that_ran_the_config_as_it_is() {
             "--max-iters",
             "8",
         ])
-        .args(["--interval", "50", "--backend", "amdgpu-sysfs"])
+        .args([
+            "--interval",
+            "50",
+            "--backend",
+            "amdgpu-sysfs",
+            "--gpus",
+            "1",
+        ])
         .arg("--sysfs-root")
         .arg(tree.join("sys"))
         .arg("--procfs-root")
@@ -752,22 +759,41 @@ fn the_checklist_s_memory_step_reads_the_trial_that_ran_the_config_as_it_is() {
         .unwrap();
     let v = result_line(&out.stdout, &out.stderr);
     assert_eq!(v["status"], "completed", "{v}");
+    assert_eq!(v["world"], 1, "{v}");
     let st = memory(&s);
     assert_eq!(st["status"], "done", "{st}");
     let t = texts(&st);
     assert!(
-        t.contains("measured: it fits: trial 1 ran these settings with fits, peak 50.8 GiB of 192.0 GiB (26 %) (allocator reserved"),
+        t.contains("measured: it fits: trial 1 ran these settings on 1 GPU with fits, peak 50.8 GiB of 192.0 GiB (26 %) (allocator reserved"),
         "{t}"
     );
     // other settings, or a CPU stand-in's peak, are not this config's
-    let (code, v) = run_json(&s, "oom", &["--set", "micro_batch_size=1"]);
+    let (code, v) = run_json(&s, "oom", &["--gpus", "1", "--set", "micro_batch_size=1"]);
     assert_eq!(code, 3, "{v}");
-    let (code, v) = run_json(&s, "stand-in", &["--max-iters", "8", "--ci-target", "0"]);
+    let (code, v) = run_json(
+        &s,
+        "stand-in",
+        &["--gpus", "1", "--max-iters", "8", "--ci-target", "0"],
+    );
     assert_eq!(code, 0, "{v}");
     let t = texts(&memory(&s));
     assert!(t.contains("trial 1 ran these settings"), "{t}");
+    // a peak per GPU holds for its world: at two GPUs it is not measured
+    let out = bin(&s)
+        .args(["checklist", "--json", "--gpus", "2"])
+        .arg(&s.exp)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let at_two = v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|st| st["step"] == "memory")
+        .unwrap();
+    assert_eq!(at_two["status"], "not-measured", "{at_two}");
     // the newest that ran it as it is ran out of memory
-    let (code, v) = run_json(&s, "oom", &[]);
+    let (code, v) = run_json(&s, "oom", &["--gpus", "1"]);
     assert_eq!(code, 3, "{v}");
     let st = memory(&s);
     assert_eq!(st["status"], "needs-attention", "{st}");
@@ -779,10 +805,9 @@ fn the_checklist_s_memory_step_reads_the_trial_that_ran_the_config_as_it_is() {
         .unwrap_or_else(|| panic!("{st}"));
     assert_eq!(todo["rule"], "fit-memory");
     assert!(
-        todo["text"]
-            .as_str()
-            .unwrap()
-            .starts_with("measured: trial 4 (oom) ran out of GPU memory with these settings"),
+        todo["text"].as_str().unwrap().starts_with(
+            "measured: trial 4 (oom) ran out of GPU memory with these settings on 1 GPU"
+        ),
         "{todo}"
     );
 }

@@ -427,6 +427,10 @@ pub struct Summary {
     /// `startup_s` and the wall time count from the job's start).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_s: Option<f64>,
+    /// The world the trial launched at (ranks), when it was known rather than the launcher's
+    /// fallback (absent in older trials): what its per-GPU figures, its peak above all, hold for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub world: Option<u64>,
     /// A trial across nodes: figures per node, the slowest and the hottest flagged (empty on
     /// one node).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

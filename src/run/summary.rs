@@ -41,6 +41,7 @@ impl Summary {
             telemetry: Vec::new(),
             pending_s: None,
             nodes: Vec::new(),
+            world: None,
         }
     }
 }

@@ -106,6 +106,7 @@ fn summary(iters: u64) -> Summary {
     Summary {
         pending_s: None,
         nodes: Vec::new(),
+        world: None,
         iterations: iters,
         n: iters.saturating_sub(2) as usize,
         warmup: 2,

@@ -76,10 +76,11 @@ fn capacity_gib(row: &crate::store::TrialRow) -> Option<f64> {
 const MEMORY_TRIALS: usize = 100;
 
 /// The newest of the workspace's last [`MEMORY_TRIALS`] trials that ran `exp` exactly as it
-/// resolves now (no flag differs, the session's pending edits included) with a profile that
-/// runs the real job, and either completed with a peak or ran out of memory. A proxy's peak
-/// is its stand-in's or its scaled-down shape's, never the config's; a trial whose profile is
-/// gone cannot say which it was, so it is passed over.
+/// resolves now (no flag differs, the session's pending edits included) at the session's
+/// world (when both are known: a peak per GPU holds for its world) with a profile that runs
+/// the real job, and either completed with a peak or ran out of memory. A proxy's peak is its
+/// stand-in's or its scaled-down shape's, never the config's; a trial whose profile is gone
+/// cannot say which it was, so it is passed over.
 pub fn measured_memory(session: &Session, exp: &Experiment) -> Option<MeasuredMemory> {
     use crate::domain::trial::{FailureClass, TrialStatus};
     let store = session.existing_store().ok().flatten()?;
@@ -107,6 +108,17 @@ pub fn measured_memory(session: &Session, exp: &Experiment) -> Option<MeasuredMe
         if !(oom || measured) || canon(&row.config_path) != here {
             return None;
         }
+        let world = row
+            .summary
+            .as_ref()
+            .and_then(|s| s.get("world"))
+            .and_then(serde_json::Value::as_u64);
+        if world
+            .zip(session.world().map(|w| w.gpus))
+            .is_some_and(|(a, b)| a != b)
+        {
+            return None;
+        }
         let ran = crate::run::trial::trial_params(&row)?;
         if !compare::differences(&now, &ran).is_empty() {
             return None;
@@ -125,6 +137,7 @@ pub fn measured_memory(session: &Session, exp: &Experiment) -> Option<MeasuredMe
             peak_gib: row.peak_mem_gib.filter(|_| !oom),
             kind: row.peak_mem_kind().filter(|_| !oom),
             capacity_gib: capacity_gib(&row),
+            world,
         })
     })
 }

@@ -602,6 +602,7 @@ pub async fn run_trial(
     );
     let mut summary = summary.with_telemetry(telemetry);
     summary.telemetry_span = span;
+    summary.world = opts.world_note.is_none().then_some(opts.gpus);
     summary.startup_s =
         first_iteration.map(|(t, _)| t.saturating_duration_since(run_start).as_secs_f64());
     let (mut status, mut failure) = finish::classify(
