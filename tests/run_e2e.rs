@@ -117,6 +117,26 @@ fn run_json(s: &Setup, profile: &str, extra: &[&str]) -> (i32, serde_json::Value
     (out.status.code().unwrap_or(-1), v)
 }
 
+/// `run --json` with `args`, its telemetry sampled from the recorded MI300X sysfs and procfs
+/// trees every `interval_ms`; the `trial-ended` event.
+fn run_on_recorded_mi300x(s: &Setup, interval_ms: u32, args: &[&str]) -> serde_json::Value {
+    let tree = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/mi300x_spx_nps1");
+    let out = bin(s)
+        .arg("run")
+        .arg(&s.exp)
+        .args(["--json", "--backend", "amdgpu-sysfs", "--interval"])
+        .arg(interval_ms.to_string())
+        .args(args)
+        .arg("--sysfs-root")
+        .arg(tree.join("sys"))
+        .arg("--procfs-root")
+        .arg(tree.join("proc"))
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    result_line(&out.stdout, &out.stderr)
+}
+
 /// No process of the trial is alive (zombies aside): none carries its folder in its
 /// environment (`PRIMUS_TUNE_TRIAL_DIR`), wherever it moved, and its process group is empty.
 fn group_gone(trial_dir: &Path) -> bool {
@@ -676,9 +696,9 @@ fn a_profile_s_gpus_per_node_is_its_trials_world() {
 #[test]
 fn the_checklist_s_memory_step_reads_the_trial_that_ran_the_config_as_it_is() {
     let s = setup();
-    let memory = |s: &Setup| {
+    let memory_at = |s: &Setup, gpus: &str| {
         let out = bin(s)
-            .args(["checklist", "--json", "--gpus", "1"])
+            .args(["checklist", "--json", "--gpus", gpus])
             .arg(&s.exp)
             .output()
             .unwrap();
@@ -691,6 +711,7 @@ fn the_checklist_s_memory_step_reads_the_trial_that_ran_the_config_as_it_is() {
             .unwrap()
             .clone()
     };
+    let memory = |s: &Setup| memory_at(s, "1");
     let texts = |st: &serde_json::Value| {
         st["findings"]
             .as_array()
@@ -729,35 +750,20 @@ fn the_checklist_s_memory_step_reads_the_trial_that_ran_the_config_as_it_is() {
     std::fs::write(&path, format!("{text}{caps}")).unwrap();
 
     // sampled from the recorded MI300X (192 GiB): the step says how much of the GPU it used
-    let tree = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/mi300x_spx_nps1");
-    let out = bin(&s)
-        .arg("run")
-        .arg(&s.exp)
-        .args([
+    let v = run_on_recorded_mi300x(
+        &s,
+        50,
+        &[
             "--profile",
             "fits",
-            "--json",
             "--ci-target",
             "0",
             "--max-iters",
             "8",
-        ])
-        .args([
-            "--interval",
-            "50",
-            "--backend",
-            "amdgpu-sysfs",
             "--gpus",
             "1",
-        ])
-        .arg("--sysfs-root")
-        .arg(tree.join("sys"))
-        .arg("--procfs-root")
-        .arg(tree.join("proc"))
-        .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
-    let v = result_line(&out.stdout, &out.stderr);
+        ],
+    );
     assert_eq!(v["status"], "completed", "{v}");
     assert_eq!(v["world"], 1, "{v}");
     let st = memory(&s);
@@ -779,18 +785,7 @@ fn the_checklist_s_memory_step_reads_the_trial_that_ran_the_config_as_it_is() {
     let t = texts(&memory(&s));
     assert!(t.contains("trial 1 ran these settings"), "{t}");
     // a peak per GPU holds for its world: at two GPUs it is not measured
-    let out = bin(&s)
-        .args(["checklist", "--json", "--gpus", "2"])
-        .arg(&s.exp)
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let at_two = v["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|st| st["step"] == "memory")
-        .unwrap();
+    let at_two = memory_at(&s, "2");
     assert_eq!(at_two["status"], "not-measured", "{at_two}");
     // the newest that ran it as it is ran out of memory
     let (code, v) = run_json(&s, "oom", &["--gpus", "1"]);
@@ -861,27 +856,18 @@ fn the_start_up_is_reported_and_left_out_of_the_telemetry_summary() {
         "slow-start",
         &format!("{ITER_FN}sleep 1.5\nfor i in $(seq 1 12); do it $i 100.0; sleep 0.1; done\n"),
     );
-    let tree = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/mi300x_spx_nps1");
-    let out = bin(&s)
-        .arg("run")
-        .arg(&s.exp)
-        .args(["--profile", "slow-start", "--json", "--ci-target", "0"])
-        .args([
+    let v = run_on_recorded_mi300x(
+        &s,
+        100,
+        &[
+            "--profile",
+            "slow-start",
+            "--ci-target",
+            "0",
             "--max-iters",
             "12",
-            "--interval",
-            "100",
-            "--backend",
-            "amdgpu-sysfs",
-        ])
-        .arg("--sysfs-root")
-        .arg(tree.join("sys"))
-        .arg("--procfs-root")
-        .arg(tree.join("proc"))
-        .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
-    let v = result_line(&out.stdout, &out.stderr);
+        ],
+    );
     // The result carries its summary's fields at the top level.
     let summary = &v;
     let startup = summary["startup_s"].as_f64().expect("start-up measured");
