@@ -181,7 +181,7 @@ pub fn refuse_world_vars(
         let Some(value) = launch_env.get(key) else {
             continue;
         };
-        if value.trim().parse::<u64>().is_ok_and(|n| n >= 1) {
+        if crate::megatron::parse_count(value).is_some() {
             continue;
         }
         let from = if env.iter().any(|(k, _)| k == key) {

@@ -52,7 +52,13 @@ pub struct World {
 
 /// A whole number ≥ 1 from a launcher variable.
 fn count<'e>(var: impl Fn(&str) -> Option<&'e str>, key: &str) -> Option<u64> {
-    var(key)?.trim().parse::<u64>().ok().filter(|n| *n >= 1)
+    parse_count(var(key)?)
+}
+
+/// A launcher variable's value as a count (`GPUS_PER_NODE`, `NNODES`): a whole number ≥ 1,
+/// spaces around it allowed.
+pub fn parse_count(value: &str) -> Option<u64> {
+    value.trim().parse::<u64>().ok().filter(|n| *n >= 1)
 }
 
 impl World {

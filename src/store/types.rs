@@ -171,10 +171,26 @@ impl TrialRow {
     /// Why the runner ended it, as its summary stores it (`None`: stored before the reason was
     /// kept, or the summary is missing).
     pub fn stop_reason(&self) -> Option<crate::domain::trial::StopReason> {
-        self.summary
-            .as_ref()
-            .and_then(|s| s.get("stop_reason"))
-            .and_then(|v| serde_json::from_value(v.clone()).ok())
+        self.summary_field("stop_reason")
+    }
+
+    /// The world it launched at, as its summary stores it (`None`: unknown at launch, or
+    /// stored before the world was kept).
+    pub fn world(&self) -> Option<u64> {
+        self.summary_field("world")
+    }
+
+    /// The memory of the GPUs it ran on, bytes: the smallest its telemetry reported (`None`:
+    /// not sampled, or stored before the summary kept it).
+    pub fn gpu_memory_bytes(&self) -> Option<u64> {
+        let gpus: Vec<crate::domain::telemetry::GpuSummary> = self.summary_field("telemetry")?;
+        gpus.iter().filter_map(|g| g.vram_total_bytes).min()
+    }
+
+    /// Field `key` of its summary, typed.
+    fn summary_field<T: serde::de::DeserializeOwned>(&self, key: &str) -> Option<T> {
+        let v = self.summary.as_ref()?.get(key)?;
+        serde_json::from_value(v.clone()).ok()
     }
 }
 

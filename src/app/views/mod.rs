@@ -61,17 +61,6 @@ pub fn known<'a>(
     }
 }
 
-/// The memory of the GPUs `row` ran on, GiB: the smallest its telemetry reported (trials
-/// stored before the summary kept it have none).
-fn capacity_gib(row: &crate::store::TrialRow) -> Option<f64> {
-    let gpus: Vec<crate::domain::telemetry::GpuSummary> =
-        serde_json::from_value(row.summary.as_ref()?.get("telemetry")?.clone()).ok()?;
-    gpus.iter()
-        .filter_map(|g| g.vram_total_bytes)
-        .min()
-        .map(|b| b as f64 / (1u64 << 30) as f64)
-}
-
 /// Trials the checklist's memory step looks back over (the newest first).
 const MEMORY_TRIALS: usize = 100;
 
@@ -84,20 +73,11 @@ const MEMORY_TRIALS: usize = 100;
 pub fn measured_memory(session: &Session, exp: &Experiment) -> Option<MeasuredMemory> {
     use crate::domain::trial::{FailureClass, TrialStatus};
     let store = session.existing_store().ok().flatten()?;
-    let canon = |p: &std::path::Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
-    let here = canon(&session.experiment);
-    let now: std::collections::BTreeMap<String, serde_json::Value> = exp
-        .main_module()
-        .values()
-        .into_iter()
-        .filter(|(k, _)| !crate::run::trial::is_runner_key(k))
-        .map(|(k, v)| (k, v.to_json()))
-        .collect();
-    let filter = crate::store::TrialFilter {
-        last: Some(MEMORY_TRIALS),
-        ..crate::store::TrialFilter::all()
-    };
-    let rows = store.list_trials(&filter).ok()?;
+    let here = trials::canon(&session.experiment);
+    let now = trials::params_of(exp);
+    let rows = store
+        .list_trials(&crate::store::TrialFilter::all().last(MEMORY_TRIALS))
+        .ok()?;
     rows.into_iter().rev().find_map(|row| {
         let oom = row.status == TrialStatus::Failed
             && row
@@ -105,14 +85,10 @@ pub fn measured_memory(session: &Session, exp: &Experiment) -> Option<MeasuredMe
                 .as_ref()
                 .is_some_and(|f| f.class == FailureClass::Oom);
         let measured = row.status == TrialStatus::Completed && row.peak_mem_gib.is_some();
-        if !(oom || measured) || canon(&row.config_path) != here {
+        if !(oom || measured) || trials::canon(&row.config_path) != here {
             return None;
         }
-        let world = row
-            .summary
-            .as_ref()
-            .and_then(|s| s.get("world"))
-            .and_then(serde_json::Value::as_u64);
+        let world = row.world();
         if world
             .zip(session.world().map(|w| w.gpus))
             .is_some_and(|(a, b)| a != b)
@@ -136,7 +112,9 @@ pub fn measured_memory(session: &Session, exp: &Experiment) -> Option<MeasuredMe
             oom,
             peak_gib: row.peak_mem_gib.filter(|_| !oom),
             kind: row.peak_mem_kind().filter(|_| !oom),
-            capacity_gib: capacity_gib(&row),
+            capacity_gib: row
+                .gpu_memory_bytes()
+                .map(|b| b as f64 / (1u64 << 30) as f64),
             world,
         })
     })

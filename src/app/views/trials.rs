@@ -82,23 +82,26 @@ impl TrialSummary {
     }
 }
 
-fn canon(p: &Path) -> PathBuf {
+pub(super) fn canon(p: &Path) -> PathBuf {
     p.canonicalize().unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// `exp`'s resolved parameters, flag → value, without the runner's keys: what a trial's
+/// [`trial_params`] are compared with.
+pub(super) fn params_of(exp: &Experiment) -> BTreeMap<String, serde_json::Value> {
+    exp.main_module()
+        .values()
+        .into_iter()
+        .filter(|(k, _)| !crate::run::trial::is_runner_key(k))
+        .map(|(k, v)| (k, v.to_json()))
+        .collect()
 }
 
 /// The experiment's resolved parameters as the file says now (without `--set` values).
 fn params_now(path: &Path, load: &LoadOptions) -> Option<BTreeMap<String, serde_json::Value>> {
     let mut o = load.clone();
     o.overrides.clear();
-    let exp = Experiment::load(path, &o).ok()?;
-    Some(
-        exp.main_module()
-            .values()
-            .into_iter()
-            .filter(|(k, _)| !crate::run::trial::is_runner_key(k))
-            .map(|(k, v)| (k, v.to_json()))
-            .collect(),
-    )
+    Some(params_of(&Experiment::load(path, &o).ok()?))
 }
 
 /// The session's experiment's trials (every experiment's when the session lists all), by id.
