@@ -27,6 +27,9 @@ pub struct State {
     pub log_from: Option<usize>,
     /// The candidate selected in the open study's ranking (an index into its candidates).
     pub candidate: usize,
+    /// The candidate pane's rows at a width, (width, rows): the longest candidate's lines
+    /// wrapped, worked out once per study and width rather than on every frame.
+    pub pane_rows: Option<(u16, usize)>,
     /// `l` on the list asked for the study: its log opens when it arrives.
     pub log_wanted: bool,
 }
@@ -82,6 +85,7 @@ pub fn on_detail(app: &mut App, r: Result<Box<StudyDetail>, AppError>) {
             let st = &mut app.screens.studies;
             st.log_from = std::mem::take(&mut st.log_wanted).then_some(0);
             st.candidate = 0;
+            st.pane_rows = None;
             st.open = Some(*d);
         }
         Err(e) => {
@@ -237,28 +241,35 @@ fn candidate_lines<'a>(rec: &StudyRecord, c: &CandidateRecord, theme: &Theme) ->
     lines
 }
 
-/// The open study's ranking with its selected candidate; below it, when there is room, that
-/// candidate whole (at 80 columns the table cuts its settings and why).
+/// The rows the candidate pane needs at `width` (its borders included in the width): the
+/// longest candidate's lines wrapped, so the pane does not jump as the selection moves.
+fn pane_rows(rec: &StudyRecord, theme: &Theme, width: u16) -> usize {
+    let iw = usize::from(width.saturating_sub(2)).max(1);
+    rec.candidates
+        .iter()
+        .map(|c| {
+            candidate_lines(rec, c, theme)
+                .iter()
+                .map(|l| wrapped_rows(&l.to_string(), iw))
+                .sum::<usize>()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// The open study's ranking with its selected candidate; below it, in a pane of `rows` rows
+/// ([`pane_rows`]) when there is room, that candidate whole (at 80 columns the table cuts its
+/// settings and why). The table keeps 6 rows or more (a header and 3 candidates); too short
+/// a screen shows the table alone.
 fn draw_ranking(
     f: &mut Frame,
     name: &str,
     rec: &StudyRecord,
-    selected: usize,
+    (selected, rows): (usize, usize),
     theme: &Theme,
     area: Rect,
 ) -> Option<crate::tui::mouse::Rows> {
     let selected = selected.min(rec.candidates.len().saturating_sub(1));
-    // The pane is as tall as the longest candidate's lines wrap to (so it does not jump as
-    // the selection moves), leaving the table 6 rows or more (a header and 3 candidates); too
-    // short a screen shows the table alone.
-    let iw = usize::from(area.width.saturating_sub(2)).max(1);
-    let height = |c: &CandidateRecord| -> usize {
-        candidate_lines(rec, c, theme)
-            .iter()
-            .map(|l| wrapped_rows(&l.to_string(), iw))
-            .sum()
-    };
-    let rows = rec.candidates.iter().map(height).max().unwrap_or(0);
     let lines = rec
         .candidates
         .get(selected)
@@ -300,12 +311,19 @@ fn draw_ranking(
 }
 
 pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
+    let st = &mut app.screens.studies;
+    if let Some(rec) = st.open.as_ref().and_then(|d| d.record.as_ref())
+        && st.pane_rows.is_none_or(|(w, _)| w != area.width)
+    {
+        st.pane_rows = Some((area.width, pane_rows(rec, theme, area.width)));
+    }
     let st = &app.screens.studies;
     if let Some(d) = &st.open {
         match (&d.record, st.log_from) {
             (Some(rec), Some(from)) => draw_log(f, &d.summary.name, rec, from, theme, area),
             (Some(rec), None) => {
-                let hit = draw_ranking(f, &d.summary.name, rec, st.candidate, theme, area);
+                let rows = st.pane_rows.map_or(0, |(_, r)| r);
+                let hit = draw_ranking(f, &d.summary.name, rec, (st.candidate, rows), theme, area);
                 app.page = hit.map_or(1, |h| usize::from(h.height.max(1)));
                 app.hits.rows = hit;
             }
