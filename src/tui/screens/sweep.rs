@@ -7,7 +7,7 @@ use crate::domain::study::{StudyRecord, VerdictKind};
 use crate::tui::app::{App, Effect, LOG_LINES, add_edits, json_text, quit_if_done};
 use crate::tui::keymap::Action;
 use crate::tui::theme::Theme;
-use crate::tui::widgets::{fit, num, sig, wrapped_rows};
+use crate::tui::widgets::{column_widths, fit, fit_cells, num, sig, wrapped_rows};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
@@ -201,12 +201,19 @@ pub fn on_done(
 
 /// A finished study's candidates with their verdicts and evidence (Sweep and Studies screens;
 /// the Studies screen highlights its selected row, drawn with a `TableState`), `width` columns
-/// wide with its borders: the settings and why end in `…` where that column cuts them.
+/// wide with its borders: each cell fitted to the width its column gets ([`column_widths`],
+/// [`fit_cells`]), as the Trials table does, so a cut text ends in `…`.
 pub fn ranked_table<'a>(study: &str, rec: &'a StudyRecord, theme: &Theme, width: u16) -> Table<'a> {
-    // the fixed columns below and the spaces between the seven columns
-    let rest = usize::from(width.saturating_sub(2))
-        .saturating_sub(47 + 6)
-        .max(10);
+    let widths = [
+        Constraint::Length(3),
+        Constraint::Length(13),
+        Constraint::Length(9),
+        Constraint::Length(11),
+        Constraint::Length(4),
+        Constraint::Length(7),
+        Constraint::Min(10),
+    ];
+    let col_w = column_widths(&widths, width.saturating_sub(2));
     let rows: Vec<Row> = rec
         .candidates
         .iter()
@@ -220,73 +227,59 @@ pub fn ranked_table<'a>(study: &str, rec: &'a StudyRecord, theme: &Theme, width:
                 (Some(l), Some(h)) => format!("{l:.0}–{h:.0}"),
                 _ => "-".into(),
             };
-            Row::new(vec![
-                Cell::from(format!("{}{}", c.id, if c.baseline { "*" } else { "" })),
-                Cell::from(c.verdict.short()),
-                Cell::from(num(c.step_ms, 1, "")),
-                Cell::from(ci),
-                Cell::from(c.n.to_string()),
-                Cell::from(format!(
+            let texts = vec![
+                format!("{}{}", c.id, if c.baseline { "*" } else { "" }),
+                c.verdict.short().to_string(),
+                num(c.step_ms, 1, ""),
+                ci,
+                c.n.to_string(),
+                format!(
                     "{}{}",
                     sig(
                         c.peak_memory_bytes.map(|b| b as f64 / (1u64 << 30) as f64),
                         "",
                     ),
                     c.peak_memory_source.map_or("", |k| &k.tag()[..1])
-                )),
-                Cell::from(fit(
-                    &format!(
-                        "{} · {}",
-                        crate::domain::study::settings_compact(&c.overrides, &rec.knobs),
-                        c.why
-                    ),
-                    rest,
-                )),
-            ])
-            .style(style)
+                ),
+                format!(
+                    "{} · {}",
+                    crate::domain::study::settings_compact(&c.overrides, &rec.knobs),
+                    c.why
+                ),
+            ];
+            Row::new(fit_cells(texts, &col_w).into_iter().map(Cell::from)).style(style)
         })
         .collect();
-    Table::new(
-        rows,
-        [
-            Constraint::Length(3),
-            Constraint::Length(13),
-            Constraint::Length(9),
-            Constraint::Length(11),
-            Constraint::Length(4),
-            Constraint::Length(7),
-            Constraint::Min(10),
-        ],
-    )
-    .header(
-        Row::new(vec![
-            "id",
-            "verdict",
-            "ms/batch",
-            "95% CI",
-            "n",
-            "GiB a/d",
-            "settings · why",
-        ])
-        .style(theme.title()),
-    )
-    .block(
-        Block::default()
-            .borders(Borders::ALL)
-            .title(format!(
-                " {study}: {} · {} trials, {:.1} GPU-min · * current · a applies the pick ",
-                rec.conclusion_short(),
-                rec.trials,
-                rec.gpu_seconds / 60.0
-            ))
-            .title_bottom(format!(
-                " {} · {} {} ",
-                rec.basis_text(),
-                rec.statistic.short(),
-                rec.unit_short()
-            )),
-    )
-    .row_highlight_style(theme.selected())
+    Table::new(rows, widths)
+        .header(
+            Row::new(vec![
+                "id",
+                "verdict",
+                "ms/batch",
+                "95% CI",
+                "n",
+                "GiB a/d",
+                "settings · why",
+            ])
+            .style(theme.title()),
+        )
+        .block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title(format!(
+                    " {study}: {} · {} trials, {:.1} GPU-min · * current · a applies the pick ",
+                    rec.conclusion_short(),
+                    rec.trials,
+                    rec.gpu_seconds / 60.0
+                ))
+                .title_bottom(format!(
+                    " {} · {} {} ",
+                    rec.basis_text(),
+                    rec.statistic.short(),
+                    rec.unit_short()
+                )),
+        )
+        .row_highlight_style(theme.selected())
 }
 
 pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
