@@ -137,6 +137,15 @@ pub struct MeasuredMemory {
     pub world: Option<u64>,
 }
 
+impl MeasuredMemory {
+    /// ` on N GPU(s)` when its world is known, else nothing.
+    fn on_world(&self) -> String {
+        self.world.map_or(String::new(), |w| {
+            format!(" on {w} GPU{}", if w == 1 { "" } else { "s" })
+        })
+    }
+}
+
 pub fn evaluate(
     exp: &Experiment,
     env: &Env,
@@ -553,10 +562,7 @@ impl Cx<'_> {
                          offload, a smaller micro batch with more accumulation, before more GPUs",
                         mm.trial,
                         mm.profile,
-                        mm.world.map_or(String::new(), |w| format!(
-                            " on {w} GPU{}",
-                            if w == 1 { "" } else { "s" }
-                        ))
+                        mm.on_world()
                     ),
                 ));
                 (None, f, Vec::new())
@@ -577,12 +583,11 @@ impl Cx<'_> {
                             .map_or(String::new(), |k| format!(" ({})", k.label()))
                     )
                 });
-                let on = mm.world.map_or(String::new(), |w| {
-                    format!(" on {w} GPU{}", if w == 1 { "" } else { "s" })
-                });
                 f.push(ok(format!(
-                    "measured: it fits: trial {} ran these settings{on} with {}, {peak}",
-                    mm.trial, mm.profile
+                    "measured: it fits: trial {} ran these settings{} with {}, {peak}",
+                    mm.trial,
+                    mm.on_world(),
+                    mm.profile
                 )));
                 // Recomputation trades time for memory: with half the GPU free it may cost
                 // time for nothing.
