@@ -455,6 +455,64 @@ fn the_stored_stage3_comparison_is_seen_by_checklist_recommend_and_the_tui() {
     assert!(c.gemm.as_ref().unwrap().comparison.is_some());
 }
 
+/// A trial that ran the config as it is, with a profile that runs the real job and a peak in
+/// its summary, makes the checklist's memory step done: the CLI and the TUI read the same
+/// trial and say the same.
+#[test]
+fn both_frontends_read_the_checklist_s_memory_from_the_same_trial() {
+    let Some(f) = fixture(&[]) else { return };
+    let exp = f.session(None).load().unwrap();
+    let store = Store::open(&f.ws.join("trials.db")).unwrap();
+    let id = store
+        .insert_trial(&NewTrial {
+            config_path: f.exp.clone(),
+            config_hash: "h".into(),
+            profile: Some("megatron".into()),
+            resolved: Some(
+                serde_json::to_value(crate::app::views::trials::params_of(&exp)).unwrap(),
+            ),
+            ..NewTrial::default()
+        })
+        .unwrap();
+    let mut end = TrialEnd::new(TrialStatus::Completed, 5.0);
+    end.peak_mem_gib = Some(60.0);
+    end.summary = Some(serde_json::json!({"peak_mem_gib": 60.0, "peak_mem_kind": "allocator"}));
+    store.finish_trial(id, &end).unwrap();
+
+    let list = json(&f.cli(&["checklist", "--json", f.exp()]));
+    let cli_step = list["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["step"] == "memory")
+        .unwrap()
+        .clone();
+    assert_eq!(cli_step["status"], "done", "{cli_step}");
+    let said =
+        format!("measured: it fits: trial {id} ran these settings with megatron, peak 60.0 GiB");
+    assert!(
+        cli_step["findings"].to_string().contains(&said),
+        "{cli_step}"
+    );
+
+    let d = Driver::new(f.session(None));
+    let c = d.app.config.as_ref().unwrap();
+    let tui_step = c
+        .checklist
+        .steps
+        .iter()
+        .find(|s| s.step == crate::config::catalog::Step::Memory)
+        .unwrap();
+    assert_eq!(
+        serde_json::to_value(tui_step.status).unwrap(),
+        cli_step["status"]
+    );
+    assert_eq!(
+        serde_json::to_value(&tui_step.findings).unwrap(),
+        cli_step["findings"]
+    );
+}
+
 /// `primus-tune sweep ... --resume STUDY ...` split into words (the hint quotes with '...').
 fn words(cmd: &str) -> Vec<String> {
     let mut out = Vec::new();

@@ -88,7 +88,7 @@ pub(super) fn canon(p: &Path) -> PathBuf {
 
 /// `exp`'s resolved parameters, flag → value, without the runner's keys: what a trial's
 /// [`trial_params`] are compared with.
-pub(super) fn params_of(exp: &Experiment) -> BTreeMap<String, serde_json::Value> {
+pub fn params_of(exp: &Experiment) -> BTreeMap<String, serde_json::Value> {
     exp.main_module()
         .values()
         .into_iter()
