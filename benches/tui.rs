@@ -83,7 +83,7 @@ fn trial_row(id: i64) -> TrialRow {
     let failed = id % 10 == 0;
     let step = 1100.0 + (id * 37 % 300) as f64;
     TrialRow {
-        slurm: None,
+        job: None,
         id,
         study_id: None,
         status: if failed {

@@ -1446,7 +1446,14 @@ fn trials_and_report_take_config_positionally_and_status_words() {
         .code(64);
     // A database with no trials: every printed word filters (to nothing), others are refused.
     drop(primus_tune::store::Store::open(&ws.join("trials.db")).unwrap());
-    for word in ["completed", "interrupted", "oom", "host-oom", "slurm-lost"] {
+    for word in [
+        "completed",
+        "interrupted",
+        "oom",
+        "host-oom",
+        "job-lost",
+        "slurm-lost",
+    ] {
         let out = bin()
             .arg("trials")
             .arg(&exp)

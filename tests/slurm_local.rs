@@ -1,11 +1,12 @@
 //! The local two-node Slurm cluster the Slurm tests run on (scripts/slurm-local.sh), and
-//! primus-tune's Slurm layer on it (`run::slurm`): a batch script it renders runs one task per
+//! primus-tune's Slurm layer on it (`run::launch::slurm`): a batch script it renders runs one task per
 //! node, a job's state is followed from pending (with its reason) through running to its end,
 //! and a cancelled job leaves `squeue` and no process behind. Skipped, saying why, where the
 //! cluster cannot run (not root, Slurm not installable).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use primus_tune::run::slurm::{self, JobState, Slurm, SlurmEnd, SlurmSpec};
+use primus_tune::run::launch::scheduler::{JobEnd, JobSpec, JobState, Scheduler};
+use primus_tune::run::launch::slurm::{self, Slurm};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -92,7 +93,7 @@ impl Drop for Cluster {
 /// Waits up to `limit` for the job's state to satisfy `want`; the states seen.
 fn follow(
     sl: &Slurm,
-    job: u64,
+    job: &str,
     limit: Duration,
     want: impl Fn(&JobState) -> bool,
 ) -> Vec<JobState> {
@@ -150,10 +151,10 @@ fn a_rendered_job_runs_per_node_waits_pending_and_is_cancelled_clean() {
     };
     let work = c.dir.path().join("trial");
     std::fs::create_dir_all(&work).unwrap();
-    let spec = |name: &str| SlurmSpec {
+    let spec = |name: &str| JobSpec {
         nodes: 2,
         job_name: name.into(),
-        ..SlurmSpec::default()
+        ..JobSpec::default()
     };
     let submit = |name: &str, argv: &[&str]| {
         let dir = work.join(name);
@@ -170,7 +171,7 @@ fn a_rendered_job_runs_per_node_waits_pending_and_is_cancelled_clean() {
         );
         let path = dir.join("job.sbatch");
         std::fs::write(&path, text).unwrap();
-        sl.submit(&path).unwrap()
+        sl.submit_script(&path).unwrap()
     };
     let a = submit(
         "a",
@@ -181,15 +182,17 @@ fn a_rendered_job_runs_per_node_waits_pending_and_is_cancelled_clean() {
         ],
     );
     let b = submit("b", &["sleep", "100.0417"]);
-    let seen_a = follow(&sl, a, Duration::from_secs(60), |s| s.is_over());
+    let seen_a = follow(&sl, &a, Duration::from_secs(60), |s| s.is_over());
     assert!(seen_a.contains(&JobState::Running), "{seen_a:?}");
     assert_eq!(seen_a.last(), Some(&JobState::Completed), "{seen_a:?}");
     // One log per node, named by the node's index in the job; the distributed variables set.
-    let node = |n: u32| std::fs::read_to_string(SlurmSpec::node_log(&work.join("a"), n)).unwrap();
+    let node = |n: u32| std::fs::read_to_string(slurm::node_log(&work.join("a"), n)).unwrap();
     assert_eq!(node(0).trim(), "0 n1 a $x");
     assert_eq!(node(1).trim(), "1 n2 a $x");
     // b waited for a's nodes: it was pending with a reason, then ran.
-    let seen_b = follow(&sl, b, Duration::from_secs(60), |s| *s == JobState::Running);
+    let seen_b = follow(&sl, &b, Duration::from_secs(60), |s| {
+        *s == JobState::Running
+    });
     assert!(
         seen_b
             .iter()
@@ -198,10 +201,10 @@ fn a_rendered_job_runs_per_node_waits_pending_and_is_cancelled_clean() {
         "{seen_b:?}"
     );
     assert!(
-        sl.cancel(b, Duration::from_secs(30)).unwrap(),
+        sl.cancel(&b, Duration::from_secs(30)).unwrap(),
         "still in squeue"
     );
-    assert_eq!(sl.state(b).unwrap(), JobState::Ended(SlurmEnd::Cancelled));
+    assert_eq!(sl.state(&b).unwrap(), JobState::Ended(JobEnd::Cancelled));
     // The job left squeue; its step's processes end within Slurm's KillWait (5 s here).
     let end = Instant::now() + Duration::from_secs(15);
     let left = loop {
@@ -376,7 +379,7 @@ fn a_proxy_trial_on_two_nodes_is_followed_to_its_end_with_telemetry_from_each_no
     // One proxy per node, each named by its rank and node; the last rank's log (node 1 of
     // the job) is the trial's: its iterations are the stored ones.
     let dir = ws.dir.path().join("trials/1");
-    let node = |n: u32| std::fs::read_to_string(SlurmSpec::node_log(&dir, n)).unwrap();
+    let node = |n: u32| std::fs::read_to_string(slurm::node_log(&dir, n)).unwrap();
     assert!(
         node(0).contains("Slurm rank 0 of 2, node 0 (n1)"),
         "{}",
@@ -389,7 +392,8 @@ fn a_proxy_trial_on_two_nodes_is_followed_to_its_end_with_telemetry_from_each_no
     );
     let t = ws.trial(1);
     assert_eq!(t["status"], "completed", "{t}");
-    let job = &t["slurm"];
+    let job = &t["job"];
+    assert_eq!(job["scheduler"], "slurm");
     assert_eq!(job["state"], "COMPLETED");
     assert_eq!(job["node_list"], serde_json::json!(["n1", "n2"]));
     assert!(t["iterations_stored"].as_u64().unwrap() >= 10, "{t}");
@@ -443,7 +447,7 @@ fn a_trial_stopped_mid_run_cancels_its_job_and_leaves_nothing_running() {
         .spawn()
         .unwrap();
     let dir = ws.dir.path().join("trials/1");
-    let log = SlurmSpec::node_log(&dir, 1);
+    let log = slurm::node_log(&dir, 1);
     assert!(
         wait_for(Duration::from_secs(60), || std::fs::read_to_string(&log)
             .is_ok_and(|t| t.matches("iteration").count() >= 3)),
@@ -468,7 +472,7 @@ fn a_trial_stopped_mid_run_cancels_its_job_and_leaves_nothing_running() {
     let t = ws.trial(1);
     assert_eq!(t["status"], "stopped", "{t}\n{err}");
     assert_eq!(t["failure"]["class"], "killed-by-user", "{t}");
-    assert_eq!(t["slurm"]["state"], "CANCELLED", "{t}");
+    assert_eq!(t["job"]["state"], "CANCELLED", "{t}");
     c.stop();
 }
 
@@ -495,8 +499,8 @@ fn a_job_killed_at_its_time_limit_fails_as_slurm_timeout() {
     assert!(!out.status.success(), "{err}");
     let t = ws.trial(1);
     assert_eq!(t["status"], "failed", "{t}");
-    assert_eq!(t["failure"]["class"], "slurm-timeout", "{t}\n{err}");
-    assert_eq!(t["slurm"]["state"], "TIMEOUT", "{t}");
+    assert_eq!(t["failure"]["class"], "job-time-limit", "{t}\n{err}");
+    assert_eq!(t["job"]["state"], "TIMEOUT", "{t}");
     // It measured until Slurm ended it: the figures are kept, labelled by the failure.
     assert!(t["iterations_stored"].as_u64().unwrap() > 0);
     assert!(ws.queue().is_empty());
@@ -516,7 +520,7 @@ fn a_trial_waits_pending_with_slurms_reason_then_runs() {
     assert!(hold.status.success());
     let held = String::from_utf8_lossy(&hold.stdout).trim().to_string();
     assert!(wait_for(Duration::from_secs(30), || {
-        ws.sl().state(held.parse().unwrap()).unwrap() == JobState::Running
+        ws.sl().state(&held).unwrap() == JobState::Running
     }));
     let out = ws
         .cmd(&[
@@ -595,8 +599,8 @@ fn a_sweep_runs_two_candidates_as_concurrent_jobs_and_resume_reattaches_to_a_run
     let (a, b) = (ws.trial(1), ws.trial(2));
     let span = |t: &serde_json::Value| {
         (
-            t["slurm"]["started_ms"].as_u64().unwrap(),
-            t["slurm"]["ended_ms"].as_u64().unwrap(),
+            t["job"]["started_ms"].as_u64().unwrap(),
+            t["job"]["ended_ms"].as_u64().unwrap(),
         )
     };
     let ((a0, a1), (b0, b1)) = (span(&a), span(&b));
@@ -604,7 +608,7 @@ fn a_sweep_runs_two_candidates_as_concurrent_jobs_and_resume_reattaches_to_a_run
         a0 < b1 && b0 < a1,
         "not concurrent: {a0}-{a1} and {b0}-{b1}\n{err}"
     );
-    assert_ne!(a["slurm"]["job_id"], b["slurm"]["job_id"]);
+    assert_ne!(a["job"]["id"], b["job"]["id"]);
 
     // A sweep whose runner dies mid-trial: its job runs on; the resume follows that job.
     let mut child = sweep(
@@ -622,7 +626,7 @@ fn a_sweep_runs_two_candidates_as_concurrent_jobs_and_resume_reattaches_to_a_run
             .flatten()
             .find(|d| {
                 !["1", "2", "3", "4"].iter().any(|n| d.file_name() == *n)
-                    && std::fs::read_to_string(SlurmSpec::node_log(&d.path(), 0))
+                    && std::fs::read_to_string(slurm::node_log(&d.path(), 0))
                         .is_ok_and(|t| t.matches("iteration").count() >= 3)
             })
             .map(|d| d.file_name().to_string_lossy().into_owned())
@@ -671,12 +675,12 @@ fn a_sweep_runs_two_candidates_as_concurrent_jobs_and_resume_reattaches_to_a_run
     let ids: Vec<String> = ev
         .iter()
         .filter(|e| e["event"] == "job")
-        .map(|e| e["job_id"].to_string())
+        .map(|e| e["id"].as_str().unwrap_or_default().to_string())
         .collect();
     assert!(!ids.is_empty() && ids.iter().all(|i| *i == job), "{ids:?}");
     let t = ws.trial(trial);
     assert_ne!(t["status"], "running", "{t}");
-    assert_eq!(t["slurm"]["job_id"].to_string(), job);
+    assert_eq!(t["job"]["id"], job.as_str());
     assert!(ws.queue().is_empty());
     c.stop();
 }
@@ -712,7 +716,7 @@ fn a_profile_whose_command_submits_the_job_itself_is_followed_like_a_rendered_on
     assert!(out.status.success(), "{err}");
     let t = ws.trial(1);
     assert_eq!(t["status"], "completed", "{t}\n{err}");
-    assert_eq!(t["slurm"]["state"], "COMPLETED", "{t}");
+    assert_eq!(t["job"]["state"], "COMPLETED", "{t}");
     assert!(t["iterations_stored"].as_u64().unwrap() >= 10, "{t}");
     assert!(ws.queue().is_empty());
     c.stop();

@@ -35,9 +35,12 @@ pub fn acks_in(session: &Session, store: &crate::store::Store) -> Vec<Ack> {
 pub fn known_rules(session: &Session) -> Vec<String> {
     let mut ids: Vec<String> = advice::RULES.iter().map(|r| r.id.to_string()).collect();
     if let Ok(exp) = session.load() {
-        for d in
-            crate::config::lint::lint(&exp, &session.load.env, session.world(), Catalog::builtin())
-        {
+        for d in crate::config::lint::lint(
+            &exp,
+            &session.load.env,
+            session.lint_world(),
+            Catalog::builtin(),
+        ) {
             if !ids.iter().any(|i| i == d.code) {
                 ids.push(d.code.to_string());
             }

@@ -40,15 +40,18 @@ pub enum AppError {
     },
     /// The profile cannot show the effect of knobs the space sweeps.
     #[error(
-        "profile `{profile}` does not model {}{}: a sweep of `{space}` with it would rank noise, not evidence. Sweep it with a profile that runs the real job (primus, megatron or one of yours), or pass --allow-unmodeled for a demo (its results are then labelled as such)",
+        "profile `{profile}` does not model {}{}{}: a sweep of `{space}` with it would rank noise, not evidence. Sweep it with a profile that runs the real job (primus, megatron or one of yours), or pass --allow-unmodeled for a demo (its results are then labelled as such, and its pick is not applied)",
         flags.join(", "),
-        if *stand_in { " (it is a CPU stand-in)" } else { "" }
+        if *stand_in { " (it is a CPU stand-in)" } else { "" },
+        if *memory { "; the space ranks what fits in GPU memory, and a CPU stand-in's peak is the host's" } else { "" }
     )]
     Unmodeled {
         profile: String,
         space: String,
         flags: Vec<String>,
         stand_in: bool,
+        /// Some of `flags` are there because they move memory and the profile is a stand-in.
+        memory: bool,
     },
     #[error("no study `{name}` in {db}")]
     NoStudy { name: String, db: String },

@@ -2,7 +2,7 @@
 //! crashed, the machine rebooted) becomes `interrupted` — unless its folder holds the result the
 //! runner could not store (the database was unavailable at its end), which is imported instead.
 //! Run once per session, the first time it opens the store, so `trials`, the TUI and sweeps
-//! never show a trial running for ever. A Slurm trial stays `running` while its job does (its
+//! never show a trial running for ever. A batch trial stays `running` while its job does (its
 //! time limit ends it), so a resumed sweep can follow the job again.
 
 use super::AppError;
@@ -46,15 +46,23 @@ pub fn reap(store: &Store) -> Result<Vec<i64>, AppError> {
         if import(store, t.id, &t.trial_dir)? == Imported::Stored {
             continue;
         }
-        // A Slurm trial's job outlives its runner: while Slurm still runs it, the trial runs
-        // (a resumed sweep follows it again); once the job is over, it is interrupted.
-        if let Some(job) = &t.slurm {
-            let sl = crate::run::slurm::Slurm {
-                conf: job.conf.clone(),
-            };
-            if sl.state(job.job_id).is_ok_and(|s| !s.is_over()) {
+        // A batch trial's job outlives its runner: while the scheduler still runs it, the trial
+        // runs (a resumed sweep follows it again); once the job is over, it is interrupted,
+        // and its job's record says how the job ended (not the state its runner saw last).
+        if let Some(job) = &t.job
+            && let Some(sched) = crate::run::launch::scheduler::of_job(job)
+        {
+            let status = sched.status(&job.id);
+            if status.as_ref().is_ok_and(|s| !s.state.is_over()) {
                 continue;
             }
+            let mut ended = job.clone();
+            ended.state = status.map_or_else(|_| "LOST".to_string(), |s| s.name);
+            ended.reason = None;
+            ended.ended_ms = ended
+                .ended_ms
+                .or_else(|| Some(crate::run::launch::batch::unix_ms()));
+            let _ = store.set_trial_job(t.id, &ended);
         }
         if store.interrupt_trial(t.id)? {
             done.push(t.id);

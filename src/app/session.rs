@@ -52,7 +52,8 @@ pub struct Session {
     /// The experiment file (as given, or the bundled example's copy).
     pub experiment: PathBuf,
     /// Primus root, the launch environment (process + `--env`), the view's `--set` overrides,
-    /// and the world size the experiment is linted for (`load.world`, see [`session_world`]).
+    /// and the world size the experiment is linted for (`load.world`: the views' placement,
+    /// [`super::launch::placement`]).
     pub load: LoadOptions,
     /// The `--env` pairs, which trials also get in their environment.
     pub env: Vec<(String, String)>,
@@ -74,7 +75,11 @@ pub struct Session {
     pub defaults: std::sync::Arc<Defaults>,
     /// The launch profile whose environment the views resolve with ([`Session::launched_by`]);
     /// None: the session's own (the process's and `--env`).
-    pub view_profile: Option<super::launch_env::ViewProfile>,
+    pub view_profile: Option<super::launch::ViewProfile>,
+    /// `--gpus` as given (a launch plan's world, unless its request names its own).
+    pub gpus: Option<u64>,
+    /// The GPUs found on this node, looked up once when a placement needs them.
+    pub detected: std::sync::Arc<std::sync::OnceLock<Option<World>>>,
 }
 
 /// The GPU model this machine's telemetry reports and the backend that said so: looked up on
@@ -113,29 +118,11 @@ pub fn overrides(items: &[String]) -> Result<Vec<Override>, AppError> {
 
 /// The GPUs a telemetry backend finds on this node — the trials' backend and roots, else `auto`
 /// on this machine — as a world (× `NNODES` when set). None when no GPU is found.
-pub fn detected_world(telemetry: Option<&TelemetrySetup>, env: &Env) -> Option<World> {
+pub fn gpus_found(telemetry: Option<&TelemetrySetup>, env: &Env) -> Option<World> {
     let t = telemetry.cloned().unwrap_or_default();
     let (backend, _) = crate::telemetry::select::open(&t.backend, &t.roots).ok()?;
     let b = backend?;
     World::detected(b.name(), b.gpus().len() as u64, |k| env.get(k))
-}
-
-/// The world size a session checks its experiment for: `--gpus`, else the launcher's variables
-/// (`GPUS_PER_NODE` × `NNODES`), else the defaults file's `gpus` (`configured`), else the GPUs
-/// detected on this node; None when nothing says (lint then skips the world rules: it never
-/// assumes a node of 8).
-pub fn session_world(
-    gpus: Option<u64>,
-    env: &Env,
-    configured: Option<u64>,
-    telemetry: Option<&TelemetrySetup>,
-) -> Option<World> {
-    World::resolve(
-        gpus,
-        |k| env.get(k),
-        configured,
-        || detected_world(telemetry, env),
-    )
 }
 
 /// The options' defaults file: as given, else read.
@@ -147,22 +134,38 @@ fn defaults_of(o: &SessionOptions) -> Result<Defaults, AppError> {
 }
 
 /// How the options load an experiment (Primus root, the launch environment with `--env`, the
-/// `--set` overrides, the world size), and the `--env` pairs themselves.
+/// `--set` overrides, the world size as a launch without a profile would place it), and the
+/// `--env` pairs themselves.
 pub fn load_options(o: &SessionOptions) -> Result<(LoadOptions, Vec<(String, String)>), AppError> {
-    load_options_with(o, &defaults_of(o)?)
+    let defaults = defaults_of(o)?;
+    let (load, env, _) = load_options_with(o, &defaults)?;
+    Ok((load, env))
 }
 
-/// [`load_options`] with the defaults file read already.
+/// [`load_options`] with the defaults file read already, and the GPUs found here if a
+/// placement asked for them.
 fn load_options_with(
     o: &SessionOptions,
     defaults: &Defaults,
-) -> Result<(LoadOptions, Vec<(String, String)>), AppError> {
+) -> Result<(LoadOptions, EnvPairs, Detected), AppError> {
     let env = env_pairs(&o.env)?;
     let mut process = Env::from_process();
     for (k, v) in &env {
         process.set(k, v);
     }
-    let world = session_world(o.gpus, &process, defaults.gpus(), o.telemetry.as_ref());
+    let detected = Detected::default();
+    let found = || *detected.get_or_init(|| gpus_found(o.telemetry.as_ref(), &process));
+    let launch_env = super::launch::LaunchEnv::new(process.clone(), env.clone(), None);
+    let world = super::launch::placement::place(&super::launch::placement::Asked {
+        gpus: o.gpus,
+        job: None,
+        env: &launch_env,
+        configured: defaults.gpus(),
+        one_process: false,
+        detected: &found,
+    })
+    .ok()
+    .and_then(|p| p.world);
     let load = LoadOptions {
         primus_root: o.primus_root.clone(),
         env: process,
@@ -170,8 +173,14 @@ fn load_options_with(
         texts: Default::default(),
         world,
     };
-    Ok((load, env))
+    Ok((load, env, detected))
 }
+
+/// `--env` pairs.
+type EnvPairs = Vec<(String, String)>;
+
+/// The GPUs found on this node, once looked up.
+pub type Detected = std::sync::Arc<std::sync::OnceLock<Option<World>>>;
 
 /// Where keyed workspaces go: `<data dir>/primus-tune/workspaces`.
 pub fn workspaces_dir(data_home: Option<&Path>) -> PathBuf {
@@ -194,6 +203,8 @@ impl Session {
             reaped: Default::default(),
             defaults: Default::default(),
             view_profile: None,
+            gpus: None,
+            detected: Default::default(),
         }
     }
 
@@ -209,7 +220,7 @@ impl Session {
             None => crate::util::bundled::editable_default_experiment_in(o.data_home.as_deref())?,
         };
         let defaults = defaults_of(&o)?;
-        let (load, env) = load_options_with(&o, &defaults)?;
+        let (load, env, detected) = load_options_with(&o, &defaults)?;
         let chosen = defaults
             .workspace(
                 o.workspace.as_deref(),
@@ -238,7 +249,26 @@ impl Session {
             reaped: Default::default(),
             defaults: std::sync::Arc::new(defaults),
             view_profile: None,
+            gpus: o.gpus,
+            detected,
         })
+    }
+
+    /// What every launch plan of this session starts from.
+    pub fn plan_base(&self) -> super::launch::PlanBase<'_> {
+        super::launch::PlanBase {
+            load: &self.load,
+            env: &self.env,
+            gpus: self.gpus,
+            defaults: &self.defaults,
+            detected: &self.detected,
+            telemetry: self.telemetry.as_ref(),
+        }
+    }
+
+    /// The GPUs found on this node (looked up once).
+    pub fn gpus_here(&self) -> Option<World> {
+        self.plan_base().gpus_here()
     }
 
     /// The experiment as on disk, with the session's `--set` overrides.
@@ -296,8 +326,8 @@ impl Session {
         &self.load.env
     }
 
-    /// The world size the experiment is checked for (None: unknown).
-    pub fn world(&self) -> Option<&World> {
+    /// The world size the experiment is checked for (None: unknown): its views' placement.
+    pub fn lint_world(&self) -> Option<&World> {
         self.load.world.as_ref()
     }
 

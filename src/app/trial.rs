@@ -4,6 +4,7 @@
 //! sent to the frontend.
 
 use super::events::{AppEvent, Events};
+use super::launch::{LaunchPlan, PlanAsk};
 use super::{AppError, Session};
 use crate::config::Experiment;
 use crate::config::catalog::Catalog;
@@ -12,7 +13,7 @@ use crate::config::env::Env;
 use crate::config::overrides::Override;
 use crate::config::resolve::LoadOptions;
 use crate::domain::trial::TrialResult;
-use crate::megatron::{World, WorldSource};
+use crate::megatron::World;
 use crate::run::profile::{self, Profile};
 use crate::run::trial::{self, TrialEvent, TrialOptions};
 use crate::store::Store;
@@ -49,8 +50,8 @@ pub struct TrialRequest {
     pub force: bool,
     /// Train with the tuned GEMMs of HipBLASLt stage 2 (stage 3's environment).
     pub gemm_tuned: bool,
-    /// Run it as a Slurm job (see [`super::slurm`]).
-    pub slurm: super::slurm::SlurmRequest,
+    /// Run it as a Slurm job (see [`super::launch::slurm`]).
+    pub slurm: super::launch::slurm::SlurmRequest,
 }
 
 /// Iterations of a trial when the request names none.
@@ -72,7 +73,7 @@ impl Default for TrialRequest {
             gpus: None,
             force: false,
             gemm_tuned: false,
-            slurm: super::slurm::SlurmRequest::default(),
+            slurm: super::launch::slurm::SlurmRequest::default(),
         }
     }
 }
@@ -83,6 +84,8 @@ pub struct PreparedTrial {
     /// The experiment as on disk (the trial's overrides are in `options`).
     pub exp: Experiment,
     pub options: TrialOptions,
+    /// Where, how and on what it runs.
+    pub plan: LaunchPlan,
 }
 
 /// The profile a request names (or the default), from the built-in and the user's.
@@ -122,99 +125,6 @@ pub fn profiles() -> Vec<Profile> {
     })
 }
 
-/// The world a trial of `profile` runs on: the request's GPUs, else the session's `--gpus`,
-/// else the launcher's variables (`GPUS_PER_NODE` × `NNODES` as the launch sets them: the
-/// profile's `env:` over the inherited ones, the trial's `env` (`--env` ...) over both), else
-/// the defaults file's `gpus`, else the one process of a one-process profile (the proxies),
-/// else the GPUs detected on this node; None when nothing says (the launch then starts
-/// [`trial::FALLBACK_GPUS`] ranks and lint checks no world rule). A profile variable written
-/// with a placeholder (`GPUS_PER_NODE: "{gpus_per_node}"`) follows the world, so it does not
-/// set it.
-pub fn world(
-    session: &Session,
-    gpus: Option<u64>,
-    profile: &Profile,
-    env: &[(String, String)],
-) -> Option<World> {
-    let of = |pick: fn(&WorldSource) -> bool| session.load.world.filter(|w| pick(&w.source));
-    let requested = gpus.or_else(|| of(|s| *s == WorldSource::Flag).map(|w| w.gpus));
-    let detected = of(|s| matches!(s, WorldSource::Detected { .. }));
-    let configured = session.defaults.gpus();
-    let launch_env = profile.config_env(
-        &session.load.env,
-        env,
-        &profile::KnownPlaceholders::default(),
-    );
-    let w = trial::trial_world(
-        requested,
-        &launch_env,
-        configured,
-        &profile.capabilities,
-        detected,
-    )?;
-    Some(if sets_world(profile, &launch_env, env) {
-        w.by_profile()
-    } else {
-        w
-    })
-}
-
-/// Refuses a GPU launch whose launcher variables of the world (`GPUS_PER_NODE`, `NNODES`), as
-/// the launch would set them (`--env` over the profile's `env:` over the inherited
-/// environment), are not a count: the launcher would fail on one, and the trial's world (its
-/// lint, its GPU-seconds) would be taken from elsewhere without a word. A one-process profile
-/// (the proxies) reads neither.
-pub fn refuse_world_vars(
-    session: &Session,
-    profile: &Profile,
-    env: &[(String, String)],
-) -> Result<(), AppError> {
-    if profile.capabilities.launch == crate::run::capabilities::LaunchKind::OneProcess {
-        return Ok(());
-    }
-    let launch_env = profile.config_env(
-        &session.load.env,
-        env,
-        &profile::KnownPlaceholders::default(),
-    );
-    for key in ["GPUS_PER_NODE", "NNODES"] {
-        let Some(value) = launch_env.get(key) else {
-            continue;
-        };
-        if crate::megatron::parse_count(value).is_some() {
-            continue;
-        }
-        let from = if env.iter().any(|(k, _)| k == key) {
-            "--env".to_string()
-        } else if profile.env.get(key).is_some_and(|v| v == value) {
-            format!("the env: of profile {}", profile.name)
-        } else {
-            "the environment primus-tune runs in".to_string()
-        };
-        let what = if key == "NNODES" {
-            "nodes"
-        } else {
-            "GPUs per node"
-        };
-        return Err(AppError::Failed(format!(
-            "{key}={value:?} ({from}) is not a count of {what} (a whole number, 1 or more): the \
-             launcher would fail on it, and the trial's world could not be known; set it to a \
-             count, or unset it"
-        )));
-    }
-    Ok(())
-}
-
-/// Whether `profile`'s `env:` set a launcher variable of the world in `launch_env` (one that
-/// reached it: not a placeholder left out, not one `over` (`--env` ...) sets again).
-fn sets_world(profile: &Profile, launch_env: &Env, over: &[(String, String)]) -> bool {
-    ["GPUS_PER_NODE", "NNODES"].iter().any(|k| {
-        profile.env.contains_key(*k)
-            && launch_env.get(k).is_some()
-            && !over.iter().any(|(o, _)| o == k)
-    })
-}
-
 /// The trial's config: the experiment with the request's overrides.
 fn with_overrides(
     load: &LoadOptions,
@@ -224,44 +134,6 @@ fn with_overrides(
     let mut with = load.clone();
     with.overrides = overrides.to_vec();
     Ok(Experiment::load(&exp.path, &with)?)
-}
-
-/// The session's load options with the environment the trial's workload resolves its config
-/// with: the profile's `env` and the trial's own over the session's
-/// ([`crate::run::trial::config_env`]). A trial's lint, its `resolved.json` and a sweep's view
-/// of each candidate see what the job will see.
-pub fn job_load(session: &Session, exp: &Experiment, options: &TrialOptions) -> LoadOptions {
-    let mut load = session.load.clone();
-    load.env = crate::run::trial::config_env(&session.load.env, &exp.primus_root, options);
-    load
-}
-
-/// `load` with the environment `profile`'s launch sets before a trial exists: its `env:` over
-/// `load`'s, `session_env` (the `--env` pairs) over that, with the Primus root and the world
-/// size `load` has ([`Profile::config_env`]); and the world its `GPUS_PER_NODE` × `NNODES`
-/// give, unless `--gpus` says. What `lint --profile`, `recommend --profile`, `show --profile`,
-/// `checklist --profile` and the TUI's views resolve with.
-pub fn with_profile_env(
-    load: &LoadOptions,
-    session_env: &[(String, String)],
-    profile: &Profile,
-) -> LoadOptions {
-    let known = profile::KnownPlaceholders {
-        primus_root: load.primus_root.clone(),
-        gpus: load.world.map(|w| w.gpus),
-        ..Default::default()
-    };
-    let mut out = load.clone();
-    out.env = profile.config_env(&load.env, session_env, &known);
-    // The launcher's variables the profile sets are the world its trials run on, unless
-    // `--gpus` names it.
-    if out.world.is_none_or(|w| w.source != WorldSource::Flag) {
-        let by_profile = sets_world(profile, &out.env, session_env);
-        out.world = World::from_env(|k| out.env.get(k))
-            .map(|w| if by_profile { w.by_profile() } else { w })
-            .or(out.world);
-    }
-    out
 }
 
 /// Lint the trial's config (`view`, see `with_overrides`) at the trial's world and refuse it
@@ -294,51 +166,47 @@ pub fn tuned_env(session: &Session, exp: &Experiment) -> Result<Vec<(String, Str
     )?)
 }
 
-/// The engine's options for a request: one set of defaults for every frontend.
-pub fn options(
+/// The launch plan of a request: its profile, environment (the session's `--env`, the
+/// request's own, the tuned GEMMs'), placement, basis and launcher, decided once.
+pub fn plan(
     session: &Session,
     exp: &Experiment,
     req: &TrialRequest,
-) -> Result<TrialOptions, AppError> {
+) -> Result<LaunchPlan, AppError> {
     let profile = find_profile(Some(
         &session.defaults.profile(req.profile.as_deref()).value,
     ))?;
-    let mut env = session.env.clone();
-    env.extend(req.env.iter().cloned());
-    if req.gemm_tuned {
-        env.extend(tuned_env(session, exp)?);
-    }
     refuse_settings(
         &profile,
         req.overrides.iter().map(|o| o.key.as_str()),
         session,
     )?;
-    refuse_world_vars(session, &profile, &env)?;
-    let slurm = super::slurm::launch(&req.slurm, &profile)?;
-    // On Slurm the world is the job's: nodes × GPUs per node (one process per node for a
-    // one-process profile), unless --gpus names it.
-    let job_world = slurm.as_ref().and_then(|s| {
-        let per_node = match s.spec.gpus_per_node {
-            Some(g) => u64::from(g),
-            None if profile.capabilities.launch
-                == crate::run::capabilities::LaunchKind::OneProcess =>
-            {
-                1
-            }
-            None => return None,
-        };
-        Some(u64::from(s.spec.nodes.max(1)) * per_node)
-    });
-    let w = world(session, req.gpus.or(job_world), &profile, &env);
-    let gpus = trial::launch_gpus(w.as_ref());
-    let world_note = w.is_none().then(|| super::launch_env::unknown_world(gpus));
-    Ok(TrialOptions {
-        world_note,
-        trains: profile.capabilities.trains,
-        slurm,
+    let mut env = req.env.clone();
+    if req.gemm_tuned {
+        env.extend(tuned_env(session, exp)?);
+    }
+    let job = super::launch::slurm::launch(&req.slurm, &profile, &session.defaults)?;
+    LaunchPlan::new(
+        &session.plan_base(),
         profile,
+        PlanAsk {
+            env,
+            gpus: req.gpus,
+            job,
+            primus_root: Some(&exp.primus_root),
+        },
+    )
+}
+
+/// The engine's options for a request under its plan: one set of defaults for every frontend.
+pub fn options(session: &Session, plan: &LaunchPlan, req: &TrialRequest) -> TrialOptions {
+    TrialOptions {
+        trains: plan.profile.capabilities.trains,
+        launcher: plan.launcher.clone(),
+        profile: plan.profile.clone(),
         overrides: req.overrides.clone(),
-        env,
+        // The session's `--env`, the request's own, the tuned GEMMs'.
+        env: plan.env.flags().to_vec(),
         max_iters: req.max_iters.unwrap_or(DEFAULT_ITERS).max(1),
         max_seconds: req.max_seconds,
         ci_target: req.ci_target,
@@ -347,12 +215,16 @@ pub fn options(
         first_iteration_seconds: req.first_iteration_seconds,
         grace: req.grace,
         failure_grace: req.failure_grace,
-        gpus,
+        gpus: plan.placement.ranks(),
+        gpus_per_node: plan.placement.per_node,
+        world: plan.placement.world.map(|w| w.gpus),
+        basis: plan.basis.clone(),
+        notes: plan.notes.clone(),
         study_id: None,
         trials_dir: session.workspace.trials_dir.clone(),
         self_exe: session.self_exe.clone(),
-        telemetry: session.telemetry.clone(),
-    })
+        telemetry: plan.telemetry.clone(),
+    }
 }
 
 /// Refuse settings the profile cannot pass to its workload (a Primus-only setting for upstream
@@ -380,18 +252,18 @@ pub fn refuse_settings<'a>(
     )))
 }
 
-/// Load, lint at the trial's world and set up one trial.
+/// Load, plan, lint at the plan's world and set up one trial.
 pub fn prepare(session: &Session, req: &TrialRequest) -> Result<PreparedTrial, AppError> {
     let exp = session.load_plain()?;
-    let options = options(session, &exp, req)?;
-    let w = world(session, req.gpus, &options.profile, &options.env);
-    let load = job_load(session, &exp, &options);
+    let plan = plan(session, &exp, req)?;
+    let options = options(session, &plan, req);
+    let load = plan.job_load(&session.load);
     let view = with_overrides(&load, &exp, &req.overrides)?;
-    lint_gate(&load.env, &view, w.as_ref(), req.force)?;
-    if options.profile.capabilities.scaled_shape {
+    lint_gate(&load.env, &view, load.world.as_ref(), req.force)?;
+    if plan.profile.capabilities.scaled_shape {
         proxy_fits(&view, options.gpus)?;
     }
-    Ok(PreparedTrial { exp, options })
+    Ok(PreparedTrial { exp, options, plan })
 }
 
 /// The built-in CPU proxy sizes itself from the config: a shape that needs more host memory
@@ -466,6 +338,7 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, AppError> {
 mod tests {
     use super::*;
     use crate::app::SessionOptions;
+    use crate::megatron::WorldSource;
     use crate::run::trial::TelemetrySetup;
     use crate::telemetry::select::Roots;
     use std::path::Path;
@@ -516,18 +389,35 @@ mod tests {
             return; // the launcher's variables come first; this test is about the others
         }
         let (_d, s) = session(&mi300x_node(), None);
-        let w = s.world().copied().unwrap();
+        let w = s.lint_world().copied().unwrap();
         assert_eq!(w.gpus, 8);
         assert_eq!(
             w.to_string(),
             "world size 8 (8 GPUs detected on this node by amdgpu-sysfs)"
         );
         let (_d, s) = session(&mi300x_node(), Some(2));
-        assert_eq!(s.world().unwrap().source, WorldSource::Flag);
+        assert_eq!(s.lint_world().unwrap().source, WorldSource::Flag);
         // No GPU here: unknown, never 8.
         let empty = tempfile::tempdir().unwrap();
         let (_d, s) = session(empty.path(), None);
-        assert_eq!(s.world(), None);
+        assert_eq!(s.lint_world(), None);
+    }
+
+    /// The world of a trial's plan, for `profile` (YAML) with `req`.
+    fn planned(s: &Session, profile: &str, req: TrialRequest) -> Result<LaunchPlan, AppError> {
+        let exp = s.load_plain().unwrap();
+        let p = Profile::parse(profile, "p.yaml").unwrap();
+        let job = super::super::launch::slurm::launch(&req.slurm, &p, &s.defaults)?;
+        LaunchPlan::new(
+            &s.plan_base(),
+            p,
+            PlanAsk {
+                env: req.env.clone(),
+                gpus: req.gpus,
+                job,
+                primus_root: Some(&exp.primus_root),
+            },
+        )
     }
 
     #[test]
@@ -541,58 +431,49 @@ mod tests {
             } else {
                 ""
             };
-            let text = format!("name: p\nargv: [x]\nenv:\n  X: \"1\"\n{env}{caps}");
-            Profile::parse(&text, "p.yaml").unwrap()
+            format!("name: p\nargv: [x]\nenv:\n  X: \"1\"\n{env}{caps}")
+        };
+        let world = |s: &Session, p: &str, gpus: Option<u64>, env: &[(&str, &str)]| {
+            let req = TrialRequest {
+                gpus,
+                env: env
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                ..TrialRequest::default()
+            };
+            planned(s, p, req).unwrap().placement.world
         };
         let proxy = profile("", true);
         let gpu = profile("", false);
         let (_d, s) = session(&mi300x_node(), None);
-        assert_eq!(world(&s, None, &proxy, &[]), Some(World::one_process()));
-        assert_eq!(world(&s, None, &gpu, &[]).unwrap().gpus, 8);
+        assert_eq!(world(&s, &proxy, None, &[]), Some(World::one_process()));
+        assert_eq!(world(&s, &gpu, None, &[]).unwrap().gpus, 8);
         // The launcher's variables a profile sets are its trials' world; the trial's own
         // environment (`--env`) over them; one that follows the world does not set it.
         let four = profile("  GPUS_PER_NODE: \"4\"\n", false);
-        let w = world(&s, None, &four, &[]).unwrap();
-        assert_eq!(
-            (w.gpus, w.source),
-            (
-                4,
-                WorldSource::Environment {
-                    gpus_per_node: 4,
-                    nodes: 1,
-                    profile: true
-                }
-            )
-        );
+        let w = world(&s, &four, None, &[]).unwrap();
         assert_eq!(
             w.to_string(),
             "world size 4 (GPUS_PER_NODE × NNODES = 4 × 1, from the launch profile's env:)"
         );
-        let env2 = [("GPUS_PER_NODE".to_string(), "2".to_string())];
-        let w = world(&s, None, &four, &env2).unwrap();
+        let w = world(&s, &four, None, &[("GPUS_PER_NODE", "2")]).unwrap();
         assert_eq!(
             w.to_string(),
             "world size 2 (GPUS_PER_NODE × NNODES = 2 × 1)"
         );
         let follows = profile("  GPUS_PER_NODE: \"{gpus_per_node}\"\n", false);
-        assert_eq!(world(&s, None, &follows, &[]).unwrap().gpus, 8);
+        assert_eq!(world(&s, &follows, None, &[]).unwrap().gpus, 8);
         // So do the views as that profile launches the experiment.
-        let viewed = with_profile_env(&s.load, &s.env, &four);
-        assert_eq!(viewed.world.unwrap().gpus, 4);
-        assert_eq!(s.launched_by(&four).world().unwrap().gpus, 4);
+        let p4 = Profile::parse(&four, "p.yaml").unwrap();
+        assert_eq!(s.launched_by(&p4).lint_world().unwrap().gpus, 4);
         // The session's --gpus is the trials' too; a request's own count wins.
         let (_d, s) = session(&mi300x_node(), Some(4));
-        assert_eq!(world(&s, None, &proxy, &[]).unwrap().gpus, 4);
-        assert_eq!(world(&s, Some(2), &gpu, &[]).unwrap().gpus, 2);
+        assert_eq!(world(&s, &proxy, None, &[]).unwrap().gpus, 4);
+        assert_eq!(world(&s, &gpu, Some(2), &[]).unwrap().gpus, 2);
         let (_d, s2) = session(&mi300x_node(), Some(2));
-        assert_eq!(world(&s2, None, &four, &[]).unwrap().gpus, 2);
-        assert_eq!(
-            with_profile_env(&s2.load, &s2.env, &four)
-                .world
-                .unwrap()
-                .gpus,
-            2
-        );
+        assert_eq!(world(&s2, &four, None, &[]).unwrap().gpus, 2);
+        assert_eq!(s2.launched_by(&p4).lint_world().unwrap().gpus, 2);
         // The bundled MoE example (EP 8, 256 = micro 4 × DP 8 × 8) passes the gate on its 8
         // GPUs and as a one-process proxy, and is refused on 4 GPUs.
         let exp = s.load_plain().unwrap();
@@ -611,6 +492,60 @@ mod tests {
         assert!(lint_gate(&s.load.env, &exp, World::flag(4).as_ref(), true).is_ok());
     }
 
+    /// A Slurm trial is linted at its job's world (nodes × GPUs per node), not at the world of
+    /// the node that submits it: 100 is not a multiple of micro batch 5 × DP 16.
+    #[test]
+    fn a_slurm_trial_is_linted_at_its_job_s_world() {
+        if launcher_set(&["GPUS_PER_NODE", "NNODES"]) {
+            return;
+        }
+        let (_d, s) = session(&mi300x_node(), None);
+        let slurm = super::super::launch::slurm::SlurmRequest {
+            enabled: true,
+            settings: super::super::launch::slurm::SlurmSettings {
+                nodes: Some(2),
+                gpus_per_node: Some(8),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let req = TrialRequest {
+            profile: Some("megatron".into()),
+            overrides: super::super::session::overrides(&[
+                "micro_batch_size=5".into(),
+                "global_batch_size=100".into(),
+                "expert_model_parallel_size=1".into(),
+            ])
+            .unwrap(),
+            slurm,
+            ..TrialRequest::default()
+        };
+        match prepare(&s, &req) {
+            Err(AppError::LintGate { errors, .. }) => {
+                let batch = errors
+                    .iter()
+                    .find(|d| d.code == "global-batch-divisibility");
+                assert!(
+                    batch.is_some_and(|d| d.message.contains("5 × 16 = 80")),
+                    "{errors:#?}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // At 8 GPUs (one node) 100 is not a multiple of 40 either; at 2 nodes × 5 GPUs it is.
+        let mut ok = req.clone();
+        ok.slurm.settings.gpus_per_node = Some(5);
+        ok.overrides = super::super::session::overrides(&[
+            "micro_batch_size=5".into(),
+            "global_batch_size=100".into(),
+            "expert_model_parallel_size=1".into(),
+        ])
+        .unwrap();
+        let p = prepare(&s, &ok);
+        assert!(!matches!(p, Err(AppError::LintGate { .. })), "{p:?}");
+        assert_eq!(p.unwrap().options.gpus, 10);
+    }
+
     /// A launcher variable of the world that is not a count refuses a GPU launch, naming where
     /// it came from; one that follows the world, a count, or a one-process profile pass.
     #[test]
@@ -618,40 +553,43 @@ mod tests {
         if launcher_set(&["GPUS_PER_NODE", "NNODES"]) {
             return;
         }
-        let profile = |env: &str, caps: &str| {
-            Profile::parse(&format!("name: g\nargv: [x]\nenv:\n{env}{caps}"), "g.yaml").unwrap()
-        };
+        let profile = |env: &str, caps: &str| format!("name: g\nargv: [x]\nenv:\n{env}{caps}");
         let (_d, s) = session(&mi300x_node(), None);
-        let refused = |p: &Profile, env: &[(String, String)]| match refuse_world_vars(&s, p, env) {
+        let env = |kv: &[(&str, &str)]| TrialRequest {
+            env: kv
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..TrialRequest::default()
+        };
+        let refused = |p: &str, req: TrialRequest| match planned(&s, p, req) {
             Err(AppError::Failed(m)) => m,
             other => panic!("{other:?}"),
         };
         let eight = profile("  GPUS_PER_NODE: \"eight\"\n", "");
-        let m = refused(&eight, &[]);
+        let m = refused(&eight, env(&[]));
         assert!(
             m.starts_with(
                 "GPUS_PER_NODE=\"eight\" (the env: of profile g) is not a count of GPUs per node"
             ),
             "{m}"
         );
-        let zero = [("NNODES".to_string(), "0".to_string())];
-        let m = refused(&profile("  X: \"1\"\n", ""), &zero);
+        let m = refused(&profile("  X: \"1\"\n", ""), env(&[("NNODES", "0")]));
         assert!(
             m.starts_with("NNODES=\"0\" (--env) is not a count of nodes"),
             "{m}"
         );
         // --env mends the profile's value; a placeholder follows the world; a count passes
-        let two = [("GPUS_PER_NODE".to_string(), "2".to_string())];
-        assert!(refuse_world_vars(&s, &eight, &two).is_ok());
+        assert!(planned(&s, &eight, env(&[("GPUS_PER_NODE", "2")])).is_ok());
         let follows = profile("  GPUS_PER_NODE: \"{gpus_per_node}\"\n", "");
-        assert!(refuse_world_vars(&s, &follows, &[]).is_ok());
-        assert!(refuse_world_vars(&s, &profile("  GPUS_PER_NODE: \" 4 \"\n", ""), &[]).is_ok());
+        assert!(planned(&s, &follows, env(&[])).is_ok());
+        assert!(planned(&s, &profile("  GPUS_PER_NODE: \" 4 \"\n", ""), env(&[])).is_ok());
         // the proxies read neither
         let proxy = profile(
             "  GPUS_PER_NODE: \"eight\"\n",
             "capabilities:\n  launch: one-process\n",
         );
-        assert!(refuse_world_vars(&s, &proxy, &[]).is_ok());
+        assert!(planned(&s, &proxy, env(&[])).is_ok());
     }
 
     /// The trial's own environment (a pending edit of an environment variable, `--env`) is

@@ -196,16 +196,21 @@ fn gflop(s: &dump::GemmShape) -> f64 {
 }
 
 fn run_shapes(a: &ShapesArgs) -> Result<ExitCode, CliError> {
-    let (path, exp_path, env, rate) = match &a.dump {
-        Some(p) => (p.clone(), None, a.load.session(None)?.load.env, None),
+    let session = a.load.session(None)?;
+    // The ranks a launch places here (the session's placement: --gpus, the launcher's
+    // variables, the defaults file, the GPUs found), else the launch's fallback.
+    let gpus = session
+        .lint_world()
+        .map_or(crate::app::launch::FALLBACK_GPUS, |w| w.gpus);
+    let (path, exp_path, rate) = match &a.dump {
+        Some(p) => (p.clone(), None, None),
         None => {
-            let session = a.load.session(None)?;
             let exp = session.load()?;
             let layout = TuneLayout::new(&exp.primus_root, &exp.path, &session.load.env);
             let rate = session
                 .existing_store()?
                 .and_then(|s| runner::measured_rate(&s, &exp.path));
-            (layout.shapes_dir, Some(exp.path), session.load.env, rate)
+            (layout.shapes_dir, Some(exp.path), rate)
         }
     };
     let summary = dump::read_dumps(&path).map_err(|e| {
@@ -227,17 +232,6 @@ fn run_shapes(a: &ShapesArgs) -> Result<ExitCode, CliError> {
             _ => e.to_string(),
         })
     })?;
-    let configured = crate::app::Defaults::load()
-        .map_err(crate::app::AppError::from)?
-        .gpus();
-    let world = crate::run::trial::trial_world(
-        a.load.flags.gpus,
-        &env,
-        configured,
-        &Default::default(),
-        None,
-    );
-    let gpus = crate::run::trial::launch_gpus(world.as_ref());
     if a.json {
         let mut v = dump::shapes_json(&summary);
         v["gemm_lines"] = summary.gemm_lines.into();

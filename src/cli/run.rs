@@ -142,8 +142,8 @@ pub fn print_result(r: &TrialResult) {
     {
         println!("  cause: {line}");
     }
-    if let Some(w) = s.pending_s {
-        println!("{}", super::trials::queue_line(w));
+    if let Some(j) = &r.job {
+        println!("{}", super::trials::queue_line(j, s.pending_s));
     }
     super::parse_log::print_summary(s);
     for l in super::trials::node_lines(s) {

@@ -1,7 +1,7 @@
 //! `primus-tune show CONFIG [--json] [--flag NAME ...] [--all] [--profile NAME]`
 
 use super::{CliError, LoadArgs, display_path, print_json};
-use crate::app::launch_env::EnvRef;
+use crate::app::launch::env::EnvRef;
 use crate::config::catalog::{Backend, Catalog, Flag, Step};
 use crate::config::resolve::Module;
 use crate::config::tree::Leaf;
@@ -114,7 +114,7 @@ pub fn run(a: &ShowArgs) -> Result<ExitCode, CliError> {
 }
 
 /// The line that says a view resolves as a launch profile launches the experiment.
-pub fn as_launched(p: &crate::app::launch_env::ViewProfile) -> String {
+pub fn as_launched(p: &crate::app::launch::env::ViewProfile) -> String {
     if p.sets.is_empty() {
         format!(
             "as profile {} launches it (its env: sets nothing here)",
@@ -220,7 +220,7 @@ fn print_row(r: &Row<'_>, detailed: bool) {
     let source = if r.mapping.is_some() {
         source
     } else {
-        crate::app::launch_env::source_with(source, &r.env)
+        crate::app::launch::env::source_with(source, &r.env)
     };
     let changed = r
         .flag
@@ -299,7 +299,7 @@ fn row_json(r: &Row<'_>) -> serde_json::Value {
             "default": e.default,
             "from": e.source.key(),
             "profile": match &e.source {
-                crate::app::launch_env::EnvSource::Profile(p) => Some(p.as_str()),
+                crate::app::launch::env::EnvSource::Profile(p) => Some(p.as_str()),
                 _ => None,
             },
         })).collect::<Vec<_>>(),

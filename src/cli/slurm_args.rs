@@ -1,6 +1,6 @@
 //! The Slurm options of `run`, `sweep` and `gemm-tune stage`.
 
-use crate::app::slurm::{SlurmRequest, SlurmSettings};
+use crate::app::launch::slurm::{SlurmRequest, SlurmSettings};
 use clap::Args;
 use std::time::Duration;
 
@@ -44,6 +44,23 @@ pub struct SlurmArgs {
         help_heading = "Slurm"
     )]
     pub slurm_poll: f64,
+    /// Let Slurm requeue a job whose node failed (sbatch --requeue). Default --no-requeue: a
+    /// requeued job starts again from the beginning, so the trial ends as node-fail either way.
+    #[arg(long, help_heading = "Slurm")]
+    pub requeue: bool,
+    /// Fail a trial whose job waits in the queue longer than this (pending-limit); a job Slurm
+    /// says can never start (PartitionNodeLimit, BadConstraints, ...) fails at once anyway.
+    #[arg(long, value_name = "SECONDS", help_heading = "Slurm",
+          value_parser = positive_seconds)]
+    pub max_pending_seconds: Option<f64>,
+}
+
+/// A number of seconds, more than 0.
+fn positive_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("`{s}` is not a number of seconds above 0")),
+    }
 }
 
 impl SlurmArgs {
@@ -59,6 +76,8 @@ impl SlurmArgs {
                 sbatch_args: self.sbatch_args.clone(),
             },
             poll: Some(Duration::from_secs_f64(self.slurm_poll.clamp(0.1, 60.0))),
+            requeue: self.requeue,
+            max_pending: self.max_pending_seconds.map(Duration::from_secs_f64),
         }
     }
 }

@@ -34,12 +34,12 @@ pub struct SweepArgs {
     /// Stop launching after this many trials.
     #[arg(long)]
     pub max_trials: Option<usize>,
-    /// Iterations of the first, shortest trials.
-    #[arg(long, default_value_t = 12)]
-    pub first_iters: u64,
-    /// Longest trial.
-    #[arg(long, default_value_t = 60)]
-    pub max_iters: u64,
+    /// Iterations of the first, shortest trials [default: 12; a resumed study: its own].
+    #[arg(long)]
+    pub first_iters: Option<u64>,
+    /// Longest trial [default: 60; a resumed study: its own].
+    #[arg(long)]
+    pub max_iters: Option<u64>,
     /// GPU memory per GPU in GiB (default: what telemetry reports for GPU 0).
     #[arg(long)]
     pub capacity_gib: Option<f64>,
@@ -117,7 +117,7 @@ pub fn run(a: &SweepArgs) -> Result<ExitCode, CliError> {
     let style = Style {
         json: a.json,
         trial_headers: false,
-        max_iters: a.max_iters,
+        max_iters: a.max_iters.unwrap_or(sweep::MAX_ITERS),
         job: false,
     };
     let out = drive(style, |events, cancel| {

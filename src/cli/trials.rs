@@ -4,7 +4,8 @@ use super::{CliError, display_path, print_json};
 use crate::app::views::compare::{Change, CompareVerdict, Comparison, show_json};
 use crate::app::views::trials::{self, TrialSummary};
 use crate::app::{Session, SessionOptions};
-use crate::domain::trial::{SlurmJob, Summary};
+use crate::domain::job::Job;
+use crate::domain::trial::Summary;
 use crate::store::{TrialFilter, TrialRow, TrialStatus};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
@@ -21,8 +22,8 @@ pub struct TrialsArgs {
     /// Only trials shown with this word in the status column: a status (running, completed,
     /// failed, stopped, interrupted) or the failure class of a trial that did not complete
     /// (oom, host-oom, nccl, hang, traceback, config-assertion, non-zero-exit, killed-by-user,
-    /// timeout, not-launched, slurm-timeout, slurm-cancelled, node-fail, slurm-preempted,
-    /// slurm-lost).
+    /// timeout, not-launched, job-time-limit, job-cancelled, node-fail, preempted, job-lost,
+    /// unschedulable, pending-limit).
     #[arg(long, value_name = "WORD")]
     pub status: Option<String>,
     /// Only the last N trials.
@@ -365,7 +366,7 @@ fn print_detail(s: &TrialSummary, stored_iters: usize) {
         .summary
         .as_ref()
         .and_then(|s| serde_json::from_value::<Summary>(s.clone()).ok());
-    if let Some(j) = &t.slurm {
+    if let Some(j) = &t.job {
         for l in job_lines(j, sum.as_ref().and_then(|s| s.pending_s)) {
             println!("{l}");
         }
@@ -388,14 +389,25 @@ fn cut(s: &str, w: usize) -> String {
     out
 }
 
-/// The queue wait of a Slurm trial's job, one line.
-pub(super) fn queue_line(pending_s: f64) -> String {
-    format!("  queued {pending_s:.1} s before the job started (not GPU time)")
+/// The queue wait of a batch trial's job, one line: until it started, or (a job that never
+/// started) until it ended, or so far.
+pub(super) fn queue_line(j: &Job, queued_s: Option<f64>) -> String {
+    let waited = queued_s.or_else(|| {
+        j.started_ms
+            .or(j.ended_ms)
+            .map(|t| t.saturating_sub(j.submitted_ms) as f64 / 1000.0)
+    });
+    match (waited, j.started_ms, j.ended_ms) {
+        (Some(w), Some(_), _) => format!("  queued {w:.1} s before the job started (not GPU time)"),
+        (Some(w), None, Some(_)) => format!("  queued {w:.1} s; the job never started"),
+        (_, None, Some(_)) => "  queued: the job never started".into(),
+        _ => "  queued: the job has not started yet".into(),
+    }
 }
 
-/// A trial's Slurm job: its id and last state seen, its nodes, its queue wait (the summary's,
-/// else from the job's submit and start times).
-fn job_lines(j: &SlurmJob, pending_s: Option<f64>) -> Vec<String> {
+/// A trial's batch job: its scheduler, id and last state seen (with the scheduler's reason),
+/// its nodes, its queue wait (the summary's, else from the job's submit and start times).
+fn job_lines(j: &Job, queued_s: Option<f64>) -> Vec<String> {
     let mut out = Vec::new();
     let reason = j
         .reason
@@ -405,8 +417,11 @@ fn job_lines(j: &SlurmJob, pending_s: Option<f64>) -> Vec<String> {
         .gpus_per_node
         .map_or(String::new(), |g| format!(", {g} GPU(s) each"));
     out.push(format!(
-        "  slurm:   job {} {}{reason}: {} node(s){gpus}",
-        j.job_id, j.state, j.nodes
+        "  job:     {} job {} {}{reason}: {} node(s){gpus}",
+        crate::app::launch::env::scheduler_title(&j.scheduler),
+        j.id,
+        j.state,
+        j.nodes
     ));
     if !j.node_list.is_empty() {
         // Long lists keep their first names and a count.
@@ -424,17 +439,9 @@ fn job_lines(j: &SlurmJob, pending_s: Option<f64>) -> Vec<String> {
         out.push(format!("  ran on:  {names}"));
     }
     if let Some(c) = &j.conf {
-        out.push(format!("  slurm.conf: {}", display_path(c)));
+        out.push(format!("  config:  {}", display_path(c)));
     }
-    let waited = pending_s.or_else(|| {
-        j.started_ms
-            .map(|s| s.saturating_sub(j.submitted_ms) as f64 / 1000.0)
-    });
-    match waited {
-        Some(w) => out.push(queue_line(w)),
-        None if j.ended_ms.is_some() => out.push("  queued: the job never started".into()),
-        None => out.push("  queued: the job has not started yet".into()),
-    }
+    out.push(queue_line(j, queued_s));
     out
 }
 
@@ -580,18 +587,19 @@ mod tests {
 
     #[test]
     fn job_lines_say_the_state_the_nodes_and_the_queue_wait() {
-        let mut j = SlurmJob {
-            job_id: 12,
+        let mut j = Job {
+            scheduler: "slurm".into(),
+            id: "12".into(),
             nodes: 2,
             gpus_per_node: Some(8),
             state: "PENDING".into(),
             reason: Some("Resources".into()),
             submitted_ms: 1_000,
-            ..SlurmJob::default()
+            ..Job::default()
         };
         let text = job_lines(&j, None).join("\n");
         assert!(
-            text.contains("  slurm:   job 12 PENDING (Resources): 2 node(s), 8 GPU(s) each"),
+            text.contains("  job:     Slurm job 12 PENDING (Resources): 2 node(s), 8 GPU(s) each"),
             "{text}"
         );
         assert!(text.contains("the job has not started yet"), "{text}");
@@ -607,6 +615,16 @@ mod tests {
         );
         // The summary's figure comes first.
         assert!(job_lines(&j, Some(4.0)).join("\n").contains("queued 4.0 s"));
+        // A job cancelled in the queue never started: its wait is not "before it started".
+        j.started_ms = None;
+        j.ended_ms = Some(3_000);
+        j.state = "CANCELLED".into();
+        let text = job_lines(&j, Some(2.0)).join("\n");
+        assert!(
+            text.contains("  queued 2.0 s; the job never started"),
+            "{text}"
+        );
+        assert!(!text.contains("before the job started"), "{text}");
     }
 }
 

@@ -35,6 +35,29 @@ impl Basis {
         matches!(self, Basis::Measured { .. })
     }
 
+    /// A measured basis names the GPU its telemetry saw, when it named none; any other basis
+    /// is as it is.
+    pub fn seen_on(&self, gpu: Option<&str>) -> Basis {
+        match self {
+            Basis::Measured { profile, gpu: None } => Basis::Measured {
+                profile: profile.clone(),
+                gpu: gpu.map(str::to_string),
+            },
+            b => b.clone(),
+        }
+    }
+
+    /// Whether its figures are a CPU stand-in's.
+    pub fn is_proxy(&self) -> bool {
+        matches!(self, Basis::Proxy { .. })
+    }
+
+    /// What a cost in its trials' time is counted in: GPU-seconds for a GPU measurement, host
+    /// CPU-seconds for a stand-in.
+    pub fn cost_unit(&self) -> &'static str {
+        if self.is_proxy() { "CPU" } else { "GPU" }
+    }
+
     /// The one-word kind (`measured`, `proxy`, `rule`, `predicted`).
     pub fn kind(&self) -> &'static str {
         match self {

@@ -5,6 +5,7 @@
 
 pub mod advice;
 pub mod evidence;
+pub mod job;
 pub mod source;
 pub mod study;
 pub mod telemetry;

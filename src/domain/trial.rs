@@ -107,21 +107,32 @@ pub enum FailureClass {
     /// Nothing started: its launch could not be built or spawned (a missing runner, an unset
     /// variable its profile needs, an unwritable trial folder).
     NotLaunched,
-    /// Slurm ended the job at its time limit (`TIMEOUT`, or its `DEADLINE`).
-    SlurmTimeout,
-    /// The job was cancelled by someone other than primus-tune (`scancel`, an administrator).
-    SlurmCancelled,
-    /// A node of the job failed, or did not boot (`NODE_FAIL`, `BOOT_FAIL`).
+    /// The scheduler ended the job at its time limit (Slurm's `TIMEOUT`, or its `DEADLINE`).
+    #[serde(alias = "slurm-timeout")]
+    JobTimeLimit,
+    /// The job was cancelled in the scheduler by someone other than primus-tune (`scancel`, an
+    /// administrator).
+    #[serde(alias = "slurm-cancelled")]
+    JobCancelled,
+    /// A node of the job failed or did not boot (`NODE_FAIL`, `BOOT_FAIL`), or the scheduler
+    /// requeued the job off a failed node.
     NodeFail,
-    /// Slurm preempted the job for another.
-    SlurmPreempted,
-    /// Slurm lost the job: neither `squeue`, `sacct` nor `scontrol` knows it any more.
-    SlurmLost,
+    /// The scheduler preempted the job for another.
+    #[serde(alias = "slurm-preempted")]
+    Preempted,
+    /// The scheduler lost the job: none of its commands knows it any more.
+    #[serde(alias = "slurm-lost")]
+    JobLost,
+    /// The scheduler says the job can never start as asked (more nodes than the partition
+    /// has, a constraint no node meets, a limit the request exceeds, a down partition).
+    Unschedulable,
+    /// The job waited in the queue longer than `--max-pending-seconds`.
+    PendingLimit,
 }
 
 impl FailureClass {
     /// Every class, in declaration order.
-    pub const ALL: [FailureClass; 15] = [
+    pub const ALL: [FailureClass; 17] = [
         FailureClass::Oom,
         FailureClass::HostOom,
         FailureClass::Nccl,
@@ -132,11 +143,13 @@ impl FailureClass {
         FailureClass::KilledByUser,
         FailureClass::Timeout,
         FailureClass::NotLaunched,
-        FailureClass::SlurmTimeout,
-        FailureClass::SlurmCancelled,
+        FailureClass::JobTimeLimit,
+        FailureClass::JobCancelled,
         FailureClass::NodeFail,
-        FailureClass::SlurmPreempted,
-        FailureClass::SlurmLost,
+        FailureClass::Preempted,
+        FailureClass::JobLost,
+        FailureClass::Unschedulable,
+        FailureClass::PendingLimit,
     ];
 
     /// The class's name as stored, printed in the status column and in JSON (`host-oom`).
@@ -159,11 +172,13 @@ impl FailureClass {
             FailureClass::KilledByUser => "stopped by the user",
             FailureClass::Timeout => "time limit reached",
             FailureClass::NotLaunched => "could not be launched",
-            FailureClass::SlurmTimeout => "killed at its Slurm time limit",
-            FailureClass::SlurmCancelled => "cancelled in Slurm by someone else",
+            FailureClass::JobTimeLimit => "killed at its job's time limit",
+            FailureClass::JobCancelled => "its job was cancelled by someone else",
             FailureClass::NodeFail => "a node of the job failed",
-            FailureClass::SlurmPreempted => "preempted by Slurm",
-            FailureClass::SlurmLost => "the Slurm job was lost",
+            FailureClass::Preempted => "preempted by the scheduler",
+            FailureClass::JobLost => "the scheduler lost its job",
+            FailureClass::Unschedulable => "the scheduler says its job can never start",
+            FailureClass::PendingLimit => "queued longer than --max-pending-seconds",
         }
     }
 }
@@ -423,8 +438,9 @@ pub struct Summary {
     /// Telemetry per GPU over `telemetry_span` (empty when not sampled).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub telemetry: Vec<super::telemetry::GpuSummary>,
-    /// A Slurm trial: seconds its job waited in the queue before it started (not GPU time;
-    /// `startup_s` and the wall time count from the job's start).
+    /// A batch trial: seconds its job waited in the queue before it started, or until it ended
+    /// when it never started (not GPU time; `startup_s` and the wall time count from the job's
+    /// start).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_s: Option<f64>,
     /// The world the trial launched at (ranks), when it was known rather than the launcher's
@@ -435,6 +451,10 @@ pub struct Summary {
     /// one node).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<super::telemetry::NodeSummary>,
+    /// What its figures are evidence of: measured on which GPU with which profile, or a CPU
+    /// stand-in's (absent in trials stored before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basis: Option<super::evidence::Basis>,
 }
 
 /// Why the runner ended a trial.
@@ -495,34 +515,11 @@ pub struct TrialResult {
     pub exit_signal: Option<i32>,
     pub wall_s: f64,
     pub trial_dir: Option<String>,
+    /// Its batch job, when it ran as one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<super::job::Job>,
     #[serde(flatten)]
     pub summary: Summary,
-}
-
-/// A trial's Slurm job, stored with the trial: what it asked for and the last state seen.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct SlurmJob {
-    pub job_id: u64,
-    /// The `slurm.conf` its commands used (None: Slurm's own default).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conf: Option<std::path::PathBuf>,
-    pub nodes: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gpus_per_node: Option<u32>,
-    /// Slurm's state name last seen (`PENDING`, `RUNNING`, `COMPLETED`, `TIMEOUT`, ...).
-    pub state: String,
-    /// Why it waits, while pending (`Resources`, `Priority`, ...).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// Unix milliseconds: submitted, started running, ended.
-    pub submitted_ms: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub started_ms: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ended_ms: Option<u64>,
-    /// The nodes it ran on, once running.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub node_list: Vec<String>,
 }
 
 #[cfg(test)]

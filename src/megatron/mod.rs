@@ -18,7 +18,7 @@ pub mod titan;
 mod world;
 
 pub use layers::{LayerFreqError, parse_layer_freq};
-pub use world::{World, WorldSource, parse_count};
+pub use world::{Origin, World, WorldSource, parse_count};
 
 use crate::config::value::Value;
 use std::collections::BTreeMap;

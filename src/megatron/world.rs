@@ -25,6 +25,16 @@ pub enum WorldSource {
     Profile,
     /// `gpus = N` in the defaults file (`config.toml`).
     Defaults,
+    /// A batch job's nodes × GPUs per node (Slurm's `--nodes` × `--gpus-per-node`), each
+    /// from where it was set; `groups`: the launch starts a rank per GPU (false: one process
+    /// per node, the proxies).
+    Job {
+        nodes: u64,
+        gpus_per_node: u64,
+        nodes_from: Origin,
+        gpus_from: Origin,
+        groups: bool,
+    },
     /// The GPUs a telemetry backend found on this node (× `NNODES` when set).
     Detected {
         backend: &'static str,
@@ -33,6 +43,33 @@ pub enum WorldSource {
         /// The visible-devices variable that limited the count (`CUDA_VISIBLE_DEVICES`, ...).
         visible: Option<&'static str>,
     },
+}
+
+/// Where a figure of a job's placement was set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// The command line (`--nodes`, `--gpus-per-node`, `--gpus`).
+    Flag,
+    /// The launch profile (its `slurm:` section, or its `env:`).
+    Profile,
+    /// The defaults file (`[slurm]`, `gpus`).
+    DefaultsFile,
+    /// The environment primus-tune runs in (`GPUS_PER_NODE`).
+    Environment,
+    /// One process per node (a one-process profile), or one node when nothing says.
+    BuiltIn,
+}
+
+impl Origin {
+    pub fn text(self) -> &'static str {
+        match self {
+            Origin::Flag => "the command line",
+            Origin::Profile => "the launch profile",
+            Origin::DefaultsFile => "the defaults file",
+            Origin::Environment => "the environment",
+            Origin::BuiltIn => "built-in",
+        }
+    }
 }
 
 /// The variables that hide GPUs from a launch on this node.
@@ -166,10 +203,43 @@ impl World {
             .or_else(detect)
     }
 
+    /// A batch job's world: `nodes` × `gpus_per_node` (None for 0).
+    pub fn job(
+        nodes: u64,
+        gpus_per_node: u64,
+        from: (Origin, Origin),
+        groups: bool,
+    ) -> Option<World> {
+        (nodes >= 1 && gpus_per_node >= 1).then_some(World {
+            gpus: nodes * gpus_per_node,
+            source: WorldSource::Job {
+                nodes,
+                gpus_per_node,
+                nodes_from: from.0,
+                gpus_from: from.1,
+                groups,
+            },
+        })
+    }
+
     /// Whether the launch starts one rank per GPU, so that Megatron builds its parallel groups
     /// over this world (false for a one-process profile).
     pub fn builds_groups(&self) -> bool {
-        self.source != WorldSource::Profile
+        match self.source {
+            WorldSource::Profile => false,
+            WorldSource::Job { groups, .. } => groups,
+            _ => true,
+        }
+    }
+
+    /// Nodes the world spans (1 when its source names none).
+    pub fn nodes(&self) -> u64 {
+        match self.source {
+            WorldSource::Environment { nodes, .. }
+            | WorldSource::Job { nodes, .. }
+            | WorldSource::Detected { nodes, .. } => nodes.max(1),
+            _ => 1,
+        }
     }
 
     /// Where the number came from, in words: `--gpus`, `GPUS_PER_NODE × NNODES = 8 × 2`, ...
@@ -189,6 +259,21 @@ impl World {
                 }
             ),
             WorldSource::Profile => "the launch profile runs one process".into(),
+            WorldSource::Job {
+                nodes,
+                gpus_per_node,
+                nodes_from,
+                gpus_from,
+                groups,
+            } => {
+                let per = if groups { "GPUs" } else { "processes" };
+                format!(
+                    "the job's nodes × {per} per node = {nodes} × {gpus_per_node}: nodes from \
+                     {}, {per} per node from {}",
+                    nodes_from.text(),
+                    gpus_from.text()
+                )
+            }
             WorldSource::Defaults => "`gpus` of the defaults file".into(),
             WorldSource::Detected {
                 backend,
@@ -219,6 +304,7 @@ impl World {
             WorldSource::Environment { .. } => "environment",
             WorldSource::Profile => "profile",
             WorldSource::Defaults => "defaults-file",
+            WorldSource::Job { .. } => "job",
             WorldSource::Detected { .. } => "detected",
         }
     }

@@ -2,12 +2,12 @@
 
 pub mod capabilities;
 pub mod failure;
+pub mod launch;
 pub mod logparse;
 pub mod megatron_args;
 pub mod process;
 pub mod profile;
 pub mod proxy;
-pub mod slurm;
 pub mod steady;
 pub mod summary;
 pub mod supervise;

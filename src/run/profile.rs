@@ -97,7 +97,7 @@ pub struct ProfileSlurm {
     /// Defaults of the job (`nodes`, `gpus_per_node`, `partition`, `account`, `time`,
     /// `sbatch_args`); the command line wins over them.
     #[serde(flatten)]
-    pub settings: super::slurm::SlurmSettings,
+    pub settings: super::launch::slurm::SlurmSettings,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -363,30 +363,44 @@ impl Profile {
         known: &KnownPlaceholders,
     ) -> crate::config::env::Env {
         let mut env = base.clone();
-        let unknown = String::new;
-        for (k, v) in &self.env {
-            let filled = substitute_with(v, |n| match n {
-                "primus_root" => known
-                    .primus_root
-                    .as_ref()
-                    .map(|p| p.display().to_string())
-                    .ok_or_else(unknown),
-                "gpus" => known.gpus.map(|g| g.to_string()).ok_or_else(unknown),
-                "gpus_per_node" => known
-                    .gpus_per_node
-                    .map(|g| g.to_string())
-                    .ok_or_else(unknown),
-                "python" => Ok(PYTHON.into()),
-                n => env_placeholder(n, base),
-            });
-            if let Ok(v) = filled {
-                env.set(k, &v);
-            }
+        for (k, v) in self.filled_env(base, known) {
+            env.set(&k, &v);
         }
         for (k, v) in on_top {
             env.set(k, v);
         }
         env
+    }
+
+    /// The variables of the profile's `env:` that can be known before a trial, their
+    /// placeholders filled from `known` and `base` (see [`Profile::config_env`]).
+    pub fn filled_env(
+        &self,
+        base: &crate::config::env::Env,
+        known: &KnownPlaceholders,
+    ) -> Vec<(String, String)> {
+        let unknown = String::new;
+        self.env
+            .iter()
+            .filter_map(|(k, v)| {
+                substitute_with(v, |n| match n {
+                    "primus_root" => known
+                        .primus_root
+                        .as_ref()
+                        .map(|p| p.display().to_string())
+                        .ok_or_else(unknown),
+                    "gpus" => known.gpus.map(|g| g.to_string()).ok_or_else(unknown),
+                    "gpus_per_node" => known
+                        .gpus_per_node
+                        .map(|g| g.to_string())
+                        .ok_or_else(unknown),
+                    "python" => Ok(PYTHON.into()),
+                    n => env_placeholder(n, base),
+                })
+                .ok()
+                .map(|v| (k.clone(), v))
+            })
+            .collect()
     }
 
     /// The profile's environment with placeholders filled.
@@ -799,14 +813,16 @@ mod tests {
         assert!(p.slurm.as_ref().is_some_and(|s| s.submits));
         let mut c = cx();
         c.overrides.clear();
-        c.slurm_args = crate::run::slurm::SlurmSpec {
-            nodes: 2,
-            gpus_per_node: Some(8),
-            partition: Some("mi300x".into()),
-            job_name: "primus-tune-primus-slurm".into(),
-            ..Default::default()
-        }
-        .sbatch_options(Path::new("/t/1"));
+        c.slurm_args = crate::run::launch::slurm::sbatch_options(
+            &crate::run::launch::scheduler::JobSpec {
+                nodes: 2,
+                gpus_per_node: Some(8),
+                partition: Some("mi300x".into()),
+                job_name: "primus-tune-primus-slurm".into(),
+                ..Default::default()
+            },
+            Path::new("/t/1"),
+        );
         let (argv, _) = p.expand(&c).unwrap();
         assert_eq!(
             argv,
@@ -819,6 +835,7 @@ mod tests {
                 "--ntasks-per-node=1",
                 "--gpus-per-node=8",
                 "--partition=mi300x",
+                "--no-requeue",
                 "--output=/t/1/slurm-%j.out",
                 "--",
                 "direct",

@@ -42,6 +42,7 @@ impl Summary {
             pending_s: None,
             nodes: Vec::new(),
             world: None,
+            basis: None,
         }
     }
 }

@@ -154,6 +154,24 @@ DROP TABLE samples;
 ALTER TABLE samples_v5 RENAME TO samples;
 "#;
 
+/// Version 6: scheduler-neutral jobs and a study's launch. A trial's job (`job`, JSON: the
+/// scheduler that runs it, its id, state and nodes) replaces the Slurm-only `slurm` column; the
+/// failure classes that named Slurm get the scheduler-neutral names; a study keeps how its
+/// trials launch (`launch`, JSON: the iteration budget, the profile, the world and the
+/// scheduler's settings) so a resume goes on as it began.
+const V6: &str = r#"
+ALTER TABLE trials RENAME COLUMN slurm TO job;
+UPDATE trials SET job = json_set(job, '$.scheduler', 'slurm') WHERE job IS NOT NULL;
+UPDATE trials SET failure_class = CASE failure_class
+        WHEN 'slurm-timeout' THEN 'job-time-limit'
+        WHEN 'slurm-cancelled' THEN 'job-cancelled'
+        WHEN 'slurm-preempted' THEN 'preempted'
+        WHEN 'slurm-lost' THEN 'job-lost'
+        ELSE failure_class END
+    WHERE failure_class LIKE 'slurm-%';
+ALTER TABLE studies ADD COLUMN launch TEXT CHECK (launch IS NULL OR json_valid(launch));
+"#;
+
 pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration {
         version: 1,
@@ -179,6 +197,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         version: 5,
         description: "Slurm jobs of trials, the node of telemetry samples",
         sql: V5,
+    },
+    Migration {
+        version: 6,
+        description: "scheduler-neutral jobs, a study's launch",
+        sql: V6,
     },
 ];
 

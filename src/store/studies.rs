@@ -10,10 +10,10 @@ use super::time::now_rfc3339;
 use super::types::StudyRow;
 use super::{Ctx, Store, from_sql_u64};
 
-const STUDY_COLUMNS: &str = "id, name, created_at, config_path, kind, space, notes, \
+const STUDY_COLUMNS: &str = "id, name, created_at, config_path, kind, space, notes, launch, \
     (SELECT COUNT(*) FROM trials WHERE trials.study_id = studies.id) AS trials";
 
-type RawStudy = (StudyRow, Option<String>);
+type RawStudy = (StudyRow, Option<String>, Option<String>);
 
 fn raw_study(r: &Row<'_>) -> rusqlite::Result<RawStudy> {
     let config_path: String = r.get("config_path")?;
@@ -26,9 +26,11 @@ fn raw_study(r: &Row<'_>) -> rusqlite::Result<RawStudy> {
             kind: r.get("kind")?,
             space: None,
             notes: r.get("notes")?,
+            launch: None,
             trials: from_sql_u64(r.get("trials")?),
         },
         r.get("space")?,
+        r.get("launch")?,
     ))
 }
 
@@ -88,6 +90,17 @@ impl Store {
         self.update_study(id, &what, "space", text)
     }
 
+    /// Records how the study's trials launch (any JSON the caller chooses: its budget, profile,
+    /// world, scheduler settings), so a resume goes on as the study began.
+    pub fn set_study_launch(&self, id: i64, launch: Option<&Value>) -> StoreResult<()> {
+        let what = format!("set the launch of study {id}");
+        let text = launch
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(self.encode_err(&what))?;
+        self.update_study(id, &what, "launch", text)
+    }
+
     fn update_study(
         &self,
         id: i64,
@@ -121,12 +134,15 @@ impl Store {
                 .ctx(&self.path, what)?
         };
         raws.into_iter()
-            .map(|(mut row, space)| {
-                row.space = space
-                    .as_deref()
-                    .map(serde_json::from_str)
-                    .transpose()
-                    .map_err(|e| self.corrupt(format!("read study {}", row.id), e))?;
+            .map(|(mut row, space, launch)| {
+                let json = |text: Option<String>| {
+                    text.as_deref()
+                        .map(serde_json::from_str)
+                        .transpose()
+                        .map_err(|e| self.corrupt(format!("read study {}", row.id), e))
+                };
+                row.space = json(space)?;
+                row.launch = json(launch)?;
                 Ok(row)
             })
             .collect()

@@ -16,7 +16,7 @@ const TRIAL_COLUMNS: &str = "id, study_id, status, created_at, started_at, finis
     updated_at, config_path, config_hash, overrides, profile, argv, env, trial_dir, runner_pid, \
     failure_class, failure_line, exit_code, exit_signal, iterations_seen, \
     (SELECT COUNT(*) FROM iterations WHERE iterations.trial_id = trials.id) AS iterations_stored, \
-    wall_s, summary, median_step_ms, ci95_ms, tokens_per_s_per_gpu, tflops_per_gpu, peak_mem_gib, resolved, slurm";
+    wall_s, summary, median_step_ms, ci95_ms, tokens_per_s_per_gpu, tflops_per_gpu, peak_mem_gib, resolved, job";
 
 /// A `trials` row as SQLite returns it, before the JSON and enum columns are parsed.
 struct RawTrial {
@@ -49,7 +49,7 @@ struct RawTrial {
     tflops_per_gpu: Option<f64>,
     peak_mem_gib: Option<f64>,
     resolved: Option<String>,
-    slurm: Option<String>,
+    job: Option<String>,
 }
 
 fn raw_trial(r: &Row<'_>) -> rusqlite::Result<RawTrial> {
@@ -83,7 +83,7 @@ fn raw_trial(r: &Row<'_>) -> rusqlite::Result<RawTrial> {
         tflops_per_gpu: r.get("tflops_per_gpu")?,
         peak_mem_gib: r.get("peak_mem_gib")?,
         resolved: r.get("resolved")?,
-        slurm: r.get("slurm")?,
+        job: r.get("job")?,
     })
 }
 
@@ -305,18 +305,14 @@ impl Store {
         })
     }
 
-    /// Records the trial's Slurm job (submitted, or a state it moved to).
-    pub fn set_trial_slurm(
-        &self,
-        trial_id: i64,
-        job: &crate::domain::trial::SlurmJob,
-    ) -> StoreResult<()> {
-        let what = format!("record the Slurm job of trial {trial_id}");
+    /// Records the trial's job (submitted, or a state it moved to).
+    pub fn set_trial_job(&self, trial_id: i64, job: &crate::domain::job::Job) -> StoreResult<()> {
+        let what = format!("record the job of trial {trial_id}");
         let json = serde_json::to_string(job).map_err(self.encode_err(&what))?;
         self.write(&what, false, |tx| {
             let n = tx
                 .execute(
-                    "UPDATE trials SET slurm = ?2, updated_at = ?3 WHERE id = ?1",
+                    "UPDATE trials SET job = ?2, updated_at = ?3 WHERE id = ?1",
                     params![trial_id, json, now_rfc3339()],
                 )
                 .ctx(&self.path, &what)?;
@@ -525,12 +521,12 @@ impl Store {
             .map(serde_json::from_str)
             .transpose()
             .map_err(|e| bad("resolved", e.to_string()))?;
-        let slurm = raw
-            .slurm
+        let job = raw
+            .job
             .as_deref()
             .map(serde_json::from_str)
             .transpose()
-            .map_err(|e| bad("slurm", e.to_string()))?;
+            .map_err(|e| bad("job", e.to_string()))?;
         Ok(TrialRow {
             id,
             study_id: raw.study_id,
@@ -560,7 +556,7 @@ impl Store {
             tflops_per_gpu: raw.tflops_per_gpu,
             peak_mem_gib: raw.peak_mem_gib,
             resolved,
-            slurm,
+            job,
         })
     }
 

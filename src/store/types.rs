@@ -148,9 +148,9 @@ pub struct TrialRow {
     /// Left out of the JSON of lists (`trials show --json` carries it).
     #[serde(skip)]
     pub resolved: Option<Value>,
-    /// Its Slurm job, when it ran as one.
+    /// Its batch job, when it ran as one (a Slurm job).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub slurm: Option<crate::domain::trial::SlurmJob>,
+    pub job: Option<crate::domain::job::Job>,
 }
 
 impl TrialRow {
@@ -176,7 +176,7 @@ impl TrialRow {
 
     /// The world it launched at, as its summary stores it (`None`: unknown at launch, or
     /// stored before the world was kept).
-    pub fn world(&self) -> Option<u64> {
+    pub fn ran_on_gpus(&self) -> Option<u64> {
         self.summary_field("world")
     }
 
@@ -255,6 +255,8 @@ pub struct StudyRow {
     /// The search space, as the caller describes it.
     pub space: Option<Value>,
     pub notes: Option<String>,
+    /// How its trials launch, as the caller recorded it (None: stored before it was kept).
+    pub launch: Option<Value>,
     /// Trials recorded for the study.
     pub trials: u64,
 }

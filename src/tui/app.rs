@@ -88,6 +88,8 @@ pub enum Effect {
     StartSweep {
         space: String,
         profile: String,
+        /// Sweep knobs the profile does not model, as a labelled demo (`--allow-unmodeled`).
+        demo: bool,
     },
     /// Continue an unfinished study (with the profile its trials ran with).
     ResumeSweep {
@@ -176,6 +178,8 @@ pub struct App {
     pub calls_hipblaslt: Vec<bool>,
     /// Per profile: it launches on GPUs (not a CPU stand-in): starting work asks first.
     pub on_gpus: Vec<bool>,
+    /// Per profile: what it declares (what its measurements model).
+    pub caps: Vec<crate::run::capabilities::Capabilities>,
     pub telemetry: Telemetry,
     pub screens: Screens,
     pub overlay: Option<Overlay>,
@@ -256,6 +260,13 @@ impl App {
             .iter()
             .map(|p| crate::run::profile::find(p, None).map_or(true, |p| launches_on_gpus(&p)))
             .collect();
+        let caps = profiles
+            .iter()
+            .map(|p| {
+                crate::run::profile::find(p, None)
+                    .map_or_else(|_| Default::default(), |p| p.capabilities)
+            })
+            .collect();
         App {
             tab: Tab::Checklist,
             config: None,
@@ -266,6 +277,7 @@ impl App {
             profile,
             calls_hipblaslt,
             on_gpus,
+            caps,
             telemetry: Telemetry::default(),
             screens: Screens::default(),
             overlay: tour.then_some(Overlay::Tour(0)),
@@ -303,6 +315,7 @@ impl App {
             .map(|p| p.capabilities.calls_hipblaslt())
             .collect();
         self.on_gpus = profiles.iter().map(launches_on_gpus).collect();
+        self.caps = profiles.iter().map(|p| p.capabilities.clone()).collect();
         self.profile = chosen
             .and_then(|c| self.profiles.iter().position(|p| *p == c))
             .unwrap_or(0);
@@ -314,6 +327,11 @@ impl App {
             .get(self.profile)
             .copied()
             .unwrap_or(true)
+    }
+
+    /// What the Run screen's profile declares, when known.
+    pub fn profile_caps(&self) -> Option<&crate::run::capabilities::Capabilities> {
+        self.caps.get(self.profile)
     }
 
     /// The Run screen's profile launches on GPUs (unknown: it does).

@@ -166,10 +166,15 @@ impl Runner {
                 req.trial.profile = Some(profile);
                 self.trial = Some(start_gemm_stage(&self.session, req, self.tx.clone()));
             }
-            Effect::StartSweep { space, profile } => {
-                tracing::info!(space, profile, "sweep started");
+            Effect::StartSweep {
+                space,
+                profile,
+                demo,
+            } => {
+                tracing::info!(space, profile, demo, "sweep started");
                 let req = SweepRequest {
                     space: Some(space),
+                    allow_unmodeled: demo,
                     trial: TrialRequest {
                         profile: Some(profile),
                         gemm_tuned: app.gemm_tuned,

@@ -269,6 +269,13 @@ impl Driver {
         let spaces = &self.app.config.as_ref().unwrap().spaces;
         self.app.screens.sweep.selected = spaces.iter().position(|s| s.name == space).unwrap();
         self.key(KeyCode::Char('r'));
+        // A space the CPU stand-in cannot rank runs as a labelled demo, once asked.
+        if matches!(
+            self.app.overlay,
+            Some(crate::tui::app::Overlay::ConfirmLaunch(_))
+        ) {
+            self.key(KeyCode::Char('y'));
+        }
         let first = |a: &App| {
             a.screens
                 .sweep
@@ -617,6 +624,7 @@ fn a_stopped_sweep_resumes_with_the_command_either_frontend_prints() {
             "memory-fit",
             "--profile",
             "proxy-cpu",
+            "--allow-unmodeled",
         ])
         .args(["--name", "cli-study", "--no-telemetry", "--workspace"])
         .arg(&ws_cli)
@@ -696,6 +704,18 @@ fn gpus_sampled(t: &crate::store::TrialRow) -> usize {
         .map_or(0, Vec::len)
 }
 
+/// Host samples the trial stored (snapshots with no GPU), and all it stored.
+fn host_samples(ws: &Path, t: &crate::store::TrialRow) -> (usize, usize) {
+    let all = Store::open(&ws.join("trials.db"))
+        .unwrap()
+        .samples(t.id)
+        .unwrap();
+    (all.iter().filter(|s| s.gpus.is_empty()).count(), all.len())
+}
+
+/// Both frontends give a sweep's trials the telemetry their plan allows: a CPU stand-in's
+/// trials sample the host, never the GPUs of the backend the frontend was given (they are not
+/// its evidence); a GPU profile's plan keeps the backend (`launch::plan` tests it).
 #[test]
 fn sweeps_sample_the_telemetry_backend_the_frontend_was_given() {
     let Some(f) = fixture(&[]) else { return };
@@ -708,6 +728,7 @@ fn sweeps_sample_the_telemetry_backend_the_frontend_was_given() {
         "memory-fit",
         "--profile",
         "proxy-cpu",
+        "--allow-unmodeled",
         "--max-trials",
         "1",
         "--backend",
@@ -726,9 +747,15 @@ fn sweeps_sample_the_telemetry_backend_the_frontend_was_given() {
     );
     let cli = trials_in(&f.ws);
     assert!(!cli.is_empty());
+    assert_eq!(
+        gpus_sampled(&cli[0]),
+        0,
+        "the CLI's stand-in sampled no GPU"
+    );
+    let (host, all) = host_samples(&f.ws, &cli[0]);
     assert!(
-        gpus_sampled(&cli[0]) > 0,
-        "the CLI's sweep sampled the sysfs GPUs"
+        host > 0 && host == all,
+        "host samples only: {host} of {all}"
     );
 
     let ws2 = f.dir.path().join("ws-tui");
@@ -761,10 +788,11 @@ fn sweeps_sample_the_telemetry_backend_the_frontend_was_given() {
                 d.app.screens.sweep.log
             )
         });
-    assert_eq!(
-        gpus_sampled(first),
-        gpus_sampled(&cli[0]),
-        "the same GPUs from both"
+    assert_eq!(gpus_sampled(first), 0, "the TUI's stand-in sampled no GPU");
+    let (host, all) = host_samples(&ws2, first);
+    assert!(
+        host > 0 && host == all,
+        "host samples only: {host} of {all}"
     );
 }
 
@@ -871,9 +899,19 @@ fn a_space_the_profile_does_not_model_is_refused_by_both_with_the_way_out() {
     d.key(KeyCode::Char('5'));
     let spaces = &d.app.config.as_ref().unwrap().spaces;
     d.app.screens.sweep.selected = spaces.iter().position(|s| s.name == "deepep-cu").unwrap();
+    // The TUI asks before it starts: the same knobs, the same way out (a labelled demo); `n`
+    // runs nothing.
     d.key(KeyCode::Char('r'));
-    assert!(d.until(|a| !a.screens.sweep.running, 30));
-    assert_eq!(d.status(), format!("the sweep could not run: {cli_error}"));
+    let asked = match &d.app.overlay {
+        Some(crate::tui::app::Overlay::ConfirmLaunch(l)) => l.lines.join(" "),
+        other => panic!("{other:?}"),
+    };
+    assert!(
+        asked.contains("does not model turbo_deepep_num_cu") && asked.contains("demo"),
+        "{asked}"
+    );
+    d.key(KeyCode::Char('n'));
+    assert!(!d.app.screens.sweep.running);
     assert!(trials_in(&f.ws).is_empty());
 
     // As a demo it runs, and says so: the record, the text, and no measured advice from it.

@@ -9,8 +9,9 @@
 use crate::app::views::config as load;
 use crate::config::LoadOptions;
 use crate::config::env::Env;
+use crate::domain::job::Job;
+use crate::domain::trial::Summary;
 use crate::domain::trial::{Failure, FailureClass, Iteration};
-use crate::domain::trial::{SlurmJob, Summary};
 use crate::run::process::Stream;
 use crate::run::trial::TrialEvent;
 use crate::store::{TrialRow, TrialStatus};
@@ -107,6 +108,7 @@ fn summary(iters: u64) -> Summary {
         pending_s: None,
         nodes: Vec::new(),
         world: None,
+        basis: None,
         iterations: iters,
         n: iters.saturating_sub(2) as usize,
         warmup: 2,
@@ -263,7 +265,7 @@ fn trial_row(id: i64, status: TrialStatus, overrides: Vec<(&str, Value)>) -> Tri
     all.extend(overrides.into_iter().map(|(k, v)| (k.to_string(), v)));
     let dir = format!("presets/examples/experiments/.primus-tune/trials/{id:04}");
     TrialRow {
-        slurm: None,
+        job: None,
         id,
         study_id: None,
         status,
@@ -471,10 +473,11 @@ fn run_app() -> App {
 }
 
 /// A Slurm job of two nodes, 8 GPUs each, in `state` (submitted at T0).
-fn slurm_job(state: &str) -> SlurmJob {
+fn slurm_job(state: &str) -> Job {
     let running = state != "PENDING";
-    SlurmJob {
-        job_id: 12,
+    Job {
+        scheduler: "slurm".into(),
+        id: "12".into(),
         conf: None,
         nodes: 2,
         gpus_per_node: Some(8),
@@ -765,6 +768,7 @@ fn a_finished_slurm_trial_flags_its_slowest_node() {
         exit_signal: None,
         wall_s: 80.0,
         trial_dir: None,
+        job: None,
         summary: sum,
     };
     app::update(&mut app, Msg::TrialDone(Ok(Box::new(result))));

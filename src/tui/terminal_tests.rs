@@ -257,19 +257,26 @@ fn the_question_before_a_launch_names_the_world_the_profile_launches_at() {
     let lines = ask("name: primus\nargv: [x]\nenv:\n  GPUS_PER_NODE: \"2\"\n");
     assert!(
         lines.contains(
-            "Launches at world size 2 (GPUS_PER_NODE × NNODES = 2 × 1, from the launch \
-             profile's env:)."
+            "Launches on this node at world size 2 (GPUS_PER_NODE × NNODES = 2 × 1, from the \
+             launch profile's env:)."
         ),
         "{lines}"
     );
     assert!(lines.contains("GPUs: all 8 of this node"), "{lines}");
     let lines = ask("name: primus\nargv: [x]\n");
     assert!(
-        lines.contains("The world size is unknown") && lines.contains("launching 8 ranks"),
+        lines.contains("Launches on this node; the world size is unknown")
+            && lines.contains("launching 8 ranks"),
         "{lines}"
     );
-    let lines = ask("name: primus\nargv: [x]\nslurm:\n  submits: true\n");
-    assert!(lines.contains("the Slurm job it submits"), "{lines}");
+    let lines =
+        ask("name: primus\nargv: [x]\nslurm:\n  submits: true\n  nodes: 2\n  gpus_per_node: 4\n");
+    assert!(
+        lines.contains(
+            "Submits a Slurm job at world size 8 (the job's nodes × GPUs per node = 2 × 4"
+        ),
+        "{lines}"
+    );
     // A view read for another profile says nothing of the launch (it may be about to change).
     let mut app = gpu_app("primus");
     let other =

@@ -271,6 +271,7 @@ fn quit_asks_while_a_trial_runs_and_waits_for_it_to_stop() {
         exit_signal: None,
         wall_s: 1.0,
         trial_dir: None,
+        job: None,
         summary: Default::default(),
     };
     let fx = update(&mut app, Msg::TrialDone(Ok(Box::new(done))));
@@ -392,7 +393,7 @@ fn outside_changes_reload_or_wait_for_the_user() {
 
 fn trial_row(id: i64, overrides: &[(&str, serde_json::Value)], step: f64) -> TrialRow {
     TrialRow {
-        slurm: None,
+        job: None,
         id,
         study_id: None,
         status: TrialStatus::Completed,
@@ -642,13 +643,24 @@ fn sweep_screen_starts_only_applicable_spaces_and_applies_the_pick() {
     // The MoE example: every built-in space applies.
     let i = names.iter().position(|n| *n == "sync-free-stage").unwrap();
     app.screens.sweep.selected = i;
-    // Enter shows the space's details; `r` sweeps it (a CPU stand-in: without asking).
+    // Enter shows the space's details; `r` asks first: the CPU stand-in does not model the
+    // sync-free stage, so only a labelled demo can run; `y` starts it.
     assert!(key(&mut app, KeyCode::Enter).is_empty());
+    assert!(key(&mut app, KeyCode::Char('r')).is_empty());
+    let asked = match &app.overlay {
+        Some(Overlay::ConfirmLaunch(l)) => l.lines.join(" "),
+        other => panic!("{other:?}"),
+    };
+    assert!(
+        asked.contains("does not model turbo_sync_free_moe_stage"),
+        "{asked}"
+    );
     assert_eq!(
-        key(&mut app, KeyCode::Char('r')),
+        key(&mut app, KeyCode::Char('y')),
         vec![Effect::StartSweep {
             space: "sync-free-stage".into(),
-            profile: "proxy-cpu".into()
+            profile: "proxy-cpu".into(),
+            demo: true,
         }]
     );
     assert!(app.screens.sweep.running && app.busy());
@@ -794,6 +806,7 @@ fn n_on_the_gemm_step_runs_the_next_stage_with_a_real_profile() {
                 exit_signal: None,
                 wall_s: 1.0,
                 trial_dir: None,
+                job: None,
                 summary: Default::default(),
             }),
             "GEMM stage 1: 12 unique shapes dumped".into(),

@@ -111,6 +111,20 @@ impl Space {
         out
     }
 
+    /// The flags of the knobs that move memory (what a space that fits memory ranks by).
+    pub fn memory_flags(&self) -> Vec<String> {
+        let moving = Space {
+            knobs: self
+                .knobs
+                .iter()
+                .filter(|k| k.memory != crate::domain::study::MemoryTrend::None)
+                .cloned()
+                .collect(),
+            ..self.clone()
+        };
+        moving.flags()
+    }
+
     /// Every combination of knob values, in cost order (the first knob varies slowest).
     pub fn candidates(&self) -> Vec<Candidate> {
         grid(&self.knobs)

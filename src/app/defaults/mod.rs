@@ -15,8 +15,8 @@ mod parse;
 mod tests;
 
 use super::AppError;
+use crate::run::launch::slurm::SlurmSettings;
 use crate::run::profile::DEFAULT_PROFILE;
-use crate::run::slurm::SlurmSettings;
 use crate::util::paths::display_path;
 use std::ffi::OsStr;
 use std::fmt;

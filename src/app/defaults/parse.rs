@@ -2,7 +2,7 @@
 //! `file:line:column` (a mistyped key with "did you mean").
 
 use super::{ColorChoice, Defaults, DefaultsError, KeyOverride, Location, Setting};
-use crate::run::slurm::SlurmSettings;
+use crate::run::launch::slurm::SlurmSettings;
 use crate::util::suggest::closest;
 use std::ops::Range;
 use std::path::{Path, PathBuf};

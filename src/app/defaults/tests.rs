@@ -212,7 +212,18 @@ fn a_flag_wins_over_the_environment_over_the_file_over_the_built_in() {
         let env = env
             .iter()
             .fold(crate::config::env::Env::empty(), |e, (k, v)| e.with(k, v));
-        super::super::session::session_world(flag, &env, d.gpus(), None).map(|w| w.gpus)
+        let env = crate::app::launch::LaunchEnv::new(env, Vec::new(), None);
+        crate::app::launch::placement::place(&crate::app::launch::placement::Asked {
+            gpus: flag,
+            job: None,
+            env: &env,
+            configured: d.gpus(),
+            one_process: false,
+            detected: &|| None,
+        })
+        .unwrap()
+        .world
+        .map(|w| w.gpus)
     };
     assert_eq!(world(Some(2), &[("GPUS_PER_NODE", "4")]), Some(2));
     assert_eq!(world(None, &[("GPUS_PER_NODE", "4")]), Some(4));

@@ -92,7 +92,21 @@ pub fn lint_inputs(
     let (load, env) = load_options(options)?;
     let load = match profile {
         Some(name) => {
-            super::trial::with_profile_env(&load, &env, &super::trial::find_profile(Some(name))?)
+            let p = super::trial::find_profile(Some(name))?;
+            let defaults = match &options.defaults {
+                Some(d) => d.clone(),
+                None => super::Defaults::load()?,
+            };
+            let detected = super::session::Detected::default();
+            let base = super::launch::PlanBase {
+                load: &load,
+                env: &env,
+                gpus: options.gpus,
+                defaults: &defaults,
+                detected: &detected,
+                telemetry: options.telemetry.as_ref(),
+            };
+            super::launch::LaunchPlan::for_view(&base, &p).job_load(&load)
         }
         None => load,
     };

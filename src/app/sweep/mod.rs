@@ -4,6 +4,7 @@
 
 pub mod effects;
 pub mod history;
+pub mod open;
 pub mod runner;
 
 use super::events::{self, AppEvent, Events, SweepEvent};
@@ -31,8 +32,10 @@ pub struct SweepRequest {
     /// Profile, GPUs, extra environment, `--set` values for every trial, tuned GEMMs. A resumed
     /// study keeps the profile of its trials unless one is named.
     pub trial: TrialRequest,
-    pub first_iters: u64,
-    pub max_iters: u64,
+    /// Iterations of the first, shortest trials and of the longest (None: a resumed study's
+    /// own, else [`FIRST_ITERS`], [`MAX_ITERS`]).
+    pub first_iters: Option<u64>,
+    pub max_iters: Option<u64>,
     pub budget_minutes: Option<f64>,
     pub max_trials: Option<usize>,
     pub capacity_gib: Option<f64>,
@@ -57,8 +60,8 @@ impl Default for SweepRequest {
             name: None,
             resume: None,
             trial: TrialRequest::default(),
-            first_iters: 12,
-            max_iters: 60,
+            first_iters: None,
+            max_iters: None,
             budget_minutes: None,
             max_trials: None,
             capacity_gib: None,
@@ -71,6 +74,11 @@ impl Default for SweepRequest {
     }
 }
 
+/// Iterations of a new study's first, shortest trials.
+pub const FIRST_ITERS: u64 = 12;
+/// Iterations of a new study's longest trials.
+pub const MAX_ITERS: u64 = 60;
+
 /// How a sweep ended.
 #[derive(Debug, Clone)]
 pub struct SweepOutcome {
@@ -82,6 +90,9 @@ pub struct SweepOutcome {
     pub launched: usize,
     /// The command that continues the study, as the user would paste it.
     pub resume: String,
+    /// What its trials' time costs: `GPU` (seconds × ranks) or `CPU` (a stand-in's seconds ×
+    /// processes).
+    pub cost_unit: &'static str,
 }
 
 fn gib(b: f64) -> f64 {
@@ -113,6 +124,15 @@ pub fn resume_command(session: &Session, study: &str, req: &SweepRequest) -> Str
     if let Some(p) = &req.trial.profile {
         words.extend(["--profile".into(), shell_word(p)]);
     }
+    // The study keeps its budget (a resume reuses it); written out, the line is whole on its own.
+    if let (Some(f), Some(m)) = (req.first_iters, req.max_iters) {
+        words.extend([
+            "--first-iters".into(),
+            f.to_string(),
+            "--max-iters".into(),
+            m.to_string(),
+        ]);
+    }
     if let Some(g) = req.trial.gpus {
         words.extend(["--gpus".into(), g.to_string()]);
     }
@@ -124,6 +144,9 @@ pub fn resume_command(session: &Session, study: &str, req: &SweepRequest) -> Str
     }
     if !req.batch_rule {
         words.push("--no-batch-rule".into());
+    }
+    if req.allow_unmodeled {
+        words.push("--allow-unmodeled".into());
     }
     let sl = &req.trial.slurm;
     if sl.enabled {
@@ -142,6 +165,15 @@ pub fn resume_command(session: &Session, study: &str, req: &SweepRequest) -> Str
         }
         for a in &s.sbatch_args {
             words.push(shell_word(&format!("--sbatch-arg={a}")));
+        }
+        if sl.requeue {
+            words.push("--requeue".into());
+        }
+        if let Some(p) = sl.max_pending {
+            words.extend([
+                "--max-pending-seconds".into(),
+                format!("{}", p.as_secs_f64()),
+            ]);
         }
         if req.parallel > 1 {
             words.extend(["--parallel".into(), req.parallel.to_string()]);
@@ -267,23 +299,142 @@ fn gpu_facts(session: &Session, gib_given: Option<f64>) -> (Option<f64>, Option<
     (capacity, gpu.map(|g| g.name))
 }
 
-/// The profile a resumed study's trials ran with.
-fn study_profile(store: &Store, study: i64) -> Option<String> {
-    store
-        .list_trials(&crate::store::TrialFilter::all().study(study))
-        .ok()?
-        .into_iter()
-        .find_map(|t| t.profile)
+/// The flags of a space (`flags`; `memory_flags`: those of its knobs that move memory) that a
+/// profile's measurements cannot rank: those it does not model, and for a CPU stand-in, those
+/// that move memory (which candidate fits a GPU is not a stand-in's to say: its peaks are the
+/// host's).
+pub fn unmodeled(
+    caps: &crate::run::capabilities::Capabilities,
+    flags: &[String],
+    memory_flags: &[String],
+) -> Vec<String> {
+    let mut out = caps.unmodeled(flags.iter().map(String::as_str));
+    if caps.stand_in {
+        out.extend(memory_flags.iter().cloned());
+    }
+    out.sort();
+    out.dedup();
+    out
 }
 
-/// The Slurm job of a resumed study's last trial that ran as one.
-fn study_job(store: &Store, study: i64) -> Option<crate::domain::trial::SlurmJob> {
-    store
-        .list_trials(&crate::store::TrialFilter::all().study(study))
-        .ok()?
-        .into_iter()
-        .rev()
-        .find_map(|t| t.slurm)
+/// What the sweep's trials are set up with: their plan, the options every trial starts from,
+/// the experiment as their job resolves it, and what the profile does not model.
+struct TrialSetup {
+    plan: super::launch::LaunchPlan,
+    base: crate::run::trial::TrialOptions,
+    /// The session's load options as the trials' job sees them (environment and world).
+    job: LoadOptions,
+    exp: Experiment,
+    unmodeled: Vec<String>,
+}
+
+/// Plans the sweep's trials and refuses what they cannot measure.
+fn set_up(
+    session: &Session,
+    exp: Experiment,
+    space: &Space,
+    req: &SweepRequest,
+) -> Result<TrialSetup, AppError> {
+    // Every trial: the request's defaults, the command line's `--set` values (the candidate's
+    // on top), the session's telemetry.
+    let mut treq = req.trial.clone();
+    treq.overrides
+        .extend(session.load.overrides.iter().cloned());
+    treq.max_iters = req.first_iters;
+    let plan = super::trial::plan(session, &exp, &treq)?;
+    let base = super::trial::options(session, &plan, &treq);
+    // From here on, the experiment as the trials' workload resolves it: with the profile's
+    // environment and the trials' own (a profile's `PRIMUS_PP` sets the pipeline the batch
+    // rule, the memory model and the current settings see), at the plan's world.
+    let job = plan.job_load(&session.load);
+    let exp = if job.env == session.load.env {
+        exp
+    } else {
+        Experiment::load(&exp.path, &job)?
+    };
+    if req.parallel > 1 && plan.launcher.batch().is_none() {
+        return Err(AppError::Usage(
+            "--parallel runs trials as concurrent Slurm jobs: it needs --slurm (on this node, \
+             trials would share its GPUs and measure each other)"
+                .into(),
+        ));
+    }
+    super::trial::refuse_settings(
+        &plan.profile,
+        space.flags().iter().map(String::as_str),
+        session,
+    )?;
+    let caps = &plan.profile.capabilities;
+    let memory_flags = space.memory_flags();
+    let unmodeled = unmodeled(caps, &space.flags(), &memory_flags);
+    if !unmodeled.is_empty() && !req.allow_unmodeled {
+        return Err(AppError::Unmodeled {
+            profile: plan.profile.name.clone(),
+            space: space.name.clone(),
+            memory: caps.stand_in && unmodeled.iter().any(|f| memory_flags.contains(f)),
+            flags: unmodeled,
+            stand_in: caps.stand_in,
+        });
+    }
+    Ok(TrialSetup {
+        plan,
+        base,
+        job,
+        exp,
+        unmodeled,
+    })
+}
+
+/// What the memory model says before any trial: its calibration on stored trials and each
+/// candidate's forecast peak (none for a proxy), and each candidate's resolved config.
+struct Forecasts {
+    points: Vec<(f64, f64)>,
+    cal: Calibration,
+    params: BTreeMap<usize, Values>,
+    predicted: BTreeMap<usize, f64>,
+    /// Why the memory model is not used at all.
+    off: Option<String>,
+}
+
+fn forecasts(store: &Store, t: &TrialSetup, cands: &[Candidate], batch_rule: bool) -> Forecasts {
+    let caps = &t.plan.profile.capabilities;
+    let prof = &t.plan.profile.name;
+    let gpus = t.base.gpus;
+    // A proxy's peak is its stand-in's or its scaled-down shape's, not the config's: the
+    // memory model neither calibrates on it nor prunes with it.
+    let off = (caps.stand_in || caps.scaled_shape).then(|| {
+        format!(
+            "{prof} runs a proxy: its peaks are the proxy's, not the config's; no candidate is \
+             ruled out on a memory forecast, and none is said to fit"
+        )
+    });
+    let points = match off {
+        Some(_) => Vec::new(),
+        None => calibration_points(store, &t.exp.path, prof, gpus),
+    };
+    let cal = Calibration::fit(&points);
+    // Each candidate's resolved config, loaded once: the memory forecast and the pipeline
+    // stages (the batch rule) both read it.
+    let params: BTreeMap<usize, Values> = cands
+        .iter()
+        .filter(|_| off.is_none() || batch_rule)
+        .filter_map(|c| Some((c.id, params_of(&t.exp, &t.job, c)?)))
+        .collect();
+    let predicted: BTreeMap<usize, f64> = params
+        .iter()
+        .filter(|_| off.is_none())
+        .filter_map(|(&id, p)| {
+            let m = memory::estimate(p, gpus).ok()?;
+            Some((id, cal.predict(m.total_bytes)))
+        })
+        .collect();
+    Forecasts {
+        points,
+        cal,
+        params,
+        predicted,
+        off,
+    }
 }
 
 /// Run a sweep to its end (blocking: call it from a thread that is not inside a tokio
@@ -295,107 +446,23 @@ pub fn run(
     cancel: Cancel,
 ) -> Result<SweepOutcome, AppError> {
     let exp = session.load()?;
-    let opts = &session.load;
     let store = session.store()?;
-    let db = crate::util::paths::display_path(&session.workspace.db);
-    let mut req = req.clone();
-    let (study_id, study_name, space) = match &req.resume {
-        Some(name) => {
-            let s = store
-                .study_by_name(name)?
-                .ok_or_else(|| AppError::NoStudy {
-                    name: name.clone(),
-                    db: db.clone(),
-                })?;
-            let space: Space = s
-                .space
-                .clone()
-                .and_then(|v| serde_json::from_value(v).ok())
-                .ok_or_else(|| AppError::Failed(format!("study `{name}` has no space recorded")))?;
-            if req.trial.profile.is_none() {
-                req.trial.profile = study_profile(&store, s.id);
-            }
-            // A study whose trials ran as Slurm jobs goes on as jobs of the same shape.
-            if !req.trial.slurm.enabled
-                && let Some(job) = study_job(&store, s.id)
-            {
-                req.trial.slurm.enabled = true;
-                let set = &mut req.trial.slurm.settings;
-                set.nodes = set.nodes.or(Some(job.nodes));
-                set.gpus_per_node = set.gpus_per_node.or(job.gpus_per_node);
-            }
-            (s.id, name.clone(), space)
-        }
-        None => {
-            let name = req.space.as_deref().ok_or_else(|| {
-                AppError::Usage("--space NAME is needed (or --resume STUDY)".into())
-            })?;
-            let space = space::find(name, space::user_dir().as_deref())?;
-            if let Some(why) = space.not_applicable(&exp) {
-                return Err(AppError::Failed(format!("{}: {why}", session.display())));
-            }
-            let study = req.name.clone().unwrap_or_else(|| {
-                format!(
-                    "{}-{}",
-                    space.name,
-                    crate::store::now_rfc3339().replace([':', '-', '.'], "")
-                )
-            });
-            let id = store.create_study(&study, &exp.path, &space.name)?;
-            store.set_study_space(id, serde_json::to_value(&space).ok().as_ref())?;
-            (id, study, space)
-        }
-    };
+    let opened = open::open(session, &store, &exp, req)?;
+    let mut req = opened.req.clone();
+    let space = opened.space.clone();
     if let Some(why) = space.not_applicable(&exp) {
         return Err(AppError::Failed(format!("{}: {why}", session.display())));
     }
-    // Every trial: the request's defaults, the command line's `--set` values (the candidate's
-    // on top), the session's telemetry.
-    let mut treq = req.trial.clone();
-    treq.overrides.extend(opts.overrides.iter().cloned());
-    treq.max_iters = Some(req.first_iters);
-    let mut base = super::trial::options(session, &exp, &treq)?;
-    base.study_id = Some(study_id);
-    // From here on, the experiment as the trials' workload resolves it: with the profile's
-    // environment and the trials' own (a profile's `PRIMUS_PP` sets the pipeline the batch
-    // rule, the memory model and the current settings see).
-    let job = super::trial::job_load(session, &exp, &base);
-    let opts = &job;
-    let exp = if job.env == session.load.env {
-        exp
-    } else {
-        Experiment::load(&exp.path, opts)?
-    };
-    if req.parallel > 1 && base.slurm.is_none() {
-        return Err(AppError::Usage(
-            "--parallel runs trials as concurrent Slurm jobs: it needs --slurm (on this node, \
-             trials would share its GPUs and measure each other)"
-                .into(),
-        ));
-    }
-    let (prof, gpus) = (base.profile.name.clone(), base.gpus);
-    super::trial::refuse_settings(
-        &base.profile,
-        space.flags().iter().map(String::as_str),
-        session,
-    )?;
-    let caps = base.profile.capabilities.clone();
-    let unmodeled = caps.unmodeled(space.flags().iter().map(String::as_str));
-    if !unmodeled.is_empty() && !req.allow_unmodeled {
-        return Err(AppError::Unmodeled {
-            profile: prof,
-            space: space.name.clone(),
-            flags: unmodeled,
-            stand_in: caps.stand_in,
-        });
-    }
+    let t = set_up(session, exp, &space, &req)?;
+    let prof = t.plan.profile.name.clone();
     req.trial.profile = Some(prof.clone());
+    let launch = open::StudyLaunch::of(&req, &prof);
+    let study_id = open::create(&store, &t.exp, &opened, &launch)?;
+    let study_name = opened.name.clone();
     let resume = resume_command(session, &study_name, &req);
-    let cands = space.candidates_with_baseline(&exp);
-    // Legal for the trials' world: a candidate Megatron would refuse on it never launches.
-    let mut at_world = opts.clone();
-    at_world.world = super::trial::world(session, treq.gpus, &base.profile, &base.env);
-    let legal = space::legality(&exp, &at_world, &cands);
+    let cands = space.candidates_with_baseline(&t.exp);
+    // Legal at the trials' world: a candidate Megatron would refuse on it never launches.
+    let legal = space::legality(&t.exp, &t.job, &cands);
     let legal_cands: Vec<Candidate> = cands
         .iter()
         .zip(&legal)
@@ -403,50 +470,23 @@ pub fn run(
         .map(|(c, _)| c.clone())
         .collect();
     let (capacity, gpu_name) = gpu_facts(session, req.capacity_gib);
-    let basis = if caps.stand_in {
-        Basis::Proxy {
-            profile: prof.clone(),
+    let basis = match &t.plan.basis {
+        Basis::Measured { profile, gpu: None } if t.plan.launcher.batch().is_none() => {
+            Basis::Measured {
+                profile: profile.clone(),
+                gpu: gpu_name,
+            }
         }
-    } else {
-        Basis::Measured {
-            profile: prof.clone(),
-            gpu: gpu_name,
-        }
+        b => b.clone(),
     };
-    // A proxy's peak is its stand-in's or its scaled-down shape's, not the config's: the
-    // memory model neither calibrates on it nor prunes with it.
-    let memory_model_off = (caps.stand_in || caps.scaled_shape).then(|| {
-        format!(
-            "{prof} runs a proxy: its peaks are the proxy's, not the config's; no candidate is \
-             ruled out on a memory forecast"
-        )
-    });
-    let points = match memory_model_off {
-        Some(_) => Vec::new(),
-        None => calibration_points(&store, &exp.path, &prof, gpus),
-    };
-    let cal = Calibration::fit(&points);
-    // Each candidate's resolved config, loaded once: the memory forecast and the pipeline
-    // stages (the batch rule) both read it.
-    let params: BTreeMap<usize, Values> = cands
-        .iter()
-        .filter(|_| memory_model_off.is_none() || req.batch_rule)
-        .filter_map(|c| Some((c.id, params_of(&exp, opts, c)?)))
-        .collect();
-    let predicted: BTreeMap<usize, f64> = params
-        .iter()
-        .filter(|_| memory_model_off.is_none())
-        .filter_map(|(&id, p)| {
-            let m = memory::estimate(p, gpus).ok()?;
-            Some((id, cal.predict(m.total_bytes)))
-        })
-        .collect();
-    let history = history::launch_history(&store, &exp.path, &prof);
+    let f = forecasts(&store, &t, &cands, req.batch_rule);
+    let history = history::launch_history(&store, &t.exp.path, &prof);
     let knob_effects = if req.carried_effects {
         effects::knob_effects(&store, &prof, &study_name)
     } else {
         Default::default()
     };
+    let (cost_rate, cost_unit) = t.plan.cost_per_second();
     events::emit(
         events,
         AppEvent::Sweep(SweepEvent::Started {
@@ -455,42 +495,51 @@ pub fn run(
             candidates: cands.len(),
             legal: legal_cands.len(),
             profile: prof.clone(),
-            gpus,
+            gpus: t.base.gpus,
             capacity_gib: capacity.map(gib),
-            calibration: (!points.is_empty())
-                .then(|| (points.len(), cal.scale, gib(cal.offset_bytes))),
-            memory_model_off,
+            calibration: (!f.points.is_empty())
+                .then(|| (f.points.len(), f.cal.scale, gib(f.cal.offset_bytes))),
+            memory_model_off: f.off.clone(),
             basis: basis.clone(),
-            unmodeled: unmodeled.clone(),
+            unmodeled: t.unmodeled.clone(),
             launch_history: Box::new(history.clone()),
         }),
     );
+    let mut base = t.base.clone();
+    base.study_id = Some(study_id);
     // Trials resolve their own environment from the session's (`materialise`).
     let mut runner = TrialRunner::new(
-        &exp,
+        &t.exp,
         &session.load,
         &store,
         base,
-        study_id,
+        runner::Study {
+            id: study_id,
+            cost_rate,
+        },
         cancel,
         events.clone(),
     )?;
+    let (first, most) = (
+        req.first_iters.unwrap_or(FIRST_ITERS),
+        req.max_iters.unwrap_or(MAX_ITERS),
+    );
     let cfg = SearchConfig {
         launch_s_prior: history.launch_s.map(|l| l.0),
         launch_cv: history.launch_cv.map(|c| c.0),
-        first_iters: req.first_iters,
-        max_iters: req.max_iters.max(req.first_iters),
+        first_iters: first,
+        max_iters: most.max(first),
         max_trials: req.max_trials,
         budget_gpu_seconds: req.budget_minutes.map(|m| m * 60.0),
-        capacity_bytes: capacity,
+        capacity_bytes: capacity.filter(|_| f.off.is_none()),
         headroom: req.headroom,
-        predictions_calibrated: !points.is_empty(),
+        predictions_calibrated: !f.points.is_empty(),
         parallel: req.parallel.max(1),
         effects: (knob_effects.studies() > 0).then_some(knob_effects),
         pipeline_stages: legal_cands
             .iter()
             .filter(|_| req.batch_rule)
-            .filter_map(|c| Some((c.id, pipeline_stages(params.get(&c.id)?)?)))
+            .filter_map(|c| Some((c.id, pipeline_stages(f.params.get(&c.id)?)?)))
             .collect(),
         ..SearchConfig::default()
     };
@@ -499,8 +548,11 @@ pub fn run(
         &legal_cands,
         &mut runner,
         &cfg,
-        &|c: &Candidate| predicted.get(&c.id).copied(),
+        &|c: &Candidate| f.predicted.get(&c.id).copied(),
     );
+    // A job of this study whose trial the search did not follow again is cancelled: a resume
+    // follows a running job or ends it, never leaves it beside a new one.
+    runner.end_unfollowed();
     let (replayed, launched) = (runner.replayed, runner.launched);
     let outcome = |record| SweepOutcome {
         study: study_name.clone(),
@@ -509,6 +561,7 @@ pub fn run(
         replayed,
         launched,
         resume: resume.clone(),
+        cost_unit,
     };
     if runner.cancelled() {
         return Ok(outcome(None));
@@ -523,17 +576,17 @@ pub fn run(
     }
     let mut rec = record(
         &space,
-        &exp.path,
+        &t.exp.path,
         &prof,
-        gpus,
-        capacity,
+        t.base.gpus,
+        capacity.filter(|_| f.off.is_none()),
         &cands,
         &legal,
         &result.predicted_bytes,
         &result,
     );
     rec.basis = Some(basis);
-    rec.unmodeled = unmodeled;
+    rec.unmodeled = t.unmodeled.clone();
     rec.per_samples = runner.per_samples();
     rec.memory_error = super::views::studies::memory_check(&rec).mean_error();
     store.set_study_notes(study_id, serde_json::to_string(&rec).ok().as_deref())?;

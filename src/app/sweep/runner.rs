@@ -15,18 +15,28 @@ use crate::tune::search::{Job, Race, Runner};
 use crate::tune::space::as_overrides;
 use tokio::sync::watch;
 
+/// The study a runner's trials belong to, and what a second of them costs (GPU-seconds per
+/// second for a GPU launch, CPU-seconds for a stand-in).
+#[derive(Debug, Clone, Copy)]
+pub struct Study {
+    pub id: i64,
+    pub cost_rate: f64,
+}
+
 pub struct TrialRunner<'a> {
     exp: &'a Experiment,
     load: &'a LoadOptions,
     store: &'a Store,
     base: TrialOptions,
     study_id: i64,
+    cost_rate: f64,
     rt: tokio::runtime::Runtime,
     cancel: watch::Receiver<bool>,
     /// Finished trials of the study not yet replayed, in id order.
     stored: Vec<TrialRow>,
-    /// Trials of the study whose runner is gone while their Slurm job still runs: a resumed
-    /// sweep follows the job again instead of submitting the trial again.
+    /// Trials of the study whose runner is gone while their batch job still runs: a resumed
+    /// sweep follows the job again instead of submitting the trial again, and cancels the jobs
+    /// it does not follow ([`TrialRunner::end_unfollowed`]).
     attachable: Vec<TrialRow>,
     events: Events,
     /// The current settings' global batch (samples per step) at the trials' world: every
@@ -44,16 +54,16 @@ impl<'a> TrialRunner<'a> {
         events::emit(&self.events, AppEvent::Sweep(ev));
     }
 
-    #[allow(clippy::too_many_arguments)] // the pieces of a trial; built once per sweep
     pub fn new(
         exp: &'a Experiment,
         load: &'a LoadOptions,
         store: &'a Store,
         base: TrialOptions,
-        study_id: i64,
+        study: Study,
         cancel: watch::Receiver<bool>,
         events: Events,
     ) -> std::io::Result<TrialRunner<'a>> {
+        let study_id = study.id;
         let stored = store
             .list_trials(&TrialFilter {
                 study_id: Some(study_id),
@@ -73,7 +83,7 @@ impl<'a> TrialRunner<'a> {
             })
             .map_err(std::io::Error::other)?
             .into_iter()
-            .filter(|t| t.slurm.is_some() && !crate::app::interrupted::runner_alive(t))
+            .filter(|t| t.job.is_some() && !crate::app::interrupted::runner_alive(t))
             .collect();
         let reference_batch = trial::global_batch_of(&crate::run::profile::trial_resolved_json(
             &exp.main_module().values(),
@@ -85,6 +95,7 @@ impl<'a> TrialRunner<'a> {
             store,
             base,
             study_id,
+            cost_rate: study.cost_rate,
             rt: tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?,
@@ -118,7 +129,7 @@ impl<'a> TrialRunner<'a> {
         outcome_of(
             self.store,
             t,
-            self.base.gpus,
+            self.cost_rate,
             self.reference_batch,
             configured,
         )
@@ -137,7 +148,35 @@ impl<'a> TrialRunner<'a> {
         Some(self.stored.remove(i))
     }
 
-    /// A trial of this candidate and length whose job still runs on Slurm, if any.
+    /// Cancels the jobs of the study's trials that a resume found running and did not follow
+    /// (the search did not ask for them again, or the sweep was stopped first); their trials
+    /// become `interrupted`, and say so.
+    pub fn end_unfollowed(&mut self) {
+        for t in std::mem::take(&mut self.attachable) {
+            let Some(job) = &t.job else { continue };
+            let Some(sched) = crate::run::launch::scheduler::of_job(job) else {
+                continue;
+            };
+            let _ = sched.cancel(&job.id, std::time::Duration::from_secs(120));
+            let mut ended = job.clone();
+            ended.state = sched
+                .status(&job.id)
+                .map_or_else(|_| "CANCELLED".to_string(), |s| s.name);
+            ended.reason = None;
+            ended.ended_ms = Some(crate::run::launch::batch::unix_ms());
+            let _ = self.store.set_trial_job(t.id, &ended);
+            let _ = self.store.interrupt_trial(t.id);
+            self.say(SweepEvent::Decided {
+                line: format!(
+                    "trial {} of an earlier run: its {} job {} was not followed again; \
+                     cancelled, the trial is interrupted",
+                    t.id, job.scheduler, job.id
+                ),
+            });
+        }
+    }
+
+    /// A trial of this candidate and length whose job still runs, if any.
     fn take_attachable(&mut self, o: &Overrides, iters: u64) -> Option<TrialRow> {
         let i = self
             .attachable
@@ -213,7 +252,7 @@ pub(super) fn launch_s(t: &TrialRow, iterations: &[Iteration]) -> Option<f64> {
 fn outcome_of(
     store: &Store,
     t: &TrialRow,
-    gpus: u64,
+    cost_rate: f64,
     reference: Option<f64>,
     configured: Option<f64>,
 ) -> Outcome {
@@ -254,7 +293,7 @@ fn outcome_of(
         failed,
         peak_memory_bytes: t.peak_mem_gib.map(|g| (g * (1u64 << 30) as f64) as u64),
         peak_memory_kind: t.peak_mem_kind(),
-        gpu_seconds: t.wall_s.unwrap_or(0.0) * gpus as f64,
+        gpu_seconds: t.wall_s.unwrap_or(0.0) * cost_rate,
         launch_s,
         wall_step_ms,
         raced: t.stop_reason() == Some(StopReason::SlowerThanLeader),
@@ -313,11 +352,11 @@ impl TrialRunner<'_> {
             ..r
         });
         opts.study_id = Some(self.study_id);
-        // A resumed sweep follows the job of this trial that still runs on Slurm.
+        // A resumed sweep follows the job of this trial that still runs.
         if let Some(t) = self.take_attachable(&expected, iters)
-            && let (Some(sl), Some(job)) = (opts.slurm.as_mut(), t.slurm.clone())
+            && let (Some(b), Some(job)) = (opts.launcher.batch_mut(), t.job.clone())
         {
-            sl.attach = Some(crate::run::trial::slurm_job::AttachTo {
+            b.attach = Some(crate::run::launch::batch::AttachTo {
                 trial_id: t.id,
                 dir: t.trial_dir.clone(),
                 job,
@@ -495,7 +534,7 @@ mod tests {
         let store = Store::open_in_memory().unwrap();
         // Step times of a stored trial scaled to `reference` samples.
         let steps = |t: &TrialRow, reference: Option<f64>| {
-            outcome_of(&store, t, 1, reference, trial::trial_global_batch(t)).step_ms
+            outcome_of(&store, t, 1.0, reference, trial::trial_global_batch(t)).step_ms
         };
         // A TorchTitan candidate with local batch 1 (global batch 1 at DP 1) against current
         // settings of 8: its 10 ms steps do an eighth of the work, 80 ms for the same 8 samples.
@@ -505,7 +544,7 @@ mod tests {
         let wall = outcome_of(
             &store,
             &small,
-            1,
+            1.0,
             Some(8.0),
             trial::trial_global_batch(&small),
         );
@@ -517,10 +556,10 @@ mod tests {
         assert_eq!(steps(&capped, Some(8.0)), vec![120.0; 6]);
         assert_eq!(steps(&capped, None), vec![120.0; 6]);
         // A stored trial says whether its race stopped it.
-        assert!(!outcome_of(&store, &small, 1, None, None).raced);
+        assert!(!outcome_of(&store, &small, 1.0, None, None).raced);
         let mut raced = small.clone();
         raced.summary = Some(serde_json::json!({"warmup": 2, "stop_reason": "slower-than-leader"}));
-        assert!(outcome_of(&store, &raced, 1, None, None).raced);
+        assert!(outcome_of(&store, &raced, 1.0, None, None).raced);
         // A Megatron trial at the reference batch is unchanged.
         let same = trial(&store, &d.path().join("3"), 8, 50.0, Some(8));
         assert_eq!(steps(&same, Some(8.0)), vec![50.0; 6]);

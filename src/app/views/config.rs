@@ -30,7 +30,7 @@ pub struct ConfigView {
     pub gemm: Option<crate::gemm::status::GemmStatus>,
     /// The launch profile whose `env:` the values were resolved with (None: the session's own
     /// environment).
-    pub profile: Option<crate::app::launch_env::ViewProfile>,
+    pub profile: Option<crate::app::launch::env::ViewProfile>,
     /// A variable that profile sets is one the screens show: a catalog environment variable,
     /// or one a value of the module was written with (`${PRIMUS_PP:1}`).
     pub profile_shown: bool,
@@ -43,6 +43,10 @@ pub struct SpaceRow {
     /// Candidates before legality.
     pub candidates: usize,
     pub not_applicable: Option<String>,
+    /// The flags its knobs set, and those of its knobs that move memory (what a profile must
+    /// model for its sweep to rank evidence: [`crate::app::sweep::unmodeled`]).
+    pub flags: Vec<String>,
+    pub memory_flags: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,7 +175,7 @@ fn source_of(session: &Session, l: &crate::config::tree::Leaf) -> String {
         .as_deref()
         .map(|t| session.env_refs(t))
         .unwrap_or_default();
-    crate::app::launch_env::source_with(l.origin.describe(), &refs)
+    crate::app::launch::env::source_with(l.origin.describe(), &refs)
 }
 
 pub fn stamp(path: &Path) -> Option<FileStamp> {
@@ -304,6 +308,8 @@ pub fn build(
         .map(|sp| SpaceRow {
             candidates: sp.candidates().len(),
             not_applicable: sp.not_applicable(&exp),
+            flags: sp.flags(),
+            memory_flags: sp.memory_flags(),
             name: sp.name,
             description: sp.description,
         })

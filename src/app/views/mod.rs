@@ -55,7 +55,7 @@ pub fn known<'a>(
 ) -> Known<'a> {
     Known {
         acks,
-        world: session.world(),
+        world: session.lint_world(),
         target: recommend::local_target(session),
         memory,
     }
@@ -88,9 +88,9 @@ pub fn measured_memory(session: &Session, exp: &Experiment) -> Option<MeasuredMe
         if !(oom || measured) || trials::canon(&row.config_path) != here {
             return None;
         }
-        let world = row.world();
+        let world = row.ran_on_gpus();
         if world
-            .zip(session.world().map(|w| w.gpus))
+            .zip(session.lint_world().map(|w| w.gpus))
             .is_some_and(|(a, b)| a != b)
         {
             return None;

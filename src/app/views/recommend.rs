@@ -190,7 +190,7 @@ fn launch(
         return Ok((Framework::Primus, session.load.clone()));
     };
     let p = crate::app::trial::find_profile(Some(name))?;
-    let load = crate::app::trial::with_profile_env(&session.load, &session.env, &p);
+    let load = session.launched_by(&p).load;
     let fw = match p.overrides {
         OverrideStyle::Megatron => Framework::UpstreamMegatron,
         OverrideStyle::Torchtitan => Framework::UpstreamTorchtitan,

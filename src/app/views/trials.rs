@@ -264,10 +264,12 @@ pub fn with_status(filter: TrialFilter, word: &str) -> Result<TrialFilter, AppEr
     if let Ok(st) = word.parse::<crate::store::TrialStatus>() {
         return Ok(filter.status(st));
     }
-    match crate::domain::trial::FailureClass::ALL
+    // A class's name, or the name it had before (`slurm-lost` for `job-lost`).
+    let class = crate::domain::trial::FailureClass::ALL
         .into_iter()
         .find(|c| c.name() == word)
-    {
+        .or_else(|| serde_json::from_value(serde_json::Value::String(word.to_string())).ok());
+    match class {
         Some(c) => Ok(filter.failure(c)),
         None => Err(AppError::Usage(format!(
             "--status {word}: not a status the list shows (one of: {}){}",
@@ -298,6 +300,9 @@ mod status_tests {
         assert_eq!(f.failures, vec![FailureClass::Oom]);
         assert!(f.statuses.is_empty());
         let e = with_status(TrialFilter::all(), "crashed").unwrap_err();
-        assert!(e.to_string().contains("slurm-lost"), "{e}");
+        assert!(e.to_string().contains("job-lost"), "{e}");
+        // The names the classes had before the jobs were scheduler-neutral still filter.
+        let f = with_status(TrialFilter::all(), "slurm-timeout").unwrap();
+        assert_eq!(f.failures, vec![FailureClass::JobTimeLimit]);
     }
 }

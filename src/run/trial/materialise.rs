@@ -118,16 +118,9 @@ pub fn config_env(
     let known = crate::run::profile::KnownPlaceholders {
         primus_root: Some(primus_root.to_path_buf()),
         gpus: Some(opts.gpus),
-        gpus_per_node: Some(opts.gpus / nodes(opts)),
+        gpus_per_node: Some(opts.gpus_per_node),
     };
     opts.profile.config_env(base, &opts.env, &known)
-}
-
-/// Nodes of the trial: the Slurm job's, else 1.
-fn nodes(opts: &TrialOptions) -> u64 {
-    opts.slurm
-        .as_ref()
-        .map_or(1, |s| u64::from(s.spec.nodes.max(1)))
 }
 
 /// Writes the trial's folder under `opts.trials_dir` and its store row, and builds its launch.
@@ -193,7 +186,6 @@ pub fn materialise(
         )
         .map_err(io(&resolved_path))?;
 
-        let nodes = nodes(opts);
         let cx = TrialContext {
             exe,
             primus_root: exp.primus_root.clone(),
@@ -208,12 +200,8 @@ pub fn materialise(
             params: params.clone(),
             env: opts.env.clone(),
             process_env: load.env.clone(),
-            gpus_per_node: opts.gpus / nodes,
-            slurm_args: opts
-                .slurm
-                .as_ref()
-                .map(|s| s.spec.sbatch_options(&dir))
-                .unwrap_or_default(),
+            gpus_per_node: opts.gpus_per_node,
+            slurm_args: opts.launcher.submit_options(&dir),
         };
         let mut env = opts.profile.expand_env(&cx)?;
         env.extend(opts.env.iter().cloned());
@@ -327,10 +315,10 @@ fn run_shape(resolved: &serde_json::Value, opts: &TrialOptions) -> Option<RunSha
     (shape.seq_length > 0 && shape.global_batch_size > 0).then_some(shape)
 }
 
-/// A trial whose Slurm job still runs, as a resumed sweep finds it: its folder and store row
+/// A trial whose batch job still runs, as a resumed sweep finds it: its folder and store row
 /// exist, its launch is the one recorded in `argv.json` and `env.json`.
 pub fn reattach(
-    a: &super::slurm_job::AttachTo,
+    a: &crate::run::launch::batch::AttachTo,
     opts: &TrialOptions,
 ) -> Result<Materialised, TrialError> {
     let read = |name: &str| -> Result<serde_json::Value, TrialError> {

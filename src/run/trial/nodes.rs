@@ -6,7 +6,7 @@ use super::super::logparse::LogParser;
 use super::super::steady::SteadyConfig;
 use crate::domain::telemetry::{NodeSummary, Snapshot};
 use crate::domain::trial::{Iteration, LogEvent, RunShape, Summary};
-use crate::run::slurm::SlurmSpec;
+use crate::run::launch::slurm::node_log;
 use crate::telemetry::sampler;
 use std::path::Path;
 
@@ -53,7 +53,7 @@ pub fn summarize(
         .enumerate()
         .map(|(i, name)| {
             let iters = if i < node_list.len() {
-                node_iterations(&SlurmSpec::node_log(dir, i as u32), shape)
+                node_iterations(&node_log(dir, i as u32), shape)
             } else {
                 Vec::new()
             };
@@ -147,8 +147,8 @@ mod tests {
                 })
                 .collect::<String>()
         };
-        std::fs::write(SlurmSpec::node_log(d.path(), 0), log(100.0)).unwrap();
-        std::fs::write(SlurmSpec::node_log(d.path(), 1), log(130.0)).unwrap();
+        std::fs::write(node_log(d.path(), 0), log(100.0)).unwrap();
+        std::fs::write(node_log(d.path(), 1), log(130.0)).unwrap();
         let snaps = vec![
             snap("n1", 1000, 70.0),
             snap("n2", 1000, 85.0),

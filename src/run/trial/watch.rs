@@ -48,6 +48,15 @@ impl Stop {
         }
     }
 
+    /// A failure ends it (a failure line and no iteration after it within the grace, or its
+    /// job's own failure); classified by the failure.
+    pub fn failure() -> Stop {
+        Stop {
+            reason: StopReason::Failure,
+            complete: false,
+        }
+    }
+
     /// Records the stop in the exit information [`super::finish`] classifies.
     pub fn record(self, exit: &mut ExitInfo) {
         match self.reason {
@@ -131,10 +140,7 @@ impl StopPolicy {
     ) -> Option<Stop> {
         failed_at
             .is_some_and(|f| now >= f + self.failure_wait(median_ms))
-            .then_some(Stop {
-                reason: StopReason::Failure,
-                complete: false,
-            })
+            .then_some(Stop::failure())
     }
 
     /// At a wake-up: stop at the deadline (complete when enough steady samples exist) or for a

@@ -3,7 +3,9 @@
 //! failure lines marked. Telemetry shows whether or not a trial runs.
 
 use crate::app::AppError;
-use crate::domain::trial::{Iteration, SlurmJob, Summary, TrialResult};
+use crate::app::launch::env::scheduler_title;
+use crate::domain::job::Job;
+use crate::domain::trial::{Iteration, Summary, TrialResult};
 use crate::run::process::Stream;
 use crate::run::trial::TrialEvent;
 use crate::tui::app::{App, Effect, LOG_LINES, quit_if_done};
@@ -32,7 +34,7 @@ pub struct LiveTrial {
     /// Set when the trial has ended.
     pub result: Option<Result<TrialResult, String>>,
     /// A Slurm trial's job (state, pending reason, nodes).
-    pub job: Option<crate::domain::trial::SlurmJob>,
+    pub job: Option<crate::domain::job::Job>,
     /// The latest telemetry of each node of a job.
     pub nodes: std::collections::BTreeMap<String, crate::telemetry::sampler::Snapshot>,
 }
@@ -135,11 +137,7 @@ fn trial_line(t: &LiveTrial) -> String {
     }
     let Some(last) = t.iters.last() else {
         return match &t.job {
-            Some(j) => format!(
-                "trial {id}: Slurm job {} {}",
-                j.job_id,
-                j.state.to_lowercase()
-            ),
+            Some(j) => format!("trial {id}: {}", job_state(j, 60)),
             None => format!("trial {id} started: waiting for its first iteration (start-up)"),
         };
     };
@@ -501,14 +499,15 @@ fn draw_head(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
                 && (t.result.is_some() || t.stopping.is_some())
             {
                 first.push(Span::styled(
-                    format!(" · Slurm job {} {}", j.job_id, j.state.to_lowercase()),
+                    format!(" · {} {}", job_name(j), j.state.to_lowercase()),
                     theme.dim(),
                 ));
             }
             match &t.job {
                 Some(j) if t.iters.is_empty() && t.result.is_none() && j.state == "PENDING" => {
                     second.push(Span::raw(format!(
-                        "waiting in Slurm's queue for {} node(s){} (not GPU time)",
+                        "waiting in {}'s queue for {} node(s){} (not GPU time)",
+                        scheduler_title(&j.scheduler),
                         j.nodes,
                         j.gpus_per_node
                             .map_or(String::new(), |g| format!(", {g} GPU(s) each"))
@@ -749,10 +748,15 @@ fn draw_gpus(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     }
 }
 
-/// A Slurm job's state in words within `w` columns: `Slurm job 12 pending (Resources)`,
+/// `Slurm job 12`.
+fn job_name(j: &Job) -> String {
+    format!("{} job {}", scheduler_title(&j.scheduler), j.id)
+}
+
+/// A batch job's state in words within `w` columns: `Slurm job 12 pending (Resources)`,
 /// `Slurm job 12 running on n1,n2` (the names that fit, then `+N`), `Slurm job 12 timeout`.
-pub(crate) fn job_state(j: &SlurmJob, w: usize) -> String {
-    let head = format!("Slurm job {}", j.job_id);
+pub(crate) fn job_state(j: &Job, w: usize) -> String {
+    let head = job_name(j);
     match j.state.as_str() {
         "PENDING" => match &j.reason {
             Some(r) => format!("{head} pending ({r})"),
@@ -825,11 +829,10 @@ impl NodeNow {
 /// A Slurm trial's nodes, one row each from its latest snapshot (the columns that fit, by
 /// priority: node, GPU util, VRAM, hottest sensor, CPU, then GPU count, power, and the
 /// summary's step time and flags when it has them).
-fn draw_nodes(f: &mut Frame, t: &LiveTrial, job: &SlurmJob, theme: &Theme, area: Rect) {
-    let mut block = Block::default().borders(Borders::ALL).title(format!(
-        " Nodes · Slurm job {} · latest sample ",
-        job.job_id
-    ));
+fn draw_nodes(f: &mut Frame, t: &LiveTrial, job: &Job, theme: &Theme, area: Rect) {
+    let mut block = Block::default()
+        .borders(Borders::ALL)
+        .title(format!(" Nodes · {} · latest sample ", job_name(job)));
     let inner = block.inner(area);
     let w = usize::from(inner.width);
     if t.nodes.is_empty() {

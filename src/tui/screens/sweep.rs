@@ -4,7 +4,7 @@
 use super::Move;
 use crate::app::AppError;
 use crate::domain::study::{StudyRecord, VerdictKind};
-use crate::tui::app::{App, Effect, LOG_LINES, add_edits, json_text, quit_if_done};
+use crate::tui::app::{App, Effect, LOG_LINES, Overlay, add_edits, json_text, quit_if_done};
 use crate::tui::keymap::Action;
 use crate::tui::theme::Theme;
 use crate::tui::widgets::{column_widths, fit, fit_cells, num, sig, wrapped_rows};
@@ -135,7 +135,12 @@ fn start(app: &mut App) -> Vec<Effect> {
         app.error("no launch profile found");
         return vec![];
     };
-    let defaults = crate::app::sweep::SweepRequest::default();
+    let unmodeled = app.profile_caps().map_or_else(Vec::new, |c| {
+        crate::app::sweep::unmodeled(c, &row.flags, &row.memory_flags)
+    });
+    if !unmodeled.is_empty() {
+        return ask_demo(app, space, profile, &unmodeled);
+    }
     let launch = crate::tui::launch::Launch {
         title: "Start a sweep on GPUs?".into(),
         lines: vec![
@@ -145,16 +150,55 @@ fn start(app: &mut App) -> Vec<Effect> {
             format!(
                 "Budget: a trial of {} iterations per candidate, up to {} for the leaders; no time \
                  limit (`sweep --budget-minutes` sets one); x stops it, resumable.",
-                defaults.first_iters, defaults.max_iters
+                crate::app::sweep::FIRST_ITERS,
+                crate::app::sweep::MAX_ITERS
             ),
         ]
         .into_iter()
         .chain(crate::tui::launch::gpu_lines(app))
         .collect(),
         said: format!("sweeping {space} with {profile} (x stops it)"),
-        effect: Effect::StartSweep { space, profile },
+        effect: Effect::StartSweep {
+            space,
+            profile,
+            demo: false,
+        },
     };
     crate::tui::launch::ask_or_start(app, launch)
+}
+
+/// A space the profile cannot rank: asks whether to sweep it as a labelled demo (`y`), whose
+/// pick is not applied.
+fn ask_demo(app: &mut App, space: String, profile: String, unmodeled: &[String]) -> Vec<Effect> {
+    let stand_in = app.profile_caps().is_some_and(|c| c.stand_in);
+    let mut lines = vec![format!(
+        "Profile {profile} does not model {}{}: its sweep of {space} would rank noise, not \
+         evidence.",
+        unmodeled.join(", "),
+        if stand_in {
+            " (a CPU stand-in: what fits in GPU memory is not its to say)"
+        } else {
+            ""
+        }
+    )];
+    lines.push(
+        "y sweeps it as a demo: its results are labelled so, and its pick is not applied. \
+         Choose a profile that runs the real job (]) for evidence."
+            .into(),
+    );
+    app.overlay = Some(Overlay::ConfirmLaunch(Box::new(
+        crate::tui::launch::Launch {
+            title: "Sweep as a labelled demo?".into(),
+            lines,
+            said: format!("sweeping {space} with {profile} as a demo (x stops it)"),
+            effect: Effect::StartSweep {
+                space,
+                profile,
+                demo: true,
+            },
+        },
+    )));
+    vec![]
 }
 
 /// A sweep starts: the screen shows its progress.

@@ -8,9 +8,103 @@
 //! profile's `env` < `--env`, as [`crate::run::profile::Profile::config_env`] orders it), and
 //! [`Session::env_source`] says where a variable's value came from.
 
-use super::Session;
-use crate::megatron::World;
-use crate::run::profile::Profile;
+use super::placement::Placement;
+use crate::app::Session;
+use crate::config::env::Env;
+use crate::run::profile::{KnownPlaceholders, Profile};
+use std::collections::BTreeMap;
+
+/// The environment a launch sets — the inherited one, the profile's `env:` over it, the
+/// trial's own (`--env`, the request's) over both — and where each variable came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchEnv {
+    pub env: Env,
+    flags: Vec<(String, String)>,
+    /// The profile's name and the variables its `env:` set that reached `env`.
+    profile: Option<(String, Vec<String>)>,
+}
+
+impl LaunchEnv {
+    /// `inherited`, with a profile's variables (as written, no placeholders) and `flags` over
+    /// it.
+    pub fn new(
+        inherited: Env,
+        flags: Vec<(String, String)>,
+        profile: Option<(String, BTreeMap<String, String>)>,
+    ) -> LaunchEnv {
+        let mut env = inherited;
+        let profile = profile.map(|(name, vars)| {
+            for (k, v) in &vars {
+                env.set(k, v);
+            }
+            (name, vars.into_keys().collect())
+        });
+        for (k, v) in &flags {
+            env.set(k, v);
+        }
+        LaunchEnv {
+            env,
+            flags,
+            profile,
+        }
+    }
+
+    /// As `profile` launches: its `env:` over `base` (a variable whose value needs what only a
+    /// trial knows is left out, see [`Profile::config_env`]), `flags` over that.
+    pub fn of(
+        base: &Env,
+        flags: &[(String, String)],
+        profile: &Profile,
+        known: &KnownPlaceholders,
+    ) -> LaunchEnv {
+        let env = profile.config_env(base, flags, known);
+        let sets = profile
+            .filled_env(base, known)
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        LaunchEnv {
+            env,
+            flags: flags.to_vec(),
+            profile: Some((profile.name.clone(), sets)),
+        }
+    }
+
+    /// Where variable `name` of the launch comes from.
+    pub fn source(&self, name: &str) -> EnvSource {
+        if self.env.get(name).is_none() {
+            EnvSource::Unset
+        } else if self.flags.iter().any(|(k, _)| k == name) {
+            EnvSource::Flag
+        } else if let Some((p, _)) = self
+            .profile
+            .as_ref()
+            .filter(|(_, sets)| sets.iter().any(|k| k == name))
+        {
+            EnvSource::Profile(p.clone())
+        } else {
+            EnvSource::Inherited
+        }
+    }
+
+    /// The variables the profile's `env:` set in the launch (not those `--env` sets again).
+    pub fn profile_sets(&self) -> Vec<String> {
+        self.profile
+            .as_ref()
+            .map(|(_, sets)| {
+                sets.iter()
+                    .filter(|k| !self.flags.iter().any(|(f, _)| f == *k))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The trial's own variables (`--env`, the request's, the tuned GEMMs').
+    pub fn flags(&self) -> &[(String, String)] {
+        &self.flags
+    }
+}
 
 /// The launch profile a session's views resolve with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,44 +113,48 @@ pub struct ViewProfile {
     /// The variables its `env:` sets that reached the view (a value that needs a trial of its
     /// own, such as `{trial_dir}`, does not).
     pub sets: Vec<String>,
-    /// Where its trials run, as a trial started now without `--gpus` of its own would
-    /// ([`super::trial::world`]): `Local(None)` when nothing says (the launch then starts
-    /// [`crate::run::trial::FALLBACK_GPUS`] ranks).
-    pub launch: LaunchWorld,
+    /// Where its trials run, as a trial started now without options of its own would: its
+    /// placement (the world and its source) and its launcher.
+    pub launch: LaunchWhere,
 }
 
-/// Where a profile's trials run.
+/// Where a profile's trials run, as a question before a launch says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LaunchWorld {
-    /// On this node, at this world (None: unknown).
-    Local(Option<World>),
-    /// On the nodes of the Slurm job it submits (`--nodes` × `--gpus-per-node` decide).
-    Slurm,
+pub struct LaunchWhere {
+    pub placement: Placement,
+    /// The scheduler of a batch job (None: on this node).
+    pub scheduler: Option<&'static str>,
 }
 
-impl LaunchWorld {
+impl LaunchWhere {
     /// What a question before a launch says of it.
     pub fn describe(&self) -> String {
-        match self {
-            LaunchWorld::Local(Some(w)) => format!("Launches at {w}."),
-            LaunchWorld::Local(None) => {
-                let t = unknown_world(crate::run::trial::FALLBACK_GPUS);
-                let mut c = t.chars();
-                let first = c.next().map(|f| f.to_uppercase().collect::<String>());
-                format!("{}{}.", first.unwrap_or_default(), c.as_str())
+        let at = match (self.placement.world, self.scheduler) {
+            (Some(w), _) => format!("at {w}"),
+            (None, Some(_)) => format!(
+                "on {} node(s), at a world it does not say (give --gpus-per-node)",
+                self.placement.nodes
+            ),
+            (None, None) => {
+                return format!(
+                    "Launches on this node; {}.",
+                    self.placement.unknown_note().unwrap_or_default()
+                );
             }
-            LaunchWorld::Slurm => "Launches on the nodes of the Slurm job it submits.".into(),
+        };
+        match self.scheduler {
+            Some(s) => format!("Submits a {} job {at}.", scheduler_title(s)),
+            None => format!("Launches on this node {at}."),
         }
     }
 }
 
-/// What a launch at an unknown world does (the CLI's note on a trial and the TUI's question
-/// before one say it in these words): `ranks` is what it starts.
-pub fn unknown_world(ranks: u64) -> String {
-    format!(
-        "the world size is unknown (no --gpus, no GPUS_PER_NODE × NNODES, no GPU detected here): \
-         launching {ranks} ranks, one 8-GPU node; pass --gpus N to choose"
-    )
+/// A scheduler's name as prose writes it (`Slurm`).
+pub fn scheduler_title(name: &str) -> String {
+    match name {
+        "slurm" => "Slurm".into(),
+        other => other.to_string(),
+    }
 }
 
 /// Where a variable of the view's environment comes from.
@@ -134,27 +232,28 @@ pub fn source_with(source: String, refs: &[EnvRef]) -> String {
 
 impl Session {
     /// This session as `profile` launches its experiment: its views resolve with the
-    /// environment the launch sets ([`super::trial::with_profile_env`]), and say so.
+    /// environment the launch sets and are linted at its placement ([`super::plan`]), and say
+    /// so.
     pub fn launched_by(&self, profile: &Profile) -> Session {
-        let load = super::trial::with_profile_env(&self.load, &self.env, profile);
-        let sets = profile
-            .env
-            .keys()
+        let plan = super::plan::LaunchPlan::for_view(&self.plan_base(), profile);
+        let mut load = self.load.clone();
+        load.env = plan.config_env(&self.load);
+        // A one-process profile (the proxies) runs its one process whatever the config asks:
+        // a view of the config keeps the world the config is for.
+        if plan.profile.capabilities.launch != crate::run::capabilities::LaunchKind::OneProcess {
+            load.world = plan.placement.world;
+        }
+        let sets = plan.env.profile_sets();
+        let sets = sets
+            .into_iter()
             .filter(|k| load.env.get(k).is_some())
-            .filter(|k| !self.env.iter().any(|(f, _)| f == *k))
-            .cloned()
             .collect();
-        let launch = if profile.slurm.as_ref().is_some_and(|s| s.submits) {
-            LaunchWorld::Slurm
-        } else {
-            LaunchWorld::Local(super::trial::world(self, None, profile, &self.env))
-        };
         Session {
             load,
             view_profile: Some(ViewProfile {
                 name: profile.name.clone(),
                 sets,
-                launch,
+                launch: plan.launch_where(),
             }),
             ..self.clone()
         }

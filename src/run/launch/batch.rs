@@ -1,32 +1,39 @@
-//! A trial as a Slurm job. It is submitted — a batch script primus-tune renders around the
-//! profile's command, or the profile's own command when that submits the job itself (Primus'
-//! `primus-cli slurm sbatch ...`) — and followed from the trial folder, which every node shares:
-//! the job's state from pending (with Slurm's reason) through running to its end, the last
-//! rank's log as it grows, and each node's telemetry, written by a monitor step that runs on
-//! every node beside the workload (`srun --overlap`). Stopping the trial cancels the job.
+//! A trial as a batch job, on any [`Scheduler`]. It is submitted — a script the scheduler
+//! renders around the profile's command, or the profile's own command when that submits the job
+//! itself (Primus' `primus-cli slurm sbatch ...`) — and followed from the trial folder, which
+//! every node shares: the job's state from pending (with the scheduler's reason) through running
+//! to its end, the last rank's log as it grows, and each node's telemetry, written by a monitor
+//! step that runs on every node beside the workload. A job the scheduler says can never start,
+//! one that waits past its pending limit, and one the scheduler requeues (a node failed: what
+//! ran is lost) end the trial with their own failure. Stopping the trial cancels the job.
 
-use super::TrialError;
+use super::scheduler::{JobExit, JobSpec, JobState, JobStatus, Scheduler, Submission};
+use crate::domain::job::Job;
 use crate::domain::telemetry::Snapshot;
+use crate::domain::trial::{Failure, FailureClass};
 use crate::run::process::Stream;
-use crate::run::slurm::{JobExit, JobState, JobStatus, Slurm, SlurmEnd, SlurmSpec};
+use crate::run::trial::{Materialised, TrialError, TrialEvent};
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
-/// How a trial runs on Slurm.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SlurmLaunch {
-    pub spec: SlurmSpec,
-    pub slurm: Slurm,
+/// How a trial runs as a batch job.
+#[derive(Debug, Clone)]
+pub struct BatchLaunch {
+    pub scheduler: Arc<dyn Scheduler>,
+    pub spec: JobSpec,
     /// How often the job's state and the trial folder are read.
     pub poll: Duration,
-    /// The profile's command submits the job itself (its output names the job id); else
-    /// primus-tune renders and submits the batch script.
+    /// The profile's command submits the job itself (its output names the job id); else the
+    /// scheduler renders and submits the job's script.
     pub submits: bool,
-    /// Re-attach to this running job of the trial instead of submitting one (a resumed sweep).
+    /// Follow this running job of the trial instead of submitting one (a resumed sweep).
     pub attach: Option<AttachTo>,
+    /// Longest wait in the queue before the trial fails as `pending-limit` (None: no limit).
+    pub max_pending: Option<Duration>,
 }
 
 /// A job a resumed trial follows again.
@@ -34,7 +41,7 @@ pub struct SlurmLaunch {
 pub struct AttachTo {
     pub trial_id: i64,
     pub dir: PathBuf,
-    pub job: crate::domain::trial::SlurmJob,
+    pub job: Job,
 }
 
 /// What the follower reports about the job.
@@ -43,13 +50,16 @@ pub struct JobUpdate {
     pub status: JobStatus,
     /// Unix ms when it was seen.
     pub at_ms: u64,
-    /// Set on the last update: how the job ended (None when Slurm lost it).
+    /// Set on the last update: how the job ended (None when the scheduler lost it).
     pub exit: Option<JobExit>,
     pub last: bool,
+    /// Nodes of the job the scheduler reports down, read when the job was requeued or ended
+    /// by a node failure.
+    pub down: Vec<String>,
 }
 
-/// The follower's channels: the followed logs' lines (closed once the job is over and its
-/// files are read to the end), the nodes' telemetry, and the job's states.
+/// The follower's channels: the followed logs' lines (closed once the job is over, or
+/// requeued, and its files are read to the end), the nodes' telemetry, and the job's states.
 pub struct Followers {
     pub lines: mpsc::Receiver<(Stream, String)>,
     pub snaps: mpsc::Receiver<Snapshot>,
@@ -57,17 +67,19 @@ pub struct Followers {
 }
 
 /// What to follow.
-pub struct Follow {
-    pub slurm: Slurm,
-    pub job: u64,
-    pub dir: PathBuf,
+struct Follow {
+    scheduler: Arc<dyn Scheduler>,
+    job: String,
+    dir: PathBuf,
     /// Logs whose lines are the trial's (the last rank's, the batch script's).
-    pub logs: Vec<PathBuf>,
-    pub poll: Duration,
+    logs: Vec<PathBuf>,
+    poll: Duration,
     /// The monitor step's argv (wrapped by the supervisor), started once the job runs.
-    pub monitor: Option<Vec<String>>,
-    /// How long Slurm may not know the job before it counts as lost.
-    pub lost_after: Duration,
+    monitor: Option<Vec<String>>,
+    /// How long the scheduler may not know the job before it counts as lost.
+    lost_after: Duration,
+    /// The job was seen running before (a re-attached one).
+    ran: bool,
 }
 
 /// Now, in Unix milliseconds (as telemetry snapshots are stamped).
@@ -140,8 +152,8 @@ impl Tail {
     }
 }
 
-/// Starts following the job on a thread of its own (Slurm's commands block).
-pub fn follow(f: Follow) -> Followers {
+/// Starts following the job on a thread of its own (the scheduler's commands block).
+fn follow(f: Follow) -> Followers {
     let (lines_tx, lines) = mpsc::channel(4096);
     let (snap_tx, snaps) = mpsc::channel(1024);
     let (state_tx, states) = mpsc::channel(64);
@@ -153,38 +165,75 @@ pub fn follow(f: Follow) -> Followers {
     }
 }
 
-fn run(
-    f: Follow,
-    lines_tx: mpsc::Sender<(Stream, String)>,
-    snap_tx: mpsc::Sender<Snapshot>,
-    state_tx: mpsc::Sender<JobUpdate>,
-) {
-    let mut logs: Vec<Tail> = f.logs.iter().cloned().map(Tail::new).collect();
-    let mut tele: Vec<Tail> = Vec::new();
-    let mut monitor: Option<Child> = None;
-    let mut last: Option<JobStatus> = None;
-    let mut unknown_since: Option<Instant> = None;
-    let read_all = |logs: &mut Vec<Tail>, tele: &mut Vec<Tail>, end: bool| {
-        for t in logs.iter_mut() {
+/// Whether a status means the scheduler requeued the job: it says so, or a job that ran
+/// (`ran`, or a restart count) waits in the queue again.
+fn requeued(s: &JobStatus, ran: bool) -> bool {
+    match s.state {
+        JobState::Requeued => true,
+        JobState::Pending { .. } => ran || s.restarts > 0,
+        _ => false,
+    }
+}
+
+/// The follower's readers of the trial folder: the logs and the nodes' telemetry.
+struct Readers {
+    logs: Vec<Tail>,
+    tele: Vec<Tail>,
+}
+
+impl Readers {
+    fn read(
+        &mut self,
+        dir: &Path,
+        end: bool,
+        lines_tx: &mpsc::Sender<(Stream, String)>,
+        snap_tx: &mpsc::Sender<Snapshot>,
+    ) {
+        for t in self.logs.iter_mut() {
             for l in t.read(end) {
                 let _ = lines_tx.blocking_send((Stream::Stdout, l));
             }
         }
-        for p in telemetry_files(&f.dir) {
-            if !tele.iter().any(|t| t.path == p) {
-                tele.push(Tail::new(p));
+        for p in telemetry_files(dir) {
+            if !self.tele.iter().any(|t| t.path == p) {
+                self.tele.push(Tail::new(p));
             }
         }
-        for t in tele.iter_mut() {
+        for t in self.tele.iter_mut() {
             for l in t.read(end) {
                 if let Ok(s) = serde_json::from_str::<Snapshot>(&l) {
                     let _ = snap_tx.blocking_send(s);
                 }
             }
         }
+    }
+}
+
+fn run(
+    f: Follow,
+    lines_tx: mpsc::Sender<(Stream, String)>,
+    snap_tx: mpsc::Sender<Snapshot>,
+    state_tx: mpsc::Sender<JobUpdate>,
+) {
+    let mut readers = Readers {
+        logs: f.logs.iter().cloned().map(Tail::new).collect(),
+        tele: Vec::new(),
+    };
+    let mut monitor: Option<Child> = None;
+    let mut last: Option<JobStatus> = None;
+    let mut unknown_since: Option<Instant> = None;
+    let mut ran = f.ran;
+    let send = |status: JobStatus, exit, last: bool, down: Vec<String>| {
+        let _ = state_tx.blocking_send(JobUpdate {
+            status,
+            at_ms: unix_ms(),
+            exit,
+            last,
+            down,
+        });
     };
     let final_status = loop {
-        let status = match f.slurm.status(f.job) {
+        let status = match f.scheduler.status(&f.job) {
             Ok(s) => {
                 unknown_since = None;
                 Some(s)
@@ -192,37 +241,51 @@ fn run(
             Err(_) => {
                 let since = *unknown_since.get_or_insert_with(Instant::now);
                 (since.elapsed() >= f.lost_after).then(|| JobStatus {
-                    state: JobState::Ended(SlurmEnd::Lost),
+                    state: JobState::Ended(super::scheduler::JobEnd::Lost),
                     name: "LOST".into(),
                     node_list: last
                         .as_ref()
                         .map(|s| s.node_list.clone())
                         .unwrap_or_default(),
+                    restarts: 0,
                 })
             }
         };
-        if let Some(s) = status {
-            if s.state == JobState::Running
-                && monitor.is_none()
-                && let Some(argv) = &f.monitor
-            {
-                monitor = start_monitor(&f, argv);
+        if let Some(mut s) = status {
+            if requeued(&s, ran) {
+                // What ran is lost and the job would start again from the beginning: the
+                // trial ends here, its logs are no longer followed (a node cut off from the
+                // scheduler may still be writing to them).
+                let nodes = last.as_ref().map_or(Vec::new(), |l| l.node_list.clone());
+                let down = f.scheduler.down_nodes(&nodes);
+                s.state = JobState::Requeued;
+                if s.node_list.is_empty() {
+                    s.node_list = nodes;
+                }
+                if let Some(mut m) = monitor {
+                    stop_monitor(&mut m);
+                }
+                send(s, None, true, down);
+                return;
+            }
+            if s.state == JobState::Running {
+                ran = true;
+                if monitor.is_none()
+                    && let Some(argv) = &f.monitor
+                {
+                    monitor = start_monitor(&f, argv);
+                }
             }
             let over = s.state.is_over();
             if last.as_ref() != Some(&s) && !over {
-                let _ = state_tx.blocking_send(JobUpdate {
-                    status: s.clone(),
-                    at_ms: unix_ms(),
-                    exit: None,
-                    last: false,
-                });
+                send(s.clone(), None, false, Vec::new());
             }
             last = Some(s.clone());
             if over {
                 break s;
             }
         }
-        read_all(&mut logs, &mut tele, false);
+        readers.read(&f.dir, false, &lines_tx, &snap_tx);
         if lines_tx.is_closed() {
             // The trial is gone: nobody reads any more.
             return;
@@ -231,26 +294,33 @@ fn run(
     };
     let ended_ms = unix_ms();
     // What the nodes wrote last reaches a shared filesystem shortly after the job ends.
-    read_all(&mut logs, &mut tele, false);
+    readers.read(&f.dir, false, &lines_tx, &snap_tx);
     std::thread::sleep(Duration::from_millis(700));
-    read_all(&mut logs, &mut tele, true);
+    readers.read(&f.dir, true, &lines_tx, &snap_tx);
     if let Some(mut m) = monitor {
         stop_monitor(&mut m);
     }
     let exit = match final_status.state {
-        JobState::Ended(SlurmEnd::Lost) => None,
-        _ => f.slurm.exit(f.job).ok().or(Some(JobExit {
+        JobState::Ended(super::scheduler::JobEnd::Lost) => None,
+        _ => f.scheduler.exit(&f.job).ok().or(Some(JobExit {
             state: final_status.state.clone(),
             code: None,
             signal: None,
-            source: "squeue",
+            source: "the queue",
         })),
+    };
+    let down = match &final_status.state {
+        JobState::Ended(super::scheduler::JobEnd::NodeFail) => {
+            f.scheduler.down_nodes(&final_status.node_list)
+        }
+        _ => Vec::new(),
     };
     let _ = state_tx.blocking_send(JobUpdate {
         status: final_status,
         at_ms: ended_ms,
         exit,
         last: true,
+        down,
     });
 }
 
@@ -263,7 +333,8 @@ fn start_monitor(f: &Follow, argv: &[String]) -> Option<Child> {
         .stdin(Stdio::null())
         .stdout(log.try_clone().ok()?)
         .stderr(log);
-    if let Some(c) = &f.slurm.conf {
+    if let Some(c) = f.scheduler.conf() {
+        // Slurm's commands in the step find the cluster the job runs on.
         cmd.env("SLURM_CONF", c);
     }
     cmd.spawn().ok()
@@ -327,23 +398,6 @@ pub fn shared_filesystem(path: &Path) -> Result<(), String> {
     }
 }
 
-/// Submits the trial's job: writes `job.sbatch` in the trial folder and runs `sbatch`.
-pub fn submit_script(
-    launch: &SlurmLaunch,
-    argv: &[String],
-    env: &[(String, String)],
-    cwd: &Path,
-    dir: &Path,
-) -> Result<u64, TrialError> {
-    let script = crate::run::slurm::batch_script(&launch.spec, argv, env, cwd, dir);
-    let path = dir.join("job.sbatch");
-    std::fs::write(&path, script).map_err(super::io(&path))?;
-    launch
-        .slurm
-        .submit(&path)
-        .map_err(|e| TrialError::Slurm(e.to_string()))
-}
-
 /// The next job update, or never for a trial that is not a job.
 pub async fn recv_update(rx: &mut Option<mpsc::Receiver<JobUpdate>>) -> Option<JobUpdate> {
     match rx {
@@ -353,11 +407,11 @@ pub async fn recv_update(rx: &mut Option<mpsc::Receiver<JobUpdate>>) -> Option<J
 }
 
 /// A trial's job as the runner keeps it.
-pub struct JobCtl {
-    pub slurm: Slurm,
+pub struct BatchRun {
+    pub scheduler: Arc<dyn Scheduler>,
     /// The trial folder.
     pub dir: PathBuf,
-    pub record: crate::domain::trial::SlurmJob,
+    pub record: Job,
     /// When it started running (here, monotonic).
     pub running_since: Option<Instant>,
     pub ended: Option<Instant>,
@@ -368,6 +422,13 @@ pub struct JobCtl {
     pub last_state: Option<JobState>,
     /// When the previous update was seen (Unix ms).
     pub last_seen_ms: Option<u64>,
+    /// The job's own failure, decided from its states (never startable, requeued after a node
+    /// failed, waited past its pending limit): it wins over how the job ended after the
+    /// runner cancelled it.
+    pub failure: Option<Failure>,
+    /// When the job was submitted (monotonic), for the pending limit.
+    submitted: Instant,
+    max_pending: Option<Duration>,
 }
 
 /// An `Instant` `ms` Unix milliseconds ago from now.
@@ -376,15 +437,58 @@ fn instant_of(unix: u64) -> Instant {
     Instant::now().checked_sub(ago).unwrap_or_else(Instant::now)
 }
 
-impl JobCtl {
-    /// Records an update; true when it shows the job running for the first time.
+/// What an update means for the trial.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Verdict {
+    /// The job runs from now on (start-up and hang clocks start).
+    pub began: bool,
+    /// The job failed in a way the trial must stop for (it is then cancelled).
+    pub failure: Option<Failure>,
+}
+
+impl BatchRun {
+    /// Records an update (stored with the trial, told to the frontend) and says what it means.
     pub async fn update(
         &mut self,
         u: &JobUpdate,
         store: &crate::store::Store,
         trial_id: i64,
-        events: &mpsc::Sender<super::TrialEvent>,
-    ) -> bool {
+        events: &mpsc::Sender<TrialEvent>,
+    ) -> Verdict {
+        let began = self.record_update(u);
+        let failure = self.judge(u);
+        if failure.is_some() && self.failure.is_none() {
+            self.failure = failure.clone();
+        }
+        let patience = if u.last {
+            store.patience()
+        } else {
+            Duration::ZERO
+        };
+        let r = &self.record;
+        let _ = store.with_patience(patience, || store.set_trial_job(trial_id, r));
+        let _ = events.send(TrialEvent::Job(Box::new(r.clone()))).await;
+        let _ = events
+            .send(TrialEvent::Line {
+                stream: Stream::Stderr,
+                line: self.describe_update(u),
+            })
+            .await;
+        if let Some(f) = &failure
+            && let Some(line) = &f.line
+        {
+            let _ = events
+                .send(TrialEvent::Line {
+                    stream: Stream::Stderr,
+                    line: format!("primus-tune: {line}"),
+                })
+                .await;
+        }
+        Verdict { began, failure }
+    }
+
+    /// The record after an update; true when it shows the job running for the first time.
+    fn record_update(&mut self, u: &JobUpdate) -> bool {
         let r = &mut self.record;
         r.state = u.status.name.clone();
         r.reason = match &u.status.state {
@@ -396,19 +500,23 @@ impl JobCtl {
         }
         let mut began = false;
         // The job's own start when its script wrote it, else when it was first seen running.
-        let written = std::fs::read_to_string(self.dir.join(crate::run::slurm::JOB_STARTED))
+        let written = std::fs::read_to_string(self.dir.join(super::slurm::JOB_STARTED))
             .ok()
             .and_then(|t| t.trim().parse::<u64>().ok())
-            .filter(|ms| *ms <= u.at_ms);
+            .filter(|ms| *ms <= u.at_ms && *ms >= r.submitted_ms);
         if matches!(u.status.state, JobState::Running) && self.running_since.is_none() {
             let at = *r.started_ms.get_or_insert(written.unwrap_or(u.at_ms));
             self.running_since = Some(instant_of(at));
             began = true;
         }
-        if u.last
-            && self.running_since.is_none()
-            && u.exit.as_ref().is_some_and(|x| x.code.is_some())
-        {
+        let ran_by_itself = u.exit.as_ref().is_some_and(|x| {
+            x.code.is_some()
+                && matches!(
+                    x.state,
+                    JobState::Completed | JobState::Ended(super::scheduler::JobEnd::Failed)
+                )
+        });
+        if u.last && self.running_since.is_none() && (ran_by_itself || written.is_some()) {
             // It ran between two polls: it started at most one poll before it ended.
             let at = *r
                 .started_ms
@@ -421,56 +529,114 @@ impl JobCtl {
             self.ended = Some(instant_of(u.at_ms));
             r.ended_ms = Some(u.at_ms);
             self.exit = u.exit.clone();
-            if let Some(x) = &u.exit {
-                self.last_state = Some(x.state.clone());
-            } else {
-                self.last_state = Some(u.status.state.clone());
-            }
+            self.last_state = Some(match &u.exit {
+                Some(x) => x.state.clone(),
+                None => u.status.state.clone(),
+            });
         }
-        let patience = if u.last {
-            store.patience()
-        } else {
-            Duration::ZERO
-        };
-        let _ = store.with_patience(patience, || store.set_trial_slurm(trial_id, r));
-        let id = r.job_id;
-        let line = match (&u.status.state, &u.exit) {
+        began
+    }
+
+    /// The job's own failure an update shows, if any.
+    fn judge(&self, u: &JobUpdate) -> Option<Failure> {
+        let id = &self.record.id;
+        let sched = self.scheduler.name();
+        match &u.status.state {
+            JobState::Requeued => Some(Failure {
+                class: FailureClass::NodeFail,
+                line: Some(format!(
+                    "{sched} requeued job {id} ({}){}: a requeued job starts again from the \
+                     beginning, so this trial ends here and the job is cancelled (--requeue \
+                     keeps a requeued job; it still ends the trial)",
+                    u.status.name,
+                    down_text(&u.down)
+                )),
+            }),
+            JobState::Pending { reason } if self.scheduler.never_starts(reason) => Some(Failure {
+                class: FailureClass::Unschedulable,
+                line: Some(format!(
+                    "{sched} says job {id} can never start as submitted ({reason}): \
+                         cancelled"
+                )),
+            }),
+            _ => None,
+        }
+    }
+
+    /// The line the trial's log gets for an update.
+    fn describe_update(&self, u: &JobUpdate) -> String {
+        let r = &self.record;
+        let id = &r.id;
+        let sched = self.scheduler.name();
+        match (&u.status.state, &u.exit) {
+            (JobState::Pending { reason }, _) if reason.is_empty() => {
+                format!("primus-tune: {sched} job {id} is pending")
+            }
             (JobState::Pending { reason }, _) => {
-                format!("primus-tune: Slurm job {id} is pending ({reason})")
+                format!("primus-tune: {sched} job {id} is pending ({reason})")
             }
             (JobState::Running, _) => format!(
-                "primus-tune: Slurm job {id} is running on {}",
+                "primus-tune: {sched} job {id} is running on {}",
                 r.node_list.join(",")
             ),
+            (JobState::Requeued, _) => format!(
+                "primus-tune: {sched} job {id} was requeued{}",
+                down_text(&u.down)
+            ),
             (_, Some(x)) => format!(
-                "primus-tune: Slurm job {id} ended {} (exit {}{}, from {})",
+                "primus-tune: {sched} job {id} ended {}{} (exit {}{}, from {})",
                 u.status.name,
+                down_text(&u.down),
                 x.code.map_or("?".into(), |c| c.to_string()),
                 x.signal.map_or(String::new(), |s| format!(", signal {s}")),
                 x.source
             ),
-            _ => format!("primus-tune: Slurm job {id} is {}", u.status.name),
-        };
-        let _ = events
-            .send(super::TrialEvent::Job(Box::new(self.record.clone())))
-            .await;
-        let _ = events
-            .send(super::TrialEvent::Line {
-                stream: Stream::Stderr,
-                line,
-            })
-            .await;
-        began
+            _ => format!("primus-tune: {sched} job {id} is {}", u.status.name),
+        }
     }
 
-    /// Cancels the job and waits until it has left `squeue`.
+    /// The pending limit's end while the job waits in the queue (None: no limit, or running).
+    pub fn pending_deadline(&self) -> Option<Instant> {
+        if self.running_since.is_some() || self.over {
+            return None;
+        }
+        self.max_pending.map(|m| self.submitted + m)
+    }
+
+    /// The failure of a job that waited past its pending limit, at `now`.
+    pub fn pending_over(&mut self, now: Instant) -> Option<Failure> {
+        let deadline = self.pending_deadline()?;
+        if now < deadline {
+            return None;
+        }
+        let reason = self
+            .record
+            .reason
+            .as_deref()
+            .map_or(String::new(), |r| format!(" ({r})"));
+        let f = Failure {
+            class: FailureClass::PendingLimit,
+            line: Some(format!(
+                "{} job {} waited {:.0} s in the queue{reason}, past --max-pending-seconds: \
+                 cancelled",
+                self.scheduler.name(),
+                self.record.id,
+                now.saturating_duration_since(self.submitted).as_secs_f64()
+            )),
+        };
+        self.failure = Some(f.clone());
+        Some(f)
+    }
+
+    /// Cancels the job and waits until it has left the queue.
     pub async fn cancel(&mut self) {
         if self.over {
             return;
         }
         self.cancelled = true;
-        let (sl, id) = (self.slurm.clone(), self.record.job_id);
-        let _ = tokio::task::spawn_blocking(move || sl.cancel(id, Duration::from_secs(120))).await;
+        let (sched, id) = (self.scheduler.clone(), self.record.id.clone());
+        let _ =
+            tokio::task::spawn_blocking(move || sched.cancel(&id, Duration::from_secs(120))).await;
     }
 
     /// The batch script's exit code and signal.
@@ -489,54 +655,72 @@ impl JobCtl {
         }
     }
 
-    /// Seconds it waited in the queue.
-    pub fn pending_s(&self) -> Option<f64> {
-        let (sub, start) = (self.record.submitted_ms, self.record.started_ms?);
-        Some(start.saturating_sub(sub) as f64 / 1000.0)
+    /// Seconds it waited in the queue: until it started, or (a job that never started) until
+    /// it ended.
+    pub fn queued_s(&self) -> Option<f64> {
+        let r = &self.record;
+        let until = r.started_ms.or(r.ended_ms)?;
+        Some(until.saturating_sub(r.submitted_ms) as f64 / 1000.0)
     }
 
-    /// The failure of a job that Slurm ended (its time limit, a node failure, a preemption,
-    /// a cancel by someone else, lost); None when it completed, failed by its own exit, or
-    /// primus-tune cancelled it.
-    pub fn slurm_failure(&self) -> Option<crate::domain::trial::Failure> {
+    /// The trial's failure from its job: a failure decided from its states, else how the
+    /// scheduler ended it (its time limit, a node failure, a preemption, a cancel by someone
+    /// else, lost); None when it completed, failed by its own exit, or primus-tune cancelled
+    /// it.
+    pub fn job_failure(&self) -> Option<Failure> {
+        if let Some(f) = &self.failure {
+            return Some(f.clone());
+        }
         if self.cancelled {
             return None;
         }
         let end = match &self.last_state {
-            Some(JobState::Ended(e)) if *e != SlurmEnd::Failed => *e,
+            Some(JobState::Ended(e)) if *e != super::scheduler::JobEnd::Failed => *e,
             _ => return None,
         };
-        Some(crate::domain::trial::Failure {
+        Some(Failure {
             class: end.class(),
             line: Some(format!(
-                "Slurm job {} ended {}",
-                self.record.job_id, self.record.state
+                "{} job {} ended {}",
+                self.scheduler.name(),
+                self.record.id,
+                self.record.state
             )),
         })
     }
 }
 
+/// ` after node n2 failed`, naming the nodes the scheduler reports down.
+fn down_text(down: &[String]) -> String {
+    match down {
+        [] => String::new(),
+        [one] => format!(" after node {one} failed"),
+        many => format!(" after nodes {} failed", many.join(",")),
+    }
+}
+
 /// Submits the trial's job (or re-attaches to it) and starts following it.
 pub async fn start(
-    sl: &SlurmLaunch,
-    m: &super::Materialised,
-    opts: &super::TrialOptions,
+    b: &BatchLaunch,
+    m: &Materialised,
+    opts: &crate::run::trial::TrialOptions,
     store: &crate::store::Store,
-    events: &mpsc::Sender<super::TrialEvent>,
-) -> Result<(JobCtl, Followers), TrialError> {
+    events: &mpsc::Sender<TrialEvent>,
+) -> Result<(BatchRun, Followers), TrialError> {
     let say = |line: String| async move {
         let _ = events
-            .send(super::TrialEvent::Line {
+            .send(TrialEvent::Line {
                 stream: Stream::Stderr,
                 line,
             })
             .await;
     };
-    let record = match &sl.attach {
+    let sched = b.scheduler.name();
+    let record = match &b.attach {
         Some(a) => {
             say(format!(
-                "primus-tune: re-attached to Slurm job {} of trial {}",
-                a.job.job_id, a.trial_id
+                "primus-tune: re-attached to {sched} job {} of trial {}",
+                a.job.id, a.trial_id
             ))
             .await;
             a.job.clone()
@@ -552,34 +736,37 @@ pub async fn start(
                 ))
                 .await;
             }
-            let job_id = if sl.submits {
-                submit_by_profile(m, events).await?
+            let id = if b.submits {
+                submit_by_profile(b.scheduler.as_ref(), m, events).await?
             } else {
-                let (sl2, m2) = (sl.clone(), m.clone());
+                let (b2, m2) = (b.clone(), m.clone());
                 tokio::task::spawn_blocking(move || {
-                    submit_script(
-                        &sl2,
-                        &m2.launch.argv,
-                        &m2.launch.env,
-                        &m2.launch.cwd,
-                        &m2.dir,
-                    )
+                    b2.scheduler.submit(&Submission {
+                        spec: &b2.spec,
+                        argv: &m2.launch.argv,
+                        env: &m2.launch.env,
+                        workdir: &m2.launch.cwd,
+                        dir: &m2.dir,
+                    })
                 })
                 .await
-                .map_err(|e| TrialError::Slurm(e.to_string()))??
+                .map_err(|e| TrialError::Job(e.to_string()))?
+                .map_err(|e| TrialError::Job(e.to_string()))?
             };
-            let r = crate::domain::trial::SlurmJob {
-                job_id,
-                conf: sl.slurm.conf.clone(),
-                nodes: sl.spec.nodes.max(1),
-                gpus_per_node: sl.spec.gpus_per_node,
+            let r = Job {
+                scheduler: sched.to_string(),
+                id,
+                conf: b.scheduler.conf().map(Path::to_path_buf),
+                nodes: b.spec.nodes.max(1),
+                gpus_per_node: b.spec.gpus_per_node,
                 state: "SUBMITTED".into(),
                 submitted_ms: unix_ms(),
                 ..Default::default()
             };
-            store.set_trial_slurm(m.trial_id, &r)?;
+            store.set_trial_job(m.trial_id, &r)?;
             say(format!(
-                "primus-tune: submitted Slurm job {job_id} ({} node(s){})",
+                "primus-tune: submitted {sched} job {} ({} node(s){})",
+                r.id,
                 r.nodes,
                 r.gpus_per_node
                     .map_or(String::new(), |g| format!(", {g} GPU(s) each"))
@@ -588,13 +775,11 @@ pub async fn start(
             r
         }
     };
-    let _ = events
-        .send(super::TrialEvent::Job(Box::new(record.clone())))
-        .await;
-    let job = record.job_id;
-    let mut logs = vec![m.dir.join(format!("slurm-{job}.out"))];
-    if !sl.submits {
-        logs.push(sl.spec.last_rank_log(&m.dir));
+    let _ = events.send(TrialEvent::Job(Box::new(record.clone()))).await;
+    let id = record.id.clone();
+    let mut logs = vec![b.scheduler.script_log(&m.dir, &id)];
+    if !b.submits {
+        logs.push(b.scheduler.node_log(&m.dir, b.spec.nodes.max(1) - 1));
     }
     let monitor = opts.telemetry.as_ref().map(|t| {
         let exe = opts
@@ -616,25 +801,27 @@ pub async fn start(
             "--procfs-root".into(),
             t.roots.procfs.display().to_string(),
         ];
-        let step = sl
-            .slurm
-            .step_argv(job, record.nodes, &m.dir.join("monitor-%n.log"), &argv);
+        let step = b
+            .scheduler
+            .step_argv(&id, record.nodes, &m.dir.join("monitor-%n.log"), &argv);
         match &m.launch.supervisor {
             Some(s) => s.wrap(std::process::id(), &step),
             None => step,
         }
     });
     let followers = follow(Follow {
-        slurm: sl.slurm.clone(),
-        job,
+        scheduler: b.scheduler.clone(),
+        job: id,
         dir: m.dir.clone(),
         logs,
-        poll: sl.poll,
+        poll: b.poll,
         monitor,
         lost_after: Duration::from_secs(60),
+        ran: record.started_ms.is_some(),
     });
-    let ctl = JobCtl {
-        slurm: sl.slurm.clone(),
+    let submitted = instant_of(record.submitted_ms);
+    let ctl = BatchRun {
+        scheduler: b.scheduler.clone(),
         dir: m.dir.clone(),
         record,
         running_since: None,
@@ -644,6 +831,9 @@ pub async fn start(
         exit: None,
         last_state: None,
         last_seen_ms: None,
+        failure: None,
+        submitted,
+        max_pending: b.max_pending,
     };
     Ok((ctl, followers))
 }
@@ -651,27 +841,28 @@ pub async fn start(
 /// Runs the profile's command, which submits the job itself (Primus' `primus-cli slurm
 /// sbatch`), here; its output is the trial's, and names the job (`Submitted batch job N`).
 async fn submit_by_profile(
-    m: &super::Materialised,
-    events: &mpsc::Sender<super::TrialEvent>,
-) -> Result<u64, TrialError> {
+    scheduler: &dyn Scheduler,
+    m: &Materialised,
+    events: &mpsc::Sender<TrialEvent>,
+) -> Result<String, TrialError> {
     let (mut running, mut lines) = crate::run::process::spawn(&m.launch)?;
     let mut job = None;
     let mut tail: Vec<String> = Vec::new();
     while let Some((stream, line)) = lines.recv().await {
         if job.is_none() {
-            job = Slurm::job_id_in(&line);
+            job = scheduler.job_id_in(&line);
         }
         tail.push(line.clone());
         if tail.len() > 5 {
             tail.remove(0);
         }
-        let _ = events.send(super::TrialEvent::Line { stream, line }).await;
+        let _ = events.send(TrialEvent::Line { stream, line }).await;
     }
     let status = running.child.wait().await.ok();
     running.guard.disarm();
     match (job, status) {
         (Some(j), Some(s)) if s.success() => Ok(j),
-        (j, s) => Err(TrialError::Slurm(format!(
+        (j, s) => Err(TrialError::Job(format!(
             "the profile's command {} ({}); its last lines: {}",
             if j.is_some() {
                 "failed after submitting"
@@ -718,5 +909,28 @@ mod tests {
     fn a_local_filesystem_is_not_shared() {
         // /proc is procfs: not a filesystem nodes share.
         assert!(shared_filesystem(Path::new("/proc")).is_err());
+    }
+
+    fn status(state: JobState, restarts: u32) -> JobStatus {
+        JobStatus {
+            state,
+            name: String::new(),
+            node_list: Vec::new(),
+            restarts,
+        }
+    }
+
+    /// A job that ran and waits in the queue again was requeued (Slurm shows it `PENDING`
+    /// with a restart count, or `REQUEUED`); a job that never ran is only pending.
+    #[test]
+    fn a_job_back_in_the_queue_after_it_ran_was_requeued() {
+        let pending = || JobState::Pending {
+            reason: "BeginTime".into(),
+        };
+        assert!(requeued(&status(JobState::Requeued, 0), false));
+        assert!(requeued(&status(pending(), 0), true));
+        assert!(requeued(&status(pending(), 1), false));
+        assert!(!requeued(&status(pending(), 0), false));
+        assert!(!requeued(&status(JobState::Running, 1), true));
     }
 }
