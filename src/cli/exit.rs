@@ -125,7 +125,8 @@ pub fn wants_json(args: &[std::ffi::OsString]) -> bool {
 /// stdout when asked for; the exit status of its kind.
 pub fn report(kind: Kind, message: &str, details: &[String], json: bool) -> ExitCode {
     if json {
-        super::print_json(&serde_json::json!({
+        // One line: a streaming command's stdout stays one JSON object per line.
+        super::progress::json_line(&serde_json::json!({
             "error": {
                 "kind": kind.name(),
                 "exit_code": kind.code(),
