@@ -141,6 +141,10 @@ fn trial_summary(id: i64) -> primus_tune::app::views::trials::TrialSummary {
         })
         .collect();
     primus_tune::app::views::trials::TrialSummary {
+        basis: primus_tune::domain::evidence::Basis::Measured {
+            profile: "primus".into(),
+            gpu: Some("AMD Instinct MI300X".into()),
+        },
         row,
         this_experiment: true,
         differences: Some(differences),
@@ -186,6 +190,10 @@ fn full_app() -> App {
             trial_id: 1001,
             argv: vec!["bash".into()],
             trial_dir: PathBuf::from("trials/1001"),
+            basis: primus_tune::domain::evidence::Basis::Measured {
+                profile: "primus".into(),
+                gpu: Some("AMD Instinct MI300X".into()),
+            },
         }),
     );
     for i in 1..=50u64 {
@@ -391,6 +399,7 @@ fn study_summary(i: usize) -> primus_tune::app::views::studies::StudySummary {
         },
         trials: 12,
         gpu_seconds: 600.0 + i as f64,
+        cost_unit: "GPU",
         pick: Some(
             [("micro_batch_size".to_string(), serde_json::json!(2))]
                 .into_iter()

@@ -139,7 +139,7 @@ pub struct MeasuredMemory {
 
 impl MeasuredMemory {
     /// ` on N GPU(s)` when its world is known, else nothing.
-    fn on_world(&self) -> String {
+    fn gpus_text(&self) -> String {
         self.world.map_or(String::new(), |w| {
             format!(" on {w} GPU{}", if w == 1 { "" } else { "s" })
         })
@@ -562,7 +562,7 @@ impl Cx<'_> {
                          offload, a smaller micro batch with more accumulation, before more GPUs",
                         mm.trial,
                         mm.profile,
-                        mm.on_world()
+                        mm.gpus_text()
                     ),
                 ));
                 (None, f, Vec::new())
@@ -586,7 +586,7 @@ impl Cx<'_> {
                 f.push(ok(format!(
                     "measured: it fits: trial {} ran these settings{} with {}, {peak}",
                     mm.trial,
-                    mm.on_world(),
+                    mm.gpus_text(),
                     mm.profile
                 )));
                 // Recomputation trades time for memory: with half the GPU free it may cost

@@ -38,7 +38,7 @@ pub fn known_rules(session: &Session) -> Vec<String> {
         for d in crate::config::lint::lint(
             &exp,
             &session.load.env,
-            session.lint_world(),
+            session.load.world.as_ref(),
             Catalog::builtin(),
         ) {
             if !ids.iter().any(|i| i == d.code) {

@@ -156,7 +156,7 @@ fn load_options_with(
     let detected = Detected::default();
     let found = || *detected.get_or_init(|| gpus_found(o.telemetry.as_ref(), &process));
     let launch_env = super::launch::LaunchEnv::new(process.clone(), env.clone(), None);
-    let world = super::launch::placement::place(&super::launch::placement::Asked {
+    let world = super::launch::placement::place_world(&super::launch::placement::Asked {
         gpus: o.gpus,
         job: None,
         env: &launch_env,
@@ -324,11 +324,6 @@ impl Session {
 
     pub fn env(&self) -> &Env {
         &self.load.env
-    }
-
-    /// The world size the experiment is checked for (None: unknown): its views' placement.
-    pub fn lint_world(&self) -> Option<&World> {
-        self.load.world.as_ref()
     }
 
     /// This experiment's path (for messages and commands the user may paste).

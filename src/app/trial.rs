@@ -389,18 +389,18 @@ mod tests {
             return; // the launcher's variables come first; this test is about the others
         }
         let (_d, s) = session(&mi300x_node(), None);
-        let w = s.lint_world().copied().unwrap();
+        let w = s.load.world.as_ref().copied().unwrap();
         assert_eq!(w.gpus, 8);
         assert_eq!(
             w.to_string(),
             "world size 8 (8 GPUs detected on this node by amdgpu-sysfs)"
         );
         let (_d, s) = session(&mi300x_node(), Some(2));
-        assert_eq!(s.lint_world().unwrap().source, WorldSource::Flag);
+        assert_eq!(s.load.world.as_ref().unwrap().source, WorldSource::Flag);
         // No GPU here: unknown, never 8.
         let empty = tempfile::tempdir().unwrap();
         let (_d, s) = session(empty.path(), None);
-        assert_eq!(s.lint_world(), None);
+        assert_eq!(s.load.world.as_ref(), None);
     }
 
     /// The world of a trial's plan, for `profile` (YAML) with `req`.
@@ -421,7 +421,7 @@ mod tests {
     }
 
     #[test]
-    fn a_trial_lints_at_its_own_world() {
+    fn a_trial_lints_at_the_placement_of_its_plan() {
         if launcher_set(&["GPUS_PER_NODE", "NNODES"]) {
             return;
         }
@@ -433,7 +433,7 @@ mod tests {
             };
             format!("name: p\nargv: [x]\nenv:\n  X: \"1\"\n{env}{caps}")
         };
-        let world = |s: &Session, p: &str, gpus: Option<u64>, env: &[(&str, &str)]| {
+        let placed = |s: &Session, p: &str, gpus: Option<u64>, env: &[(&str, &str)]| {
             let req = TrialRequest {
                 gpus,
                 env: env
@@ -447,33 +447,33 @@ mod tests {
         let proxy = profile("", true);
         let gpu = profile("", false);
         let (_d, s) = session(&mi300x_node(), None);
-        assert_eq!(world(&s, &proxy, None, &[]), Some(World::one_process()));
-        assert_eq!(world(&s, &gpu, None, &[]).unwrap().gpus, 8);
+        assert_eq!(placed(&s, &proxy, None, &[]), Some(World::one_process()));
+        assert_eq!(placed(&s, &gpu, None, &[]).unwrap().gpus, 8);
         // The launcher's variables a profile sets are its trials' world; the trial's own
         // environment (`--env`) over them; one that follows the world does not set it.
         let four = profile("  GPUS_PER_NODE: \"4\"\n", false);
-        let w = world(&s, &four, None, &[]).unwrap();
+        let w = placed(&s, &four, None, &[]).unwrap();
         assert_eq!(
             w.to_string(),
             "world size 4 (GPUS_PER_NODE × NNODES = 4 × 1, from the launch profile's env:)"
         );
-        let w = world(&s, &four, None, &[("GPUS_PER_NODE", "2")]).unwrap();
+        let w = placed(&s, &four, None, &[("GPUS_PER_NODE", "2")]).unwrap();
         assert_eq!(
             w.to_string(),
             "world size 2 (GPUS_PER_NODE × NNODES = 2 × 1)"
         );
         let follows = profile("  GPUS_PER_NODE: \"{gpus_per_node}\"\n", false);
-        assert_eq!(world(&s, &follows, None, &[]).unwrap().gpus, 8);
+        assert_eq!(placed(&s, &follows, None, &[]).unwrap().gpus, 8);
         // So do the views as that profile launches the experiment.
         let p4 = Profile::parse(&four, "p.yaml").unwrap();
-        assert_eq!(s.launched_by(&p4).lint_world().unwrap().gpus, 4);
+        assert_eq!(s.launched_by(&p4).load.world.as_ref().unwrap().gpus, 4);
         // The session's --gpus is the trials' too; a request's own count wins.
         let (_d, s) = session(&mi300x_node(), Some(4));
-        assert_eq!(world(&s, &proxy, None, &[]).unwrap().gpus, 4);
-        assert_eq!(world(&s, &gpu, Some(2), &[]).unwrap().gpus, 2);
+        assert_eq!(placed(&s, &proxy, None, &[]).unwrap().gpus, 4);
+        assert_eq!(placed(&s, &gpu, Some(2), &[]).unwrap().gpus, 2);
         let (_d, s2) = session(&mi300x_node(), Some(2));
-        assert_eq!(world(&s2, &four, None, &[]).unwrap().gpus, 2);
-        assert_eq!(s2.launched_by(&p4).lint_world().unwrap().gpus, 2);
+        assert_eq!(placed(&s2, &four, None, &[]).unwrap().gpus, 2);
+        assert_eq!(s2.launched_by(&p4).load.world.as_ref().unwrap().gpus, 2);
         // The bundled MoE example (EP 8, 256 = micro 4 × DP 8 × 8) passes the gate on its 8
         // GPUs and as a one-process proxy, and is refused on 4 GPUs.
         let exp = s.load_plain().unwrap();
@@ -495,7 +495,7 @@ mod tests {
     /// A Slurm trial is linted at its job's world (nodes × GPUs per node), not at the world of
     /// the node that submits it: 100 is not a multiple of micro batch 5 × DP 16.
     #[test]
-    fn a_slurm_trial_is_linted_at_its_job_s_world() {
+    fn a_slurm_trial_is_linted_at_its_job_s_placement() {
         if launcher_set(&["GPUS_PER_NODE", "NNODES"]) {
             return;
         }

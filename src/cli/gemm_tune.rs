@@ -200,7 +200,9 @@ fn run_shapes(a: &ShapesArgs) -> Result<ExitCode, CliError> {
     // The ranks a launch places here (the session's placement: --gpus, the launcher's
     // variables, the defaults file, the GPUs found), else the launch's fallback.
     let gpus = session
-        .lint_world()
+        .load
+        .world
+        .as_ref()
         .map_or(crate::app::launch::FALLBACK_GPUS, |w| w.gpus);
     let (path, exp_path, rate) = match &a.dump {
         Some(p) => (p.clone(), None, None),

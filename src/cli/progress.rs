@@ -122,6 +122,7 @@ impl Printer {
                 trial_id,
                 argv,
                 trial_dir,
+                ..
             } if self.style.trial_headers => {
                 self.line(&format!(
                     "trial {trial_id}: {}",

@@ -167,9 +167,10 @@ fn gib(b: f64) -> f64 {
 /// A finished study as text: the pick, then every candidate with its verdict and evidence.
 pub fn print_record(name: &str, r: &StudyRecord) {
     println!(
-        "study {name}: {} trial(s), {:.1} GPU-minutes",
+        "study {name}: {} trial(s), {:.1} {}-minutes",
         r.trials,
-        r.gpu_seconds / 60.0
+        r.gpu_seconds / 60.0,
+        r.cost_unit()
     );
     println!("evidence: {}", r.basis_text());
     println!("{}", r.unit_text());

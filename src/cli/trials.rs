@@ -154,9 +154,18 @@ pub fn run(a: &TrialsArgs) -> Result<ExitCode, CliError> {
     let all = session.all_experiments;
     // The text columns are as wide as their widest value, so a long profile or experiment
     // name never runs into the next column.
+    // A CPU stand-in's figures are its process's, not a GPU's: its profile says so.
+    let profile_cell = |t: &TrialSummary| {
+        let p = t.profile.clone().unwrap_or_default();
+        if t.basis.is_proxy() {
+            format!("{p} (stand-in)")
+        } else {
+            p
+        }
+    };
     let profile_w = rows
         .iter()
-        .map(|t| t.profile.as_deref().unwrap_or_default().chars().count())
+        .map(|t| profile_cell(t).chars().count())
         .fold("profile".len(), usize::max);
     let exp_w = rows
         .iter()
@@ -200,13 +209,19 @@ pub fn run(a: &TrialsArgs) -> Result<ExitCode, CliError> {
             f(t.tokens_per_s_per_gpu, 0),
             f(t.tflops_per_gpu, 1),
             mem_cell(t),
-            t.profile.clone().unwrap_or_default(),
+            profile_cell(t),
             if all {
                 format!("{:<exp_w$} ", experiment_name(t))
             } else {
                 String::new()
             },
             t.settings_text()
+        );
+    }
+    if rows.iter().any(|t| t.basis.is_proxy()) {
+        println!(
+            "(stand-in): a CPU stand-in's figures, per process and its host's memory: how the \
+             knobs it models move the step, not GPU evidence"
         );
     }
     if rows.is_empty() {
@@ -222,8 +237,15 @@ pub fn run(a: &TrialsArgs) -> Result<ExitCode, CliError> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Peak memory with what it measures (`61.20 alloc`, `63.80 device`): the kinds differ.
-fn mem_cell(t: &TrialRow) -> String {
+/// Peak memory with what it measures (`61.20 alloc`, `63.80 device`): the kinds differ. A
+/// stand-in's peak taken from this node's GPU telemetry is not its own: `-`.
+fn mem_cell(t: &TrialSummary) -> String {
+    if t.basis.is_proxy()
+        && crate::app::views::trials::evidence(t, &t.basis)
+            .is_some_and(|(s, _)| s.peak_mem_gib.is_none())
+    {
+        return "-".into();
+    }
     match (t.peak_mem_gib, t.peak_mem_kind()) {
         (Some(g), Some(k)) => format!("{g:.2} {}", k.tag()),
         (Some(g), None) => format!("{g:.2}"),
@@ -249,6 +271,18 @@ fn print_comparison(c: &Comparison) {
     println!("trial {} against trial {}", c.b, c.a);
     if c.experiments[0] != c.experiments[1] {
         println!("  experiments: {} | {}", c.experiments[0], c.experiments[1]);
+    }
+    let [ba, bb] = &c.bases;
+    if ba == bb {
+        println!("  basis: {ba}");
+    } else {
+        println!("  basis: trial {}: {ba} | trial {}: {bb}", c.a, c.b);
+    }
+    if ba.is_proxy() != bb.is_proxy() {
+        println!(
+            "  note: a CPU stand-in against a GPU measurement: their figures are of different \
+             machines, not evidence of one against the other"
+        );
     }
     if let (Some(n), Some(m)) = (c.per_samples, c.b_samples) {
         println!(
@@ -341,6 +375,7 @@ fn print_detail(s: &TrialSummary, stored_iters: usize) {
         t.config_hash
     );
     println!("  profile: {}", t.profile.clone().unwrap_or_default());
+    println!("  basis:   {}", s.basis);
     println!("  overrides: {}", overrides_text(t));
     println!("  differs from the config now: {}", s.settings_text());
     println!("  argv:    {}", crate::util::shell::join(&t.argv));
@@ -362,14 +397,14 @@ fn print_detail(s: &TrialSummary, stored_iters: usize) {
         "  iterations: {} seen, {stored_iters} stored{stop}",
         t.iterations_seen
     );
-    let sum = t
-        .summary
-        .as_ref()
-        .and_then(|s| serde_json::from_value::<Summary>(s.clone()).ok());
+    let (sum, left_out) = crate::app::views::trials::evidence(t, &s.basis).unzip();
     if let Some(j) = &t.job {
         for l in job_lines(j, sum.as_ref().and_then(|s| s.pending_s)) {
             println!("{l}");
         }
+    }
+    if let Some(note) = left_out.flatten() {
+        println!("  note:    {note}");
     }
     if let Some(sum) = &sum {
         super::parse_log::print_summary(sum);

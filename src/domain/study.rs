@@ -366,6 +366,14 @@ impl std::fmt::Display for MemoryCheck {
 }
 
 impl StudyRecord {
+    /// What its trials' time is counted in: `GPU` (seconds × ranks) or `CPU` (a CPU
+    /// stand-in's seconds × processes).
+    pub fn cost_unit(&self) -> &'static str {
+        self.basis
+            .as_ref()
+            .map_or("GPU", crate::domain::evidence::Basis::cost_unit)
+    }
+
     /// What produced the measurements, in words (older studies: the profile alone).
     pub fn basis_text(&self) -> String {
         match &self.basis {

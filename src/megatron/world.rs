@@ -187,22 +187,6 @@ impl World {
         })
     }
 
-    /// The world a frontend evaluates a config for: `--gpus`, else the launcher's variables,
-    /// else the defaults file's `gpus` (`configured`), else what `detect` finds on this node
-    /// (called only then); None when nothing says — the world rules are then skipped, never
-    /// run against a guess.
-    pub fn resolve<'e>(
-        flag: Option<u64>,
-        var: impl Fn(&str) -> Option<&'e str>,
-        configured: Option<u64>,
-        detect: impl FnOnce() -> Option<World>,
-    ) -> Option<World> {
-        flag.and_then(World::flag)
-            .or_else(|| World::from_env(var))
-            .or_else(|| configured.and_then(World::configured))
-            .or_else(detect)
-    }
-
     /// A batch job's world: `nodes` × `gpus_per_node` (None for 0).
     pub fn job(
         nodes: u64,
@@ -328,37 +312,35 @@ mod tests {
     }
 
     #[test]
-    fn flag_wins_then_environment_then_the_defaults_file_then_detection() {
+    fn each_source_says_where_its_number_came_from() {
         let env = vars(&[("GPUS_PER_NODE", "8"), ("NNODES", "2")]);
-        let env = |k: &str| env.get(k).copied();
-        let never = || -> Option<World> { panic!("detection runs only when nothing else says") };
-        let w = World::resolve(Some(4), env, Some(2), never).unwrap();
-        assert_eq!((w.gpus, w.source), (4, WorldSource::Flag));
-        let w = World::resolve(None, env, Some(2), never).unwrap();
+        let w = World::from_env(|k| env.get(k).copied()).unwrap();
         assert_eq!(w.gpus, 16);
         assert_eq!(
             w.to_string(),
             "world size 16 (GPUS_PER_NODE × NNODES = 8 × 2)"
         );
-        let none = |_: &str| None;
-        let w = World::resolve(None, none, Some(2), never).unwrap();
+        let w = World::configured(2).unwrap();
         assert_eq!((w.gpus, w.source), (2, WorldSource::Defaults));
         assert_eq!(w.source_name(), "defaults-file");
-        let w = World::resolve(None, none, None, || World::detected("nvml", 1, none)).unwrap();
+        let none = |_: &str| None;
+        let w = World::detected("nvml", 1, none).unwrap();
         assert_eq!(
             w.to_string(),
             "world size 1 (1 GPU detected on this node by nvml)"
         );
         assert!(w.builds_groups());
+        assert_eq!(World::flag(4).unwrap().source, WorldSource::Flag);
     }
 
     #[test]
-    fn nothing_known_is_no_world() {
-        assert_eq!(World::resolve(None, |_| None, None, || None), None);
+    fn nothing_known_places_no_rank() {
         // Unreadable or zero counts say nothing.
         let env = vars(&[("GPUS_PER_NODE", "eight")]);
         let env = |k: &str| env.get(k).copied();
-        assert_eq!(World::resolve(Some(0), env, Some(0), || None), None);
+        assert_eq!(World::from_env(env), None);
+        assert_eq!(World::flag(0), None);
+        assert_eq!(World::configured(0), None);
         assert_eq!(World::detected("nvml", 0, env), None);
         // NNODES alone is not a world.
         let nodes = vars(&[("NNODES", "4")]);

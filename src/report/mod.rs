@@ -372,7 +372,9 @@ pub fn build(i: &Inputs<'_>) -> Report {
     let winner = rec.pick.and_then(|p| rows.iter().position(|r| r.id == p));
     let mut telemetry = Vec::new();
     let mut telemetry_gpus = 0;
-    if let Some(w) = winner {
+    // A CPU stand-in's evidence is its host's: GPUs sampled beside it are not its telemetry.
+    let stand_in = rec.basis.as_ref().is_some_and(|b| b.is_proxy());
+    if let Some(w) = winner.filter(|_| !stand_in) {
         for id in &rows[w].trials {
             let Some(snaps) = i.samples.get(id) else {
                 continue;
@@ -543,6 +545,13 @@ impl Report {
             Ok(Chart::Telemetry)
         } else if self.winner.is_none() {
             Err((Chart::Telemetry, "there is no winner".to_string()))
+        } else if self.record.basis.as_ref().is_some_and(|b| b.is_proxy()) {
+            Err((
+                Chart::Telemetry,
+                "the winner ran on a CPU stand-in: the GPUs of its node are not its evidence, \
+                 so no GPU telemetry is shown"
+                    .to_string(),
+            ))
         } else {
             Err((
                 Chart::Telemetry,
@@ -649,7 +658,12 @@ impl Report {
             self.rows.iter().filter(|x| x.measured()).count()
         );
         let _ = writeln!(s, "| Trials | {} |", r.trials);
-        let _ = writeln!(s, "| GPU time | {:.1} GPU-minutes |", r.gpu_seconds / 60.0);
+        let _ = writeln!(
+            s,
+            "| {0} time | {1:.1} {0}-minutes |",
+            r.cost_unit(),
+            r.gpu_seconds / 60.0
+        );
         let mut model = self.memory.to_string();
         let bad = self
             .rows

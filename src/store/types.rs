@@ -180,6 +180,12 @@ impl TrialRow {
         self.summary_field("world")
     }
 
+    /// What its figures are evidence of, as its summary stores it (`None`: stored before it
+    /// was kept).
+    pub fn stored_basis(&self) -> Option<crate::domain::evidence::Basis> {
+        self.summary_field("basis")
+    }
+
     /// The memory of the GPUs it ran on, bytes: the smallest its telemetry reported (`None`:
     /// not sampled, or stored before the summary kept it).
     pub fn gpu_memory_bytes(&self) -> Option<u64> {

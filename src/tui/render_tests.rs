@@ -143,6 +143,10 @@ fn feed_trial(app: &mut App) {
                 "50".into(),
             ],
             trial_dir: PathBuf::from("presets/examples/experiments/.primus-tune/trials/0007"),
+            basis: crate::domain::evidence::Basis::Measured {
+                profile: "primus".into(),
+                gpu: Some("AMD Instinct MI300X".into()),
+            },
         }),
     );
     for i in 1..=30 {
@@ -504,6 +508,10 @@ fn slurm_pending_app() -> App {
             trial_id: 7,
             argv: vec!["sbatch".into(), "job.sh".into()],
             trial_dir: PathBuf::from("presets/examples/experiments/.primus-tune/trials/0007"),
+            basis: crate::domain::evidence::Basis::Measured {
+                profile: "primus".into(),
+                gpu: Some("AMD Instinct MI300X".into()),
+            },
         }),
     );
     app::update(
@@ -1377,6 +1385,7 @@ fn studies_app() -> App {
             started: "2026-12-01T10:04:05.120Z".into(),
             profile: Some("proxy-torch".into()),
             basis: None,
+            cost_unit: "GPU",
             unmodeled: Vec::new(),
         };
     app::update(

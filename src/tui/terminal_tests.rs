@@ -164,6 +164,10 @@ fn the_status_line_follows_the_running_trial() {
             trial_id: 12,
             argv: vec!["proxy".into()],
             trial_dir: "/tmp/t12".into(),
+            basis: crate::domain::evidence::Basis::Measured {
+                profile: "primus".into(),
+                gpu: Some("AMD Instinct MI300X".into()),
+            },
         }),
     );
     assert!(

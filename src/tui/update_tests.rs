@@ -514,6 +514,10 @@ fn live_trial_events_fill_the_run_state() {
             trial_id: 7,
             argv: vec!["x".into()],
             trial_dir: PathBuf::from("d"),
+            basis: crate::domain::evidence::Basis::Measured {
+                profile: "primus".into(),
+                gpu: Some("AMD Instinct MI300X".into()),
+            },
         }),
     );
     for i in 0..(super::app::LOG_LINES + 5) {
@@ -872,6 +876,7 @@ fn two_studies() -> Vec<crate::app::views::studies::StudySummary> {
         started: "2026-12-01T10:00:00.000Z".into(),
         profile: Some("proxy-cpu".into()),
         basis: None,
+        cost_unit: "GPU",
         unmodeled: Vec::new(),
     };
     vec![

@@ -414,17 +414,26 @@ impl Defaults {
         let mut out = Vec::new();
         let p = self.profile(None);
         out.push(entry("profile", json!(p.value), p.origin));
-        let launcher: Vec<(&str, String)> = ["GPUS_PER_NODE", "NNODES"]
-            .into_iter()
-            .filter_map(|k| var(k).map(|v| (k, v)))
-            .collect();
-        let launcher_var = |k: &str| {
-            launcher
-                .iter()
-                .find(|(n, _)| *n == k)
-                .map(|(_, v)| v.as_str())
-        };
-        let world = crate::megatron::World::resolve(None, launcher_var, self.gpus(), || None);
+        let mut launcher = crate::config::env::Env::empty();
+        for k in ["GPUS_PER_NODE", "NNODES"] {
+            if let Some(v) = var(k) {
+                launcher.set(k, &v);
+            }
+        }
+        // As a launch without flags would place it (no GPU detection here: the listing says
+        // what the settings say).
+        let launcher = crate::app::launch::LaunchEnv::new(launcher, Vec::new(), None);
+        let world =
+            crate::app::launch::placement::place_world(&crate::app::launch::placement::Asked {
+                gpus: None,
+                job: None,
+                env: &launcher,
+                configured: self.gpus(),
+                one_process: false,
+                detected: &|| None,
+            })
+            .ok()
+            .and_then(|p| p.world);
         out.push(match world {
             Some(w) => {
                 let origin = match (&w.source, &self.gpus) {

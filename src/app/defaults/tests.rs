@@ -208,12 +208,12 @@ fn a_flag_wins_over_the_environment_over_the_file_over_the_built_in() {
     assert!(!d.mouse(false, None).value);
     assert!(none.mouse(false, None).value);
     // gpus: --gpus > GPUS_PER_NODE × NNODES > file > detected
-    let world = |flag: Option<u64>, env: &[(&str, &str)]| {
+    let placed = |flag: Option<u64>, env: &[(&str, &str)]| {
         let env = env
             .iter()
             .fold(crate::config::env::Env::empty(), |e, (k, v)| e.with(k, v));
         let env = crate::app::launch::LaunchEnv::new(env, Vec::new(), None);
-        crate::app::launch::placement::place(&crate::app::launch::placement::Asked {
+        crate::app::launch::placement::place_world(&crate::app::launch::placement::Asked {
             gpus: flag,
             job: None,
             env: &env,
@@ -225,9 +225,9 @@ fn a_flag_wins_over_the_environment_over_the_file_over_the_built_in() {
         .world
         .map(|w| w.gpus)
     };
-    assert_eq!(world(Some(2), &[("GPUS_PER_NODE", "4")]), Some(2));
-    assert_eq!(world(None, &[("GPUS_PER_NODE", "4")]), Some(4));
-    assert_eq!(world(None, &[]), Some(8));
+    assert_eq!(placed(Some(2), &[("GPUS_PER_NODE", "4")]), Some(2));
+    assert_eq!(placed(None, &[("GPUS_PER_NODE", "4")]), Some(4));
+    assert_eq!(placed(None, &[]), Some(8));
 }
 
 #[test]

@@ -124,6 +124,9 @@ pub struct LaunchWhere {
     pub placement: Placement,
     /// The scheduler of a batch job (None: on this node).
     pub scheduler: Option<&'static str>,
+    /// It launches on this node although the defaults file has Slurm settings (they apply to
+    /// the commands' `--slurm`): the question says so.
+    pub slurm_settings_unused: bool,
 }
 
 impl LaunchWhere {
@@ -132,8 +135,9 @@ impl LaunchWhere {
         let at = match (self.placement.world, self.scheduler) {
             (Some(w), _) => format!("at {w}"),
             (None, Some(_)) => format!(
-                "on {} node(s), at a world it does not say (give --gpus-per-node)",
-                self.placement.nodes
+                "on {} node(s), at a world it does not say: {}",
+                self.placement.nodes,
+                self.placement.unknown_note().unwrap_or_default()
             ),
             (None, None) => {
                 return format!(
@@ -142,9 +146,15 @@ impl LaunchWhere {
                 );
             }
         };
+        let unused = if self.slurm_settings_unused {
+            " (The defaults file's [slurm] settings apply to `run --slurm` and `sweep --slurm`; \
+             this launch stays here.)"
+        } else {
+            ""
+        };
         match self.scheduler {
             Some(s) => format!("Submits a {} job {at}.", scheduler_title(s)),
-            None => format!("Launches on this node {at}."),
+            None => format!("Launches on this node {at}.{unused}"),
         }
     }
 }

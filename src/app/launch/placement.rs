@@ -52,20 +52,35 @@ pub struct Placement {
 }
 
 impl Placement {
-    /// Ranks the launch starts: the world, else [`FALLBACK_GPUS`].
+    /// Ranks the launch starts: the world, else [`FALLBACK_GPUS`] on each of its nodes (the
+    /// launchers' own default: a job's nodes each start a node's worth).
     pub fn ranks(&self) -> u64 {
-        self.world.map_or(FALLBACK_GPUS, |w| w.gpus)
+        self.world
+            .map_or(FALLBACK_GPUS * self.nodes.max(1), |w| w.gpus)
     }
 
     /// What the launch says when the world is unknown.
     pub fn unknown_note(&self) -> Option<String> {
-        self.world.is_none().then(|| unknown_world(self.ranks()))
+        if self.world.is_some() {
+            return None;
+        }
+        Some(if self.job {
+            format!(
+                "the GPUs per node of the job are unknown (no --gpus-per-node, GPUS_PER_NODE or \
+                 --gpus): its launcher starts {FALLBACK_GPUS} ranks on each of its {} node(s), {} \
+                 in all; pass --gpus-per-node G to choose",
+                self.nodes,
+                self.ranks()
+            )
+        } else {
+            unknown_size_note(self.ranks())
+        })
     }
 }
 
 /// What a launch at an unknown world does (the CLI's note on a trial and the TUI's question
 /// before one say it in these words): `ranks` is what it starts.
-pub fn unknown_world(ranks: u64) -> String {
+pub fn unknown_size_note(ranks: u64) -> String {
     format!(
         "the world size is unknown (no --gpus, no GPUS_PER_NODE × NNODES, no GPU detected here): \
          launching {ranks} ranks, one 8-GPU node; pass --gpus N to choose"
@@ -191,7 +206,7 @@ fn env_origin(env: &LaunchEnv) -> Origin {
 }
 
 /// Where and on how many ranks a launch runs: the one computation of a world.
-pub fn place(a: &Asked<'_>) -> Result<Placement, AppError> {
+pub fn place_world(a: &Asked<'_>) -> Result<Placement, AppError> {
     match a.job {
         Some(job) => as_job(a, job),
         None => on_this_node(a),
@@ -243,28 +258,28 @@ mod tests {
     fn on_this_node_the_flag_wins_then_the_launcher_then_the_file_then_detection() {
         let found = || World::detected("nvml", 1, |_| None);
         let none = env(&[], &[], &[]);
-        let w = place(&asked(&none, &found)).unwrap();
+        let w = place_world(&asked(&none, &found)).unwrap();
         assert_eq!((w.ranks(), w.job), (1, false));
         assert!(matches!(
             w.world.unwrap().source,
             WorldSource::Detected { .. }
         ));
         let vars = env(&[("GPUS_PER_NODE", "4"), ("NNODES", "2")], &[], &[]);
-        let w = place(&asked(&vars, &found)).unwrap();
+        let w = place_world(&asked(&vars, &found)).unwrap();
         assert_eq!((w.ranks(), w.nodes, w.per_node), (8, 2, 4));
-        let w = place(&Asked {
+        let w = place_world(&Asked {
             gpus: Some(2),
             ..asked(&vars, &found)
         })
         .unwrap();
         assert_eq!(w.world.unwrap().source, WorldSource::Flag);
-        let w = place(&Asked {
+        let w = place_world(&Asked {
             configured: Some(3),
             ..asked(&none, &found)
         })
         .unwrap();
         assert_eq!(w.world.unwrap().source, WorldSource::Defaults);
-        let w = place(&Asked {
+        let w = place_world(&Asked {
             one_process: true,
             ..asked(&none, &found)
         })
@@ -272,18 +287,21 @@ mod tests {
         assert_eq!(w.world, Some(World::one_process()));
         // Nothing known: unknown, and the launch falls back.
         let nothing = || None;
-        let w = place(&asked(&none, &nothing)).unwrap();
+        let w = place_world(&asked(&none, &nothing)).unwrap();
         assert_eq!((w.world, w.ranks()), (None, FALLBACK_GPUS));
         assert!(w.unknown_note().unwrap().contains("launching 8 ranks"));
         // The profile's env: sets the world, and says so; --env over it.
         let by_profile = env(&[], &[], &[("GPUS_PER_NODE", "4")]);
-        let w = place(&asked(&by_profile, &found)).unwrap().world.unwrap();
+        let w = place_world(&asked(&by_profile, &found))
+            .unwrap()
+            .world
+            .unwrap();
         assert_eq!(
             w.to_string(),
             "world size 4 (GPUS_PER_NODE × NNODES = 4 × 1, from the launch profile's env:)"
         );
         let over = env(&[], &[("GPUS_PER_NODE", "2")], &[("GPUS_PER_NODE", "4")]);
-        let w = place(&asked(&over, &found)).unwrap().world.unwrap();
+        let w = place_world(&asked(&over, &found)).unwrap().world.unwrap();
         assert_eq!(
             w.to_string(),
             "world size 2 (GPUS_PER_NODE × NNODES = 2 × 1)"
@@ -294,20 +312,20 @@ mod tests {
     fn a_launcher_variable_that_is_not_a_count_is_refused_with_its_source() {
         let found = || World::detected("nvml", 1, |_| None);
         let bad = env(&[], &[], &[("GPUS_PER_NODE", "eight")]);
-        let e = place(&asked(&bad, &found)).unwrap_err().to_string();
+        let e = place_world(&asked(&bad, &found)).unwrap_err().to_string();
         assert!(
             e.contains("GPUS_PER_NODE=\"eight\" (the env: of profile p)"),
             "{e}"
         );
         let zero = env(&[], &[("NNODES", "0")], &[]);
-        let e = place(&asked(&zero, &found)).unwrap_err().to_string();
+        let e = place_world(&asked(&zero, &found)).unwrap_err().to_string();
         assert!(
             e.contains("NNODES=\"0\" (--env) is not a count of nodes"),
             "{e}"
         );
         // A one-process profile reads neither.
         assert!(
-            place(&Asked {
+            place_world(&Asked {
                 one_process: true,
                 ..asked(&bad, &found)
             })
@@ -325,7 +343,7 @@ mod tests {
             gpus_per_node: g.map(|g| (g, Origin::Flag)),
         };
         let at = |j: JobAsk, gpus: Option<u64>, one: bool| {
-            place(&Asked {
+            place_world(&Asked {
                 gpus,
                 job: Some(j),
                 one_process: one,
@@ -350,11 +368,14 @@ mod tests {
         let w = at(job(2, None), None, true).unwrap().world.unwrap();
         assert_eq!(w.gpus, 2);
         assert!(!w.builds_groups());
-        // Nothing says the GPUs per node: unknown, not the GPUs found here.
-        assert_eq!(at(job(2, None), None, false).unwrap().world, None);
+        // Nothing says the GPUs per node: unknown, not the GPUs found here; its launcher
+        // starts a node's worth on each node, and per-GPU figures divide by all of them.
+        let unknown = at(job(2, None), None, false).unwrap();
+        assert_eq!((unknown.world, unknown.ranks()), (None, 16));
+        assert!(unknown.unknown_note().unwrap().contains("16 in all"));
         // GPUS_PER_NODE as the launch sets it.
         let vars = env(&[], &[], &[("GPUS_PER_NODE", "4")]);
-        let p = place(&Asked {
+        let p = place_world(&Asked {
             job: Some(job(2, None)),
             ..asked(&vars, &found)
         })

@@ -71,6 +71,8 @@ pub struct LaunchPlan {
     pub telemetry: Option<TelemetrySetup>,
     /// Said at the start of its trials.
     pub notes: Vec<String>,
+    /// The defaults file has Slurm settings this plan does not use (it launches here).
+    pub slurm_settings_unused: bool,
 }
 
 impl LaunchPlan {
@@ -91,7 +93,7 @@ impl LaunchPlan {
         };
         let env = LaunchEnv::of(&base.load.env, &flags, &profile, &known);
         let one_process = profile.capabilities.launch == LaunchKind::OneProcess;
-        let placement = placement::place(&Asked {
+        let placement = placement::place_world(&Asked {
             gpus: ask.gpus.or(base.gpus),
             job: ask.job.as_ref().map(|(_, a)| *a),
             env: &env,
@@ -129,6 +131,14 @@ impl LaunchPlan {
             Some((b, _)) => Launcher::Batch(Box::new(b)),
             None => Launcher::Local,
         };
+        let slurm_settings_unused = launcher.batch().is_none() && !base.defaults.slurm.is_empty();
+        if slurm_settings_unused {
+            notes.push(
+                "the defaults file has [slurm] settings, which apply with --slurm: this trial \
+                 runs on this node"
+                    .into(),
+            );
+        }
         Ok(LaunchPlan {
             profile,
             env,
@@ -137,6 +147,7 @@ impl LaunchPlan {
             launcher,
             telemetry,
             notes,
+            slurm_settings_unused,
         })
     }
 
@@ -175,6 +186,7 @@ impl LaunchPlan {
                 launcher: job.map_or(Launcher::Local, |(b, _)| Launcher::Batch(Box::new(b))),
                 telemetry: None,
                 notes: Vec::new(),
+                slurm_settings_unused: false,
             }
         })
     }
@@ -203,6 +215,7 @@ impl LaunchPlan {
         LaunchWhere {
             placement: self.placement,
             scheduler: self.launcher.batch().map(|b| b.scheduler.name()),
+            slurm_settings_unused: self.slurm_settings_unused,
         }
     }
 

@@ -479,7 +479,10 @@ pub fn run(
         }
         b => b.clone(),
     };
-    let f = forecasts(&store, &t, &cands, req.batch_rule);
+    // The batch rule skips a smaller batch once a larger one fits: what fits a GPU is not a
+    // CPU stand-in's to say.
+    let batch_rule = req.batch_rule && !t.plan.profile.capabilities.stand_in;
+    let f = forecasts(&store, &t, &cands, batch_rule);
     let history = history::launch_history(&store, &t.exp.path, &prof);
     let knob_effects = if req.carried_effects {
         effects::knob_effects(&store, &prof, &study_name)
@@ -538,7 +541,7 @@ pub fn run(
         effects: (knob_effects.studies() > 0).then_some(knob_effects),
         pipeline_stages: legal_cands
             .iter()
-            .filter(|_| req.batch_rule)
+            .filter(|_| batch_rule)
             .filter_map(|c| Some((c.id, pipeline_stages(f.params.get(&c.id)?)?)))
             .collect(),
         ..SearchConfig::default()

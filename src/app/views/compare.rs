@@ -119,6 +119,8 @@ pub struct Comparison {
     pub b: i64,
     /// The experiment files they ran (the same file for most comparisons).
     pub experiments: [String; 2],
+    /// What each trial's figures are evidence of.
+    pub bases: [crate::domain::evidence::Basis; 2],
     pub differences: Vec<Difference>,
     pub median_step_ms: Option<Change>,
     pub tokens_per_s_per_gpu: Option<Change>,
@@ -185,6 +187,7 @@ pub fn compare(
         a: a.id,
         b: b.id,
         experiments: [a, b].map(|t| crate::util::paths::display_path(&t.config_path)),
+        bases: [a, b].map(super::trials::basis_of),
         differences: trial_differences(a, b),
         median_step_ms,
         tokens_per_s_per_gpu: Change::of(a.tokens_per_s_per_gpu, b.tokens_per_s_per_gpu, None),

@@ -55,7 +55,7 @@ pub fn known<'a>(
 ) -> Known<'a> {
     Known {
         acks,
-        world: session.lint_world(),
+        world: session.load.world.as_ref(),
         target: recommend::local_target(session),
         memory,
     }
@@ -90,7 +90,7 @@ pub fn measured_memory(session: &Session, exp: &Experiment) -> Option<MeasuredMe
         }
         let world = row.ran_on_gpus();
         if world
-            .zip(session.lint_world().map(|w| w.gpus))
+            .zip(session.load.world.as_ref().map(|w| w.gpus))
             .is_some_and(|(a, b)| a != b)
         {
             return None;

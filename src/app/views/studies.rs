@@ -56,6 +56,8 @@ pub struct StudySummary {
     pub profile: Option<String>,
     /// What produced its measurements, once finished.
     pub basis: Option<crate::domain::evidence::Basis>,
+    /// What `gpu_seconds` counts: `GPU`-seconds, or a CPU stand-in's `CPU`-seconds.
+    pub cost_unit: &'static str,
     /// Knobs its profile does not model (swept anyway): not applied from its pick.
     pub unmodeled: Vec<String>,
 }
@@ -105,12 +107,29 @@ fn summarize(store: &Store, s: &StudyRow) -> Result<StudyDetail, AppError> {
         (None, true) => StudyStatus::Running,
         (None, false) => StudyStatus::Unfinished,
     };
+    // What its trials cost: the record's, else their wall time × the ranks they ran (a CPU
+    // stand-in: × its processes, one per node).
+    let basis = record
+        .as_ref()
+        .and_then(|r| r.basis.clone())
+        .or_else(|| trials.first().map(super::trials::basis_of));
+    let stand_in = basis
+        .as_ref()
+        .is_some_and(crate::domain::evidence::Basis::is_proxy);
     let gpu_seconds = match &record {
         Some(r) => r.gpu_seconds,
         None => trials
             .iter()
-            .map(|t| t.wall_s.unwrap_or(0.0) * world_of(t))
-            .sum(),
+            .map(|t| {
+                let per = if stand_in {
+                    t.job.as_ref().map_or(1.0, |j| f64::from(j.nodes.max(1)))
+                } else {
+                    world_of(t)
+                };
+                t.wall_s.unwrap_or(0.0) * per
+            })
+            .sum::<f64>()
+            .max(0.0),
     };
     Ok(StudyDetail {
         summary: StudySummary {
@@ -127,6 +146,9 @@ fn summarize(store: &Store, s: &StudyRow) -> Result<StudyDetail, AppError> {
                 .map(|c| c.overrides.clone()),
             started: s.created_at.clone(),
             profile: trials.iter().find_map(|t| t.profile.clone()),
+            cost_unit: basis
+                .as_ref()
+                .map_or("GPU", crate::domain::evidence::Basis::cost_unit),
             basis: record.as_ref().and_then(|r| r.basis.clone()),
             unmodeled: record
                 .as_ref()

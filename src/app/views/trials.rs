@@ -18,6 +18,8 @@ pub struct TrialSummary {
     pub row: TrialRow,
     /// It ran the session's experiment (the other rows appear only when listing all).
     pub this_experiment: bool,
+    /// What its figures are evidence of ([`basis_of`]).
+    pub basis: crate::domain::evidence::Basis,
     /// The flags whose value it ran differs from its experiment as the file says now:
     /// `a` = the file now, `b` = the trial. `None`: not known (the trial's parameters were not
     /// stored and its folder is gone, or its experiment no longer loads).
@@ -82,6 +84,74 @@ impl TrialSummary {
     }
 }
 
+/// What a stored trial's figures are evidence of: as its summary says, else (trials stored
+/// before it was kept) as its profile declares — a CPU stand-in's, or a GPU measurement with
+/// its profile.
+pub fn basis_of(row: &TrialRow) -> crate::domain::evidence::Basis {
+    basis_with(row, &mut HashMap::new())
+}
+
+/// [`basis_of`], profiles looked up once in `stand_ins`.
+fn basis_with(
+    row: &TrialRow,
+    stand_ins: &mut HashMap<String, bool>,
+) -> crate::domain::evidence::Basis {
+    use crate::domain::evidence::Basis;
+    if let Some(b) = row.stored_basis() {
+        return b;
+    }
+    let profile = row.profile.clone().unwrap_or_default();
+    let stand_in = *stand_ins.entry(profile.clone()).or_insert_with(|| {
+        crate::run::profile::find(&profile, crate::run::profile::user_dir().as_deref())
+            .is_ok_and(|p| p.capabilities.stand_in)
+    });
+    if stand_in {
+        Basis::Proxy { profile }
+    } else {
+        Basis::Measured { profile, gpu: None }
+    }
+}
+
+/// A stored trial's summary as evidence of its basis, and a note when something was left out:
+/// a CPU stand-in's figures never include a GPU's — telemetry of this node's GPUs sampled beside
+/// it (trials stored before stand-ins sampled the host only), and a peak taken from that
+/// telemetry, are not its evidence.
+pub fn evidence(
+    row: &TrialRow,
+    basis: &crate::domain::evidence::Basis,
+) -> Option<(crate::domain::trial::Summary, Option<String>)> {
+    use crate::domain::trial::MemorySource;
+    let mut sum: crate::domain::trial::Summary =
+        serde_json::from_value(row.summary.clone()?).ok()?;
+    if !basis.is_proxy() {
+        return Some((sum, None));
+    }
+    let gpu_peak = matches!(
+        sum.peak_mem_kind,
+        Some(MemorySource::Device | MemorySource::Processes)
+    ) && sum
+        .peak_mem_source
+        .as_deref()
+        .is_some_and(|s| s.starts_with("telemetry"));
+    if sum.telemetry.is_empty() && !gpu_peak {
+        return Some((sum, None));
+    }
+    sum.telemetry.clear();
+    if gpu_peak {
+        sum.peak_mem_gib = None;
+        sum.peak_mem_source = None;
+        sum.peak_mem_kind = None;
+    }
+    Some((
+        sum,
+        Some(
+            "this node's GPUs were sampled beside the CPU stand-in: their telemetry (and a \
+             peak taken from it) is not its evidence, and is left out"
+                .into(),
+        ),
+    ))
+}
+
 pub(super) fn canon(p: &Path) -> PathBuf {
     p.canonicalize().unwrap_or_else(|_| p.to_path_buf())
 }
@@ -111,6 +181,7 @@ pub fn list(session: &Session, filter: &TrialFilter) -> Result<Vec<TrialSummary>
     };
     let here = canon(&session.experiment);
     let mut now: HashMap<PathBuf, Option<BTreeMap<String, serde_json::Value>>> = HashMap::new();
+    let mut stand_ins = HashMap::new();
     Ok(store
         .list_trials(filter)?
         .into_iter()
@@ -128,6 +199,7 @@ pub fn list(session: &Session, filter: &TrialFilter) -> Result<Vec<TrialSummary>
                 _ => None,
             };
             Some(TrialSummary {
+                basis: basis_with(&row, &mut stand_ins),
                 row,
                 this_experiment,
                 differences,
@@ -157,6 +229,7 @@ pub fn summary(session: &Session, id: i64) -> Result<TrialSummary, AppError> {
         _ => None,
     };
     Ok(TrialSummary {
+        basis: basis_of(&row),
         row,
         this_experiment,
         differences,
@@ -238,6 +311,7 @@ pub(crate) fn summary_of_overrides(row: TrialRow) -> TrialSummary {
         })
         .collect();
     TrialSummary {
+        basis: basis_of(&row),
         row,
         this_experiment: true,
         differences: Some(differences),

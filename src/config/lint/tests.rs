@@ -77,10 +77,10 @@ pub(crate) fn write_tree(dir: &Path, overrides: &str) -> std::path::PathBuf {
 }
 
 fn run(overrides: &str, env: Env) -> Vec<Diagnostic> {
-    run_world(overrides, env, None)
+    run_at(overrides, env, None)
 }
 
-fn run_world(overrides: &str, env: Env, world: Option<World>) -> Vec<Diagnostic> {
+fn run_at(overrides: &str, env: Env, world: Option<World>) -> Vec<Diagnostic> {
     let dir = tempfile::tempdir().unwrap();
     let p = write_tree(dir.path(), overrides);
     let exp = Experiment::load(
@@ -399,7 +399,7 @@ fn moe_layer_freq_needs_one_entry_per_layer() {
 
 /// The diagnostics of one code at `gpus` GPUs given with `--gpus`.
 fn at_gpus(overrides: &str, gpus: u64, code: &str) -> Vec<Diagnostic> {
-    run_world(overrides, Env::empty(), World::flag(gpus))
+    run_at(overrides, Env::empty(), World::flag(gpus))
         .into_iter()
         .filter(|d| d.code == code)
         .collect()
@@ -435,7 +435,7 @@ fn the_world_must_divide_by_tp_pp_cp() {
     );
     // The source is named: the launcher's variables.
     let env = Env::empty().with("GPUS_PER_NODE", "3").with("NNODES", "2");
-    let d = run_world(tp_pp, env.clone(), World::from_env(|k| env.get(k)));
+    let d = run_at(tp_pp, env.clone(), World::from_env(|k| env.get(k)));
     let m = d.iter().find(|d| d.code == "world-model-parallel").unwrap();
     assert!(
         m.message
@@ -502,7 +502,7 @@ fn the_global_batch_must_split_over_micro_batches_and_data_parallel_ranks() {
 }
 
 #[test]
-fn a_micro_batch_larger_than_the_global_batch_is_an_error_at_any_world() {
+fn a_micro_batch_larger_than_the_global_batch_is_an_error_at_any_size() {
     // No world known: only what fails at every data-parallel size.
     let d: Vec<_> = run("micro_batch_size: 32\nglobal_batch_size: 16", Env::empty())
         .into_iter()
@@ -570,7 +570,7 @@ fn an_unknown_world_raises_no_world_error() {
     // The same config has each of them on some world: 4 GPUs do not hold PP 3; on 6 (DP 2)
     // 6 samples do not split into micro batches of 2 on 2 ranks, and EP 8 × PP 3 needs 24.
     let codes = |g| -> Vec<&str> {
-        run_world(cfg, Env::empty(), World::flag(g))
+        run_at(cfg, Env::empty(), World::flag(g))
             .into_iter()
             .map(|d| d.code)
             .collect()
@@ -585,10 +585,10 @@ fn an_unknown_world_raises_no_world_error() {
 fn a_one_process_world_checks_the_batch_but_no_group_sizes() {
     // A proxy runs one process: no parallel group is built, so EP 8 cannot stop it ...
     let moe = "num_experts: 8\nexpert_model_parallel_size: 8\nmicro_batch_size: 4\nglobal_batch_size: 256";
-    let d = run_world(moe, Env::empty(), Some(World::one_process()));
+    let d = run_at(moe, Env::empty(), Some(World::one_process()));
     assert!(!d.iter().any(|d| WORLD_CODES.contains(&d.code)), "{d:#?}");
     // ... but its global batch still has to split into its micro batches (DP 1).
-    let d = run_world(
+    let d = run_at(
         "micro_batch_size: 32\nglobal_batch_size: 16",
         Env::empty(),
         Some(World::one_process()),

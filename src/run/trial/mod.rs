@@ -115,6 +115,8 @@ pub enum TrialEvent {
         trial_id: i64,
         argv: Vec<String>,
         trial_dir: PathBuf,
+        /// What its figures will be evidence of (a GPU measurement, or a stand-in's).
+        basis: Basis,
     },
     Line {
         stream: Stream,
@@ -315,6 +317,7 @@ async fn announce(m: &Materialised, opts: &TrialOptions, events: &mpsc::Sender<T
             trial_id: m.trial_id,
             argv: m.launch.argv.clone(),
             trial_dir: m.dir.clone(),
+            basis: opts.basis.clone(),
         })
         .await;
     for note in &opts.notes {

@@ -87,7 +87,7 @@ pub fn summarize(
 }
 
 /// Flags the slowest node (longest median step) and the hottest (hottest GPU), each only when
-/// at least two nodes have the figure.
+/// at least two nodes have the figure and one stands above every other (a tie flags none).
 pub fn flag(nodes: &mut [NodeSummary]) {
     let pick = |nodes: &[NodeSummary], f: fn(&NodeSummary) -> Option<f64>| -> Option<usize> {
         let with: Vec<(usize, f64)> = nodes
@@ -95,9 +95,12 @@ pub fn flag(nodes: &mut [NodeSummary]) {
             .enumerate()
             .filter_map(|(i, n)| f(n).map(|v| (i, v)))
             .collect();
-        (with.len() >= 2)
-            .then(|| with.iter().max_by(|a, b| a.1.total_cmp(&b.1)).map(|x| x.0))
-            .flatten()
+        if with.len() < 2 {
+            return None;
+        }
+        let (top, v) = *with.iter().max_by(|a, b| a.1.total_cmp(&b.1))?;
+        let alone = with.iter().filter(|(_, x)| *x >= v).count() == 1;
+        alone.then_some(top)
     };
     if let Some(i) = pick(nodes, |n| n.median_step_ms) {
         nodes[i].slowest = true;
@@ -179,5 +182,11 @@ mod tests {
         one[0].slowest = false;
         flag(&mut one);
         assert!(!one[0].slowest);
+        // Nor is one of two that tie.
+        let mut tie = vec![nodes[0].clone(), nodes[0].clone()];
+        tie[1].node = "n2".into();
+        tie[0].slowest = false;
+        flag(&mut tie);
+        assert!(!tie[0].slowest && !tie[1].slowest, "{tie:?}");
     }
 }

@@ -37,11 +37,20 @@ pub struct LiveTrial {
     pub job: Option<crate::domain::job::Job>,
     /// The latest telemetry of each node of a job.
     pub nodes: std::collections::BTreeMap<String, crate::telemetry::sampler::Snapshot>,
+    /// What its figures are evidence of.
+    pub basis: Option<crate::domain::evidence::Basis>,
 }
 
 impl LiveTrial {
     pub fn running(&self) -> bool {
         self.result.is_none()
+    }
+
+    /// Its figures are a CPU stand-in's: per process, not per GPU.
+    pub fn stand_in(&self) -> bool {
+        self.basis
+            .as_ref()
+            .is_some_and(crate::domain::evidence::Basis::is_proxy)
     }
 }
 
@@ -147,8 +156,14 @@ fn trial_line(t: &LiveTrial) -> String {
         if s.n == 0 {
             line.push_str(" · warming up");
         } else {
+            // A stand-in's throughput is its one process's, not a GPU's.
+            let per = if t.stand_in() {
+                "tok/s/proc"
+            } else {
+                "tok/s/GPU"
+            };
             line.push_str(&format!(
-                " · median {} · {} tok/s/GPU",
+                " · median {} · {} {per}",
                 num(s.median_step_ms, 1, " ms"),
                 num(s.tokens_per_s_per_gpu, 0, "")
             ));
@@ -239,10 +254,12 @@ pub fn on_event(app: &mut App, ev: TrialEvent) {
             trial_id,
             argv,
             trial_dir,
+            basis,
         } => {
             t.id = Some(trial_id);
             t.argv = argv;
             t.dir = Some(trial_dir);
+            t.basis = Some(basis);
         }
         TrialEvent::Line { stream, line } => {
             if t.log.len() == LOG_LINES {
@@ -523,8 +540,13 @@ fn draw_head(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
                     (Some(m), Some(c)) if m > 0.0 => format!(" ±{:.1}%", 100.0 * c / m),
                     _ => String::new(),
                 };
+                let per = if t.stand_in() {
+                    "per process (CPU stand-in)"
+                } else {
+                    "per GPU"
+                };
                 second.push(Span::raw(format!(
-                    "median {}{ci} · per GPU {} tok/s · {} TFLOP/s · loss {} · {}{}",
+                    "median {}{ci} · {per} {} tok/s · {} TFLOP/s · loss {} · {}{}",
                     num(s.median_step_ms, 1, " ms"),
                     num(s.tokens_per_s_per_gpu, 0, ""),
                     crate::tui::widgets::sig(s.tflops_per_gpu, ""),
@@ -637,7 +659,12 @@ fn draw_charts(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     // comes from the steady part once there is one.
     let warm = t.summary.as_ref().map_or(0, |s| s.warmup);
     let step_title = format!(" step time ms (last {}) ", num(last(&step), 1, ""));
-    let tf_title = format!(" TFLOP/s/GPU (last {}) ", num(last(&tflops), 1, ""));
+    let per = if t.stand_in() {
+        " (CPU stand-in)"
+    } else {
+        "/GPU"
+    };
+    let tf_title = format!(" TFLOP/s{per} (last {}) ", num(last(&tflops), 1, ""));
     if area.width >= 100 {
         let [a, b] = Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)])
             .areas(area);

@@ -329,11 +329,12 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
             }
             (None, _) => f.render_widget(
                 Paragraph::new(format!(
-                    "{} is {} after {} trial(s) ({:.1} GPU-min): r resumes it. Enter goes back.",
+                    "{} is {} after {} trial(s) ({:.1} {}-min): r resumes it. Enter goes back.",
                     d.summary.name,
                     d.summary.status.as_str(),
                     d.summary.trials,
-                    d.summary.gpu_seconds / 60.0
+                    d.summary.gpu_seconds / 60.0,
+                    d.summary.cost_unit
                 ))
                 .wrap(Wrap { trim: true })
                 .block(
@@ -349,7 +350,11 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
     app.page = area.height.saturating_sub(3) as usize;
     let wide = area.width >= 120;
     let (name_w, space_w) = if wide { (32, 16) } else { (18, 14) };
-    let fixed = 2 + name_w + space_w + 10 + 6 + 7 + 5 + if wide { 20 } else { 0 };
+    // Each study's cost in its own unit: GPU-minutes, or a CPU stand-in's CPU-minutes (the
+    // unit then in each cell).
+    let mixed = st.rows.iter().any(|s| s.cost_unit != "GPU");
+    let cost_w = if mixed { 9 } else { 7 };
+    let fixed = 2 + name_w + space_w + 10 + 6 + cost_w + 5 + if wide { 20 } else { 0 };
     let pick_w = (area.width as usize).saturating_sub(fixed).max(8);
     let rows: Vec<Row> = st
         .rows
@@ -365,7 +370,11 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
                 Cell::from(fit(&s.space, space_w)),
                 Cell::from(Span::styled(s.status.as_str(), style)),
                 Cell::from(s.trials.to_string()),
-                Cell::from(format!("{:.1}", s.gpu_seconds / 60.0)),
+                Cell::from(if mixed {
+                    format!("{:.1} {}", s.gpu_seconds / 60.0, s.cost_unit)
+                } else {
+                    format!("{:.1}", s.gpu_seconds / 60.0)
+                }),
                 Cell::from(fit(&s.pick.as_ref().map_or("-".into(), settings), pick_w)),
             ];
             if wide {
@@ -381,10 +390,11 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
         Constraint::Length(space_w as u16),
         Constraint::Length(10),
         Constraint::Length(6),
-        Constraint::Length(7),
+        Constraint::Length(cost_w as u16),
         Constraint::Min(8),
     ];
-    let mut header = vec!["study", "space", "status", "trials", "GPU-min", "pick"];
+    let cost = if mixed { "minutes" } else { "GPU-min" };
+    let mut header = vec!["study", "space", "status", "trials", cost, "pick"];
     if wide {
         widths.push(Constraint::Length(19));
         header.push("started");

@@ -311,10 +311,11 @@ pub fn ranked_table<'a>(study: &str, rec: &'a StudyRecord, theme: &Theme, width:
             Block::default()
                 .borders(Borders::ALL)
                 .title(format!(
-                    " {study}: {} · {} trials, {:.1} GPU-min · * current · a applies the pick ",
+                    " {study}: {} · {} trials, {:.1} {}-min · * current · a applies the pick ",
                     rec.conclusion_short(),
                     rec.trials,
-                    rec.gpu_seconds / 60.0
+                    rec.gpu_seconds / 60.0,
+                    rec.cost_unit()
                 ))
                 .title_bottom(format!(
                     " {} · {} {} ",

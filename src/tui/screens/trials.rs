@@ -426,6 +426,12 @@ fn experiment_name(t: &TrialSummary) -> String {
 }
 
 fn draw_detail(f: &mut Frame, t: &TrialSummary, theme: &Theme, area: Rect) {
+    // A stand-in's peak taken from this node's GPU telemetry is not its own.
+    let evidence = crate::app::views::trials::evidence(t, &t.basis);
+    let (peak, peak_kind) = match &evidence {
+        Some((s, Some(_))) => (s.peak_mem_gib, s.peak_mem_kind),
+        _ => (t.peak_mem_gib, t.peak_mem_kind()),
+    };
     let mut lines = vec![
         Line::from(vec![
             Span::styled(format!("trial {} ", t.id), theme.title()),
@@ -439,6 +445,16 @@ fn draw_detail(f: &mut Frame, t: &TrialSummary, theme: &Theme, area: Rect) {
                 t.created_at
             )),
         ]),
+        Line::raw(match &t.job {
+            // A batch trial's job: where it stands (queued with the scheduler's reason, the
+            // nodes it runs on, how it ended), then the basis of its figures.
+            Some(j) => format!(
+                "{} · {}",
+                crate::tui::screens::run::job_state(j, 60),
+                t.basis
+            ),
+            None => format!("basis: {}", t.basis),
+        }),
         Line::raw(format!("differs from the config: {}", t.settings_text())),
         Line::raw(match t.median_step_ms {
             Some(m) => format!(
@@ -452,9 +468,8 @@ fn draw_detail(f: &mut Frame, t: &TrialSummary, theme: &Theme, area: Rect) {
         }),
         Line::raw(format!(
             "peak memory {} GiB{}{}",
-            num(t.peak_mem_gib, 2, ""),
-            t.peak_mem_kind()
-                .map_or(String::new(), |k| format!(": {}", k.label())),
+            num(peak, 2, ""),
+            peak_kind.map_or(String::new(), |k| format!(": {}", k.label())),
             t.summary
                 .as_ref()
                 .and_then(|s| s.get("startup_s"))
