@@ -1614,3 +1614,85 @@ fn an_empty_xdg_data_home_is_unset() {
         "written into the current folder"
     );
 }
+
+/// A Slurm trial is placed at its job's nodes × GPUs per node, never at the node that submits
+/// it: its lint gate and a sweep's legality are judged at that world, before anything is
+/// submitted (so no cluster is needed to see it).
+#[test]
+fn a_slurm_trial_and_sweep_are_checked_at_the_job_s_world() {
+    let (dir, exp) = tree();
+    let ws = dir.path().join("ws");
+    let slurm = [
+        "--slurm",
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "8",
+        "--profile",
+        "megatron",
+    ];
+    let out = bin()
+        .args(["run", exp.to_str().unwrap()])
+        .args(slurm)
+        .args([
+            "--set",
+            "micro_batch_size=5",
+            "--set",
+            "global_batch_size=100",
+        ])
+        .arg("--workspace")
+        .arg(&ws)
+        .env("SLURM_CONF", dir.path().join("no-cluster.conf"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("5 × 16 = 80"), "{err}");
+    assert!(
+        err.contains("the job's nodes × GPUs per node = 2 × 8"),
+        "{err}"
+    );
+    // --gpus that disagrees with the job's shape is a usage error.
+    let out = bin()
+        .args(["run", exp.to_str().unwrap()])
+        .args(slurm)
+        .args(["--gpus", "8", "--workspace"])
+        .arg(&ws)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--gpus 8 does not match"));
+    // A sweep's candidates are legal or not at world 16: micro batch 8 × DP 16 = 128 does not
+    // divide the global batch of 64.
+    let space = write(
+        dir.path(),
+        "mbs.yaml",
+        "name: mbs\ndescription: mbs\nknobs:\n  - flag: micro_batch_size\n    values: [1, 2, 4, 8]\n    memory: increasing\n",
+    );
+    let out = bin()
+        .args(["sweep", exp.to_str().unwrap()])
+        .args(slurm)
+        .args(["--space", space.to_str().unwrap()])
+        .args([
+            "--set",
+            "global_batch_size=64",
+            "--max-trials",
+            "0",
+            "--json",
+        ])
+        .arg("--workspace")
+        .arg(&ws)
+        .output()
+        .unwrap();
+    let first: serde_json::Value =
+        serde_json::from_slice(out.stdout.split(|b| *b == b'\n').next().unwrap_or_default())
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(first["event"], "sweep-started", "{first}");
+    assert_eq!(
+        (first["gpus"].as_u64(), first["legal"].as_u64()),
+        (Some(16), Some(3)),
+        "{first}"
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("8 × 16 = 128"), "{text}");
+}

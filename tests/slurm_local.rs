@@ -660,7 +660,31 @@ fn a_sweep_runs_two_candidates_as_concurrent_jobs_and_resume_reattaches_to_a_run
         "the job should outlive its runner"
     );
     assert_eq!(ws.trial(trial)["status"], "running");
-    let out = sweep("2000", &["--resume", "res", "--max-trials", "1", "--json"])
+    // Another budget is refused, naming the study's own; nothing is submitted beside the job.
+    let out = sweep("60", &["--resume", "res", "--max-trials", "1"])
+        .output()
+        .unwrap();
+    let refused = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{refused}");
+    assert!(
+        refused.contains("--first-iters 2000 --max-iters 2000"),
+        "{refused}"
+    );
+    assert_eq!(ws.queue(), std::slice::from_ref(&job), "no duplicate job");
+    // Without the budget, the resume reuses the study's and follows the running job.
+    let out = ws
+        .cmd(&[
+            "sweep",
+            "--profile",
+            "proxy-cpu",
+            "--slurm",
+            "--allow-unmodeled",
+            "--resume",
+            "res",
+            "--max-trials",
+            "1",
+            "--json",
+        ])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -719,5 +743,299 @@ fn a_profile_whose_command_submits_the_job_itself_is_followed_like_a_rendered_on
     assert_eq!(t["job"]["state"], "COMPLETED", "{t}");
     assert!(t["iterations_stored"].as_u64().unwrap() >= 10, "{t}");
     assert!(ws.queue().is_empty());
+    c.stop();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Slurm as sites run it: node failures, the job's own rendezvous, jobs that never start.
+
+/// The pids of processes whose environment says they belong to job `job` on node `node`
+/// (Slurm's task and monitor steps there), and their `slurmstepd` parents.
+fn job_processes_on(job: &str, node: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        let env = String::from_utf8_lossy(&env);
+        let vars: Vec<&str> = env.split('\0').collect();
+        if vars.contains(&format!("SLURMD_NODENAME={node}").as_str())
+            && vars.contains(&format!("SLURM_JOB_ID={job}").as_str())
+        {
+            out.push(pid);
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let ppid = stat
+                .rsplit(')')
+                .next()
+                .and_then(|r| r.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<i32>().ok());
+            if let Some(pp) = ppid
+                && std::fs::read_to_string(format!("/proc/{pp}/cmdline"))
+                    .is_ok_and(|c| c.starts_with("slurmstepd"))
+            {
+                out.push(pp);
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Node `node` of the cluster dies: its slurmd, and the job's steps and tasks there, are
+/// killed at once (on one machine, killing slurmd alone would leave its steps running).
+fn kill_node(c: &Cluster, node: &str, job: &str) {
+    let pid: i32 = std::fs::read_to_string(c.folder().join(format!("pids/slurmd-{node}.pid")))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let mut victims = vec![pid];
+    victims.extend(job_processes_on(job, node));
+    for v in victims {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(v),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+/// A two-node trial whose second node dies mid-run: Slurm's NODE_FAIL (with the default
+/// `--no-requeue`), or its requeue (`--requeue`), ends the trial as `node-fail` naming the
+/// node, its job leaves the queue, and nothing of it is left running.
+fn node_failure(slot: u32, requeue: bool) {
+    let Some(c) = Cluster::start(slot) else {
+        return;
+    };
+    let ws = Ws::new(&c);
+    let mut args = vec![
+        "run",
+        "--profile",
+        "proxy-cpu",
+        "--slurm",
+        "--nodes",
+        "2",
+        "--max-iters",
+        "100000",
+        "--ci-target",
+        "0",
+        "--hang-seconds",
+        "600",
+        "--json",
+    ];
+    if requeue {
+        args.push("--requeue");
+    }
+    let child = ws
+        .cmd(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let dir = ws.dir.path().join("trials/1");
+    let log = slurm::node_log(&dir, 1);
+    assert!(
+        wait_for(Duration::from_secs(60), || std::fs::read_to_string(&log)
+            .is_ok_and(|t| t.matches("iteration").count() >= 3)),
+        "the job never ran"
+    );
+    let job = ws.queue()[0].clone();
+    let killed = Instant::now();
+    kill_node(&c, "n2", &job);
+    let out = child.wait_with_output().unwrap();
+    let took = killed.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    // Slurm notices after SlurmdTimeout (30 s here), requeues or fails it; the trial ends then.
+    assert!(took < Duration::from_secs(150), "{took:?}\n{err}");
+    let t = ws.trial(1);
+    assert_eq!(t["status"], "failed", "{t}\n{err}");
+    assert_eq!(t["failure"]["class"], "node-fail", "{t}\n{err}");
+    let line = t["failure"]["line"].as_str().unwrap_or_default();
+    assert!(line.contains("n2"), "the failed node is named: {line}");
+    if requeue {
+        assert!(line.contains("requeued"), "{line}");
+    } else {
+        assert_eq!(t["job"]["state"], "NODE_FAIL", "{t}");
+    }
+    assert!(
+        wait_for(Duration::from_secs(30), || ws.queue().is_empty()),
+        "still queued: {:?}",
+        ws.queue()
+    );
+    let resolved = dir.join("resolved.json").display().to_string();
+    assert!(
+        wait_for(Duration::from_secs(20), || procs(&resolved).is_empty()),
+        "left running: {:?}",
+        procs(&resolved)
+    );
+    c.stop();
+}
+
+#[test]
+fn a_node_failure_ends_the_trial_as_node_fail_naming_the_node() {
+    node_failure(8, false);
+}
+
+#[test]
+fn a_requeue_after_a_node_failure_ends_the_trial_and_cancels_the_job() {
+    node_failure(9, true);
+}
+
+/// What each node's workload sees of the rendezvous: a profile that prints it, then runs the
+/// proxy.
+const RENDEZVOUS_PROFILE: &str = "name: rendezvous\nargv: [bash, -c, \
+    'echo \"MP=$MASTER_PORT MA=$MASTER_ADDR\"; exec \"$0\" proxy --resolved \"$1\" --iters \"$2\"', \
+    \"{self}\", \"{resolved}\", \"{iters}\"]\ncapabilities:\n  launch: one-process\n  stand_in: true\n  scaled_shape: true\n";
+
+#[test]
+fn each_job_gets_its_own_rendezvous_unless_the_trial_sets_one() {
+    let Some(c) = Cluster::start(10) else { return };
+    let ws = Ws::new(&c);
+    let profiles = ws.dir.path().join("config/primus-tune/profiles");
+    std::fs::create_dir_all(&profiles).unwrap();
+    std::fs::write(profiles.join("rendezvous.yaml"), RENDEZVOUS_PROFILE).unwrap();
+    let run = |extra: &[&str]| {
+        let mut a = vec![
+            "run",
+            "--profile",
+            "rendezvous",
+            "--slurm",
+            "--nodes",
+            "2",
+            "--max-iters",
+            "6",
+        ];
+        a.extend_from_slice(extra);
+        let out = ws
+            .cmd(&a)
+            // What sbatch would export from the submitting shell.
+            .env("MASTER_PORT", "1234")
+            .env("MASTER_ADDR", "submitting-host")
+            .env("XDG_CONFIG_HOME", ws.dir.path().join("config"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let seen = |trial: u32, node: u32| {
+        let text = std::fs::read_to_string(slurm::node_log(
+            &ws.dir.path().join(format!("trials/{trial}")),
+            node,
+        ))
+        .unwrap();
+        text.lines()
+            .find(|l| l.starts_with("MP="))
+            .unwrap_or_else(|| panic!("no rendezvous line: {text}"))
+            .to_string()
+    };
+    run(&[]);
+    let job: u64 = ws.trial(1)["job"]["id"].as_str().unwrap().parse().unwrap();
+    let own = format!("MP={} MA=n1", 20000 + job % 20000);
+    assert_eq!(seen(1, 0), own);
+    assert_eq!(seen(1, 1), own, "every node meets at the first");
+    // Another job, another port.
+    run(&[]);
+    let job2: u64 = ws.trial(2)["job"]["id"].as_str().unwrap().parse().unwrap();
+    assert_ne!(seen(2, 0), own);
+    assert_eq!(seen(2, 0), format!("MP={} MA=n1", 20000 + job2 % 20000));
+    // The trial's own --env wins.
+    run(&["--env", "MASTER_PORT=29555"]);
+    assert_eq!(seen(3, 1), "MP=29555 MA=n1");
+    c.stop();
+}
+
+#[test]
+fn a_job_that_can_never_start_fails_at_once_and_a_long_wait_at_its_limit() {
+    let Some(c) = Cluster::start(11) else { return };
+    let ws = Ws::new(&c);
+    // Four nodes of a two-node partition (the global batch of 8 splits over their 4 proxy
+    // processes): Slurm accepts the job and keeps it pending for ever (`PartitionConfig` here;
+    // `PartitionNodeLimit` where partition limits are enforced).
+    let started = Instant::now();
+    let out = ws
+        .cmd(&[
+            "run",
+            "--profile",
+            "proxy-cpu",
+            "--slurm",
+            "--nodes",
+            "4",
+            "--max-iters",
+            "6",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    let t = ws.trial(1);
+    assert_eq!(t["failure"]["class"], "unschedulable", "{t}\n{err}");
+    let line = t["failure"]["line"].as_str().unwrap_or_default();
+    assert!(
+        line.contains("PartitionConfig") || line.contains("PartitionNodeLimit"),
+        "{line}"
+    );
+    assert!(t["job"]["started_ms"].is_null(), "{t}");
+    // The JSON stream stays one object per line, the last one the result.
+    let ev = events(&out.stdout);
+    assert_eq!(ev.last().unwrap()["event"], "trial-ended", "{ev:?}");
+    assert!(ws.queue().is_empty(), "{:?}", ws.queue());
+
+    // Both nodes held by another job: the trial waits, up to --max-pending-seconds.
+    let hold = Command::new("sbatch")
+        .args(["--parsable", "-N2", "--wrap", "sleep 60", "-o", "/dev/null"])
+        .env("SLURM_CONF", &ws.conf)
+        .output()
+        .unwrap();
+    let held = String::from_utf8_lossy(&hold.stdout).trim().to_string();
+    assert!(wait_for(Duration::from_secs(30), || {
+        ws.sl().state(&held).unwrap() == JobState::Running
+    }));
+    let started = Instant::now();
+    let out = ws
+        .cmd(&[
+            "run",
+            "--profile",
+            "proxy-cpu",
+            "--slurm",
+            "--max-iters",
+            "6",
+            "--max-pending-seconds",
+            "4",
+        ])
+        .output()
+        .unwrap();
+    let err = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    let t = ws.trial(2);
+    assert_eq!(t["failure"]["class"], "pending-limit", "{t}\n{err}");
+    assert!(err.contains("never started"), "{err}");
+    assert!(!err.contains("before the job started"), "{err}");
+    assert_eq!(ws.queue(), [held.clone()], "only the holder is left");
+    let _ = Command::new("scancel")
+        .arg(&held)
+        .env("SLURM_CONF", &ws.conf)
+        .status();
     c.stop();
 }

@@ -343,3 +343,70 @@ fn tmux_ctrl_z_suspends_and_fg_restores() {
         !s.contains("Quick checklist") && s.trim_end().ends_with("PROMPT$")
     });
 }
+
+/// A launch profile whose command submits its own Slurm job of 2 nodes × 8 GPUs: the TUI's
+/// question names the job's world, and the trial is linted there (16 ranks: 100 is not a
+/// multiple of micro batch 5 × DP 16) before anything is submitted.
+#[test]
+fn tmux_a_slurm_profile_is_asked_and_linted_at_its_job_s_world() {
+    if !have_tmux() {
+        return;
+    }
+    let mut tui = Tui::start_shell_with(
+        "slurm-world",
+        &[tmux::CONFIG, "--no-tour", "--profile", "job"],
+    );
+    let profiles = tui.tmp.path().join("config/primus-tune/profiles");
+    std::fs::create_dir_all(&profiles).unwrap();
+    std::fs::write(
+        profiles.join("job.yaml"),
+        "name: job\nargv: [sbatch, \"{slurm_args}\", --wrap, \"true\"]\n\
+         slurm:\n  submits: true\n  nodes: 2\n  gpus_per_node: 8\n",
+    )
+    .unwrap();
+    let text = std::fs::read_to_string(&tui.config).unwrap();
+    let text = text
+        .lines()
+        .map(|l| {
+            let t = l.trim_start();
+            let indent = &l[..l.len() - t.len()];
+            if t.starts_with("micro_batch_size:") {
+                format!("{indent}micro_batch_size: 5")
+            } else if t.starts_with("global_batch_size:") {
+                format!("{indent}global_batch_size: 100")
+            } else if t.starts_with("expert_model_parallel_size:") {
+                format!("{indent}expert_model_parallel_size: 1")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(&tui.config, text + "\n").unwrap();
+    tui.wait_text("PROMPT$");
+    let line = tui.launch_line();
+    tui.type_text(&line);
+    tui.keys(&["Enter"]);
+    tui.wait_text("Quick checklist");
+    tui.keys(&["3"]);
+    tui.wait_text("job");
+    tui.keys(&["r"]);
+    tui.wait_for("the question names the job's world", |s| {
+        s.contains("Submits a Slurm job at world size 16")
+    });
+    tui.keys(&["y"]);
+    // Refused before anything is submitted; the error is the batch rule at world 16 (at the
+    // world of this node, with no GPU here, 100 splits into micro batches of 5).
+    tui.wait_for("refused by lint at world 16", |s| {
+        s.contains("could not run") && s.contains("1 error(s)")
+    });
+    tui.keys(&["2", "/"]);
+    tui.type_text("global_batch_size");
+    tui.keys(&["Enter"]);
+    // The flag carries the error (at this node's unknown world it would carry none).
+    tui.wait_for("the error at world 16", |s| {
+        s.contains("E global_batch_size")
+            && s.contains("error: `global_batch_size: 100` is not divisible by micro_batch_size")
+    });
+    tui.keys(&["q"]);
+}

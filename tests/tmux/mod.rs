@@ -86,6 +86,12 @@ impl Tui {
         Tui::start_inner(test, &[CONFIG, "--no-tour"], (80, 24), true)
     }
 
+    /// [`Tui::start_shell`] whose launch line passes these arguments (the test prepares the
+    /// files the TUI reads, such as a launch profile, before typing it).
+    pub fn start_shell_with(test: &str, args: &[&str]) -> Tui {
+        Tui::start_inner(test, args, (80, 24), true)
+    }
+
     /// What starts the TUI from `start_shell`'s prompt.
     pub fn launch_line(&self) -> String {
         format!("sh {}", sh_quote(&self.tmp.path().join("launch.sh")))

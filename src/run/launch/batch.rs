@@ -265,7 +265,8 @@ fn run(
                 if let Some(mut m) = monitor {
                     stop_monitor(&mut m);
                 }
-                send(s, None, true, down);
+                // Not its last state: the runner cancels the job (it would run again).
+                send(s, None, false, down);
                 return;
             }
             if s.state == JobState::Running {
@@ -426,6 +427,8 @@ pub struct BatchRun {
     /// failed, waited past its pending limit): it wins over how the job ended after the
     /// runner cancelled it.
     pub failure: Option<Failure>,
+    /// Nodes the scheduler reported down when the job ended or was requeued.
+    pub down: Vec<String>,
     /// When the job was submitted (monotonic), for the pending limit.
     submitted: Instant,
     max_pending: Option<Duration>,
@@ -456,6 +459,9 @@ impl BatchRun {
         events: &mpsc::Sender<TrialEvent>,
     ) -> Verdict {
         let began = self.record_update(u);
+        if !u.down.is_empty() {
+            self.down = u.down.clone();
+        }
         let failure = self.judge(u);
         if failure.is_some() && self.failure.is_none() {
             self.failure = failure.clone();
@@ -540,7 +546,7 @@ impl BatchRun {
     /// The job's own failure an update shows, if any.
     fn judge(&self, u: &JobUpdate) -> Option<Failure> {
         let id = &self.record.id;
-        let sched = self.scheduler.name();
+        let sched = self.scheduler.title();
         match &u.status.state {
             JobState::Requeued => Some(Failure {
                 class: FailureClass::NodeFail,
@@ -567,7 +573,7 @@ impl BatchRun {
     fn describe_update(&self, u: &JobUpdate) -> String {
         let r = &self.record;
         let id = &r.id;
-        let sched = self.scheduler.name();
+        let sched = self.scheduler.title();
         match (&u.status.state, &u.exit) {
             (JobState::Pending { reason }, _) if reason.is_empty() => {
                 format!("primus-tune: {sched} job {id} is pending")
@@ -619,13 +625,32 @@ impl BatchRun {
             line: Some(format!(
                 "{} job {} waited {:.0} s in the queue{reason}, past --max-pending-seconds: \
                  cancelled",
-                self.scheduler.name(),
+                self.scheduler.title(),
                 self.record.id,
                 now.saturating_duration_since(self.submitted).as_secs_f64()
             )),
         };
         self.failure = Some(f.clone());
         Some(f)
+    }
+
+    /// After the trial: a job that is not over (its follower stopped following it, as after a
+    /// requeue) is cancelled, and its record says how it ended.
+    pub async fn settle(&mut self, store: &crate::store::Store, trial_id: i64) {
+        if self.over {
+            return;
+        }
+        self.cancel().await;
+        let (sched, id) = (self.scheduler.clone(), self.record.id.clone());
+        let status = tokio::task::spawn_blocking(move || sched.status(&id))
+            .await
+            .ok()
+            .and_then(Result::ok);
+        self.record.state = status.map_or_else(|| "CANCELLED".to_string(), |s| s.name);
+        self.record.reason = None;
+        self.record.ended_ms = Some(unix_ms());
+        self.over = true;
+        let _ = store.set_trial_job(trial_id, &self.record);
     }
 
     /// Cancels the job and waits until it has left the queue.
@@ -681,10 +706,11 @@ impl BatchRun {
         Some(Failure {
             class: end.class(),
             line: Some(format!(
-                "{} job {} ended {}",
-                self.scheduler.name(),
+                "{} job {} ended {}{}",
+                self.scheduler.title(),
                 self.record.id,
-                self.record.state
+                self.record.state,
+                down_text(&self.down)
             )),
         })
     }
@@ -715,7 +741,7 @@ pub async fn start(
             })
             .await;
     };
-    let sched = b.scheduler.name();
+    let sched = b.scheduler.title();
     let record = match &b.attach {
         Some(a) => {
             say(format!(
@@ -754,7 +780,7 @@ pub async fn start(
                 .map_err(|e| TrialError::Job(e.to_string()))?
             };
             let r = Job {
-                scheduler: sched.to_string(),
+                scheduler: b.scheduler.name().to_string(),
                 id,
                 conf: b.scheduler.conf().map(Path::to_path_buf),
                 nodes: b.spec.nodes.max(1),
@@ -832,6 +858,7 @@ pub async fn start(
         last_state: None,
         last_seen_ms: None,
         failure: None,
+        down: Vec::new(),
         submitted,
         max_pending: b.max_pending,
     };

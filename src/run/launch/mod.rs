@@ -183,11 +183,20 @@ impl Launched {
         matches!(self, Launched::Batch(_))
     }
 
-    /// After the trial: no process of it may be left on this node; how many strays were killed.
-    pub async fn sweep_up(&mut self, dir: &Path) -> usize {
+    /// After the trial: no process of it may be left on this node (how many strays were
+    /// killed), and no job of it in the queue.
+    pub async fn sweep_up(
+        &mut self,
+        dir: &Path,
+        store: &crate::store::Store,
+        trial_id: i64,
+    ) -> usize {
         match self {
             Launched::Local(r) => r.sweep_up(dir).await,
-            Launched::Batch(_) => 0,
+            Launched::Batch(j) => {
+                j.settle(store, trial_id).await;
+                0
+            }
         }
     }
 

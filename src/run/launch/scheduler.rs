@@ -139,6 +139,8 @@ pub struct Submission<'a> {
 pub trait Scheduler: Send + Sync + std::fmt::Debug {
     /// Its name, as a stored job records it (`slurm`).
     fn name(&self) -> &'static str;
+    /// Its name in prose (`Slurm`).
+    fn title(&self) -> &'static str;
     /// The configuration its commands use (Slurm's `SLURM_CONF`), stored with the job.
     fn conf(&self) -> Option<&Path>;
     /// Writes the job's script in the trial folder and submits it; the job's id.

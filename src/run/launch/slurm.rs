@@ -338,6 +338,10 @@ impl Scheduler for Slurm {
         "slurm"
     }
 
+    fn title(&self) -> &'static str {
+        "Slurm"
+    }
+
     fn conf(&self) -> Option<&Path> {
         self.conf.as_deref()
     }

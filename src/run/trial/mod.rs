@@ -542,7 +542,22 @@ impl Running<'_> {
         for (_, line) in rest {
             self.obs.late_line(&line);
         }
-        let strays = self.work.sweep_up(&self.m.dir).await;
+        // A job's last state (its exit) came before its follower closed.
+        if let Some(states) = self.streams.states.as_mut() {
+            let mut late = Vec::new();
+            while let Ok(u) = states.try_recv() {
+                late.push(u);
+            }
+            for u in late {
+                self.work
+                    .on_update(&u, self.store, self.m.trial_id, self.events)
+                    .await;
+            }
+        }
+        let strays = self
+            .work
+            .sweep_up(&self.m.dir, self.store, self.m.trial_id)
+            .await;
         if strays > 0 {
             let _ = self
                 .events
@@ -566,18 +581,6 @@ impl Running<'_> {
             for snap in late {
                 self.obs.snaps.push(snap.clone());
                 self.obs.pending_snaps.push(snap);
-            }
-        }
-        // A job's last state (its exit) came before its follower closed.
-        if let Some(states) = self.streams.states.as_mut() {
-            let mut late = Vec::new();
-            while let Ok(u) = states.try_recv() {
-                late.push(u);
-            }
-            for u in late {
-                self.work
-                    .on_update(&u, self.store, self.m.trial_id, self.events)
-                    .await;
             }
         }
     }
