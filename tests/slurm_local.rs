@@ -1032,7 +1032,11 @@ fn a_job_that_can_never_start_fails_at_once_and_a_long_wait_at_its_limit() {
     assert_eq!(t["failure"]["class"], "pending-limit", "{t}\n{err}");
     assert!(err.contains("never started"), "{err}");
     assert!(!err.contains("before the job started"), "{err}");
-    assert_eq!(ws.queue(), [held.clone()], "only the holder is left");
+    assert_eq!(
+        ws.queue(),
+        std::slice::from_ref(&held),
+        "only the holder is left"
+    );
     let _ = Command::new("scancel")
         .arg(&held)
         .env("SLURM_CONF", &ws.conf)
