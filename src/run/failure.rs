@@ -183,6 +183,14 @@ impl FailureDetector {
                 }))
     }
 
+    /// The class of the failure lines since the last iteration, when there are any.
+    pub fn pending_class(&self) -> Option<FailureClass> {
+        if !self.failure_pending() {
+            return None;
+        }
+        self.slots_with_pending().1.best().map(|f| f.class)
+    }
+
     /// The runner is about to stop the process (user request, hang, time limit, measurement
     /// complete): lines fed from now on are shutdown noise and no longer count.
     pub fn mark_stop(&mut self) {

@@ -414,11 +414,16 @@ impl Running<'_> {
         let trial_id = self.m.trial_id;
         let mut last_progress = Instant::now();
         loop {
+            let failing = self
+                .obs
+                .failed_at
+                .and_then(|_| self.obs.detector.pending_class());
             let mut wake = self.policy.wake_at(
                 last_progress,
                 !self.obs.iters.is_empty(),
                 self.obs.median_ms,
                 self.obs.failed_at,
+                failing,
             );
             if let Some(d) = self.work.pending_deadline() {
                 wake = wake.min(d);
@@ -476,7 +481,7 @@ impl Running<'_> {
                         let (iters, median) = (&self.obs.iters, self.obs.median_ms);
                         match self
                             .policy
-                            .after_failure(now, self.obs.failed_at, median)
+                            .after_failure(now, self.obs.failed_at, median, failing)
                             .or_else(|| {
                                 self.policy.on_clock(now, last_progress, iters, self.m.shape, median)
                             }) {

@@ -2,9 +2,12 @@
 //! clock), so every rule is testable without a process. The loop in `mod.rs` feeds it and acts
 //! on its answers.
 
-use crate::domain::trial::{ExitInfo, Iteration, RunShape, StopReason};
+use crate::domain::trial::{ExitInfo, FailureClass, Iteration, RunShape, StopReason};
 use crate::run::steady::{self, SteadyConfig};
 use std::time::{Duration, Instant};
+
+/// Longest wait after a GPU out-of-memory line before the workload is stopped.
+pub const FATAL_WAIT: Duration = Duration::from_secs(2);
 
 /// A job (no iterations) has no first-iteration limit: a day when no deadline is set, so the
 /// timer stays representable.
@@ -110,36 +113,44 @@ impl StopPolicy {
         }
     }
 
-    /// When the loop must wake to look at the clock (`failed_at`: when a failure line came
-    /// with no iteration since).
+    /// When the loop must wake to look at the clock (`failed_at`: when a failure line of
+    /// `class` came with no iteration since).
     pub fn wake_at(
         &self,
         last_progress: Instant,
         seen_iteration: bool,
         median_ms: f64,
         failed_at: Option<Instant>,
+        class: Option<FailureClass>,
     ) -> Instant {
         let hang_at = last_progress + self.hang_after(seen_iteration, median_ms);
         let at = self.deadline.map_or(hang_at, |d| d.min(hang_at));
-        failed_at.map_or(at, |f| at.min(f + self.failure_wait(median_ms)))
+        failed_at.map_or(at, |f| at.min(f + self.failure_wait(median_ms, class)))
     }
 
-    /// How long after a failure line the workload may take: the grace, or two median steps
-    /// when the steps are longer (a slow step is not yet an ended training).
-    pub fn failure_wait(&self, median_ms: f64) -> Duration {
+    /// How long after a failure line of `class` the workload may take: the grace, or two
+    /// median steps when the steps are longer (a slow step is not yet an ended training) —
+    /// but for a GPU out-of-memory, which no training step survives, at most [`FATAL_WAIT`]:
+    /// long enough for the other ranks' lines, short of their slow teardown.
+    pub fn failure_wait(&self, median_ms: f64, class: Option<FailureClass>) -> Duration {
+        if class == Some(FailureClass::Oom) {
+            return self.failure_grace.min(FATAL_WAIT);
+        }
         self.failure_grace
             .max(Duration::from_secs_f64((2.0 * median_ms / 1000.0).max(0.0)))
     }
 
-    /// A failure line `failed_at` with no iteration since: stop once the wait has passed.
+    /// A failure line `failed_at` (of `class`) with no iteration since: stop once the wait has
+    /// passed.
     pub fn after_failure(
         &self,
         now: Instant,
         failed_at: Option<Instant>,
         median_ms: f64,
+        class: Option<FailureClass>,
     ) -> Option<Stop> {
         failed_at
-            .is_some_and(|f| now >= f + self.failure_wait(median_ms))
+            .is_some_and(|f| now >= f + self.failure_wait(median_ms, class))
             .then_some(Stop::failure())
     }
 
@@ -269,7 +280,7 @@ mod tests {
         let t0 = Instant::now();
         let p = policy(Some(t0 + Duration::from_secs(10)), true);
         assert_eq!(
-            p.wake_at(t0, false, 0.0, None),
+            p.wake_at(t0, false, 0.0, None, None),
             t0 + Duration::from_secs(10)
         );
         assert_eq!(
@@ -305,29 +316,38 @@ mod tests {
     fn a_failure_line_ends_the_trial_after_the_grace_or_two_slow_steps() {
         let p = policy(None, true);
         let t0 = Instant::now();
-        assert_eq!(p.after_failure(t0, None, 0.0), None);
+        let tb = Some(FailureClass::Traceback);
+        assert_eq!(p.after_failure(t0, None, 0.0, tb), None);
         assert_eq!(
-            p.after_failure(t0 + Duration::from_secs(4), Some(t0), 100.0),
+            p.after_failure(t0 + Duration::from_secs(4), Some(t0), 100.0, tb),
             None
         );
         let stop = p
-            .after_failure(t0 + Duration::from_secs(5), Some(t0), 100.0)
+            .after_failure(t0 + Duration::from_secs(5), Some(t0), 100.0, tb)
             .unwrap();
         assert_eq!(stop.reason, StopReason::Failure);
         assert!(!stop.complete);
         // 8 s steps: a slow step is not an ended training; two of them are waited for.
         assert_eq!(
-            p.after_failure(t0 + Duration::from_secs(10), Some(t0), 8000.0),
+            p.after_failure(t0 + Duration::from_secs(10), Some(t0), 8000.0, tb),
             None
         );
         assert!(
-            p.after_failure(t0 + Duration::from_secs(16), Some(t0), 8000.0)
+            p.after_failure(t0 + Duration::from_secs(16), Some(t0), 8000.0, tb)
                 .is_some()
         );
         // The loop wakes for it.
         assert_eq!(
-            p.wake_at(t0, true, 100.0, Some(t0)),
+            p.wake_at(t0, true, 100.0, Some(t0), tb),
             t0 + Duration::from_secs(5)
         );
+        // A GPU out of memory ends the training whatever the step: 2 s, for the other ranks'
+        // lines, then it is stopped.
+        let oom = Some(FailureClass::Oom);
+        assert!(
+            p.after_failure(t0 + Duration::from_secs(2), Some(t0), 8000.0, oom)
+                .is_some()
+        );
+        assert_eq!(p.wake_at(t0, true, 8000.0, Some(t0), oom), t0 + FATAL_WAIT);
     }
 }
