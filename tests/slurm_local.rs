@@ -749,9 +749,10 @@ fn a_profile_whose_command_submits_the_job_itself_is_followed_like_a_rendered_on
 // ---------------------------------------------------------------------------------------------
 // Slurm as sites run it: node failures, the job's own rendezvous, jobs that never start.
 
-/// The pids of processes whose environment says they belong to job `job` on node `node`
-/// (Slurm's task and monitor steps there), and their `slurmstepd` parents.
-fn job_processes_on(job: &str, node: &str) -> Vec<i32> {
+/// The pids of processes whose environment says they belong to job `job` on node `node` of the
+/// cluster `conf` describes (Slurm's task and monitor steps there: every cluster numbers its
+/// jobs from 1, and other tests run theirs at the same time), and their `slurmstepd` parents.
+fn job_processes_on(conf: &Path, job: &str, node: &str) -> Vec<i32> {
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
@@ -764,6 +765,7 @@ fn job_processes_on(job: &str, node: &str) -> Vec<i32> {
         let vars: Vec<&str> = env.split('\0').collect();
         if vars.contains(&format!("SLURMD_NODENAME={node}").as_str())
             && vars.contains(&format!("SLURM_JOB_ID={job}").as_str())
+            && vars.contains(&format!("SLURM_CONF={}", conf.display()).as_str())
         {
             out.push(pid);
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -794,7 +796,9 @@ fn kill_node(c: &Cluster, node: &str, job: &str) {
         .parse()
         .unwrap();
     let mut victims = vec![pid];
-    victims.extend(job_processes_on(job, node));
+    let steps = job_processes_on(&c.conf(), job, node);
+    assert!(!steps.is_empty(), "no process of job {job} found on {node}");
+    victims.extend(steps);
     for v in victims {
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(v),

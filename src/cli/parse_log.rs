@@ -159,14 +159,17 @@ pub fn print_summary(s: &Summary) {
         ),
         _ => println!("  steady state: not enough iterations"),
     }
+    // A CPU stand-in's figures are its process's, not a GPU's.
+    let stand_in = s.basis.as_ref().is_some_and(|b| b.is_proxy());
+    let per = if stand_in { " per process" } else { "/GPU" };
     let mut parts = Vec::new();
     if let Some(t) = s.tokens_per_s_per_gpu {
-        parts.push(format!("{t:.0} tokens/s/GPU"));
+        parts.push(format!("{t:.0} tokens/s{per}"));
     }
     if let Some(t) = s.tflops_per_gpu {
         // A CPU proxy runs at GFLOP/s: keep its digits.
         let p = if t < 1.0 { 4 } else { 1 };
-        parts.push(format!("{t:.p$} TFLOP/s/GPU"));
+        parts.push(format!("{t:.p$} TFLOP/s{per}"));
     }
     if let Some(m) = s.peak_mem_gib {
         parts.push(format!(
@@ -180,7 +183,11 @@ pub fn print_summary(s: &Summary) {
         println!("  {}", parts.join(" | "));
     }
     if let Some(t) = s.startup_s {
-        println!("  start-up {t:.1} s (launch → first iteration; not in the GPU figures)");
+        let figures = if stand_in { "figures" } else { "GPU figures" };
+        println!("  start-up {t:.1} s (launch → first iteration; not in the {figures})");
+    }
+    if let Some(b) = &s.basis {
+        println!("  basis: {b}");
     }
     if !s.telemetry.is_empty() {
         let span = s.telemetry_span.map_or(

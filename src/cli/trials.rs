@@ -375,7 +375,6 @@ fn print_detail(s: &TrialSummary, stored_iters: usize) {
         t.config_hash
     );
     println!("  profile: {}", t.profile.clone().unwrap_or_default());
-    println!("  basis:   {}", s.basis);
     println!("  overrides: {}", overrides_text(t));
     println!("  differs from the config now: {}", s.settings_text());
     println!("  argv:    {}", crate::util::shell::join(&t.argv));
@@ -398,6 +397,11 @@ fn print_detail(s: &TrialSummary, stored_iters: usize) {
         t.iterations_seen
     );
     let (sum, left_out) = crate::app::views::trials::evidence(t, &s.basis).unzip();
+    // Its basis is said above (with the profile's for a trial stored before it was kept).
+    let sum = sum.map(|mut sum| {
+        sum.basis = Some(s.basis.clone());
+        sum
+    });
     if let Some(j) = &t.job {
         for l in job_lines(j, sum.as_ref().and_then(|s| s.pending_s)) {
             println!("{l}");
