@@ -1047,3 +1047,81 @@ fn a_job_that_can_never_start_fails_at_once_and_a_long_wait_at_its_limit() {
         .status();
     c.stop();
 }
+
+/// A resume that does not follow a study's running job (here: it may launch nothing) cancels
+/// it and says so: a job is followed or ended, never left beside the study's new trials.
+#[test]
+fn a_resume_that_does_not_follow_a_running_job_cancels_it() {
+    let Some(c) = Cluster::start(12) else { return };
+    let ws = Ws::new(&c);
+    let space = ws.dir.path().join("two.yaml");
+    std::fs::write(
+        &space,
+        "name: two\ndescription: two micro batches\nknobs:\n  - flag: micro_batch_size\n    \
+         values: [1, 2]\n    memory: increasing\n",
+    )
+    .unwrap();
+    let mut child = ws
+        .cmd(&[
+            "sweep",
+            "--profile",
+            "proxy-cpu",
+            "--slurm",
+            "--allow-unmodeled",
+            "--first-iters",
+            "2000",
+            "--max-iters",
+            "2000",
+            "--space",
+            space.to_str().unwrap(),
+            "--name",
+            "left",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let log = slurm::node_log(&ws.dir.path().join("trials/1"), 0);
+    assert!(
+        wait_for(Duration::from_secs(60), || std::fs::read_to_string(&log)
+            .is_ok_and(|t| t.matches("iteration").count() >= 3)),
+        "the trial's job never ran"
+    );
+    let job = ws.queue()[0].clone();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+    assert_eq!(
+        ws.queue(),
+        std::slice::from_ref(&job),
+        "the job outlives its runner"
+    );
+    let out = ws
+        .cmd(&[
+            "sweep",
+            "--profile",
+            "proxy-cpu",
+            "--slurm",
+            "--resume",
+            "left",
+            "--max-trials",
+            "0",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("was not followed again; cancelled"), "{text}");
+    assert!(
+        wait_for(Duration::from_secs(30), || ws.queue().is_empty()),
+        "{:?}",
+        ws.queue()
+    );
+    let t = ws.trial(1);
+    assert_eq!(t["status"], "interrupted", "{t}");
+    assert_ne!(t["job"]["state"], "RUNNING", "{t}");
+    c.stop();
+}
