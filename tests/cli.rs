@@ -1696,3 +1696,44 @@ fn a_slurm_trial_and_sweep_are_checked_at_the_job_s_world() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("8 × 16 = 128"), "{text}");
 }
+
+/// A CPU stand-in's sweep of a space that ranks what fits in memory is refused (its peaks are
+/// the host's), with the way out; with `--json` the error is one JSON object on one line, so a
+/// streaming command's output stays one object per line.
+#[test]
+fn a_stand_in_s_memory_fit_sweep_is_refused_and_its_json_error_is_one_line() {
+    let (dir, exp) = tree();
+    let out = bin()
+        .args([
+            "sweep",
+            exp.to_str().unwrap(),
+            "--space",
+            "memory-fit",
+            "--json",
+        ])
+        .args(["--profile", "proxy-cpu", "--workspace"])
+        .arg(dir.path().join("ws"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("does not model micro_batch_size")
+            && err.contains("a CPU stand-in's peak is the host's")
+            && err.contains("--allow-unmodeled"),
+        "{err}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "{stdout}");
+    let v: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(v["error"]["exit_code"], 2, "{v}");
+    // Refused before anything was stored: no study left behind.
+    let out = bin()
+        .args(["studies", "--json", "--workspace"])
+        .arg(dir.path().join("ws"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("memory-fit"), "{text}");
+}

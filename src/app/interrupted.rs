@@ -56,17 +56,54 @@ pub fn reap(store: &Store) -> Result<Vec<i64>, AppError> {
             if status.as_ref().is_ok_and(|s| !s.state.is_over()) {
                 continue;
             }
-            let mut ended = job.clone();
-            ended.state = status.map_or_else(|_| "LOST".to_string(), |s| s.name);
-            ended.reason = None;
-            ended.ended_ms = ended
-                .ended_ms
-                .or_else(|| Some(crate::run::launch::batch::unix_ms()));
-            let _ = store.set_trial_job(t.id, &ended);
+            let _ = store.set_trial_job(t.id, &job_ended(job, status.ok()));
         }
         if store.interrupt_trial(t.id)? {
             done.push(t.id);
         }
     }
     Ok(done)
+}
+
+/// A job's record once its trial is interrupted: the state the scheduler reports last (`LOST`
+/// when it no longer knows the job), no pending reason, and when it was found ended — not the
+/// state its runner saw last.
+fn job_ended(
+    job: &crate::domain::job::Job,
+    status: Option<crate::run::launch::scheduler::JobStatus>,
+) -> crate::domain::job::Job {
+    let mut ended = job.clone();
+    ended.state = status.map_or_else(|| "LOST".to_string(), |s| s.name);
+    ended.reason = None;
+    ended.ended_ms = ended
+        .ended_ms
+        .or_else(|| Some(crate::run::launch::batch::unix_ms()));
+    ended
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::launch::scheduler::{JobEnd, JobState, JobStatus};
+
+    #[test]
+    fn an_interrupted_trial_s_job_says_how_it_ended_not_how_its_runner_last_saw_it() {
+        let running = crate::domain::job::Job {
+            scheduler: "slurm".into(),
+            id: "7".into(),
+            state: "RUNNING".into(),
+            node_list: vec!["n1".into()],
+            ..Default::default()
+        };
+        let timeout = JobStatus {
+            state: JobState::Ended(JobEnd::TimeLimit),
+            name: "TIMEOUT".into(),
+            node_list: vec!["n1".into()],
+            restarts: 0,
+        };
+        let j = job_ended(&running, Some(timeout));
+        assert_eq!(j.state, "TIMEOUT");
+        assert!(j.ended_ms.is_some());
+        assert_eq!(job_ended(&running, None).state, "LOST");
+    }
 }

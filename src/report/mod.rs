@@ -1071,6 +1071,39 @@ mod tests {
         );
     }
 
+    /// A CPU stand-in's winner: this node's GPUs were not its evidence, so no GPU telemetry is
+    /// drawn or tabled, the report says why, and its cost is CPU time.
+    #[test]
+    fn a_stand_in_s_report_shows_no_gpu_telemetry_and_counts_cpu_time() {
+        let rec = record();
+        let sp = mbs_space();
+        let trials = vec![trial(2, 2, 12, Some(1150.0))];
+        let samples: BTreeMap<i64, Vec<Snapshot>> = [(2, vec![snap(10_000, &[(87.0, 612.0, 40)])])]
+            .into_iter()
+            .collect();
+        let r = build(&Inputs {
+            name: "s1",
+            record: &rec,
+            space: Some(&sp),
+            trials: &trials,
+            samples: &samples,
+            module: "pre_trainer",
+            memory: crate::domain::study::MemoryCheck::NotCompared {
+                why: "proxy-cpu is a CPU stand-in".into(),
+            },
+        });
+        assert!(r.telemetry.is_empty());
+        let why: Vec<String> = r
+            .charts()
+            .into_iter()
+            .filter_map(|c| c.err().map(|(_, why)| why))
+            .collect();
+        assert!(why.iter().any(|w| w.contains("CPU stand-in")), "{why:?}");
+        let md = r.markdown();
+        assert!(md.contains("| CPU time | 1.5 CPU-minutes |"), "{md}");
+        assert!(!md.contains("GPU-minutes"), "{md}");
+    }
+
     #[test]
     fn a_single_knob_study_reads_by_its_values() {
         let trials = vec![

@@ -190,6 +190,39 @@ fn the_status_line_follows_the_running_trial() {
     assert_eq!(app.status, None);
 }
 
+/// A CPU stand-in's trial: its throughput is its process's, and the status line and the Run
+/// screen say so.
+#[test]
+fn a_stand_in_s_throughput_is_per_process() {
+    let mut app = app_with_tour();
+    app.overlay = None;
+    key(&mut app, KeyCode::Char('3'));
+    key(&mut app, KeyCode::Char('r'));
+    update(
+        &mut app,
+        Msg::Trial(TrialEvent::Started {
+            trial_id: 12,
+            argv: vec!["proxy".into()],
+            trial_dir: "/tmp/t12".into(),
+            basis: crate::domain::evidence::Basis::Proxy {
+                profile: "proxy-cpu".into(),
+            },
+        }),
+    );
+    for i in 1..=29 {
+        update(&mut app, Msg::Trial(iteration(i)));
+    }
+    let s = status(&app);
+    assert!(s.contains("17518 tok/s/proc"), "{s}");
+    assert!(s.chars().count() <= 79 && s.ends_with("x stops it"), "{s}");
+    let screen = crate::tui::render_tests::screen(&mut app, 120, 40);
+    assert!(
+        screen.contains("per process (CPU stand-in) 17518 tok/s"),
+        "{screen}"
+    );
+    assert!(!screen.contains("per GPU 17518"), "{screen}");
+}
+
 /// The example loaded on a GPU profile (`primus`) and a CPU stand-in (`proxy-cpu`), eight GPUs
 /// seen by the telemetry.
 fn gpu_app(profile: &str) -> App {

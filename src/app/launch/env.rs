@@ -333,6 +333,52 @@ mod tests {
         Profile::parse(&text, "pp2.yaml").unwrap()
     }
 
+    /// The question before a launch names where it runs: this node (saying when the defaults
+    /// file's Slurm settings stay unused) or the job's world.
+    #[test]
+    fn a_launch_says_where_it_runs() {
+        use crate::megatron::{Origin, World};
+        let here = Placement {
+            world: World::flag(8),
+            nodes: 1,
+            per_node: 8,
+            job: false,
+        };
+        let w = LaunchWhere {
+            placement: here,
+            scheduler: None,
+            slurm_settings_unused: false,
+        };
+        assert_eq!(
+            w.describe(),
+            "Launches on this node at world size 8 (--gpus)."
+        );
+        let unused = LaunchWhere {
+            slurm_settings_unused: true,
+            ..w
+        };
+        assert!(
+            unused
+                .describe()
+                .contains("[slurm] settings apply to `run --slurm`")
+        );
+        let job = LaunchWhere {
+            placement: Placement {
+                world: World::job(2, 8, (Origin::Flag, Origin::DefaultsFile), true),
+                nodes: 2,
+                per_node: 8,
+                job: true,
+            },
+            scheduler: Some("slurm"),
+            slurm_settings_unused: false,
+        };
+        assert_eq!(
+            job.describe(),
+            "Submits a Slurm job at world size 16 (the job's nodes × GPUs per node = 2 × 8: \
+             nodes from the command line, GPUs per node from the defaults file)."
+        );
+    }
+
     #[test]
     fn each_variable_says_whether_the_flag_the_profile_or_the_environment_set_it() {
         let inherited = Env::empty()

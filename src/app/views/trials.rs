@@ -354,6 +354,53 @@ pub fn with_status(filter: TrialFilter, word: &str) -> Result<TrialFilter, AppEr
 }
 
 #[cfg(test)]
+mod evidence_tests {
+    use super::*;
+    use crate::domain::evidence::Basis;
+
+    fn row(summary: serde_json::Value) -> TrialRow {
+        serde_json::from_value(serde_json::json!({
+            "id": 1, "study_id": null, "status": "stopped", "created_at": "t",
+            "started_at": null, "finished_at": null, "updated_at": "t",
+            "config_path": "x.yaml", "config_hash": "h", "overrides": [],
+            "profile": "proxy-cpu", "argv": [], "env": [], "trial_dir": "/nonexistent",
+            "runner_pid": null, "failure": null, "exit_code": null, "exit_signal": null,
+            "iterations_seen": 3, "iterations_stored": 3, "wall_s": 1.0, "summary": summary,
+            "median_step_ms": null, "ci95_ms": null, "tokens_per_s_per_gpu": null,
+            "tflops_per_gpu": null, "peak_mem_gib": 150.0
+        }))
+        .unwrap()
+    }
+
+    /// A stand-in trial stored before stand-ins sampled the host only: this node's GPU
+    /// (87 % busy with another job, 612 W, 150 GiB in use) is not its evidence.
+    #[test]
+    fn a_stand_in_s_trial_never_shows_the_gpu_sampled_beside_it() {
+        let t = row(serde_json::json!({
+            "iterations": 3, "n": 0, "warmup": 0, "peak_mem_gib": 150.0,
+            "peak_mem_source": "telemetry: device memory in use", "peak_mem_kind": "device",
+            "telemetry": [{"gpu": 0, "samples": 4, "util_mean_pct": 87.0, "power_mean_w": 612.0,
+                           "vram_peak_bytes": 161061273600u64, "temp_max_c": {},
+                           "throttled": false, "throttle_reasons": []}]
+        }));
+        let b = basis_of(&t);
+        assert!(b.is_proxy(), "{b}");
+        let (sum, note) = evidence(&t, &b).unwrap();
+        assert!(sum.telemetry.is_empty());
+        assert_eq!(sum.peak_mem_gib, None);
+        assert!(note.unwrap().contains("not its evidence"));
+        // A GPU measurement keeps all of it.
+        let gpu = Basis::Measured {
+            profile: "primus".into(),
+            gpu: None,
+        };
+        let (sum, note) = evidence(&t, &gpu).unwrap();
+        assert_eq!((sum.telemetry.len(), sum.peak_mem_gib), (1, Some(150.0)));
+        assert!(note.is_none());
+    }
+}
+
+#[cfg(test)]
 mod status_tests {
     use super::*;
     use crate::domain::trial::FailureClass;
