@@ -29,6 +29,31 @@ fn write(dir: &Path, rel: &str, text: &str) -> PathBuf {
     p
 }
 
+/// The versions of `exp` its saves kept (`backups --json`), newest first.
+fn kept_versions(exp: &Path) -> Vec<serde_json::Value> {
+    let out = bin()
+        .args(["backups", exp.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    json(&out.stdout).as_array().cloned().unwrap_or_default()
+}
+
+/// The names of the files in `dir`, sorted.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
 fn json(out: &[u8]) -> serde_json::Value {
     serde_json::from_slice(out).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(out)))
 }
@@ -396,17 +421,30 @@ fn set_dry_run_writes_nothing_and_write_keeps_comments() {
         .stdout(predicate::str::contains("dry run"));
     assert_eq!(std::fs::read_to_string(&exp).unwrap(), before);
 
+    let folder = names_in(exp.parent().unwrap());
     bin()
         .arg("set")
         .arg(&exp)
         .args(["turbo_deepep_num_cu=80", "--write"])
         .assert()
-        .success();
+        .success()
+        .stdout(predicate::str::contains("the version it replaced is kept"));
     let after = std::fs::read_to_string(&exp).unwrap();
-    let bak = std::fs::read_to_string(format!("{}.bak.1", exp.display())).unwrap();
-    assert_eq!(bak, before);
-    let orig = std::fs::read_to_string(format!("{}.orig", exp.display())).unwrap();
-    assert_eq!(orig, before);
+    // The version it replaced (and the original) are kept in the workspace, not beside it.
+    assert_eq!(
+        names_in(exp.parent().unwrap()),
+        folder,
+        "nothing new beside the file"
+    );
+    let kept = kept_versions(&exp);
+    let ids: Vec<&str> = kept.iter().map(|v| v["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["1", "original"], "{kept:?}");
+    for v in &kept {
+        assert_eq!(
+            std::fs::read_to_string(v["path"].as_str().unwrap()).unwrap(),
+            before
+        );
+    }
     let changed: Vec<(&str, &str)> = before
         .lines()
         .zip(after.lines())
@@ -449,8 +487,7 @@ fn set_json_and_no_backup() {
     // Added to the experiment, the old value from a preset.
     let src = &v["changes"][1]["old_source"];
     assert_eq!(src["layer"], "module-preset", "{src}");
-    assert!(!Path::new(&format!("{}.bak.1", exp.display())).exists());
-    assert!(!Path::new(&format!("{}.orig", exp.display())).exists());
+    assert!(kept_versions(&exp).is_empty(), "--no-backup keeps nothing");
     let text = std::fs::read_to_string(&exp).unwrap();
     assert!(text.contains("      lr: 3.0e-05\n"));
     assert!(text.contains("      use_turbo_rms_norm: true\n"));
@@ -787,7 +824,7 @@ fn recommend_apply_writes_config_values_only_and_keeps_comments() {
         .count();
     assert_eq!(changed, 1, "only the stage line changes");
     assert_eq!(before.lines().count(), after.lines().count());
-    assert!(exp.with_extension("yaml.bak.1").exists());
+    assert!(!kept_versions(&exp).is_empty());
     // Applying again has nothing left to write for the stage.
     let again = bin()
         .args([
@@ -898,22 +935,9 @@ fn recommend_apply_brings_the_companions_lint_needs() {
         .success()
         .stdout(predicate::str::contains("1 file, 0 errors"));
     // Applied again: every value is already set, so nothing is written and no backup made.
-    let backups = |dir: &std::path::Path| {
-        std::fs::read_dir(dir)
-            .unwrap()
-            .filter(|e| {
-                e.as_ref()
-                    .unwrap()
-                    .file_name()
-                    .to_string_lossy()
-                    .contains(".bak")
-            })
-            .count()
-    };
-    let dir = exp.parent().unwrap();
-    let before = backups(dir);
+    let before = kept_versions(&exp).len();
     apply().stdout(predicate::str::contains("no config value to write"));
-    assert_eq!(backups(dir), before);
+    assert_eq!(kept_versions(&exp).len(), before);
     assert_eq!(std::fs::read_to_string(&exp).unwrap(), after);
 }
 
@@ -1736,4 +1760,78 @@ fn a_stand_in_s_memory_fit_sweep_is_refused_and_its_json_error_is_one_line() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(!text.contains("memory-fit"), "{text}");
+}
+
+/// In a git checkout of a Primus tree, a save leaves only the edited file changed: its kept
+/// versions live in the workspace, and `backups --restore` brings one back (keeping the one it
+/// replaces in turn).
+#[test]
+fn a_save_in_a_git_checkout_changes_only_the_edited_file_and_can_be_restored() {
+    if std::process::Command::new("git")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: git is not installed");
+        return;
+    }
+    let (dir, exp) = tree();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "primus"]);
+    let before = std::fs::read_to_string(&exp).unwrap();
+    bin()
+        .current_dir(dir.path())
+        .args([
+            "set",
+            exp.to_str().unwrap(),
+            "turbo_deepep_num_cu=80",
+            "--write",
+        ])
+        .assert()
+        .success();
+    let rel = exp.strip_prefix(dir.path()).unwrap().display().to_string();
+    assert_eq!(git(&["status", "--porcelain"]), format!(" M {rel}\n"));
+    // Restore the version the save replaced: a dry run first, then --write.
+    bin()
+        .args(["backups", exp.to_str().unwrap(), "--restore", "1"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("-      turbo_deepep_num_cu: 80"))
+        .stdout(predicate::str::contains("dry run"));
+    bin()
+        .args([
+            "backups",
+            exp.to_str().unwrap(),
+            "--restore",
+            "1",
+            "--write",
+        ])
+        .assert()
+        .success();
+    assert_eq!(std::fs::read_to_string(&exp).unwrap(), before);
+    assert_eq!(git(&["status", "--porcelain"]), "");
+    // The version the restore replaced is kept too: 80 is one step back.
+    let kept = kept_versions(&exp);
+    let newest = std::fs::read_to_string(kept[0]["path"].as_str().unwrap()).unwrap();
+    assert!(newest.contains("turbo_deepep_num_cu: 80"), "{newest}");
+    bin()
+        .args(["backups", exp.to_str().unwrap(), "--restore", "9"])
+        .assert()
+        .code(64)
+        .stderr(predicate::str::contains("no kept version `9`"));
 }

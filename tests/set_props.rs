@@ -152,7 +152,7 @@ proptest! {
         let req = SetRequest { key: "pt_prop_key".into(), text: text.clone() };
         let written = match plan(&exp, &opts, &[req], None, true, Catalog::builtin()) {
             Ok(mut p) if !p.refused => {
-                p.doc.save(primus_tune::config::doc::SaveOptions { backup: false }).unwrap();
+                p.doc.save(primus_tune::config::doc::SaveOptions::default()).unwrap();
                 true
             }
             Ok(p) => {

@@ -57,7 +57,8 @@ fn check(key: &str, text: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Plan and write the edits (atomic write; `.orig` once and `.bak.1` .. kept). Ok: what was saved, in words.
+/// Plan and write the edits (atomic write; the replaced version kept in the workspace). Ok:
+/// what was saved, in words.
 pub fn save(session: &Session, pending: &[PendingEdit]) -> Result<String, AppError> {
     let exp = session.load()?;
     let mut plan = edit::plan(
@@ -78,7 +79,9 @@ pub fn save(session: &Session, pending: &[PendingEdit]) -> Result<String, AppErr
             .collect();
         return Err(AppError::Usage(format!("not saved: {}", why.join("; "))));
     }
-    plan.doc.save(SaveOptions { backup: true })?;
+    plan.doc.save(SaveOptions {
+        backups: Some(session.backups_of(&exp.path)),
+    })?;
     Ok(format!(
         "saved {} change(s) to {}",
         plan.changes.len(),

@@ -4,6 +4,7 @@
 //! Long use cases report typed [`events`]; the CLI prints them, the TUI renders them.
 
 pub mod ack;
+pub mod backups;
 pub mod defaults;
 pub mod edit;
 mod error;

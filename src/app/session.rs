@@ -317,6 +317,12 @@ impl Session {
         })
     }
 
+    /// Where the versions a save of `file` replaces are kept: the workspace's `backups/`, never
+    /// beside the user's file ([`crate::config::backups`]).
+    pub fn backups_of(&self, file: &Path) -> PathBuf {
+        crate::config::backups::folder(&self.workspace.root.join("backups"), file)
+    }
+
     /// The experiment path as the user reads it.
     pub fn display(&self) -> String {
         crate::util::paths::display_path(&self.experiment)

@@ -23,6 +23,7 @@ macro_rules! eprintln {
     };
 }
 
+mod backups;
 mod bench_replay;
 mod checklist;
 mod completions;
@@ -106,6 +107,8 @@ enum Command {
     Show(show::ShowArgs),
     /// Change values in the experiment file (dry run with a diff unless --write).
     Set(set::SetArgs),
+    /// The versions of the experiment that saves replaced (kept in the workspace); restore one.
+    Backups(backups::BackupsArgs),
     /// The tuning guide's quick checklist for an experiment.
     Checklist(checklist::ChecklistArgs),
     /// Run one short profiling trial: launch, watch the log, measure, store.
@@ -330,6 +333,7 @@ pub fn run() -> ExitCode {
         Some(Command::Lint(a)) => lint::run(&a),
         Some(Command::Show(a)) => show::run(&a),
         Some(Command::Set(a)) => set::run(&a),
+        Some(Command::Backups(a)) => backups::run(&a),
         Some(Command::Checklist(a)) => checklist::run(&a),
         Some(Command::Run(a)) => run::run(&a),
         Some(Command::ParseLog(a)) => parse_log::run(&a),

@@ -247,7 +247,10 @@ fn apply(
             }
         } else {
             print!("{}", plan.doc.diff());
-            plan.doc.save(SaveOptions { backup: true })?;
+            let backups = a.load.session(None)?.backups_of(&exp.path);
+            plan.doc.save(SaveOptions {
+                backups: Some(backups),
+            })?;
             if !a.json {
                 println!(
                     "wrote {changed} value(s) to {}{already}",

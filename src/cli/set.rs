@@ -19,7 +19,8 @@ pub struct SetArgs {
     /// Save the change (default: dry run that prints the diff).
     #[arg(long)]
     pub write: bool,
-    /// Do not keep backups (<file>.orig once, <file>.bak.1 ..) when writing.
+    /// Do not keep the version a write replaces (kept in the workspace: `primus-tune backups`
+    /// lists and restores them).
     #[arg(long)]
     pub no_backup: bool,
     /// Write even when the change breaks a cross-flag rule or sets a key no preset knows.
@@ -73,9 +74,12 @@ pub fn run(a: &SetArgs) -> Result<ExitCode, CliError> {
     let mut backup = None;
     let written = a.write && !plan.refused;
     if written {
-        backup = plan.doc.save(SaveOptions {
-            backup: !a.no_backup,
-        })?;
+        let backups = if a.no_backup {
+            None
+        } else {
+            Some(load.session(None)?.backups_of(&exp.path))
+        };
+        backup = plan.doc.save(SaveOptions { backups })?;
     }
     if a.json {
         print_json(&serde_json::json!({
@@ -133,7 +137,10 @@ pub fn run(a: &SetArgs) -> Result<ExitCode, CliError> {
                     display_path(&exp.path),
                     backup
                         .as_ref()
-                        .map(|b| format!(" (previous version in {})", display_path(b)))
+                        .map(|_| format!(
+                            " (the version it replaced is kept: primus-tune backups {})",
+                            crate::app::sweep::shell_word(&display_path(&exp.path))
+                        ))
                         .unwrap_or_default()
                 );
             } else {

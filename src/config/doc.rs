@@ -83,11 +83,11 @@ pub struct YamlDoc {
     text: String,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Default)]
 pub struct SaveOptions {
-    /// Keep the previous content as `<file>.bak.1` (older ones as `.bak.2` ..) and the
-    /// pristine original as `<file>.orig` (written once).
-    pub backup: bool,
+    /// Keep the content a save replaces in this folder (the workspace's, see
+    /// [`super::backups`]): nothing is written beside the user's file. None: keep nothing.
+    pub backups: Option<PathBuf>,
 }
 
 impl YamlDoc {
@@ -113,6 +113,11 @@ impl YamlDoc {
 
     pub fn text(&self) -> &str {
         &self.text
+    }
+
+    /// Replaces the whole edited text (a restored version): saved as any edit is.
+    pub fn set_text(&mut self, text: String) {
+        self.text = text;
     }
 
     pub fn original(&self) -> &str {
@@ -396,9 +401,10 @@ impl YamlDoc {
     }
 
     /// Save the edited text ([`super::save`]): under the folder's lock, refuse if the file
-    /// changed on disk since it was read, keep backups when asked (`.orig` once, `.bak.1` ..), and rename a synced temp
-    /// file over the original (keeping its permissions). A symlink is edited through: the file
-    /// it points to is replaced and the link stays.
+    /// changed on disk since it was read, keep the replaced version when asked (in the
+    /// workspace: [`super::backups`]), and rename a synced temp file over the original
+    /// (keeping its permissions). A symlink is edited through: the file it points to is
+    /// replaced and the link stays. Returns the kept version's path.
     pub fn save(&mut self, opts: SaveOptions) -> Result<Option<PathBuf>, EditError> {
         let read_err = |source| EditError::Io {
             path: self.path.clone(),
@@ -419,13 +425,17 @@ impl YamlDoc {
             });
         }
         let perms = std::fs::metadata(&target).ok().map(|m| m.permissions());
-        let backup = if opts.backup {
-            let kept =
-                super::save::keep_backups(&target, self.original.as_bytes(), perms.clone(), &lock)
-                    .map_err(werr)?;
-            Some(kept)
-        } else {
-            None
+        let backup = match &opts.backups {
+            Some(dir) => {
+                let kept = super::backups::keep(dir, &target, self.original.as_bytes()).map_err(
+                    |source| EditError::Write {
+                        path: dir.clone(),
+                        source,
+                    },
+                )?;
+                Some(kept)
+            }
+            None => None,
         };
         super::save::replace(&target, self.text.as_bytes(), perms, &lock).map_err(werr)?;
         self.original = self.text.clone();
@@ -821,7 +831,12 @@ modules:
         let mut d = YamlDoc::open(&p).unwrap();
         d.set_literal(&["modules", "pre_trainer", "overrides", "lr"], "2.0e-05")
             .unwrap();
-        let bak = d.save(SaveOptions { backup: true }).unwrap().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let keep = SaveOptions {
+            backups: Some(ws.path().join("b")),
+        };
+        let bak = d.save(keep).unwrap().unwrap();
+        assert!(bak.starts_with(ws.path()), "kept in the workspace: {bak:?}");
         assert_eq!(std::fs::read_to_string(&bak).unwrap(), EXP);
         assert!(
             std::fs::read_to_string(&p)
@@ -833,7 +848,7 @@ modules:
             .unwrap();
         std::fs::write(&p, "work_group: x\n").unwrap();
         assert!(matches!(
-            d.save(SaveOptions { backup: false }),
+            d.save(SaveOptions::default()),
             Err(EditError::Conflict { .. })
         ));
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "work_group: x\n");
@@ -843,30 +858,6 @@ modules:
             .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
             .collect();
         assert!(leftovers.is_empty());
-    }
-
-    #[test]
-    fn saving_twice_keeps_the_original_and_both_earlier_versions() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("exp.yaml");
-        std::fs::write(&p, EXP).unwrap();
-        let lr = ["modules", "pre_trainer", "overrides", "lr"];
-        let mut d = YamlDoc::open(&p).unwrap();
-        d.set_literal(&lr, "2.0e-05").unwrap();
-        d.save(SaveOptions { backup: true }).unwrap();
-        let first = std::fs::read_to_string(&p).unwrap();
-        d.set_literal(&lr, "3.0e-05").unwrap();
-        let bak = d.save(SaveOptions { backup: true }).unwrap().unwrap();
-        let read = |s: &str| std::fs::read_to_string(format!("{}{s}", p.display())).unwrap();
-        assert_eq!(bak, dir.path().join("exp.yaml.bak.1"));
-        assert_eq!(read(".orig"), EXP, "the pristine original, written once");
-        assert_eq!(
-            read(".bak.1"),
-            first,
-            "the version the second save replaced"
-        );
-        assert_eq!(read(".bak.2"), EXP);
-        assert!(read("").contains("lr: 3.0e-05\n"));
     }
 
     #[test]
@@ -880,7 +871,13 @@ modules:
         let mut d = YamlDoc::open(&link).unwrap();
         d.set_literal(&["modules", "pre_trainer", "overrides", "lr"], "2.0e-05")
             .unwrap();
-        let bak = d.save(SaveOptions { backup: true }).unwrap().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let bak = d
+            .save(SaveOptions {
+                backups: Some(ws.path().join("b")),
+            })
+            .unwrap()
+            .unwrap();
         assert!(
             std::fs::symlink_metadata(&link)
                 .unwrap()
@@ -893,10 +890,9 @@ modules:
                 .contains("lr: 2.0e-05\n")
         );
         assert_eq!(
-            bak,
-            std::fs::canonicalize(&real)
-                .unwrap()
-                .with_extension("yaml.bak.1")
+            crate::config::backups::source_of(bak.parent().unwrap()),
+            Some(std::fs::canonicalize(&real).unwrap()),
+            "the versions are the real file's"
         );
         assert_eq!(std::fs::read_to_string(&bak).unwrap(), EXP);
     }
@@ -910,7 +906,7 @@ modules:
         let mut d = YamlDoc::open(&p).unwrap();
         d.set_literal(&["modules", "pre_trainer", "overrides", "lr"], "2.0e-05")
             .unwrap();
-        d.save(SaveOptions { backup: false }).unwrap();
+        d.save(SaveOptions::default()).unwrap();
         let names: Vec<String> = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

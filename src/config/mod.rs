@@ -14,6 +14,7 @@ pub use error::ConfigError;
 pub use resolve::{DuplicateKey, Experiment, LoadOptions, Module};
 pub use tree::{Item, Layer, Leaf, Origin, Tree};
 pub use value::Value;
+pub mod backups;
 pub mod catalog;
 pub mod diag;
 pub mod doc;

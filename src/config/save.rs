@@ -16,9 +16,6 @@ use std::time::{Duration, Instant};
 const TMP_PREFIX: &str = ".primus-tune-";
 const TMP_SUFFIX: &str = ".tmp";
 
-/// Numbered backups kept beside a saved file (`<file>.bak.1`, the newest, to `.bak.5`).
-pub const BACKUPS: usize = 5;
-
 /// How long a save waits for another save in the same folder.
 const LOCK_WAIT: Duration = Duration::from_secs(30);
 
@@ -108,86 +105,9 @@ pub fn replace(
     Ok(())
 }
 
-/// `<path><suffix>` (`exp.yaml` → `exp.yaml.bak.1`).
-pub fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
-    let mut p = path.to_path_buf().into_os_string();
-    p.push(suffix);
-    PathBuf::from(p)
-}
-
-/// Keep the content a save replaces (call with the folder's lock held, before replacing it):
-/// the pristine original as `<file>.orig`, written by the first save and never again, and the
-/// previous content as `<file>.bak.1`, the older ones moved up to `.bak.2` ... `.bak.N` (each
-/// move a rename, each new file written whole and renamed into place; the oldest falls off).
-/// Returns the `.bak.1` path.
-pub fn keep_backups(
-    target: &Path,
-    previous: &[u8],
-    perms: Option<std::fs::Permissions>,
-    lock: &DirLock,
-) -> std::io::Result<PathBuf> {
-    let orig = with_suffix(target, ".orig");
-    if std::fs::symlink_metadata(&orig).is_err() {
-        replace(&orig, previous, perms.clone(), lock)?;
-    }
-    for i in (1..BACKUPS).rev() {
-        let from = with_suffix(target, &format!(".bak.{i}"));
-        if from.exists() {
-            std::fs::rename(&from, with_suffix(target, &format!(".bak.{}", i + 1)))?;
-        }
-    }
-    let bak = with_suffix(target, ".bak.1");
-    replace(&bak, previous, perms, lock)?;
-    Ok(bak)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_original_is_kept_once_and_the_last_backups_rotate() {
-        let dir = tempfile::tempdir().unwrap();
-        let f = dir.path().join("exp.yaml");
-        let read = |suffix: &str| std::fs::read_to_string(with_suffix(&f, suffix)).ok();
-        // Seven saves: versions v0 (the original) .. v6 written over each other.
-        std::fs::write(&f, "v0").unwrap();
-        for i in 1..=7 {
-            let lock = lock_dir(dir.path()).unwrap();
-            let previous = std::fs::read(&f).unwrap();
-            let bak = keep_backups(&f, &previous, None, &lock).unwrap();
-            assert_eq!(bak, with_suffix(&f, ".bak.1"));
-            replace(&f, format!("v{i}").as_bytes(), None, &lock).unwrap();
-        }
-        assert_eq!(read("").as_deref(), Some("v7"));
-        assert_eq!(
-            read(".orig").as_deref(),
-            Some("v0"),
-            "the pristine original"
-        );
-        let baks: Vec<Option<String>> = (1..=6).map(|i| read(&format!(".bak.{i}"))).collect();
-        assert_eq!(
-            baks,
-            [
-                Some("v6".into()),
-                Some("v5".into()),
-                Some("v4".into()),
-                Some("v3".into()),
-                Some("v2".into()),
-                None
-            ],
-            "the newest first, the last {BACKUPS} kept"
-        );
-        // No temp file left behind.
-        let tmp = std::fs::read_dir(dir.path())
-            .unwrap()
-            .filter(|e| {
-                let n = e.as_ref().unwrap().file_name();
-                n.to_string_lossy().starts_with(TMP_PREFIX)
-            })
-            .count();
-        assert_eq!(tmp, 0);
-    }
 
     #[test]
     fn a_lock_excludes_a_second_holder_until_dropped() {
