@@ -528,6 +528,7 @@ pub fn run(
         req.max_iters.unwrap_or(MAX_ITERS),
     );
     let cfg = SearchConfig {
+        cost_unit,
         launch_s_prior: history.launch_s.map(|l| l.0),
         launch_cv: history.launch_cv.map(|c| c.0),
         first_iters: first,

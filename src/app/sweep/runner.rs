@@ -420,6 +420,10 @@ impl TrialRunner<'_> {
 }
 
 impl Runner for TrialRunner<'_> {
+    fn stopped(&self) -> bool {
+        self.cancelled()
+    }
+
     fn decided(&mut self, line: &str) {
         self.say(SweepEvent::Decided {
             line: line.to_string(),

@@ -166,11 +166,23 @@ pub trait Runner {
     /// [`SearchResult::log`], the lines before a launch before that launch, the rest when the
     /// search ends. The default ignores them.
     fn decided(&mut self, _line: &str) {}
+
+    /// The user stopped the search (Ctrl-C, `x`): nothing more is launched, and the search ends
+    /// with what it measured. The default never stops.
+    fn stopped(&self) -> bool {
+        false
+    }
 }
+
+/// Why the search ended early when its runner was stopped.
+const STOPPED: &str = "the sweep was stopped";
 
 /// How the search spends trials.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchConfig {
+    /// What a trial's cost is counted in, as the log says it: `GPU`(-seconds), or `CPU` for a
+    /// CPU stand-in's trials.
+    pub cost_unit: &'static str,
     /// Iterations of the first rung's trials (warm-up included).
     pub first_iters: u64,
     /// Each later rung's trials are this many times longer, and it keeps the best `1/growth`
@@ -352,6 +364,7 @@ impl Default for SearchConfig {
             race_min_samples: Some(RACE_MIN_SAMPLES),
             effects: None,
             prior_sigmas: PRIOR_SIGMAS,
+            cost_unit: "GPU",
         }
     }
 }
@@ -912,8 +925,9 @@ impl<'a> Search<'a> {
             .is_some_and(|b| self.gpu_seconds >= b)
         {
             Some(format!(
-                "budget spent ({:.0} GPU-s of {:.0})",
+                "budget spent ({:.0} {}-s of {:.0})",
                 self.gpu_seconds,
+                self.cfg.cost_unit,
                 self.cfg.budget_gpu_seconds.unwrap_or_default()
             ))
         } else {
@@ -949,9 +963,22 @@ impl<'a> Search<'a> {
             .map_or(want, |m| want.min(m.saturating_sub(self.trials)))
     }
 
-    /// One trial of candidate `i`; `false` when the budget forbids it.
+    /// Whether the runner was stopped: then nothing more is launched (logged once).
+    fn stopped_by(&mut self, runner: &dyn Runner) -> bool {
+        if !runner.stopped() {
+            return false;
+        }
+        if self.stopped.as_deref() != Some(STOPPED) {
+            self.log.push(format!("stop: {STOPPED}"));
+            self.stopped = Some(STOPPED.to_string());
+            self.budget_note_logged = true;
+        }
+        true
+    }
+
+    /// One trial of candidate `i`; `false` when the budget forbids it or the runner stopped.
     fn trial(&mut self, runner: &mut dyn Runner, i: usize, iters: u64) -> bool {
-        if !self.can_launch() {
+        if self.stopped_by(runner) || !self.can_launch() {
             return false;
         }
         let job = Job {
@@ -1060,6 +1087,9 @@ impl<'a> Search<'a> {
         }
         let mut rest = list;
         while !rest.is_empty() {
+            if self.stopped_by(runner) {
+                return (launched, false);
+            }
             let k = self.room(par.min(rest.len()));
             if k == 0 {
                 return (launched, false);
@@ -1477,8 +1507,9 @@ impl<'a> Search<'a> {
 
     /// Logs what a stage cost: the GPU-seconds since `since`, and the total.
     fn note_spent(&mut self, stage: &str, since: f64) {
+        let u = self.cfg.cost_unit;
         self.log.push(format!(
-            "{stage} spent {:.1} GPU-s (total {:.1} GPU-s, {} trials)",
+            "{stage} spent {:.1} {u}-s (total {:.1} {u}-s, {} trials)",
             self.gpu_seconds - since,
             self.gpu_seconds,
             self.trials
@@ -1495,10 +1526,11 @@ impl<'a> Search<'a> {
         };
         let ((dn, dg), (pn, pg)) = (of(Phase::Design), of(Phase::Promising));
         if pn > 0 {
+            let u = self.cfg.cost_unit;
             self.log.push(format!(
-                "rung 1: {dn} launch(es) for the design ({dg:.1} GPU-s: what the model needs to \
+                "rung 1: {dn} launch(es) for the design ({dg:.1} {u}-s: what the model needs to \
                  place every candidate), {pn} for the most promising candidates after it \
-                 ({pg:.1} GPU-s)"
+                 ({pg:.1} {u}-s)"
             ));
         }
     }
@@ -2199,7 +2231,17 @@ fn finish(s: Search<'_>, contenders: &[usize], exhausted: bool) -> SearchResult 
                 ranking.push(id(i));
                 verdicts[i] = against(&st, &ls, &ps, id(chosen));
             }
-            if exhausted {
+            if exhausted && s.stopped.as_deref() == Some(STOPPED) {
+                log.push(format!(
+                    "stopped: best so far {} {} (not confirmed)",
+                    s.label(chosen),
+                    Search::fmt_stat(&ps)
+                ));
+                Conclusion::Incomplete {
+                    best_so_far: Some(id(chosen)),
+                    why: why_cut(),
+                }
+            } else if exhausted {
                 log.push(format!(
                     "incomplete ({}): best so far {} {}; no winner: the decision rule was not met",
                     why_cut(),
@@ -2254,7 +2296,9 @@ fn finish(s: Search<'_>, contenders: &[usize], exhausted: bool) -> SearchResult 
         }
     };
     if decision.is_none() {
-        log.push(if exhausted {
+        log.push(if exhausted && s.stopped.as_deref() == Some(STOPPED) {
+            "stopped before any candidate was measured".to_string()
+        } else if exhausted {
             format!("incomplete ({}): nothing measured, no pick", why_cut())
         } else {
             "pick: none (no candidate was measured)".to_string()

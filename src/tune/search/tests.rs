@@ -47,6 +47,8 @@ struct Fake {
     spent: f64,
     /// Each decision-log line the search handed over, with the launches made before it.
     decided: Vec<(usize, String)>,
+    /// The user stops the search once this many trials were launched.
+    stop_after: Option<usize>,
 }
 
 impl Fake {
@@ -66,11 +68,16 @@ impl Fake {
             batches: Vec::new(),
             spent: 0.0,
             decided: Vec::new(),
+            stop_after: None,
         }
     }
 }
 
 impl Runner for Fake {
+    fn stopped(&self) -> bool {
+        self.stop_after.is_some_and(|n| self.launched.len() >= n)
+    }
+
     fn decided(&mut self, line: &str) {
         self.decided.push((self.launched.len(), line.to_string()));
     }
@@ -202,6 +209,42 @@ fn mbs_rc() -> (Vec<Knob>, Vec<Candidate>, Vec<f64>) {
         .map(|c| 1000.0 * 0.95f64.powi(c.ranks[0] as i32) * (1.0 + 0.2 * c.ranks[1] as f64))
         .collect();
     (knobs, cands, steps)
+}
+
+/// Stopped by the user after two trials: nothing more is launched or counted, and the log says
+/// the best so far is not confirmed (never "no candidate was measured" after a measured one).
+#[test]
+fn a_stopped_search_counts_its_trials_and_names_the_best_so_far() {
+    let (knobs, cands, steps) = mbs_rc();
+    let mut fake = Fake::new(steps, 0.01, 3);
+    fake.stop_after = Some(2);
+    let r = with_defaults(&knobs, &cands, &mut fake);
+    assert_eq!((r.trials, fake.launched.len()), (2, 2));
+    let log = r.log.join("\n");
+    assert!(log.contains("stop: the sweep was stopped"), "{log}");
+    assert!(log.contains("stopped: best so far #"), "{log}");
+    assert!(log.contains("(not confirmed)"), "{log}");
+    assert!(!log.contains("no candidate was measured"), "{log}");
+    assert!(log.contains("2 trials)"), "{log}");
+    assert!(matches!(
+        r.conclusion,
+        Conclusion::Incomplete {
+            best_so_far: Some(_),
+            ..
+        }
+    ));
+    // Stopped before the first launch: it says so.
+    let mut fake = Fake::new(mbs_rc().2, 0.01, 3);
+    fake.stop_after = Some(0);
+    let r = with_defaults(&knobs, &cands, &mut fake);
+    assert_eq!(r.trials, 0);
+    assert!(
+        r.log
+            .iter()
+            .any(|l| l == "stopped before any candidate was measured"),
+        "{:?}",
+        r.log
+    );
 }
 
 #[test]
