@@ -1835,3 +1835,40 @@ fn a_save_in_a_git_checkout_changes_only_the_edited_file_and_can_be_restored() {
         .code(64)
         .stderr(predicate::str::contains("no kept version `9`"));
 }
+
+/// Trials of two backends are not compared (a TorchTitan trial's values are not a Megatron-LM
+/// experiment's), nor applied across.
+#[test]
+fn trials_of_two_backends_are_not_compared() {
+    let (dir, exp) = tree();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let store = primus_tune::store::Store::open(&ws.join("trials.db")).unwrap();
+    let mut ids = Vec::new();
+    for key in ["train_iters", "training.steps"] {
+        let id = store
+            .insert_trial(&primus_tune::store::NewTrial {
+                config_path: exp.clone(),
+                config_hash: key.into(),
+                overrides: vec![(key.to_string(), serde_json::json!(10))],
+                trial_dir: ws.join(key),
+                ..Default::default()
+            })
+            .unwrap();
+        let mut end =
+            primus_tune::store::TrialEnd::new(primus_tune::store::TrialStatus::Completed, 1.0);
+        end.median_step_ms = Some(100.0);
+        store.finish_trial(id, &end).unwrap();
+        ids.push(id.to_string());
+    }
+    drop(store);
+    bin()
+        .args(["trials", "compare", &ids[0], &ids[1], "--config"])
+        .arg(&exp)
+        .arg("--workspace")
+        .arg(&ws)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("ran Megatron-LM and trial"))
+        .stderr(predicate::str::contains("not comparable"));
+}

@@ -157,6 +157,11 @@ pub fn print_summary(s: &Summary) {
                 ""
             }
         ),
+        (Some(m), None) => println!(
+            "  steady state: n={} after {} warm-up | median step {m:.1} ms (one steady sample: no \
+             interval, not stable)",
+            s.n, s.warmup
+        ),
         _ => println!("  steady state: not enough iterations"),
     }
     // A CPU stand-in's figures are its process's, not a GPU's.

@@ -332,6 +332,11 @@ fn print_comparison(c: &Comparison) {
         CompareVerdict::NoSignificantDifference => println!(
             "  verdict: no significant difference (the change is within its 95 % interval)"
         ),
+        CompareVerdict::SameWithinLaunchNoise => println!(
+            "  verdict: same within launch-to-launch noise (beyond the trials' own intervals, \
+             within {})",
+            c.launch_noise.text()
+        ),
         CompareVerdict::NotMeasured => println!(
             "  verdict: not measured (trial {} or {} has no step time)",
             c.a, c.b

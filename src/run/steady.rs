@@ -10,8 +10,8 @@
 //!   order statistics ([`median_ci95`]), plus the mean and the 10 % trimmed mean as checks;
 //! * spread: the coefficient of variation, the number of steps over 1.5 × the median, and
 //!   pyperf's stability checks (CV < 10 %, min and max within 25 % of the mean);
-//! * throughput: tokens per second per GPU as a harmonic mean of per-step rates, which is
-//!   total tokens over total time, as Primus reports it;
+//! * throughput: tokens per second per GPU of the median step (the median of the per-step
+//!   rates), so the throughput shown and the step time shown are one measurement;
 //! * stopping: a live trial can end once the median is known to within a relative tolerance
 //!   ([`should_stop`]); [`required_samples`] says how long that takes for a given noise level.
 //!
@@ -197,12 +197,12 @@ fn timed_window(iters: &[Iteration], min_warmup: usize) -> (Vec<usize>, Vec<f64>
 /// * `median_step_ms`, `ci95_*` ([`median_ci95`], `ci95_ms` its half-width
 ///   `(high − low)/2`), `mean_step_ms`, `trimmed_mean_step_ms` (⌊n/10⌋ dropped at each end),
 ///   `cv` (sample standard deviation over the mean; 0 for one sample), `min`/`max`,
-///   `outliers` (steps > 1.5 × median), `stable` (CV < 0.10 and min, max within 25 % of the
-///   mean).
-/// * `tokens_per_s_per_gpu`: when steady iterations carry `tokens_per_s_per_gpu`, the harmonic
-///   mean of those; otherwise, with `shape`, `seq_length × global_batch_size / world_size`
-///   tokens per step over the mean step time (the harmonic mean of the per-step rates, i.e.
-///   total tokens over total time); otherwise `None`.
+///   `outliers` (steps > 1.5 × median), `stable` (at least 2 samples, CV < 0.10 and min, max
+///   within 25 % of the mean).
+/// * `tokens_per_s_per_gpu`: when steady iterations carry `tokens_per_s_per_gpu`, the median
+///   of those; otherwise, with `shape`, `seq_length × global_batch_size / world_size` tokens
+///   per step over the median step time; otherwise `None`. Either is the throughput of the
+///   median step shown beside it.
 /// * `tflops_per_gpu`: median of the steady iterations' `tflops_per_gpu`, when any carry it.
 ///
 /// `None` when no steady sample is left.
@@ -234,7 +234,8 @@ pub fn stats(
     let min = sorted[0];
     let max = sorted[n - 1];
     let outliers = window.iter().filter(|&&x| x > 1.5 * median).count();
-    let stable = cv < 0.10 && (mean - min) < 0.25 * mean && (max - mean) < 0.25 * mean;
+    // One sample has no spread to judge: it is not stable, whatever its CV reads.
+    let stable = n >= 2 && cv < 0.10 && (mean - min) < 0.25 * mean && (max - mean) < 0.25 * mean;
 
     // The timed steady iterations (untimed ones inside the window are not part of the
     // measurement, so their rates are not used either).
@@ -244,15 +245,18 @@ pub fn stats(
         .filter_map(|it| it.tokens_per_s_per_gpu)
         .filter(|v| v.is_finite() && *v > 0.0)
         .collect();
+    // Of the median step, as the step time shown: the median of the per-step rates (the
+    // rate of the median step when the tokens per step do not change), else the tokens of a
+    // step over the median step.
     let tokens_per_s_per_gpu = if !rates.is_empty() {
-        Some(rates.len() as f64 / rates.iter().map(|r| 1.0 / r).sum::<f64>())
+        Some(median_sorted(&sorted_copy(&rates)))
     } else {
         shape.and_then(|s| {
             if s.world_size == 0 {
                 return None;
             }
             let per_step = s.seq_length as f64 * s.global_batch_size as f64 / s.world_size as f64;
-            Some(per_step / (mean / 1000.0))
+            Some(per_step / (median / 1000.0))
         })
     };
     let tflops: Vec<f64> = timed_steady
@@ -739,7 +743,7 @@ mod tests {
     }
 
     #[test]
-    fn harmonic_mean_tokens() {
+    fn tokens_of_the_median_step() {
         let mut it = iters_from(&[900.0, 400.0, 100.0, 200.0, 100.0, 200.0]);
         let rates = [1.0, 1.0, 1000.0, 500.0, 1000.0, 500.0];
         for (i, r) in it.iter_mut().zip(rates) {
@@ -752,12 +756,13 @@ mod tests {
             world_size: 1,
         };
         let st = stats(&it, Some(shape), &SteadyConfig::default()).unwrap();
-        // Harmonic mean of 1000, 500, 1000, 500 = 4 / (2/1000 + 2/500) = 666.67 (the log's
-        // own rates win over the shape).
+        // The median of 1000, 500, 1000, 500 = 750: the rate of the median step, 150 ms, as
+        // the step shown (the log's own rates win over the shape).
         assert!(
-            close(st.tokens_per_s_per_gpu.unwrap(), 2000.0 / 3.0, 1e-9),
+            close(st.tokens_per_s_per_gpu.unwrap(), 750.0, 1e-9),
             "{st:?}"
         );
+        assert_eq!(st.median_step_ms, 150.0);
         // Median of 100, 50, 100, 50.
         assert_eq!(st.tflops_per_gpu, Some(75.0));
     }

@@ -25,10 +25,11 @@ impl Summary {
             n: s.as_ref().map_or(0, |s| s.n),
             warmup: s.as_ref().map_or(0, |s| s.warmup),
             median_step_ms: s.as_ref().map(|s| s.median_step_ms),
-            ci95_ms: s.as_ref().map(|s| s.ci95_ms),
-            ci95_low_ms: s.as_ref().map(|s| s.ci95_low_ms),
-            ci95_high_ms: s.as_ref().map(|s| s.ci95_high_ms),
-            cv: s.as_ref().map(|s| s.cv),
+            // One sample has no interval and no spread.
+            ci95_ms: s.as_ref().filter(|s| s.n >= 2).map(|s| s.ci95_ms),
+            ci95_low_ms: s.as_ref().filter(|s| s.n >= 2).map(|s| s.ci95_low_ms),
+            ci95_high_ms: s.as_ref().filter(|s| s.n >= 2).map(|s| s.ci95_high_ms),
+            cv: s.as_ref().filter(|s| s.n >= 2).map(|s| s.cv),
             stable: s.as_ref().map(|s| s.stable),
             tokens_per_s_per_gpu: s.as_ref().and_then(|s| s.tokens_per_s_per_gpu),
             tflops_per_gpu: s.as_ref().and_then(|s| s.tflops_per_gpu),
@@ -118,6 +119,33 @@ pub fn peak_memory(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A trial stopped with one steady sample has a step time, but no interval, no spread,
+    /// and is not stable.
+    #[test]
+    fn one_steady_sample_has_no_interval_and_is_not_stable() {
+        let steps = [900.0, 400.0, 100.0];
+        let iters: Vec<Iteration> = steps
+            .iter()
+            .enumerate()
+            .map(|(i, &ms)| Iteration {
+                iteration: i as u64 + 1,
+                elapsed_ms: Some(ms),
+                ..Iteration::default()
+            })
+            .collect();
+        let cfg = crate::run::steady::SteadyConfig {
+            min_warmup: 2,
+            ..Default::default()
+        };
+        let s = Summary::from_parts(&iters, &[], None, &cfg);
+        assert_eq!((s.n, s.median_step_ms), (1, Some(100.0)), "{s:?}");
+        assert_eq!(
+            (s.ci95_ms, s.cv, s.stable),
+            (None, None, Some(false)),
+            "{s:?}"
+        );
+    }
 
     #[test]
     fn the_allocators_peak_is_preferred_and_kinds_are_never_mixed() {

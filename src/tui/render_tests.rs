@@ -601,7 +601,13 @@ fn trials_compare_app() -> App {
             })
             .collect()
     };
-    let c = crate::app::views::compare::compare(&row(1), &row(3), &iters(1210.0), &iters(1050.0));
+    let c = crate::app::views::compare::compare(
+        &row(1),
+        &row(3),
+        &iters(1210.0),
+        &iters(1050.0),
+        crate::app::views::compare::LaunchNoise::of(None),
+    );
     app::update(&mut app, Msg::Comparison(Ok(Box::new(c))));
     assert!(app.screens.trials.comparison.is_some());
     app
@@ -825,7 +831,13 @@ fn a_comparison_of_different_global_batches_says_per_how_many_samples() {
             })
             .collect()
     };
-    let c = crate::app::views::compare::compare(&row(1), &row(3), &iters(8), &iters(1));
+    let c = crate::app::views::compare::compare(
+        &row(1),
+        &row(3),
+        &iters(8),
+        &iters(1),
+        crate::app::views::compare::LaunchNoise::of(None),
+    );
     app::update(&mut app, Msg::Comparison(Ok(Box::new(c))));
     let s = screen(&mut app, 80, 24);
     assert!(s.contains("median ms/8 samples"), "{s}");

@@ -481,7 +481,13 @@ fn trials_sort_mark_compare_and_apply() {
     assert!(app.screens.trials.compare);
     let a = app.screens.trials.rows[0].row.clone();
     let b = app.screens.trials.rows[1].row.clone();
-    let c = crate::app::views::compare::compare(&a, &b, &[], &[]);
+    let c = crate::app::views::compare::compare(
+        &a,
+        &b,
+        &[],
+        &[],
+        crate::app::views::compare::LaunchNoise::of(None),
+    );
     assert_eq!(c.differences.len(), 1);
     assert_eq!(c.differences[0].flag, "micro_batch_size");
     assert_eq!(c.differences[0].b, serde_json::json!(2));

@@ -97,6 +97,9 @@ pub enum CompareVerdict {
     Slower,
     /// The change lies within its 95 % interval.
     NoSignificantDifference,
+    /// The change lies beyond the two trials' own intervals but within the variation between
+    /// launches of the same settings: two launches of one config differ that much.
+    SameWithinLaunchNoise,
     /// One of them has no measured step time.
     NotMeasured,
 }
@@ -107,6 +110,7 @@ impl CompareVerdict {
             CompareVerdict::Faster => "faster",
             CompareVerdict::Slower => "slower",
             CompareVerdict::NoSignificantDifference => "no significant difference",
+            CompareVerdict::SameWithinLaunchNoise => "same within launch-to-launch noise",
             CompareVerdict::NotMeasured => "not measured",
         }
     }
@@ -130,6 +134,9 @@ pub struct Comparison {
     /// What each trial's peak memory measures; figures of different kinds are not compared.
     pub peak_mem_kinds: [Option<crate::domain::trial::MemorySource>; 2],
     pub verdict: CompareVerdict,
+    /// The launch-to-launch variation the verdict allows for: half-width of its 95 % interval
+    /// on the change, %, and where the variation comes from.
+    pub launch_noise: LaunchNoise,
     /// Set when the trials ran different global batches (a TorchTitan local batch size, say):
     /// trial `a`'s global batch, samples a step, to which `b`'s step time (and its interval)
     /// is scaled before the change and the verdict, so both are timed on the same work.
@@ -143,12 +150,84 @@ pub struct Comparison {
     pub steps: [Vec<(u64, f64)>; 2],
 }
 
-/// Compares two stored trials (their iterations give the step-time curves).
+/// How much the median step of one config varies from launch to launch (a fresh process lands
+/// on other clocks, placements, allocator states): what two launches of the same settings may
+/// differ by, beyond each one's own interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LaunchNoise {
+    /// Relative standard deviation of a launch's median step (0.01 = 1 %).
+    pub cv: f64,
+    /// Repeated launches the workspace measured it on (0: not measured, [`ASSUMED_CV`]).
+    pub repeats: usize,
+}
+
+/// The launch-to-launch variation assumed before the workspace measured one (the search's
+/// assumption too).
+pub const ASSUMED_CV: f64 = 0.01;
+
+impl LaunchNoise {
+    /// The workspace's measured variation, else [`ASSUMED_CV`].
+    pub fn of(measured: Option<(f64, usize)>) -> LaunchNoise {
+        match measured {
+            Some((cv, repeats)) if cv.is_finite() && cv >= 0.0 => LaunchNoise { cv, repeats },
+            _ => LaunchNoise {
+                cv: ASSUMED_CV,
+                repeats: 0,
+            },
+        }
+    }
+
+    /// Half-width of the 95 % interval it puts on the change between two launches, % (the
+    /// difference of two launches varies √2 times one).
+    pub fn ci95_pct(&self) -> f64 {
+        1.96 * std::f64::consts::SQRT_2 * self.cv * 100.0
+    }
+
+    /// Where the variation comes from, in words.
+    pub fn text(&self) -> String {
+        match self.repeats {
+            0 => format!(
+                "±{:.1} % between launches (assumed: the workspace has no repeated launch yet)",
+                self.ci95_pct()
+            ),
+            n => format!(
+                "±{:.1} % between launches (measured over {n} repeated launch(es) in this workspace)",
+                self.ci95_pct()
+            ),
+        }
+    }
+}
+
+/// The backend a stored trial ran, by the keys of what it ran (TorchTitan's are dotted
+/// sections, Megatron-LM's flat); None when nothing tells.
+pub fn backend_of(t: &TrialRow) -> Option<&'static str> {
+    let keys: Vec<String> = match trial_params(t) {
+        Some(p) => p.into_keys().collect(),
+        None => t.overrides.iter().map(|(k, _)| k.clone()).collect(),
+    };
+    if keys
+        .iter()
+        .any(|k| k == "training.steps" || k.starts_with("training."))
+    {
+        Some("TorchTitan")
+    } else if keys
+        .iter()
+        .any(|k| k == "train_iters" || k == "micro_batch_size")
+    {
+        Some("Megatron-LM")
+    } else {
+        None
+    }
+}
+
+/// Compares two stored trials (their iterations give the step-time curves), allowing for the
+/// launch-to-launch variation `noise`.
 pub fn compare(
     a: &TrialRow,
     b: &TrialRow,
     iters_a: &[Iteration],
     iters_b: &[Iteration],
+    noise: LaunchNoise,
 ) -> Comparison {
     // Samples a step: what the log says it processed, else what the trial was configured with.
     let batch = |t: &TrialRow, rows: &[Iteration]| {
@@ -174,6 +253,10 @@ pub fn compare(
         Some(c) => match c.ci95_pct {
             Some(ci) if c.change_pct.abs() <= ci => CompareVerdict::NoSignificantDifference,
             None => CompareVerdict::NoSignificantDifference,
+            // Two launches differ by their own noise plus what varies between launches.
+            Some(ci) if c.change_pct.abs() <= ci.hypot(noise.ci95_pct()) => {
+                CompareVerdict::SameWithinLaunchNoise
+            }
             Some(_) if c.change_pct < 0.0 => CompareVerdict::Faster,
             Some(_) => CompareVerdict::Slower,
         },
@@ -199,6 +282,7 @@ pub fn compare(
         },
         peak_mem_kinds: [a.peak_mem_kind(), b.peak_mem_kind()],
         verdict,
+        launch_noise: noise,
         per_samples: scale.map(|(ga, _)| ga.round() as u64),
         b_samples: scale.map(|(_, gb)| gb.round() as u64),
         steps: [curve(iters_a), curve(iters_b)],
@@ -254,7 +338,13 @@ mod tests {
                 })
                 .collect()
         };
-        let c = compare(&row(60.0, 1.0), &row(11.0, 0.2), &logged(8), &logged(1));
+        let c = compare(
+            &row(60.0, 1.0),
+            &row(11.0, 0.2),
+            &logged(8),
+            &logged(1),
+            LaunchNoise::of(None),
+        );
         assert_eq!((c.per_samples, c.b_samples), (Some(8), Some(1)));
         let m = c.median_step_ms.unwrap();
         assert!(
@@ -264,32 +354,94 @@ mod tests {
         assert!((m.ci95_pct.unwrap() - (1.0 + 1.6) / 60.0 * 100.0).abs() < 1e-9);
         assert_eq!(c.verdict, CompareVerdict::Slower);
         // The same batch, or one not known: the step times as they are.
-        let c = compare(&row(60.0, 1.0), &row(11.0, 0.2), &logged(8), &logged(8));
+        let c = compare(
+            &row(60.0, 1.0),
+            &row(11.0, 0.2),
+            &logged(8),
+            &logged(8),
+            LaunchNoise::of(None),
+        );
         assert_eq!((c.per_samples, c.median_step_ms.unwrap().b), (None, 11.0));
-        let c = compare(&row(60.0, 1.0), &row(11.0, 0.2), &[], &logged(1));
+        let c = compare(
+            &row(60.0, 1.0),
+            &row(11.0, 0.2),
+            &[],
+            &logged(1),
+            LaunchNoise::of(None),
+        );
         assert_eq!(c.verdict, CompareVerdict::Faster);
     }
 
     #[test]
     fn a_change_inside_its_interval_is_no_significant_difference() {
         // 10.2 % slower with a ±10.8 % interval: a tie, not slower.
-        let c = compare(&row(100.0, 5.4), &row(110.2, 5.4), &[], &[]);
+        let c = compare(
+            &row(100.0, 5.4),
+            &row(110.2, 5.4),
+            &[],
+            &[],
+            LaunchNoise::of(None),
+        );
         assert_eq!(c.verdict, CompareVerdict::NoSignificantDifference);
         let m = c.median_step_ms.unwrap();
         assert!((m.change_pct - 10.2).abs() < 1e-9 && (m.ci95_pct.unwrap() - 10.8).abs() < 1e-9);
         assert_eq!(
-            compare(&row(100.0, 1.0), &row(110.0, 1.0), &[], &[]).verdict,
+            compare(
+                &row(100.0, 1.0),
+                &row(110.0, 1.0),
+                &[],
+                &[],
+                LaunchNoise::of(None)
+            )
+            .verdict,
             CompareVerdict::Slower
         );
         assert_eq!(
-            compare(&row(100.0, 1.0), &row(90.0, 1.0), &[], &[]).verdict,
+            compare(
+                &row(100.0, 1.0),
+                &row(90.0, 1.0),
+                &[],
+                &[],
+                LaunchNoise::of(None)
+            )
+            .verdict,
             CompareVerdict::Faster
         );
         let mut none = row(100.0, 1.0);
         none.median_step_ms = None;
         assert_eq!(
-            compare(&none, &row(90.0, 1.0), &[], &[]).verdict,
+            compare(&none, &row(90.0, 1.0), &[], &[], LaunchNoise::of(None)).verdict,
             CompareVerdict::NotMeasured
         );
+    }
+
+    /// Two launches of identical settings, 0.5 % apart with ±0.2 % of their own: within what
+    /// launches vary by (1 % assumed), "same within launch-to-launch noise", not "slower"; with
+    /// a workspace that measured launches to vary by 0.1 %, slower.
+    #[test]
+    fn launches_of_one_config_are_the_same_within_launch_to_launch_noise() {
+        let (a, b) = (row(100.0, 0.1), row(100.5, 0.1));
+        let c = compare(&a, &b, &[], &[], LaunchNoise::of(None));
+        assert_eq!(c.verdict, CompareVerdict::SameWithinLaunchNoise);
+        assert!(
+            c.launch_noise.text().contains("assumed"),
+            "{}",
+            c.launch_noise.text()
+        );
+        let quiet = LaunchNoise::of(Some((0.001, 6)));
+        let c = compare(&a, &b, &[], &[], quiet);
+        assert_eq!(c.verdict, CompareVerdict::Slower);
+        assert!(quiet.text().contains("measured over 6"), "{}", quiet.text());
+    }
+
+    #[test]
+    fn a_trial_s_backend_comes_from_what_it_ran() {
+        let mut t = row(1.0, 0.1);
+        t.overrides = vec![("training.steps".into(), json!(10))];
+        assert_eq!(backend_of(&t), Some("TorchTitan"));
+        t.overrides = vec![("train_iters".into(), json!(10))];
+        assert_eq!(backend_of(&t), Some("Megatron-LM"));
+        t.overrides = vec![];
+        assert_eq!(backend_of(&t), None);
     }
 }

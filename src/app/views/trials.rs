@@ -246,7 +246,27 @@ pub fn compare(session: &Session, a: i64, b: i64) -> Result<Comparison, AppError
     };
     let (ta, ia) = get(a)?;
     let (tb, ib) = get(b)?;
-    Ok(super::compare::compare(&ta, &tb, &ia, &ib))
+    if let (Some(ka), Some(kb)) = (
+        super::compare::backend_of(&ta),
+        super::compare::backend_of(&tb),
+    ) && ka != kb
+    {
+        return Err(AppError::Failed(format!(
+            "trial {a} ran {ka} and trial {b} {kb}: their settings and step times are not \
+             comparable"
+        )));
+    }
+    // What two launches of one config differ by, as this workspace measured it (trials of the
+    // first one's experiment and profile), else assumed.
+    let noise = super::compare::LaunchNoise::of(
+        crate::app::sweep::history::launch_history(
+            &store,
+            &ta.config_path,
+            ta.profile.as_deref().unwrap_or_default(),
+        )
+        .launch_cv,
+    );
+    Ok(super::compare::compare(&ta, &tb, &ia, &ib, noise))
 }
 
 /// What applying a trial writes: its differing flags with the values it ran, as edits of the
@@ -261,8 +281,27 @@ pub struct ApplyPlan {
 }
 
 /// The edits that make the session's experiment run what trial `t` ran: its difference from
-/// the experiment now (for a trial of another experiment, from this one).
+/// the experiment now (for a trial of another experiment, from this one). A trial of another
+/// backend (TorchTitan values for a Megatron-LM experiment) is refused.
 pub fn apply_plan(session: &Session, t: &TrialSummary) -> Result<ApplyPlan, AppError> {
+    let exp = session.load_plain()?;
+    let m = exp.main_module();
+    let here = if m.is_torchtitan() {
+        Some("TorchTitan")
+    } else if m.is_megatron() {
+        Some("Megatron-LM")
+    } else {
+        None
+    };
+    if let (Some(there), Some(here)) = (super::compare::backend_of(&t.row), here)
+        && there != here
+    {
+        return Err(AppError::Failed(format!(
+            "trial {} ran {there}; {} is a {here} experiment: its values do not apply here",
+            t.id,
+            session.display()
+        )));
+    }
     let diffs = if t.this_experiment {
         t.differences.clone()
     } else {
