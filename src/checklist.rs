@@ -140,10 +140,14 @@ pub struct MeasuredMemory {
 impl MeasuredMemory {
     /// ` on N GPU(s)` when its world is known, else nothing.
     fn gpus_text(&self) -> String {
-        self.world.map_or(String::new(), |w| {
-            format!(" on {w} GPU{}", if w == 1 { "" } else { "s" })
-        })
+        self.world
+            .map_or(String::new(), |w| format!(" on {}", gpus(w)))
     }
+}
+
+/// `1 GPU`, `8 GPUs`.
+fn gpus(n: u64) -> String {
+    format!("{n} GPU{}", if n == 1 { "" } else { "s" })
 }
 
 pub fn evaluate(
@@ -505,6 +509,29 @@ impl Cx<'_> {
         (None, f, Vec::new())
     }
 
+    /// The data-parallel size at the known world (world / (TP × PP × CP)); None when the world
+    /// is unknown.
+    fn data_parallel(&self) -> Option<i64> {
+        let world = self.world.map(|w| w.gpus as i64)?;
+        let mp = self.int("tensor_model_parallel_size", 1).max(1)
+            * self.int("pipeline_model_parallel_size", 1).max(1)
+            * self.int("context_parallel_size", 1).max(1);
+        Some((world / mp).max(1))
+    }
+
+    /// A finding about data parallelism: a to-do where ranks share the data, only a note at
+    /// DP 1, where it does nothing (`what` says what it would do).
+    fn for_dp(&self, id: &'static str, flag: &str, todo_text: &str, what: &str) -> Finding {
+        match self.data_parallel() {
+            Some(1) => info(format!(
+                "{flag} is off: it {what} across data-parallel ranks, and at DP 1 on {} there \
+                 is none (it matters once the world has more)",
+                gpus(self.world.map_or(1, |w| w.gpus))
+            )),
+            _ => todo(id, todo_text),
+        }
+    }
+
     fn memory(&self) -> StepEval {
         let mut f = Vec::new();
         if self.megatron() {
@@ -519,7 +546,12 @@ impl Cx<'_> {
             if self.on("use_distributed_optimizer") {
                 f.push(ok("distributed optimizer shards optimizer state"));
             } else {
-                f.push(todo(rule::DISTRIBUTED_OPTIMIZER, "rule (Primus performance-tuning guide §6): use_distributed_optimizer: true shards optimizer state across DP ranks"));
+                f.push(self.for_dp(
+                    rule::DISTRIBUTED_OPTIMIZER,
+                    "use_distributed_optimizer",
+                    "rule (Primus performance-tuning guide §6): use_distributed_optimizer: true shards optimizer state across DP ranks",
+                    "shards optimizer state",
+                ));
             }
             if self.on("optimizer_cpu_offload") {
                 f.push(ok("optimizer state offloaded to CPU"));
@@ -535,13 +567,14 @@ impl Cx<'_> {
                         * self.int("pipeline_model_parallel_size", 1).max(1)
                         * self.int("context_parallel_size", 1).max(1);
                     let dp = (world / mp).max(1);
+                    let on = gpus(world as u64);
                     if gbs % (mbs * dp) == 0 {
                         f.push(info(format!(
-                            "micro batch {mbs}, global batch {gbs}: {} accumulation steps on {world} GPUs (DP {dp})",
+                            "micro batch {mbs}, global batch {gbs}: {} accumulation steps on {on} (DP {dp})",
                             gbs / (mbs * dp)
                         )));
                     } else {
-                        f.push(info(format!("global batch {gbs} is not a multiple of micro batch × DP ({mbs} × {dp}) on {world} GPUs")));
+                        f.push(info(format!("global batch {gbs} is not a multiple of micro batch × DP ({mbs} × {dp}) on {on}")));
                     }
                 }
             }
@@ -623,16 +656,26 @@ impl Cx<'_> {
     fn comm(&self) -> StepEval {
         let mut f = Vec::new();
         if self.megatron() {
-            for (k, krule) in [
-                ("overlap_grad_reduce", rule::OVERLAP_GRAD_REDUCE),
-                ("overlap_param_gather", rule::OVERLAP_PARAM_GATHER),
+            for (k, krule, what) in [
+                (
+                    "overlap_grad_reduce",
+                    rule::OVERLAP_GRAD_REDUCE,
+                    "overlaps the gradient reduce-scatter",
+                ),
+                (
+                    "overlap_param_gather",
+                    rule::OVERLAP_PARAM_GATHER,
+                    "overlaps the parameter all-gather",
+                ),
             ] {
                 if self.on(k) {
                     f.push(ok(format!("{k} is on")));
                 } else {
-                    f.push(todo(
+                    f.push(self.for_dp(
                         krule,
-                        format!("rule (Primus performance-tuning guide §5): turn on {k}"),
+                        k,
+                        &format!("rule (Primus performance-tuning guide §5): turn on {k}"),
+                        what,
                     ));
                 }
             }
@@ -876,6 +919,59 @@ mod tests {
             report(&[], &Known::default(), Step::Memory).status,
             Status::NotMeasured
         );
+    }
+
+    /// At DP 1 there is nothing to shard or overlap across data-parallel ranks: the
+    /// distributed optimizer and the gradient/parameter overlaps are notes there, to-dos at
+    /// DP 8 (and where the world is unknown), and "1 GPU" is singular.
+    #[test]
+    fn data_parallel_advice_follows_the_world() {
+        let off = [
+            ("use_distributed_optimizer", Value::Bool(false)),
+            ("overlap_grad_reduce", Value::Bool(false)),
+            ("overlap_param_gather", Value::Bool(false)),
+            ("expert_model_parallel_size", Value::Int(1)),
+        ];
+        let todos = |world: Option<&World>| {
+            let known = Known {
+                world,
+                ..Known::default()
+            };
+            [Step::Memory, Step::Comm]
+                .iter()
+                .flat_map(|&st| report(&off, &known, st).findings)
+                .filter_map(|f| f.rule)
+                .collect::<Vec<_>>()
+        };
+        let one = World::flag(1).unwrap();
+        let at_one = todos(Some(&one));
+        for r in [
+            rule::DISTRIBUTED_OPTIMIZER,
+            rule::OVERLAP_GRAD_REDUCE,
+            rule::OVERLAP_PARAM_GATHER,
+        ] {
+            assert!(!at_one.contains(&r), "{r} at DP 1: {at_one:?}");
+            assert!(
+                todos(Some(&World::flag(8).unwrap())).contains(&r),
+                "{r} at DP 8"
+            );
+            assert!(todos(None).contains(&r), "{r} at an unknown world");
+        }
+        let known = Known {
+            world: Some(&one),
+            ..Known::default()
+        };
+        let text: Vec<String> = report(&off, &known, Step::Memory)
+            .findings
+            .iter()
+            .map(|f| f.text.clone())
+            .collect();
+        let text = text.join("\n");
+        assert!(
+            text.contains("on 1 GPU (DP 1)") && !text.contains("1 GPUs"),
+            "{text}"
+        );
+        assert!(text.contains("at DP 1 on 1 GPU there is none"), "{text}");
     }
 
     #[test]
