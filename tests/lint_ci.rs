@@ -72,9 +72,11 @@ fn check_sarif(v: &Value) -> Vec<Value> {
             let p = &l["physicalLocation"];
             let uri = p["artifactLocation"]["uri"].as_str().unwrap();
             assert!(!uri.starts_with('/') && !uri.contains('\\'), "{uri}");
-            if let Some(region) = p.get("region") {
-                assert!(region["startLine"].as_u64().unwrap() >= 1, "{r}");
-                assert!(region["startColumn"].as_u64().unwrap() >= 1, "{r}");
+            // Code scanning needs a start line; a column only where one is known.
+            let region = &p["region"];
+            assert!(region["startLine"].as_u64().unwrap() >= 1, "{r}");
+            if let Some(c) = region.get("startColumn") {
+                assert!(c.as_u64().unwrap() >= 1, "{r}");
             }
         }
     }
@@ -128,6 +130,58 @@ fn the_bundled_examples_in_github_and_sarif_formats() {
         "presets/examples/experiments/moe_16B-BF16-pretrain.yaml"
     );
     assert_eq!(loc["region"]["startLine"], 62);
+}
+
+#[test]
+fn a_finding_about_the_whole_file_is_annotated_at_the_file() {
+    // CUDA_DEVICE_MAX_CONNECTIONS unset with TP 2 and overlap: an info about the launch
+    // environment, with no line of its own. It belongs to the experiment linted.
+    let args = [
+        "lint",
+        "presets/examples/experiments/llama3_8B-BF16-pretrain.yaml",
+        "--gpus",
+        "8",
+        "--set",
+        "tensor_model_parallel_size=2",
+        "--set",
+        "overlap_grad_reduce=true",
+        "--format",
+    ];
+    let run = |format: &str| {
+        out_of(
+            bin()
+                .args(args)
+                .arg(format)
+                .env_remove("CUDA_DEVICE_MAX_CONNECTIONS")
+                .output()
+                .unwrap(),
+        )
+    };
+    let g = run("github");
+    assert_eq!(g.code, 0, "{}{}", g.stdout, g.stderr);
+    assert!(
+        g.stdout.starts_with(
+            "::notice file=presets/examples/experiments/llama3_8B-BF16-pretrain.yaml,title=cuda-max-connections::"
+        ),
+        "{}",
+        g.stdout
+    );
+    let results = check_sarif(&json(&run("sarif").stdout));
+    assert_eq!(results.len(), 1, "{results:?}");
+    let loc = &results[0]["locations"][0]["physicalLocation"];
+    assert_eq!(
+        loc["artifactLocation"]["uri"],
+        "presets/examples/experiments/llama3_8B-BF16-pretrain.yaml"
+    );
+    assert_eq!(loc["region"]["startLine"], 1);
+    let t = run("text");
+    assert!(
+        t.stdout.starts_with(
+            "presets/examples/experiments/llama3_8B-BF16-pretrain.yaml: info[cuda-max-connections]"
+        ),
+        "{}",
+        t.stdout
+    );
 }
 
 /// A copy of the bundled examples with a warning-only, an erroneous and a broken experiment.

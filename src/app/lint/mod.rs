@@ -124,6 +124,7 @@ pub fn lint_inputs(
                 }
                 Err(e) => vec![load_error(&path, &e)],
             };
+            let diagnostics = at_the_file(diagnostics, &path);
             Ok(LintedFile { path, diagnostics })
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -131,6 +132,23 @@ pub fn lint_inputs(
         files,
         world: load.world,
     })
+}
+
+/// Every finding placed: one without a place of its own (a finding about the whole experiment,
+/// such as the world size) is at the linted file, line unknown, so that every output names the
+/// file it belongs to (GitHub annotations and SARIF results need one, as ruff's do).
+fn at_the_file(diagnostics: Vec<Diagnostic>, path: &Path) -> Vec<Diagnostic> {
+    diagnostics
+        .into_iter()
+        .map(|mut d| {
+            d.location.get_or_insert_with(|| Location {
+                file: path.to_path_buf(),
+                line: 0,
+                column: 0,
+            });
+            d
+        })
+        .collect()
 }
 
 /// A file that cannot be loaded as a finding: at the place the error names (the experiment, or

@@ -50,14 +50,17 @@ fn result(d: &Diagnostic, rule_index: usize) -> Value {
         .location
         .iter()
         .map(|l| {
-            let mut physical = json!({ "artifactLocation": { "uri": uri(&l.file) } });
-            if l.line > 0 {
-                physical["region"] = json!({
-                    "startLine": l.line,
-                    "startColumn": l.column.max(1),
-                });
-            }
-            json!({ "physicalLocation": physical })
+            // GitHub code scanning needs a start line: a finding about the whole file (line
+            // unknown) is shown at its first line.
+            let region = if l.line > 0 {
+                json!({ "startLine": l.line, "startColumn": l.column.max(1) })
+            } else {
+                json!({ "startLine": 1 })
+            };
+            json!({ "physicalLocation": {
+                "artifactLocation": { "uri": uri(&l.file) },
+                "region": region,
+            }})
         })
         .collect();
     json!({
@@ -138,11 +141,9 @@ mod tests {
         assert_eq!(loc["region"]["startColumn"], 4);
         assert_eq!(res[1]["level"], "note");
         assert_eq!(res[1]["message"]["text"], "i\nhint: h");
-        assert!(
-            res[1]["locations"][0]["physicalLocation"]
-                .get("region")
-                .is_none()
-        );
+        let whole = &res[1]["locations"][0]["physicalLocation"]["region"];
+        assert_eq!(whole["startLine"], 1);
+        assert!(whole.get("startColumn").is_none());
     }
 
     #[test]
