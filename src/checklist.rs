@@ -394,12 +394,9 @@ impl Cx<'_> {
                 2 => "tune the dumped shapes offline: stage 2 (often 10–30 minutes)".to_string(),
                 _ => "train with the tuned file: stage 3 (compare it against the untuned baseline)".to_string(),
             }));
-            // Relative to the current folder when below it, as the user would type it.
-            let cwd = std::env::current_dir().unwrap_or_default();
-            let shown = self.exp.path.strip_prefix(&cwd).unwrap_or(&self.exp.path);
             actions.push(format!(
                 "primus-tune gemm-tune stage {n} {}",
-                shown.display()
+                self.typed_path()
             ));
             actions.push(format!(
                 "or by hand: export PRIMUS_HIPBLASLT_TUNING=1 PRIMUS_HIPBLASLT_TUNING_STAGE={n}"
@@ -417,6 +414,14 @@ impl Cx<'_> {
         (status, f, actions)
     }
 
+    /// The experiment as the user would type it in a command: relative to the current folder
+    /// when below it, quoted for the shell.
+    fn typed_path(&self) -> String {
+        let cwd = std::env::current_dir().unwrap_or_default();
+        let shown = self.exp.path.strip_prefix(&cwd).unwrap_or(&self.exp.path);
+        crate::util::shell::quote(&shown.to_string_lossy())
+    }
+
     fn kernels(&self) -> StepEval {
         let mut f = Vec::new();
         let mut actions = Vec::new();
@@ -426,7 +431,10 @@ impl Cx<'_> {
                     rule::PRIMUS_TURBO,
                     "Primus-Turbo is off: install primus_turbo and set enable_primus_turbo: true",
                 ));
-                actions.push("primus-tune set CONFIG enable_primus_turbo=true --write".into());
+                actions.push(format!(
+                    "primus-tune set {} enable_primus_turbo=true --write",
+                    self.typed_path()
+                ));
                 return (None, f, actions);
             }
             f.push(ok("Primus-Turbo is on (enable_primus_turbo)"));
@@ -924,6 +932,16 @@ mod tests {
     /// At DP 1 there is nothing to shard or overlap across data-parallel ranks: the
     /// distributed optimizer and the gradient/parameter overlaps are notes there, to-dos at
     /// DP 8 (and where the world is unknown), and "1 GPU" is singular.
+    #[test]
+    fn actions_name_the_experiment_never_a_placeholder() {
+        let off = [("enable_primus_turbo", Value::Bool(false))];
+        let actions = report(&off, &Known::default(), Step::Kernels).actions;
+        assert_eq!(
+            actions,
+            ["primus-tune set presets/examples/experiments/moe_16B-BF16-pretrain.yaml enable_primus_turbo=true --write"],
+        );
+    }
+
     #[test]
     fn data_parallel_advice_follows_the_world() {
         let off = [

@@ -99,17 +99,8 @@ fn gib(b: f64) -> f64 {
     b / (1u64 << 30) as f64
 }
 
-/// A value as the shell reads it: bare when it has no special characters, else single-quoted.
-pub fn shell_word(s: &str) -> String {
-    let plain = !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
-    if plain {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
-}
+/// A value as the shell reads it (one quoting for every printed command).
+pub use crate::util::shell::quote as shell_word;
 
 /// The command that resumes `study` of this session: the experiment, the workspace when it is
 /// not the default one, the profile and GPUs the study ran with.
