@@ -938,7 +938,9 @@ mod tests {
         let actions = report(&off, &Known::default(), Step::Kernels).actions;
         assert_eq!(
             actions,
-            ["primus-tune set presets/examples/experiments/moe_16B-BF16-pretrain.yaml enable_primus_turbo=true --write"],
+            [
+                "primus-tune set presets/examples/experiments/moe_16B-BF16-pretrain.yaml enable_primus_turbo=true --write"
+            ],
         );
     }
 

@@ -857,7 +857,7 @@ fn recommend_unknown_gpu_is_a_usage_error() {
 }
 
 #[test]
-fn studies_of_a_fresh_experiment_are_none_and_a_missing_database_is_no_input() {
+fn studies_and_trials_of_a_fresh_experiment_are_none_and_a_named_one_is_no_input() {
     let (d, exp) = tree();
     let ws = d.path().join("ws");
     let out = bin()
@@ -882,6 +882,41 @@ fn studies_of_a_fresh_experiment_are_none_and_a_missing_database_is_no_input() {
         .assert()
         .code(66)
         .stderr(predicate::str::contains("no trial database"));
+    // `trials` lists the same way: nothing is an empty list (0) in every format, and says how
+    // to run one; a trial named is no input (66), with the command to run.
+    let trials = |args: &[&str]| {
+        let out = bin()
+            .arg("trials")
+            .args(args)
+            .arg("--workspace")
+            .arg(&ws)
+            .arg("--config")
+            .arg(&exp)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stdout, _) = trials(&[]);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(
+        stdout.starts_with("(no trials of ") && stdout.contains("run one with: primus-tune run "),
+        "{stdout}"
+    );
+    assert_eq!(trials(&["--json"]).1.trim(), "[]");
+    let (code, csv, _) = trials(&["--csv"]);
+    assert_eq!((code, csv.lines().count()), (Some(0), 1), "{csv}");
+    assert!(csv.starts_with("id,"), "{csv}");
+    let (code, _, err) = trials(&["show", "1"]);
+    assert_eq!(code, Some(66), "{err}");
+    assert!(
+        err.contains("no trial database yet (run a trial first: primus-tune run ")
+            && !err.contains("CONFIG"),
+        "{err}"
+    );
 }
 
 /// `recommend --apply` writes only what its own lint accepts: the Turbo grouped GEMM comes with

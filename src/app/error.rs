@@ -59,8 +59,8 @@ pub enum AppError {
     NoTrial { id: i64, db: String },
     #[error("study `{name}` has no result yet (finish it with `{resume}`)")]
     Unfinished { name: String, resume: String },
-    #[error("{}: no trial database yet (run a trial first: primus-tune run CONFIG)", path.display())]
-    NoDatabase { path: PathBuf },
+    #[error("{}: no trial database yet (run a trial first: {run})", path.display())]
+    NoDatabase { path: PathBuf, run: String },
     #[error("{0}")]
     Usage(String),
     /// The request is well-formed but cannot be carried out for this experiment, profile or

@@ -314,6 +314,10 @@ impl Session {
     pub fn require_store(&self) -> Result<Store, AppError> {
         self.existing_store()?.ok_or_else(|| AppError::NoDatabase {
             path: self.workspace.db.clone(),
+            run: format!(
+                "primus-tune run {}",
+                crate::util::shell::quote(&self.display())
+            ),
         })
     }
 

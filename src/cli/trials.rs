@@ -98,7 +98,6 @@ impl DbArgs {
 pub fn run(a: &TrialsArgs) -> Result<ExitCode, CliError> {
     let mut session = a.db.session()?;
     session.all_experiments |= a.all;
-    let store = session.require_store()?;
     let usage = |e: crate::store::StoreError| CliError::Failed(e.to_string());
     if let Some(TrialsCommand::Compare { a: x, b: y, json }) = &a.command {
         let c = trials::compare(&session, *x, *y)?;
@@ -110,6 +109,8 @@ pub fn run(a: &TrialsArgs) -> Result<ExitCode, CliError> {
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(TrialsCommand::Show { id, json, csv }) = &a.command {
+        // A trial named must exist: no database is "no input" (66).
+        let store = session.require_store()?;
         let t = store
             .trial(*id)
             .map_err(usage)?
@@ -142,6 +143,11 @@ pub fn run(a: &TrialsArgs) -> Result<ExitCode, CliError> {
         filter = filter.last(n);
     }
     if a.csv {
+        // A listing of nothing is empty, not an error (as `studies`): the header alone.
+        let store = match session.existing_store()? {
+            Some(s) => s,
+            None => crate::store::Store::open_in_memory().map_err(usage)?,
+        };
         let mut out = std::io::stdout().lock();
         store.export_trials_csv(&mut out, &filter).map_err(usage)?;
         return Ok(ExitCode::SUCCESS);
@@ -152,6 +158,19 @@ pub fn run(a: &TrialsArgs) -> Result<ExitCode, CliError> {
         return Ok(ExitCode::SUCCESS);
     }
     let all = session.all_experiments;
+    if rows.is_empty() {
+        // Nothing to list is not an error (as `studies`): say how to get something.
+        let exp = crate::util::shell::quote(&session.display());
+        if all {
+            println!("(no trials; run one with: primus-tune run {exp})");
+        } else {
+            println!(
+                "(no trials of {exp}; run one with: primus-tune run {exp}, or --all lists every \
+                 experiment's)"
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     // The text columns are as wide as their widest value, so a long profile or experiment
     // name never runs into the next column.
     // A CPU stand-in's figures are its process's, not a GPU's: its profile says so.
@@ -223,16 +242,6 @@ pub fn run(a: &TrialsArgs) -> Result<ExitCode, CliError> {
             "(stand-in): a CPU stand-in's figures, per process and its host's memory: how the \
              knobs it models move the step, not GPU evidence"
         );
-    }
-    if rows.is_empty() {
-        if all {
-            println!("(no trials)");
-        } else {
-            println!(
-                "(no trials of {}; --all lists every experiment's)",
-                session.display()
-            );
-        }
     }
     Ok(ExitCode::SUCCESS)
 }
