@@ -69,6 +69,9 @@ struct Printer {
     /// A `\r` progress line is on screen (end it before printing another line).
     open_line: bool,
     err: std::io::Stderr,
+    /// Why GPU telemetry was unavailable, as last said: a sweep's every trial finds the same
+    /// host, so the notice is said once, and again only when the reason changes.
+    telemetry_told: Option<String>,
 }
 
 impl Printer {
@@ -78,7 +81,19 @@ impl Printer {
             style,
             open_line: false,
             err: std::io::stderr(),
+            telemetry_told: None,
         }
+    }
+
+    /// The no-telemetry notice, unless the same one was already said.
+    fn telemetry_notice(&mut self, why: &str) -> Option<String> {
+        if self.telemetry_told.as_deref() == Some(why) {
+            return None;
+        }
+        self.telemetry_told = Some(why.to_string());
+        Some(format!(
+            "no GPU telemetry ({why}); sampling host figures only"
+        ))
     }
 
     fn line(&mut self, text: &str) {
@@ -163,9 +178,11 @@ impl Printer {
             // primus-tune's own notes in the trial's log (the world it chose, strays it killed).
             TrialEvent::Line { line, .. } if line.starts_with("primus-tune: ") => self.line(line),
             TrialEvent::Line { line, .. } if self.style.job => self.line(&format!("  | {line}")),
-            TrialEvent::TelemetryUnavailable { why } => self.line(&format!(
-                "no GPU telemetry ({why}); sampling host figures only"
-            )),
+            TrialEvent::TelemetryUnavailable { why } => {
+                if let Some(text) = self.telemetry_notice(why) {
+                    self.line(&text);
+                }
+            }
             TrialEvent::Stopping { reason } => self.line(&format!("stopping the trial ({reason})")),
             _ => {}
         }
@@ -175,5 +192,27 @@ impl Printer {
         if self.open_line {
             let _ = writeln!(self.err);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_no_telemetry_notice_is_said_once_per_reason() {
+        let mut p = Printer::new(Style {
+            json: false,
+            trial_headers: false,
+            max_iters: 10,
+            job: false,
+        });
+        let first = p.telemetry_notice("no GPU found");
+        assert_eq!(
+            first.as_deref(),
+            Some("no GPU telemetry (no GPU found); sampling host figures only")
+        );
+        assert_eq!(p.telemetry_notice("no GPU found"), None);
+        assert!(p.telemetry_notice("NVML failed").is_some());
     }
 }
