@@ -1907,3 +1907,39 @@ fn trials_of_two_backends_are_not_compared() {
         .stderr(predicate::str::contains("ran Megatron-LM and trial"))
         .stderr(predicate::str::contains("not comparable"));
 }
+
+/// The help says what the commands do: where a default comes from (the defaults file's `gpus`
+/// and `profile`, which tests/defaults_file.rs shows taking effect), where backups go, what a
+/// stand-in's budget counts.
+#[test]
+fn help_texts_match_what_the_commands_do() {
+    let help = |args: &[&str]| {
+        let out = bin().args(args).arg("--help").output().unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    for cmd in ["lint", "run", "sweep", "set", "show", "checklist"] {
+        let h = help(&[cmd]);
+        assert!(h.contains("`gpus` of the defaults file"), "{cmd}: {h}");
+    }
+    for cmd in ["run", "sweep"] {
+        let h = help(&[cmd]);
+        assert!(
+            h.contains("`profile` of the defaults file, else proxy-cpu"),
+            "{cmd}: {h}"
+        );
+    }
+    let sweep = help(&["sweep"]);
+    assert!(
+        sweep.contains("CPU time") && sweep.contains("keeps the budget"),
+        "{sweep}"
+    );
+    let recommend = help(&["recommend"]);
+    assert!(
+        !recommend.contains(".bak") && !recommend.contains(".orig"),
+        "{recommend}"
+    );
+    assert!(recommend.contains("primus-tune backups"), "{recommend}");
+    let set = help(&["set"]);
+    assert!(set.contains("primus-tune backups"), "{set}");
+}

@@ -29,8 +29,8 @@ pub struct SessionOptions {
     pub overrides: Vec<String>,
     /// `--workspace DIR` (else `PRIMUS_TUNE_WORKSPACE`, else the default).
     pub workspace: Option<PathBuf>,
-    /// `--gpus N`: the world size (else `GPUS_PER_NODE` × `NNODES`, else the GPUs detected on
-    /// this node, else unknown).
+    /// `--gpus N`: the world size (else `GPUS_PER_NODE` × `NNODES`, else `gpus` of the
+    /// defaults file, else the GPUs detected on this node, else unknown: the placement's).
     pub gpus: Option<u64>,
     /// `--db FILE`: this database (its folder is the workspace).
     pub db: Option<PathBuf>,

@@ -117,7 +117,8 @@ enum Command {
     ParseLog(parse_log::ParseLogArgs),
     /// List stored trials, show one, export CSV.
     Trials(trials::TrialsArgs),
-    /// The experiment's sweeps: space, status, trials, GPU time, pick.
+    /// The experiment's sweeps: space, status, trials, cost (GPU time; a stand-in's CPU time),
+    /// pick.
     Studies(studies::StudiesArgs),
     /// Live GPU telemetry (table, JSON Lines or CSV).
     Monitor(monitor::MonitorArgs),
@@ -125,7 +126,8 @@ enum Command {
     Gpus(gpus::GpusArgs),
     /// The built-in CPU workload the proxy-cpu profile runs.
     Proxy(proxy::ProxyArgs),
-    /// Recommended settings: rules without measurements, with their sources (--apply writes them).
+    /// Recommended settings: the guide's rules with their sources, or a study's measured pick
+    /// (--study) with its evidence; --apply writes them.
     Recommend(recommend::RecommendArgs),
     /// Replay recorded studies: the search against the exhaustive grid (GPU-seconds, gap).
     BenchReplay(bench_replay::BenchReplayArgs),
@@ -173,9 +175,11 @@ pub struct LoadFlags {
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
     /// GPUs (world size): what lint checks Megatron's parallel and batch sizes against, and
-    /// what trials launch. Default: $GPUS_PER_NODE × $NNODES, else for a trial of a one-process
-    /// profile (the proxies) its one process, else the GPUs detected on this node; with none of
-    /// these the world is unknown and its rules are skipped.
+    /// what trials launch. Default: $GPUS_PER_NODE × $NNODES (as the launch sets them), else
+    /// `gpus` of the defaults file, else for a trial of a one-process profile (the proxies) its
+    /// one process, else the GPUs detected on this node; a Slurm job's world is its nodes ×
+    /// --gpus-per-node. With none of these the world is unknown: lint skips its rules and a
+    /// launch starts 8 ranks (one 8-GPU node).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub gpus: Option<u64>,
     /// The largest experiment or extends file read, in MiB (default 16, or

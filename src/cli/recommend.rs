@@ -26,8 +26,9 @@ pub struct RecommendArgs {
     /// Recommend from this study's measurements (a `sweep`), with the evidence.
     #[arg(long, value_name = "STUDY")]
     pub study: Option<String>,
-    /// Write the recommended config values into the experiment (diff shown first; atomic,
-    /// `.orig` and `.bak.N` kept). Environment variables are printed for the launch, never
+    /// Write the recommended config values into the experiment (diff shown first; atomic, the
+    /// version replaced kept in the workspace: `primus-tune backups`). With --study, the
+    /// study's pick and nothing else. Environment variables are printed for the launch, never
     /// written.
     #[arg(long)]
     pub apply: bool,

@@ -18,7 +18,7 @@ pub struct RunArgs {
     #[command(flatten)]
     pub load: LoadArgs,
     /// Launch profile: proxy-cpu, proxy-torch, primus, megatron, or one of yours [default:
-    /// proxy-cpu; gemm-tune stage: primus].
+    /// `profile` of the defaults file, else proxy-cpu; gemm-tune stage: primus].
     #[arg(long)]
     pub profile: Option<String>,
     /// Iteration budget (becomes train_iters) [default: 50; gemm-tune stage 1: 10].

@@ -39,8 +39,8 @@ pub struct SetArgs {
     #[arg(long = "env", value_name = "KEY=VALUE")]
     pub env: Vec<String>,
     /// GPUs (world size) the edit is checked against (Megatron's parallel and batch asserts).
-    /// Default: $GPUS_PER_NODE × $NNODES, else the GPUs detected on this node; unknown: the
-    /// world rules are skipped.
+    /// Default: $GPUS_PER_NODE × $NNODES, else `gpus` of the defaults file, else the GPUs
+    /// detected on this node; unknown: the world rules are skipped.
     #[arg(long, value_name = "N")]
     pub gpus: Option<u64>,
 }

@@ -19,7 +19,8 @@ pub struct SweepArgs {
     #[arg(long)]
     pub space: Option<String>,
     /// Launch profile of the trials (proxy-cpu, proxy-torch, primus, megatron, ...) [default:
-    /// proxy-cpu; a resumed study: the profile its trials ran with].
+    /// `profile` of the defaults file, else proxy-cpu; a resumed study: the profile its trials
+    /// ran with].
     #[arg(long)]
     pub profile: Option<String>,
     /// Name of the new study (default: the space and the time).
@@ -28,7 +29,9 @@ pub struct SweepArgs {
     /// Continue this study after a crash or Ctrl-C: finished trials are not run again.
     #[arg(long, value_name = "STUDY")]
     pub resume: Option<String>,
-    /// Stop launching trials after this many minutes of GPU time (wall time × GPUs).
+    /// Stop launching trials after this many minutes of cost: GPU time (wall time × the ranks
+    /// of each trial), or for a CPU stand-in's trials CPU time (wall time × its processes, one
+    /// per node). A resumed study keeps the budget it started with.
     #[arg(long)]
     pub budget_minutes: Option<f64>,
     /// Stop launching after this many trials.
@@ -40,7 +43,9 @@ pub struct SweepArgs {
     /// Longest trial [default: 60; a resumed study: its own].
     #[arg(long)]
     pub max_iters: Option<u64>,
-    /// GPU memory per GPU in GiB (default: what telemetry reports for GPU 0).
+    /// GPU memory per GPU in GiB, what the memory model prunes against (default: what
+    /// telemetry reports for GPU 0 of this node; none reported: nothing is pruned on a
+    /// prediction).
     #[arg(long)]
     pub capacity_gib: Option<f64>,
     /// Share of the memory kept free when pruning on a prediction calibrated by earlier
