@@ -93,6 +93,23 @@ fn record_of(s: &StudyRow) -> Option<StudyRecord> {
     serde_json::from_str(s.notes.as_deref()?).ok()
 }
 
+/// Wall time × the ranks each trial ran (a CPU stand-in: × its processes, one per node). Never
+/// `-0.0` (the empty sum of f64 is): a study without trials cost nothing, printed `0.0`.
+fn cost_of(trials: &[TrialRow], stand_in: bool) -> f64 {
+    let total: f64 = trials
+        .iter()
+        .map(|t| {
+            let per = if stand_in {
+                t.job.as_ref().map_or(1.0, |j| f64::from(j.nodes.max(1)))
+            } else {
+                world_of(t)
+            };
+            t.wall_s.unwrap_or(0.0) * per
+        })
+        .sum();
+    if total > 0.0 { total } else { 0.0 }
+}
+
 fn summarize(store: &Store, s: &StudyRow) -> Result<StudyDetail, AppError> {
     let trials = store.list_trials(&TrialFilter::all().study(s.id))?;
     let record = record_of(s);
@@ -118,18 +135,7 @@ fn summarize(store: &Store, s: &StudyRow) -> Result<StudyDetail, AppError> {
         .is_some_and(crate::domain::evidence::Basis::is_proxy);
     let gpu_seconds = match &record {
         Some(r) => r.gpu_seconds,
-        None => trials
-            .iter()
-            .map(|t| {
-                let per = if stand_in {
-                    t.job.as_ref().map_or(1.0, |j| f64::from(j.nodes.max(1)))
-                } else {
-                    world_of(t)
-                };
-                t.wall_s.unwrap_or(0.0) * per
-            })
-            .sum::<f64>()
-            .max(0.0),
+        None => cost_of(&trials, stand_in),
     };
     Ok(StudyDetail {
         summary: StudySummary {
@@ -282,6 +288,13 @@ mod tests {
             knobs: Vec::new(),
             statistic: crate::domain::study::StepStatistic::TrimmedMean,
         }
+    }
+
+    #[test]
+    fn a_study_without_trials_cost_zero_not_minus_zero() {
+        let c = cost_of(&[], false);
+        assert!(c == 0.0 && c.is_sign_positive(), "{c}");
+        assert_eq!(format!("{:.1}", cost_of(&[], true) / 60.0), "0.0");
     }
 
     #[test]
