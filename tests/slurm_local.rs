@@ -256,6 +256,18 @@ const SMALL: &[&str] = &[
 ];
 
 impl Ws {
+    /// A space file of two micro batches (1, 2) in the test's folder: its path.
+    fn two_micro_batches(&self) -> String {
+        let space = self.dir.path().join("two.yaml");
+        std::fs::write(
+            &space,
+            "name: two\ndescription: two micro batches\nknobs:\n  - flag: micro_batch_size\n    \
+             values: [1, 2]\n    memory: increasing\n",
+        )
+        .unwrap();
+        space.display().to_string()
+    }
+
     fn new(c: &Cluster) -> Ws {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("ex");
@@ -564,14 +576,7 @@ fn a_trial_waits_pending_with_slurms_reason_then_runs() {
 fn a_sweep_runs_two_candidates_as_concurrent_jobs_and_resume_reattaches_to_a_running_job() {
     let Some(c) = Cluster::start(6) else { return };
     let ws = Ws::new(&c);
-    let space = ws.dir.path().join("two.yaml");
-    std::fs::write(
-        &space,
-        "name: two\ndescription: two micro batches\nknobs:\n  - flag: micro_batch_size\n    \
-         values: [1, 2]\n    memory: increasing\n",
-    )
-    .unwrap();
-    let space = space.display().to_string();
+    let space = ws.two_micro_batches();
     let sweep = |iters: &'static str, extra: &[&str]| {
         let mut a = vec![
             "sweep",
@@ -1054,13 +1059,7 @@ fn a_job_that_can_never_start_fails_at_once_and_a_long_wait_at_its_limit() {
 fn a_resume_that_does_not_follow_a_running_job_cancels_it() {
     let Some(c) = Cluster::start(12) else { return };
     let ws = Ws::new(&c);
-    let space = ws.dir.path().join("two.yaml");
-    std::fs::write(
-        &space,
-        "name: two\ndescription: two micro batches\nknobs:\n  - flag: micro_batch_size\n    \
-         values: [1, 2]\n    memory: increasing\n",
-    )
-    .unwrap();
+    let space = ws.two_micro_batches();
     let mut child = ws
         .cmd(&[
             "sweep",
@@ -1073,7 +1072,7 @@ fn a_resume_that_does_not_follow_a_running_job_cancels_it() {
             "--max-iters",
             "2000",
             "--space",
-            space.to_str().unwrap(),
+            &space,
             "--name",
             "left",
         ])

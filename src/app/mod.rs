@@ -16,6 +16,8 @@ pub mod lint;
 pub mod session;
 pub mod state;
 pub mod sweep;
+#[cfg(test)]
+pub(crate) mod test_session;
 pub mod trial;
 pub mod views;
 

@@ -337,32 +337,14 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, AppError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::app::SessionOptions;
     use crate::megatron::WorldSource;
-    use crate::run::trial::TelemetrySetup;
-    use crate::telemetry::select::Roots;
     use std::path::Path;
 
     /// A session on a private copy of the bundled example; its telemetry reads the recorded
     /// node `node` (`sys/`, `proc/`).
     fn session(node: &Path, gpus: Option<u64>) -> (tempfile::TempDir, Session) {
         let dir = tempfile::tempdir().unwrap();
-        crate::util::bundled::extract(dir.path()).unwrap();
-        let s = Session::open(SessionOptions {
-            config: Some(dir.path().join(crate::util::bundled::DEFAULT_EXPERIMENT)),
-            workspace: Some(dir.path().join("ws")),
-            gpus,
-            telemetry: Some(TelemetrySetup {
-                backend: "amdgpu-sysfs".into(),
-                roots: Roots {
-                    sysfs: node.join("sys"),
-                    procfs: node.join("proc"),
-                },
-                ..TelemetrySetup::default()
-            }),
-            ..SessionOptions::default()
-        })
-        .unwrap();
+        let s = crate::app::test_session::on_recorded_node(dir.path(), node, gpus);
         (dir, s)
     }
 

@@ -232,29 +232,12 @@ impl LaunchPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::app::{Session, SessionOptions};
-    use crate::telemetry::select::Roots;
+    use crate::app::Session;
 
     fn session(dir: &Path, gpus: Option<u64>) -> Session {
-        crate::util::bundled::extract(dir).unwrap();
         let node =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/mi300x_spx_nps1");
-        Session::open(SessionOptions {
-            config: Some(dir.join(crate::util::bundled::DEFAULT_EXPERIMENT)),
-            workspace: Some(dir.join("ws")),
-            gpus,
-            telemetry: Some(TelemetrySetup {
-                backend: "amdgpu-sysfs".into(),
-                roots: Roots {
-                    sysfs: node.join("sys"),
-                    procfs: node.join("proc"),
-                },
-                ..TelemetrySetup::default()
-            }),
-            defaults: Some(Defaults::default()),
-            ..SessionOptions::default()
-        })
-        .unwrap()
+        crate::app::test_session::on_recorded_node(dir, &node, gpus)
     }
 
     fn launcher_set() -> bool {
