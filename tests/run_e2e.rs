@@ -1260,3 +1260,54 @@ fn a_database_unavailable_at_the_end_keeps_the_result_for_the_next_access() {
     assert_eq!(store.iterations(1).unwrap().len(), 5);
     assert!(store.trial(1).unwrap().unwrap().median_step_ms.is_some());
 }
+
+/// The runner set `train_iters` to the budget, so the workload ends by itself after the last
+/// iteration: its clean-up (a final save, Primus' own exit) runs, and its exit status is kept.
+/// One that does not end within the end grace is stopped then, its measurement complete.
+#[test]
+fn a_workload_that_ends_at_the_budget_ends_by_itself() {
+    let s = setup();
+    profile(
+        &s,
+        "cleans-up",
+        &format!(
+            "{ITER_FN}for i in 1 2 3 4 5; do it $i $((100 + 40 * (i % 2))).0; done\nsleep 1.5\ntouch \"$1/cleaned-up\"\nexit 0\n"
+        ),
+    );
+    let (code, v) = run_json(&s, "cleans-up", &["--max-iters", "5", "--ci-target", "0"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["status"], "completed", "{v}");
+    assert_eq!(v["exit_code"], 0, "{v}");
+    assert_eq!(v["stop_reason"], "exited", "{v}");
+    assert!(
+        trial_dir(&v).join("cleaned-up").is_file(),
+        "cut before its clean-up: {v}"
+    );
+
+    profile(
+        &s,
+        "lingers",
+        &format!(
+            "{ITER_FN}for i in 1 2 3 4 5; do it $i $((100 + 40 * (i % 2))).0; done\nsleep 60\n"
+        ),
+    );
+    let t = Instant::now();
+    let (code, v) = run_json(
+        &s,
+        "lingers",
+        &[
+            "--max-iters",
+            "5",
+            "--ci-target",
+            "0",
+            "--end-grace-seconds",
+            "1",
+        ],
+    );
+    let took = t.elapsed();
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["status"], "completed", "{v}");
+    assert_eq!(v["stop_reason"], "max-iters", "{v}");
+    assert!(took < Duration::from_secs(20), "took {took:?}");
+    assert!(group_gone(&trial_dir(&v)));
+}

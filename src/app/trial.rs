@@ -44,6 +44,8 @@ pub struct TrialRequest {
     /// After a failure line with no iteration since: how long the workload may take to exit
     /// by itself before it is stopped (at least two median steps once iterations flow).
     pub failure_grace: Duration,
+    /// After the budget's last iteration: how long the workload may take to end by itself.
+    pub end_grace: Duration,
     /// GPUs (world size) of the trial; None: the session's `--gpus`, else [`world`]'s defaults.
     pub gpus: Option<u64>,
     /// Launch even when lint finds errors.
@@ -70,6 +72,7 @@ impl Default for TrialRequest {
             first_iteration_seconds: 600.0,
             grace: Duration::from_secs(10),
             failure_grace: Duration::from_secs(5),
+            end_grace: Duration::from_secs(60),
             gpus: None,
             force: false,
             gemm_tuned: false,
@@ -215,6 +218,7 @@ pub fn options(session: &Session, plan: &LaunchPlan, req: &TrialRequest) -> Tria
         first_iteration_seconds: req.first_iteration_seconds,
         grace: req.grace,
         failure_grace: req.failure_grace,
+        end_grace: req.end_grace,
         gpus: plan.placement.ranks(),
         gpus_per_node: plan.placement.per_node,
         world: plan.placement.world.map(|w| w.gpus),

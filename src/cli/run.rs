@@ -45,6 +45,12 @@ pub struct RunArgs {
     /// once iterations flow).
     #[arg(long, default_value_t = 5.0)]
     pub failure_grace_seconds: f64,
+    /// After the last iteration of the budget, seconds the workload may take to end by itself
+    /// (its clean-up: a final checkpoint or evaluation, Primus' and the launcher's exit) before
+    /// it is stopped; its own exit status is kept. A trial stopped early (the CI target, a
+    /// sweep's race) is stopped at once.
+    #[arg(long, default_value_t = 60.0)]
+    pub end_grace_seconds: f64,
     /// The trial database (its folder holds the trial folders); default: the workspace's.
     #[arg(long)]
     pub db: Option<PathBuf>,
@@ -88,6 +94,7 @@ impl RunArgs {
             first_iteration_seconds: self.first_iteration_seconds,
             grace: Duration::from_secs_f64(self.grace_seconds.max(0.0)),
             failure_grace: Duration::from_secs_f64(self.failure_grace_seconds.max(0.0)),
+            end_grace: Duration::from_secs_f64(self.end_grace_seconds.max(0.0)),
             gpus: self.load.flags.gpus,
             force: self.force,
             gemm_tuned: self.gemm_tuned,

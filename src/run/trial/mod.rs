@@ -56,6 +56,10 @@ pub struct TrialOptions {
     /// After a failure line (out of memory, NCCL, a traceback) with no iteration since, how
     /// long the workload may take to exit before it is stopped.
     pub failure_grace: Duration,
+    /// After the last iteration of the budget, how long the workload may take to end by itself
+    /// (its clean-up: a final checkpoint or evaluation, the launcher's exit) before it is
+    /// stopped. Only when its own iteration count is the budget (the runner set it).
+    pub end_grace: Duration,
     /// Ranks the trial launches (its world size, or the launch's fallback when the world is
     /// unknown): the `{gpus}` of the launch and `_world_size` of `resolved.json`.
     pub gpus: u64,
@@ -332,6 +336,9 @@ async fn announce(m: &Materialised, opts: &TrialOptions, events: &mpsc::Sender<T
 
 /// The stop rules of a trial started at `started`.
 fn stop_policy(opts: &TrialOptions, dir: &Path, started: Instant) -> StopPolicy {
+    let resolved: Option<serde_json::Value> = std::fs::read_to_string(dir.join("resolved.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
     StopPolicy {
         steady: SteadyConfig {
             ci_target: opts.ci_target,
@@ -343,16 +350,27 @@ fn stop_policy(opts: &TrialOptions, dir: &Path, started: Instant) -> StopPolicy 
         race: opts.race,
         global_batch: opts
             .race
-            .and_then(|_| std::fs::read_to_string(dir.join("resolved.json")).ok())
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .and_then(|j| global_batch_of(&j)),
+            .and_then(|_| resolved.as_ref())
+            .and_then(global_batch_of),
         first_iteration: Duration::from_secs_f64(opts.first_iteration_seconds),
         hang: Duration::from_secs_f64(opts.hang_seconds),
         deadline: opts
             .max_seconds
             .map(|s| started + Duration::from_secs_f64(s)),
         failure_grace: opts.failure_grace,
+        ends_itself: resolved.as_ref().and_then(own_budget) == Some(opts.max_iters),
+        end_grace: opts.end_grace,
     }
+}
+
+/// The iteration count the workload runs to by itself (`train_iters`, TorchTitan
+/// `training.steps`) as its resolved config says.
+fn own_budget(j: &serde_json::Value) -> Option<u64> {
+    let p = crate::run::profile::read_resolved(j);
+    ["train_iters", "training.steps"]
+        .iter()
+        .find_map(|k| p.get(*k).and_then(|v| v.as_i64()))
+        .and_then(|n| u64::try_from(n).ok())
 }
 
 /// The sampler of a trial on this node (none for a job, or without telemetry).
@@ -413,6 +431,8 @@ impl Running<'_> {
     async fn watch(&mut self, mut cancel: wch::Receiver<bool>) -> (Option<i32>, Option<i32>) {
         let trial_id = self.m.trial_id;
         let mut last_progress = Instant::now();
+        // When the budget's last iteration came to a workload that ends by itself there.
+        let mut ending: Option<Instant> = None;
         loop {
             let failing = self
                 .obs
@@ -424,6 +444,7 @@ impl Running<'_> {
                 self.obs.median_ms,
                 self.obs.failed_at,
                 failing,
+                ending,
             );
             if let Some(d) = self.work.pending_deadline() {
                 wake = wake.min(d);
@@ -442,6 +463,12 @@ impl Running<'_> {
                             .await;
                     }
                     let _ = self.events.send(TrialEvent::Line { stream, line }).await;
+                    if ending.is_none()
+                        && self.policy.ends_itself
+                        && self.policy.budget_reached(&self.obs.iters)
+                    {
+                        ending = Some(Instant::now());
+                    }
                     match self.policy.after_iteration(&self.obs.iters) {
                         Some(stop) => stop,
                         None => continue,
@@ -483,7 +510,8 @@ impl Running<'_> {
                             .policy
                             .after_failure(now, self.obs.failed_at, median, failing)
                             .or_else(|| {
-                                self.policy.on_clock(now, last_progress, iters, self.m.shape, median)
+                                self.policy
+                                    .on_clock(now, last_progress, iters, self.m.shape, median, ending)
                             }) {
                             Some(stop) => stop,
                             None => continue,

@@ -33,6 +33,11 @@ pub struct StopPolicy {
     /// After a failure line with no iteration since, how long the workload may take to exit
     /// by itself before it is stopped.
     pub failure_grace: Duration,
+    /// The workload's own iteration count is the budget: it ends by itself after the last
+    /// iteration, and is let do so (its clean-up, its exit status) for [`Self::end_grace`].
+    pub ends_itself: bool,
+    /// How long after the budget's last iteration it may take to end by itself.
+    pub end_grace: Duration,
 }
 
 /// Why the runner stops a trial, and whether what it measured is complete.
@@ -79,10 +84,19 @@ impl Stop {
 }
 
 impl StopPolicy {
-    /// After a new iteration: stop once the measurement is done (CI target or budget).
+    /// The last iteration of the budget has come.
+    pub fn budget_reached(&self, iters: &[Iteration]) -> bool {
+        iters.last().is_some_and(|i| i.iteration >= self.max_iters)
+    }
+
+    /// After a new iteration: stop once the measurement is done (CI target or budget). At the
+    /// budget, a workload that ends by itself there is not stopped: [`Self::on_clock`] stops it
+    /// only when it has not ended after the end grace.
     pub fn after_iteration(&self, iters: &[Iteration]) -> Option<Stop> {
-        let budget = iters.last().is_some_and(|i| i.iteration >= self.max_iters);
-        if budget {
+        if self.budget_reached(iters) {
+            if self.ends_itself {
+                return None;
+            }
             return Some(Stop {
                 reason: StopReason::MaxIters,
                 complete: true,
@@ -114,7 +128,8 @@ impl StopPolicy {
     }
 
     /// When the loop must wake to look at the clock (`failed_at`: when a failure line of
-    /// `class` came with no iteration since).
+    /// `class` came with no iteration since; `ending`: when the budget's last iteration came to
+    /// a workload that ends by itself — no hang clock runs then, the end grace does).
     pub fn wake_at(
         &self,
         last_progress: Instant,
@@ -122,8 +137,12 @@ impl StopPolicy {
         median_ms: f64,
         failed_at: Option<Instant>,
         class: Option<FailureClass>,
+        ending: Option<Instant>,
     ) -> Instant {
-        let hang_at = last_progress + self.hang_after(seen_iteration, median_ms);
+        let hang_at = match ending {
+            Some(e) => e + self.end_grace,
+            None => last_progress + self.hang_after(seen_iteration, median_ms),
+        };
         let at = self.deadline.map_or(hang_at, |d| d.min(hang_at));
         failed_at.map_or(at, |f| at.min(f + self.failure_wait(median_ms, class)))
     }
@@ -154,8 +173,9 @@ impl StopPolicy {
             .then_some(Stop::failure())
     }
 
-    /// At a wake-up: stop at the deadline (complete when enough steady samples exist) or for a
-    /// hang; `None` when it was an early wake.
+    /// At a wake-up: stop at the deadline (complete when enough steady samples exist), at the
+    /// end of the end grace (`ending`: the budget's last iteration came; the measurement is
+    /// complete) or for a hang; `None` when it was an early wake.
     pub fn on_clock(
         &self,
         now: Instant,
@@ -163,6 +183,7 @@ impl StopPolicy {
         iters: &[Iteration],
         shape: Option<RunShape>,
         median_ms: f64,
+        ending: Option<Instant>,
     ) -> Option<Stop> {
         if self.deadline.is_some_and(|d| now >= d) {
             let enough = steady::stats(iters, shape, &self.steady)
@@ -170,6 +191,12 @@ impl StopPolicy {
             return Some(Stop {
                 reason: StopReason::MaxSeconds,
                 complete: enough,
+            });
+        }
+        if let Some(e) = ending {
+            return (now >= e + self.end_grace).then_some(Stop {
+                reason: StopReason::MaxIters,
+                complete: true,
             });
         }
         let hang_at = last_progress + self.hang_after(!iters.is_empty(), median_ms);
@@ -199,6 +226,8 @@ mod tests {
             hang: Duration::from_secs(120),
             deadline,
             failure_grace: Duration::from_secs(5),
+            ends_itself: false,
+            end_grace: Duration::from_secs(60),
         }
     }
 
@@ -267,6 +296,44 @@ mod tests {
     }
 
     #[test]
+    fn a_workload_that_ends_at_the_budget_is_let_end_by_itself() {
+        let mut p = policy(None, true);
+        let all: Vec<Iteration> = (1..=50)
+            .map(|i| it(i, if i % 2 == 0 { 50.0 } else { 150.0 }))
+            .collect();
+        // Its own train_iters is the budget: no stop at the last iteration.
+        p.ends_itself = true;
+        assert!(p.budget_reached(&all));
+        assert_eq!(p.after_iteration(&all), None);
+        // The loop wakes at the end of the grace, not at a hang limit; before it, nothing.
+        let t0 = Instant::now();
+        let ending = Some(t0);
+        assert_eq!(
+            p.wake_at(t0, true, 100.0, None, None, ending),
+            t0 + Duration::from_secs(60)
+        );
+        let later = t0 + Duration::from_secs(59);
+        assert_eq!(p.on_clock(later, t0, &all, None, 100.0, ending), None);
+        // Not ended by then: stopped, the measurement complete.
+        let s = p
+            .on_clock(t0 + Duration::from_secs(60), t0, &all, None, 100.0, ending)
+            .unwrap();
+        assert_eq!((s.reason, s.complete), (StopReason::MaxIters, true));
+        // An early stop (the CI target) is at once whatever the budget.
+        let flat: Vec<Iteration> = (1..=30).map(|i| it(i, 100.0)).collect();
+        assert_eq!(
+            p.after_iteration(&flat).map(|s| s.reason),
+            Some(StopReason::CiTarget)
+        );
+        // A workload run past the budget (a train_iters of the user's) is stopped at it.
+        p.ends_itself = false;
+        assert_eq!(
+            p.after_iteration(&all).map(|s| s.reason),
+            Some(StopReason::MaxIters)
+        );
+    }
+
+    #[test]
     fn hang_limits_scale_with_the_step_and_jobs_wait() {
         let p = policy(None, true);
         assert_eq!(p.hang_after(false, 0.0), Duration::from_secs(600));
@@ -280,20 +347,20 @@ mod tests {
         let t0 = Instant::now();
         let p = policy(Some(t0 + Duration::from_secs(10)), true);
         assert_eq!(
-            p.wake_at(t0, false, 0.0, None, None),
+            p.wake_at(t0, false, 0.0, None, None, None),
             t0 + Duration::from_secs(10)
         );
         assert_eq!(
-            p.on_clock(t0 + Duration::from_secs(5), t0, &[], None, 0.0),
+            p.on_clock(t0 + Duration::from_secs(5), t0, &[], None, 0.0, None),
             None
         );
         let s = p
-            .on_clock(t0 + Duration::from_secs(10), t0, &[], None, 0.0)
+            .on_clock(t0 + Duration::from_secs(10), t0, &[], None, 0.0, None)
             .unwrap();
         assert_eq!((s.reason, s.complete), (StopReason::MaxSeconds, false));
         let p = policy(None, true);
         let s = p
-            .on_clock(t0 + Duration::from_secs(601), t0, &[], None, 0.0)
+            .on_clock(t0 + Duration::from_secs(601), t0, &[], None, 0.0, None)
             .unwrap();
         assert_eq!(s.reason, StopReason::Hang);
     }
@@ -338,7 +405,7 @@ mod tests {
         );
         // The loop wakes for it.
         assert_eq!(
-            p.wake_at(t0, true, 100.0, Some(t0), tb),
+            p.wake_at(t0, true, 100.0, Some(t0), tb, None),
             t0 + Duration::from_secs(5)
         );
         // A GPU out of memory ends the training whatever the step: 2 s, for the other ranks'
@@ -348,6 +415,9 @@ mod tests {
             p.after_failure(t0 + Duration::from_secs(2), Some(t0), 8000.0, oom)
                 .is_some()
         );
-        assert_eq!(p.wake_at(t0, true, 8000.0, Some(t0), oom), t0 + FATAL_WAIT);
+        assert_eq!(
+            p.wake_at(t0, true, 8000.0, Some(t0), oom, None),
+            t0 + FATAL_WAIT
+        );
     }
 }
