@@ -1311,3 +1311,38 @@ fn a_workload_that_ends_at_the_budget_ends_by_itself() {
     assert!(took < Duration::from_secs(20), "took {took:?}");
     assert!(group_gone(&trial_dir(&v)));
 }
+
+/// `trials --workspace DIR` (and `studies`) without an experiment reads the whole workspace,
+/// not the bundled example's trials.
+#[test]
+fn a_workspace_named_without_an_experiment_lists_all_of_it() {
+    let s = setup();
+    profile(
+        &s,
+        "quick",
+        &format!("{ITER_FN}it 1 100.0; it 2 100.0; it 3 100.0"),
+    );
+    let (code, v) = run_json(&s, "quick", &[]);
+    assert_eq!(code, 0, "{v}");
+    let out = bin(&s)
+        .env_remove("PRIMUS_TUNE_WORKSPACE")
+        .args(["trials", "--json", "--workspace"])
+        .arg(&s.ws)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ids: Vec<&serde_json::Value> = rows.as_array().unwrap().iter().map(|r| &r["id"]).collect();
+    assert_eq!(ids, [&v["trial_id"]], "{rows}");
+    let out = bin(&s)
+        .env_remove("PRIMUS_TUNE_WORKSPACE")
+        .args(["trials", "--workspace"])
+        .arg(&s.ws)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("llama3_8B-BF16-pretrain.yaml"),
+        "an experiment column: {text}"
+    );
+}

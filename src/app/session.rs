@@ -229,6 +229,10 @@ impl Session {
             .map(|r| r.value);
         let here = PathBuf::from(crate::store::WORKSPACE_BESIDE);
         let use_here = o.config.is_none() && o.workspace_here && here.join("trials.db").is_file();
+        // A reading command given a workspace (`--workspace`, the variable or the defaults
+        // file) or a database and no experiment reads all of it, not the bundled example's.
+        let whole = o.config.is_none()
+            && (use_here || o.db.is_some() || (o.workspace_here && chosen.is_some()));
         let workspace = match (&o.db, chosen) {
             (Some(db), _) => Workspace::of_db(db.clone()),
             (None, Some(dir)) => Workspace::at(dir, crate::store::WorkspaceOrigin::Chosen),
@@ -241,7 +245,7 @@ impl Session {
             experiment,
             load,
             env,
-            all_experiments: use_here || (o.config.is_none() && o.db.is_some()),
+            all_experiments: whole,
             workspace,
             telemetry: o.telemetry,
             self_exe: None,
