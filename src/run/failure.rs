@@ -12,8 +12,11 @@
 //! | traceback | any other Python traceback; the cause line is its last exception line |
 //!
 //! Python tracebacks are followed per output stream (the torchrun tag), so interleaved ranks do
-//! not mix, and a chained traceback (`During handling of the above exception …`) is reported by
-//! its final exception. Interrupt noise (`KeyboardInterrupt`, `SystemExit`, torchrun's
+//! not mix. A chained traceback is reported by its final exception when that is a new failure
+//! (`During handling of the above exception …`), and by the cause a wrapper was raised from
+//! (`The above exception was the direct cause …`: Primus' `RuntimeError: Training execution
+//! failed: …` around the `ModuleNotFoundError` that stopped it). The line kept is the message
+//! as the user reads it, without colours, rank tags or the logger's header. Interrupt noise (`KeyboardInterrupt`, `SystemExit`, torchrun's
 //! `SignalException`) and torchrun's `ChildFailedError` wrapper are not causes. Argument dumps
 //! (`  name ...... value`) never match.
 //!
@@ -89,20 +92,37 @@ enum ExcKind {
     Other,
 }
 
+/// How a chained traceback links to the one before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Link {
+    /// `The above exception was the direct cause of the following exception:` (`raise X from
+    /// e`): the later one wraps the earlier, which is the cause (Primus' `RuntimeError:
+    /// Training execution failed: …` around a `ModuleNotFoundError`).
+    Cause,
+    /// `During handling of the above exception, another exception occurred:`: the later one
+    /// is a new failure.
+    During,
+}
+
+/// An exception line (without the log's prefixes) and its kind.
+type Exception = (String, ExcKind);
+
 #[derive(Debug, Clone)]
 enum TbState {
     Idle,
-    /// Inside a traceback (header seen, no exception line yet).
+    /// Inside a traceback (header seen, no exception line yet); `root`: the exception a
+    /// wrapper in this traceback was raised from.
     Open {
         header: String,
         iters_at_start: u64,
+        root: Option<Exception>,
     },
-    /// The exception line was seen; a chained traceback may still follow.
+    /// The exception line was seen (`exception`: the one that stands for the chain so far); a
+    /// chained traceback may still follow, linked by `link`.
     Ended {
-        exception: String,
-        kind: ExcKind,
+        exception: Exception,
         iters_at_start: u64,
-        chained: bool,
+        link: Option<Link>,
     },
 }
 
@@ -155,7 +175,7 @@ impl FailureDetector {
         let (tag, rest) = split_tags(clean);
         let body = strip_loguru_header(rest);
 
-        self.traceback_step(tag, body, clean);
+        self.traceback_step(tag, body);
 
         if iteration_number(body).is_some() {
             self.on_iteration();
@@ -164,10 +184,13 @@ impl FailureDetector {
         if is_arg_dump(body) {
             return;
         }
+        // The line as the user reads it: without colours, the launcher's rank tags and the
+        // logger's time/rank/level/file header.
+        let shown = body.trim_end();
         if let Some(cause) = line_cause(body) {
-            self.record(cause, clean);
+            self.record(cause, shown);
         } else if self.crash.is_none() && CRASH.is_match(body) {
-            self.crash = Some(clean.to_string());
+            self.crash = Some(shown.to_string());
         }
     }
 
@@ -179,7 +202,7 @@ impl FailureDetector {
                 || self.streams.iter().any(|s| match &s.state {
                     TbState::Idle => false,
                     TbState::Open { .. } => true,
-                    TbState::Ended { kind, .. } => *kind != ExcKind::Noise,
+                    TbState::Ended { exception, .. } => exception.1 != ExcKind::Noise,
                 }))
     }
 
@@ -299,7 +322,7 @@ impl FailureDetector {
     }
 
     /// Advances the traceback state machine of the line's stream.
-    fn traceback_step(&mut self, tag: &str, body: &str, clean: &str) {
+    fn traceback_step(&mut self, tag: &str, body: &str) {
         let idx = match self.streams.iter().position(|s| s.tag == tag) {
             Some(i) => i,
             None => {
@@ -315,83 +338,96 @@ impl FailureDetector {
             }
         };
         let iterations = self.iterations;
-        let is_header = body.trim_end().ends_with(TB_HEADER);
         let state = std::mem::replace(&mut self.streams[idx].state, TbState::Idle);
-        let mut commit = None;
-        let next = match state {
-            TbState::Idle => {
-                if is_header {
-                    TbState::Open {
-                        header: clean.to_string(),
-                        iters_at_start: iterations,
-                    }
-                } else {
-                    TbState::Idle
-                }
-            }
-            TbState::Open {
-                header,
-                iters_at_start,
-            } => {
-                if is_header {
-                    TbState::Open {
-                        header: clean.to_string(),
-                        iters_at_start,
-                    }
-                } else if let Some(kind) = exception_kind(body) {
-                    TbState::Ended {
-                        exception: clean.to_string(),
-                        kind,
-                        iters_at_start,
-                        chained: false,
-                    }
-                } else {
-                    TbState::Open {
-                        header,
-                        iters_at_start,
-                    }
-                }
-            }
-            TbState::Ended {
-                exception,
-                kind,
-                iters_at_start,
-                chained,
-            } => {
-                if body.trim().is_empty() || is_chain_marker(body) {
-                    TbState::Ended {
-                        exception,
-                        kind,
-                        iters_at_start,
-                        chained: chained || is_chain_marker(body),
-                    }
-                } else if is_header && chained {
-                    // The chain goes on; its final exception will be the cause.
-                    TbState::Open {
-                        header: clean.to_string(),
-                        iters_at_start,
-                    }
-                } else {
-                    commit = state_cause(&TbState::Ended {
-                        exception,
-                        kind,
-                        iters_at_start,
-                        chained,
-                    });
-                    if is_header {
-                        TbState::Open {
-                            header: clean.to_string(),
-                            iters_at_start: iterations,
-                        }
-                    } else {
-                        TbState::Idle
-                    }
-                }
-            }
-        };
+        let (next, commit) = step(state, body, iterations);
         self.streams[idx].state = next;
         if let Some((cause, line)) = commit {
             self.record(cause, &line);
+        }
+    }
+}
+
+/// One line of a stream's traceback state machine: the next state, and the cause of a
+/// traceback that ended with it.
+fn step(state: TbState, body: &str, iterations: u64) -> (TbState, Option<(Cause, String)>) {
+    let shown = body.trim_end();
+    let is_header = shown.ends_with(TB_HEADER);
+    let open = |iters_at_start, root| TbState::Open {
+        header: shown.to_string(),
+        iters_at_start,
+        root,
+    };
+    match state {
+        TbState::Idle if is_header => (open(iterations, None), None),
+        TbState::Idle => (TbState::Idle, None),
+        TbState::Open {
+            iters_at_start,
+            root,
+            ..
+        } if is_header => (open(iters_at_start, root), None),
+        TbState::Open {
+            header,
+            iters_at_start,
+            root,
+        } => match exception_kind(body) {
+            Some(kind) => {
+                // A wrapper raised from a cause stands for it, unless the cause was an
+                // interrupt (then the wrapper is what failed).
+                let exception = match root {
+                    Some(r) if r.1 != ExcKind::Noise => r,
+                    _ => (shown.to_string(), kind),
+                };
+                let ended = TbState::Ended {
+                    exception,
+                    iters_at_start,
+                    link: None,
+                };
+                (ended, None)
+            }
+            None => {
+                let same = TbState::Open {
+                    header,
+                    iters_at_start,
+                    root,
+                };
+                (same, None)
+            }
+        },
+        TbState::Ended {
+            exception,
+            iters_at_start,
+            link,
+        } => {
+            if shown.trim().is_empty() || chain_link(body).is_some() {
+                let link = chain_link(body).or(link);
+                let same = TbState::Ended {
+                    exception,
+                    iters_at_start,
+                    link,
+                };
+                return (same, None);
+            }
+            match link {
+                // The chain goes on: a wrapper's cause is carried to its end; a new failure
+                // during handling replaces what came before.
+                Some(l) if is_header => {
+                    let root = (l == Link::Cause).then_some(exception);
+                    (open(iters_at_start, root), None)
+                }
+                _ => {
+                    let commit = state_cause(&TbState::Ended {
+                        exception,
+                        iters_at_start,
+                        link,
+                    });
+                    let next = if is_header {
+                        open(iterations, None)
+                    } else {
+                        TbState::Idle
+                    };
+                    (next, commit)
+                }
+            }
         }
     }
 }
@@ -405,22 +441,24 @@ fn state_cause(state: &TbState) -> Option<(Cause, String)> {
         // Cut off before its exception line (the process died mid-print).
         TbState::Open { header, .. } => Some((Cause::Traceback, header.clone())),
         TbState::Ended {
-            exception,
-            kind,
+            exception: (line, kind),
             iters_at_start,
             ..
         } => match kind {
             ExcKind::Noise => None,
-            ExcKind::Validation if *iters_at_start == 0 => Some((Cause::Config, exception.clone())),
-            _ => Some((Cause::Traceback, exception.clone())),
+            ExcKind::Validation if *iters_at_start == 0 => Some((Cause::Config, line.clone())),
+            _ => Some((Cause::Traceback, line.clone())),
         },
     }
 }
 
-fn is_chain_marker(body: &str) -> bool {
-    let t = body.trim();
-    t == "During handling of the above exception, another exception occurred:"
-        || t == "The above exception was the direct cause of the following exception:"
+/// The link a chained-traceback marker line names.
+fn chain_link(body: &str) -> Option<Link> {
+    match body.trim() {
+        "During handling of the above exception, another exception occurred:" => Some(Link::During),
+        "The above exception was the direct cause of the following exception:" => Some(Link::Cause),
+        _ => None,
+    }
 }
 
 /// The kind of exception when `body` is a traceback's exception line (`pkg.SomeError: msg`
@@ -638,6 +676,23 @@ mod tests {
         assert_eq!(classify(&[], ExitInfo::default()), None);
     }
 
+    /// A line as the failure shows it: no colours, rank tags or logger header.
+    fn shown(line: &str) -> String {
+        let c = strip_ansi(line);
+        let (_, rest) = split_tags(&c);
+        strip_loguru_header(rest).trim_end().to_string()
+    }
+
+    #[test]
+    fn the_failure_line_is_the_message_without_the_log_s_prefixes() {
+        let line = "[rank3]: \x1b[31m[20260822 10:11:12][rank-3/8][ERROR]    [---trainer.py:12] : HIP out of memory\x1b[0m";
+        assert_eq!(shown(line), "HIP out of memory");
+        assert_eq!(
+            class_and_line(&[line], exit_code(1)).1.as_deref(),
+            Some("HIP out of memory")
+        );
+    }
+
     #[test]
     fn oom_messages() {
         for line in [
@@ -655,7 +710,7 @@ mod tests {
         ] {
             let (class, got) = class_and_line(&[line], exit_code(1));
             assert_eq!(class, FailureClass::Oom, "{line:?}");
-            assert_eq!(got.as_deref(), Some(&*strip_ansi(line)), "{line:?}");
+            assert_eq!(got.as_deref(), Some(&*shown(line)), "{line:?}");
         }
     }
 
@@ -762,7 +817,7 @@ mod tests {
         ] {
             let (class, got) = class_and_line(&[line], exit_code(1));
             assert_eq!(class, FailureClass::Nccl, "{line:?}");
-            assert_eq!(got.as_deref(), Some(line));
+            assert_eq!(got.as_deref(), Some(&*shown(line)));
         }
         for line in [
             "[rank0]:[W1129 23:00:23.566915899 ProcessGroupNCCL.cpp:1575] Warning: WARNING: destroy_process_group() was not called before program exit",
@@ -831,7 +886,7 @@ mod tests {
         assert_eq!(class, FailureClass::ConfigAssertion);
         assert_eq!(
             line.as_deref(),
-            Some("[rank0]: AssertionError: DeepEP only supports float32 probs")
+            Some("AssertionError: DeepEP only supports float32 probs")
         );
         let value = [
             "[default0]:Traceback (most recent call last):",
@@ -886,6 +941,51 @@ mod tests {
         );
     }
 
+    /// Primus wraps what stopped it (`raise RuntimeError(f"Training execution failed: {e}")
+    /// from e`): the cause is the exception it was raised from, shown without the rank tag.
+    #[test]
+    fn a_wrapper_raised_from_a_cause_is_reported_by_the_cause() {
+        let lines = [
+            "[rank0]: Traceback (most recent call last):",
+            "[rank0]:   File \"/p/primus/core/runtime/train_runtime.py\", line 105, in run_train_module",
+            "[rank0]:     import causal_conv1d",
+            "[rank0]: ModuleNotFoundError: No module named 'causal_conv1d'",
+            "[rank0]: ",
+            "[rank0]: The above exception was the direct cause of the following exception:",
+            "[rank0]: ",
+            "[rank0]: Traceback (most recent call last):",
+            "[rank0]:   File \"/p/primus/cli/main.py\", line 210, in main",
+            "[rank0]: RuntimeError: Training execution failed: No module named 'causal_conv1d'",
+            "E1204 torch/distributed/elastic/multiprocessing/api.py:986] failed (exitcode: 1)",
+        ];
+        assert_eq!(
+            class_and_line(&lines, exit_code(1)),
+            (
+                FailureClass::Traceback,
+                Some("ModuleNotFoundError: No module named 'causal_conv1d'".into())
+            )
+        );
+        // Still pending when the log ends: the same.
+        assert_eq!(
+            class_and_line(&lines[..10], exit_code(1)).1.as_deref(),
+            Some("ModuleNotFoundError: No module named 'causal_conv1d'")
+        );
+        // A wrapper of an interrupt is what failed.
+        let interrupted = [
+            "Traceback (most recent call last):",
+            "KeyboardInterrupt",
+            "",
+            "The above exception was the direct cause of the following exception:",
+            "",
+            "Traceback (most recent call last):",
+            "RuntimeError: cleanup failed",
+        ];
+        assert_eq!(
+            class_and_line(&interrupted, exit_code(1)).1.as_deref(),
+            Some("RuntimeError: cleanup failed")
+        );
+    }
+
     #[test]
     fn loguru_traceback_with_raw_continuation_lines() {
         let lines = [
@@ -914,7 +1014,7 @@ mod tests {
             class_and_line(&lines, exit_code(1)),
             (
                 FailureClass::Traceback,
-                Some("[rank0]: Traceback (most recent call last):".into())
+                Some("Traceback (most recent call last):".into())
             )
         );
     }
