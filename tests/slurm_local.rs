@@ -1124,3 +1124,73 @@ fn a_resume_that_does_not_follow_a_running_job_cancels_it() {
     assert_ne!(t["job"]["state"], "RUNNING", "{t}");
     c.stop();
 }
+
+/// `primus-slurm` on two nodes starts Primus' Slurm entry on each of them (not once, as
+/// `primus-cli slurm sbatch` does), with the per-node ranks the launch plan chose. Primus'
+/// runner is not in this repository: a stand-in entry keeps its contract (NODE_RANK from
+/// Slurm, GPUS_PER_NODE defaulting to 8, `-- direct ... -- train pretrain --config C
+/// --train_iters N`) and prints what each node was given and Megatron's iteration lines.
+/// docs/validation/slurm-primus-entry-2026-12-04.md runs the real runner the same way.
+#[test]
+fn primus_slurm_starts_primus_on_every_node_with_the_plan_s_ranks() {
+    let Some(c) = Cluster::start(13) else { return };
+    let ws = Ws::new(&c);
+    let root = ws.dir.path().join("ex");
+    std::fs::create_dir_all(root.join("runner")).unwrap();
+    let entry = root.join("runner/primus-cli-slurm-entry.sh");
+    std::fs::write(
+        &entry,
+        r#"#!/bin/sh
+NODE_RANK=${SLURM_NODEID:-0}
+n=$(printf '%s\n' "$@" | grep -A1 -x -- --train_iters | tail -1)
+echo "entry node_rank=$NODE_RANK nnodes=${SLURM_NNODES:-1} gpus_per_node=${GPUS_PER_NODE:-8} args: $*"
+i=1
+while [ "$i" -le "$n" ]; do
+  printf ' [2026-12-04 23:59:59.000000] iteration %8d/%8d | consumed samples: %12d | elapsed time per iteration (ms): %s.0 | throughput per GPU (TFLOP/s/GPU): 100.0 | learning rate: 1.000000E-04 | global batch size:    16 | lm loss: 9.800000E+00 | loss scale: 1.0 | grad norm: 1.000 | number of skipped iterations:   0 | number of nan iterations:   0 |\n' "$i" "$n" "$i" "$((100 + 10 * (i % 2)))"
+  i=$((i + 1))
+done
+"#,
+    )
+    .unwrap();
+    std::fs::set_permissions(&entry, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = ws
+        .cmd(&[
+            "run",
+            "--profile",
+            "primus-slurm",
+            "--nodes",
+            "2",
+            "--gpus",
+            "2",
+            "--max-iters",
+            "6",
+            "--no-telemetry",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let t = ws.trial(1);
+    assert_eq!(t["status"], "completed", "{t}\n{err}");
+    let dir = PathBuf::from(t["trial_dir"].as_str().unwrap());
+    let mut ranks = Vec::new();
+    for n in 0..2 {
+        let log = std::fs::read_to_string(dir.join(format!("node-{n}.log"))).unwrap();
+        let line = log
+            .lines()
+            .find(|l| l.starts_with("entry "))
+            .unwrap_or_else(|| panic!("{log}"));
+        assert!(line.contains("nnodes=2 gpus_per_node=1 "), "{line}");
+        assert!(
+            line.contains("args: -- direct -- train pretrain --config "),
+            "{line}"
+        );
+        ranks.push(line.split_whitespace().nth(1).unwrap().to_string());
+        assert_eq!(log.matches("] iteration ").count(), 6, "{log}");
+    }
+    ranks.sort();
+    assert_eq!(ranks, ["node_rank=0", "node_rank=1"]);
+    assert!(ws.queue().is_empty());
+    c.stop();
+}

@@ -94,6 +94,11 @@ pub struct ProfileSlurm {
     /// `{slurm_args}` renders the job's sbatch options for it.
     #[serde(default)]
     pub submits: bool,
+    /// Every trial of the profile is a Slurm job, as with `--slurm`: primus-tune submits it
+    /// and starts the command once on every node (`srun --ntasks-per-node=1`), with `NNODES`,
+    /// `NODE_RANK`, `MASTER_ADDR`, `MASTER_PORT` and `GPUS_PER_NODE` set.
+    #[serde(default)]
+    pub job: bool,
     /// Defaults of the job (`nodes`, `gpus_per_node`, `partition`, `account`, `time`,
     /// `sbatch_args`); the command line wins over them.
     #[serde(flatten)]
@@ -807,36 +812,21 @@ mod tests {
         );
     }
 
+    /// primus-slurm's trials are jobs primus-tune submits, running Primus' Slurm entry on
+    /// every node (not `primus-cli slurm sbatch`, whose batch script runs on the first node
+    /// only).
     #[test]
-    fn primus_slurm_hands_the_jobs_options_to_primus_cli_and_submits_itself() {
+    fn primus_slurm_runs_primus_slurm_entry_on_every_node_of_its_job() {
         let p = find("primus-slurm", None).unwrap();
-        assert!(p.slurm.as_ref().is_some_and(|s| s.submits));
+        let slurm = p.slurm.as_ref().unwrap();
+        assert!(slurm.job && !slurm.submits, "{slurm:?}");
         let mut c = cx();
         c.overrides.clear();
-        c.slurm_args = crate::run::launch::slurm::sbatch_options(
-            &crate::run::launch::scheduler::JobSpec {
-                nodes: 2,
-                gpus_per_node: Some(8),
-                partition: Some("mi300x".into()),
-                job_name: "primus-tune-primus-slurm".into(),
-                ..Default::default()
-            },
-            Path::new("/t/1"),
-        );
         let (argv, _) = p.expand(&c).unwrap();
         assert_eq!(
             argv,
             [
-                "/p/runner/primus-cli",
-                "slurm",
-                "sbatch",
-                "--job-name=primus-tune-primus-slurm",
-                "--nodes=2",
-                "--ntasks-per-node=1",
-                "--gpus-per-node=8",
-                "--partition=mi300x",
-                "--no-requeue",
-                "--output=/t/1/slurm-%j.out",
+                "/p/runner/primus-cli-slurm-entry.sh",
                 "--",
                 "direct",
                 "--env",

@@ -16,7 +16,8 @@ use std::time::Duration;
 /// What a trial asks of Slurm.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SlurmRequest {
-    /// Run on Slurm (`--slurm`); a profile whose command submits the job runs there anyway.
+    /// Run on Slurm (`--slurm`); a profile whose trials are jobs (`slurm: job` or `submits`)
+    /// runs there anyway.
     pub enabled: bool,
     pub settings: SlurmSettings,
     /// How often the job and its files are read (default 1 s).
@@ -54,7 +55,8 @@ pub fn launch(
     defaults: &Defaults,
 ) -> Result<Option<(BatchLaunch, JobAsk)>, AppError> {
     let submits = profile.slurm.as_ref().is_some_and(|s| s.submits);
-    if !req.enabled && !submits {
+    let always = submits || profile.slurm.as_ref().is_some_and(|s| s.job);
+    if !req.enabled && !always {
         if !req.settings.is_empty() || req.requeue || req.max_pending.is_some() {
             return Err(AppError::Usage(format!(
                 "Slurm options ({OPTIONS}) need --slurm"
@@ -165,6 +167,23 @@ mod tests {
         assert_eq!(s.account.as_deref(), Some("proj"));
         // A source that gives sbatch arguments replaces the others' list.
         assert_eq!(s.sbatch_args, ["--exclusive"]);
+    }
+
+    #[test]
+    fn a_profile_whose_trials_are_jobs_runs_on_slurm_without_the_flag() {
+        let defaults = Defaults::default();
+        let job = crate::run::profile::find("primus-slurm", None).unwrap();
+        let (b, ask) = launch(&SlurmRequest::default(), &job, &defaults)
+            .unwrap()
+            .expect("a job");
+        assert!(!b.submits, "primus-tune submits it");
+        assert_eq!(ask.nodes.0, 1);
+        let local = crate::run::profile::find("primus", None).unwrap();
+        assert!(
+            launch(&SlurmRequest::default(), &local, &defaults)
+                .unwrap()
+                .is_none()
+        );
     }
 
     #[test]

@@ -348,10 +348,7 @@ fn stop_policy(opts: &TrialOptions, dir: &Path, started: Instant) -> StopPolicy 
         max_iters: opts.max_iters,
         trains: opts.trains,
         race: opts.race,
-        global_batch: opts
-            .race
-            .and(resolved.as_ref())
-            .and_then(global_batch_of),
+        global_batch: opts.race.and(resolved.as_ref()).and_then(global_batch_of),
         first_iteration: Duration::from_secs_f64(opts.first_iteration_seconds),
         hang: Duration::from_secs_f64(opts.hang_seconds),
         deadline: opts
