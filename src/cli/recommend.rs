@@ -7,7 +7,7 @@ use crate::config::catalog::Catalog;
 use crate::config::doc::SaveOptions;
 use crate::config::edit::{self, SetRequest};
 use crate::tune::recommend::Recommendation;
-use crate::tune::recommend::bundle::as_text;
+use crate::tune::recommend::bundle::{as_text, as_yaml};
 use clap::Args;
 use serde_json::json;
 use std::process::ExitCode;
@@ -215,7 +215,7 @@ fn apply(
         .filter(|r| !r.env)
         .map(|r| SetRequest {
             key: r.flag.clone(),
-            text: as_text(&r.value),
+            text: as_yaml(&r.value),
         })
         .collect();
     let env: Vec<&Recommendation> = recs.iter().filter(|r| r.env).collect();

@@ -6,9 +6,9 @@
 
 use super::rules::fixes;
 use super::{Basis, Recommendation};
-use crate::config::catalog::Catalog;
+use crate::config::catalog::{Catalog, json_to_value};
 use crate::config::diag::{Diagnostic, Severity};
-use crate::config::overrides::{Override, coerce};
+use crate::config::overrides::Override;
 use crate::config::{Experiment, LoadOptions, lint};
 use serde::Serialize;
 use serde_json::Value as Json;
@@ -29,13 +29,19 @@ pub struct Checked {
     pub withheld: Vec<Withheld>,
 }
 
-/// The text `set` takes for a JSON value.
+/// A value as people read it and as a launch variable is set (`null`, `true`, `fp32`).
 pub fn as_text(v: &Json) -> String {
     match v {
         Json::Null => "null".into(),
         Json::String(s) => s.clone(),
         other => other.to_string(),
     }
+}
+
+/// The text `set` takes for a value, written as YAML that reads back as the same value: `null`
+/// is null, and a string that YAML would read as something else is quoted (`"null"`).
+pub fn as_yaml(v: &Json) -> String {
+    crate::config::literal::render(&json_to_value(v), None)
 }
 
 type Key = (&'static str, Option<String>);
@@ -58,12 +64,13 @@ impl Linter<'_> {
     fn errors(&self, recs: &[Recommendation]) -> Result<Vec<Diagnostic>, String> {
         let mut with = self.opts.clone();
         for r in recs {
-            let text = as_text(&r.value);
+            // The value itself, not its text: Primus' command-line typing reads `null` as the
+            // string "null" (only `None` is null there), which is not what `--apply` writes.
             if r.env {
-                with.env.set(&r.flag, &text);
+                with.env.set(&r.flag, &as_text(&r.value));
             } else {
                 with.overrides
-                    .push(Override::new(r.flag.clone(), coerce(&text)));
+                    .push(Override::new(r.flag.clone(), json_to_value(&r.value)));
             }
         }
         let view = Experiment::load(&self.exp.path, &with).map_err(|e| e.to_string())?;

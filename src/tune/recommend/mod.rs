@@ -201,6 +201,7 @@ mod advice_tests {
     use crate::config::overrides::Override;
     use crate::config::value::Value;
     use crate::config::{Experiment, LoadOptions};
+    use serde_json::Value as Json;
     use serde_json::json;
     use std::path::Path;
 
@@ -216,10 +217,9 @@ mod advice_tests {
     fn errors(o: &LoadOptions, recs: &[Recommendation]) -> Vec<&'static str> {
         let mut with = o.clone();
         for r in recs.iter().filter(|r| !r.env) {
-            let text = bundle::as_text(&r.value);
             with.overrides.push(Override::new(
                 r.flag.clone(),
-                crate::config::overrides::coerce(&text),
+                crate::config::catalog::json_to_value(&r.value),
             ));
         }
         let exp = Experiment::load(Path::new(MOE), &with).unwrap();
@@ -284,6 +284,41 @@ mod advice_tests {
         let w = &checked.withheld[0];
         assert_eq!(w.rec.flag, "bf16");
         assert!(w.why.contains("bf16-fp16-exclusive"), "{}", w.why);
+    }
+
+    /// A pick of "no recomputation" sets three flags to null; lint must see null, not the
+    /// string "null" that Primus' command-line typing would make of the text.
+    #[test]
+    fn a_pick_of_nulls_passes_lint_as_nulls() {
+        let o = opts(&[
+            ("recompute_granularity", Value::Str("full".into())),
+            ("recompute_method", Value::Str("uniform".into())),
+            ("recompute_num_layers", Value::Int(1)),
+        ]);
+        let exp = Experiment::load(Path::new(MOE), &o).unwrap();
+        let pick = |flag: &str, current: Json| Recommendation {
+            flag: flag.into(),
+            value: Json::Null,
+            current,
+            basis: Basis::Measured,
+            reason: "test".into(),
+            source: "study s".into(),
+            env: false,
+            rule: "study".into(),
+            companion_of: None,
+        };
+        let recs = vec![
+            pick("recompute_granularity", json!("full")),
+            pick("recompute_method", json!("uniform")),
+            pick("recompute_num_layers", json!(1)),
+        ];
+        let checked = lint_clean(&exp, &o, Catalog::builtin(), recs.clone());
+        assert!(checked.withheld.is_empty(), "{:?}", checked.withheld);
+        assert_eq!(checked.recs, recs);
+        // And what `--apply` hands `set`: YAML null, while a string that reads as null is quoted.
+        assert_eq!(bundle::as_yaml(&Json::Null), "null");
+        assert_eq!(bundle::as_yaml(&json!("null")), "\"null\"");
+        assert_eq!(bundle::as_yaml(&json!("selective")), "selective");
     }
 
     #[test]

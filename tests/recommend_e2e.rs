@@ -1,0 +1,124 @@
+//! `recommend --study … --apply` end to end with real processes: a `memory-fit` sweep of a test
+//! workload (Megatron iteration lines, its step time set by the recomputation it is given)
+//! whose pick is "no recomputation" — three flags set to null — then the command the sweep
+//! prints, with `--apply`, and `lint` of the file it wrote.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{Setup, cmd};
+
+/// Step time 100 ms without recomputation, 110 ms with selective, 120 ms with full recomputation
+/// of blocks and 130 ms of every layer (±1 ms). Out of memory where the memory model puts a
+/// candidate above ~171 GiB (so that what the sweep rules out by dominance would indeed not
+/// fit): micro batch 8, and micro batch 2 or 4 unless every layer is recomputed.
+const WORKLOAD: &str = r#"r="$1/resolved.json"
+mbs=$(grep -o '"micro_batch_size": *[0-9]*' "$r" | grep -o '[0-9]*$')
+uniform=0
+if grep -q '"recompute_method": *"uniform"' "$r"; then uniform=1; fi
+oom=0
+if [ "$mbs" -ge 8 ]; then oom=1; fi
+if [ "$mbs" -ge 2 ] && [ $uniform = 0 ]; then oom=1; fi
+if [ $oom = 1 ]; then echo "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB" >&2; exit 1; fi
+base=100
+if grep -q '"recompute_granularity": *"selective"' "$r"; then base=110; fi
+if grep -q '"recompute_granularity": *"full"' "$r"; then base=$((120 + 10 * uniform)); fi
+i=1
+while [ $i -le 200 ]; do
+  ms=$((base + (i % 2) * 2 - 1))
+  printf ' [2026-11-29 22:59:27.865632] iteration %8d/%8d | consumed samples: %12d | elapsed time per iteration (ms): %s.0 | throughput per GPU (TFLOP/s/GPU): 100.0 | learning rate: 1.000000E-04 | global batch size:    16 | lm loss: 9.800000E+00 | loss scale: 1.0 | grad norm: 1.000 | number of skipped iterations:   0 | number of nan iterations:   0 |\n' $i 200 $i $ms
+  i=$((i + 1))
+  sleep 0.01
+done
+"#;
+
+/// The dense example at micro batch 1 with full recomputation of every layer.
+fn setup() -> Setup {
+    let s = common::setup("recompute-workload", WORKLOAD, "unused");
+    common::set_micro_batch(&s, 1);
+    let text = std::fs::read_to_string(&s.exp).unwrap();
+    let full = "recompute_granularity: full\n      recompute_method: uniform\n      \
+                recompute_num_layers: 1";
+    assert!(text.contains("recompute_granularity: null"), "{text}");
+    std::fs::write(
+        &s.exp,
+        text.replace("recompute_granularity: null", full)
+            .replace("global_batch_size: 128", "global_batch_size: 8"),
+    )
+    .unwrap();
+    s
+}
+
+fn run(s: &Setup, args: &[String]) -> (i32, String, String) {
+    let out = cmd(s).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The sweep's pick turns recomputation off (three nulls); the `recommend --study` line the
+/// sweep prints, with `--apply`, writes exactly that, and lint finds nothing wrong with it.
+#[test]
+fn a_memory_fit_pick_of_no_recomputation_is_applied_and_lints_clean() {
+    let s = setup();
+    let exp = s.exp.display().to_string();
+    let args: Vec<String> = [
+        "sweep",
+        &exp,
+        "--space",
+        "memory-fit",
+        "--profile",
+        "recompute-workload",
+        "--gpus",
+        "1",
+        "--first-iters",
+        "12",
+        "--max-iters",
+        "36",
+        "--name",
+        "fit",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    let (code, out, err) = run(&s, &args);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains(
+            "pick: micro_batch_size=1 recompute_granularity=null recompute_method=null \
+             recompute_num_layers=null"
+        ),
+        "{out}"
+    );
+    let next = out
+        .lines()
+        .find_map(|l| l.strip_prefix("next: primus-tune "))
+        .unwrap_or_else(|| panic!("{out}"));
+    let mut apply: Vec<String> = next
+        .split_whitespace()
+        .filter(|a| *a != "[--apply]")
+        .map(str::to_string)
+        .collect();
+    assert_eq!(apply[..4], ["recommend", &exp, "--study", "fit"], "{next}");
+    apply.push("--apply".into());
+    let (code, out, err) = run(&s, &apply);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(!out.contains("withheld"), "{out}");
+    let text = std::fs::read_to_string(&s.exp).unwrap();
+    for flag in [
+        "recompute_granularity",
+        "recompute_method",
+        "recompute_num_layers",
+    ] {
+        assert!(text.contains(&format!("{flag}: null")), "{flag}: {text}");
+    }
+    assert!(out.contains("wrote 3 value(s) to"), "{out}");
+    let (code, out, err) = run(
+        &s,
+        &["lint".into(), exp.clone(), "--gpus".into(), "1".into()],
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("0 errors, 0 warnings"), "{out}");
+}
