@@ -122,3 +122,132 @@ fn a_memory_fit_pick_of_no_recomputation_is_applied_and_lints_clean() {
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("0 errors, 0 warnings"), "{out}");
 }
+
+/// A private copy of the bundled MoE example and a workspace beside it.
+struct Moe {
+    dir: tempfile::TempDir,
+    exp: std::path::PathBuf,
+    ws: std::path::PathBuf,
+}
+
+fn moe() -> Moe {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("ex");
+    primus_tune::util::bundled::extract(&root).unwrap();
+    Moe {
+        exp: root.join("experiments/moe_16B-BF16-pretrain.yaml"),
+        ws: dir.path().join("ws"),
+        dir,
+    }
+}
+
+impl Moe {
+    /// The binary on this experiment and workspace, `args` after the command word.
+    fn run(&self, args: &[&str]) -> (i32, String, String) {
+        let (cmd, rest) = args.split_first().unwrap();
+        let out = common::cli(&self.dir.path().join("data"))
+            .arg(cmd)
+            .arg(&self.exp)
+            .arg("--workspace")
+            .arg(&self.ws)
+            .args(rest)
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// A finished study `name` of this experiment whose pick (candidate 1) is `pick`, the
+    /// current settings being candidate 0.
+    fn study(&self, name: &str, current: serde_json::Value, pick: serde_json::Value) {
+        std::fs::create_dir_all(&self.ws).unwrap();
+        let store = primus_tune::store::Store::open(&self.ws.join("trials.db")).unwrap();
+        let cand = |id: usize, o: &serde_json::Value, ms: f64| {
+            serde_json::json!({
+                "id": id, "baseline": id == 0, "overrides": o,
+                "verdict": if id == 1 { "winner" } else { "slower" },
+                "why": "", "n": 8, "step_ms": ms, "ci_low_ms": ms - 1.0, "ci_high_ms": ms + 1.0,
+            })
+        };
+        let rec = serde_json::json!({
+            "space": "test", "config": self.exp, "profile": "primus", "gpus": 8,
+            "candidates": [cand(0, &current, 110.0), cand(1, &pick, 100.0)],
+            "pick": 1, "baseline": 0, "conclusion": {"kind": "change", "pick": 1},
+            "gpu_seconds": 100.0, "trials": 2, "log": [],
+        });
+        let id = store.create_study(name, &self.exp, "sweep").unwrap();
+        store.set_study_notes(id, Some(&rec.to_string())).unwrap();
+    }
+
+    fn text(&self) -> String {
+        std::fs::read_to_string(&self.exp).unwrap()
+    }
+}
+
+/// `recommend --study X --apply` writes the study's pick and nothing else: the rules it lists
+/// (the sync-free stage on MI300X) are applied only when asked for, by `--apply` without a
+/// study.
+#[test]
+fn applying_a_study_writes_its_pick_and_not_the_rules() {
+    let m = moe();
+    m.study(
+        "deepep",
+        serde_json::json!({"turbo_deepep_num_cu": 64}),
+        serde_json::json!({"turbo_deepep_num_cu": 80}),
+    );
+    let (code, out, err) = m.run(&["recommend", "--gpu", "MI300X", "--study", "deepep"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("turbo_sync_free_moe_stage: 0 → 2"), "{out}");
+    let before = m.text();
+    let (code, out, err) = m.run(&[
+        "recommend",
+        "--gpu",
+        "MI300X",
+        "--study",
+        "deepep",
+        "--apply",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("wrote 1 value(s)"), "{out}");
+    assert!(out.contains("not applied with --study"), "{out}");
+    let after = m.text();
+    let changed: Vec<(&str, &str)> = before
+        .lines()
+        .zip(after.lines())
+        .filter(|(a, b)| a != b)
+        .collect();
+    assert_eq!(
+        changed,
+        vec![(
+            "      turbo_deepep_num_cu: 64",
+            "      turbo_deepep_num_cu: 80"
+        )]
+    );
+    // The rules, when asked for.
+    let (code, out, err) = m.run(&["recommend", "--gpu", "MI300X", "--apply"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(m.text().contains("turbo_sync_free_moe_stage: 2"), "{out}");
+}
+
+/// A study whose pick cannot be written says why and fails (exit 2), instead of writing nothing
+/// with success: here lint refuses the pick (sync-free stage 7: Primus knows 0 to 3).
+#[test]
+fn applying_a_study_whose_pick_is_withheld_fails_with_the_reason() {
+    let m = moe();
+    m.study(
+        "bad",
+        serde_json::json!({"turbo_sync_free_moe_stage": 0}),
+        serde_json::json!({"turbo_sync_free_moe_stage": 7}),
+    );
+    let before = m.text();
+    let (code, out, err) = m.run(&["recommend", "--study", "bad", "--apply"]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(
+        err.contains("the pick of study `bad` is withheld") && err.contains("nothing was written"),
+        "{err}"
+    );
+    assert_eq!(m.text(), before);
+}

@@ -209,7 +209,11 @@ fn apply(
     opts: &crate::config::LoadOptions,
     view: &RecommendView,
 ) -> Result<(), CliError> {
-    let recs = &view.recs;
+    // With a study: its pick alone (the rules are a separate `--apply` without `--study`).
+    let recs = view
+        .to_apply()
+        .map_err(|e| CliError::Failed(format!("{e}; nothing was written")))?;
+    let rules_left = recs.len() < view.recs.len();
     let requests: Vec<SetRequest> = recs
         .iter()
         .filter(|r| !r.env)
@@ -218,7 +222,7 @@ fn apply(
             text: as_yaml(&r.value),
         })
         .collect();
-    let env: Vec<&Recommendation> = recs.iter().filter(|r| r.env).collect();
+    let env: Vec<&&Recommendation> = recs.iter().filter(|r| r.env).collect();
     if requests.is_empty() {
         println!("no config value to write");
     } else {
@@ -262,6 +266,12 @@ fn apply(
             .map(|r| format!("{}={}", r.flag, as_text(&r.value)))
             .collect();
         println!("for the launch environment: export {}", line.join(" "));
+    }
+    if rules_left && !a.json {
+        println!(
+            "the rules above are not applied with --study: `primus-tune recommend {} --apply` applies them",
+            display_path(&exp.path)
+        );
     }
     if a.json {
         print_json(&view_json(view));

@@ -20,6 +20,9 @@ use crate::telemetry::hardware::GpuModel;
 use serde::Serialize;
 use serde_json::Value as Json;
 
+/// The rule id of a study's pick (every flag of it, and the companions lint brings with it).
+pub const STUDY: &str = "study";
+
 /// What a recommendation rests on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
