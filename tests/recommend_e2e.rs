@@ -251,3 +251,153 @@ fn applying_a_study_whose_pick_is_withheld_fails_with_the_reason() {
     );
     assert_eq!(m.text(), before);
 }
+
+/// The JSON of `recommend … --json` (exit 0 asserted).
+fn json_of(out: (i32, String, String)) -> serde_json::Value {
+    assert_eq!(out.0, 0, "{}\n{}", out.1, out.2);
+    serde_json::from_str(&out.1).unwrap_or_else(|e| panic!("{e}: {}", out.1))
+}
+
+/// Every flag a `recommend --json` would set (recommendations and their companions).
+fn flags_set(v: &serde_json::Value) -> Vec<String> {
+    v["recommendations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["flag"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// `--ack turbo-grouped-gemm` holds for every route to `use_turbo_grouped_gemm`: the
+/// sync-free stage 2 that MI300X calls for needs it, so that bundle is held back whole (with
+/// the acknowledgement's reason), and `--apply` writes neither.
+#[test]
+fn an_acknowledged_flag_is_not_set_by_another_rule_s_bundle() {
+    let m = moe();
+    std::fs::write(
+        &m.exp,
+        m.text().replace(
+            "use_turbo_grouped_gemm: true",
+            "use_turbo_grouped_gemm: false",
+        ),
+    )
+    .unwrap();
+    let before = json_of(m.run(&["recommend", "--gpu", "MI300X", "--json"]));
+    let flags = flags_set(&before);
+    assert!(
+        flags.contains(&"use_turbo_grouped_gemm".to_string())
+            && flags.contains(&"turbo_sync_free_moe_stage".to_string()),
+        "{before}"
+    );
+    let (code, out, err) = m.run(&[
+        "recommend",
+        "--ack",
+        "turbo-grouped-gemm",
+        "--reason",
+        "hangs with our experts",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let v = json_of(m.run(&["recommend", "--gpu", "MI300X", "--json"]));
+    let flags = flags_set(&v);
+    assert!(
+        !flags.contains(&"use_turbo_grouped_gemm".to_string()),
+        "{v}"
+    );
+    assert!(
+        !flags.contains(&"turbo_sync_free_moe_stage".to_string()),
+        "{v}"
+    );
+    let held: Vec<&serde_json::Value> = v["withheld"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["rule"] == "sync-free-moe")
+        .collect();
+    assert!(!held.is_empty(), "{v}");
+    for w in held {
+        let why = w["why"].as_str().unwrap();
+        assert!(
+            why.contains("`use_turbo_grouped_gemm` → true")
+                && why.contains("`turbo-grouped-gemm` is acknowledged: hangs with our experts"),
+            "{why}"
+        );
+    }
+    let text = m.text();
+    let (code, out, err) = m.run(&["recommend", "--gpu", "MI300X", "--apply"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let after = m.text();
+    assert!(after.contains("use_turbo_grouped_gemm: false"), "{out}");
+    assert!(after.contains("turbo_sync_free_moe_stage: 0"), "{out}");
+    assert!(out.contains("withheld sync-free-moe"), "{out}");
+    // What it did write is what no acknowledgement governs.
+    assert_eq!(text.lines().count(), after.lines().count());
+}
+
+/// AMD's Mixtral 8x7B FP8 example (Primus-Turbo off) on MI300X: with `primus-turbo`
+/// acknowledged, nothing recommended sets `enable_primus_turbo` — not the sync-free stage's
+/// companion (stage > 0 needs Primus-Turbo), not a Turbo kernel's — each bundle that needs it
+/// is held back with the reason, and `--apply` leaves the switch off.
+#[test]
+#[cfg_attr(
+    not(shared_fixtures),
+    ignore = "needs ../shared/fixtures beside the checkout (absent when the tests were built)"
+)]
+fn shared_acknowledging_primus_turbo_holds_back_every_bundle_that_needs_it() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/primus");
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("primus");
+    copy_tree(&src, &root);
+    let m = Moe {
+        exp: root.join("examples/megatron/configs/MI300X/mixtral_8x7B_v0.1-FP8-pretrain.yaml"),
+        ws: dir.path().join("ws"),
+        dir,
+    };
+    let flags = flags_set(&json_of(m.run(&["recommend", "--gpu", "MI300X", "--json"])));
+    assert!(
+        flags.contains(&"enable_primus_turbo".to_string()),
+        "{flags:?}"
+    );
+    let (code, out, err) = m.run(&[
+        "recommend",
+        "--ack",
+        "primus-turbo",
+        "--reason",
+        "no primus_turbo wheel for our ROCm",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let v = json_of(m.run(&["recommend", "--gpu", "MI300X", "--json"]));
+    assert!(
+        !flags_set(&v).contains(&"enable_primus_turbo".to_string()),
+        "{v}"
+    );
+    let held: Vec<&str> = v["withheld"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| {
+            w["why"]
+                .as_str()
+                .unwrap()
+                .contains("`primus-turbo` is acknowledged: no primus_turbo wheel")
+        })
+        .map(|w| w["rule"].as_str().unwrap())
+        .collect();
+    assert!(held.contains(&"sync-free-moe"), "{v}");
+    assert!(held.contains(&"turbo-attention"), "{v}");
+    let (code, out, err) = m.run(&["recommend", "--gpu", "MI300X", "--apply"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(!m.text().contains("enable_primus_turbo: true"), "{out}");
+}
+
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), &dest).unwrap();
+        }
+    }
+}

@@ -2,7 +2,10 @@
 //! would write them (and the launch variables as the launch would set them). A new error with
 //! a known one-value fix brings that fix in as a companion (the Turbo grouped GEMM with
 //! `moe_use_legacy_grouped_gemm: false`); one without a fix withholds the rule that causes it,
-//! with lint's message. Errors the experiment already has are not the advice's doing.
+//! with lint's message. A new warning with a known fix brings it in too (a Turbo kernel comes
+//! with `enable_primus_turbo`, without which it does nothing), so that what the advice needs is
+//! in its bundle, where an acknowledgement can see it. Findings the experiment already has are
+//! not the advice's doing.
 
 use super::rules::fixes;
 use super::{Basis, Recommendation};
@@ -60,7 +63,8 @@ struct Linter<'a> {
 }
 
 impl Linter<'_> {
-    /// Lint's errors with the recommendations applied (Err: it does not even resolve).
+    /// Lint's errors, and its warnings with a known fix, with the recommendations applied
+    /// (Err: it does not even resolve).
     fn errors(&self, recs: &[Recommendation]) -> Result<Vec<Diagnostic>, String> {
         let mut with = self.opts.clone();
         for r in recs {
@@ -77,7 +81,10 @@ impl Linter<'_> {
         Ok(
             lint::lint(&view, &with.env, with.world.as_ref(), self.catalog)
                 .into_iter()
-                .filter(|d| d.severity == Severity::Error)
+                .filter(|d| {
+                    d.severity == Severity::Error
+                        || (d.severity == Severity::Warning && !fixes(d.code).is_empty())
+                })
                 .collect(),
         )
     }
@@ -243,8 +250,11 @@ pub fn lint_clean(
         if add_companions(&lint, &mut recs, &found) {
             continue;
         }
-        // No fix: withhold the fewest rules whose removal clears the first finding.
-        let d = &found[0];
+        // No fix: withhold the fewest rules whose removal clears the first error (a warning
+        // whose fix would contradict a recommendation is left to lint to say).
+        let Some(d) = found.iter().find(|d| d.severity == Severity::Error) else {
+            break;
+        };
         let out = lint.rules_behind(&recs, d);
         let why = format!("lint would refuse it: error[{}]: {}", d.code, d.message);
         let (gone, kept): (Vec<_>, Vec<_>) = recs.into_iter().partition(|r| out.contains(&r.rule));

@@ -4,15 +4,18 @@
 //! `proxy` for a CPU stand-in's, with evidence).
 //!
 //! What reaches the user passes three filters: rules the user acknowledged are set apart
-//! ([`crate::domain::advice::Ack`]), Primus-on-AMD advice is "does not apply" for upstream
+//! ([`crate::domain::advice::Ack`]) with every bundle that would set a flag they govern
+//! ([`held`]), Primus-on-AMD advice is "does not apply" for upstream
 //! Megatron-LM or an NVIDIA GPU ([`target`]), and the whole set is linted with the companion
 //! changes it needs; what lint would still refuse is withheld with the reason ([`bundle`]).
 
 pub mod bundle;
+pub mod held;
 mod rules;
 pub mod target;
 
 pub use bundle::{Checked, Withheld, lint_clean};
+pub use held::{governed, hold_back};
 pub use rules::rules;
 pub use target::{Framework, NotApplicable, Target};
 

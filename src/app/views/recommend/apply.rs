@@ -3,6 +3,7 @@
 //! without a study, the rules. A study whose pick cannot be written says why.
 
 use super::RecommendView;
+use crate::tune::recommend::bundle::as_yaml;
 use crate::tune::recommend::{Recommendation, STUDY};
 
 /// Why applying a study writes nothing: no pick, its profile models none of its flags, or
@@ -46,4 +47,37 @@ impl RecommendView {
         };
         Err(NothingToApply(why))
     }
+}
+
+/// A study's pick as the edits applying it makes, and the flags it leaves out because its
+/// profile does not model them: `recommend --study NAME --apply` as the TUI's `a` on a study
+/// applies it (as unsaved edits), with the same filters — lint's companions, what an
+/// acknowledgement holds back, what lint refuses.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PickEdits {
+    /// (flag, YAML text) as the editor takes them.
+    pub edits: Vec<(String, String)>,
+    pub unmodeled: Vec<String>,
+}
+
+pub fn pick_edits(
+    session: &crate::app::Session,
+    study: &str,
+) -> Result<PickEdits, crate::app::AppError> {
+    let req = super::RecommendRequest {
+        study: Some(study.to_string()),
+        ..super::RecommendRequest::default()
+    };
+    let view = super::recommend(session, &req)?;
+    let recs = view
+        .to_apply()
+        .map_err(|e| crate::app::AppError::Failed(e.0))?;
+    Ok(PickEdits {
+        edits: recs
+            .iter()
+            .filter(|r| !r.env)
+            .map(|r| (r.flag.clone(), as_yaml(&r.value)))
+            .collect(),
+        unmodeled: view.ignored.iter().map(|(f, _)| f.clone()).collect(),
+    })
 }

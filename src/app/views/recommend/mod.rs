@@ -7,7 +7,7 @@
 mod apply;
 mod study;
 
-pub use apply::NothingToApply;
+pub use apply::{NothingToApply, PickEdits, pick_edits};
 
 use crate::app::{AppError, Session};
 use crate::config::catalog::Catalog;
@@ -194,26 +194,79 @@ pub fn recommend(session: &Session, req: &RecommendRequest) -> Result<RecommendV
             ack,
         })
         .collect();
-    ctx.acked = acknowledged.iter().map(|a| a.ack.rule.clone()).collect();
-    // A rule for a flag the measurement covers is left out.
-    let rules: Vec<Recommendation> = recommend::rules(&exp, &load.env, &ctx, &gemm)
-        .into_iter()
-        .filter(|r| !measured.iter().any(|m| m.flag == r.flag))
-        .collect();
-    let (rules, not_applicable) = recommend::target::split(rules, &target);
-    // The pick and the rules are linted apart: `--study --apply` writes the pick alone, and
-    // `--apply` without a study the rules alone, each onto the config as it then is.
-    let catalog = Catalog::builtin();
-    let pick = recommend::lint_clean(&exp, &load, catalog, measured);
-    let rules = recommend::lint_clean(&exp, &load, catalog, rules);
+    let acks: Vec<Ack> = acknowledged.iter().map(|a| a.ack.clone()).collect();
+    let advice = Advice {
+        exp: &exp,
+        load: &load,
+        gemm: &gemm,
+        target,
+        acks: &acks,
+    };
+    ctx.acked = acks.iter().map(|a| a.rule.clone()).collect();
+    let (recs, withheld, not_applicable) = advice.settle(ctx, measured);
     Ok(RecommendView {
         gpu,
         evidence,
-        recs: pick.recs.into_iter().chain(rules.recs).collect(),
+        recs,
         ignored,
         target,
-        withheld: pick.withheld.into_iter().chain(rules.withheld).collect(),
+        withheld,
         not_applicable,
         acknowledged,
     })
+}
+
+/// What the advice is worked out from, once the study's pick and the acknowledgements are known.
+struct Advice<'a> {
+    exp: &'a crate::config::Experiment,
+    load: &'a crate::config::LoadOptions,
+    gemm: &'a crate::gemm::status::GemmStatus,
+    target: Target,
+    acks: &'a [Ack],
+}
+
+type Settled = (Vec<Recommendation>, Vec<Withheld>, Vec<NotApplicable>);
+
+impl Advice<'_> {
+    /// The pick and the rules, each linted with its companions, less every bundle that would
+    /// set a flag an acknowledgement governs. A bundle held back is treated as acknowledged
+    /// and the rest worked out again (what only followed from it goes too: no DeepEP CU count
+    /// without the sync-free stage that turns DeepEP on); each round holds back at least one
+    /// more rule, so this ends.
+    fn settle(&self, mut ctx: Context, mut measured: Vec<Recommendation>) -> Settled {
+        let mut held = Vec::new();
+        loop {
+            let (recs, withheld, not_applicable) = self.round(&ctx, measured.clone());
+            let (recs, out, rules) = recommend::hold_back(recs, self.acks);
+            if rules.is_empty() {
+                return (
+                    recs,
+                    held.into_iter().chain(withheld).collect(),
+                    not_applicable,
+                );
+            }
+            held.extend(out);
+            measured.retain(|m| !rules.contains(&m.rule));
+            ctx.acked.extend(rules);
+        }
+    }
+
+    /// One round: the rules (less those for a flag the measurement covers) for the target, and
+    /// the pick and the rules linted apart — `--study --apply` writes the pick alone, and
+    /// `--apply` without a study the rules alone, each onto the config as it then is.
+    fn round(&self, ctx: &Context, measured: Vec<Recommendation>) -> Settled {
+        let rules: Vec<Recommendation> = recommend::rules(self.exp, &self.load.env, ctx, self.gemm)
+            .into_iter()
+            .filter(|r| !measured.iter().any(|m| m.flag == r.flag))
+            .collect();
+        let (rules, not_applicable) = recommend::target::split(rules, &self.target);
+        let catalog = Catalog::builtin();
+        let pick = recommend::lint_clean(self.exp, self.load, catalog, measured);
+        let rules = recommend::lint_clean(self.exp, self.load, catalog, rules);
+        (
+            pick.recs.into_iter().chain(rules.recs).collect(),
+            pick.withheld.into_iter().chain(rules.withheld).collect(),
+            not_applicable,
+        )
+    }
 }
