@@ -22,3 +22,4 @@ pub mod lint;
 pub mod literal;
 pub mod save;
 pub mod source;
+pub mod suppress;

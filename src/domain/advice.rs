@@ -48,8 +48,8 @@ pub const ASYNC_TP: &str = "async-tensor-parallel";
 pub const MIXED_PRECISION: &str = "mixed-precision";
 pub const FIT_MEMORY: &str = "fit-memory";
 
-/// Every rule of the checklist and of `recommend` (lint's codes are rules too: the app layer's
-/// `ack::known_rules` adds those of an experiment).
+/// Every rule of the checklist and of `recommend` (lint's codes are ids too:
+/// `config::lint::codes` lists them, and the two are one id space for acknowledgements).
 pub const RULES: &[Rule] = &[
     rule(
         PRIMUS_TURBO,
@@ -231,13 +231,16 @@ impl Target {
     }
 }
 
-/// A rule the user chose not to follow for an experiment, and why.
+/// A rule (or lint code) the user chose not to follow for an experiment, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ack {
     pub rule: String,
     pub reason: String,
-    /// RFC 3339, UTC.
-    pub at: String,
+    /// When it was recorded (RFC 3339, UTC), where that is known: the workspace's record.
+    pub at: Option<String>,
+    /// Where it is written: `primus-tune.toml:7:1`, `exp.yaml:12:40` (a comment), or the
+    /// workspace's database (what earlier versions recorded).
+    pub from: String,
 }
 
 /// The acknowledgement of `rule` among `acks`.

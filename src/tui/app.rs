@@ -30,7 +30,7 @@ pub enum Msg {
     Key(KeyEvent),
     /// A click or a wheel turn (mouse capture on).
     Mouse(crossterm::event::MouseEvent),
-    /// A rule of the checklist was acknowledged (stored in the workspace), or not.
+    /// A rule of the checklist was acknowledged (written to `primus-tune.toml`), or not.
     Acknowledged(Result<crate::domain::advice::Ack, AppError>),
     /// The config view was (re)built; `plan` is set when edits are pending.
     Loaded(Result<(Box<ConfigView>, Option<PlanView>), AppError>),
@@ -473,8 +473,8 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
         Msg::PickPlanned(study, r) => screens::sweep::on_pick(app, &study, r),
         Msg::Acknowledged(Ok(a)) => {
             app.info(format!(
-                "acknowledged `{}`: {} (recommend --unack {} withdraws it)",
-                a.rule, a.reason, a.rule
+                "acknowledged `{}` in {}: {} (recommend --unack {} withdraws it)",
+                a.rule, a.from, a.reason, a.rule
             ));
             vec![Effect::Load(app.pending.clone())]
         }

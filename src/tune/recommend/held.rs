@@ -93,7 +93,8 @@ mod tests {
         Ack {
             rule: rule.into(),
             reason: "crashes on our ROCm".into(),
-            at: String::new(),
+            at: None,
+            from: "primus-tune.toml:2:1".into(),
         }
     }
 

@@ -70,6 +70,9 @@ pub struct Context<'a> {
     pub target: Target,
     /// Rules the user acknowledged: not recommended, and nothing that follows from them.
     pub acked: Vec<String>,
+    /// Lint findings the user suppressed (`primus-tune.toml`, a comment): no fix is advised
+    /// for them.
+    pub quiet: Vec<crate::config::diag::Diagnostic>,
 }
 
 #[cfg(test)]

@@ -160,12 +160,16 @@ fn target_on(gpu: Option<&(&'static GpuModel, String)>, framework: Framework) ->
 pub fn recommend(session: &Session, req: &RecommendRequest) -> Result<RecommendView, AppError> {
     let exp = session.load()?;
     let (gpu, target, load) = target(session, req.gpu.as_deref(), req.profile.as_deref())?;
-    let (gemm, acks) = super::stored(session, &exp);
+    let (gemm, acks) = super::stored(session, &exp)?;
+    let world = session.load.world;
+    let lint = crate::config::lint::lint(&exp, &load.env, world.as_ref(), Catalog::builtin());
+    let (_, quiet) = crate::app::ack::split(session, lint)?;
     let mut ctx = Context {
         gpu: gpu.as_ref().map(|g| g.0),
-        world: session.load.world,
+        world,
         target,
         acked: Vec::new(),
+        quiet: quiet.into_iter().map(|s| s.diagnostic).collect(),
     };
     let mut measured = Vec::new();
     let mut evidence = None;
