@@ -146,9 +146,15 @@ fn an_acknowledged_lint_code_is_not_reported_in_any_format() {
         (&s["kind"], &s["justification"]),
         (&"external".into(), &"AMD's recipe writes 1".into())
     );
-    assert_eq!(
-        checklist_problems(&t.json("checklist", &["--json"]), CODE),
-        0
+    let v = t.json("checklist", &["--json"]);
+    assert_eq!(checklist_problems(&v, CODE), 0);
+    assert_eq!(v["suppressed"][0]["reason"], "AMD's recipe writes 1", "{v}");
+    let out = t.run("checklist", &[]);
+    assert!(
+        out.stdout
+            .contains("ignored[bool-written-as-int]: AMD's recipe writes 1 ("),
+        "{}",
+        out.stdout
     );
 
     let out = t.run("recommend", &["--unack", CODE]);

@@ -118,18 +118,19 @@ pub fn measured_memory(session: &Session, exp: &Experiment) -> Option<MeasuredMe
     })
 }
 
-/// The quick checklist and the diagnostics behind it.
+/// The quick checklist, the diagnostics behind it, and those the user's decisions suppress.
 #[derive(Debug, Clone)]
 pub struct ChecklistView {
     pub checklist: Checklist,
     pub diagnostics: Vec<Diagnostic>,
+    pub suppressed: Vec<crate::config::suppress::Suppressed>,
 }
 
 /// The guide's quick checklist for the session's experiment, with what the workspace measured.
 pub fn checklist(session: &Session) -> Result<ChecklistView, AppError> {
     let exp = session.load()?;
     let catalog = Catalog::builtin();
-    let (diagnostics, _) = crate::app::ack::split(
+    let (diagnostics, suppressed) = crate::app::ack::split(
         session,
         crate::config::lint::lint(
             &exp,
@@ -152,5 +153,6 @@ pub fn checklist(session: &Session) -> Result<ChecklistView, AppError> {
     Ok(ChecklistView {
         checklist,
         diagnostics,
+        suppressed,
     })
 }
