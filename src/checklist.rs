@@ -285,7 +285,15 @@ fn acknowledge(findings: Vec<Finding>, acks: &[Ack]) -> Vec<Finding> {
             |f| match (f.kind, f.rule.and_then(|r| rule::acked(acks, r))) {
                 (FindingKind::Todo, Some(a)) => Finding {
                     kind: FindingKind::Acknowledged,
-                    text: format!("{} — acknowledged: {}", f.text, a.reason),
+                    // Where it is decided, by file name: a step's line has little room.
+                    text: format!(
+                        "{} — acknowledged: {} ({})",
+                        f.text,
+                        a.reason,
+                        std::path::Path::new(&a.from)
+                            .file_name()
+                            .map_or(a.from.as_str(), |n| n.to_str().unwrap_or_default())
+                    ),
                     rule: f.rule,
                 },
                 _ => f,
@@ -839,7 +847,8 @@ mod tests {
         let ack = Ack {
             rule: rule::OVERLAP_PARAM_GATHER.into(),
             reason: "measured slower".into(),
-            at: "2026-12-01T00:00:00.000Z".into(),
+            at: None,
+            from: "primus-tune.toml:4:1".into(),
         };
         let done = comm(&[ack]);
         let f = done
@@ -849,7 +858,8 @@ mod tests {
             .unwrap();
         assert_eq!(f.kind, FindingKind::Acknowledged);
         assert!(
-            f.text.ends_with("acknowledged: measured slower"),
+            f.text
+                .ends_with("acknowledged: measured slower (primus-tune.toml:4:1)"),
             "{}",
             f.text
         );

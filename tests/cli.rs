@@ -1014,7 +1014,7 @@ fn recommend_says_primus_amd_advice_does_not_apply_elsewhere() {
     assert!(text.contains("does not apply: hipblaslt-tuning"), "{text}");
 }
 
-/// A rule acknowledged with a reason is stored in the workspace: the checklist shows it as
+/// A rule acknowledged with a reason is written to primus-tune.toml: the checklist shows it as
 /// acknowledged (not to do), recommend holds it back and says so; --unack withdraws it.
 #[test]
 fn an_acknowledged_rule_leaves_the_checklist_and_the_advice() {

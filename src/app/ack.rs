@@ -1,13 +1,19 @@
-//! Acknowledging a rule: the user decides not to follow one for this experiment and says why.
-//! Stored in the workspace; the checklist then shows it as acknowledged (not as to do) and
-//! `recommend` lists it apart instead of proposing it.
+//! Acknowledging a rule: the user decides not to follow one (an advice rule or a lint code: one
+//! id space) for this experiment and says why. It is written where CI and the team see it, as
+//! ruff's per-file ignores are: `primus-tune.toml` in the user's tree (the nearest one up from
+//! the experiment, else a new one beside it), edited in place under a lock. The checklist then
+//! shows it as acknowledged, `recommend` holds back what it governs, and `lint` no longer
+//! reports the code. Acknowledgements earlier versions stored in the workspace still count.
 
 use super::{AppError, Session};
-use crate::config::catalog::Catalog;
-use crate::domain::advice::{self, Ack};
+use crate::config::diag::{Diagnostic, Severity};
+use crate::config::lint::codes;
+use crate::config::suppress::edit::{self, EditError};
+use crate::config::suppress::{Decisions, Suppressed};
+use crate::domain::advice::Ack;
 use std::path::PathBuf;
 
-/// The key acknowledgements are stored under: the experiment's canonical path.
+/// The key the workspace stored acknowledgements under: the experiment's canonical path.
 fn key(session: &Session) -> PathBuf {
     session
         .experiment
@@ -15,41 +21,57 @@ fn key(session: &Session) -> PathBuf {
         .unwrap_or_else(|_| session.experiment.clone())
 }
 
-/// The experiment's acknowledgements (none when nothing was stored yet).
-pub fn acks(session: &Session) -> Vec<Ack> {
-    session
-        .existing_store()
-        .ok()
-        .flatten()
-        .map(|s| acks_in(session, &s))
+/// The decisions in the user's tree for the session's experiment; a `primus-tune.toml` that
+/// cannot be read is an error naming its `file:line:column` (what it says cannot be honoured).
+pub fn decisions(session: &Session) -> Result<Decisions, AppError> {
+    let d = Decisions::load(&session.experiment);
+    if let Some(bad) = d.problems.iter().find(|p| p.severity == Severity::Error) {
+        let at = bad.location.as_ref().map_or(String::new(), |l| {
+            format!("{}: ", crate::config::suppress::place(l))
+        });
+        return Err(AppError::Failed(format!("{at}{}", bad.message)));
+    }
+    Ok(d)
+}
+
+/// The experiment's acknowledgements: the tree's (`primus-tune.toml`, comments), then those the
+/// workspace holds from earlier versions (none when nothing was stored).
+pub fn acks_in(
+    session: &Session,
+    store: Option<&crate::store::Store>,
+) -> Result<Vec<Ack>, AppError> {
+    let mut acks = decisions(session)?.acks();
+    for a in store
+        .and_then(|s| s.acknowledgements(&key(session)).ok())
         .unwrap_or_default()
-}
-
-/// The experiment's acknowledgements in an open store.
-pub fn acks_in(session: &Session, store: &crate::store::Store) -> Vec<Ack> {
-    store.acknowledgements(&key(session)).unwrap_or_default()
-}
-
-/// The rule ids `--ack` takes for this experiment: the checklist's and `recommend`'s rules,
-/// and the codes of lint's findings on it now.
-pub fn known_rules(session: &Session) -> Vec<String> {
-    let mut ids: Vec<String> = advice::RULES.iter().map(|r| r.id.to_string()).collect();
-    if let Ok(exp) = session.load() {
-        for d in crate::config::lint::lint(
-            &exp,
-            &session.load.env,
-            session.load.world.as_ref(),
-            Catalog::builtin(),
-        ) {
-            if !ids.iter().any(|i| i == d.code) {
-                ids.push(d.code.to_string());
-            }
+    {
+        if !acks.iter().any(|x| x.rule == a.rule) {
+            acks.push(a);
         }
     }
-    ids
+    Ok(acks)
 }
 
-/// Acknowledges `rule` with `reason` (replacing an earlier reason).
+/// Lint's findings split into those in force and those the user's decisions suppress.
+pub fn split(
+    session: &Session,
+    diags: Vec<Diagnostic>,
+) -> Result<(Vec<Diagnostic>, Vec<Suppressed>), AppError> {
+    Ok(decisions(session)?.split(diags))
+}
+
+fn edit_error(e: EditError) -> AppError {
+    match e {
+        EditError::Io { path, source } => AppError::CantCreate {
+            why: format!("cannot write {}: {source}", path.display()),
+            path,
+        },
+        EditError::Refused(why) => AppError::Failed(why),
+    }
+}
+
+/// Acknowledges `rule` with `reason` for the experiment (replacing an earlier reason), in its
+/// `primus-tune.toml`.
 pub fn acknowledge(session: &Session, rule: &str, reason: &str) -> Result<Ack, AppError> {
     let reason = reason.trim();
     if reason.is_empty() {
@@ -57,21 +79,46 @@ pub fn acknowledge(session: &Session, rule: &str, reason: &str) -> Result<Ack, A
             "acknowledging `{rule}` needs a reason (--reason \"...\"): it is what a later reader of the checklist sees"
         )));
     }
-    let known = known_rules(session);
-    if !known.iter().any(|k| k == rule) {
-        return Err(AppError::Usage(format!(
-            "unknown rule `{rule}` (the rules: {}){}",
-            known.join(", "),
-            crate::util::suggest::did_you_mean(rule, &known)
-        )));
+    if !codes::is_known(rule) {
+        return Err(AppError::Usage(codes::unknown(rule)));
     }
-    Ok(session.store()?.acknowledge(&key(session), rule, reason)?)
+    let (toml, pattern) = edit::place_for(&session.experiment)?;
+    let at = edit::record(&toml, &pattern, rule, reason).map_err(edit_error)?;
+    Ok(Ack {
+        rule: rule.to_string(),
+        reason: reason.to_string(),
+        at: None,
+        from: crate::config::suppress::place(&at),
+    })
 }
 
-/// Withdraws the acknowledgement of `rule`; false when there was none.
-pub fn withdraw(session: &Session, rule: &str) -> Result<bool, AppError> {
-    match session.existing_store()? {
-        Some(s) => Ok(s.withdraw_ack(&key(session), rule)?),
-        None => Ok(false),
+/// What withdrawing an acknowledgement did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Withdrawn {
+    pub rule: String,
+    /// Something was withdrawn (from `primus-tune.toml` or the workspace).
+    pub withdrawn: bool,
+    /// Decisions that still acknowledge it and this edit does not touch (`[ignore]`, a glob, a
+    /// comment): edit them by hand.
+    pub still: Vec<Ack>,
+}
+
+/// Withdraws the acknowledgement of `rule` for the experiment: its entry in `primus-tune.toml`
+/// and the workspace's record of an earlier version.
+pub fn withdraw(session: &Session, rule: &str) -> Result<Withdrawn, AppError> {
+    let (toml, pattern) = edit::place_for(&session.experiment)?;
+    let mut withdrawn = edit::withdraw(&toml, &pattern, rule).map_err(edit_error)?;
+    if let Some(s) = session.existing_store()? {
+        withdrawn |= s.withdraw_ack(&key(session), rule)?;
     }
+    let still = decisions(session)?
+        .acks()
+        .into_iter()
+        .filter(|a| a.rule == rule)
+        .collect();
+    Ok(Withdrawn {
+        rule: rule.to_string(),
+        withdrawn,
+        still,
+    })
 }

@@ -22,10 +22,20 @@ pub struct ChecklistArgs {
 pub fn run(a: &ChecklistArgs) -> Result<ExitCode, CliError> {
     let session = a.load.view_session(a.profile.as_deref())?;
     let view = crate::app::views::checklist(&session)?;
-    let (list, diags) = (view.checklist, view.diagnostics);
+    let (list, diags) = (&view.checklist, &view.diagnostics);
     if a.json {
-        let mut v = serde_json::to_value(&list).map_err(|e| CliError::Failed(e.to_string()))?;
+        let mut v = serde_json::to_value(list).map_err(|e| CliError::Failed(e.to_string()))?;
         v["diagnostics"] = serde_json::Value::Array(diags.iter().map(super::diag_json).collect());
+        v["suppressed"] = view
+            .suppressed
+            .iter()
+            .map(|s| {
+                let mut d = super::diag_json(&s.diagnostic);
+                d["reason"] = s.by.why().into();
+                d["by"] = crate::config::suppress::place(&s.by.at).into();
+                d
+            })
+            .collect();
         print_json(&v);
         return Ok(ExitCode::SUCCESS);
     }
@@ -64,7 +74,7 @@ pub fn run(a: &ChecklistArgs) -> Result<ExitCode, CliError> {
             println!("   next: {act}");
         }
     }
-    let (e, w, _) = counts(&diags);
+    let (e, w, _) = counts(diags);
     println!();
     if e + w > 0 {
         println!("lint: {e} error(s), {w} warning(s):");
@@ -77,6 +87,9 @@ pub fn run(a: &ChecklistArgs) -> Result<ExitCode, CliError> {
         );
     } else {
         println!("lint: no errors or warnings");
+    }
+    for s in &view.suppressed {
+        println!("  {}", super::style::suppressed(s, false));
     }
     println!(
         "More: primus-tune show {0} | primus-tune lint {0} | primus-tune set {0} KEY=VALUE",

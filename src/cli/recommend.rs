@@ -7,7 +7,7 @@ use crate::config::catalog::Catalog;
 use crate::config::doc::SaveOptions;
 use crate::config::edit::{self, SetRequest};
 use crate::tune::recommend::Recommendation;
-use crate::tune::recommend::bundle::as_text;
+use crate::tune::recommend::bundle::{as_text, as_yaml};
 use clap::Args;
 use serde_json::json;
 use std::process::ExitCode;
@@ -37,14 +37,17 @@ pub struct RecommendArgs {
     /// TorchTitan: Primus-on-AMD advice does not apply to them). Default: Primus.
     #[arg(long)]
     pub profile: Option<String>,
-    /// Acknowledge a rule for this experiment (with --reason): the checklist shows it as
-    /// acknowledged, recommend stops proposing it. Stored in the workspace.
+    /// Acknowledge a rule (an advice rule or a lint code) for this experiment, with --reason:
+    /// the checklist shows it as acknowledged, recommend holds back what it governs, lint no
+    /// longer reports it. Written to the nearest primus-tune.toml up from the experiment (a new
+    /// one beside it when there is none).
     #[arg(long, value_name = "RULE", conflicts_with_all = ["apply", "unack"], requires = "reason")]
     pub ack: Option<String>,
     /// Why the rule is not followed (with --ack).
     #[arg(long, value_name = "TEXT", requires = "ack")]
     pub reason: Option<String>,
-    /// Withdraw the acknowledgement of a rule.
+    /// Withdraw the acknowledgement of a rule (its entry for this experiment in
+    /// primus-tune.toml; one the workspace holds from an earlier version).
     #[arg(long, value_name = "RULE", conflicts_with = "apply")]
     pub unack: Option<String>,
 }
@@ -58,34 +61,8 @@ fn show(v: &serde_json::Value) -> String {
 
 pub fn run(a: &RecommendArgs) -> Result<ExitCode, CliError> {
     let session = a.load.session(None)?;
-    if let Some(rule) = &a.ack {
-        let ack = crate::app::ack::acknowledge(&session, rule, a.reason.as_deref().unwrap_or(""))?;
-        if a.json {
-            print_json(&serde_json::to_value(&ack).unwrap_or_default());
-        } else {
-            println!(
-                "acknowledged `{}` for {}: {} (the checklist shows it as acknowledged; `--unack {}` withdraws it)",
-                ack.rule,
-                session.display(),
-                ack.reason,
-                ack.rule
-            );
-        }
-        return Ok(ExitCode::SUCCESS);
-    }
-    if let Some(rule) = &a.unack {
-        let had = crate::app::ack::withdraw(&session, rule)?;
-        if a.json {
-            print_json(&json!({"rule": rule, "withdrawn": had}));
-        } else if had {
-            println!(
-                "`{rule}` is no longer acknowledged for {}",
-                session.display()
-            );
-        } else {
-            println!("`{rule}` was not acknowledged for {}", session.display());
-        }
-        return Ok(ExitCode::SUCCESS);
+    if let Some(code) = decide(a, &session)? {
+        return Ok(code);
     }
     let view = crate::app::views::recommend::recommend(
         &session,
@@ -122,6 +99,54 @@ pub fn run(a: &RecommendArgs) -> Result<ExitCode, CliError> {
         apply(a, &exp, &opts, &view)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--ack` and `--unack`: record or withdraw a decision (None when neither was asked).
+fn decide(a: &RecommendArgs, session: &crate::app::Session) -> Result<Option<ExitCode>, CliError> {
+    if let Some(rule) = &a.ack {
+        let ack = crate::app::ack::acknowledge(session, rule, a.reason.as_deref().unwrap_or(""))?;
+        if a.json {
+            print_json(&serde_json::to_value(&ack).unwrap_or_default());
+        } else {
+            println!(
+                "acknowledged `{}` for {} in {}: {} (the checklist shows it as acknowledged, \
+                 recommend holds back what it governs, lint no longer reports it; `--unack {}` \
+                 withdraws it)",
+                ack.rule,
+                session.display(),
+                ack.from,
+                ack.reason,
+                ack.rule
+            );
+        }
+        return Ok(Some(ExitCode::SUCCESS));
+    }
+    let Some(rule) = &a.unack else {
+        return Ok(None);
+    };
+    let w = crate::app::ack::withdraw(session, rule)?;
+    if a.json {
+        print_json(&serde_json::to_value(&w).unwrap_or_default());
+        return Ok(Some(ExitCode::SUCCESS));
+    }
+    if w.withdrawn {
+        println!(
+            "`{rule}` is no longer acknowledged for {}",
+            session.display()
+        );
+    } else {
+        println!(
+            "`{rule}` was not acknowledged for {} by --ack",
+            session.display()
+        );
+    }
+    for s in &w.still {
+        println!(
+            "`{rule}` is still acknowledged by {}: {} (edit it there)",
+            s.from, s.reason
+        );
+    }
+    Ok(Some(ExitCode::SUCCESS))
 }
 
 /// `--json`: the recommendations and everything set apart, each with why.
@@ -167,7 +192,10 @@ fn print_set_apart(view: &RecommendView) {
         } else {
             format!(" (holds back {})", a.flags.join(", "))
         };
-        println!("acknowledged {}: {}{held}", a.ack.rule, a.ack.reason);
+        println!(
+            "acknowledged {}: {}{held} [{}]",
+            a.ack.rule, a.ack.reason, a.ack.from
+        );
     }
 }
 
@@ -210,16 +238,20 @@ fn apply(
     opts: &crate::config::LoadOptions,
     view: &RecommendView,
 ) -> Result<(), CliError> {
-    let recs = &view.recs;
+    // With a study: its pick alone (the rules are a separate `--apply` without `--study`).
+    let recs = view
+        .to_apply()
+        .map_err(|e| CliError::Failed(format!("{e}; nothing was written")))?;
+    let rules_left = recs.len() < view.recs.len();
     let requests: Vec<SetRequest> = recs
         .iter()
         .filter(|r| !r.env)
         .map(|r| SetRequest {
             key: r.flag.clone(),
-            text: as_text(&r.value),
+            text: as_yaml(&r.value),
         })
         .collect();
-    let env: Vec<&Recommendation> = recs.iter().filter(|r| r.env).collect();
+    let env: Vec<&&Recommendation> = recs.iter().filter(|r| r.env).collect();
     if requests.is_empty() {
         println!("no config value to write");
     } else {
@@ -266,6 +298,12 @@ fn apply(
             .map(|r| format!("{}={}", r.flag, as_text(&r.value)))
             .collect();
         println!("for the launch environment: export {}", line.join(" "));
+    }
+    if rules_left && !a.json {
+        println!(
+            "the rules above are not applied with --study: `primus-tune recommend {} --apply` applies them",
+            display_path(&exp.path)
+        );
     }
     if a.json {
         print_json(&view_json(view));

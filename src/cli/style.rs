@@ -80,6 +80,26 @@ pub fn diagnostic(d: &Diagnostic, colour: bool) -> String {
     s
 }
 
+/// A suppressed finding as text: `file:line:col: ignored[code]: reason (where it is decided)`,
+/// the `ignored[code]` part dim when `colour` (the finding is not in force).
+pub fn suppressed(s: &crate::config::suppress::Suppressed, colour: bool) -> String {
+    let mut out = String::new();
+    if let Some(l) = &s.diagnostic.location {
+        out.push_str(&visible(&format!(
+            "{}: ",
+            crate::config::suppress::place(l)
+        )));
+    }
+    let label = format!("ignored[{}]", s.diagnostic.code);
+    if colour {
+        out.push_str(&format!("\x1b[2m{}\x1b[0m", visible(&label)));
+    } else {
+        out.push_str(&label);
+    }
+    out.push_str(&visible(&format!(": {} ({})", s.by.why(), s.by.place())));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

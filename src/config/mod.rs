@@ -23,3 +23,4 @@ pub mod lint;
 pub mod literal;
 pub mod save;
 pub mod source;
+pub mod suppress;

@@ -4,21 +4,29 @@
 
 use serde::{Deserialize, Serialize};
 
-/// A rule of the advice: its id, what it asks for, and whether it is about Primus on AMD
+/// A rule of the advice: its id, what it asks for, whether it is about Primus on AMD
 /// (Primus-Turbo, sync-free MoE, DeepEP, HipBLASLt tuning: nothing upstream Megatron-LM or an
-/// NVIDIA GPU has).
+/// NVIDIA GPU has), and the flags (or launch variables) it governs: what its advice sets, and
+/// so what no other advice may set once the user has acknowledged it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Rule {
     pub id: &'static str,
     pub what: &'static str,
     pub primus_amd: bool,
+    pub flags: &'static [&'static str],
 }
 
-const fn rule(id: &'static str, what: &'static str, primus_amd: bool) -> Rule {
+const fn rule(
+    id: &'static str,
+    what: &'static str,
+    primus_amd: bool,
+    flags: &'static [&'static str],
+) -> Rule {
     Rule {
         id,
         what,
         primus_amd,
+        flags,
     }
 }
 
@@ -40,77 +48,110 @@ pub const ASYNC_TP: &str = "async-tensor-parallel";
 pub const MIXED_PRECISION: &str = "mixed-precision";
 pub const FIT_MEMORY: &str = "fit-memory";
 
-/// Every rule of the checklist and of `recommend` (lint's codes are rules too: the app layer's
-/// `ack::known_rules` adds those of an experiment).
+/// Every rule of the checklist and of `recommend` (lint's codes are ids too:
+/// `config::lint::codes` lists them, and the two are one id space for acknowledgements).
 pub const RULES: &[Rule] = &[
     rule(
         PRIMUS_TURBO,
         "turn on the Primus-Turbo kernels (enable_primus_turbo)",
         true,
+        &["enable_primus_turbo"],
     ),
     rule(
         TURBO_ATTENTION,
         "Turbo attention kernels (use_turbo_attention)",
         true,
+        &["use_turbo_attention"],
     ),
     rule(
         TURBO_GROUPED_GEMM,
         "MoE expert GEMMs through the Turbo grouped GEMM",
         true,
+        &["use_turbo_grouped_gemm"],
     ),
-    rule(SYNC_FREE_MOE, "the sync-free MoE stage for the GPU", true),
+    rule(
+        SYNC_FREE_MOE,
+        "the sync-free MoE stage for the GPU",
+        true,
+        &["turbo_sync_free_moe_stage"],
+    ),
     rule(
         TURBO_DEEPEP,
         "the DeepEP token dispatcher (use_turbo_deepep)",
         true,
+        &["use_turbo_deepep"],
     ),
     rule(
         DEEPEP_NUM_CU,
         "DeepEP CUs by expert parallelism (64/80 for EP 8, 32 from EP 16)",
         true,
+        &["turbo_deepep_num_cu"],
     ),
     rule(
         FUSED_ROUTER,
         "fused router with aux score (Primus-Turbo)",
         true,
+        &["moe_use_fused_router_with_aux_score"],
     ),
     rule(
         PERMUTE_FUSION,
         "fused MoE permutation (moe_permute_fusion)",
         false,
+        &["moe_permute_fusion"],
     ),
-    rule(HIPBLASLT_TUNING, "the HipBLASLt tuning stages 1–3", true),
+    rule(
+        HIPBLASLT_TUNING,
+        "the HipBLASLt tuning stages 1–3",
+        true,
+        &["PRIMUS_HIPBLASLT_TUNING", "PRIMUS_HIPBLASLT_TUNING_STAGE"],
+    ),
     rule(
         CUDA_MAX_CONNECTIONS,
         "CUDA_DEVICE_MAX_CONNECTIONS=1 with overlap or TP > 1",
         false,
+        &["CUDA_DEVICE_MAX_CONNECTIONS"],
     ),
     rule(
         DISTRIBUTED_OPTIMIZER,
         "shard the optimizer state (use_distributed_optimizer)",
         false,
+        &["use_distributed_optimizer"],
     ),
     rule(
         OVERLAP_GRAD_REDUCE,
         "overlap the gradient reduce (overlap_grad_reduce)",
         false,
+        &["overlap_grad_reduce"],
     ),
     rule(
         OVERLAP_PARAM_GATHER,
         "overlap the parameter gather (overlap_param_gather)",
         false,
+        &["overlap_param_gather"],
     ),
     rule(
         OVERLAP_P2P,
         "overlap pipeline send/receive (overlap_p2p_comm)",
         false,
+        &["overlap_p2p_comm"],
     ),
-    rule(ASYNC_TP, "asynchronous tensor parallel (TorchTitan)", false),
-    rule(MIXED_PRECISION, "train in BF16 or FP8/FP4, not FP32", false),
+    rule(
+        ASYNC_TP,
+        "asynchronous tensor parallel (TorchTitan)",
+        false,
+        &["parallelism.enable_async_tensor_parallel"],
+    ),
+    rule(
+        MIXED_PRECISION,
+        "train in BF16 or FP8/FP4, not FP32",
+        false,
+        &["bf16", "fp8", "fp4"],
+    ),
     rule(
         FIT_MEMORY,
         "make the experiment fit the GPU's memory: recomputation, the distributed optimizer, CPU offload, accumulation",
         false,
+        &[],
     ),
 ];
 
@@ -190,13 +231,16 @@ impl Target {
     }
 }
 
-/// A rule the user chose not to follow for an experiment, and why.
+/// A rule (or lint code) the user chose not to follow for an experiment, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ack {
     pub rule: String,
     pub reason: String,
-    /// RFC 3339, UTC.
-    pub at: String,
+    /// When it was recorded (RFC 3339, UTC), where that is known: the workspace's record.
+    pub at: Option<String>,
+    /// Where it is written: `primus-tune.toml:7:1`, `exp.yaml:12:40` (a comment), or the
+    /// workspace's database (what earlier versions recorded).
+    pub from: String,
 }
 
 /// The acknowledgement of `rule` among `acks`.

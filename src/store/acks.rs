@@ -10,6 +10,9 @@ use super::time::now_rfc3339;
 use super::{Ctx, Store};
 use crate::domain::advice::Ack;
 
+/// Where an acknowledgement read from the workspace's database is written, in words.
+pub const IN_WORKSPACE: &str = "the workspace's database";
+
 impl Store {
     /// Records (or replaces) the acknowledgement of `rule` for the experiment.
     pub fn acknowledge(&self, config_path: &Path, rule: &str, reason: &str) -> StoreResult<Ack> {
@@ -28,7 +31,8 @@ impl Store {
         Ok(Ack {
             rule: rule.to_string(),
             reason: reason.to_string(),
-            at,
+            at: Some(at),
+            from: IN_WORKSPACE.to_string(),
         })
     }
 
@@ -61,7 +65,8 @@ impl Store {
                 Ok(Ack {
                     rule: r.get(0)?,
                     reason: r.get(1)?,
-                    at: r.get(2)?,
+                    at: Some(r.get(2)?),
+                    from: IN_WORKSPACE.to_string(),
                 })
             })
             .ctx(&self.path, what)?;

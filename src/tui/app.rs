@@ -30,7 +30,7 @@ pub enum Msg {
     Key(KeyEvent),
     /// A click or a wheel turn (mouse capture on).
     Mouse(crossterm::event::MouseEvent),
-    /// A rule of the checklist was acknowledged (stored in the workspace), or not.
+    /// A rule of the checklist was acknowledged (written to `primus-tune.toml`), or not.
     Acknowledged(Result<crate::domain::advice::Ack, AppError>),
     /// The config view was (re)built; `plan` is set when edits are pending.
     Loaded(Result<(Box<ConfigView>, Option<PlanView>), AppError>),
@@ -51,6 +51,11 @@ pub enum Msg {
     Comparison(Result<Box<Comparison>, AppError>),
     /// What applying a trial of another experiment would write (asked before it is applied).
     ApplyPlan(Result<ApplyPlan, AppError>),
+    /// What applying a study's pick writes, as `recommend --study --apply` works it out.
+    PickPlanned(
+        String,
+        Result<crate::app::views::recommend::PickEdits, AppError>,
+    ),
     /// One line of a running sweep's progress.
     SweepLine(String),
     /// The sweep ended: the study's name, its record (None when it was stopped) and the command
@@ -104,6 +109,8 @@ pub enum Effect {
     },
     /// Work out what applying a trial (of another experiment) writes.
     PlanApply(i64),
+    /// Work out what applying this study's pick writes.
+    PlanPick(String),
     /// List every experiment's trials and studies (true) or this experiment's (false).
     SetScope(bool),
     LoadStudies,
@@ -463,10 +470,11 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
             vec![]
         }
         Msg::ApplyPlan(r) => screens::trials::on_apply_plan(app, r),
+        Msg::PickPlanned(study, r) => screens::sweep::on_pick(app, &study, r),
         Msg::Acknowledged(Ok(a)) => {
             app.info(format!(
-                "acknowledged `{}`: {} (recommend --unack {} withdraws it)",
-                a.rule, a.reason, a.rule
+                "acknowledged `{}` in {}: {} (recommend --unack {} withdraws it)",
+                a.rule, a.from, a.reason, a.rule
             ));
             vec![Effect::Load(app.pending.clone())]
         }

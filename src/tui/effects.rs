@@ -109,6 +109,10 @@ impl Runner {
                     .and_then(|t| crate::app::views::trials::apply_plan(s, &t));
                 Some(Msg::ApplyPlan(r))
             }),
+            Effect::PlanPick(study) => self.read(move |s| {
+                let r = crate::app::views::recommend::pick_edits(s, &study);
+                Some(Msg::PickPlanned(study, r))
+            }),
             Effect::SetScope(all) => {
                 self.session.all_experiments = all;
                 for fx in [Effect::LoadTrials, Effect::LoadStudies] {

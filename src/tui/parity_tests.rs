@@ -1230,3 +1230,133 @@ fn both_frontends_show_the_config_as_the_launch_profile_sets_its_environment() {
         tp.source
     );
 }
+
+/// A finished sweep `name` of the fixture's experiment whose pick (candidate 1, faster beyond
+/// the noise) is `pick`, the current settings being candidate 0.
+fn finished_study(f: &Fixture, name: &str, current: serde_json::Value, pick: serde_json::Value) {
+    let store = Store::open(&f.ws.join("trials.db")).unwrap();
+    let cand = |id: usize, o: &serde_json::Value, ms: f64| {
+        serde_json::json!({
+            "id": id, "baseline": id == 0, "overrides": o,
+            "verdict": if id == 1 { "winner" } else { "slower" },
+            "why": "", "n": 8, "step_ms": ms, "ci_low_ms": ms - 1.0, "ci_high_ms": ms + 1.0,
+        })
+    };
+    let rec = serde_json::json!({
+        "space": "test", "config": f.exp, "profile": "primus", "gpus": 8,
+        "candidates": [cand(0, &current, 110.0), cand(1, &pick, 100.0)],
+        "pick": 1, "baseline": 0, "conclusion": {"kind": "change", "pick": 1},
+        "gpu_seconds": 100.0, "trials": 2, "log": [],
+    });
+    let id = store.create_study(name, &f.exp, "sweep").unwrap();
+    store.set_study_notes(id, Some(&rec.to_string())).unwrap();
+}
+
+/// Once `turbo-grouped-gemm` is acknowledged, nothing either frontend applies sets
+/// `use_turbo_grouped_gemm`: not the sync-free rule that needs it (`recommend --apply`), not
+/// the companion lint asks for with a sync-free study's pick (`recommend --study --apply`, the
+/// TUI's `a` on the study) — that pick is held back whole, with the reason, by both. A pick
+/// that needs nothing acknowledged is applied by both alike.
+#[test]
+fn an_acknowledged_flag_is_applied_by_neither_frontend() {
+    let Some(f) = fixture(&[(
+        "use_turbo_grouped_gemm: true",
+        "use_turbo_grouped_gemm: false",
+    )]) else {
+        return;
+    };
+    let governed = crate::tune::recommend::governed("turbo-grouped-gemm");
+    let out = f.cli(&[
+        "recommend",
+        f.exp(),
+        "--ack",
+        "turbo-grouped-gemm",
+        "--reason",
+        "slower on our ROCm",
+    ]);
+    assert!(out.status.success(), "{}", error_of(&out));
+    finished_study(
+        &f,
+        "sf",
+        serde_json::json!({"turbo_sync_free_moe_stage": 0}),
+        serde_json::json!({"turbo_sync_free_moe_stage": 2}),
+    );
+    finished_study(
+        &f,
+        "cu",
+        serde_json::json!({"turbo_deepep_num_cu": 64}),
+        serde_json::json!({"turbo_deepep_num_cu": 80}),
+    );
+    let before = std::fs::read_to_string(&f.exp).unwrap();
+
+    // The TUI: `a` on each study of the Studies screen.
+    let mut d = Driver::new(f.session(None));
+    d.key(KeyCode::Char('6'));
+    assert!(d.until(|a| a.screens.studies.rows.len() == 2, 30));
+    let at = |d: &Driver, name: &str| {
+        let rows = &d.app.screens.studies.rows;
+        rows.iter().position(|s| s.name == name).unwrap()
+    };
+    d.app.screens.studies.selected = at(&d, "sf");
+    d.key(KeyCode::Char('a'));
+    assert!(
+        d.until(
+            |a| a
+                .status
+                .as_ref()
+                .is_some_and(|s| s.1.starts_with("nothing applied")),
+            30
+        ),
+        "{}",
+        d.status()
+    );
+    let said = d.status();
+    assert!(
+        said.contains("use_turbo_grouped_gemm") && said.contains("slower on our ROCm"),
+        "{said}"
+    );
+    assert!(d.app.pending.is_empty(), "{:?}", d.app.pending);
+    d.key(KeyCode::Char('6'));
+    d.app.screens.studies.selected = at(&d, "cu");
+    d.key(KeyCode::Char('a'));
+    assert!(d.until(|a| !a.pending.is_empty(), 30), "{}", d.status());
+    let tui: Vec<(String, String)> = d
+        .app
+        .pending
+        .iter()
+        .map(|p| (p.key.clone(), p.text.clone()))
+        .collect();
+    assert_eq!(tui, [("turbo_deepep_num_cu".to_string(), "80".to_string())]);
+
+    // The CLI: the rules, then each study; only the second writes, and the same value.
+    let out = f.cli(&["recommend", f.exp(), "--gpu", "MI300X", "--apply"]);
+    assert!(out.status.success(), "{}", error_of(&out));
+    let out = f.cli(&["recommend", f.exp(), "--study", "sf", "--apply"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = error_of(&out);
+    assert!(
+        err.contains("use_turbo_grouped_gemm") && err.contains("slower on our ROCm"),
+        "{err}"
+    );
+    let after = std::fs::read_to_string(&f.exp).unwrap();
+    for flag in &governed {
+        assert!(after.contains(&format!("{flag}: false")), "{after}");
+    }
+    assert!(after.contains("turbo_sync_free_moe_stage: 0"), "{after}");
+    let out = f.cli(&["recommend", f.exp(), "--study", "cu", "--apply"]);
+    assert!(out.status.success(), "{}", error_of(&out));
+    let after_cu = std::fs::read_to_string(&f.exp).unwrap();
+    let changed: Vec<(&str, &str)> = after
+        .lines()
+        .zip(after_cu.lines())
+        .filter(|(a, b)| a != b)
+        .collect();
+    assert_eq!(
+        changed,
+        [(
+            "      turbo_deepep_num_cu: 64",
+            "      turbo_deepep_num_cu: 80"
+        )]
+    );
+    assert_ne!(before, after_cu);
+}

@@ -879,9 +879,15 @@ fn acknowledge_overlay() {
 /// view built from a workspace holding the acknowledgement.
 #[test]
 fn checklist_with_an_acknowledged_to_do() {
+    // A copy of the example: the acknowledgement is written into the experiment's tree.
     let ws = tempfile::tempdir().unwrap();
+    let root = ws.path().join("examples");
+    crate::util::bundled::extract(&root).unwrap();
+    let exp = root
+        .join("experiments")
+        .join(Path::new(EXPERIMENT).file_name().unwrap());
     let session = crate::app::Session::new(
-        Path::new(EXPERIMENT).into(),
+        exp,
         LoadOptions::default(),
         crate::store::Workspace::at(ws.path().into(), crate::store::WorkspaceOrigin::Chosen),
     );

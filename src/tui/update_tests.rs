@@ -735,7 +735,19 @@ fn sweep_screen_starts_only_applicable_spaces_and_applies_the_pick() {
     let mut app2 = loaded_app();
     app2.screens.sweep.result = app.screens.sweep.result.clone();
     app2.tab = Tab::Sweep;
+    // `a` asks the app what applying the pick writes (as `recommend --study --apply`), then
+    // makes it unsaved edits; what the app refuses is said, and nothing is edited.
     let fx = key(&mut app2, KeyCode::Char('a'));
+    assert_eq!(fx, vec![Effect::PlanPick("sf1".into())]);
+    let refused = crate::app::AppError::Failed("the pick of study `sf1` is withheld".into());
+    assert!(update(&mut app2, Msg::PickPlanned("sf1".into(), Err(refused))).is_empty());
+    assert!(app2.pending.is_empty());
+    assert!(app2.status.as_ref().unwrap().1.contains("is withheld"));
+    let planned = crate::app::views::recommend::PickEdits {
+        edits: vec![("turbo_sync_free_moe_stage".into(), "1".into())],
+        unmodeled: Vec::new(),
+    };
+    let fx = update(&mut app2, Msg::PickPlanned("sf1".into(), Ok(planned)));
     let want = vec![PendingEdit {
         key: "turbo_sync_free_moe_stage".into(),
         text: "1".into(),
@@ -933,7 +945,15 @@ fn studies_screen_opens_resumes_reports_and_applies() {
     app.screens.sweep.running = false;
     key(&mut app, KeyCode::Char('6'));
     key(&mut app, KeyCode::Up);
-    let fx = key(&mut app, KeyCode::Char('a'));
+    assert_eq!(
+        key(&mut app, KeyCode::Char('a')),
+        vec![Effect::PlanPick("sf-done".into())]
+    );
+    let planned = crate::app::views::recommend::PickEdits {
+        edits: vec![("turbo_sync_free_moe_stage".into(), "2".into())],
+        unmodeled: Vec::new(),
+    };
+    let fx = update(&mut app, Msg::PickPlanned("sf-done".into(), Ok(planned)));
     assert_eq!(
         app.pending,
         vec![PendingEdit {

@@ -11,18 +11,21 @@ use super::AppError;
 use super::session::{SessionOptions, load_options};
 use crate::config::catalog::Catalog;
 use crate::config::diag::{Diagnostic, Location, Severity, counts};
+use crate::config::suppress::{Decisions, Suppressed};
 use crate::config::{ConfigError, Experiment};
 use crate::megatron::World;
 use std::path::{Path, PathBuf};
 
 /// The rule code of a file that could not be loaded.
-pub const LOAD_ERROR: &str = "load-error";
+pub use crate::config::lint::codes::LOAD_ERROR;
 
-/// One linted file and its findings.
+/// One linted file, its findings, and those the user's decisions suppress (`primus-tune.toml`,
+/// `# primus-tune: ignore[...]` comments), each with its reason.
 #[derive(Debug, Clone)]
 pub struct LintedFile {
     pub path: PathBuf,
     pub diagnostics: Vec<Diagnostic>,
+    pub suppressed: Vec<Suppressed>,
 }
 
 /// Every file's findings and the world they were checked for.
@@ -32,12 +35,13 @@ pub struct LintReport {
     pub world: Option<World>,
 }
 
-/// Findings by severity, over every file.
+/// Findings by severity, over every file, and the findings suppressed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counts {
     pub errors: usize,
     pub warnings: usize,
     pub infos: usize,
+    pub ignored: usize,
 }
 
 impl Counts {
@@ -47,6 +51,15 @@ impl Counts {
             errors,
             warnings,
             infos,
+            ignored: 0,
+        }
+    }
+
+    /// A file's counts.
+    pub fn of_file(f: &LintedFile) -> Counts {
+        Counts {
+            ignored: f.suppressed.len(),
+            ..Counts::of(&f.diagnostics)
         }
     }
 }
@@ -54,17 +67,22 @@ impl Counts {
 impl LintReport {
     pub fn counts(&self) -> Counts {
         self.files.iter().fold(Counts::default(), |a, f| {
-            let c = Counts::of(&f.diagnostics);
+            let c = Counts::of_file(f);
             Counts {
                 errors: a.errors + c.errors,
                 warnings: a.warnings + c.warnings,
                 infos: a.infos + c.infos,
+                ignored: a.ignored + c.ignored,
             }
         })
     }
 
     pub fn diagnostics(&self) -> impl Iterator<Item = &Diagnostic> {
         self.files.iter().flat_map(|f| &f.diagnostics)
+    }
+
+    pub fn suppressed(&self) -> impl Iterator<Item = &Suppressed> {
+        self.files.iter().flat_map(|f| &f.suppressed)
     }
 }
 
@@ -111,10 +129,12 @@ pub fn lint_inputs(
         None => load,
     };
     let catalog = Catalog::builtin();
+    // A mistake in a `primus-tune.toml` many experiments share is reported once.
+    let mut reported: Vec<Diagnostic> = Vec::new();
     let files = files
         .into_iter()
         .map(|path| {
-            let diagnostics = match Experiment::load(&path, &load) {
+            let found = match Experiment::load(&path, &load) {
                 Ok(exp) => crate::config::lint::lint(&exp, &load.env, load.world.as_ref(), catalog),
                 Err(e) if e.is_missing_file() => {
                     return Err(AppError::NoInput {
@@ -124,8 +144,22 @@ pub fn lint_inputs(
                 }
                 Err(e) => vec![load_error(&path, &e)],
             };
-            let diagnostics = at_the_file(diagnostics, &path);
-            Ok(LintedFile { path, diagnostics })
+            let found = at_the_file(found, &path);
+            // Only what is written in the tree counts here, as it does in CI (not the
+            // workspace's records of earlier versions).
+            let mut decisions = Decisions::load(&path);
+            let (mut diagnostics, suppressed) = decisions.split(found);
+            for p in decisions.problems {
+                if !reported.contains(&p) {
+                    reported.push(p.clone());
+                    diagnostics.push(p);
+                }
+            }
+            Ok(LintedFile {
+                path,
+                diagnostics,
+                suppressed,
+            })
         })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(LintReport {

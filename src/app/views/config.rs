@@ -223,13 +223,16 @@ pub fn build(
         };
         (exp, Some(view))
     };
-    let mut diagnostics = lint::lint(&exp, &opts.env, opts.world.as_ref(), catalog);
+    let (mut diagnostics, _) = crate::app::ack::split(
+        session,
+        lint::lint(&exp, &opts.env, opts.world.as_ref(), catalog),
+    )?;
     diagnostics.sort_by_key(|d| match d.severity {
         Severity::Error => 0,
         Severity::Warning => 1,
         Severity::Info => 2,
     });
-    let (gemm, acks) = super::stored(session, &exp);
+    let (gemm, acks) = super::stored(session, &exp)?;
     let memory = super::measured_memory(session, &exp);
     let known = super::known(session, &acks, memory.as_ref());
     let checklist = checklist::evaluate(&exp, &opts.env, catalog, &diagnostics, &gemm, &known);

@@ -35,14 +35,12 @@ fn gemm_in(session: &Session, exp: &Experiment, store: Option<&Store>) -> GemmSt
 }
 
 /// What the workspace holds for the experiment, read from one opening of the store: the
-/// HipBLASLt state (with the stored stage-3 comparison) and the acknowledged rules.
-pub fn stored(session: &Session, exp: &Experiment) -> (GemmStatus, Vec<Ack>) {
+/// HipBLASLt state (with the stored stage-3 comparison); and the acknowledged rules (the user's
+/// tree's, then the workspace's of earlier versions).
+pub fn stored(session: &Session, exp: &Experiment) -> Result<(GemmStatus, Vec<Ack>), AppError> {
     let store = session.existing_store().ok().flatten();
-    let acks = store
-        .as_ref()
-        .map(|s| crate::app::ack::acks_in(session, s))
-        .unwrap_or_default();
-    (gemm_in(session, exp, store.as_ref()), acks)
+    let acks = crate::app::ack::acks_in(session, store.as_ref())?;
+    Ok((gemm_in(session, exp, store.as_ref()), acks))
 }
 
 /// What the checklist knows of the session beyond the experiment: its acknowledgements, its
@@ -120,24 +118,28 @@ pub fn measured_memory(session: &Session, exp: &Experiment) -> Option<MeasuredMe
     })
 }
 
-/// The quick checklist and the diagnostics behind it.
+/// The quick checklist, the diagnostics behind it, and those the user's decisions suppress.
 #[derive(Debug, Clone)]
 pub struct ChecklistView {
     pub checklist: Checklist,
     pub diagnostics: Vec<Diagnostic>,
+    pub suppressed: Vec<crate::config::suppress::Suppressed>,
 }
 
 /// The guide's quick checklist for the session's experiment, with what the workspace measured.
 pub fn checklist(session: &Session) -> Result<ChecklistView, AppError> {
     let exp = session.load()?;
     let catalog = Catalog::builtin();
-    let diagnostics = crate::config::lint::lint(
-        &exp,
-        &session.load.env,
-        session.load.world.as_ref(),
-        catalog,
-    );
-    let (gemm, acks) = stored(session, &exp);
+    let (diagnostics, suppressed) = crate::app::ack::split(
+        session,
+        crate::config::lint::lint(
+            &exp,
+            &session.load.env,
+            session.load.world.as_ref(),
+            catalog,
+        ),
+    )?;
+    let (gemm, acks) = stored(session, &exp)?;
     let memory = measured_memory(session, &exp);
     let known = known(session, &acks, memory.as_ref());
     let checklist = crate::checklist::evaluate(
@@ -151,5 +153,6 @@ pub fn checklist(session: &Session) -> Result<ChecklistView, AppError> {
     Ok(ChecklistView {
         checklist,
         diagnostics,
+        suppressed,
     })
 }

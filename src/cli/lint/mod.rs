@@ -30,7 +30,14 @@ pub enum Format {
 #[command(after_help = "\
 Exit status: 0 no errors (warnings allowed), 1 warnings with --strict, 2 errors (a file that \
 cannot be loaded is an error: rule load-error), 64 usage error, 66 no input (a PATH that does \
-not exist, a folder with no experiment).")]
+not exist, a folder with no experiment).
+
+Suppressing a finding, with the reason (any lint code or advice rule): `id = \"why\"` under \
+[ignore] (every experiment under the folder) or [per-file-ignores.\"PATH\"] in the nearest \
+primus-tune.toml up from the experiment (`recommend CONFIG --ack ID --reason ...` adds it), or \
+`# primus-tune: ignore[id, ...] why` after a YAML value (that line) or on a line of its own \
+(that file). Suppressed findings are listed as ignored[id] with the reason; they never make the \
+exit status.")]
 pub struct LintArgs {
     /// Experiment files and folders. A file is linted whatever its name; a folder is searched
     /// recursively (hidden folders and links to folders skipped) for experiment YAMLs: the
@@ -77,8 +84,14 @@ fn plural(n: usize, one: &str) -> String {
 /// `N files, E errors, W warnings, I infos; world ...`: "info" is the severity's name
 /// everywhere (text, JSON, the summary).
 pub fn summary(files: usize, c: Counts, world: Option<&World>) -> String {
+    // The suppressed count only when there are some: the line reads as before otherwise.
+    let ignored = if c.ignored > 0 {
+        format!(", {} ignored", c.ignored)
+    } else {
+        String::new()
+    };
     format!(
-        "{}, {}, {}, {}; {}",
+        "{}, {}, {}, {}{ignored}; {}",
         plural(files, "file"),
         plural(c.errors, "error"),
         plural(c.warnings, "warning"),
@@ -102,12 +115,13 @@ fn json(r: &LintReport) -> serde_json::Value {
     let c = r.counts();
     serde_json::json!({
         "files": r.files.iter().map(|f| {
-            let c = Counts::of(&f.diagnostics);
+            let c = Counts::of_file(f);
             serde_json::json!({
                 "file": f.path.display().to_string(),
                 "errors": c.errors,
                 "warnings": c.warnings,
                 "infos": c.infos,
+                "ignored": c.ignored,
             })
         }).collect::<Vec<_>>(),
         "world": r.world.as_ref().map(|w| serde_json::json!({
@@ -117,7 +131,18 @@ fn json(r: &LintReport) -> serde_json::Value {
         "errors": c.errors,
         "warnings": c.warnings,
         "infos": c.infos,
+        "ignored": c.ignored,
         "diagnostics": r.diagnostics().map(diag_json).collect::<Vec<_>>(),
+        "suppressed": r.suppressed().map(|s| {
+            let mut v = diag_json(&s.diagnostic);
+            v["reason"] = s.by.why().into();
+            v["by"] = serde_json::json!({
+                "rule": s.by.rule,
+                "at": crate::config::suppress::place(&s.by.at),
+                "in_source": s.by.in_source(),
+            });
+            v
+        }).collect::<Vec<_>>(),
     })
 }
 
@@ -131,6 +156,9 @@ pub fn run(a: &LintArgs) -> Result<ExitCode, CliError> {
             let colour = style::stdout();
             for d in report.diagnostics() {
                 std::println!("{}", style::diagnostic(d, colour));
+            }
+            for s in report.suppressed() {
+                std::println!("{}", style::suppressed(s, colour));
             }
             println!("{line}");
         }
@@ -156,6 +184,7 @@ mod tests {
             errors: 1,
             warnings: 2,
             infos: 0,
+            ignored: 0,
         };
         let s = summary(3, c, None);
         assert!(
@@ -166,5 +195,15 @@ mod tests {
         let w = Counts { errors: 0, ..c };
         assert_eq!((status(w, false), status(w, true)), (0, WARNINGS));
         assert_eq!(status(Counts::default(), true), 0);
+        // Suppressed findings are counted apart, and never make the status.
+        let quiet = Counts {
+            ignored: 4,
+            ..Counts::default()
+        };
+        assert!(
+            summary(1, quiet, None)
+                .starts_with("1 file, 0 errors, 0 warnings, 0 infos, 4 ignored; ")
+        );
+        assert_eq!(status(quiet, true), 0);
     }
 }

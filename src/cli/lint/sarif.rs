@@ -4,6 +4,7 @@
 
 use crate::app::lint::LintReport;
 use crate::config::diag::{Diagnostic, Severity};
+use crate::config::suppress::Suppression;
 use serde_json::{Value, json};
 use std::path::Path;
 
@@ -72,14 +73,39 @@ fn result(d: &Diagnostic, rule_index: usize) -> Value {
     })
 }
 
-/// The SARIF log of a lint report.
+/// A suppressed finding's `suppressions` (SARIF §3.35): `inSource` for a comment beside it,
+/// `external` for `primus-tune.toml`, accepted, with the reason as the justification.
+fn suppression(s: &Suppression) -> Value {
+    json!([{
+        "kind": if s.in_source() { "inSource" } else { "external" },
+        "status": "accepted",
+        "justification": s.why(),
+        "location": { "physicalLocation": {
+            "artifactLocation": { "uri": uri(&s.at.file) },
+            "region": { "startLine": s.at.line.max(1), "startColumn": s.at.column.max(1) },
+        }},
+    }])
+}
+
+/// The SARIF log of a lint report: the findings, and the suppressed ones with their
+/// suppressions (code scanning shows them as dismissed, with the reason).
 pub fn log(r: &LintReport) -> Value {
-    let mut rules: Vec<&str> = r.diagnostics().map(|d| d.code).collect();
+    let mut rules: Vec<&str> = r
+        .diagnostics()
+        .chain(r.suppressed().map(|s| &s.diagnostic))
+        .map(|d| d.code)
+        .collect();
     rules.sort_unstable();
     rules.dedup();
+    let index = |code: &str| rules.binary_search(&code).unwrap_or_default();
     let results: Vec<Value> = r
         .diagnostics()
-        .map(|d| result(d, rules.binary_search(&d.code).unwrap_or_default()))
+        .map(|d| result(d, index(d.code)))
+        .chain(r.suppressed().map(|s| {
+            let mut v = result(&s.diagnostic, index(s.diagnostic.code));
+            v["suppressions"] = suppression(&s.by);
+            v
+        }))
         .collect();
     json!({
         "$schema": SCHEMA,
@@ -124,6 +150,19 @@ mod tests {
                         .hint("h")
                         .at(at(0)),
                 ],
+                suppressed: vec![crate::config::suppress::Suppressed {
+                    diagnostic: Diagnostic::new(Severity::Warning, "beta", "s").at(at(5)),
+                    by: Suppression {
+                        rule: "beta".into(),
+                        reason: "decided".into(),
+                        at: Location {
+                            file: "exp dir/a.yaml".into(),
+                            line: 5,
+                            column: 9,
+                        },
+                        scope: crate::config::suppress::Scope::Line("exp dir/a.yaml".into(), 5),
+                    },
+                }],
             }],
             world: None,
         };
@@ -133,7 +172,19 @@ mod tests {
         assert_eq!(run["tool"]["driver"]["rules"][0]["id"], "alpha");
         let res = &run["results"];
         assert_eq!(res[0]["ruleId"], "zeta");
-        assert_eq!(res[0]["ruleIndex"], 1);
+        assert_eq!(res[0]["ruleIndex"], 2);
+        assert!(res[0].get("suppressions").is_none());
+        // The suppressed finding: a result with its suppression, in the source, with why.
+        assert_eq!(res[2]["ruleId"], "beta");
+        assert_eq!(res[2]["ruleIndex"], 1);
+        let s = &res[2]["suppressions"][0];
+        assert_eq!(s["kind"], "inSource");
+        assert_eq!(s["status"], "accepted");
+        assert_eq!(s["justification"], "decided");
+        assert_eq!(
+            s["location"]["physicalLocation"]["region"]["startColumn"],
+            9
+        );
         assert_eq!(res[0]["level"], "warning");
         let loc = &res[0]["locations"][0]["physicalLocation"];
         assert_eq!(loc["artifactLocation"]["uri"], "exp%20dir/a.yaml");

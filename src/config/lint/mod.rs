@@ -2,6 +2,7 @@
 //! apply), Megatron's world-size asserts for a known world, catalog types and ranges, unknown
 //! keys, and YAML 1.1 typing surprises.
 
+pub mod codes;
 mod env_rules;
 mod megatron;
 mod sizes;

@@ -97,7 +97,7 @@ fn start_gemm_stage(app: &mut App) -> Vec<Effect> {
 }
 
 /// `a`: the selected step's first open to-do that follows a rule, acknowledged with a reason
-/// typed in a box (stored in the workspace, as `recommend --ack` does).
+/// typed in a box (written to the experiment's `primus-tune.toml`, as `recommend --ack` does).
 fn ask_acknowledge(app: &mut App) -> Vec<Effect> {
     let todo = app
         .config

@@ -157,7 +157,7 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
                 vec![]
             }
         }
-        Action::ApplyStudy => sweep::apply_pick(app, &s.name, s.pick.clone(), &s.unmodeled),
+        Action::ApplyStudy => sweep::apply_pick(app, &s.name),
         _ => vec![],
     }
 }

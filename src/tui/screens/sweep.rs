@@ -4,7 +4,7 @@
 use super::Move;
 use crate::app::AppError;
 use crate::domain::study::{StudyRecord, VerdictKind};
-use crate::tui::app::{App, Effect, LOG_LINES, Overlay, add_edits, json_text, quit_if_done};
+use crate::tui::app::{App, Effect, LOG_LINES, Overlay, add_edits, quit_if_done};
 use crate::tui::keymap::Action;
 use crate::tui::theme::Theme;
 use crate::tui::widgets::{column_widths, fit, fit_cells, num, sig, wrapped_rows};
@@ -47,54 +47,49 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
             }
         }
         Action::ApplySweep => {
-            let Some((study, rec)) = &app.screens.sweep.result else {
+            let Some((study, _)) = &app.screens.sweep.result else {
                 app.info("no finished sweep yet");
                 return vec![];
             };
-            let (study, unmodeled) = (study.clone(), rec.unmodeled.clone());
-            apply_pick(
-                app,
-                &study,
-                rec.pick().map(|c| c.overrides.clone()),
-                &unmodeled,
-            )
+            let study = study.clone();
+            apply_pick(app, &study)
         }
         _ => vec![],
     }
 }
 
-/// A study's pick becomes unsaved edits (Sweep and Studies screens); knobs its profile did not
-/// model are left out (their verdicts are noise).
-pub fn apply_pick(
+/// A study's pick becomes unsaved edits (Sweep and Studies screens), worked out by the app as
+/// `recommend --study --apply` works it out: the same companions, the same acknowledgements
+/// holding, knobs its profile did not model left out (their verdicts are noise).
+pub fn apply_pick(app: &mut App, study: &str) -> Vec<Effect> {
+    app.info(format!("working out sweep {study}'s pick…"));
+    vec![Effect::PlanPick(study.to_string())]
+}
+
+/// What applying the pick writes has been worked out: the edits, or why there are none.
+pub fn on_pick(
     app: &mut App,
     study: &str,
-    pick: Option<crate::domain::study::Overrides>,
-    unmodeled: &[String],
+    r: Result<crate::app::views::recommend::PickEdits, crate::app::AppError>,
 ) -> Vec<Effect> {
-    let Some(pick) = pick else {
-        app.info(format!("sweep {study} has no pick"));
-        return vec![];
+    let pick = match r {
+        Ok(p) => p,
+        Err(e) => {
+            app.error(format!("nothing applied: {e}"));
+            return vec![];
+        }
     };
-    let edits: Vec<(String, String)> = pick
-        .iter()
-        .filter(|(k, _)| !unmodeled.contains(k))
-        .map(|(k, v)| (k.clone(), json_text(v)))
-        .collect();
-    if edits.is_empty() {
-        app.error(format!(
-            "nothing applied: sweep {study}'s profile does not model {}",
-            unmodeled.join(", ")
-        ));
-        return vec![];
-    }
-    let left_out = if unmodeled.is_empty() {
+    let left_out = if pick.unmodeled.is_empty() {
         String::new()
     } else {
-        format!(" (not applied, not modelled: {})", unmodeled.join(", "))
+        format!(
+            " (not applied, not modelled: {})",
+            pick.unmodeled.join(", ")
+        )
     };
     add_edits(
         app,
-        edits,
+        pick.edits,
         format!(
             "sweep {study}'s pick is unsaved edits now: d shows the diff, s saves, u undoes{left_out}"
         ),

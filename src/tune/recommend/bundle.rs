@@ -2,13 +2,16 @@
 //! would write them (and the launch variables as the launch would set them). A new error with
 //! a known one-value fix brings that fix in as a companion (the Turbo grouped GEMM with
 //! `moe_use_legacy_grouped_gemm: false`); one without a fix withholds the rule that causes it,
-//! with lint's message. Errors the experiment already has are not the advice's doing.
+//! with lint's message. A new warning with a known fix brings it in too (a Turbo kernel comes
+//! with `enable_primus_turbo`, without which it does nothing), so that what the advice needs is
+//! in its bundle, where an acknowledgement can see it. Findings the experiment already has are
+//! not the advice's doing.
 
 use super::rules::fixes;
 use super::{Basis, Recommendation};
-use crate::config::catalog::Catalog;
+use crate::config::catalog::{Catalog, json_to_value};
 use crate::config::diag::{Diagnostic, Severity};
-use crate::config::overrides::{Override, coerce};
+use crate::config::overrides::Override;
 use crate::config::{Experiment, LoadOptions, lint};
 use serde::Serialize;
 use serde_json::Value as Json;
@@ -29,13 +32,19 @@ pub struct Checked {
     pub withheld: Vec<Withheld>,
 }
 
-/// The text `set` takes for a JSON value.
+/// A value as people read it and as a launch variable is set (`null`, `true`, `fp32`).
 pub fn as_text(v: &Json) -> String {
     match v {
         Json::Null => "null".into(),
         Json::String(s) => s.clone(),
         other => other.to_string(),
     }
+}
+
+/// The text `set` takes for a value, written as YAML that reads back as the same value: `null`
+/// is null, and a string that YAML would read as something else is quoted (`"null"`).
+pub fn as_yaml(v: &Json) -> String {
+    crate::config::literal::render(&json_to_value(v), None)
 }
 
 type Key = (&'static str, Option<String>);
@@ -54,23 +63,28 @@ struct Linter<'a> {
 }
 
 impl Linter<'_> {
-    /// Lint's errors with the recommendations applied (Err: it does not even resolve).
+    /// Lint's errors, and its warnings with a known fix, with the recommendations applied
+    /// (Err: it does not even resolve).
     fn errors(&self, recs: &[Recommendation]) -> Result<Vec<Diagnostic>, String> {
         let mut with = self.opts.clone();
         for r in recs {
-            let text = as_text(&r.value);
+            // The value itself, not its text: Primus' command-line typing reads `null` as the
+            // string "null" (only `None` is null there), which is not what `--apply` writes.
             if r.env {
-                with.env.set(&r.flag, &text);
+                with.env.set(&r.flag, &as_text(&r.value));
             } else {
                 with.overrides
-                    .push(Override::new(r.flag.clone(), coerce(&text)));
+                    .push(Override::new(r.flag.clone(), json_to_value(&r.value)));
             }
         }
         let view = Experiment::load(&self.exp.path, &with).map_err(|e| e.to_string())?;
         Ok(
             lint::lint(&view, &with.env, with.world.as_ref(), self.catalog)
                 .into_iter()
-                .filter(|d| d.severity == Severity::Error)
+                .filter(|d| {
+                    d.severity == Severity::Error
+                        || (d.severity == Severity::Warning && !fixes(d.code).is_empty())
+                })
                 .collect(),
         )
     }
@@ -236,8 +250,11 @@ pub fn lint_clean(
         if add_companions(&lint, &mut recs, &found) {
             continue;
         }
-        // No fix: withhold the fewest rules whose removal clears the first finding.
-        let d = &found[0];
+        // No fix: withhold the fewest rules whose removal clears the first error (a warning
+        // whose fix would contradict a recommendation is left to lint to say).
+        let Some(d) = found.iter().find(|d| d.severity == Severity::Error) else {
+            break;
+        };
         let out = lint.rules_behind(&recs, d);
         let why = format!("lint would refuse it: error[{}]: {}", d.code, d.message);
         let (gone, kept): (Vec<_>, Vec<_>) = recs.into_iter().partition(|r| out.contains(&r.rule));

@@ -4,21 +4,27 @@
 //! `proxy` for a CPU stand-in's, with evidence).
 //!
 //! What reaches the user passes three filters: rules the user acknowledged are set apart
-//! ([`crate::domain::advice::Ack`]), Primus-on-AMD advice is "does not apply" for upstream
+//! ([`crate::domain::advice::Ack`]) with every bundle that would set a flag they govern
+//! ([`held`]), Primus-on-AMD advice is "does not apply" for upstream
 //! Megatron-LM or an NVIDIA GPU ([`target`]), and the whole set is linted with the companion
 //! changes it needs; what lint would still refuse is withheld with the reason ([`bundle`]).
 
 pub mod bundle;
+pub mod held;
 mod rules;
 pub mod target;
 
 pub use bundle::{Checked, Withheld, lint_clean};
+pub use held::{governed, hold_back};
 pub use rules::rules;
 pub use target::{Framework, NotApplicable, Target};
 
 use crate::telemetry::hardware::GpuModel;
 use serde::Serialize;
 use serde_json::Value as Json;
+
+/// The rule id of a study's pick (every flag of it, and the companions lint brings with it).
+pub const STUDY: &str = "study";
 
 /// What a recommendation rests on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -64,6 +70,9 @@ pub struct Context<'a> {
     pub target: Target,
     /// Rules the user acknowledged: not recommended, and nothing that follows from them.
     pub acked: Vec<String>,
+    /// Lint findings the user suppressed (`primus-tune.toml`, a comment): no fix is advised
+    /// for them.
+    pub quiet: Vec<crate::config::diag::Diagnostic>,
 }
 
 #[cfg(test)]
@@ -201,6 +210,7 @@ mod advice_tests {
     use crate::config::overrides::Override;
     use crate::config::value::Value;
     use crate::config::{Experiment, LoadOptions};
+    use serde_json::Value as Json;
     use serde_json::json;
     use std::path::Path;
 
@@ -216,10 +226,9 @@ mod advice_tests {
     fn errors(o: &LoadOptions, recs: &[Recommendation]) -> Vec<&'static str> {
         let mut with = o.clone();
         for r in recs.iter().filter(|r| !r.env) {
-            let text = bundle::as_text(&r.value);
             with.overrides.push(Override::new(
                 r.flag.clone(),
-                crate::config::overrides::coerce(&text),
+                crate::config::catalog::json_to_value(&r.value),
             ));
         }
         let exp = Experiment::load(Path::new(MOE), &with).unwrap();
@@ -284,6 +293,41 @@ mod advice_tests {
         let w = &checked.withheld[0];
         assert_eq!(w.rec.flag, "bf16");
         assert!(w.why.contains("bf16-fp16-exclusive"), "{}", w.why);
+    }
+
+    /// A pick of "no recomputation" sets three flags to null; lint must see null, not the
+    /// string "null" that Primus' command-line typing would make of the text.
+    #[test]
+    fn a_pick_of_nulls_passes_lint_as_nulls() {
+        let o = opts(&[
+            ("recompute_granularity", Value::Str("full".into())),
+            ("recompute_method", Value::Str("uniform".into())),
+            ("recompute_num_layers", Value::Int(1)),
+        ]);
+        let exp = Experiment::load(Path::new(MOE), &o).unwrap();
+        let pick = |flag: &str, current: Json| Recommendation {
+            flag: flag.into(),
+            value: Json::Null,
+            current,
+            basis: Basis::Measured,
+            reason: "test".into(),
+            source: "study s".into(),
+            env: false,
+            rule: "study".into(),
+            companion_of: None,
+        };
+        let recs = vec![
+            pick("recompute_granularity", json!("full")),
+            pick("recompute_method", json!("uniform")),
+            pick("recompute_num_layers", json!(1)),
+        ];
+        let checked = lint_clean(&exp, &o, Catalog::builtin(), recs.clone());
+        assert!(checked.withheld.is_empty(), "{:?}", checked.withheld);
+        assert_eq!(checked.recs, recs);
+        // And what `--apply` hands `set`: YAML null, while a string that reads as null is quoted.
+        assert_eq!(bundle::as_yaml(&Json::Null), "null");
+        assert_eq!(bundle::as_yaml(&json!("null")), "\"null\"");
+        assert_eq!(bundle::as_yaml(&json!("selective")), "selective");
     }
 
     #[test]

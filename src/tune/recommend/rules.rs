@@ -164,7 +164,10 @@ pub fn rules(
     gemm: &crate::gemm::status::GemmStatus,
 ) -> Vec<Recommendation> {
     let catalog = Catalog::builtin();
-    let diags = lint::lint(exp, env, ctx.world.as_ref(), catalog);
+    let diags: Vec<Diagnostic> = lint::lint(exp, env, ctx.world.as_ref(), catalog)
+        .into_iter()
+        .filter(|d| !ctx.quiet.contains(d))
+        .collect();
     let mut cx = Cx {
         exp,
         env,

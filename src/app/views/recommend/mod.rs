@@ -4,14 +4,19 @@
 //! not apply", and what remains is linted together with its companions (what lint would refuse
 //! is withheld, with lint's message).
 
+mod apply;
+mod study;
+
+pub use apply::{NothingToApply, PickEdits, pick_edits};
+
 use crate::app::{AppError, Session};
 use crate::config::catalog::Catalog;
 use crate::domain::advice::Ack;
-use crate::domain::study::{StudyRecord, settings};
+use crate::domain::study::StudyRecord;
 use crate::run::profile::OverrideStyle;
 use crate::telemetry::hardware::{self, GpuModel};
 use crate::tune::recommend::{
-    self, Basis, Context, Framework, NotApplicable, Recommendation, Target, Withheld,
+    self, Context, Framework, NotApplicable, Recommendation, Target, Withheld,
 };
 
 /// What to recommend from.
@@ -91,94 +96,6 @@ fn gpu(
         .map(|g| (g, "the experiment's path".to_string())))
 }
 
-/// What a study's pick recommends, flag by flag with its evidence, and the flags it cannot
-/// recommend (its profile does not model them).
-type FromStudy = (StudyRecord, Vec<Recommendation>, Vec<(String, String)>);
-
-/// Measured recommendations: the study's pick, flag by flag, with its evidence.
-fn from_study(session: &Session, name: &str) -> Result<FromStudy, AppError> {
-    let rec = super::studies::finished_record(session, name)?;
-    let Some(pick) = rec.pick() else {
-        return Ok((rec, Vec::new(), Vec::new()));
-    };
-    let basis = match &rec.basis {
-        Some(b) if !b.is_gpu_evidence() => Basis::Proxy,
-        _ => Basis::Measured,
-    };
-    let ignored: Vec<(String, String)> = rec
-        .unmodeled
-        .iter()
-        .map(|f| {
-            (
-                f.clone(),
-                format!(
-                    "{} does not model it: its verdict in `{name}` is noise",
-                    rec.profile
-                ),
-            )
-        })
-        .collect();
-    let lost: Vec<String> = rec
-        .candidates
-        .iter()
-        .filter(|c| c.id != pick.id)
-        .map(|c| format!("{}: {}", settings(&c.overrides), c.why))
-        .collect();
-    let exp = session.load()?;
-    let m = exp.main_module();
-    let out = pick
-        .overrides
-        .iter()
-        .filter(|(flag, _)| !rec.unmodeled.contains(flag))
-        .map(|(flag, value)| {
-            let current = m.value(flag).map_or(serde_json::Value::Null, |v| v.to_json());
-            let verdict = match (&rec.conclusion, pick.baseline) {
-                (_, true) => format!(
-                    "keep current: no candidate of {} in study `{name}` is faster beyond the noise",
-                    rec.candidates.len()
-                ),
-                (Some(_), false) => format!(
-                    "faster than the current settings beyond the noise, of {} candidates in study `{name}`",
-                    rec.candidates.len()
-                ),
-                (None, false) => format!(
-                    "fastest of {} candidates in study `{name}`",
-                    rec.candidates.len()
-                ),
-            };
-            let mut reason = format!(
-                "{verdict}: {} {:.1} ms {} (95 % CI {:.1}–{:.1}, n {}){}",
-                rec.statistic.name(),
-                pick.step_ms.unwrap_or(f64::NAN),
-                rec.batch_unit(),
-                pick.ci_low_ms.unwrap_or(f64::NAN),
-                pick.ci_high_ms.unwrap_or(f64::NAN),
-                pick.n,
-                pick.peak_memory_bytes.map_or(String::new(), |b| format!(
-                    ", peak {:.2} GiB",
-                    b as f64 / (1u64 << 30) as f64
-                )),
-            );
-            if current == *value {
-                reason.push_str(" (already set)");
-            }
-            reason.push_str(&format!("; the others: {}", lost.join("; ")));
-            Recommendation {
-                flag: flag.clone(),
-                value: value.clone(),
-                current,
-                basis,
-                reason,
-                source: format!("study {name} ({} trials, {})", rec.trials, rec.basis_text()),
-                env: false,
-                rule: "study".to_string(),
-                companion_of: None,
-            }
-        })
-        .collect();
-    Ok((rec.clone(), out, ignored))
-}
-
 /// The framework the job runs (upstream Megatron-LM for a profile passing Megatron's flags)
 /// and the session's load options with the environment its launch sets (the profile's `env:`
 /// under the session's `--env`, as [`crate::run::profile::Profile::config_env`] gives it).
@@ -243,19 +160,23 @@ fn target_on(gpu: Option<&(&'static GpuModel, String)>, framework: Framework) ->
 pub fn recommend(session: &Session, req: &RecommendRequest) -> Result<RecommendView, AppError> {
     let exp = session.load()?;
     let (gpu, target, load) = target(session, req.gpu.as_deref(), req.profile.as_deref())?;
-    let (gemm, acks) = super::stored(session, &exp);
+    let (gemm, acks) = super::stored(session, &exp)?;
+    let world = session.load.world;
+    let lint = crate::config::lint::lint(&exp, &load.env, world.as_ref(), Catalog::builtin());
+    let (_, quiet) = crate::app::ack::split(session, lint)?;
     let mut ctx = Context {
         gpu: gpu.as_ref().map(|g| g.0),
-        world: session.load.world,
+        world,
         target,
         acked: Vec::new(),
+        quiet: quiet.into_iter().map(|s| s.diagnostic).collect(),
     };
-    let mut recs = Vec::new();
+    let mut measured = Vec::new();
     let mut evidence = None;
     let mut ignored = Vec::new();
     if let Some(name) = &req.study {
-        let (rec, measured, skipped) = from_study(session, name)?;
-        recs.extend(measured);
+        let (rec, recs, skipped) = study::from_study(session, name)?;
+        measured = recs;
         ignored = skipped;
         evidence = Some((name.clone(), rec));
     }
@@ -277,22 +198,79 @@ pub fn recommend(session: &Session, req: &RecommendRequest) -> Result<RecommendV
             ack,
         })
         .collect();
-    ctx.acked = acknowledged.iter().map(|a| a.ack.rule.clone()).collect();
-    for r in recommend::rules(&exp, &load.env, &ctx, &gemm) {
-        if !recs.iter().any(|m: &Recommendation| m.flag == r.flag) {
-            recs.push(r);
-        }
-    }
-    let (recs, not_applicable) = recommend::target::split(recs, &target);
-    let checked = recommend::lint_clean(&exp, &load, Catalog::builtin(), recs);
+    let acks: Vec<Ack> = acknowledged.iter().map(|a| a.ack.clone()).collect();
+    let advice = Advice {
+        exp: &exp,
+        load: &load,
+        gemm: &gemm,
+        target,
+        acks: &acks,
+    };
+    ctx.acked = acks.iter().map(|a| a.rule.clone()).collect();
+    let (recs, withheld, not_applicable) = advice.settle(ctx, measured);
     Ok(RecommendView {
         gpu,
         evidence,
-        recs: checked.recs,
+        recs,
         ignored,
         target,
-        withheld: checked.withheld,
+        withheld,
         not_applicable,
         acknowledged,
     })
+}
+
+/// What the advice is worked out from, once the study's pick and the acknowledgements are known.
+struct Advice<'a> {
+    exp: &'a crate::config::Experiment,
+    load: &'a crate::config::LoadOptions,
+    gemm: &'a crate::gemm::status::GemmStatus,
+    target: Target,
+    acks: &'a [Ack],
+}
+
+type Settled = (Vec<Recommendation>, Vec<Withheld>, Vec<NotApplicable>);
+
+impl Advice<'_> {
+    /// The pick and the rules, each linted with its companions, less every bundle that would
+    /// set a flag an acknowledgement governs. A bundle held back is treated as acknowledged
+    /// and the rest worked out again (what only followed from it goes too: no DeepEP CU count
+    /// without the sync-free stage that turns DeepEP on); each round holds back at least one
+    /// more rule, so this ends.
+    fn settle(&self, mut ctx: Context, mut measured: Vec<Recommendation>) -> Settled {
+        let mut held = Vec::new();
+        loop {
+            let (recs, withheld, not_applicable) = self.round(&ctx, measured.clone());
+            let (recs, out, rules) = recommend::hold_back(recs, self.acks);
+            if rules.is_empty() {
+                return (
+                    recs,
+                    held.into_iter().chain(withheld).collect(),
+                    not_applicable,
+                );
+            }
+            held.extend(out);
+            measured.retain(|m| !rules.contains(&m.rule));
+            ctx.acked.extend(rules);
+        }
+    }
+
+    /// One round: the rules (less those for a flag the measurement covers) for the target, and
+    /// the pick and the rules linted apart — `--study --apply` writes the pick alone, and
+    /// `--apply` without a study the rules alone, each onto the config as it then is.
+    fn round(&self, ctx: &Context, measured: Vec<Recommendation>) -> Settled {
+        let rules: Vec<Recommendation> = recommend::rules(self.exp, &self.load.env, ctx, self.gemm)
+            .into_iter()
+            .filter(|r| !measured.iter().any(|m| m.flag == r.flag))
+            .collect();
+        let (rules, not_applicable) = recommend::target::split(rules, &self.target);
+        let catalog = Catalog::builtin();
+        let pick = recommend::lint_clean(self.exp, self.load, catalog, measured);
+        let rules = recommend::lint_clean(self.exp, self.load, catalog, rules);
+        (
+            pick.recs.into_iter().chain(rules.recs).collect(),
+            pick.withheld.into_iter().chain(rules.withheld).collect(),
+            not_applicable,
+        )
+    }
 }
