@@ -131,14 +131,39 @@ fn tmux_walks_checklist_edits_a_flag_and_saves() {
     assert_eq!(now.ends_with('\n'), original.ends_with('\n'));
     assert!(now.contains("\n      micro_batch_size: 2\n"), "{now}");
     assert!(original.contains('#') && now.matches('#').count() == original.matches('#').count());
+    // The version replaced is kept in the workspace (under the data folder), never beside
+    // the experiment.
     for kept in [".bak.1", ".orig"] {
-        let bak = PathBuf::from(format!("{}{kept}", tui.config.display()));
-        assert_eq!(
-            std::fs::read_to_string(&bak).expect("backups beside the experiment"),
-            original,
-            "{kept}"
+        let beside = PathBuf::from(format!("{}{kept}", tui.config.display()));
+        assert!(
+            !beside.exists(),
+            "{} beside the experiment",
+            beside.display()
         );
     }
+    let kept = files_under(&tui.tmp.path().join("xdg"))
+        .into_iter()
+        .filter(|p| p.components().any(|c| c.as_os_str() == "backups"))
+        .filter(|p| std::fs::read_to_string(p).is_ok_and(|t| t == original))
+        .count();
+    assert!(
+        kept >= 1,
+        "the replaced version is not in the workspace's backups"
+    );
+}
+
+/// Every file below `dir`.
+fn files_under(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_under(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }
 
 #[test]
