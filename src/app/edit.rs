@@ -80,8 +80,8 @@ pub fn save(session: &Session, pending: &[PendingEdit]) -> Result<String, AppErr
     }
     plan.doc.save(SaveOptions { backup: true })?;
     Ok(format!(
-        "saved {} change(s) to {}",
-        plan.changes.len(),
+        "saved {} to {}",
+        crate::util::text::count(plan.changes.len(), "change", "changes"),
         session.display()
     ))
 }

@@ -132,9 +132,10 @@ pub fn starting(app: &mut App) {
     app.tab = Tab::Run;
 }
 
-/// Says `line` on the status line as the trial's own (see `State::status_line`).
+/// Says `line` on the status line as the trial's own (see `State::status_line`): its
+/// progress, not kept in the message log.
 pub(crate) fn say_trial(app: &mut App, line: String) {
-    app.info(line.clone());
+    app.status = Some((crate::tui::app::Level::Info, line.clone()));
     app.screens.run.status_line = Some(line);
 }
 
