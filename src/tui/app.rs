@@ -597,6 +597,16 @@ pub(crate) fn quit_if_done(app: &App, fx: &mut Vec<Effect>) {
     }
 }
 
+/// The tour's next page (past the last: the tour ends), or the one before.
+fn turn_page(app: &mut App, next: bool) {
+    if let Some(Overlay::Tour(i)) = app.overlay {
+        app.overlay = match next {
+            true => (i + 1 < TOUR.len()).then_some(Overlay::Tour(i + 1)),
+            false => Some(Overlay::Tour(i.saturating_sub(1))),
+        };
+    }
+}
+
 /// Scrolls the open box (one that does not scroll ignores it); `app.page` is its height as
 /// last drawn, and the view keeps the offset within its rows.
 fn scroll(app: &mut App, action: Action) {
@@ -683,16 +693,8 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
             app.overlay = Some(Overlay::Tour(0));
             vec![]
         }
-        Action::TourNext => {
-            if let Some(Overlay::Tour(i)) = app.overlay {
-                app.overlay = (i + 1 < TOUR.len()).then_some(Overlay::Tour(i + 1));
-            }
-            vec![]
-        }
-        Action::TourBack => {
-            if let Some(Overlay::Tour(i)) = app.overlay {
-                app.overlay = Some(Overlay::Tour(i.saturating_sub(1)));
-            }
+        Action::TourNext | Action::TourBack => {
+            turn_page(app, action == Action::TourNext);
             vec![]
         }
         Action::GoTab(t) => {

@@ -25,6 +25,8 @@ pub mod widgets;
 #[cfg(test)]
 mod defaults_tests;
 #[cfg(test)]
+mod layout_tests;
+#[cfg(test)]
 mod message_tests;
 #[cfg(test)]
 mod parity_tests;

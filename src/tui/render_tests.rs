@@ -583,7 +583,7 @@ fn stored_trial(id: i64) -> crate::store::TrialRow {
 }
 
 /// Trial 1 (the baseline) marked and compared with trial 3 (Turbo).
-fn trials_compare_app() -> App {
+pub(super) fn trials_compare_app() -> App {
     let mut app = trials_app();
     press(&mut app, &[KeyCode::End, KeyCode::Char(' ')]);
     press(&mut app, &[KeyCode::Up, KeyCode::Up, KeyCode::Char('c')]);
