@@ -127,3 +127,22 @@ fn the_compare_pane_keeps_every_digit_from_60_to_160_columns() {
         assert!(pane.contains("tokens/s/GPU"), "{w}:\n{pane}");
     }
 }
+
+#[test]
+fn studies_of_one_cost_unit_say_it_in_the_header_and_keep_the_pick_whole() {
+    let mut app = studies_app();
+    let cpu = Basis::Proxy {
+        profile: "proxy-cpu".into(),
+    };
+    update(
+        &mut app,
+        Msg::Studies(Ok(vec![study("demo-micro-batch", Some(cpu), "CPU")])),
+    );
+    let s = screen(&mut app, 80, 24);
+    let lines: Vec<&str> = s.lines().skip(3).take(2).collect();
+    assert!(lines[0].contains(" CPU-min "), "{s}");
+    assert!(
+        lines[1].contains(" 205.8 ") && lines[1].contains("micro_batch_size=2"),
+        "{s}"
+    );
+}

@@ -257,3 +257,22 @@ fn the_lint_counts_agree_with_their_noun() {
         );
     }
 }
+
+#[test]
+fn the_wheel_scrolls_a_box() {
+    use crossterm::event::{MouseEvent, MouseEventKind};
+    let mut app = app_saving();
+    let wheel = |kind| {
+        Msg::Mouse(MouseEvent {
+            kind,
+            column: 10,
+            row: 10,
+            modifiers: KeyModifiers::NONE,
+        })
+    };
+    update(&mut app, wheel(MouseEventKind::ScrollDown));
+    update(&mut app, wheel(MouseEventKind::ScrollDown));
+    assert!(matches!(app.overlay, Some(Overlay::Diff { scroll: 2, .. })));
+    update(&mut app, wheel(MouseEventKind::ScrollUp));
+    assert!(matches!(app.overlay, Some(Overlay::Diff { scroll: 1, .. })));
+}

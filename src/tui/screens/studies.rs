@@ -353,7 +353,7 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
 
 /// The list's columns at `width` (the table's): constraints and header. At 120 columns and
 /// more a study's name gets more room, its basis its profile, and its start shows.
-fn columns(width: u16, mixed: bool) -> (Vec<Constraint>, Vec<&'static str>) {
+fn columns(width: u16, unit: Option<&str>) -> (Vec<Constraint>, Vec<&'static str>) {
     use Constraint::{Fill, Length, Min};
     let wide = width >= 120;
     // Below 80 columns the name, the space and the pick share what the others leave.
@@ -367,11 +367,15 @@ fn columns(width: u16, mixed: bool) -> (Vec<Constraint>, Vec<&'static str>) {
         space,
         Length(10),
         Length(6),
-        Length(if mixed { 9 } else { 7 }),
+        Length(if unit.is_none() { 9 } else { 7 }),
         basis,
         pick,
     ];
-    let cost = if mixed { "minutes" } else { "GPU-min" };
+    let cost = match unit {
+        None => "minutes",
+        Some("CPU") => "CPU-min",
+        Some(_) => "GPU-min",
+    };
     let mut header = vec!["study", "space", "status", "trials", cost, "basis", "pick"];
     if wide {
         widths.push(Length(19));
@@ -405,10 +409,11 @@ fn draw_list(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
     let st = &app.screens.studies;
     app.page = area.height.saturating_sub(3) as usize;
     let wide = area.width >= 120;
-    // Each study's cost in its own unit: GPU-minutes, or a CPU stand-in's CPU-minutes (the
-    // unit then in each cell).
-    let mixed = st.rows.iter().any(|s| s.cost_unit != "GPU");
-    let (widths, header) = columns(area.width, mixed);
+    // Each study's cost in its own unit: GPU-minutes, or a CPU stand-in's CPU-minutes; the
+    // header says it when all share one, else each cell does.
+    let first = st.rows.first().map_or("GPU", |s| s.cost_unit);
+    let mixed = st.rows.iter().any(|s| s.cost_unit != first);
+    let (widths, header) = columns(area.width, (!mixed).then_some(first));
     let col_w = column_widths(&widths, area.width.saturating_sub(2));
     let rows: Vec<Row> = st
         .rows
