@@ -361,7 +361,10 @@ fn enter_on_sweep_shows_details_and_a_sweep_on_gpus_asks_with_its_budget() {
     assert_eq!(app.overlay, None);
     assert!(key(&mut app, KeyCode::Char('r')).is_empty());
     let lines = launch_lines(&app).join("\n");
-    assert!(lines.contains("candidate(s)"), "{lines}");
+    assert!(
+        lines.contains(" candidates before the legality check"),
+        "{lines}"
+    );
     assert!(
         lines.contains("Budget: a trial of 12 iterations per candidate"),
         "{lines}"

@@ -318,7 +318,7 @@ fn a_trial_runs_unsaved_edits_as_its_overrides() {
             .as_ref()
             .unwrap()
             .1
-            .contains("unsaved edit(s) as its overrides")
+            .contains("unsaved edit as its overrides")
     );
     assert_eq!(app.pending, edits, "the edits stay unsaved");
     app.screens.run.trial = None;
