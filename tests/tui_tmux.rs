@@ -10,7 +10,7 @@
 mod tmux;
 
 use std::path::PathBuf;
-use tmux::{Tui, have_tmux, right_pane};
+use tmux::{Tui, bare, box_text, have_tmux, right_pane};
 
 #[test]
 fn tmux_walks_checklist_edits_a_flag_and_saves() {
@@ -100,7 +100,7 @@ fn tmux_walks_checklist_edits_a_flag_and_saves() {
     });
     tui.keys(&["y"]);
     tui.wait_for("saved", |s| {
-        s.contains("saved 1 change(s)") && !s.contains("unsaved")
+        s.contains("saved 1 change to") && !s.contains("unsaved")
     });
 
     // q: the shell gets its terminal back.
@@ -421,10 +421,39 @@ fn tmux_a_slurm_profile_is_asked_and_linted_at_its_job_s_world() {
     });
     tui.keys(&["y"]);
     // Refused before anything is submitted; the error is the batch rule at world 16 (at the
-    // world of this node, with no GPU here, 100 splits into micro batches of 5).
-    tui.wait_for("refused by lint at world 16", |s| {
-        s.contains("could not run") && s.contains("1 error(s)")
+    // world of this node, with no GPU here, 100 splits into micro batches of 5). It shows
+    // whole, in a box, and goes to the log.
+    let s = tui.wait_for("refused by lint at world 16", |s| {
+        box_text(s, "Error").is_some_and(|t| t.contains("run --force`"))
     });
+    let said = bare(&box_text(&s, "Error").unwrap());
+    let file = tui
+        .config
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_string();
+    for part in [
+        "the trial could not run:",
+        &format!("{file}: the trial's config has 1 lint error that would stop Primus at start-up"),
+        "(`global_batch_size: 100` is not divisible by",
+        "); fix them, or launch anyway with `primus-tune run --force`",
+    ] {
+        assert!(said.contains(&bare(part)), "{part}:\n{s}");
+    }
+    let file_line = s.lines().nth(1).unwrap_or_default().trim_end();
+    assert!(file_line.ends_with(" 1 error"), "{s}");
+    let log = tui.tmp.path().join("xdg/primus-tune/logs/tui.log");
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        logged.lines().any(|l| l.contains("ERROR")
+            && l.contains("the trial could not run:")
+            && l.contains("launch anyway with `primus-tune run --force`")),
+        "{}:\n{logged}",
+        log.display()
+    );
+    tui.keys(&["Enter"]);
+    tui.wait_for("the box closed", |s| box_text(s, "Error").is_none());
     tui.keys(&["2", "/"]);
     tui.type_text("global_batch_size");
     tui.keys(&["Enter"]);
@@ -434,4 +463,53 @@ fn tmux_a_slurm_profile_is_asked_and_linted_at_its_job_s_world() {
             && s.contains("error: `global_batch_size: 100` is not divisible by micro_batch_size")
     });
     tui.keys(&["q"]);
+}
+
+/// Edits to flags all over the experiment make a diff taller than 80×24: the save box sums
+/// them up (`key: old → new`), keeps its question in view and scrolls to the diff's last line.
+#[test]
+fn tmux_the_save_box_scrolls_to_its_last_line() {
+    if !have_tmux() {
+        return;
+    }
+    let mut tui = Tui::start("save-scrolls");
+    tui.wait_text("Quick checklist");
+    tui.keys(&["2"]);
+    tui.wait_text("┌ Flags ");
+    // Booleans from the top of the overrides to their end: Enter toggles each.
+    let flags = [
+        "moe_router_force_load_balancing",
+        "eod_mask_loss",
+        "overlap_param_gather",
+        "use_turbo_attention",
+        "moe_permute_fusion",
+        "cross_entropy_loss_fusion",
+    ];
+    for (i, flag) in flags.iter().enumerate() {
+        tui.keys(&["/"]);
+        tui.type_text(flag);
+        tui.keys(&["Enter"]);
+        tui.wait_text(&format!("Flags · /{flag}"));
+        tui.keys(&["Enter"]);
+        tui.wait_text(&format!("{} unsaved", i + 1));
+    }
+    tui.keys(&["s"]);
+    let last = "+      cross_entropy_loss_fusion: false";
+    let first = tui.wait_for("the save box", |s| {
+        s.contains("y writes the file") && s.contains("use_turbo_attention: true → false")
+    });
+    assert!(!first.contains(last), "the diff fits the box:\n{first}");
+    tui.keys(&["End"]);
+    let end = tui.wait_for("the diff's last line", |s| s.contains(last));
+    assert!(end.contains("y writes the file"), "{end}");
+    tui.keys(&["Home"]);
+    tui.wait_for("back at the top", |s| {
+        s.contains("moe_router_force_load_balancing: true → false") && !s.contains(last)
+    });
+    tui.keys(&["n"]);
+    tui.wait_for("closed", |s| !s.contains("Save these changes?"));
+    tui.keys(&["q"]);
+    tui.wait_text("Quit?");
+    tui.keys(&["y"]);
+    assert_eq!(tui.assert_exited_and_restored(), 0);
 }

@@ -83,8 +83,8 @@ pub fn save(session: &Session, pending: &[PendingEdit]) -> Result<String, AppErr
         backups: Some(session.backups_of(&exp.path)),
     })?;
     Ok(format!(
-        "saved {} change(s) to {}",
-        plan.changes.len(),
+        "saved {} to {}",
+        crate::util::text::count(plan.changes.len(), "change", "changes"),
         session.display()
     ))
 }

@@ -30,8 +30,8 @@ pub enum AppError {
     Defaults(#[from] super::defaults::DefaultsError),
     /// The trial's config has errors that would stop Primus at start-up.
     #[error(
-        "{path}: the trial's config has {} lint error(s) that would stop Primus at start-up ({}); fix them, or launch anyway with `primus-tune run --force`",
-        errors.len(),
+        "{path}: the trial's config has {} that would stop Primus at start-up ({}); fix them, or launch anyway with `primus-tune run --force`",
+        crate::util::text::count(errors.len(), "lint error", "lint errors"),
         errors.first().map_or(String::new(), |d| d.message.clone())
     )]
     LintGate {

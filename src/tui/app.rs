@@ -136,7 +136,10 @@ pub enum Effect {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Overlay {
-    Help,
+    /// The key help, scrolled `scroll` rows down.
+    Help {
+        scroll: usize,
+    },
     /// The guided tour, at this step.
     Tour(usize),
     ConfirmQuit,
@@ -144,9 +147,22 @@ pub enum Overlay {
     ConfirmLaunch(Box<super::launch::Launch>),
     /// Apply the values of a trial that ran another experiment file?
     ConfirmApply(Box<ApplyPlan>),
-    /// The diff of the unsaved edits; `save` asks to confirm writing.
+    /// The diff of the unsaved edits, scrolled `scroll` rows down; `save` asks to confirm
+    /// writing.
     Diff {
         save: bool,
+        scroll: usize,
+    },
+    /// Errors not yet dismissed, each whole, over the box that was open (back when this one
+    /// closes).
+    Error {
+        errors: Vec<String>,
+        scroll: usize,
+        under: Option<Box<Overlay>>,
+    },
+    /// The messages said so far (errors and notes), newest last.
+    Messages {
+        scroll: usize,
     },
     /// Acknowledge a to-do of the checklist: the reason being typed.
     Acknowledge {
@@ -155,6 +171,22 @@ pub enum Overlay {
         reason: String,
     },
 }
+
+impl Overlay {
+    /// The scroll offset of a box that scrolls (in rows; the view keeps it in range).
+    pub fn scroll_mut(&mut self) -> Option<&mut usize> {
+        match self {
+            Overlay::Help { scroll }
+            | Overlay::Diff { scroll, .. }
+            | Overlay::Error { scroll, .. }
+            | Overlay::Messages { scroll } => Some(scroll),
+            _ => None,
+        }
+    }
+}
+
+/// Messages kept for the message log (`L`): the newest.
+pub const MESSAGES: usize = 200;
 
 #[derive(Debug, Clone, Default)]
 pub struct Telemetry {
@@ -191,6 +223,12 @@ pub struct App {
     pub screens: Screens,
     pub overlay: Option<Overlay>,
     pub status: Option<(Level, String)>,
+    /// Every message said (errors and notes, not a running trial's progress), newest last:
+    /// the message log's (the newest [`MESSAGES`]).
+    pub messages: Vec<(Level, String)>,
+    /// Messages the loop has not written to the log file yet (it takes them after each
+    /// update).
+    pub unlogged: Vec<(Level, String)>,
     pub disk_changed: bool,
     pub quitting: bool,
     /// Trials and sweeps started here train with the tuned GEMMs (HipBLASLt stage 3).
@@ -289,6 +327,8 @@ impl App {
             screens: Screens::default(),
             overlay: tour.then_some(Overlay::Tour(0)),
             status: None,
+            messages: Vec::new(),
+            unlogged: Vec::new(),
             disk_changed: false,
             quitting: false,
             gemm_tuned: false,
@@ -346,12 +386,47 @@ impl App {
         self.on_gpus.get(self.profile).copied().unwrap_or(true)
     }
 
+    /// A note on the status line, kept in the message log.
     pub(crate) fn info(&mut self, s: impl Into<String>) {
-        self.status = Some((Level::Info, s.into()));
+        let s = s.into();
+        self.record(Level::Info, &s);
+        self.status = Some((Level::Info, s));
     }
 
+    /// An error: shown whole in a box over the screen (Enter or Esc closes it; one already
+    /// open takes it below the others), on the status line, and kept in the message log.
     pub(crate) fn error(&mut self, s: impl Into<String>) {
-        self.status = Some((Level::Error, s.into()));
+        let s = s.into();
+        self.record(Level::Error, &s);
+        self.status = Some((Level::Error, s.clone()));
+        match &mut self.overlay {
+            Some(Overlay::Error { errors, .. }) => errors.push(s),
+            other => {
+                let under = other.take().map(Box::new);
+                self.overlay = Some(Overlay::Error {
+                    errors: vec![s],
+                    scroll: 0,
+                    under,
+                });
+            }
+        }
+    }
+
+    /// An error already shown whole where it happened (the flag editor's own line): on the
+    /// status line and in the message log, without a box over it.
+    pub(crate) fn error_in_place(&mut self, s: impl Into<String>) {
+        let s = s.into();
+        self.record(Level::Error, &s);
+        self.status = Some((Level::Error, s));
+    }
+
+    fn record(&mut self, level: Level, s: &str) {
+        for list in [&mut self.messages, &mut self.unlogged] {
+            if list.len() >= MESSAGES {
+                list.remove(0);
+            }
+            list.push((level, s.to_string()));
+        }
     }
 }
 
@@ -416,19 +491,7 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
             vec![]
         }
         Msg::TrialDone(r) => screens::run::on_done(app, r),
-        Msg::GemmDone(r) => {
-            let (trial, summary) = match r {
-                Ok((t, summary)) => (Ok(t), Some(summary)),
-                Err(e) => (Err(e), None),
-            };
-            let mut fx = screens::run::on_done(app, trial);
-            if let Some(summary) = summary {
-                app.info(summary);
-            }
-            // The stage's files changed: the GEMM step's status is read again.
-            fx.push(Effect::Load(app.pending.clone()));
-            fx
-        }
+        Msg::GemmDone(r) => gemm_done(app, r),
         Msg::SweepLine(line) => {
             screens::sweep::on_line(app, line);
             vec![]
@@ -486,20 +549,36 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
             app.info(line);
             vec![]
         }
-        Msg::DiskChanged => {
-            if app.pending.is_empty() {
-                app.info("the experiment changed on disk; reloaded");
-                vec![Effect::Load(Vec::new())]
-            } else {
-                app.disk_changed = true;
-                app.error(
-                    "the experiment changed on disk: R reloads it (drops your unsaved edits)",
-                );
-                vec![]
-            }
-        }
+        Msg::DiskChanged => disk_changed(app),
         Msg::Mouse(m) => super::mouse::on_mouse(app, m),
         Msg::Terminate => quit_now(app),
+    }
+}
+
+/// A GEMM stage ended: as a trial's end, with one line on what it produced; the stage's files
+/// changed, so the GEMM step's status is read again.
+fn gemm_done(app: &mut App, r: Result<(Box<TrialResult>, String), AppError>) -> Vec<Effect> {
+    let (trial, summary) = match r {
+        Ok((t, summary)) => (Ok(t), Some(summary)),
+        Err(e) => (Err(e), None),
+    };
+    let mut fx = screens::run::on_done(app, trial);
+    if let Some(summary) = summary {
+        app.info(summary);
+    }
+    fx.push(Effect::Load(app.pending.clone()));
+    fx
+}
+
+/// Another program wrote the experiment: read again, unless edits are unsaved (then R does).
+fn disk_changed(app: &mut App) -> Vec<Effect> {
+    if app.pending.is_empty() {
+        app.info("the experiment changed on disk; reloaded");
+        vec![Effect::Load(Vec::new())]
+    } else {
+        app.disk_changed = true;
+        app.error("the experiment changed on disk: R reloads it (drops your unsaved edits)");
+        vec![]
     }
 }
 
@@ -526,6 +605,65 @@ pub(crate) fn quit_if_done(app: &App, fx: &mut Vec<Effect>) {
     }
 }
 
+/// The tour's next page (past the last: the tour ends), or the one before.
+fn turn_page(app: &mut App, next: bool) {
+    if let Some(Overlay::Tour(i)) = app.overlay {
+        app.overlay = match next {
+            true => (i + 1 < TOUR.len()).then_some(Overlay::Tour(i + 1)),
+            false => Some(Overlay::Tour(i.saturating_sub(1))),
+        };
+    }
+}
+
+/// Scrolls the open box (one that does not scroll ignores it); `app.page` is its height as
+/// last drawn, and the view keeps the offset within its rows.
+fn scroll(app: &mut App, action: Action) {
+    let page = app.page.max(1);
+    let Some(at) = app.overlay.as_mut().and_then(Overlay::scroll_mut) else {
+        return;
+    };
+    *at = match action {
+        Action::Up => at.saturating_sub(1),
+        Action::Down => at.saturating_add(1),
+        Action::PageUp => at.saturating_sub(page),
+        Action::PageDown => at.saturating_add(page),
+        Action::Top => 0,
+        _ => usize::MAX,
+    };
+}
+
+/// `y` (or Enter on a typed reason): the open question's answer.
+fn confirm_yes(app: &mut App) -> Vec<Effect> {
+    match app.overlay.take() {
+        Some(Overlay::Diff { save: true, .. }) => {
+            if app.plan.as_ref().is_some_and(|p| p.refused) {
+                app.error("not saved: the edits break a rule (see the diagnostics)");
+                return vec![];
+            }
+            vec![Effect::Save(app.pending.clone())]
+        }
+        Some(Overlay::ConfirmQuit) => quit_now(app),
+        Some(Overlay::ConfirmLaunch(launch)) => super::launch::start(app, *launch),
+        Some(Overlay::ConfirmApply(plan)) => screens::trials::apply_edits(app, *plan),
+        Some(Overlay::Acknowledge { rule, text, reason }) => {
+            if reason.trim().is_empty() {
+                // The question stays, under the box that says why.
+                app.overlay = Some(Overlay::Acknowledge { rule, text, reason });
+                app.error("an acknowledgement needs a reason: type why, Esc cancels");
+                return vec![];
+            }
+            vec![Effect::Acknowledge {
+                rule: rule.to_string(),
+                reason: reason.trim().to_string(),
+            }]
+        }
+        other => {
+            app.overlay = other;
+            vec![]
+        }
+    }
+}
+
 /// Perform one user action: the ones every screen shares here, a screen's own in its module.
 pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
     match action {
@@ -543,27 +681,28 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
         Action::ForceQuit => quit_now(app),
         Action::Suspend => vec![Effect::Suspend],
         Action::CloseOverlay => {
-            app.overlay = None;
+            // An error box gives back the box it covered.
+            app.overlay = match app.overlay.take() {
+                Some(Overlay::Error { under, .. }) => under.map(|o| *o),
+                _ => None,
+            };
             vec![]
         }
         Action::Help => {
-            app.overlay = Some(Overlay::Help);
+            app.overlay = Some(Overlay::Help { scroll: 0 });
+            vec![]
+        }
+        Action::Messages => {
+            // Opened at its end: the newest message.
+            app.overlay = Some(Overlay::Messages { scroll: usize::MAX });
             vec![]
         }
         Action::Tour => {
             app.overlay = Some(Overlay::Tour(0));
             vec![]
         }
-        Action::TourNext => {
-            if let Some(Overlay::Tour(i)) = app.overlay {
-                app.overlay = (i + 1 < TOUR.len()).then_some(Overlay::Tour(i + 1));
-            }
-            vec![]
-        }
-        Action::TourBack => {
-            if let Some(Overlay::Tour(i)) = app.overlay {
-                app.overlay = Some(Overlay::Tour(i.saturating_sub(1)));
-            }
+        Action::TourNext | Action::TourBack => {
+            turn_page(app, action == Action::TourNext);
             vec![]
         }
         Action::GoTab(t) => {
@@ -579,6 +718,17 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
                 (i + n - 1) % n
             };
             apply(app, Action::GoTab(Tab::ALL[j]))
+        }
+        Action::Up
+        | Action::Down
+        | Action::PageUp
+        | Action::PageDown
+        | Action::Top
+        | Action::Bottom
+            if app.overlay.is_some() =>
+        {
+            scroll(app, action);
+            vec![]
         }
         Action::Up | Action::Down | Action::PageUp | Action::PageDown => {
             let page = app.page.max(1) as isize;
@@ -599,37 +749,7 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
             screens::move_selection(app, Move::Last);
             vec![]
         }
-        Action::ConfirmYes => match app.overlay.take() {
-            Some(Overlay::Diff { save: true }) => {
-                if app.plan.as_ref().is_some_and(|p| p.refused) {
-                    app.error("not saved: the edits break a rule (see the diagnostics)");
-                    return vec![];
-                }
-                vec![Effect::Save(app.pending.clone())]
-            }
-            Some(Overlay::ConfirmQuit) => quit_now(app),
-            Some(Overlay::ConfirmLaunch(launch)) => super::launch::start(app, *launch),
-            Some(Overlay::ConfirmApply(plan)) => screens::trials::apply_edits(app, *plan),
-            Some(Overlay::Acknowledge { rule, reason, .. }) => {
-                if reason.trim().is_empty() {
-                    app.error("an acknowledgement needs a reason: type why, Esc cancels");
-                    app.overlay = Some(Overlay::Acknowledge {
-                        rule,
-                        text: String::new(),
-                        reason,
-                    });
-                    return vec![];
-                }
-                vec![Effect::Acknowledge {
-                    rule: rule.to_string(),
-                    reason: reason.trim().to_string(),
-                }]
-            }
-            other => {
-                app.overlay = other;
-                vec![]
-            }
-        },
+        Action::ConfirmYes => confirm_yes(app),
         Action::PromptInput(ch) => {
             if let Some(Overlay::Acknowledge { reason, .. }) = &mut app.overlay {
                 reason.push(ch);

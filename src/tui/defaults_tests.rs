@@ -123,8 +123,8 @@ fn a_key_override_rebinds_dispatch_footer_and_help() {
     let footer = keymap::footer(&app, 200);
     assert!(footer.contains("Q quit"), "{footer}");
     assert!(!footer.contains("q quit"), "{footer}");
-    let help = keymap::help(&app.keymap);
-    let everywhere = &help[0].1;
+    let help = super::help::help(&app.keymap, app.tab);
+    let everywhere = &help.iter().find(|s| s.0 == "everywhere").unwrap().1;
     assert!(
         everywhere
             .iter()
@@ -177,4 +177,27 @@ fn the_readme_example_is_a_valid_defaults_file_and_names_every_action() {
             "README names `{name}`"
         );
     }
+}
+
+/// A key rebound to a longer name stays in the footer at 80 columns (the hints close up), and
+/// the help lists it.
+#[test]
+fn a_rebound_key_keeps_its_place_in_the_footer_and_the_help() {
+    let opts = options(defaults("[keys]\nopen_editor = \"Ctrl-e\"\n"), None, None);
+    let mut app = start_app(&opts, &builtin()).unwrap();
+    press(&mut app, KeyCode::Char('2'));
+    let shown = super::render_tests::screen(&mut app, 80, 24);
+    let footer = shown.lines().last().unwrap();
+    assert!(footer.contains("^E $EDITOR"), "{footer}");
+    assert!(
+        footer.contains("s save") && footer.ends_with("q quit"),
+        "{footer}"
+    );
+    let help = super::help::help(&app.keymap, app.tab);
+    assert!(
+        help[0]
+            .1
+            .contains(&("Ctrl-E".to_string(), "the file in $EDITOR")),
+        "{help:?}"
+    );
 }

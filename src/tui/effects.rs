@@ -138,10 +138,14 @@ impl Runner {
                 Some(Msg::Note(
                     match crate::app::views::report::write(s, &name, &dir) {
                         Ok(w) => format!(
-                            "report of {name}: {} file(s) in {}",
-                            w.iter()
-                                .filter(|x| matches!(x, crate::report::Written::File(_)))
-                                .count(),
+                            "report of {name}: {} in {}",
+                            crate::util::text::count(
+                                w.iter()
+                                    .filter(|x| matches!(x, crate::report::Written::File(_)))
+                                    .count(),
+                                "file",
+                                "files"
+                            ),
                             crate::util::paths::display_path(&dir)
                         ),
                         Err(e) => format!("no report: {e}"),

@@ -88,6 +88,8 @@ pub enum Action {
     ApplyStudy,
     /// Studies: the search's decision log of the selected study, or back to its ranking.
     StudyLog,
+    /// The messages (errors and notes) said so far, newest last.
+    Messages,
 }
 
 /// Where a binding applies.
@@ -110,7 +112,8 @@ pub enum Scope {
     ConfirmQuit,
     /// A question (quit?, save?).
     Question,
-    /// The key help and the diff (Enter closes them).
+    /// The boxes that only show something: the key help, the diff, an error, the messages
+    /// (Enter closes them).
     Info,
     /// Any overlay.
     Overlay,
@@ -130,7 +133,7 @@ pub struct Binding {
     pub scope: Scope,
     pub keys: &'static [Key],
     pub action: Action,
-    /// What the `?` overlay says (empty: not listed; the keys join the row above's).
+    /// What the `?` overlay says (empty: the keys join the row above's).
     pub help: &'static str,
     /// The footer's word for it (None: not in the footer).
     pub hint: Option<&'static str>,
@@ -173,37 +176,44 @@ use Tab::{Checklist, Flags, Run, Studies, Sweep, Trials};
 #[rustfmt::skip]
 pub const KEYMAP: &[Binding] = &[
     // Always.
-    b(Scope::ConfirmQuit, &[Key::Ctrl('c')], Action::ForceQuit, "", None),
-    b(Scope::Always, &[Key::Ctrl('c')], Action::Quit, "", None),
+    b(Scope::ConfirmQuit, &[Key::Ctrl('c')], Action::ForceQuit, "quit now (the quit question)", None),
+    b(Scope::Always, &[Key::Ctrl('c')], Action::Quit, QUIT, None),
     // Ctrl-Z suspends as in a shell (raw mode turns the terminal's own Ctrl-Z off).
-    b(Scope::Always, &[Key::Ctrl('z')], Action::Suspend, "", None),
+    b(Scope::Always, &[Key::Ctrl('z')], Action::Suspend, "suspend (fg resumes)", None),
     // Overlays.
-    b(Scope::Tour, &[ENTER, RIGHT, c(' '), c('n'), k(KeyCode::Tab)], Action::TourNext, "", Some("next")),
-    b(Scope::Tour, &[LEFT, c('p'), k(KeyCode::BackTab)], Action::TourBack, "", Some("back")),
+    b(Scope::Tour, &[ENTER, RIGHT, c(' '), c('n'), k(KeyCode::Tab)], Action::TourNext, "tour: next page", Some("next")),
+    b(Scope::Tour, &[LEFT, c('p'), k(KeyCode::BackTab)], Action::TourBack, "tour: page back", Some("back")),
     // `q` on the quit question answers it: quit.
     b(Scope::ConfirmQuit, &[c('q')], Action::ConfirmYes, "", None),
-    b(Question, &[c('y'), c('Y')], Action::ConfirmYes, "", Some("yes")),
-    b(Question, &[c('n'), c('N')], Action::CloseOverlay, "", Some("no")),
-    b(Scope::Info, &[ENTER], Action::CloseOverlay, "", None),
-    b(Scope::Overlay, &[ESC, c('?')], Action::CloseOverlay, "", Some("close")),
+    b(Question, &[c('y'), c('Y')], Action::ConfirmYes, "yes", Some("yes")),
+    b(Question, &[c('n'), c('N')], Action::CloseOverlay, "no", Some("no")),
+    b(Scope::Info, &[ENTER], Action::CloseOverlay, "close the box", None),
+    b(Scope::Overlay, &[ESC, c('?')], Action::CloseOverlay, "close the box", Some("close")),
     // `q` quits from every overlay (asking, as anywhere, when something runs or is unsaved).
-    b(Scope::Overlay, &[c('q')], Action::Quit, "", Some("quit")),
+    b(Scope::Overlay, &[c('q')], Action::Quit, QUIT, Some("quit")),
+    // A box taller than the screen scrolls (the diff, the help, an error, the messages).
+    b(Scope::Overlay, &[UP, c('k')], Action::Up, "scroll", None),
+    b(Scope::Overlay, &[DOWN, c('j')], Action::Down, "", None),
+    b(Scope::Overlay, &[k(KeyCode::PageUp)], Action::PageUp, "scroll a page", None),
+    b(Scope::Overlay, &[k(KeyCode::PageDown)], Action::PageDown, "", None),
+    b(Scope::Overlay, &[k(KeyCode::Home), c('g')], Action::Top, "first, last line", None),
+    b(Scope::Overlay, &[k(KeyCode::End), c('G')], Action::Bottom, "", None),
     // The flag editor and the search line.
-    b(Editor, &[Key::AnyChar], Action::EditInput(' '), "", Some("type a value")),
-    b(Editor, &[LEFT, UP], Action::EditCycle(-1), "", Some("cycle choices")),
-    b(Editor, &[RIGHT, DOWN, k(KeyCode::Tab)], Action::EditCycle(1), "", Some("cycle choices")),
-    b(Editor, &[ENTER], Action::EditCommit, "", Some("keep")),
-    b(Editor, &[ESC], Action::EditCancel, "", Some("cancel")),
-    b(Editor, &[k(KeyCode::Backspace)], Action::EditBackspace, "", None),
-    b(Prompt, &[Key::AnyChar], Action::PromptInput(' '), "", Some("type the reason")),
-    b(Prompt, &[k(KeyCode::Backspace)], Action::PromptBackspace, "", None),
-    b(Prompt, &[ENTER], Action::ConfirmYes, "", Some("acknowledge")),
-    b(Search, &[Key::AnyChar], Action::SearchInput(' '), "", Some("type a name")),
-    b(Search, &[ENTER, DOWN, UP], Action::SearchDone, "", Some("done")),
-    b(Search, &[ESC], Action::SearchCancel, "", Some("cancel")),
-    b(Search, &[k(KeyCode::Backspace)], Action::SearchBackspace, "", None),
+    b(Editor, &[Key::AnyChar], Action::EditInput(' '), "type a value", Some("type a value")),
+    b(Editor, &[LEFT, UP], Action::EditCycle(-1), "cycle the choices", Some("cycle choices")),
+    b(Editor, &[RIGHT, DOWN, k(KeyCode::Tab)], Action::EditCycle(1), "cycle the choices", Some("cycle choices")),
+    b(Editor, &[ENTER], Action::EditCommit, "keep it (unsaved)", Some("keep")),
+    b(Editor, &[ESC], Action::EditCancel, "cancel", Some("cancel")),
+    b(Editor, &[k(KeyCode::Backspace)], Action::EditBackspace, "delete a character", None),
+    b(Prompt, &[Key::AnyChar], Action::PromptInput(' '), "type the reason", Some("type the reason")),
+    b(Prompt, &[k(KeyCode::Backspace)], Action::PromptBackspace, "delete a character", None),
+    b(Prompt, &[ENTER], Action::ConfirmYes, "acknowledge", Some("acknowledge")),
+    b(Search, &[Key::AnyChar], Action::SearchInput(' '), "type a name", Some("type a name")),
+    b(Search, &[ENTER, DOWN, UP], Action::SearchDone, "done", Some("done")),
+    b(Search, &[ESC], Action::SearchCancel, "cancel", Some("cancel")),
+    b(Search, &[k(KeyCode::Backspace)], Action::SearchBackspace, "delete a character", None),
     // Screens.
-    b(Screen(Checklist), &[UP, c('k')], Action::Up, "", Some("step")),
+    b(Screen(Checklist), &[UP, c('k')], Action::Up, "select a step", Some("step")),
     b(Screen(Checklist), &[DOWN, c('j')], Action::Down, "", Some("step")),
     b(Screen(Checklist), &[ENTER], Action::OpenStep, "the step's flags", Some("flags")),
     b(Screen(Checklist), &[c('r')], Action::StartTrial, "start a trial", Some("run a trial")),
@@ -216,10 +226,8 @@ pub const KEYMAP: &[Binding] = &[
     b(Screen(Flags), &[c('u')], Action::Undo, "undo last edit", Some("undo")),
     b(Screen(Flags), &[c('d')], Action::ShowDiff, "diff of the edits", Some("diff")),
     b(Screen(Flags), &[c('s')], Action::Save, "save (diff first)", Some("save")),
-    // Said in the detail box and the README (the help box is full at 80×24).
-    b(Screen(Flags), &[c('e')], Action::OpenEditor, HIDDEN, Some("$EDITOR")),
-    // As on the Checklist and Run screens (the help box is full at 80×24).
-    b(Screen(Flags), &[c('r')], Action::StartTrial, HIDDEN, None),
+    b(Screen(Flags), &[c('e')], Action::OpenEditor, "the file in $EDITOR", Some("$EDITOR")),
+    b(Screen(Flags), &[c('r')], Action::StartTrial, "start a trial", None),
     b(Screen(Run), &[LEFT, c('[')], Action::ProfilePrev, "launch profile", Some("profile")),
     b(Screen(Run), &[RIGHT, c(']')], Action::ProfileNext, "launch profile", Some("profile")),
     b(Screen(Run), &[c('r'), ENTER], Action::StartTrial, "start a trial", Some("start")),
@@ -232,25 +240,22 @@ pub const KEYMAP: &[Binding] = &[
     b(Screen(Trials), &[c('c')], Action::Compare, "", Some("compare")),
     b(Screen(Trials), &[c('a')], Action::ApplyTrial, "apply its settings", Some("apply")),
     b(Screen(Trials), &[c('r')], Action::StartTrial, "start a trial", None),
-    // Said in the list's title (the help box is full at 80×24).
-    b(Screen(Trials), &[c('A')], Action::ToggleScope, HIDDEN, None),
-    b(Screen(Sweep), &[UP, c('k')], Action::Up, "", Some("space")),
+    b(Screen(Trials), &[c('A')], Action::ToggleScope, "every experiment's, or this one's", None),
+    b(Screen(Sweep), &[UP, c('k')], Action::Up, "select a space", Some("space")),
     b(Screen(Sweep), &[DOWN, c('j')], Action::Down, "", Some("space")),
     b(Screen(Sweep), &[ENTER], Action::SpaceDetail, "the space's details", Some("details")),
     b(Screen(Sweep), &[c('r')], Action::StartSweep, "sweep it (asks on GPUs)", Some("sweep")),
     b(Screen(Sweep), &[c('x')], Action::StopSweep, "stop the sweep", Some("stop")),
     b(Screen(Sweep), &[c('a')], Action::ApplySweep, "apply the pick", Some("apply the pick")),
-    b(Screen(Studies), &[UP, c('k')], Action::Up, "", Some("study")),
+    b(Screen(Studies), &[UP, c('k')], Action::Up, "select a study; in one, a candidate or the log line", Some("study")),
     b(Screen(Studies), &[DOWN, c('j')], Action::Down, "", Some("study")),
     b(Screen(Studies), &[ENTER], Action::OpenStudy, "ranked candidates", Some("ranked")),
-    // Said in the list's title (the help box is full at 80×24); its footer hint is the open
-    // study's (`screens::studies::hint`).
-    b(Screen(Studies), &[c('l')], Action::StudyLog, HIDDEN, None),
+    // Its footer hint is the open study's (`screens::studies::hint`).
+    b(Screen(Studies), &[c('l')], Action::StudyLog, "the search's decision log", None),
     b(Screen(Studies), &[c('r')], Action::ResumeStudy, "resume it", Some("resume")),
     b(Screen(Studies), &[c('p')], Action::ReportStudy, "write its report", Some("report")),
     b(Screen(Studies), &[c('a')], Action::ApplyStudy, "apply its pick", Some("apply")),
-    // Said in the list's title (the help box is full at 80×24).
-    b(Screen(Studies), &[c('A')], Action::ToggleScope, HIDDEN, None),
+    b(Screen(Studies), &[c('A')], Action::ToggleScope, "every experiment's, or this one's", None),
     // Lists.
     b(Lists, &[UP, c('k')], Action::Up, "move", None),
     b(Lists, &[DOWN, c('j')], Action::Down, "", None),
@@ -271,8 +276,12 @@ pub const KEYMAP: &[Binding] = &[
     b(Global, &[c('?')], Action::Help, "keys, the guided tour", Some("keys")),
     b(Global, &[c('t')], Action::Tour, "", None),
     b(Global, &[c('R')], Action::Reload, "reload from disk", None),
-    b(Global, &[c('q')], Action::Quit, "quit (asks if running)", Some("quit")),
+    b(Global, &[c('L')], Action::Messages, "the messages (errors, notes)", None),
+    b(Global, &[c('q')], Action::Quit, QUIT, Some("quit")),
 ];
+
+/// What `q` (and Ctrl-C) does, as the help says it.
+const QUIT: &str = "quit (asks if running)";
 
 /// The keys in force: the table's, with the defaults file's `[keys]` applied — one list per
 /// binding of [`KEYMAP`], in its order.
@@ -305,7 +314,7 @@ impl Keymap {
     }
 
     /// The bindings of one scope, in the table's order.
-    fn of(&self, scope: Scope) -> impl Iterator<Item = (&'static Binding, &[Key])> {
+    pub(super) fn of(&self, scope: Scope) -> impl Iterator<Item = (&'static Binding, &[Key])> {
         self.bindings().filter(move |(b, _)| b.scope == scope)
     }
 }
@@ -320,13 +329,14 @@ fn scopes(app: &App) -> Vec<Scope> {
             Overlay::ConfirmApply(_) | Overlay::ConfirmLaunch(_) => {
                 vec![Scope::Always, Question, Scope::Overlay]
             }
-            Overlay::Diff { save: true } => vec![Scope::Always, Question, Scope::Overlay],
+            Overlay::Diff { save: true, .. } => vec![Scope::Always, Question, Scope::Overlay],
             Overlay::Tour(_) => vec![Scope::Always, Scope::Tour, Scope::Overlay],
             // The typed reason takes every character (`q` too); Esc cancels.
             Overlay::Acknowledge { .. } => vec![Scope::Always, Scope::Prompt, Scope::Overlay],
-            Overlay::Help | Overlay::Diff { save: false } => {
-                vec![Scope::Always, Scope::Info, Scope::Overlay]
-            }
+            Overlay::Help { .. }
+            | Overlay::Diff { save: false, .. }
+            | Overlay::Error { .. }
+            | Overlay::Messages { .. } => vec![Scope::Always, Scope::Info, Scope::Overlay],
         };
     }
     if app.tab == Flags && app.screens.flags.editor.is_some() {
@@ -404,9 +414,10 @@ pub fn key_name(key: Key) -> String {
     }
 }
 
-/// A key as the footer shows it: arrows as glyphs.
+/// A key as the footer shows it: arrows as glyphs, Ctrl-x as `^X`.
 fn short_name(key: Key) -> String {
     match key {
+        Key::Ctrl(ch) => format!("^{}", ch.to_ascii_uppercase()),
         Key::Code(KeyCode::Up) => "↑".into(),
         Key::Code(KeyCode::Down) => "↓".into(),
         Key::Code(KeyCode::Left) => "←".into(),
@@ -417,7 +428,7 @@ fn short_name(key: Key) -> String {
 }
 
 /// Joins key names, runs of consecutive digits written `1-6`.
-fn join_keys(names: &[String]) -> String {
+pub(super) fn join_keys(names: &[String]) -> String {
     let mut out: Vec<String> = Vec::new();
     let mut i = 0;
     while i < names.len() {
@@ -438,55 +449,6 @@ fn join_keys(names: &[String]) -> String {
         i = j + 1;
     }
     out.join(" ")
-}
-
-/// A section of the `?` overlay: its title and rows of (keys, what they do).
-pub type HelpSection = (String, Vec<(String, &'static str)>);
-
-/// The `?` overlay: everywhere, lists, then each screen's keys, from the table.
-/// The help text of a binding the help box leaves out (the screen says it elsewhere).
-pub const HIDDEN: &str = "~";
-
-pub fn help(keymap: &Keymap) -> Vec<HelpSection> {
-    let mut sections: Vec<(Vec<Scope>, String)> = vec![(vec![Global, Lists], "everywhere".into())];
-    sections.extend(
-        Tab::ALL
-            .iter()
-            .map(|t| (vec![Screen(*t)], t.title().to_string())),
-    );
-    sections
-        .into_iter()
-        .map(|(scopes, title)| {
-            let mut rows: Vec<(Vec<String>, &'static str)> = Vec::new();
-            let binds = scopes.iter().flat_map(|sc| keymap.of(*sc));
-            for (bind, keys) in binds {
-                let names = keys.iter().map(|k| key_name(*k));
-                match (bind.help, rows.last_mut()) {
-                    (HIDDEN, _) => {}
-                    ("", Some(last)) => last.0.extend(names),
-                    ("", None) => {}
-                    (help, _) => match rows.iter_mut().find(|r| r.1 == help) {
-                        Some(row) => row.0.extend(names),
-                        None => rows.push((names.collect(), help)),
-                    },
-                }
-            }
-            if scopes.contains(&Global) {
-                if let Some(q) = rows.iter_mut().find(|r| r.1 == "quit (asks if running)") {
-                    q.0.push("Ctrl-C".into());
-                }
-                rows.push((vec!["Esc".into()], "close, cancel"));
-            }
-            let rows = rows
-                .into_iter()
-                .map(|(mut keys, help)| {
-                    keys.dedup();
-                    (join_keys(&keys), help)
-                })
-                .collect();
-            (title, rows)
-        })
-        .collect()
 }
 
 /// The footer: the hints of the keys that matter now, as many as fit in `width` columns.
@@ -529,39 +491,51 @@ pub fn footer(app: &App, width: usize) -> String {
             }
         }
     }
-    let item = |(key, hint): &(String, &str)| {
-        if key.is_empty() {
-            hint.to_string()
-        } else {
-            format!("{key} {hint}")
+    let items: Vec<(String, bool)> = parts
+        .iter()
+        .map(|(key, hint)| {
+            let text = if key.is_empty() {
+                hint.to_string()
+            } else {
+                format!("{key} {hint}")
+            };
+            (text, matches!(*hint, "keys" | "quit"))
+        })
+        .collect();
+    fit_hints(&items, width)
+}
+
+/// The footer's hints in `width` columns: all of them joined by ` · ` when they fit, else by
+/// two spaces; when even that is too wide, as many of the screen's as fit, then `…` (the rest
+/// are in the `?` help), and the `? keys` and `q quit` hints (`keep`) always at the end.
+fn fit_hints(items: &[(String, bool)], width: usize) -> String {
+    let cols = |s: &str| s.chars().count();
+    let (tail, head): (Vec<&(String, bool)>, Vec<_>) = items.iter().partition(|i| i.1);
+    for sep in [" · ", "  "] {
+        let all: Vec<&str> = head.iter().chain(&tail).map(|i| i.0.as_str()).collect();
+        let joined = all.join(sep);
+        if cols(&joined) <= width {
+            return joined;
         }
-    };
-    // `? keys` and `q quit` stay at the end whatever the width; the screen's hints take the
-    // room before them, as many as fit.
-    let (tail, head): (Vec<_>, Vec<_>) = parts
-        .into_iter()
-        .partition(|p| matches!(p.1, "keys" | "quit"));
-    let tail: Vec<String> = tail.iter().map(item).collect();
-    let tail_w: usize = tail.iter().map(|t| t.chars().count() + 3).sum();
-    let mut out = String::new();
-    for part in &head {
-        let it = item(part);
-        let sep = if out.is_empty() { "" } else { " · " };
-        if out.chars().count() + sep.chars().count() + it.chars().count() + tail_w > width {
+    }
+    let sep = "  ";
+    let tail: Vec<&str> = tail.iter().map(|i| i.0.as_str()).collect();
+    let tail_w = cols(&tail.join(sep)) + cols(sep) + 1;
+    let mut out: Vec<&str> = Vec::new();
+    for (text, _) in &head {
+        let used = cols(&out.join(sep)) + if out.is_empty() { 0 } else { cols(sep) };
+        if used + cols(text) + cols(sep) + tail_w > width {
             break;
         }
-        out.push_str(sep);
-        out.push_str(&it);
+        out.push(text);
     }
-    for t in tail {
-        let sep = if out.is_empty() { "" } else { " · " };
-        if out.chars().count() + sep.chars().count() + t.chars().count() > width {
-            break;
-        }
-        out.push_str(sep);
-        out.push_str(&t);
+    out.push("…");
+    out.extend(tail);
+    let mut line = out.join(sep);
+    while cols(&line) > width {
+        line.pop();
     }
-    out
+    line
 }
 
 #[cfg(test)]
@@ -585,27 +559,27 @@ mod tests {
     }
 
     #[test]
-    fn help_rows_name_the_keys_of_the_table() {
-        let h = help(&Keymap::default());
-        let everywhere = &h[0].1;
-        assert!(everywhere.contains(&("1-6 Tab S-Tab".to_string(), "switch screen")));
-        let sweep = &h
-            .iter()
-            .find(|s| s.0 == "Sweep")
-            .expect("a Sweep section")
-            .1;
-        assert!(
-            sweep.contains(&("r".to_string(), "sweep it (asks on GPUs)")),
-            "{sweep:?}"
+    fn a_footer_too_wide_closes_up_then_says_more_keys_exist() {
+        let items = |v: &[&str]| -> Vec<(String, bool)> {
+            v.iter()
+                .map(|t| (t.to_string(), t.ends_with("keys") || t.ends_with("quit")))
+                .collect()
+        };
+        let hints = items(&["Enter edit", "/ search", "^E $EDITOR", "? keys", "q quit"]);
+        assert_eq!(
+            fit_hints(&hints, 80),
+            "Enter edit · / search · ^E $EDITOR · ? keys · q quit"
         );
-        // `r` starts a trial only where it does (on Flags too, unlisted: the box is full).
-        for (title, rows) in &h {
-            let r_trial = rows
-                .iter()
-                .any(|(k, w)| k.split(' ').any(|x| x == "r") && *w == "start a trial");
-            let expected = matches!(title.as_str(), "Checklist" | "Run" | "Trials");
-            assert_eq!(r_trial, expected, "{title}: {rows:?}");
-        }
+        // Narrower: two spaces apart, every hint kept.
+        assert_eq!(
+            fit_hints(&hints, 48),
+            "Enter edit  / search  ^E $EDITOR  ? keys  q quit"
+        );
+        // Narrower still: what fits, then `…` for the rest (the help has them), and the keys.
+        assert_eq!(
+            fit_hints(&hints, 40),
+            "Enter edit  / search  …  ? keys  q quit"
+        );
     }
 
     #[test]

@@ -77,7 +77,9 @@ pub fn start(app: &mut App, launch: Launch) -> Vec<Effect> {
     match &launch.effect {
         Effect::StartTrial { .. } | Effect::StartGemmStage { .. } => {
             screens::run::starting(app);
-            screens::run::say_trial(app, launch.said);
+            // Kept in the message log; the status line then follows the trial.
+            app.info(launch.said.clone());
+            app.screens.run.status_line = Some(launch.said);
         }
         Effect::StartSweep { .. } | Effect::ResumeSweep { .. } => {
             screens::sweep::running(app);

@@ -11,17 +11,23 @@
 pub mod app;
 pub mod axis;
 pub mod effects;
+pub mod help;
 pub mod keymap;
 pub mod launch;
 pub mod mouse;
 pub mod overlay;
 pub mod rebind;
 pub mod screens;
+pub mod scroll;
 pub mod theme;
 pub mod widgets;
 
 #[cfg(test)]
 mod defaults_tests;
+#[cfg(test)]
+mod layout_tests;
+#[cfg(test)]
+mod message_tests;
 #[cfg(test)]
 mod parity_tests;
 #[cfg(test)]
@@ -275,6 +281,7 @@ async fn event_loop(
     let (mut term_sig, mut hup_sig) = signals()?;
     let mut dirty = true;
     loop {
+        log_messages(&mut app);
         let mut more = Vec::new();
         for fx in std::mem::take(&mut pending_fx) {
             match runner.perform(fx, &app) {
@@ -364,6 +371,17 @@ async fn event_loop(
                     }
                 }
             }
+        }
+    }
+}
+
+/// The messages said since the last call, into the log file (`tui.log`): errors whole, as
+/// the error box shows them.
+fn log_messages(app: &mut App) {
+    for (level, text) in app.unlogged.drain(..) {
+        match level {
+            app::Level::Error => tracing::error!("{text}"),
+            app::Level::Info => tracing::info!("{text}"),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The mouse (capture on unless `PRIMUS_TUNE_NO_MOUSE` is set): a click on a tab shows its
-//! screen, a click on a row of the active list selects it, the wheel moves the selection. Where
-//! the tabs and rows are comes from the last frame drawn (`Hits`, set by the view), so the
-//! update stays pure. Overlays take keys only.
+//! screen, a click on a row of the active list selects it, the wheel moves the selection (in a
+//! box, scrolls it). Where the tabs and rows are comes from the last frame drawn (`Hits`, set
+//! by the view), so the update stays pure.
 
 use super::app::{App, Effect, apply};
 use super::keymap::Action;
@@ -29,7 +29,12 @@ pub struct Hits {
 
 pub fn on_mouse(app: &mut App, m: MouseEvent) -> Vec<Effect> {
     if app.overlay.is_some() {
-        return vec![];
+        // The wheel scrolls a box that scrolls; the rest of the mouse waits for it to close.
+        return match m.kind {
+            MouseEventKind::ScrollDown => apply(app, Action::Down),
+            MouseEventKind::ScrollUp => apply(app, Action::Up),
+            _ => vec![],
+        };
     }
     match m.kind {
         MouseEventKind::Down(MouseButton::Left) => {

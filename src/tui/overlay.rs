@@ -1,11 +1,15 @@
-//! Boxes drawn over the screen: help, the guided tour, the diff before saving, quit confirmation.
+//! Boxes drawn over the screen: help, the guided tour, the diff before saving, errors, the
+//! message log, the questions. The ones that can be taller than the terminal scroll
+//! (`scroll.rs`).
 
 use crate::config::diag::Severity;
-use crate::tui::app::{App, Overlay, TOUR};
-use crate::tui::keymap::{self, Action, HelpSection, Scope};
+use crate::tui::app::{App, Level, Overlay, TOUR};
+use crate::tui::keymap::{Action, Scope};
+use crate::tui::scroll::{self, ScrollBox};
 use crate::tui::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::Rect;
+use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
 
@@ -33,232 +37,269 @@ fn boxed(f: &mut Frame, area: Rect, title: &str, lines: Vec<Line>, theme: &Theme
     );
 }
 
-/// The key map: one column when it fits the height, else two (80×24 shows it all).
-fn draw_help(f: &mut Frame, full: Rect, theme: &Theme, keys: &keymap::Keymap) {
-    let help = keymap::help(keys);
-    let help = help.as_slice();
-    let section_lines = |(section, keys): &HelpSection, key_w: usize| {
-        let mut v = vec![Line::styled(section.clone(), theme.title())];
-        for (k, what) in keys {
-            v.push(Line::raw(format!(" {k:<key_w$} {what}")));
-        }
-        v
-    };
-    let total: usize = help.iter().map(|(_, k)| k.len() + 1).sum::<usize>() + 1;
-    let fits_one = total + 2 <= usize::from(full.height);
-    if fits_one {
-        let mut lines: Vec<Line> = help.iter().flat_map(|s| section_lines(s, 20)).collect();
-        lines.push(Line::styled("Esc closes", theme.dim()));
-        let longest = lines.iter().map(Line::width).max().unwrap_or(0) as u16;
-        let w = (longest + 2).max(40).min(full.width);
-        let inner = usize::from(w.saturating_sub(2).max(1));
-        let rows: usize = lines.iter().map(|l| l.width().div_ceil(inner).max(1)).sum();
-        let area = centered(full, w, rows as u16 + 2);
-        boxed(f, area, "Keys", lines, theme);
+/// Draws the open box; one that scrolls keeps its offset within its rows and makes `app.page`
+/// its height (PgUp/PgDn move by it).
+pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme) {
+    let full = f.area();
+    if let Some(b) = scroll_box(app, theme, full)
+        && let Some(at) = app.overlay.as_mut().and_then(Overlay::scroll_mut)
+    {
+        app.page = scroll::draw(f, full, &b, at, theme);
         return;
     }
-    // Two columns: sections split where the taller column is shortest; key names narrower.
-    let sizes: Vec<usize> = help.iter().map(|(_, k)| k.len() + 1).collect();
-    let split = (1..help.len())
-        .min_by_key(|&i| {
-            let left: usize = sizes[..i].iter().sum();
-            let right: usize = sizes[i..].iter().sum::<usize>() + 1;
-            left.max(right)
-        })
-        .unwrap_or(help.len());
-    let col = |secs: &[HelpSection]| -> Vec<Line> {
-        secs.iter().flat_map(|s| section_lines(s, 14)).collect()
-    };
-    let left = col(&help[..split]);
-    let mut right = col(&help[split..]);
-    right.push(Line::styled("Esc closes", theme.dim()));
-    let h = left.len().max(right.len()) as u16 + 2;
-    let area = centered(full, full.width, h);
-    f.render_widget(Clear, area);
-    let block = Block::default()
-        .borders(Borders::ALL)
-        .title(Span::styled(" Keys ", theme.title()));
-    let inner = block.inner(area);
-    f.render_widget(block, area);
-    let half = inner.width / 2;
-    let l = Rect {
-        width: half,
-        ..inner
-    };
-    let r = Rect {
-        x: inner.x + half,
-        width: inner.width - half,
-        ..inner
-    };
-    f.render_widget(Paragraph::new(left).wrap(Wrap { trim: false }), l);
-    f.render_widget(Paragraph::new(right).wrap(Wrap { trim: false }), r);
+    match &app.overlay {
+        None
+        | Some(Overlay::Help { .. })
+        | Some(Overlay::Diff { .. })
+        | Some(Overlay::Error { .. })
+        | Some(Overlay::Messages { .. }) => {}
+        Some(Overlay::Tour(i)) => draw_tour(f, full, app, theme, *i),
+        Some(Overlay::ConfirmQuit) => draw_quit(f, full, app, theme),
+        Some(Overlay::ConfirmLaunch(launch)) => draw_launch(f, full, theme, launch),
+        Some(Overlay::ConfirmApply(plan)) => draw_apply(f, full, theme, plan),
+        Some(Overlay::Acknowledge { rule, text, reason }) => {
+            draw_ack(f, full, theme, (rule, text, reason))
+        }
+    }
 }
 
-pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
-    let full = f.area();
-    match &app.overlay {
-        None => {}
-        Some(Overlay::Help) => draw_help(f, full, theme, &app.keymap),
-        Some(Overlay::Tour(i)) => {
-            let (title, text) = TOUR[(*i).min(TOUR.len() - 1)];
-            // The keys in force (the defaults file's `[keys]` may have moved them).
-            let km = &app.keymap;
-            let key = |scope, action| km.key_for(scope, action);
-            let (next, back) = (
-                key(Scope::Tour, Action::TourNext),
-                key(Scope::Tour, Action::TourBack),
-            );
-            let (skip, quit) = (
-                key(Scope::Overlay, Action::CloseOverlay),
-                key(Scope::Overlay, Action::Quit),
-            );
-            let text = text
-                .replace("{skip}", &skip)
-                .replace("{tour}", &key(Scope::Global, Action::Tour))
-                .replace("{quit}", &quit);
-            let lines = vec![
-                Line::raw(text.clone()),
-                Line::raw(""),
-                Line::styled(
-                    format!(
-                        "{}/{} · {next} next · {back} back · {skip} skip the tour · {quit} quit",
-                        i + 1,
-                        TOUR.len()
-                    ),
-                    theme.dim(),
-                ),
-            ];
-            // Height: the wrapped text plus the blank line, the hint line and the border.
-            let w = 70u16.min(full.width);
-            let text_rows = (text.chars().count() as u16).div_ceil(w.saturating_sub(4).max(1)) + 1;
-            let area = centered(full, w, text_rows + 4);
-            boxed(f, area, title, lines, theme);
-        }
-        Some(Overlay::ConfirmQuit) => {
-            let mut lines = Vec::new();
-            if app.trial_running() {
-                lines.push(Line::raw(
-                    "A trial is running. Stop it (its whole process group) and quit?",
-                ));
-            }
-            if !app.pending.is_empty() {
-                lines.push(Line::raw(format!(
-                    "{} unsaved edit(s) will be lost (s saves them first).",
-                    app.pending.len()
-                )));
-            }
-            lines.push(Line::raw(""));
-            lines.push(Line::styled("y quit · n stay", theme.warn()));
-            let area = centered(full, 60, lines.len() as u16 + 4);
-            boxed(f, area, "Quit?", lines, theme);
-        }
-        Some(Overlay::ConfirmLaunch(launch)) => {
-            let mut lines: Vec<Line> = launch.lines.iter().map(|l| Line::raw(l.clone())).collect();
-            lines.push(Line::raw(""));
-            lines.push(Line::styled("y start · n not now", theme.warn()));
-            let w = 72u16.min(full.width);
-            let inner = usize::from(w.saturating_sub(2).max(1));
-            let rows: usize = lines.iter().map(|l| l.width().div_ceil(inner).max(1)).sum();
-            let area = centered(full, w, rows as u16 + 2);
-            boxed(f, area, &launch.title, lines, theme);
-        }
-        Some(Overlay::ConfirmApply(plan)) => {
-            let mut lines = vec![
-                Line::raw(format!(
-                    "Trial {} ran another experiment: {}.",
-                    plan.trial,
-                    plan.other_experiment.clone().unwrap_or_default()
-                )),
-                Line::raw(format!(
-                    "Apply the {} value(s) it ran differently from this one as unsaved edits?",
-                    plan.edits.len()
-                )),
-            ];
-            for (k, v) in plan.edits.iter().take(8) {
-                lines.push(Line::styled(format!("  {k}: {v}"), theme.pending()));
-            }
-            if plan.edits.len() > 8 {
-                lines.push(Line::styled(
-                    format!("  … and {} more", plan.edits.len() - 8),
-                    theme.dim(),
-                ));
-            }
-            lines.push(Line::raw(""));
-            lines.push(Line::styled(
-                "y apply · n keep the config as it is",
-                theme.warn(),
-            ));
-            let area = centered(full, 72, lines.len() as u16 + 4);
-            boxed(f, area, "Apply another experiment's trial?", lines, theme);
-        }
-        Some(Overlay::Acknowledge { rule, text, reason }) => {
-            let lines = vec![
-                Line::raw(format!("To do: {text}")),
-                Line::raw(""),
-                Line::raw(format!(
-                    "Acknowledge rule `{rule}` for this experiment: the checklist shows it as acknowledged and recommend stops proposing it. Why?"
-                )),
-                Line::styled(format!("> {reason}_"), theme.pending()),
-                Line::raw(""),
-                Line::styled("Enter acknowledges · Esc cancels", theme.warn()),
-            ];
-            let w = 72u16.min(full.width);
-            let inner = usize::from(w.saturating_sub(2).max(1));
-            let rows: usize = lines.iter().map(|l| l.width().div_ceil(inner).max(1)).sum();
-            let area = centered(full, w, rows as u16 + 2);
-            boxed(f, area, "Acknowledge a to-do", lines, theme);
-        }
-        Some(Overlay::Diff { save }) => {
-            let mut lines: Vec<Line> = Vec::new();
-            if let Some(plan) = &app.plan {
-                for d in &plan.diagnostics {
-                    let style = match d.severity {
-                        Severity::Error => theme.error(),
-                        Severity::Warning => theme.warn(),
-                        Severity::Info => theme.dim(),
-                    };
-                    lines.push(Line::styled(
-                        format!("{}: {}", d.severity.label(), d.message),
-                        style,
-                    ));
-                }
-                for l in plan.diff.lines() {
-                    let style = if l.starts_with('+') && !l.starts_with("+++") {
-                        theme.ok()
-                    } else if l.starts_with('-') && !l.starts_with("---") {
-                        theme.error()
-                    } else {
-                        theme.text()
-                    };
-                    lines.push(Line::styled(l.to_string(), style));
-                }
-                lines.push(Line::raw(""));
-                let refused = plan.refused;
-                lines.push(match (save, refused) {
-                    (true, false) => Line::styled(
-                        "y writes the file (atomically; .orig and .bak.1 kept) · n cancels",
-                        theme.warn(),
-                    ),
-                    (true, true) => Line::styled(
-                        "cannot be saved: fix the errors above (u undoes) · Esc",
-                        theme.error(),
-                    ),
-                    (false, _) => Line::styled("Esc closes", theme.dim()),
-                });
-            } else {
-                lines.push(Line::raw("checking the edits…"));
-            }
-            let area = centered(
-                full,
-                full.width.saturating_sub(4),
-                full.height.saturating_sub(2),
-            );
+fn draw_tour(f: &mut Frame, full: Rect, app: &App, theme: &Theme, i: usize) {
+    let (title, text) = TOUR[i.min(TOUR.len() - 1)];
+    // The keys in force (the defaults file's `[keys]` may have moved them).
+    let km = &app.keymap;
+    let key = |scope, action| km.key_for(scope, action);
+    let (next, back) = (
+        key(Scope::Tour, Action::TourNext),
+        key(Scope::Tour, Action::TourBack),
+    );
+    let (skip, quit) = (
+        key(Scope::Overlay, Action::CloseOverlay),
+        key(Scope::Overlay, Action::Quit),
+    );
+    let text = text
+        .replace("{skip}", &skip)
+        .replace("{tour}", &key(Scope::Global, Action::Tour))
+        .replace("{quit}", &quit);
+    let lines = vec![
+        Line::raw(text.clone()),
+        Line::raw(""),
+        Line::styled(
+            format!(
+                "{}/{} · {next} next · {back} back · {skip} skip the tour · {quit} quit",
+                i + 1,
+                TOUR.len()
+            ),
+            theme.dim(),
+        ),
+    ];
+    // Height: the wrapped text plus the blank line, the hint line and the border.
+    let w = 70u16.min(full.width);
+    let text_rows = (text.chars().count() as u16).div_ceil(w.saturating_sub(4).max(1)) + 1;
+    let area = centered(full, w, text_rows + 4);
+    boxed(f, area, title, lines, theme);
+}
+
+fn draw_quit(f: &mut Frame, full: Rect, app: &App, theme: &Theme) {
+    let mut lines = Vec::new();
+    if app.trial_running() {
+        lines.push(Line::raw(
+            "A trial is running. Stop it (its whole process group) and quit?",
+        ));
+    }
+    if !app.pending.is_empty() {
+        lines.push(Line::raw(format!(
+            "{} will be lost (s saves them first).",
+            count(app.pending.len(), "unsaved edit", "unsaved edits")
+        )));
+    }
+    lines.push(Line::raw(""));
+    lines.push(Line::styled("y quit · n stay", theme.warn()));
+    let area = centered(full, 60, lines.len() as u16 + 4);
+    boxed(f, area, "Quit?", lines, theme);
+}
+
+fn draw_launch(f: &mut Frame, full: Rect, theme: &Theme, launch: &crate::tui::launch::Launch) {
+    let mut lines: Vec<Line> = launch.lines.iter().map(|l| Line::raw(l.clone())).collect();
+    lines.push(Line::raw(""));
+    lines.push(Line::styled("y start · n not now", theme.warn()));
+    let w = 72u16.min(full.width);
+    let inner = usize::from(w.saturating_sub(2).max(1));
+    let rows: usize = lines.iter().map(|l| l.width().div_ceil(inner).max(1)).sum();
+    let area = centered(full, w, rows as u16 + 2);
+    boxed(f, area, &launch.title, lines, theme);
+}
+
+fn draw_apply(
+    f: &mut Frame,
+    full: Rect,
+    theme: &Theme,
+    plan: &crate::app::views::trials::ApplyPlan,
+) {
+    let mut lines = vec![
+        Line::raw(format!(
+            "Trial {} ran another experiment: {}.",
+            plan.trial,
+            plan.other_experiment.clone().unwrap_or_default()
+        )),
+        Line::raw(format!(
+            "Apply the {} it ran differently from this one as unsaved edits?",
+            count(plan.edits.len(), "value", "values")
+        )),
+    ];
+    for (k, v) in plan.edits.iter().take(8) {
+        lines.push(Line::styled(format!("  {k}: {v}"), theme.pending()));
+    }
+    if plan.edits.len() > 8 {
+        lines.push(Line::styled(
+            format!("  … and {} more", plan.edits.len() - 8),
+            theme.dim(),
+        ));
+    }
+    lines.push(Line::raw(""));
+    lines.push(Line::styled(
+        "y apply · n keep the config as it is",
+        theme.warn(),
+    ));
+    let area = centered(full, 72, lines.len() as u16 + 4);
+    boxed(f, area, "Apply another experiment's trial?", lines, theme);
+}
+
+fn draw_ack(f: &mut Frame, full: Rect, theme: &Theme, (rule, text, reason): (&str, &str, &str)) {
+    let lines = vec![
+        Line::raw(format!("To do: {text}")),
+        Line::raw(""),
+        Line::raw(format!(
+            "Acknowledge rule `{rule}` for this experiment: the checklist shows it as acknowledged and recommend stops proposing it. Why?"
+        )),
+        Line::styled(format!("> {reason}_"), theme.pending()),
+        Line::raw(""),
+        Line::styled("Enter acknowledges · Esc cancels", theme.warn()),
+    ];
+    let w = 72u16.min(full.width);
+    let inner = usize::from(w.saturating_sub(2).max(1));
+    let rows: usize = lines.iter().map(|l| l.width().div_ceil(inner).max(1)).sum();
+    let area = centered(full, w, rows as u16 + 2);
+    boxed(f, area, "Acknowledge a to-do", lines, theme);
+}
+
+use crate::util::text::count;
+
+/// The box of an overlay that scrolls: its title, text, pinned lines and size.
+fn scroll_box(app: &App, theme: &Theme, full: Rect) -> Option<ScrollBox> {
+    let key = |scope, action| app.keymap.key_for(scope, action);
+    let close = key(Scope::Overlay, Action::CloseOverlay);
+    let (title, lines, pinned, width) = match app.overlay.as_ref()? {
+        Overlay::Help { .. } => (
+            format!("Keys · {close} closes"),
+            super::help::lines(&app.keymap, app.tab, theme),
+            vec![],
+            72,
+        ),
+        Overlay::Diff { save, .. } => {
+            let (lines, pinned) = diff_lines(app, *save, &close, theme);
             let title = if *save {
                 "Save these changes?"
             } else {
                 "Unsaved changes"
             };
-            boxed(f, area, title, lines, theme);
+            (
+                title.to_string(),
+                lines,
+                pinned,
+                full.width.saturating_sub(4),
+            )
         }
+        Overlay::Error { errors, .. } => {
+            let mut lines = Vec::new();
+            for (i, e) in errors.iter().enumerate() {
+                if i > 0 {
+                    lines.push((String::new(), Style::default()));
+                }
+                lines.push((e.clone(), theme.error()));
+            }
+            let hint = format!(
+                "Enter or {close} closes · {} all messages",
+                key(Scope::Global, Action::Messages)
+            );
+            let title = match errors.len() {
+                1 => "Error".to_string(),
+                n => format!("{n} errors"),
+            };
+            (title, lines, vec![(hint, theme.dim())], 76)
+        }
+        Overlay::Messages { .. } => {
+            let lines: Vec<(String, Style)> = if app.messages.is_empty() {
+                vec![("nothing said yet".into(), theme.dim())]
+            } else {
+                app.messages
+                    .iter()
+                    .map(|(level, m)| match level {
+                        Level::Error => (format!("error: {m}"), theme.error()),
+                        Level::Info => (m.clone(), Style::default()),
+                    })
+                    .collect()
+            };
+            let title = format!("Messages · newest last · {close} closes");
+            (title, lines, vec![], full.width.saturating_sub(4))
+        }
+        _ => return None,
+    };
+    Some(ScrollBox {
+        title,
+        lines,
+        pinned,
+        width,
+        height: full.height.saturating_sub(2),
+    })
+}
+
+/// Lines of a box, each in one style.
+type Lines = Vec<(String, Style)>;
+
+/// The diff box: the diagnostics, each edit as `key: old → new`, then the file's diff; the
+/// answer (or why there is none) pinned below, so it shows whatever the scroll.
+fn diff_lines(app: &App, save: bool, close: &str, theme: &Theme) -> (Lines, Lines) {
+    let Some(plan) = &app.plan else {
+        return (
+            vec![("checking the edits…".into(), Style::default())],
+            vec![],
+        );
+    };
+    let mut lines = Vec::new();
+    for d in &plan.diagnostics {
+        let style = match d.severity {
+            Severity::Error => theme.error(),
+            Severity::Warning => theme.warn(),
+            Severity::Info => theme.dim(),
+        };
+        lines.push((format!("{}: {}", d.severity.label(), d.message), style));
     }
+    for c in &plan.changes {
+        lines.push((format!("{}: {} → {}", c.key, c.old, c.new), theme.pending()));
+    }
+    if !plan.changes.is_empty() {
+        lines.push((String::new(), Style::default()));
+    }
+    for l in plan.diff.lines() {
+        let style = if l.starts_with('+') && !l.starts_with("+++") {
+            theme.ok()
+        } else if l.starts_with('-') && !l.starts_with("---") {
+            theme.error()
+        } else {
+            theme.text()
+        };
+        lines.push((l.to_string(), style));
+    }
+    let answer = match (save, plan.refused) {
+        (true, false) => (
+            "y writes the file (atomically; .orig and .bak.1 kept) · n cancels".to_string(),
+            theme.warn(),
+        ),
+        (true, true) => (
+            format!("cannot be saved: fix the errors above (u undoes) · {close}"),
+            theme.error(),
+        ),
+        (false, _) => (format!("{close} closes"), theme.dim()),
+    };
+    (lines, vec![answer])
 }

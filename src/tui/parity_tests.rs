@@ -330,7 +330,7 @@ fn lint_errors_stop_a_launch_from_both_frontends() {
     let out = f.cli(&["run", f.exp(), "--profile", "proxy-cpu", "--no-telemetry"]);
     assert_eq!(out.status.code(), Some(2));
     let cli_error = error_of(&out);
-    assert!(cli_error.contains("lint error(s)"), "{cli_error}");
+    assert!(cli_error.contains("has 2 lint errors that"), "{cli_error}");
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("sync-free-stage-range"),
         "the errors are listed"
@@ -1058,9 +1058,17 @@ fn an_acknowledgement_made_in_either_frontend_is_seen_by_the_other() {
     let rule = steps[step].open_todo().unwrap().rule.unwrap();
     d.app.screens.checklist.selected = step;
     d.key(KeyCode::Char('a'));
-    // Enter with no reason keeps asking.
+    // Enter with no reason keeps asking: a box says why over the question, Esc closes it.
     d.key(KeyCode::Enter);
-    assert!(d.app.overlay.is_some(), "a reason is required");
+    assert!(
+        matches!(
+            &d.app.overlay,
+            Some(super::app::Overlay::Error { under: Some(_), .. })
+        ),
+        "a reason is required"
+    );
+    d.key(KeyCode::Esc);
+    assert!(d.app.overlay.is_some(), "still asking");
     for ch in "not on this cluster".chars() {
         d.key(KeyCode::Char(ch));
     }
@@ -1107,7 +1115,7 @@ fn an_acknowledgement_made_in_either_frontend_is_seen_by_the_other() {
 /// The TUI's own save makes the file newer than the view until the reload that follows lands;
 /// the event loop checks the file's stamp every second only while the runner is settled, so
 /// that window is never taken for someone else's change ("the experiment changed on disk;
-/// reloaded" replaced "saved 1 change(s)" under load).
+/// reloaded" replaced "saved 1 change to ..." under load).
 #[test]
 fn the_tuis_own_save_is_not_a_change_on_disk() {
     use crate::app::views::config::{PendingEdit, stamp};
@@ -1122,7 +1130,7 @@ fn the_tuis_own_save_is_not_a_change_on_disk() {
     assert!(!d.runner.settled(), "a save under way");
     // Saved: the reload is asked for and has not landed; the file is newer than the view.
     assert!(d.until(|a| a.pending.is_empty(), 30), "{}", d.status());
-    assert!(d.status().contains("saved 1 change(s)"), "{}", d.status());
+    assert!(d.status().contains("saved 1 change to"), "{}", d.status());
     assert!(
         !d.runner.settled(),
         "between the save and its reload the stamp check is off"
@@ -1136,7 +1144,7 @@ fn the_tuis_own_save_is_not_a_change_on_disk() {
         "the reload lands"
     );
     assert!(d.runner.settled());
-    assert!(d.status().contains("saved 1 change(s)"), "{}", d.status());
+    assert!(d.status().contains("saved 1 change to"), "{}", d.status());
 }
 
 #[test]

@@ -65,6 +65,7 @@ pub fn action_name(a: Action) -> Option<&'static str> {
         A::ReportStudy => "report_study",
         A::ApplyStudy => "apply_study",
         A::StudyLog => "study_log",
+        A::Messages => "messages",
         // Typing, the overlays' own keys, and the keys kept for leaving and suspending.
         A::None
         | A::ForceQuit

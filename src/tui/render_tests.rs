@@ -583,7 +583,7 @@ fn stored_trial(id: i64) -> crate::store::TrialRow {
 }
 
 /// Trial 1 (the baseline) marked and compared with trial 3 (Turbo).
-fn trials_compare_app() -> App {
+pub(super) fn trials_compare_app() -> App {
     let mut app = trials_app();
     press(&mut app, &[KeyCode::End, KeyCode::Char(' ')]);
     press(&mut app, &[KeyCode::Up, KeyCode::Up, KeyCode::Char('c')]);
@@ -1162,17 +1162,26 @@ fn frame_lines_and_boxes_are_whole() {
     );
     assert!(s.contains("[x] done   [!] to do   [-] n/a"), "{s}");
     assert!(s.contains("[?] unmeasured   [a] acknowledged"), "{s}");
+    // The help: the shown screen's keys and everywhere's first, each row whole; the rest
+    // scrolls into view, to the last screen's last row.
     for (w, h) in [(160, 48), (80, 24)] {
-        let s = screen(&mut help_app(), w, h);
+        let mut app = help_app();
+        let s = screen(&mut app, w, h);
         assert!(
-            s.contains("F5") && s.contains("Esc closes"),
+            s.contains("F5") && s.contains("Esc closes") && s.contains("the step's flags"),
             "{w}x{h}:\n{s}"
         );
+        assert!(s.contains("reload from disk"), "{w}x{h}:\n{s}");
         assert!(
-            s.contains("apply its settings"),
+            s.contains("PgUp PgDn Home End"),
+            "it scrolls, {w}x{h}:\n{s}"
+        );
+        press(&mut app, &[KeyCode::End]);
+        let s = screen(&mut app, w, h);
+        assert!(
+            s.contains("every experiment's, or this one's"),
             "{w}x{h} not wrapped:\n{s}"
         );
-        assert!(s.contains("reload from disk"), "{w}x{h}:\n{s}");
     }
 }
 
@@ -1519,21 +1528,25 @@ fn a_studys_decision_log_wraps_whole_and_scrolls() {
         s.contains("line 3 of 8") && !s.contains("launch cost before"),
         "{s}"
     );
-    // The footer says what the keys do in the log.
-    assert!(s.contains("↑↓ scroll · Enter back · l ranking · "), "{s}");
+    // The footer says what the keys do in the log (its hints two spaces apart when ` · `
+    // would not leave room for them all).
+    let footer = |s: &str| s.lines().last().unwrap_or_default().replace(" · ", "  ");
+    assert!(
+        footer(&s).contains("↑↓ scroll  Enter back  l ranking  "),
+        "{s}"
+    );
     // l again: the ranking (whose footer offers the log); Enter: the list.
     press(&mut app, &[KeyCode::Char('l')]);
     let s = screen(&mut app, 80, 24);
     assert!(s.contains("winner") && !s.contains(": decision log"), "{s}");
-    let footer = s.lines().last().unwrap_or_default();
     assert!(
-        footer.contains("Enter back · l decision log · ") && !footer.contains("↑↓"),
+        footer(&s).contains("Enter back  l decision log  ") && !footer(&s).contains("↑↓"),
         "{s}"
     );
     press(&mut app, &[KeyCode::Enter]);
     assert!(app.screens.studies.open.is_none());
     let s = screen(&mut app, 80, 24);
-    assert!(s.contains("↑↓ study · Enter ranked · "), "{s}");
+    assert!(footer(&s).contains("↑↓ study  Enter ranked  "), "{s}");
 }
 
 #[test]

@@ -57,7 +57,7 @@ fn q_asks_first_from_an_overlay_when_edits_are_unsaved_and_q_again_quits() {
         key: "micro_batch_size".into(),
         text: "2".into(),
     });
-    app.overlay = Some(Overlay::Help);
+    app.overlay = Some(Overlay::Help { scroll: 0 });
     assert!(key(&mut app, KeyCode::Char('q')).is_empty());
     assert_eq!(app.overlay, Some(Overlay::ConfirmQuit));
     assert_eq!(key(&mut app, KeyCode::Char('q')), [Effect::Quit]);
@@ -65,7 +65,13 @@ fn q_asks_first_from_an_overlay_when_edits_are_unsaved_and_q_again_quits() {
 
 #[test]
 fn q_quits_from_the_diff_and_the_help() {
-    for overlay in [Overlay::Help, Overlay::Diff { save: false }] {
+    for overlay in [
+        Overlay::Help { scroll: 0 },
+        Overlay::Diff {
+            save: false,
+            scroll: 0,
+        },
+    ] {
         let mut app = app_with_tour();
         app.overlay = Some(overlay.clone());
         assert_eq!(
@@ -80,8 +86,11 @@ fn q_quits_from_the_diff_and_the_help() {
 fn esc_closes_every_overlay_without_quitting() {
     for overlay in [
         Overlay::Tour(2),
-        Overlay::Help,
-        Overlay::Diff { save: true },
+        Overlay::Help { scroll: 0 },
+        Overlay::Diff {
+            save: true,
+            scroll: 0,
+        },
         Overlay::ConfirmQuit,
     ] {
         let mut app = app_with_tour();
@@ -352,7 +361,10 @@ fn enter_on_sweep_shows_details_and_a_sweep_on_gpus_asks_with_its_budget() {
     assert_eq!(app.overlay, None);
     assert!(key(&mut app, KeyCode::Char('r')).is_empty());
     let lines = launch_lines(&app).join("\n");
-    assert!(lines.contains("candidate(s)"), "{lines}");
+    assert!(
+        lines.contains(" candidates before the legality check"),
+        "{lines}"
+    );
     assert!(
         lines.contains("Budget: a trial of 12 iterations per candidate"),
         "{lines}"
@@ -449,14 +461,14 @@ fn clicks_switch_tabs_and_select_rows_and_the_wheel_moves() {
     // A click on the file line hits nothing; an open overlay takes keys only.
     mouse(&mut app, MouseEventKind::Down(MouseButton::Left), 10, 1);
     assert_eq!(app.screens.flags.selected, rows.offset + 3);
-    app.overlay = Some(Overlay::Help);
+    app.overlay = Some(Overlay::Help { scroll: 0 });
     mouse(
         &mut app,
         MouseEventKind::Down(MouseButton::Left),
         from + 2,
         0,
     );
-    assert_eq!(app.overlay, Some(Overlay::Help));
+    assert_eq!(app.overlay, Some(Overlay::Help { scroll: 0 }));
 }
 
 #[test]

@@ -211,7 +211,13 @@ fn save_shows_the_diff_then_writes_on_yes() {
     let fx = key(&mut app, KeyCode::Enter);
     run_load(&mut app, &fx);
     assert!(key(&mut app, KeyCode::Char('s')).is_empty());
-    assert_eq!(app.overlay, Some(Overlay::Diff { save: true }));
+    assert_eq!(
+        app.overlay,
+        Some(Overlay::Diff {
+            save: true,
+            scroll: 0
+        })
+    );
     let fx = key(&mut app, KeyCode::Char('y'));
     assert_eq!(fx, vec![Effect::Save(app.pending.clone())]);
     assert_eq!(app.overlay, None);
@@ -312,7 +318,7 @@ fn a_trial_runs_unsaved_edits_as_its_overrides() {
             .as_ref()
             .unwrap()
             .1
-            .contains("unsaved edit(s) as its overrides")
+            .contains("unsaved edit as its overrides")
     );
     assert_eq!(app.pending, edits, "the edits stay unsaved");
     app.screens.run.trial = None;
@@ -380,8 +386,14 @@ fn outside_changes_reload_or_wait_for_the_user() {
     key(&mut app, KeyCode::Enter);
     assert!(update(&mut app, Msg::DiskChanged).is_empty());
     assert!(app.disk_changed);
+    // The change is said in a box, whole; Esc closes it.
+    assert!(matches!(&app.overlay, Some(Overlay::Error { errors, .. })
+        if errors[0].starts_with("the experiment changed on disk")));
+    key(&mut app, KeyCode::Esc);
     // Saving over an outside change is refused; R reloads and drops the edits.
     assert!(key(&mut app, KeyCode::Char('s')).is_empty());
+    assert!(matches!(app.overlay, Some(Overlay::Error { .. })));
+    key(&mut app, KeyCode::Esc);
     assert_eq!(app.overlay, None);
     assert_eq!(
         key(&mut app, KeyCode::Char('R')),
@@ -798,6 +810,7 @@ fn n_on_the_gemm_step_runs_the_next_stage_with_a_real_profile() {
     assert!(!app.trial_running());
     let (_, msg) = app.status.clone().unwrap();
     assert!(msg.contains("primus or megatron profile"), "{msg}");
+    key(&mut app, KeyCode::Esc);
     // Not on the GEMM step: `n` does nothing.
     key(&mut app, KeyCode::Down);
     app.profile = 1;

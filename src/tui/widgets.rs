@@ -150,10 +150,12 @@ fn draw_file_line(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     let mut figures = Vec::new();
     let (e, w) = (c.errors(), c.warnings());
     if e > 0 {
-        figures.push(Span::styled(format!("{e} error(s) "), theme.error()));
+        let text = crate::util::text::count(e, "error", "errors");
+        figures.push(Span::styled(format!("{text} "), theme.error()));
     }
     if w > 0 {
-        figures.push(Span::styled(format!("{w} warning(s) "), theme.warn()));
+        let text = crate::util::text::count(w, "warning", "warnings");
+        figures.push(Span::styled(format!("{text} "), theme.warn()));
     }
     if e == 0 && w == 0 {
         figures.push(Span::styled("lint clean ", theme.ok()));
@@ -188,11 +190,29 @@ fn draw_file_line(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     f.render_widget(Paragraph::new(Line::from(spans)), area);
 }
 
+/// The status line: the last message, else the key hints. A message too long for it is cut
+/// with `…` and names the key of the message log, which has it whole (an error is in its box
+/// too).
 fn draw_status(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     let w = usize::from(area.width.saturating_sub(1));
+    let said = |s: &str| {
+        // A running trial's progress is not kept in the log: cut as it is.
+        let progress = app.screens.run.status_line.as_deref() == Some(s);
+        if s.chars().count() <= w || progress {
+            return fit(s, w);
+        }
+        let log = format!(
+            " ({} shows it whole)",
+            app.keymap.key_for(
+                super::keymap::Scope::Global,
+                super::keymap::Action::Messages
+            )
+        );
+        format!("{}{log}", fit(s, w.saturating_sub(log.chars().count())))
+    };
     let line = match &app.status {
-        Some((Level::Error, s)) => Line::styled(format!(" {}", fit(s, w)), theme.error()),
-        Some((Level::Info, s)) => Line::raw(format!(" {}", fit(s, w))),
+        Some((Level::Error, s)) => Line::styled(format!(" {}", said(s)), theme.error()),
+        Some((Level::Info, s)) => Line::raw(format!(" {}", said(s))),
         None => Line::styled(format!(" {}", super::keymap::footer(app, w)), theme.dim()),
     };
     f.render_widget(Paragraph::new(line), area);

@@ -43,9 +43,21 @@ pub fn fit(s: &str, w: usize) -> String {
     out
 }
 
+/// A count with its noun: `1 error`, `2 errors`, `0 errors`.
+pub fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_count_agrees_with_its_noun() {
+        assert_eq!(count(1, "error", "errors"), "1 error");
+        assert_eq!(count(2, "error", "errors"), "2 errors");
+        assert_eq!(count(0, "warning", "warnings"), "0 warnings");
+    }
 
     #[test]
     fn control_characters_become_visible_escapes() {

@@ -327,6 +327,37 @@ pub fn slug(s: &str) -> String {
         .collect()
 }
 
+/// The text inside the box titled `title` on `screen` (its top border `┌ title `), its rows
+/// joined by spaces; None when no such box shows.
+pub fn box_text(screen: &str, title: &str) -> Option<String> {
+    let lines: Vec<Vec<char>> = screen.lines().map(|l| l.chars().collect()).collect();
+    let head = format!("┌ {title} ");
+    let (top, from) = lines.iter().enumerate().find_map(|(y, l)| {
+        let s: String = l.iter().collect();
+        s.find(&head).map(|b| (y, s[..b].chars().count()))
+    })?;
+    let to = (from + 1..lines[top].len()).find(|&x| lines[top][x] == '┐')?;
+    let mut rows = Vec::new();
+    for l in &lines[top + 1..] {
+        if l.get(from) == Some(&'└') || l.len() < to {
+            break;
+        }
+        rows.push(
+            l[from + 1..to]
+                .iter()
+                .collect::<String>()
+                .trim()
+                .to_string(),
+        );
+    }
+    Some(rows.join(" "))
+}
+
+/// `text` with no whitespace: compares a message with one wrapped anywhere.
+pub fn bare(text: &str) -> String {
+    text.split_whitespace().collect()
+}
+
 /// The right-hand pane of the checklist (the selected step), at 80 columns.
 pub fn right_pane(screen: &str) -> String {
     screen

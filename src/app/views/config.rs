@@ -90,6 +90,17 @@ pub struct PlanView {
     pub diagnostics: Vec<Diagnostic>,
     /// Nothing may be written (a type, range or cross-flag error).
     pub refused: bool,
+    /// Each edit: the key, its value now (`unset` when the file does not set it) and the text
+    /// written.
+    pub changes: Vec<ChangeView>,
+}
+
+/// One planned edit, as `set` prints it: `key: old → new`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeView {
+    pub key: String,
+    pub old: String,
+    pub new: String,
 }
 
 /// One unsaved edit: the flag and the text the user typed.
@@ -216,10 +227,23 @@ pub fn build(
             .insert(on_disk.path.clone(), plan.doc.text().to_string());
         // A refused edit may not even resolve; then the screens show the file as it is.
         let exp = Experiment::load(path, &with).unwrap_or(on_disk);
+        let changes = plan
+            .changes
+            .iter()
+            .map(|c| ChangeView {
+                key: c.key.clone(),
+                old: c
+                    .old
+                    .as_ref()
+                    .map_or("unset".into(), |v| crate::config::literal::render(v, None)),
+                new: c.literal.clone(),
+            })
+            .collect();
         let view = PlanView {
             diff: plan.doc.diff(),
             diagnostics: plan.diagnostics,
             refused: plan.refused,
+            changes,
         };
         (exp, Some(view))
     };

@@ -85,7 +85,12 @@ fn start_gemm_stage(app: &mut App) -> Vec<Effect> {
     let launch = crate::tui::launch::Launch {
         title: format!("Run HipBLASLt stage {stage} on GPUs?"),
         lines: vec![format!(
-            "HipBLASLt tuning stage {stage} with profile {profile}: its trial(s) train."
+            "HipBLASLt tuning stage {stage} with profile {profile}: it trains ({}).",
+            if stage == 3 {
+                "two trials: tuned and untuned"
+            } else {
+                "one trial"
+            }
         )]
         .into_iter()
         .chain(crate::tui::launch::gpu_lines(app))
@@ -265,8 +270,9 @@ fn stage_lines(
     let mut out = vec![Line::styled("Stages", theme.title())];
     let one = match g.dumps.as_ref().filter(|d| d.gemm_lines > 0) {
         Some(d) => format!(
-            "1 shapes: {} unique in {} call(s)",
-            d.unique_shapes, d.gemm_lines
+            "1 shapes: {} unique in {}",
+            d.unique_shapes,
+            crate::util::text::count(d.gemm_lines as usize, "call", "calls")
         ),
         None => "1 shapes: not dumped".to_string(),
     };

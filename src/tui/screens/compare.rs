@@ -4,8 +4,10 @@
 
 use crate::app::views::compare::{Change, CompareVerdict, Comparison, show_json};
 use crate::tui::theme::Theme;
+use crate::tui::widgets::{fit, fit_num};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Style;
 use ratatui::symbols;
 use ratatui::text::Span;
 use ratatui::widgets::{Axis, Block, Borders, Cell, Chart, Dataset, GraphType, Row, Table};
@@ -17,50 +19,56 @@ fn change_text(c: &Change) -> String {
     }
 }
 
-fn figure<'a>(name: &'a str, c: Option<&Change>, prec: usize) -> Row<'a> {
+/// A row of the table: its cells (name, trial a, trial b, change) and its style; `figures`
+/// when the trials' cells are numbers (shortened, never cut, where a column is too narrow).
+struct Line4 {
+    cells: [String; 4],
+    style: Style,
+    figures: bool,
+}
+
+fn line(cells: [&str; 4], style: Style, figures: bool) -> Line4 {
+    Line4 {
+        cells: cells.map(str::to_string),
+        style,
+        figures,
+    }
+}
+
+fn figure(name: &str, c: Option<&Change>, prec: usize, theme: &Theme) -> Line4 {
     match c {
-        Some(c) => Row::new(vec![
-            Cell::from(name),
-            Cell::from(format!("{:.prec$}", c.a)),
-            Cell::from(format!("{:.prec$}", c.b)),
-            Cell::from(change_text(c)),
-        ]),
-        None => Row::new(vec![Cell::from(name), Cell::from("-"), Cell::from("-")]),
+        Some(c) => Line4 {
+            cells: [
+                name.to_string(),
+                format!("{:.prec$}", c.a),
+                format!("{:.prec$}", c.b),
+                change_text(c),
+            ],
+            style: theme.text(),
+            figures: true,
+        },
+        None => line([name, "-", "-", ""], theme.text(), true),
     }
 }
 
 /// Peak memory with what each figure measures; two kinds are shown, not compared.
-fn memory_row(c: &Comparison) -> Row<'static> {
+fn memory_row(c: &Comparison, theme: &Theme) -> Line4 {
     let tag = |k: Option<crate::domain::trial::MemorySource>| k.map_or("", |k| k.tag());
     let [ka, kb] = c.peak_mem_kinds;
     match (&c.peak_mem_gib, ka == kb) {
-        (Some(ch), true) => Row::new(vec![
-            Cell::from(format!("peak GiB ({})", tag(ka))),
-            Cell::from(format!("{:.2}", ch.a)),
-            Cell::from(format!("{:.2}", ch.b)),
-            Cell::from(change_text(ch)),
-        ]),
-        (_, false) => Row::new(vec![
-            Cell::from("peak GiB"),
-            Cell::from(tag(ka)),
-            Cell::from(tag(kb)),
-            Cell::from("not comparable"),
-        ]),
-        (None, true) => Row::new(vec![
-            Cell::from("peak GiB"),
-            Cell::from("-"),
-            Cell::from("-"),
-        ]),
+        (Some(ch), true) => figure(&format!("peak GiB ({})", tag(ka)), Some(ch), 2, theme),
+        (_, false) => line(
+            ["peak GiB", tag(ka), tag(kb), "not comparable"],
+            theme.text(),
+            false,
+        ),
+        (None, true) => line(["peak GiB", "-", "-", ""], theme.text(), true),
     }
 }
 
-pub fn draw(f: &mut Frame, c: &Comparison, theme: &Theme, area: Rect) {
-    let both = !c.steps[0].is_empty() && !c.steps[1].is_empty();
-    let [left, right] = if both && area.width >= 100 {
-        Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)]).areas(area)
-    } else {
-        [area, Rect::default()]
-    };
+/// The table's rows: the figures, the verdict, the experiments when they differ, and the
+/// settings the trials ran differently.
+fn rows(c: &Comparison, theme: &Theme) -> Vec<Line4> {
     let verdict_style = match c.verdict {
         CompareVerdict::Faster => theme.ok(),
         CompareVerdict::Slower => theme.error(),
@@ -71,62 +79,133 @@ pub fn draw(f: &mut Frame, c: &Comparison, theme: &Theme, area: Rect) {
         None => "step ms (median)".to_string(),
     };
     let mut rows = vec![
-        figure(&step, c.median_step_ms.as_ref(), 1),
-        figure("tokens/s/GPU", c.tokens_per_s_per_gpu.as_ref(), 0),
-        figure("TFLOP/s/GPU", c.tflops_per_gpu.as_ref(), 1),
-        memory_row(c),
-        Row::new(vec![
-            Cell::from(format!("verdict ({} vs {})", c.b, c.a)),
-            Cell::from(""),
-            Cell::from(""),
-            Cell::from(Span::styled(c.verdict.text(), verdict_style)),
-        ]),
+        figure(&step, c.median_step_ms.as_ref(), 1, theme),
+        figure("tokens/s/GPU", c.tokens_per_s_per_gpu.as_ref(), 0, theme),
+        figure("TFLOP/s/GPU", c.tflops_per_gpu.as_ref(), 1, theme),
+        memory_row(c, theme),
+        line(
+            [
+                &format!("verdict ({} vs {})", c.b, c.a),
+                "",
+                "",
+                c.verdict.text(),
+            ],
+            verdict_style,
+            false,
+        ),
     ];
     if c.experiments[0] != c.experiments[1] {
-        rows.push(
-            Row::new(vec![
-                Cell::from("experiment"),
-                Cell::from(c.experiments[0].clone()),
-                Cell::from(c.experiments[1].clone()),
-            ])
-            .style(theme.warn()),
-        );
+        let [a, b] = &c.experiments;
+        rows.push(line(["experiment", a, b, ""], theme.warn(), false));
     }
     if c.differences.is_empty() {
-        rows.push(Row::new(vec![
-            Cell::from("settings"),
-            Cell::from("ran the same values"),
-        ]));
+        rows.push(line(
+            ["settings", "", "", "ran the same values"],
+            theme.text(),
+            false,
+        ));
     }
     for d in &c.differences {
-        rows.push(
-            Row::new(vec![
-                Cell::from(d.flag.clone()),
-                Cell::from(show_json(&d.a)),
-                Cell::from(show_json(&d.b)),
-            ])
-            .style(theme.pending()),
-        );
+        let (a, b) = (show_json(&d.a), show_json(&d.b));
+        rows.push(line([&d.flag, &a, &b, ""], theme.pending(), false));
     }
-    let table = Table::new(
-        rows,
-        [
-            Constraint::Length(24),
-            Constraint::Length(14),
-            Constraint::Length(14),
-            Constraint::Min(8),
-        ],
-    )
-    .header(
-        Row::new(vec![
-            String::new(),
-            format!("trial {}", c.a),
-            format!("trial {}", c.b),
-            "change (95 % CI)".into(),
-        ])
-        .style(theme.title()),
-    )
-    .block(Block::default().borders(Borders::ALL).title(" Compare "));
+    rows
+}
+
+/// The widest cell of column `i` among the figures' rows (the settings' values may be long:
+/// they are cut with `…` rather than widen the column).
+fn need(rows: &[Line4], i: usize) -> u16 {
+    rows.iter()
+        .filter(|r| r.figures || i == 3)
+        .map(|r| r.cells[i].chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(7) as u16
+}
+
+/// The columns' widths in `inner` columns: the trials' figures and the change as wide as
+/// their widest (every digit shown), then the names; where that leaves a name under 12
+/// columns, the change gives way first, then the figures (shortened: `17.5k`).
+fn widths(rows: &[Line4], inner: u16) -> [u16; 4] {
+    let mut w = [0, need(rows, 1), need(rows, 2), need(rows, 3).min(26)];
+    let names = rows
+        .iter()
+        .map(|r| r.cells[0].chars().count())
+        .max()
+        .unwrap_or(0) as u16;
+    let room = inner.saturating_sub(3);
+    let min_name = names.min(12);
+    let mut over = (min_name + w[1] + w[2] + w[3]).saturating_sub(room);
+    for (i, floor) in [(3, 8), (2, 5), (1, 5)] {
+        let give = over.min(w[i].saturating_sub(floor));
+        w[i] -= give;
+        over -= give;
+    }
+    // What is left: the names as wide as the longest (24 at most), the change as its header
+    // (16), the figures' columns up to 14, the rest to the change.
+    let mut extra = room.saturating_sub(w[1] + w[2] + w[3]);
+    w[0] = extra.min(names.min(24));
+    extra -= w[0];
+    for (i, up_to) in [(3, 16u16), (1, 14), (2, 14)] {
+        let add = extra.min(up_to.saturating_sub(w[i]));
+        w[i] += add;
+        extra -= add;
+    }
+    w[3] += extra;
+    w
+}
+
+/// The table's width that shows every name and figure whole (borders included).
+fn natural_width(rows: &[Line4]) -> u16 {
+    let names = rows
+        .iter()
+        .map(|r| r.cells[0].chars().count())
+        .max()
+        .unwrap_or(0) as u16;
+    names.min(24) + need(rows, 1) + need(rows, 2) + need(rows, 3).min(26) + 3 + 2
+}
+
+pub fn draw(f: &mut Frame, c: &Comparison, theme: &Theme, area: Rect) {
+    let both = !c.steps[0].is_empty() && !c.steps[1].is_empty();
+    let lines = rows(c, theme);
+    // The curves beside the table from 100 columns, the table keeping the room its figures
+    // need.
+    let [left, right] = if both && area.width >= 100 {
+        let table_w = natural_width(&lines).clamp(area.width * 55 / 100, area.width - 30);
+        Layout::horizontal([Constraint::Length(table_w), Constraint::Fill(1)]).areas(area)
+    } else {
+        [area, Rect::default()]
+    };
+    let w = widths(&lines, left.width.saturating_sub(2));
+    let cut = |i: usize, text: &str, figures: bool| {
+        let cols = usize::from(w[i]);
+        if figures && (i == 1 || i == 2) {
+            fit_num(text, cols)
+        } else {
+            fit(text, cols)
+        }
+    };
+    let table_rows: Vec<Row> = lines
+        .iter()
+        .map(|l| {
+            let cells = (0..4).map(|i| Cell::from(cut(i, &l.cells[i], l.figures)));
+            Row::new(cells.collect::<Vec<_>>()).style(l.style)
+        })
+        .collect();
+    let header = [
+        String::new(),
+        format!("trial {}", c.a),
+        format!("trial {}", c.b),
+        "change (95 % CI)".into(),
+    ];
+    let header: Vec<String> = header
+        .iter()
+        .enumerate()
+        .map(|(i, h)| cut(i, h, false))
+        .collect();
+    let table = Table::new(table_rows, w.map(Constraint::Length))
+        .header(Row::new(header).style(theme.title()))
+        .block(Block::default().borders(Borders::ALL).title(" Compare "));
     f.render_widget(table, left);
     if right.width == 0 {
         return;

@@ -156,7 +156,10 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
             if app.pending.is_empty() {
                 app.info("no unsaved edits");
             } else {
-                app.overlay = Some(Overlay::Diff { save: false });
+                app.overlay = Some(Overlay::Diff {
+                    save: false,
+                    scroll: 0,
+                });
             }
         }
         Action::Save => {
@@ -165,7 +168,10 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
             } else if app.disk_changed {
                 app.error("the file changed on disk since it was read: R reloads it first");
             } else {
-                app.overlay = Some(Overlay::Diff { save: true });
+                app.overlay = Some(Overlay::Diff {
+                    save: true,
+                    scroll: 0,
+                });
             }
         }
         _ => {}
@@ -180,7 +186,8 @@ fn commit(app: &mut App) -> Vec<Effect> {
     if let Some(err) = &e.error {
         let msg = err.clone();
         app.screens.flags.editor = Some(e);
-        app.error(msg);
+        // The editor shows it whole on its own line.
+        app.error_in_place(msg);
         return vec![];
     }
     let current = visible(app)

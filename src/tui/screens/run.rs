@@ -132,9 +132,10 @@ pub fn starting(app: &mut App) {
     app.tab = Tab::Run;
 }
 
-/// Says `line` on the status line as the trial's own (see `State::status_line`).
+/// Says `line` on the status line as the trial's own (see `State::status_line`): its
+/// progress, not kept in the message log.
 pub(crate) fn say_trial(app: &mut App, line: String) {
-    app.info(line.clone());
+    app.status = Some((crate::tui::app::Level::Info, line.clone()));
     app.screens.run.status_line = Some(line);
 }
 
@@ -203,8 +204,8 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
                 format!("starting a trial with {profile}")
             } else {
                 format!(
-                    "starting a trial with {profile}, your {} unsaved edit(s) as its overrides (the file is unchanged)",
-                    edits.len()
+                    "starting a trial with {profile}, your {} as its overrides (the file is unchanged)",
+                    crate::util::text::count(edits.len(), "unsaved edit", "unsaved edits")
                 )
             };
             let mut lines = vec![
@@ -218,8 +219,8 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
             lines.extend(crate::tui::launch::gpu_lines(app));
             if !edits.is_empty() {
                 lines.push(format!(
-                    "Your {} unsaved edit(s) go with it as overrides.",
-                    edits.len()
+                    "Your {} with it as overrides.",
+                    crate::util::text::count(edits.len(), "unsaved edit goes", "unsaved edits go")
                 ));
             }
             let launch = crate::tui::launch::Launch {
@@ -435,9 +436,9 @@ fn draw_telemetry_chart(f: &mut Frame, app: &App, theme: &Theme, panel: RunPanel
         ""
     };
     let title = format!(
-        " {} · {whose}{} GPU(s) · last {:.0} s · m: next chart ",
+        " {} · {whose}{} · last {:.0} s · m: next chart ",
         panel.label(),
-        series.len(),
+        crate::util::text::count(series.len(), "GPU", "GPUs"),
         xb[1] - xb[0]
     );
     let chart = Chart::new(datasets)
@@ -523,11 +524,13 @@ fn draw_head(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             match &t.job {
                 Some(j) if t.iters.is_empty() && t.result.is_none() && j.state == "PENDING" => {
                     second.push(Span::raw(format!(
-                        "waiting in {}'s queue for {} node(s){} (not GPU time)",
+                        "waiting in {}'s queue for {}{} (not GPU time)",
                         scheduler_title(&j.scheduler),
-                        j.nodes,
-                        j.gpus_per_node
-                            .map_or(String::new(), |g| format!(", {g} GPU(s) each"))
+                        crate::util::text::count(j.nodes as usize, "node", "nodes"),
+                        j.gpus_per_node.map_or(String::new(), |g| format!(
+                            ", {} each",
+                            crate::util::text::count(g as usize, "GPU", "GPUs")
+                        ))
                     )));
                 }
                 _ => second.push(Span::raw(format!(

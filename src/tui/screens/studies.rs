@@ -6,11 +6,12 @@
 use super::{Move, Tab, sweep};
 use crate::app::AppError;
 use crate::app::views::studies::{StudyDetail, StudyStatus, StudySummary};
+use crate::domain::evidence::Basis;
 use crate::domain::study::{CandidateRecord, StudyRecord, settings};
 use crate::tui::app::{App, Effect};
 use crate::tui::keymap::Action;
 use crate::tui::theme::Theme;
-use crate::tui::widgets::{fit, wrapped_rows};
+use crate::tui::widgets::{column_widths, fit, fit_num, wrapped_rows};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
@@ -329,10 +330,10 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
             }
             (None, _) => f.render_widget(
                 Paragraph::new(format!(
-                    "{} is {} after {} trial(s) ({:.1} {}-min): r resumes it. Enter goes back.",
+                    "{} is {} after {} ({:.1} {}-min): r resumes it. Enter goes back.",
                     d.summary.name,
                     d.summary.status.as_str(),
-                    d.summary.trials,
+                    crate::util::text::count(d.summary.trials as usize, "trial", "trials"),
                     d.summary.gpu_seconds / 60.0,
                     d.summary.cost_unit
                 ))
@@ -347,15 +348,73 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
         }
         return;
     }
+    draw_list(f, app, theme, area);
+}
+
+/// The list's columns at `width` (the table's): constraints and header. At 120 columns and
+/// more a study's name gets more room, its basis its profile, and its start shows.
+fn columns(width: u16, unit: Option<&str>) -> (Vec<Constraint>, Vec<&'static str>) {
+    use Constraint::{Fill, Length, Min};
+    let wide = width >= 120;
+    // Below 80 columns the name, the space and the pick share what the others leave.
+    let (name, space, basis, pick) = match width {
+        120.. => (Length(32), Length(16), Length(18), Min(8)),
+        80.. => (Length(16), Length(10), Length(5), Min(8)),
+        _ => (Fill(2), Fill(1), Length(5), Fill(1)),
+    };
+    let mut widths = vec![
+        name,
+        space,
+        Length(10),
+        Length(6),
+        Length(if unit.is_none() { 9 } else { 7 }),
+        basis,
+        pick,
+    ];
+    let cost = match unit {
+        None => "minutes",
+        Some("CPU") => "CPU-min",
+        Some(_) => "GPU-min",
+    };
+    let mut header = vec!["study", "space", "status", "trials", cost, "basis", "pick"];
+    if wide {
+        widths.push(Length(19));
+        header.push("started");
+    }
+    (widths, header)
+}
+
+/// What a study's figures are, in five columns: `GPU` (measured on one), `proxy` (a CPU
+/// stand-in), `rule`, `model` (predicted); with its profile where there is room; `-` before
+/// its search has ended (the open study says it whole).
+fn basis_text(s: &StudySummary, wide: bool) -> String {
+    let Some(b) = &s.basis else {
+        return "-".into();
+    };
+    let short = match b {
+        Basis::Measured { .. } => "GPU",
+        Basis::Proxy { .. } => "proxy",
+        Basis::Rule { .. } => "rule",
+        Basis::Predicted { .. } => "model",
+    };
+    match (&s.profile, wide) {
+        (Some(p), true) => format!("{short} {p}"),
+        _ => short.into(),
+    }
+}
+
+/// The study list: each cell cut to the width its column gets ([`column_widths`]), text with
+/// `…`, figures shortened, so a long name never runs on silently at any width.
+fn draw_list(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
+    let st = &app.screens.studies;
     app.page = area.height.saturating_sub(3) as usize;
     let wide = area.width >= 120;
-    let (name_w, space_w) = if wide { (32, 16) } else { (18, 14) };
-    // Each study's cost in its own unit: GPU-minutes, or a CPU stand-in's CPU-minutes (the
-    // unit then in each cell).
-    let mixed = st.rows.iter().any(|s| s.cost_unit != "GPU");
-    let cost_w = if mixed { 9 } else { 7 };
-    let fixed = 2 + name_w + space_w + 10 + 6 + cost_w + 5 + if wide { 20 } else { 0 };
-    let pick_w = (area.width as usize).saturating_sub(fixed).max(8);
+    // Each study's cost in its own unit: GPU-minutes, or a CPU stand-in's CPU-minutes; the
+    // header says it when all share one, else each cell does.
+    let first = st.rows.first().map_or("GPU", |s| s.cost_unit);
+    let mixed = st.rows.iter().any(|s| s.cost_unit != first);
+    let (widths, header) = columns(area.width, (!mixed).then_some(first));
+    let col_w = column_widths(&widths, area.width.saturating_sub(2));
     let rows: Vec<Row> = st
         .rows
         .iter()
@@ -365,40 +424,34 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme, area: Rect) {
                 StudyStatus::Running | StudyStatus::Incomplete => theme.warn(),
                 StudyStatus::Unfinished => theme.dim(),
             };
-            let mut cells = vec![
-                Cell::from(fit(&s.name, name_w)),
-                Cell::from(fit(&s.space, space_w)),
-                Cell::from(Span::styled(s.status.as_str(), style)),
-                Cell::from(s.trials.to_string()),
-                Cell::from(if mixed {
-                    format!("{:.1} {}", s.gpu_seconds / 60.0, s.cost_unit)
+            let minutes = s.gpu_seconds / 60.0;
+            let mut texts = vec![
+                s.name.clone(),
+                s.space.clone(),
+                s.status.as_str().to_string(),
+                s.trials.to_string(),
+                if mixed {
+                    format!("{minutes:.1} {}", s.cost_unit)
                 } else {
-                    format!("{:.1}", s.gpu_seconds / 60.0)
-                }),
-                Cell::from(fit(&s.pick.as_ref().map_or("-".into(), settings), pick_w)),
+                    format!("{minutes:.1}")
+                },
+                basis_text(s, wide),
+                s.pick.as_ref().map_or("-".into(), settings),
             ];
             if wide {
-                cells.push(Cell::from(
-                    s.started.get(..19).unwrap_or(&s.started).replace('T', " "),
-                ));
+                texts.push(s.started.get(..19).unwrap_or(&s.started).replace('T', " "));
             }
-            Row::new(cells)
+            Row::new(texts.into_iter().enumerate().map(|(i, t)| {
+                let w = usize::from(col_w.get(i).copied().unwrap_or(u16::MAX));
+                match i {
+                    2 => Cell::from(Span::styled(fit(&t, w), style)),
+                    // The trials and the minutes: figures, shortened rather than cut.
+                    3 | 4 => Cell::from(fit_num(&t, w)),
+                    _ => Cell::from(fit(&t, w)),
+                }
+            }))
         })
         .collect();
-    let mut widths = vec![
-        Constraint::Length(name_w as u16),
-        Constraint::Length(space_w as u16),
-        Constraint::Length(10),
-        Constraint::Length(6),
-        Constraint::Length(cost_w as u16),
-        Constraint::Min(8),
-    ];
-    let cost = if mixed { "minutes" } else { "GPU-min" };
-    let mut header = vec!["study", "space", "status", "trials", cost, "pick"];
-    if wide {
-        widths.push(Constraint::Length(19));
-        header.push("started");
-    }
     let n = rows.len();
     let table = Table::new(rows, widths)
         .header(Row::new(header).style(theme.title()))

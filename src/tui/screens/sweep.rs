@@ -140,7 +140,8 @@ fn start(app: &mut App) -> Vec<Effect> {
         title: "Start a sweep on GPUs?".into(),
         lines: vec![
             format!(
-                "Sweep {space} with profile {profile}: {candidates} candidate(s) before the legality check."
+                "Sweep {space} with profile {profile}: {} before the legality check.",
+                crate::util::text::count(candidates, "candidate", "candidates")
             ),
             format!(
                 "Budget: a trial of {} iterations per candidate, up to {} for the leaders; no time \
@@ -391,8 +392,9 @@ fn draw_screen(
             }
             if app.screens.sweep.detail {
                 lines.push(Line::raw(format!(
-                    "space {} · {} candidate(s) before the legality check · profile {profile}",
-                    s.name, s.candidates
+                    "space {} · {} before the legality check · profile {profile}",
+                    s.name,
+                    crate::util::text::count(s.candidates, "candidate", "candidates")
                 )));
                 lines.push(Line::styled(
                     "Enter: back to the last result · r sweeps it",

@@ -170,8 +170,9 @@ pub fn apply_edits(app: &mut App, plan: ApplyPlan) -> Vec<Effect> {
         app,
         plan.edits,
         format!(
-            "trial {}'s {n} differing value(s) are unsaved edits now: d shows the diff, s saves, u undoes",
-            plan.trial
+            "trial {}'s {} unsaved edits now: d shows the diff, s saves, u undoes",
+            plan.trial,
+            crate::util::text::count(n, "differing value is", "differing values are")
         ),
     )
 }
