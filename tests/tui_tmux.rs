@@ -513,3 +513,45 @@ fn tmux_the_save_box_scrolls_to_its_last_line() {
     tui.keys(&["y"]);
     assert_eq!(tui.assert_exited_and_restored(), 0);
 }
+
+/// `b` on Flags lists the versions saves replaced; Enter shows what restoring one changes and
+/// `y` restores it, at 80×24 without colour.
+#[test]
+fn tmux_a_saved_edit_is_undone_by_restoring_its_kept_version() {
+    if !have_tmux() {
+        return;
+    }
+    let mut tui = Tui::start("restore");
+    let original = std::fs::read_to_string(&tui.config).unwrap();
+    tui.wait_text("Quick checklist");
+    tui.keys(&["2"]);
+    tui.wait_text("┌ Flags ");
+    tui.keys(&["/"]);
+    tui.type_text("eod_mask_loss");
+    tui.keys(&["Enter"]);
+    tui.wait_text("Flags · /eod_mask_loss");
+    tui.keys(&["Enter"]);
+    tui.wait_text("1 unsaved");
+    tui.keys(&["s"]);
+    tui.wait_text("y writes the file");
+    tui.keys(&["y"]);
+    tui.wait_for("saved", |s| {
+        s.contains("saved 1 change to") && !s.contains("unsaved")
+    });
+    assert_ne!(std::fs::read_to_string(&tui.config).unwrap(), original);
+    tui.keys(&["b"]);
+    tui.wait_for("the kept versions", |s| {
+        s.contains("Kept versions") && s.contains("> 1 ") && s.contains("original")
+    });
+    tui.keys(&["Enter"]);
+    tui.wait_for("the restore question", |s| {
+        s.contains("Restore version 1?")
+            && s.contains("+      eod_mask_loss: ")
+            && s.contains("y restores it")
+    });
+    tui.keys(&["y"]);
+    tui.wait_text("restored version 1");
+    assert_eq!(std::fs::read_to_string(&tui.config).unwrap(), original);
+    tui.keys(&["q"]);
+    assert_eq!(tui.assert_exited_and_restored(), 0);
+}

@@ -69,6 +69,10 @@ pub enum Msg {
     Note(String),
     /// The experiment file changed on disk (another program wrote it).
     DiskChanged,
+    /// The versions saves replaced, for the list (`b` on Flags).
+    Backups(Result<Vec<crate::app::backups::Backup>, AppError>),
+    /// What restoring a version would change (`written: false`), or what it did.
+    Restore(Result<crate::app::backups::Restore, AppError>),
     /// SIGTERM or SIGHUP: stop everything and leave.
     Terminate,
 }
@@ -79,6 +83,13 @@ pub enum Effect {
     /// Rebuild the config view with these unsaved edits.
     Load(Vec<PendingEdit>),
     Save(Vec<PendingEdit>),
+    /// List the versions saves replaced.
+    LoadBackups,
+    /// Restore version `id` when `write`, else work out its diff.
+    Restore {
+        id: String,
+        write: bool,
+    },
     /// A trial of the file on disk with the unsaved edits as its overrides.
     StartTrial {
         profile: String,
@@ -170,6 +181,19 @@ pub enum Overlay {
         text: String,
         reason: String,
     },
+    /// The versions saves replaced (kept in the workspace), newest first; `selected` is the
+    /// one Enter restores.
+    Backups {
+        list: Vec<crate::app::backups::Backup>,
+        selected: usize,
+        scroll: usize,
+    },
+    /// Restore version `id`? The diff from the file now to it; `y` writes it.
+    Restore {
+        id: String,
+        diff: String,
+        scroll: usize,
+    },
 }
 
 impl Overlay {
@@ -179,7 +203,9 @@ impl Overlay {
             Overlay::Help { scroll }
             | Overlay::Diff { scroll, .. }
             | Overlay::Error { scroll, .. }
-            | Overlay::Messages { scroll } => Some(scroll),
+            | Overlay::Messages { scroll }
+            | Overlay::Backups { scroll, .. }
+            | Overlay::Restore { scroll, .. } => Some(scroll),
             _ => None,
         }
     }
@@ -486,6 +512,8 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
             app.error(e.to_string());
             vec![]
         }
+        Msg::Backups(r) => super::backups::on_list(app, r),
+        Msg::Restore(r) => super::backups::on_restore(app, r),
         Msg::Trial(ev) => {
             screens::run::on_event(app, ev);
             vec![]
@@ -619,6 +647,9 @@ fn turn_page(app: &mut App, next: bool) {
 /// last drawn, and the view keeps the offset within its rows.
 fn scroll(app: &mut App, action: Action) {
     let page = app.page.max(1);
+    if super::backups::select(app, action, page) {
+        return;
+    }
     let Some(at) = app.overlay.as_mut().and_then(Overlay::scroll_mut) else {
         return;
     };
@@ -643,6 +674,7 @@ fn confirm_yes(app: &mut App) -> Vec<Effect> {
             vec![Effect::Save(app.pending.clone())]
         }
         Some(Overlay::ConfirmQuit) => quit_now(app),
+        Some(Overlay::Restore { id, .. }) => vec![Effect::Restore { id, write: true }],
         Some(Overlay::ConfirmLaunch(launch)) => super::launch::start(app, *launch),
         Some(Overlay::ConfirmApply(plan)) => screens::trials::apply_edits(app, *plan),
         Some(Overlay::Acknowledge { rule, text, reason }) => {
@@ -750,6 +782,7 @@ pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
             vec![]
         }
         Action::ConfirmYes => confirm_yes(app),
+        Action::Backups | Action::RestoreVersion => super::backups::on_action(app, action),
         Action::PromptInput(ch) => {
             if let Some(Overlay::Acknowledge { reason, .. }) = &mut app.overlay {
                 reason.push(ch);

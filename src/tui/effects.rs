@@ -93,6 +93,13 @@ impl Runner {
                     Some(Msg::Saved(crate::app::edit::save(s, &pending)))
                 });
             }
+            Effect::LoadBackups => self.read(|s| Some(Msg::Backups(crate::app::backups::list(s)))),
+            Effect::Restore { id, write } => {
+                // A restore writes the experiment as a save does: its own write, not a change
+                // on disk, until its result comes back.
+                self.saving |= write;
+                self.read(move |s| Some(Msg::Restore(crate::app::backups::restore(s, &id, write))))
+            }
             Effect::LoadTrials => self.read(|s| {
                 Some(Msg::Trials(crate::app::views::trials::list(
                     s,
@@ -239,7 +246,7 @@ impl Runner {
 
     /// A worker reported its end: its handle goes.
     pub fn ended(&mut self, msg: &Msg) {
-        if matches!(msg, Msg::Saved(_)) {
+        if matches!(msg, Msg::Saved(_) | Msg::Restore(_)) {
             self.saving = false;
         }
         match msg {

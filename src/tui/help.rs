@@ -38,6 +38,7 @@ fn section_of(scope: Scope) -> (Section, u8) {
         Scope::ConfirmQuit => (Section::Boxes, 3),
         Scope::Tour => (Section::Boxes, 4),
         Scope::Prompt => (Section::Boxes, 5),
+        Scope::Versions => (Section::Boxes, 6),
     }
 }
 

@@ -90,6 +90,10 @@ pub enum Action {
     StudyLog,
     /// The messages (errors and notes) said so far, newest last.
     Messages,
+    /// Flags: the versions saves replaced (kept in the workspace).
+    Backups,
+    /// In the list of kept versions: restore the selected one (its diff first).
+    RestoreVersion,
 }
 
 /// Where a binding applies.
@@ -106,6 +110,8 @@ pub enum Scope {
     Search,
     /// A line of text asked for in an overlay (an acknowledgement's reason).
     Prompt,
+    /// The list of kept versions of the experiment.
+    Versions,
     /// The guided tour.
     Tour,
     /// The quit question (Ctrl-C there quits at once).
@@ -187,6 +193,7 @@ pub const KEYMAP: &[Binding] = &[
     b(Scope::ConfirmQuit, &[c('q')], Action::ConfirmYes, "", None),
     b(Question, &[c('y'), c('Y')], Action::ConfirmYes, "yes", Some("yes")),
     b(Question, &[c('n'), c('N')], Action::CloseOverlay, "no", Some("no")),
+    b(Scope::Versions, &[ENTER, c('r')], Action::RestoreVersion, "kept versions: restore the selected one (diff first)", Some("restore")),
     b(Scope::Info, &[ENTER], Action::CloseOverlay, "close the box", None),
     b(Scope::Overlay, &[ESC, c('?')], Action::CloseOverlay, "close the box", Some("close")),
     // `q` quits from every overlay (asking, as anywhere, when something runs or is unsaved).
@@ -227,6 +234,7 @@ pub const KEYMAP: &[Binding] = &[
     b(Screen(Flags), &[c('d')], Action::ShowDiff, "diff of the edits", Some("diff")),
     b(Screen(Flags), &[c('s')], Action::Save, "save (diff first)", Some("save")),
     b(Screen(Flags), &[c('e')], Action::OpenEditor, "the file in $EDITOR", Some("$EDITOR")),
+    b(Screen(Flags), &[c('b')], Action::Backups, "versions saves replaced; restore one", None),
     b(Screen(Flags), &[c('r')], Action::StartTrial, "start a trial", None),
     b(Screen(Run), &[LEFT, c('[')], Action::ProfilePrev, "launch profile", Some("profile")),
     b(Screen(Run), &[RIGHT, c(']')], Action::ProfileNext, "launch profile", Some("profile")),
@@ -329,7 +337,10 @@ fn scopes(app: &App) -> Vec<Scope> {
             Overlay::ConfirmApply(_) | Overlay::ConfirmLaunch(_) => {
                 vec![Scope::Always, Question, Scope::Overlay]
             }
-            Overlay::Diff { save: true, .. } => vec![Scope::Always, Question, Scope::Overlay],
+            Overlay::Diff { save: true, .. } | Overlay::Restore { .. } => {
+                vec![Scope::Always, Question, Scope::Overlay]
+            }
+            Overlay::Backups { .. } => vec![Scope::Always, Scope::Versions, Scope::Overlay],
             Overlay::Tour(_) => vec![Scope::Always, Scope::Tour, Scope::Overlay],
             // The typed reason takes every character (`q` too); Esc cancels.
             Overlay::Acknowledge { .. } => vec![Scope::Always, Scope::Prompt, Scope::Overlay],

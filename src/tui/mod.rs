@@ -10,6 +10,7 @@
 
 pub mod app;
 pub mod axis;
+pub mod backups;
 pub mod effects;
 pub mod help;
 pub mod keymap;

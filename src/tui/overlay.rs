@@ -52,7 +52,9 @@ pub fn draw(f: &mut Frame, app: &mut App, theme: &Theme) {
         | Some(Overlay::Help { .. })
         | Some(Overlay::Diff { .. })
         | Some(Overlay::Error { .. })
-        | Some(Overlay::Messages { .. }) => {}
+        | Some(Overlay::Messages { .. })
+        | Some(Overlay::Backups { .. })
+        | Some(Overlay::Restore { .. }) => {}
         Some(Overlay::Tour(i)) => draw_tour(f, full, app, theme, *i),
         Some(Overlay::ConfirmQuit) => draw_quit(f, full, app, theme),
         Some(Overlay::ConfirmLaunch(launch)) => draw_launch(f, full, theme, launch),
@@ -242,6 +244,16 @@ fn scroll_box(app: &App, theme: &Theme, full: Rect) -> Option<ScrollBox> {
             let title = format!("Messages · newest last · {close} closes");
             (title, lines, vec![], full.width.saturating_sub(4))
         }
+        Overlay::Backups { list, selected, .. } => {
+            let restore = key(Scope::Versions, Action::RestoreVersion);
+            let (title, lines, pinned) =
+                super::backups::list_box(list, *selected, (&restore, &close), theme);
+            (title, lines, pinned, 72)
+        }
+        Overlay::Restore { id, diff, .. } => {
+            let (title, lines, pinned) = super::backups::restore_box(id, diff, theme);
+            (title, lines, pinned, full.width.saturating_sub(4))
+        }
         _ => return None,
     };
     Some(ScrollBox {
@@ -255,6 +267,17 @@ fn scroll_box(app: &App, theme: &Theme, full: Rect) -> Option<ScrollBox> {
 
 /// Lines of a box, each in one style.
 type Lines = Vec<(String, Style)>;
+
+/// A unified diff's line in its colour: added green, removed red.
+pub fn diff_style(l: &str, theme: &Theme) -> Style {
+    if l.starts_with('+') && !l.starts_with("+++") {
+        theme.ok()
+    } else if l.starts_with('-') && !l.starts_with("---") {
+        theme.error()
+    } else {
+        theme.text()
+    }
+}
 
 /// The diff box: the diagnostics, each edit as `key: old → new`, then the file's diff; the
 /// answer (or why there is none) pinned below, so it shows whatever the scroll.
@@ -281,18 +304,17 @@ fn diff_lines(app: &App, save: bool, close: &str, theme: &Theme) -> (Lines, Line
         lines.push((String::new(), Style::default()));
     }
     for l in plan.diff.lines() {
-        let style = if l.starts_with('+') && !l.starts_with("+++") {
-            theme.ok()
-        } else if l.starts_with('-') && !l.starts_with("---") {
-            theme.error()
-        } else {
-            theme.text()
-        };
-        lines.push((l.to_string(), style));
+        lines.push((l.to_string(), diff_style(l, theme)));
     }
     let answer = match (save, plan.refused) {
         (true, false) => (
-            "y writes the file (atomically; .orig and .bak.1 kept) · n cancels".to_string(),
+            format!(
+                "y writes the file ({} lists the versions kept) · n cancels",
+                app.keymap.key_for(
+                    Scope::Screen(crate::tui::screens::Tab::Flags),
+                    Action::Backups
+                )
+            ),
             theme.warn(),
         ),
         (true, true) => (

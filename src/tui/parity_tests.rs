@@ -19,7 +19,7 @@
 //! not build it (`cargo test --lib` alone) skips these tests and says so.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use super::app::{App, Effect, Msg, update};
+use super::app::{App, Effect, Msg, Overlay, update};
 use super::effects::Runner;
 use super::screens::Tab;
 use crate::app::{Session, SessionOptions};
@@ -1324,6 +1324,13 @@ fn an_acknowledged_flag_is_applied_by_neither_frontend() {
         "{said}"
     );
     assert!(d.app.pending.is_empty(), "{:?}", d.app.pending);
+    // The refusal is shown whole in a box; Esc closes it.
+    assert!(
+        matches!(d.app.overlay, Some(Overlay::Error { .. })),
+        "{:?}",
+        d.app.overlay
+    );
+    d.key(KeyCode::Esc);
     d.key(KeyCode::Char('6'));
     d.app.screens.studies.selected = at(&d, "cu");
     d.key(KeyCode::Char('a'));

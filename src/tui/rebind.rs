@@ -66,6 +66,8 @@ pub fn action_name(a: Action) -> Option<&'static str> {
         A::ApplyStudy => "apply_study",
         A::StudyLog => "study_log",
         A::Messages => "messages",
+        A::Backups => "backups",
+        A::RestoreVersion => "restore_version",
         // Typing, the overlays' own keys, and the keys kept for leaving and suspending.
         A::None
         | A::ForceQuit

@@ -1078,3 +1078,85 @@ fn applying_a_trial_of_another_experiment_asks_first() {
         }]
     );
 }
+
+/// `b` on Flags lists the versions saves replaced, Enter shows what restoring the selected one
+/// changes, `y` restores it: the effects performed here with the app layer's own use cases
+/// (as the loop does), on a private copy with a real save behind it.
+#[test]
+fn a_kept_version_is_listed_previewed_and_restored() {
+    let d = tempfile::tempdir().unwrap();
+    crate::util::bundled::extract(d.path()).unwrap();
+    let exp = d.path().join(crate::util::bundled::DEFAULT_EXPERIMENT);
+    let s = Session::new(
+        exp.clone(),
+        opts(),
+        crate::store::Workspace::at(d.path().join("ws"), crate::store::WorkspaceOrigin::Chosen),
+    );
+    let original = std::fs::read_to_string(&exp).unwrap();
+    let edit = |v: &str| PendingEdit {
+        key: "micro_batch_size".into(),
+        text: v.into(),
+    };
+    crate::app::edit::save(&s, &[edit("4")]).unwrap();
+    crate::app::edit::save(&s, &[edit("2")]).unwrap();
+    let perform = |fx: &Effect| match fx {
+        Effect::LoadBackups => Msg::Backups(crate::app::backups::list(&s)),
+        Effect::Restore { id, write } => Msg::Restore(crate::app::backups::restore(&s, id, *write)),
+        other => panic!("{other:?}"),
+    };
+    let mut app = loaded_app();
+    key(&mut app, KeyCode::Char('2'));
+    let fx = key(&mut app, KeyCode::Char('b'));
+    assert_eq!(fx, vec![Effect::LoadBackups]);
+    update(&mut app, perform(&fx[0]));
+    let Some(Overlay::Backups { list, .. }) = &app.overlay else {
+        panic!("{:?}", app.overlay)
+    };
+    let ids: Vec<&str> = list.iter().map(|b| b.id.as_str()).collect();
+    assert_eq!(ids, ["1", "2", "original"]);
+    // Down twice: the original; End stays there.
+    key(&mut app, KeyCode::Down);
+    key(&mut app, KeyCode::Down);
+    key(&mut app, KeyCode::End);
+    let fx = key(&mut app, KeyCode::Enter);
+    assert_eq!(
+        fx,
+        vec![Effect::Restore {
+            id: "original".into(),
+            write: false
+        }]
+    );
+    update(&mut app, perform(&fx[0]));
+    let Some(Overlay::Restore { diff, .. }) = &app.overlay else {
+        panic!("{:?}", app.overlay)
+    };
+    assert!(diff.contains("micro_batch_size: 2"), "{diff}");
+    assert!(
+        std::fs::read_to_string(&exp)
+            .unwrap()
+            .contains("micro_batch_size: 2")
+    );
+    let fx = key(&mut app, KeyCode::Char('y'));
+    assert_eq!(
+        fx,
+        vec![Effect::Restore {
+            id: "original".into(),
+            write: true
+        }]
+    );
+    let fx = update(&mut app, perform(&fx[0]));
+    assert_eq!(fx, vec![Effect::Load(vec![])]);
+    assert_eq!(std::fs::read_to_string(&exp).unwrap(), original);
+    let said = &app.status.as_ref().unwrap().1;
+    assert!(said.contains("restored version original"), "{said}");
+    // The file it replaced is kept in turn; with unsaved edits a restore is refused.
+    assert_eq!(crate::app::backups::list(&s).unwrap().len(), 4);
+    app.pending.push(edit("8"));
+    update(&mut app, perform(&Effect::LoadBackups));
+    assert_eq!(key(&mut app, KeyCode::Enter), vec![]);
+    assert!(
+        matches!(app.overlay, Some(Overlay::Error { .. })),
+        "{:?}",
+        app.overlay
+    );
+}
