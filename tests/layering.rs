@@ -243,3 +243,41 @@ fn nothing_below_the_frontends_imports_the_app_layer() {
         .collect();
     assert!(offenders.is_empty(), "{offenders:?}");
 }
+
+/// Every count the tool prints agrees with its noun (`1 error`, `2 GPUs`): no `error(s)` or
+/// `launch(es)` in a string of the production code (`util::text::count` writes them).
+#[test]
+fn no_string_writes_a_noun_with_s_in_brackets() {
+    let bracket = |code: &str| -> Vec<String> {
+        let mut found = Vec::new();
+        for line in code.lines() {
+            // Only inside string literals: an odd number of quotes before the match.
+            for pat in ["(s)", "(es)"] {
+                let mut from = 0;
+                while let Some(i) = line[from..].find(pat).map(|i| i + from) {
+                    let before = &line[..i];
+                    let in_string = before.matches('"').count() % 2 == 1;
+                    let after_letter = before.chars().last().is_some_and(|c| c.is_alphabetic());
+                    if in_string && after_letter {
+                        found.push(line.trim().to_string());
+                    }
+                    from = i + pat.len();
+                }
+            }
+        }
+        found
+    };
+    let bad: Vec<String> = sources()
+        .iter()
+        .flat_map(|s| {
+            bracket(&s.code)
+                .into_iter()
+                .map(move |l| format!("{}: {l}", s.rel))
+        })
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "counts with a bracketed plural:\n{}",
+        bad.join("\n")
+    );
+}

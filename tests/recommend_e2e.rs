@@ -114,7 +114,7 @@ fn a_memory_fit_pick_of_no_recomputation_is_applied_and_lints_clean() {
     ] {
         assert!(text.contains(&format!("{flag}: null")), "{flag}: {text}");
     }
-    assert!(out.contains("wrote 3 value(s) to"), "{out}");
+    assert!(out.contains("wrote 3 values to"), "{out}");
     let (code, out, err) = run(
         &s,
         &["lint".into(), exp.clone(), "--gpus".into(), "1".into()],
@@ -211,7 +211,7 @@ fn applying_a_study_writes_its_pick_and_not_the_rules() {
         "--apply",
     ]);
     assert_eq!(code, 0, "{out}\n{err}");
-    assert!(out.contains("wrote 1 value(s)"), "{out}");
+    assert!(out.contains("wrote 1 value to"), "{out}");
     assert!(out.contains("not applied with --study"), "{out}");
     let after = m.text();
     let changed: Vec<(&str, &str)> = before

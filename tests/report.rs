@@ -368,7 +368,7 @@ fn report_of_a_real_sweep_with_charts_and_telemetry() {
         "{md}"
     );
     assert!(
-        md.contains("| 2 GPUs") || md.contains("from 2 GPU(s)"),
+        md.contains("| 2 GPUs") || md.contains("from 2 GPUs"),
         "{md}"
     );
 }

@@ -238,7 +238,7 @@ fn a_titan_sweep_times_every_local_batch_on_the_same_work() {
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(
         text.contains(
-            "step times: the 20 % trimmed mean of each candidate's steady steps, ms per 8 sample(s), \
+            "step times: the 20 % trimmed mean of each candidate's steady steps, ms per 8 samples, \
              the current settings' global batch"
         ),
         "{text}"
@@ -280,7 +280,7 @@ fn setting_a_whole_torchtitan_section_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("`training` is a section (5 key(s): local_batch_size"),
+        err.contains("`training` is a section (5 keys: local_batch_size"),
         "{err}"
     );
     assert_eq!(std::fs::read_to_string(&exp).unwrap(), before);

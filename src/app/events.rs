@@ -168,7 +168,8 @@ impl fmt::Display for SweepEvent {
             } => {
                 write!(
                     f,
-                    "study {study}: space {space} · {candidates} candidates, {legal} legal · profile {profile} · {gpus} GPU(s){}",
+                    "study {study}: space {space} · {candidates} candidates, {legal} legal · profile {profile} · {}{}",
+                    crate::util::text::count(*gpus as usize, "GPU", "GPUs"),
                     capacity_gib.map_or(String::new(), |c| format!(" · {c:.1} GiB each"))
                 )?;
                 write!(f, "\nevidence: {basis}")?;
@@ -191,7 +192,8 @@ impl fmt::Display for SweepEvent {
                     ),
                     Some((n, scale, offset)) => write!(
                         f,
-                        "\nmemory model: calibrated on {n} trial(s): measured ≈ {scale:.3} × model + {offset:.2} GiB"
+                        "\nmemory model: calibrated on {}: measured ≈ {scale:.3} × model + {offset:.2} GiB",
+                        crate::util::text::count(*n, "trial", "trials")
                     ),
                 }?;
                 write!(f, "\n{launch_history}")
@@ -238,7 +240,8 @@ impl fmt::Display for SweepEvent {
                 offset_gib,
             } => write!(
                 f,
-                "memory model recalibrated on {points} measured peak(s) of this study: measured ≈ {scale:.3} × model {offset_gib:+.2} GiB (each candidate's prediction is the one in force before its first trial, on the peaks of its own recompute settings and precision once two are measured)"
+                "memory model recalibrated on {} of this study: measured ≈ {scale:.3} × model {offset_gib:+.2} GiB (each candidate's prediction is the one in force before its first trial, on the peaks of its own recompute settings and precision once two are measured)",
+                crate::util::text::count(*points, "measured peak", "measured peaks")
             ),
         }
     }
@@ -336,10 +339,7 @@ mod tests {
             launch_history: Default::default(),
         };
         let on = started(None).to_string();
-        assert!(
-            on.contains("memory model: calibrated on 3 trial(s)"),
-            "{on}"
-        );
+        assert!(on.contains("memory model: calibrated on 3 trials"), "{on}");
         let off = started(Some("a proxy")).to_string();
         assert!(
             off.contains("\nmemory model: not used (a proxy)\n"),

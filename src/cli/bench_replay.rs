@@ -265,8 +265,11 @@ pub fn run(a: &BenchReplayArgs) -> Result<ExitCode, CliError> {
         );
         if let Some(e) = &r.memory_forecast_error_pct {
             println!(
-                "  memory forecast error: median {:.1} %, p90 {:.1} % over {} candidate(s) forecast after {} measured peaks",
-                e.median, e.p90, e.n, FORECAST_AFTER_PEAKS
+                "  memory forecast error: median {:.1} %, p90 {:.1} % over {} forecast after {} measured peaks",
+                e.median,
+                e.p90,
+                crate::util::text::count(e.n, "candidate", "candidates"),
+                FORECAST_AFTER_PEAKS
             );
         }
         if a.verbose {

@@ -77,7 +77,11 @@ pub fn run(a: &ChecklistArgs) -> Result<ExitCode, CliError> {
     let (e, w, _) = counts(diags);
     println!();
     if e + w > 0 {
-        println!("lint: {e} error(s), {w} warning(s):");
+        println!(
+            "lint: {}, {}:",
+            crate::util::text::count(e, "error", "errors"),
+            crate::util::text::count(w, "warning", "warnings")
+        );
         super::print_diags(
             diags
                 .iter()

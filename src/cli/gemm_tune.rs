@@ -138,8 +138,10 @@ pub fn print_status(st: &GemmStatus) {
     println!("  folder   {}", display_path(&st.layout.root));
     match &st.dumps {
         Some(d) if d.gemm_lines > 0 => println!(
-            "  stage 1  done: {} dump file(s), {} GEMM calls, {} unique shapes",
-            d.files, d.gemm_lines, d.unique_shapes
+            "  stage 1  done: {}, {} GEMM calls, {} unique shapes",
+            crate::util::text::count(d.files, "dump file", "dump files"),
+            d.gemm_lines,
+            d.unique_shapes
         ),
         _ => println!("  stage 1  not done (no shapes in gemm_shape/)"),
     }
@@ -257,10 +259,10 @@ fn print_shapes(s: &DumpSummary, gpus: u64, rate: Option<f64>) {
         .map(|c| c.count as f64 * gflop(&c.shape))
         .sum();
     println!(
-        "{} unique GEMM shapes in {} call(s) from {} file(s)",
+        "{} unique GEMM shapes in {} from {}",
         s.shapes.len(),
-        s.gemm_lines,
-        s.files.len()
+        crate::util::text::count(s.gemm_lines as usize, "call", "calls"),
+        crate::util::text::count(s.files.len(), "file", "files")
     );
     println!(
         "{:>7} {:>7} {:>7} {:>7} {:>3} {:>5} {:<16} {:>6} {:>6}",
@@ -291,14 +293,15 @@ fn print_shapes(s: &DumpSummary, gpus: u64, rate: Option<f64>) {
         );
     }
     let per_gpu = (s.shapes.len() as u64).div_ceil(gpus);
+    let on = crate::util::text::count(gpus as usize, "GPU", "GPUs");
     match rate {
         Some(r) => println!(
-            "stage 2: {} shapes on {gpus} GPU(s), {per_gpu} each; at the {r:.0} s per shape measured in the last stage 2 here, about {:.0} min",
+            "stage 2: {} shapes on {on}, {per_gpu} each; at the {r:.0} s per shape measured in the last stage 2 here, about {:.0} min",
             s.shapes.len(),
             per_gpu as f64 * r / 60.0
         ),
         None => println!(
-            "stage 2: {} shapes on {gpus} GPU(s), {per_gpu} each; the guide's rule: often 10–30 minutes (hipblaslt-bench times every solution of each shape)",
+            "stage 2: {} shapes on {on}, {per_gpu} each; the guide's rule: often 10–30 minutes (hipblaslt-bench times every solution of each shape)",
             s.shapes.len()
         ),
     }

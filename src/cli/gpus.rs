@@ -72,7 +72,10 @@ pub fn run(a: &GpusArgs) -> Result<ExitCode, CliError> {
         return Ok(ExitCode::SUCCESS);
     }
     match name {
-        Some(n) => println!("backend: {n}, {} GPU(s)", gpus.len()),
+        Some(n) => println!(
+            "backend: {n}, {}",
+            crate::util::text::count(gpus.len(), "GPU", "GPUs")
+        ),
         None => println!("no GPU found: {}", notes.join("; ")),
     }
     for g in &gpus {

@@ -104,8 +104,8 @@ pub fn run(a: &ParseLogArgs) -> Result<ExitCode, CliError> {
     }
     if skipped.lines > 0 {
         eprintln!(
-            "note: {} line(s) longer than {} MiB were cut there ({} bytes skipped)",
-            skipped.lines,
+            "note: {} longer than {} MiB cut there ({} bytes skipped)",
+            crate::util::text::count(skipped.lines as usize, "line", "lines"),
             crate::util::lines::MAX_LINE >> 20,
             skipped.bytes
         );

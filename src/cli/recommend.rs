@@ -286,7 +286,8 @@ fn apply(
             })?;
             if !a.json {
                 println!(
-                    "wrote {changed} value(s) to {}{already}",
+                    "wrote {} to {}{already}",
+                    crate::util::text::count(changed, "value", "values"),
                     display_path(&exp.path)
                 );
             }

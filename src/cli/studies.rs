@@ -91,9 +91,9 @@ pub fn run(a: &StudiesArgs) -> Result<ExitCode, CliError> {
             }
             None => {
                 println!(
-                    "study {study}: {} — {} trial(s) so far; continue with: {}",
+                    "study {study}: {} — {} so far; continue with: {}",
                     d.summary.status.as_str(),
-                    d.summary.trials,
+                    crate::util::text::count(d.summary.trials as usize, "trial", "trials"),
                     studies::resume_hint(&s, &d.summary)
                 );
                 if *log {

@@ -148,8 +148,9 @@ pub fn run(a: &SweepArgs) -> Result<ExitCode, CliError> {
         print_record(&out.study, &record);
         if out.replayed > 0 {
             println!(
-                "(resumed: {} finished trial(s) reused, {} launched)",
-                out.replayed, out.launched
+                "(resumed: {} reused, {} launched)",
+                crate::util::text::count(out.replayed, "finished trial", "finished trials"),
+                out.launched
             );
         }
         println!(
@@ -172,8 +173,8 @@ fn gib(b: f64) -> f64 {
 /// A finished study as text: the pick, then every candidate with its verdict and evidence.
 pub fn print_record(name: &str, r: &StudyRecord) {
     println!(
-        "study {name}: {} trial(s), {:.1} {}-minutes",
-        r.trials,
+        "study {name}: {}, {:.1} {}-minutes",
+        crate::util::text::count(r.trials, "trial", "trials"),
         r.gpu_seconds / 60.0,
         r.cost_unit()
     );

@@ -466,15 +466,18 @@ fn job_lines(j: &Job, queued_s: Option<f64>) -> Vec<String> {
         .reason
         .as_ref()
         .map_or(String::new(), |r| format!(" ({r})"));
-    let gpus = j
-        .gpus_per_node
-        .map_or(String::new(), |g| format!(", {g} GPU(s) each"));
+    let gpus = j.gpus_per_node.map_or(String::new(), |g| {
+        format!(
+            ", {} each",
+            crate::util::text::count(g as usize, "GPU", "GPUs")
+        )
+    });
     out.push(format!(
-        "  job:     {} job {} {}{reason}: {} node(s){gpus}",
+        "  job:     {} job {} {}{reason}: {}{gpus}",
         crate::app::launch::env::scheduler_title(&j.scheduler),
         j.id,
         j.state,
-        j.nodes
+        crate::util::text::count(j.nodes as usize, "node", "nodes")
     ));
     if !j.node_list.is_empty() {
         // Long lists keep their first names and a count.
@@ -652,7 +655,7 @@ mod tests {
         };
         let text = job_lines(&j, None).join("\n");
         assert!(
-            text.contains("  job:     Slurm job 12 PENDING (Resources): 2 node(s), 8 GPU(s) each"),
+            text.contains("  job:     Slurm job 12 PENDING (Resources): 2 nodes, 8 GPUs each"),
             "{text}"
         );
         assert!(text.contains("the job has not started yet"), "{text}");

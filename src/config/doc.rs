@@ -40,9 +40,9 @@ pub enum EditError {
     /// The key holds a mapping (a section of keys): replacing it with one value would drop
     /// every key inside it.
     #[error(
-        "{}:{line}: `{key}` is a section ({} key(s): {}), not a value; set one of its keys, such as `{key}.{}=...`",
+        "{}:{line}: `{key}` is a section ({}: {}), not a value; set one of its keys, such as `{key}.{}=...`",
         path.display(),
-        keys.len(),
+        crate::util::text::count(keys.len(), "key", "keys"),
         keys.join(", "),
         keys.first().map_or("KEY", String::as_str)
     )]
@@ -754,7 +754,7 @@ modules:
         let m = e.to_string();
         assert!(
             m.starts_with(
-                "/x/exp.yaml:1: `training` is a section (2 key(s): local_batch_size, steps)"
+                "/x/exp.yaml:1: `training` is a section (2 keys: local_batch_size, steps)"
             ),
             "{m}"
         );

@@ -390,7 +390,10 @@ impl StudyRecord {
     pub fn batch_unit(&self) -> String {
         match self.per_samples {
             None => "per global batch".into(),
-            Some(n) => format!("per {n} sample(s) (the current settings' global batch)"),
+            Some(n) => format!(
+                "per {} (the current settings' global batch)",
+                crate::util::text::count(n as usize, "sample", "samples")
+            ),
         }
     }
 
@@ -413,8 +416,9 @@ impl StudyRecord {
         match self.per_samples {
             None => format!("{what}, ms per global batch"),
             Some(n) => format!(
-                "{what}, ms per {n} sample(s), the current settings' global batch (the \
-                 candidates' global batches differ; each is scaled to it)"
+                "{what}, ms per {}, the current settings' global batch (the candidates' \
+                 global batches differ; each is scaled to it)",
+                crate::util::text::count(n as usize, "sample", "samples")
             ),
         }
     }
@@ -615,12 +619,12 @@ mod tests {
         r.statistic = StepStatistic::TrimmedMean;
         assert_eq!(
             r.batch_unit(),
-            "per 8 sample(s) (the current settings' global batch)"
+            "per 8 samples (the current settings' global batch)"
         );
         assert_eq!(r.unit_short(), "ms/8 samples");
         assert!(r.unit_text().starts_with(
             "step times: the 20 % trimmed mean of each candidate's steady steps, ms per 8 \
-             sample(s)"
+             samples"
         ));
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["per_samples"], 8);

@@ -1349,9 +1349,9 @@ fn a_running_sweeps_long_log_lines_wrap_and_the_newest_stays_in_view() {
     let mut app = loaded_app();
     press(&mut app, &[KeyCode::Char('5')]);
     crate::tui::screens::sweep::running(&mut app);
-    let long = "launch history: 32.3 s to the first steady sample (median of 5 earlier trial(s) \
+    let long = "launch history: 32.3 s to the first steady sample (median of 5 earlier trials \
                 of this experiment and profile); launch-to-launch variation 0.12 % over 2 \
-                repeated launch(es)";
+                repeated launches";
     app::update(&mut app, Msg::SweepLine(long.to_string()));
     for i in 0..30 {
         app::update(&mut app, Msg::SweepLine(format!("trial {i} done")));
@@ -1377,7 +1377,7 @@ fn a_running_sweeps_long_log_lines_wrap_and_the_newest_stays_in_view() {
     let s = screen(&mut app2, 80, 24);
     let text: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
-        text.contains("repeated launch(es)") && text.contains("launch-to-launch"),
+        text.contains("repeated launches") && text.contains("launch-to-launch"),
         "{s}"
     );
     assert!(s.contains("trial 1 done"), "{s}");

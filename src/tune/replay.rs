@@ -1238,8 +1238,9 @@ mod tests {
             assert_eq!(order.first(), Some(&Phase::Design));
             // The decision log says how the first rung split (when it had promising launches).
             let said = format!(
-                "rung 1: {} launch(es) for the design ({:.1} GPU-s",
-                p.design.launches, p.design.gpu_seconds
+                "rung 1: {} for the design ({:.1} GPU-s",
+                crate::util::text::count(p.design.launches, "launch", "launches"),
+                p.design.gpu_seconds
             );
             assert_eq!(
                 r.search.log.iter().any(|l| l.starts_with(&said)),

@@ -135,8 +135,8 @@ impl LaunchWhere {
         let at = match (self.placement.world, self.scheduler) {
             (Some(w), _) => format!("at {w}"),
             (None, Some(_)) => format!(
-                "on {} node(s), at a world it does not say: {}",
-                self.placement.nodes,
+                "on {}, at a world it does not say: {}",
+                crate::util::text::count(self.placement.nodes as usize, "node", "nodes"),
                 self.placement.unknown_note().unwrap_or_default()
             ),
             (None, None) => {

@@ -160,8 +160,9 @@ fn as_job(a: &Asked<'_>, job: JobAsk) -> Result<Placement, AppError> {
             Ok((gpus / nodes, from))
         } else {
             Err(AppError::Usage(format!(
-                "{what} {gpus} is not a whole number of GPUs on each of the job's {nodes} \
-                 node(s) (--nodes from {}): give --gpus-per-node instead",
+                "{what} {gpus} is not a whole number of GPUs on each of the job's {} (--nodes \
+                 from {}): give --gpus-per-node instead",
+                crate::util::text::count(nodes as usize, "node", "nodes"),
                 job.nodes.1.text()
             )))
         }
@@ -169,8 +170,10 @@ fn as_job(a: &Asked<'_>, job: JobAsk) -> Result<Placement, AppError> {
     let per_node: Option<(u64, Origin)> = match (job.gpus_per_node, a.gpus) {
         (Some((g, from)), Some(world)) if u64::from(g) * nodes != world => {
             return Err(AppError::Usage(format!(
-                "--gpus {world} does not match the job's {nodes} node(s) × {g} GPU(s) per node \
-                 = {} (GPUs per node from {}): give one of them",
+                "--gpus {world} does not match the job's {} × {} per node = {} (GPUs per node \
+                 from {}): give one of them",
+                crate::util::text::count(nodes as usize, "node", "nodes"),
+                crate::util::text::count(g as usize, "GPU", "GPUs"),
                 nodes * u64::from(g),
                 from.text()
             )));

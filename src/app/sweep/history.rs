@@ -43,8 +43,9 @@ impl fmt::Display for LaunchHistory {
         match self.launch_s {
             Some((s, n)) => write!(
                 f,
-                "launch history: {s:.1} s to the first steady sample (median of {n} earlier \
-                 trial(s) of this experiment and profile)"
+                "launch history: {s:.1} s to the first steady sample (median of {} of this \
+                 experiment and profile)",
+                crate::util::text::count(n, "earlier trial", "earlier trials")
             )?,
             None => write!(
                 f,
@@ -54,8 +55,9 @@ impl fmt::Display for LaunchHistory {
         match self.launch_cv {
             Some((cv, n)) => write!(
                 f,
-                "; launch-to-launch variation {:.2} % over {n} repeated launch(es)",
-                cv * 100.0
+                "; launch-to-launch variation {:.2} % over {}",
+                cv * 100.0,
+                crate::util::text::count(n, "repeated launch", "repeated launches")
             ),
             None => write!(
                 f,
@@ -241,9 +243,9 @@ mod tests {
         };
         assert_eq!(
             h.to_string(),
-            "launch history: 34.8 s to the first steady sample (median of 5 earlier trial(s) of \
+            "launch history: 34.8 s to the first steady sample (median of 5 earlier trials of \
              this experiment and profile); launch-to-launch variation 0.42 % over 2 repeated \
-             launch(es)"
+             launches"
         );
         let h = LaunchHistory {
             launch_s: Some((34.84, 5)),

@@ -191,8 +191,9 @@ impl LaunchNoise {
                 self.ci95_pct()
             ),
             n => format!(
-                "±{:.1} % between launches (measured over {n} repeated launch(es) in this workspace)",
-                self.ci95_pct()
+                "±{:.1} % between launches (measured over {} in this workspace)",
+                self.ci95_pct(),
+                crate::util::text::count(n, "repeated launch", "repeated launches")
             ),
         }
     }

@@ -298,7 +298,10 @@ pub fn process_lines(procs: Option<&[ProcRow]>, width: usize, rows: usize) -> Ve
     let mut lines = render(&cols, width);
     if shown < sorted.len() {
         lines.push(cut(
-            &format!("… {} more process(es)", sorted.len() - shown),
+            &format!(
+                "… {}",
+                crate::util::text::count(sorted.len() - shown, "more process", "more processes")
+            ),
             width,
         ));
     }
@@ -446,7 +449,7 @@ mod tests {
         // Too many for the rows left: how many more.
         let few = process_lines(Some(&procs()), 79, 2);
         assert_eq!(few.len(), 3);
-        assert_eq!(few[2], "… 2 more process(es)");
+        assert_eq!(few[2], "… 2 more processes");
         assert_eq!(
             process_lines(Some(&[]), 79, 5),
             ["no process holds GPU memory"]

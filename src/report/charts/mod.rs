@@ -246,8 +246,8 @@ impl Chart {
             }
             (Chart::Telemetry, _) => format!(
                 "GPU utilisation (%), board power (W) and VRAM in use (GiB) over each trial of the \
-                 winner, from {} GPU(s) sampled during the trial.",
-                r.telemetry_gpus
+                 winner, from {} sampled during the trial.",
+                crate::util::text::count(r.telemetry_gpus, "GPU", "GPUs")
             ),
         }
     }

@@ -791,11 +791,13 @@ pub async fn start(
             };
             store.set_trial_job(m.trial_id, &r)?;
             say(format!(
-                "primus-tune: submitted {sched} job {} ({} node(s){})",
+                "primus-tune: submitted {sched} job {} ({}{})",
                 r.id,
-                r.nodes,
-                r.gpus_per_node
-                    .map_or(String::new(), |g| format!(", {g} GPU(s) each"))
+                crate::util::text::count(r.nodes as usize, "node", "nodes"),
+                r.gpus_per_node.map_or(String::new(), |g| format!(
+                    ", {} each",
+                    crate::util::text::count(g as usize, "GPU", "GPUs")
+                ))
             ))
             .await;
             r

@@ -594,8 +594,8 @@ impl Running<'_> {
                 .send(TrialEvent::Line {
                     stream: Stream::Stderr,
                     line: format!(
-                        "primus-tune: killed {strays} process(es) of this trial that had left \
-                         its process tree"
+                        "primus-tune: killed {} of this trial that had left its process tree",
+                        crate::util::text::count(strays, "process", "processes")
                     ),
                 })
                 .await;

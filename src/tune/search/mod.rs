@@ -717,11 +717,11 @@ impl<'a> Search<'a> {
                 let reason = format!(
                     "predicted peak {:.1} GiB > the GPU's {:.1} GiB by more than the model's \
                      forecast error ({:.0} %{extrapolated}), with the model recalibrated on {} \
-                     measured peak(s) of this study{which} (measured ≈ {:.3} × model {:+.2} GiB)",
+                     of this study{which} (measured ≈ {:.3} × model {:+.2} GiB)",
                     p / GIB,
                     cap / GIB,
                     slack * 100.0,
-                    used.points,
+                    crate::util::text::count(used.points, "measured peak", "measured peaks"),
                     used.scale,
                     used.offset_bytes / GIB
                 );
@@ -824,7 +824,10 @@ impl<'a> Search<'a> {
             self.one_launch = true;
             let (launch, src) = self.cost.launch().unwrap_or((0.0, LaunchSource::History));
             let src = match src {
-                LaunchSource::Study { n } => format!("measured on {n} trial(s) of this study"),
+                LaunchSource::Study { n } => format!(
+                    "measured on {} of this study",
+                    crate::util::text::count(n, "trial", "trials")
+                ),
                 LaunchSource::History => "from earlier trials in the workspace".to_string(),
             };
             let step = self.cost.step().map_or(String::new(), |st| {
@@ -1528,9 +1531,10 @@ impl<'a> Search<'a> {
         if pn > 0 {
             let u = self.cfg.cost_unit;
             self.log.push(format!(
-                "rung 1: {dn} launch(es) for the design ({dg:.1} {u}-s: what the model needs to \
+                "rung 1: {} for the design ({dg:.1} {u}-s: what the model needs to \
                  place every candidate), {pn} for the most promising candidates after it \
-                 ({pg:.1} {u}-s)"
+                 ({pg:.1} {u}-s)",
+                crate::util::text::count(dn, "launch", "launches")
             ));
         }
     }
