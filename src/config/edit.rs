@@ -473,7 +473,12 @@ pub fn interpret(
         }
         _ => {}
     }
-    Ok(super::overrides::coerce(text))
+    match super::overrides::coerce(text) {
+        // Written into the file, `"null"` reaches Primus as None: its overrides merge turns the
+        // string into None (see null_string), so that is what is written.
+        Value::Str(s) if s == "null" => Ok(Value::Null),
+        v => Ok(v),
+    }
 }
 
 fn lint_closest<'a>(s: &str, values: &'a [String]) -> Option<&'a str> {

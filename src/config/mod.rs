@@ -21,5 +21,6 @@ pub mod doc;
 pub mod edit;
 pub mod lint;
 pub mod literal;
+pub mod null_string;
 pub mod save;
 pub mod source;

@@ -1,0 +1,74 @@
+//! `show` gives the values Primus runs: its merges' `"null"` → None. The trees are small
+//! ones written here, modeled on Primus' (a MiniMax-like model preset that names its base
+//! under `bases:`, which Primus does not read, so `language_model.yaml` is not in its chain).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use serde_json::Value as J;
+use std::path::{Path, PathBuf};
+
+fn write(dir: &Path, rel: &str, text: &str) -> PathBuf {
+    let p = dir.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// The bundled example plus a model preset outside `language_model.yaml`'s chain and an
+/// experiment on it, its `overrides` extended by `extra`.
+fn tree(extra: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    primus_tune::util::bundled::extract(dir.path()).unwrap();
+    write(
+        dir.path(),
+        "primus/configs/models/megatron/hybrid_4L.yaml",
+        "bases:\n  - language_model.yaml\n\ntokenizer_type: HuggingFaceTokenizer\n\
+         num_layers: 4\nhidden_size: 256\nffn_hidden_size: 1024\nnum_attention_heads: 4\n\
+         seq_length: 1024\nmax_position_embeddings: 1024\n",
+    );
+    let exp = write(
+        dir.path(),
+        "experiments/hybrid_4L-pretrain.yaml",
+        &format!(
+            "work_group: amd\nuser_name: root\nexp_name: hybrid\nworkspace: ./output\n\
+             modules:\n  pre_trainer:\n    framework: megatron\n    config: pre_trainer.yaml\n\
+             \x20   model: hybrid_4L.yaml\n    overrides:\n\
+             \x20     train_data_path: ${{PRIMUS_TOKENIZED_DATA_PATH:null}}\n\
+             \x20     tensor_model_parallel_size: ${{PRIMUS_TP:1}}\n{extra}"
+        ),
+    );
+    (dir, exp)
+}
+
+/// `show EXP --json ARGS...` in an empty environment, as rows by name.
+fn show(exp: &Path, args: &[&str]) -> serde_json::Map<String, J> {
+    let data = tempfile::tempdir().unwrap();
+    let out = common::cli(data.path())
+        .env_remove("PRIMUS_TOKENIZED_DATA_PATH")
+        .env_remove("PRIMUS_TP")
+        .arg("show")
+        .arg(exp)
+        .arg("--json")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<J> = serde_json::from_slice(&out.stdout).unwrap();
+    rows.into_iter()
+        .map(|r| (r["name"].as_str().unwrap().to_string(), r))
+        .collect()
+}
+
+#[test]
+fn a_null_string_primus_merges_is_shown_as_none() {
+    let (_d, exp) = tree("");
+    let rows = show(&exp, &["--flag", "train_data_path"]);
+    let row = &rows["train_data_path"];
+    assert_eq!(row["value"], J::Null, "{row}");
+    assert_eq!(row["template"], "${PRIMUS_TOKENIZED_DATA_PATH:null}");
+}
