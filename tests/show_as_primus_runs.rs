@@ -1,4 +1,5 @@
-//! `show` gives the values Primus runs: its merges' `"null"` → None. The trees are small
+//! `show` gives the values Primus runs: its merges' `"null"` → None, Megatron-LM's own defaults
+//! for what no file of the chain sets, and Primus' `build_args` patches. The trees are small
 //! ones written here, modeled on Primus' (a MiniMax-like model preset that names its base
 //! under `bases:`, which Primus does not read, so `language_model.yaml` is not in its chain).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -71,4 +72,62 @@ fn a_null_string_primus_merges_is_shown_as_none() {
     let row = &rows["train_data_path"];
     assert_eq!(row["value"], J::Null, "{row}");
     assert_eq!(row["template"], "${PRIMUS_TOKENIZED_DATA_PATH:null}");
+}
+
+#[test]
+fn flags_no_file_sets_take_megatron_defaults_not_another_presets() {
+    let (_d, exp) = tree("");
+    let rows = show(&exp, &["--all"]);
+    // language_model.yaml says `sequence_parallel: true`, `num_query_groups: null`; this chain
+    // does not include it, so Megatron-LM's defaults apply.
+    let sp = &rows["sequence_parallel"];
+    assert_eq!(sp["value"], false, "{sp}");
+    assert_eq!(sp["source"]["kind"], "default");
+    assert!(
+        sp["source"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Megatron-LM default"),
+        "{sp}"
+    );
+    assert_eq!(rows["num_query_groups"]["value"], 1);
+    // Keys only language_model.yaml has, which Megatron-LM no longer knows: nothing is passed.
+    for gone in [
+        "async_tensor_model_parallel_allreduce",
+        "virtual_pipeline_model_parallel_size",
+        "moe_use_legacy_grouped_gemm",
+    ] {
+        assert!(!rows.contains_key(gone), "{gone} is shown: {}", rows[gone]);
+    }
+    // `bases:` is no `extends`: Primus keeps it as a parameter like any other key.
+    assert_eq!(
+        rows["bases"]["value"],
+        serde_json::json!(["language_model.yaml"])
+    );
+}
+
+#[test]
+fn at_tp8_sequence_parallel_stays_off_when_no_file_sets_it() {
+    let (_d, exp) = tree("");
+    let rows = show(&exp, &["--all", "--env", "PRIMUS_TP=8"]);
+    assert_eq!(rows["tensor_model_parallel_size"]["value"], 8);
+    assert_eq!(rows["sequence_parallel"]["value"], false);
+}
+
+#[test]
+fn asking_for_a_key_megatron_no_longer_has_says_it_is_not_set() {
+    let (_d, exp) = tree("");
+    let data = tempfile::tempdir().unwrap();
+    let out = common::cli(data.path())
+        .arg("show")
+        .arg(&exp)
+        .args(["--flag", "async_tensor_model_parallel_allreduce"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("not set: no file of this chain sets it"),
+        "{text}"
+    );
 }

@@ -21,6 +21,7 @@ pub mod doc;
 pub mod edit;
 pub mod lint;
 pub mod literal;
+pub mod megatron_defaults;
 pub mod null_string;
 pub mod save;
 pub mod source;
