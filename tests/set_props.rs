@@ -28,13 +28,9 @@ fn request() -> impl Strategy<Value = (String, String)> {
     ]
 }
 
+/// The values as the files set them (what `set` writes), before Primus' patches.
 fn leaves(exp: &Experiment) -> BTreeMap<String, Value> {
-    exp.main_module()
-        .params
-        .leaves()
-        .into_iter()
-        .map(|(k, l)| (k, l.value.clone()))
-        .collect()
+    exp.main_module().written_values()
 }
 
 proptest! {

@@ -131,3 +131,49 @@ fn asking_for_a_key_megatron_no_longer_has_says_it_is_not_set() {
         "{text}"
     );
 }
+
+#[test]
+fn values_primus_patches_are_shown_as_it_runs_them_with_the_patch_as_source() {
+    // The bundled MoE example: mock data, TP 1, sequence_parallel true in its presets.
+    let dir = tempfile::tempdir().unwrap();
+    primus_tune::util::bundled::extract(dir.path()).unwrap();
+    let exp = dir
+        .path()
+        .join(primus_tune::util::bundled::DEFAULT_EXPERIMENT);
+    let rows = show(&exp, &["--all"]);
+    let sp = &rows["sequence_parallel"];
+    assert_eq!(sp["value"], false, "{sp}");
+    assert_eq!(sp["source"]["kind"], "patch");
+    assert_eq!(
+        sp["source"]["file"],
+        "primus/backends/megatron/patches/args/sequence_parallel_tp1_patches.py"
+    );
+    assert_eq!(sp["patch"]["id"], "megatron.args.sequence_parallel_tp1");
+    assert_eq!(
+        sp["overridden"].as_array().unwrap().last().unwrap()["value"],
+        true
+    );
+    let tok = &rows["tokenizer_type"];
+    assert_eq!(tok["value"], "NullTokenizer", "{tok}");
+    assert_eq!(tok["patch"]["id"], "megatron.args.mock_data");
+    assert_eq!(rows["vocab_size"]["value"], 131072);
+    // At TP 2 the file's value is what runs.
+    let rows = show(&exp, &["--all", "--set", "tensor_model_parallel_size=2"]);
+    assert_eq!(rows["sequence_parallel"]["value"], true);
+    assert_eq!(rows["sequence_parallel"]["source"]["kind"], "file");
+    // The text view names the patch and why.
+    let data = tempfile::tempdir().unwrap();
+    let out = common::cli(data.path())
+        .arg("show")
+        .arg(&exp)
+        .args(["--flag", "sequence_parallel"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("sequence_parallel = false"), "{text}");
+    assert!(
+        text.contains("patched: megatron.args.sequence_parallel_tp1")
+            && text.contains("tensor_model_parallel_size is 1"),
+        "{text}"
+    );
+}

@@ -4,6 +4,7 @@ use super::{CliError, LoadArgs, display_path, print_json};
 use crate::app::launch::env::EnvRef;
 use crate::config::catalog::{Backend, Catalog, Flag, Step};
 use crate::config::megatron_defaults::{Unset, unset};
+use crate::config::patches::Patched;
 use crate::config::resolve::Module;
 use crate::config::tree::Leaf;
 use crate::config::value::Value;
@@ -44,6 +45,8 @@ struct Row<'a> {
     env: Vec<EnvRef>,
     /// What the key amounts to when no file sets it (Megatron's default, or nothing).
     unset: Unset,
+    /// The Primus patch that set the value Primus runs, if one did.
+    patch: Option<&'a Patched>,
 }
 
 /// The mapping a file wrote under a flag's key, when it is one (`micro_batch_size: {a: 1}`).
@@ -161,6 +164,7 @@ fn rows<'a>(
                     mapping: mapping_of(module, name),
                     env: Vec::new(),
                     unset,
+                    patch: module.patch_of(name),
                 })
             })
             .collect();
@@ -185,12 +189,14 @@ fn rows<'a>(
                 mapping,
                 env: Vec::new(),
                 unset,
+                patch: module.patch_of(&f.name),
             });
         }
     }
     if a.all {
         for (k, leaf) in catalog.other_keys(module, backend) {
             rows.push(Row {
+                patch: module.patch_of(&k),
                 name: k,
                 leaf: Some(leaf),
                 flag: None,
@@ -281,6 +287,12 @@ fn print_row(r: &Row<'_>, detailed: bool) {
     println!("  source:  {source}");
     if let Some(l) = r.leaf {
         println!("  layer:   {}", l.origin.layer.label());
+        if let Some(p) = r.patch {
+            println!(
+                "  patched: {} ({}, {}): Primus runs this value",
+                p.patch.id, p.patch.file, p.because
+            );
+        }
         if let Some(t) = &l.template {
             println!("  written: {t}");
             for e in &r.env {
@@ -318,6 +330,11 @@ fn row_json(r: &Row<'_>) -> serde_json::Value {
                 _ => None,
             },
         })).collect::<Vec<_>>(),
+        "patch": r.patch.map(|p| serde_json::json!({
+            "id": p.patch.id,
+            "file": p.patch.file,
+            "because": p.because,
+        })),
         "overridden": r.leaf.map(|l| l.shadowed.iter().map(|s| serde_json::json!({
             "value": s.value.to_json(),
             "file": s.origin.file.display().to_string(),

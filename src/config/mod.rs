@@ -23,5 +23,6 @@ pub mod lint;
 pub mod literal;
 pub mod megatron_defaults;
 pub mod null_string;
+pub mod patches;
 pub mod save;
 pub mod source;

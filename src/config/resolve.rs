@@ -1,6 +1,7 @@
 //! Resolving an experiment exactly as Primus does: per file env substitution then `extends`;
 //! module preset, model preset keys added only where the module lacks them, experiment
-//! `overrides`, then command-line overrides.
+//! `overrides`, command-line overrides, then (Megatron) the `build_args` patches that change
+//! arguments from the config alone (see `patches`).
 
 use super::env::{self, Env};
 use super::error::ConfigError;
@@ -55,6 +56,8 @@ pub struct Module {
     pub dropped: Vec<Dropped>,
     /// Dotted keys the module and model presets define (before overrides): the keys Primus knows.
     pub preset_keys: BTreeSet<String>,
+    /// Values Primus' `build_args` patches changed (their leaves are of layer `Patch`).
+    pub patched: Vec<super::patches::Patched>,
 }
 
 impl Module {
@@ -567,7 +570,7 @@ impl Loader<'_> {
                 Origin::command_line(),
             ));
         }
-        Ok(Module {
+        let mut module = Module {
             name: name.to_string(),
             framework,
             preset_file,
@@ -575,7 +578,10 @@ impl Loader<'_> {
             params,
             dropped,
             preset_keys,
-        })
+            patched: Vec::new(),
+        };
+        super::patches::apply(&mut module);
+        Ok(module)
     }
 }
 
