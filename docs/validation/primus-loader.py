@@ -228,7 +228,7 @@ def main():
         write_defaults(a.megatron_defaults, result)
     result["experiments"] = json.loads(json.dumps(answers).replace(json.dumps(scratch)[1:-1], "$CWD"))
     with open(out, "w") as f:
-        json.dump(result, f, indent=None, separators=(",", ":"), sort_keys=False)
+        json.dump(result, f, indent=0, separators=(",", ":"))
         f.write("\n")
     sys.stdout.flush()
     sys.stderr.write(f"{len(answers)} experiments judged, {sum('error' in x for x in answers.values())} refused\n")

@@ -104,5 +104,5 @@ if [ "${2:-}" = "--all" ]; then
   judge "$out/all.json" "$primus" "${all[@]/#/$primus/}"
   cd "$repo"
   PRIMUS_CHECKOUT=$primus PRIMUS_LOADER_ANSWERS=$out/all.json \
-    cargo test -q --test primus_loader -- --nocapture 2>&1 | tee "$out/compare.txt"
+    cargo test -q --test primus_loader -- --include-ignored --nocapture 2>&1 | tee "$out/compare.txt"
 fi
