@@ -5,6 +5,7 @@
 use crate::config::catalog::{Backend, Catalog, Step};
 use crate::config::diag::{Diagnostic, Severity};
 use crate::config::env::Env;
+use crate::config::megatron_defaults::unset;
 use crate::config::resolve::{Experiment, Module};
 use crate::config::value::Value;
 use crate::domain::advice::{self as rule, Ack, Target};
@@ -194,14 +195,19 @@ pub fn evaluate(
                 .filter(|f| f.step == step && f.removed.is_none())
                 .filter_map(|f| {
                     let leaf = m.get(&f.name);
-                    if leaf.is_none() && f.default.is_null() {
+                    // No file sets it: Megatron's own default, or nothing passed on at all.
+                    let value = match leaf {
+                        Some(l) => l.value.to_json(),
+                        None => unset(m, &f.name).value()?.to_json(),
+                    };
+                    if leaf.is_none() && value.is_null() {
                         return None;
                     }
                     Some(FlagState {
                         name: f.name.clone(),
-                        value: leaf.map_or(f.default.clone(), |l| l.value.to_json()),
+                        value,
                         default: f.default.clone(),
-                        source: leaf.map_or("default".into(), |l| l.origin.describe()),
+                        source: leaf.map_or("Megatron-LM default".into(), |l| l.origin.describe()),
                         origin: leaf.map(|l| l.origin.clone()),
                     })
                 })

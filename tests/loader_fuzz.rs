@@ -438,7 +438,8 @@ fn check_load(
                     let mut origins = vec![&leaf.origin];
                     origins.extend(leaf.shadowed.iter().map(|s| &s.origin));
                     for o in origins {
-                        if o.layer == Layer::CommandLine {
+                        // A Primus patch names its file in Primus' code, which is never read.
+                        if matches!(o.layer, Layer::CommandLine | Layer::Patch) {
                             continue;
                         }
                         let f = o.file.to_path_buf();

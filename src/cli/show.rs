@@ -3,6 +3,8 @@
 use super::{CliError, LoadArgs, display_path, print_json};
 use crate::app::launch::env::EnvRef;
 use crate::config::catalog::{Backend, Catalog, Flag, Step};
+use crate::config::megatron_defaults::{Unset, unset};
+use crate::config::patches::Patched;
 use crate::config::resolve::Module;
 use crate::config::tree::Leaf;
 use crate::config::value::Value;
@@ -41,6 +43,10 @@ struct Row<'a> {
     mapping: Option<(Value, String)>,
     /// The variables its value was written with (`${PRIMUS_PP:1}`), as resolved.
     env: Vec<EnvRef>,
+    /// What the key amounts to when no file sets it (Megatron's default, or nothing).
+    unset: Unset,
+    /// The Primus patch that set the value Primus runs, if one did.
+    patch: Option<&'a Patched>,
 }
 
 /// The mapping a file wrote under a flag's key, when it is one (`micro_batch_size: {a: 1}`).
@@ -142,7 +148,8 @@ fn rows<'a>(
             .map(|name| {
                 let leaf = module.get(name);
                 let flag = catalog.flag(name);
-                if leaf.is_none() && flag.is_none() {
+                let unset = unset(module, name);
+                if leaf.is_none() && flag.is_none() && unset == Unset::Absent {
                     let keys: Vec<String> = module.params.leaves().into_iter().map(|(k, _)| k).collect();
                     let near = crate::config::lint::closest_key(name, keys.iter().map(String::as_str));
                     return Err(CliError::Usage(format!(
@@ -156,6 +163,8 @@ fn rows<'a>(
                     flag,
                     mapping: mapping_of(module, name),
                     env: Vec::new(),
+                    unset,
+                    patch: module.patch_of(name),
                 })
             })
             .collect();
@@ -164,26 +173,36 @@ fn rows<'a>(
     for step in Step::ALL {
         for f in catalog.flags_for(backend).filter(|f| f.step == step) {
             let leaf = module.get(&f.name);
-            if f.removed.is_some() && leaf.is_none() {
+            let mapping = mapping_of(module, &f.name);
+            let unset = unset(module, &f.name);
+            // A flag no file of this chain sets and Megatron does not know: nothing is passed on.
+            if leaf.is_none()
+                && mapping.is_none()
+                && (f.removed.is_some() || unset == Unset::Absent)
+            {
                 continue;
             }
             rows.push(Row {
                 name: f.name.clone(),
                 leaf,
                 flag: Some(f),
-                mapping: mapping_of(module, &f.name),
+                mapping,
                 env: Vec::new(),
+                unset,
+                patch: module.patch_of(&f.name),
             });
         }
     }
     if a.all {
         for (k, leaf) in catalog.other_keys(module, backend) {
             rows.push(Row {
+                patch: module.patch_of(&k),
                 name: k,
                 leaf: Some(leaf),
                 flag: None,
                 mapping: None,
                 env: Vec::new(),
+                unset: Unset::Absent,
             });
         }
     }
@@ -194,10 +213,9 @@ fn value_of(r: &Row<'_>) -> Value {
     if let Some((m, _)) = &r.mapping {
         return m.clone();
     }
-    match (r.leaf, r.flag) {
-        (Some(l), _) => l.value.clone(),
-        (None, Some(f)) => f.default_value(),
-        (None, None) => Value::Null,
+    match r.leaf {
+        Some(l) => l.value.clone(),
+        None => r.unset.value().cloned().unwrap_or(Value::Null),
     }
 }
 
@@ -215,7 +233,7 @@ fn print_row(r: &Row<'_>, detailed: bool) {
     let source = match (&r.mapping, r.leaf) {
         (Some((_, at)), _) => at.clone(),
         (None, Some(l)) => l.origin.describe(),
-        (None, None) => "default (not set by any file)".to_string(),
+        (None, None) => r.unset.describe(),
     };
     let source = if r.mapping.is_some() {
         source
@@ -269,6 +287,12 @@ fn print_row(r: &Row<'_>, detailed: bool) {
     println!("  source:  {source}");
     if let Some(l) = r.leaf {
         println!("  layer:   {}", l.origin.layer.label());
+        if let Some(p) = r.patch {
+            println!(
+                "  patched: {} ({}, {}): Primus runs this value",
+                p.patch.id, p.patch.file, p.because
+            );
+        }
         if let Some(t) = &l.template {
             println!("  written: {t}");
             for e in &r.env {
@@ -289,7 +313,10 @@ fn row_json(r: &Row<'_>) -> serde_json::Value {
         "type": value.type_name(),
         "default": r.flag.map(|f| f.default.clone()),
         "step": r.flag.map(|f| f.step.key()),
-        "source": crate::config::source::origin_json(r.leaf.map(|l| &l.origin)),
+        "source": match r.leaf {
+            Some(l) => crate::config::source::origin_json(Some(&l.origin)),
+            None => serde_json::json!({"kind": "default", "text": r.unset.describe()}),
+        },
         "via": r.leaf.map(|l| l.origin.via.iter().map(|p| p.display().to_string()).collect::<Vec<_>>()),
         "layer": r.leaf.map(|l| l.origin.layer),
         "template": r.leaf.and_then(|l| l.template.clone()),
@@ -303,6 +330,11 @@ fn row_json(r: &Row<'_>) -> serde_json::Value {
                 _ => None,
             },
         })).collect::<Vec<_>>(),
+        "patch": r.patch.map(|p| serde_json::json!({
+            "id": p.patch.id,
+            "file": p.patch.file,
+            "because": p.because,
+        })),
         "overridden": r.leaf.map(|l| l.shadowed.iter().map(|s| serde_json::json!({
             "value": s.value.to_json(),
             "file": s.origin.file.display().to_string(),

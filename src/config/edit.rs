@@ -235,8 +235,9 @@ fn verify(
         let read = if REQUIRED_META.contains(&c.key.as_str()) {
             new.meta(&c.key).cloned()
         } else {
-            // A mapping is an item of its own in the resolved tree, not a leaf.
-            new_m.params.get(&c.key).map(super::tree::Item::value)
+            // A mapping is an item of its own in the resolved tree, not a leaf; what the file
+            // now says, before a Primus patch (which lint and show report).
+            new_m.written_value(&c.key)
         };
         if !read.as_ref().is_some_and(|r| r.same(&c.new)) {
             let overridden = new_m.get(&c.key).is_some_and(|l| {
@@ -263,8 +264,9 @@ fn verify(
             );
         }
     }
-    let before: BTreeMap<String, Value> = old_m.values();
-    let after: BTreeMap<String, Value> = new_m.values();
+    // As written: a patch that follows the edit (sequence parallelism at TP 1) is no side effect.
+    let before: BTreeMap<String, Value> = old_m.written_values();
+    let after: BTreeMap<String, Value> = new_m.written_values();
     let touched = |k: &str| {
         keys.iter()
             .any(|s| k == *s || k.starts_with(&format!("{s}.")) || s.starts_with(&format!("{k}.")))
@@ -473,7 +475,12 @@ pub fn interpret(
         }
         _ => {}
     }
-    Ok(super::overrides::coerce(text))
+    match super::overrides::coerce(text) {
+        // Written into the file, `"null"` reaches Primus as None: its overrides merge turns the
+        // string into None (see null_string), so that is what is written.
+        Value::Str(s) if s == "null" => Ok(Value::Null),
+        v => Ok(v),
+    }
 }
 
 fn lint_closest<'a>(s: &str, values: &'a [String]) -> Option<&'a str> {

@@ -1,9 +1,11 @@
 //! Resolving an experiment exactly as Primus does: per file env substitution then `extends`;
 //! module preset, model preset keys added only where the module lacks them, experiment
-//! `overrides`, then command-line overrides.
+//! `overrides`, command-line overrides, then (Megatron) the `build_args` patches that change
+//! arguments from the config alone (see `patches`).
 
 use super::env::{self, Env};
 use super::error::ConfigError;
+use super::null_string;
 use super::overrides::Override;
 use super::tree::{Item, Layer, Leaf, Origin, RawScalar, Tree};
 use super::value::Value;
@@ -54,6 +56,8 @@ pub struct Module {
     pub dropped: Vec<Dropped>,
     /// Dotted keys the module and model presets define (before overrides): the keys Primus knows.
     pub preset_keys: BTreeSet<String>,
+    /// Values Primus' `build_args` patches changed (their leaves are of layer `Patch`).
+    pub patched: Vec<super::patches::Patched>,
 }
 
 impl Module {
@@ -481,9 +485,18 @@ impl Loader<'_> {
         let (config_origin, config_name) = required_str(spec, "config", name)?;
         let preset_file = preset_path(root, "modules", &framework, config_name, config_origin)?;
         let mut params = self.load_file(&preset_file, Layer::ModulePreset, &mut Vec::new())?;
+        // Module-level attributes (trainer_class, ...) join where the module preset lacks them,
+        // before the model preset is merged (so they win over it, as in Primus).
+        for (key, item) in &spec.entries {
+            if !MODULE_RESERVED.contains(&key.as_str()) && !params.entries.contains_key(key) {
+                params.entries.insert(key.clone(), item.clone());
+            }
+        }
 
         let mut model_file = None;
         let mut dropped = Vec::new();
+        // Sections the model preset adds: its merge assigns them whole (see null_string).
+        let mut model_sections = Vec::new();
         if let Some(Item::Leaf(model_leaf)) = spec.entries.get("model")
             && !model_leaf.value.is_null()
         {
@@ -513,6 +526,10 @@ impl Loader<'_> {
                     continue;
                 }
                 match params.entries.get(&key) {
+                    None if matches!(item, Item::Map(_)) => {
+                        model_sections.push(key.clone());
+                        params.entries.insert(key, item);
+                    }
                     Some(kept) => dropped.push(Dropped {
                         key,
                         model_value: item.value(),
@@ -528,9 +545,15 @@ impl Loader<'_> {
             model_file = Some(mf);
         }
 
+        null_string::merged_into(&mut params, &model_sections);
         let preset_keys = params.leaves().into_iter().map(|(k, _)| k).collect();
         match spec.entries.get("overrides") {
-            Some(Item::Map(ov)) => params.merge(ov.clone()),
+            Some(Item::Map(ov)) => {
+                let mut ov = ov.clone();
+                null_string::merged_into(&mut params, &[]);
+                null_string::overrides(&mut ov, &params);
+                params.merge(ov);
+            }
             Some(Item::Leaf(l)) if l.value.is_null() => {}
             Some(Item::Leaf(l)) => {
                 return Err(invalid(
@@ -540,11 +563,6 @@ impl Loader<'_> {
             }
             None => {}
         }
-        for (key, item) in &spec.entries {
-            if !MODULE_RESERVED.contains(&key.as_str()) && !params.entries.contains_key(key) {
-                params.entries.insert(key.clone(), item.clone());
-            }
-        }
         for o in cli {
             params.merge(Tree::singleton(
                 &o.key,
@@ -552,7 +570,7 @@ impl Loader<'_> {
                 Origin::command_line(),
             ));
         }
-        Ok(Module {
+        let mut module = Module {
             name: name.to_string(),
             framework,
             preset_file,
@@ -560,7 +578,10 @@ impl Loader<'_> {
             params,
             dropped,
             preset_keys,
-        })
+            patched: Vec::new(),
+        };
+        super::patches::apply(&mut module);
+        Ok(module)
     }
 }
 
@@ -766,6 +787,89 @@ mod tests {
         );
         assert_eq!(m.get("o").unwrap().origin.layer, Layer::Experiment);
         assert_eq!(exp.meta("exp_name"), Some(&Value::Str("e1".into())));
+    }
+
+    /// Primus' merges turn the string "null" into None (`set_value_by_key`), except inside
+    /// lists and inside a mapping the overrides introduce; the command line keeps it.
+    #[test]
+    fn null_strings_become_none_as_primus_merges_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = tree(dir.path());
+        write(
+            dir.path(),
+            "primus/configs/models/megatron/m.yaml",
+            "data: ${DATA_PATH:null}\nquoted: \"null\"\nsec:\n  inner: \"null\"\n",
+        );
+        let text = std::fs::read_to_string(&p).unwrap();
+        let text = text.replace(
+            "      o: 1\n",
+            "      o: \"null\"\n      l: [\"null\", 1]\n      d:\n        z: \"null\"\n      fresh:\n        y: \"null\"\n",
+        );
+        std::fs::write(&p, text).unwrap();
+        let opts = LoadOptions {
+            overrides: vec![parse_assignment("cli=null").unwrap()],
+            ..Default::default()
+        };
+        let exp = Experiment::load(&p, &opts).unwrap();
+        let m = exp.main_module();
+        let v = |k: &str| m.value(k).cloned().unwrap();
+        let null = || Value::Str("null".into());
+        assert_eq!(
+            v("data"),
+            Value::Null,
+            "${{VAR:null}} substitutes to \"null\": None"
+        );
+        assert_eq!(v("quoted"), Value::Null);
+        assert_eq!(
+            v("sec.inner"),
+            Value::Null,
+            "the overrides merge reaches model sections"
+        );
+        assert_eq!(v("o"), Value::Null);
+        assert_eq!(
+            v("d.z"),
+            Value::Null,
+            "a section the presets hold is merged key by key"
+        );
+        assert_eq!(
+            v("l"),
+            Value::List(vec![null(), Value::Int(1)]),
+            "lists stay as written"
+        );
+        assert_eq!(
+            v("fresh.y"),
+            null(),
+            "a section the overrides introduce stays as written"
+        );
+        assert_eq!(
+            v("cli"),
+            null(),
+            "command-line overrides are not merged that way"
+        );
+        // Without overrides the model preset's sections are assigned whole: kept.
+        let plain = std::fs::read_to_string(&p).unwrap();
+        let cut = plain.find("    overrides:").unwrap();
+        std::fs::write(&p, &plain[..cut]).unwrap();
+        let exp = Experiment::load(&p, &LoadOptions::default()).unwrap();
+        let m = exp.main_module();
+        assert_eq!(m.value("sec.inner"), Some(&null()));
+        assert_eq!(m.value("data"), Some(&Value::Null));
+    }
+
+    #[test]
+    fn a_module_attribute_wins_over_the_model_preset() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = tree(dir.path());
+        write(
+            dir.path(),
+            "primus/configs/models/megatron/m.yaml",
+            "trainer_class: FromModel\n",
+        );
+        let exp = Experiment::load(&p, &LoadOptions::default()).unwrap();
+        let m = exp.main_module();
+        assert_eq!(m.value("trainer_class"), Some(&Value::Str("X".into())));
+        assert_eq!(m.dropped.len(), 1);
+        assert_eq!(m.dropped[0].key, "trainer_class");
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //! with a `kind` and the `text` people read, plus the place when there is one —
 //! `{"kind": "file", "text": "pre_trainer.yaml:12 via ...", "file", "line", "column", "via",
 //! "layer"}`, `{"kind": "command-line", "text": "command line", "layer": "command-line"}`,
-//! `{"kind": "default", "text": "default"}`; and for what is not a value's origin (a rule's
-//! citation, the world size's source) `{"kind", "text"}`.
+//! `{"kind": "default", "text": "default"}`, `{"kind": "patch", "text", "file", "line",
+//! "layer"}` for a value one of Primus' patches sets (the file in Primus' tree); and for what
+//! is not a value's origin (a rule's citation, the world size's source) `{"kind", "text"}`.
 
 use super::tree::{Layer, Origin};
 pub use crate::domain::source::{deserialize_reference, named_json, serialize_reference};
@@ -16,6 +17,13 @@ pub fn origin_json(origin: Option<&Origin>) -> Value {
         Some(o) if o.layer == Layer::CommandLine => json!({
             "kind": "command-line",
             "text": o.describe(),
+            "layer": o.layer,
+        }),
+        Some(o) if o.layer == Layer::Patch => json!({
+            "kind": "patch",
+            "text": o.describe(),
+            "file": o.file.display().to_string(),
+            "line": o.line,
             "layer": o.layer,
         }),
         Some(o) => json!({

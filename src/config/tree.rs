@@ -15,6 +15,9 @@ pub enum Layer {
     ModelPreset,
     Experiment,
     CommandLine,
+    /// Set by one of Primus' `build_args` patches after every layer (the file is the patch's,
+    /// relative to Primus' tree).
+    Patch,
 }
 
 impl Layer {
@@ -24,6 +27,7 @@ impl Layer {
             Layer::ModelPreset => "model preset",
             Layer::Experiment => "experiment",
             Layer::CommandLine => "command line",
+            Layer::Patch => "Primus patch",
         }
     }
 }
@@ -54,6 +58,9 @@ impl Origin {
     pub fn describe(&self) -> String {
         if self.layer == Layer::CommandLine {
             return "command line".into();
+        }
+        if self.layer == Layer::Patch {
+            return format!("Primus patch {}:{}", file_name(&self.file), self.line);
         }
         let mut s = format!("{}:{}", file_name(&self.file), self.line);
         if !self.via.is_empty() {

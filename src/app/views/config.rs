@@ -8,6 +8,7 @@ use crate::checklist::{self, Checklist};
 use crate::config::catalog::{Backend, Catalog, FlagType, Kind, Step};
 use crate::config::diag::{Diagnostic, Severity};
 use crate::config::edit::{self, SetRequest};
+use crate::config::megatron_defaults::unset;
 use crate::config::{Experiment, lint};
 use std::path::{Path, PathBuf};
 
@@ -288,7 +289,12 @@ pub fn build(
                         (l.origin.line > 0 && in_experiment(&l.origin.file))
                             .then_some(l.origin.line),
                     ),
-                    None => (show_json(&f.default), "default".to_string(), None),
+                    // No file sets it: Megatron's own default ("default", as the screen
+                    // dims it), or nothing passed on at all.
+                    None => match unset(m, &f.name).value() {
+                        Some(v) => (show_json(&v.to_json()), "default".to_string(), None),
+                        None => ("(not set)".into(), "not set".to_string(), None),
+                    },
                 }
             };
             FlagRow {

@@ -214,7 +214,8 @@ impl<'a> Ctx<'a> {
     /// Where the offending value is written; for a missing key, where it should go: the
     /// module's `overrides:` in the experiment file.
     pub fn at(&self, key: &str) -> Option<Location> {
-        match self.leaf(key) {
+        // A value a Primus patch set is pointed at where the files wrote it.
+        match self.module.written(key) {
             Some(l) if l.origin.layer != Layer::CommandLine => Some(loc(&l.origin)),
             _ => self.overrides_location(),
         }

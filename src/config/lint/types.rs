@@ -10,7 +10,8 @@ use crate::config::yaml::Style;
 
 pub(super) fn check(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     for flag in cx.catalog.flags_for(cx.backend) {
-        if let Some(leaf) = cx.leaf(&flag.name) {
+        // What the files wrote, not what a Primus patch made of it.
+        if let Some(leaf) = cx.module.written(&flag.name) {
             check_flag(cx, flag, leaf, out);
         } else if let Some(crate::config::tree::Item::Map(t)) = cx.module.params.get(&flag.name)
             && !matches!(flag.ty, FlagType::List)

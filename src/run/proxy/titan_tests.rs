@@ -40,10 +40,15 @@ const MEGATRON: &str = "presets/examples/experiments/llama3_8B-BF16-pretrain.yam
 #[test]
 fn llama3_8b_torchtitan_sizes_the_proxy_as_megatrons_llama3_8b() {
     // TorchTitan: local batch 4, seq 8192, FSDP over 8 → Megatron micro 4, global 4 × 8.
+    // Real data on the Megatron side: with mock data Primus runs NullTokenizer (vocab 131072).
     let titan = ProxyShape::from_resolved(&resolved(TITAN, &[], 8));
     let megatron = ProxyShape::from_resolved(&resolved(
         MEGATRON,
-        &["micro_batch_size=4", "global_batch_size=32"],
+        &[
+            "micro_batch_size=4",
+            "global_batch_size=32",
+            "mock_data=false",
+        ],
         8,
     ));
     assert_eq!(geometry(&titan), geometry(&megatron));
@@ -74,7 +79,12 @@ fn llama3_8b_torchtitan_sizes_the_proxy_as_megatrons_llama3_8b() {
     ];
     for (t, m) in pairs {
         let a = ProxyShape::from_resolved(&resolved(TITAN, &[t], 8));
-        let mut set = vec!["micro_batch_size=4", "global_batch_size=32", m];
+        let mut set = vec![
+            "micro_batch_size=4",
+            "global_batch_size=32",
+            "mock_data=false",
+            m,
+        ];
         if m.ends_with("full") {
             set.extend(["recompute_method=uniform", "recompute_num_layers=1"]);
         }
