@@ -116,9 +116,14 @@ fn shape(exp: &Experiment, world: u64) -> ProxyShape {
 fn llama3_1_8b_sizes_the_proxy_as_primus_megatron_llama3_1_8b() {
     let root = root_or_skip!();
     // TorchTitan: local batch 4 × seq 8192, FSDP over 8 GPUs; the Megatron example at the same
-    // micro batch, global batch and sequence.
+    // micro batch, global batch and sequence. With mock data Primus runs NullTokenizer (its
+    // mock_data patch), so mock data is off here to compare the real Llama 3 tokenizer.
     let titan = shape(&load(&root, TITAN[0], &[]), 8);
-    let set = ["micro_batch_size=4", "global_batch_size=32"];
+    let set = [
+        "micro_batch_size=4",
+        "global_batch_size=32",
+        "mock_data=false",
+    ];
     let megatron = shape(&load(&root, MEGATRON_LLAMA, &set), 8);
     let geometry = |s: &ProxyShape| {
         (

@@ -256,8 +256,11 @@ fn run(
                 // What ran is lost and the job would start again from the beginning: the
                 // trial ends here, its logs are no longer followed (a node cut off from the
                 // scheduler may still be writing to them).
-                let nodes = last.as_ref().map_or(Vec::new(), |l| l.node_list.clone());
-                let down = f.scheduler.down_nodes(&nodes);
+                let mut nodes = last.as_ref().map_or(Vec::new(), |l| l.node_list.clone());
+                if nodes.is_empty() {
+                    nodes = s.node_list.clone();
+                }
+                let down = down_nodes_settled(f.scheduler.as_ref(), &nodes);
                 s.state = JobState::Requeued;
                 if s.node_list.is_empty() {
                     s.node_list = nodes;
@@ -312,7 +315,7 @@ fn run(
     };
     let down = match &final_status.state {
         JobState::Ended(super::scheduler::JobEnd::NodeFail) => {
-            f.scheduler.down_nodes(&final_status.node_list)
+            down_nodes_settled(f.scheduler.as_ref(), &final_status.node_list)
         }
         _ => Vec::new(),
     };
@@ -323,6 +326,21 @@ fn run(
         last: true,
         down,
     });
+}
+
+/// The nodes the scheduler reports down, asked again a few times while it reports none: on a
+/// busy controller `sinfo` can time out, or the node's state can lag the job's by a poll, and
+/// the failure line should still name the node.
+fn down_nodes_settled(sched: &dyn Scheduler, nodes: &[String]) -> Vec<String> {
+    const TRIES: u32 = 5;
+    for i in 0..TRIES {
+        let down = sched.down_nodes(nodes);
+        if !down.is_empty() || nodes.is_empty() || i + 1 == TRIES {
+            return down;
+        }
+        std::thread::sleep(std::time::Duration::from_secs(2));
+    }
+    Vec::new()
 }
 
 /// The monitor step, started once the job runs: its own output goes to `monitor.log`.
