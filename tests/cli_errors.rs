@@ -1,5 +1,5 @@
-//! How the CLI fails, per kind (README "Exit status"): a name that is not one of a fixed set is
-//! a usage error (64) with "did you mean"; a trial or study that does not exist is no input
+//! How the CLI fails, per kind (docs/ci.md, "Exit status"): a name that is not one of a fixed
+//! set is a usage error (64) with "did you mean"; a trial or study that does not exist is no input
 //! (66); an output that cannot be created is EX_CANTCREAT (73).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -1,4 +1,4 @@
-//! Exit statuses, one meaning each (README "Exit status"), and how a fatal error is reported:
+//! Exit statuses, one meaning each (docs/ci.md, "Exit status"), and how a fatal error is reported:
 //! `error: ...` on stderr, and with `--json` also `{"error": {...}}` on stdout.
 
 use super::CliError;

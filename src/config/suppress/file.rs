@@ -71,7 +71,7 @@ impl Cx<'_> {
                 .at(Some(self.loc(span)))
                 .hint(
                     "`[ignore]` and `[per-file-ignores.\"PATH\"]` tables of `rule = \"reason\"` \
-                 (README: Lint and acknowledgements)",
+                 (docs/config.md: Decisions in your tree)",
                 ),
         )
     }
