@@ -35,10 +35,12 @@ have 'extra/pydantic-*.whl' || python3 -m pip download -q --only-binary=:all: "$
   -d .whl/extra pydantic
 if ! have 'causal_conv1d-*.whl'; then
   cc=$(mktemp -d)
-  python3 -m pip download -q --no-deps --no-binary=:all: -d "$cc" causal-conv1d==1.5.2
+  # The package's own switches for a build without CUDA, for the metadata step of the download
+  # as for the wheel: its setup.py needs nvcc otherwise.
+  export CAUSAL_CONV1D_SKIP_CUDA_BUILD=TRUE CAUSAL_CONV1D_FORCE_BUILD=TRUE
+  python3 -m pip download -q --no-deps -d "$cc" causal-conv1d==1.5.2
   tar xzf "$cc"/causal_conv1d-1.5.2.tar.gz -C "$cc"
-  CAUSAL_CONV1D_SKIP_CUDA_BUILD=TRUE CAUSAL_CONV1D_FORCE_BUILD=TRUE \
-    python3 -m pip wheel -q --no-deps -w "$PWD/.whl" "$cc/causal_conv1d-1.5.2"
+  python3 -m pip wheel -q --no-deps -w "$PWD/.whl" "$cc/causal_conv1d-1.5.2"
   rm -rf "$cc"
 fi
 cargo build --release -q

@@ -35,6 +35,13 @@ python3 -c 'import pydantic' 2> /dev/null ||
   extra+=("$R"/.whl/extra/pydantic-*.whl "$R"/.whl/extra/pydantic_core-*.whl)
 python3 -c 'import annotated_types' 2> /dev/null || extra+=("$R"/.whl/extra/annotated_types-*.whl)
 python3 -c 'import typing_inspection' 2> /dev/null || extra+=("$R"/.whl/extra/typing_inspection-*.whl)
+# pydantic's floor for typing_extensions (the wheel carried is the one pip chose with it).
+python3 - "$R"/.whl/extra/typing_extensions-*.whl << 'EOF' || extra+=("$R"/.whl/extra/typing_extensions-*.whl)
+import sys, importlib.metadata as m
+from packaging.version import Version as V
+carried = sys.argv[1].rsplit("/", 1)[-1].split("-")[1]
+sys.exit(0 if V(m.version("typing_extensions")) >= V(carried) else 1)
+EOF
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
   "$R"/.whl/*.whl "${extra[@]}" > "$OUT/pip.txt" 2>&1
 log "wheels rc=$? (extra: ${extra[*]##*/})"
