@@ -22,6 +22,9 @@ pub const NO_INPUT: u8 = 66;
 /// EX_CANTCREAT: an output named on the command line (`report --out`, `man --out`, the
 /// monitor's snapshot file, the trial database of `--db`/`--workspace`) cannot be created.
 pub const CANT_CREATE: u8 = 73;
+/// EX_TEMPFAIL: the study is being run by another runner (it holds the study's lease); try
+/// again once it ended.
+pub const BUSY: u8 = 75;
 
 /// What kind of failure an error is, as `--json` names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +32,7 @@ pub enum Kind {
     Usage,
     NoInput,
     CantCreate,
+    Busy,
     Failed,
 }
 
@@ -38,6 +42,7 @@ impl Kind {
             Kind::Usage => USAGE,
             Kind::NoInput => NO_INPUT,
             Kind::CantCreate => CANT_CREATE,
+            Kind::Busy => BUSY,
             Kind::Failed => ERRORS,
         }
     }
@@ -47,6 +52,7 @@ impl Kind {
             Kind::Usage => "usage",
             Kind::NoInput => "no-input",
             Kind::CantCreate => "cant-create",
+            Kind::Busy => "busy",
             Kind::Failed => "failed",
         }
     }
@@ -94,6 +100,7 @@ impl CliError {
                     crate::store::StoreError::CreateDir { .. }
                     | crate::store::StoreError::IsAFolder { .. },
                 ) => Kind::CantCreate,
+                AppError::StudyBusy { .. } | AppError::LeaseLost { .. } => Kind::Busy,
                 AppError::Config(e) => config_kind(e),
                 AppError::Io(e) => io_kind(e),
                 // A space file named with --space that is not there.
@@ -184,7 +191,19 @@ mod tests {
             why: "Permission denied".into(),
         });
         assert_eq!(out.kind().code(), CANT_CREATE);
-        let codes = [Kind::Usage, Kind::NoInput, Kind::CantCreate, Kind::Failed].map(Kind::code);
+        let busy = CliError::from(AppError::StudyBusy {
+            study: "s".into(),
+            holder: "pid 1 on n1".into(),
+        });
+        assert_eq!(busy.kind().code(), BUSY);
+        let codes = [
+            Kind::Usage,
+            Kind::NoInput,
+            Kind::CantCreate,
+            Kind::Busy,
+            Kind::Failed,
+        ]
+        .map(Kind::code);
         assert!(
             codes
                 .iter()

@@ -172,6 +172,22 @@ UPDATE trials SET failure_class = CASE failure_class
 ALTER TABLE studies ADD COLUMN launch TEXT CHECK (launch IS NULL OR json_valid(launch));
 "#;
 
+/// Version 7: study leases, one runner per study (`leases.rs`): who holds the study (host, boot
+/// id, PID namespace, pid and its start time: a process another one can recognise), since when,
+/// and its last heartbeat.
+const V7: &str = r#"
+CREATE TABLE study_leases (
+    study_id     INTEGER PRIMARY KEY REFERENCES studies(id) ON DELETE CASCADE,
+    host         TEXT NOT NULL,
+    boot_id      TEXT NOT NULL,
+    pid_ns       INTEGER,
+    pid          INTEGER NOT NULL,
+    start_ticks  INTEGER,
+    taken_at     TEXT NOT NULL,
+    heartbeat_at TEXT NOT NULL
+);
+"#;
+
 pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration {
         version: 1,
@@ -202,6 +218,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         version: 6,
         description: "scheduler-neutral jobs, a study's launch",
         sql: V6,
+    },
+    Migration {
+        version: 7,
+        description: "study leases",
+        sql: V7,
     },
 ];
 
