@@ -188,6 +188,17 @@ CREATE TABLE study_leases (
 );
 "#;
 
+/// Version 8: who runs a trial, as any process sharing the workspace can judge it (another
+/// node, another PID namespace): its runner's host, boot id, PID namespace and start time
+/// beside `runner_pid`, and the heartbeat the runner writes while it watches the trial.
+const V8: &str = r#"
+ALTER TABLE trials ADD COLUMN runner_host TEXT;
+ALTER TABLE trials ADD COLUMN runner_boot_id TEXT;
+ALTER TABLE trials ADD COLUMN runner_pid_ns INTEGER;
+ALTER TABLE trials ADD COLUMN runner_start_ticks INTEGER;
+ALTER TABLE trials ADD COLUMN heartbeat_at TEXT;
+"#;
+
 pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration {
         version: 1,
@@ -223,6 +234,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         version: 7,
         description: "study leases",
         sql: V7,
+    },
+    Migration {
+        version: 8,
+        description: "trials' runner identity and heartbeat",
+        sql: V8,
     },
 ];
 
