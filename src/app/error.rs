@@ -73,6 +73,16 @@ pub enum AppError {
         "study `{study}`: {why} while this sweep ran it (this runner's heartbeat went stale); it stopped launching trials"
     )]
     LeaseLost { study: String, why: String },
+    /// A resume names a budget other than the study's own.
+    #[error(
+        "study `{study}` (id {id}) was started with {budget}; resume it without budget flags or with the same ones"
+    )]
+    BudgetConflict {
+        study: String,
+        id: i64,
+        /// The study's budget flags, as the command line writes them.
+        budget: String,
+    },
     #[error("{0}")]
     Usage(String),
     /// The request is well-formed but cannot be carried out for this experiment, profile or

@@ -13,6 +13,9 @@ pub const ERRORS: u8 = 2;
 /// A trial, sweep or GEMM stage ran but did not complete: the trial failed or was stopped, the
 /// sweep was stopped, cut short or measured nothing to decide on.
 pub const NOT_COMPLETED: u8 = 3;
+/// The command conflicts with what the workspace recorded: `sweep --resume` with an iteration
+/// budget other than the study's.
+pub const CONFLICT: u8 = 4;
 /// EX_USAGE (sysexits.h): the command line is wrong (an unknown command or option, a bad
 /// value, a malformed `--set`/`--env`).
 pub const USAGE: u8 = 64;
@@ -33,6 +36,7 @@ pub enum Kind {
     NoInput,
     CantCreate,
     Busy,
+    Conflict,
     Failed,
 }
 
@@ -43,6 +47,7 @@ impl Kind {
             Kind::NoInput => NO_INPUT,
             Kind::CantCreate => CANT_CREATE,
             Kind::Busy => BUSY,
+            Kind::Conflict => CONFLICT,
             Kind::Failed => ERRORS,
         }
     }
@@ -53,6 +58,7 @@ impl Kind {
             Kind::NoInput => "no-input",
             Kind::CantCreate => "cant-create",
             Kind::Busy => "busy",
+            Kind::Conflict => "conflict",
             Kind::Failed => "failed",
         }
     }
@@ -101,6 +107,7 @@ impl CliError {
                     | crate::store::StoreError::IsAFolder { .. },
                 ) => Kind::CantCreate,
                 AppError::StudyBusy { .. } | AppError::LeaseLost { .. } => Kind::Busy,
+                AppError::BudgetConflict { .. } => Kind::Conflict,
                 AppError::Config(e) => config_kind(e),
                 AppError::Io(e) => io_kind(e),
                 // A space file named with --space that is not there.
@@ -196,11 +203,18 @@ mod tests {
             holder: "pid 1 on n1".into(),
         });
         assert_eq!(busy.kind().code(), BUSY);
+        let other_budget = CliError::from(AppError::BudgetConflict {
+            study: "s".into(),
+            id: 3,
+            budget: "--first-iters 10 --max-iters 40".into(),
+        });
+        assert_eq!(other_budget.kind().code(), CONFLICT);
         let codes = [
             Kind::Usage,
             Kind::NoInput,
             Kind::CantCreate,
             Kind::Busy,
+            Kind::Conflict,
             Kind::Failed,
         ]
         .map(Kind::code);

@@ -125,6 +125,12 @@ pub fn resume_command(session: &Session, study: &str, req: &SweepRequest) -> Str
             m.to_string(),
         ]);
     }
+    if let Some(m) = req.budget_minutes {
+        words.extend(["--budget-minutes".into(), m.to_string()]);
+    }
+    if let Some(n) = req.max_trials {
+        words.extend(["--max-trials".into(), n.to_string()]);
+    }
     if let Some(g) = req.trial.gpus {
         words.extend(["--gpus".into(), g.to_string()]);
     }
