@@ -107,6 +107,8 @@ fn trial_row(id: i64) -> TrialRow {
         env: Vec::new(),
         trial_dir: PathBuf::from(format!("trials/{id:04}")),
         runner_pid: None,
+        runner: None,
+        heartbeat_at: None,
         failure: failed.then(|| Failure {
             class: FailureClass::Oom,
             line: Some("torch.OutOfMemoryError: HIP out of memory".into()),

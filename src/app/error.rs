@@ -61,6 +61,28 @@ pub enum AppError {
     Unfinished { name: String, resume: String },
     #[error("{}: no trial database yet (run a trial first: {run})", path.display())]
     NoDatabase { path: PathBuf, run: String },
+    /// Another runner holds the study's lease ([`crate::app::sweep::lease`]).
+    #[error(
+        "study `{study}` is being run by {holder}; one runner per study: wait for it to end or stop it (its lease is taken over once that process is gone, or its heartbeat is more than {} s old)",
+        crate::util::liveness::STALE_AFTER.as_secs()
+    )]
+    StudyBusy { study: String, holder: String },
+    /// Another runner took the study's lease over while this one ran it (its heartbeat could
+    /// not be written for longer than the staleness limit).
+    #[error(
+        "study `{study}`: {why} while this sweep ran it (this runner's heartbeat went stale); it stopped launching trials"
+    )]
+    LeaseLost { study: String, why: String },
+    /// A resume names a budget other than the study's own.
+    #[error(
+        "study `{study}` (id {id}) was started with {budget}; resume it without budget flags or with the same ones"
+    )]
+    BudgetConflict {
+        study: String,
+        id: i64,
+        /// The study's budget flags, as the command line writes them.
+        budget: String,
+    },
     #[error("{0}")]
     Usage(String),
     /// The request is well-formed but cannot be carried out for this experiment, profile or

@@ -7,20 +7,28 @@
 
 use super::AppError;
 use crate::domain::trial::TrialStatus;
-use crate::store::{Store, TrialFilter, TrialRow, rfc3339_utc};
-use std::time::Duration;
+use crate::store::{Store, TrialFilter, TrialRow, parse_rfc3339, rfc3339_utc};
+use crate::util::liveness::{self, Liveness};
+use std::time::{Duration, SystemTime};
 
 /// How much earlier than the trial's creation its runner may appear to have started: the boot
 /// time `/proc` gives is whole seconds.
 const SLACK: Duration = Duration::from_secs(2);
 
-/// Whether the process that started `t` still runs: a process with its pid that started
-/// before the trial was created (a later one reuses the pid). Trials without a pid count as
-/// running: nothing says otherwise.
+/// Whether the process that started `t` still runs, as this process can tell: on the runner's
+/// host, boot and PID namespace, by its pid and start time; elsewhere (another node sharing the
+/// workspace, a container), by the age of the heartbeat the runner writes while it watches the
+/// trial ([`liveness::judge`]). Trials without a pid count as running: nothing says otherwise.
 pub(crate) fn runner_alive(t: &TrialRow) -> bool {
     let Some(pid) = t.runner_pid else {
         return true;
     };
+    if let Some(runner) = &t.runner {
+        let since = parse_rfc3339(&t.created_at).unwrap_or(SystemTime::UNIX_EPOCH);
+        let beat = t.heartbeat_at.as_deref().and_then(parse_rfc3339);
+        return liveness::judge(runner, since, beat, SystemTime::now()) == Liveness::Alive;
+    }
+    // Stored before the runner's host was kept: its pid is all there is.
     if pid == std::process::id() {
         return true;
     }
@@ -85,6 +93,25 @@ fn job_ended(
 mod tests {
     use super::*;
     use crate::run::launch::scheduler::{JobEnd, JobState, JobStatus};
+
+    #[test]
+    fn a_runner_elsewhere_is_judged_by_its_heartbeat_and_this_one_by_its_pid() {
+        let store = Store::open_in_memory().unwrap();
+        let id = store
+            .insert_trial(&crate::store::NewTrial::default())
+            .unwrap();
+        let mine = store.trial(id).unwrap().unwrap();
+        assert!(runner_alive(&mine), "this process runs it");
+        let mut elsewhere = mine.clone();
+        if let Some(r) = elsewhere.runner.as_mut() {
+            r.host = format!("{}-other", r.host);
+        }
+        assert!(runner_alive(&elsewhere), "a heartbeat of just now");
+        let stale = SystemTime::now() - liveness::STALE_AFTER - Duration::from_secs(5);
+        elsewhere.heartbeat_at = Some(rfc3339_utc(stale));
+        elsewhere.created_at = rfc3339_utc(stale);
+        assert!(!runner_alive(&elsewhere), "its heartbeat went stale");
+    }
 
     #[test]
     fn an_interrupted_trial_s_job_says_how_it_ended_not_how_its_runner_last_saw_it() {

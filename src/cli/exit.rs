@@ -13,6 +13,9 @@ pub const ERRORS: u8 = 2;
 /// A trial, sweep or GEMM stage ran but did not complete: the trial failed or was stopped, the
 /// sweep was stopped, cut short or measured nothing to decide on.
 pub const NOT_COMPLETED: u8 = 3;
+/// The command conflicts with what the workspace recorded: `sweep --resume` with an iteration
+/// budget other than the study's.
+pub const CONFLICT: u8 = 4;
 /// EX_USAGE (sysexits.h): the command line is wrong (an unknown command or option, a bad
 /// value, a malformed `--set`/`--env`).
 pub const USAGE: u8 = 64;
@@ -22,6 +25,9 @@ pub const NO_INPUT: u8 = 66;
 /// EX_CANTCREAT: an output named on the command line (`report --out`, `man --out`, the
 /// monitor's snapshot file, the trial database of `--db`/`--workspace`) cannot be created.
 pub const CANT_CREATE: u8 = 73;
+/// EX_TEMPFAIL: the study is being run by another runner (it holds the study's lease); try
+/// again once it ended.
+pub const BUSY: u8 = 75;
 
 /// What kind of failure an error is, as `--json` names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +35,8 @@ pub enum Kind {
     Usage,
     NoInput,
     CantCreate,
+    Busy,
+    Conflict,
     Failed,
 }
 
@@ -38,6 +46,8 @@ impl Kind {
             Kind::Usage => USAGE,
             Kind::NoInput => NO_INPUT,
             Kind::CantCreate => CANT_CREATE,
+            Kind::Busy => BUSY,
+            Kind::Conflict => CONFLICT,
             Kind::Failed => ERRORS,
         }
     }
@@ -47,6 +57,8 @@ impl Kind {
             Kind::Usage => "usage",
             Kind::NoInput => "no-input",
             Kind::CantCreate => "cant-create",
+            Kind::Busy => "busy",
+            Kind::Conflict => "conflict",
             Kind::Failed => "failed",
         }
     }
@@ -94,6 +106,8 @@ impl CliError {
                     crate::store::StoreError::CreateDir { .. }
                     | crate::store::StoreError::IsAFolder { .. },
                 ) => Kind::CantCreate,
+                AppError::StudyBusy { .. } | AppError::LeaseLost { .. } => Kind::Busy,
+                AppError::BudgetConflict { .. } => Kind::Conflict,
                 AppError::Config(e) => config_kind(e),
                 AppError::Io(e) => io_kind(e),
                 // A space file named with --space that is not there.
@@ -184,7 +198,26 @@ mod tests {
             why: "Permission denied".into(),
         });
         assert_eq!(out.kind().code(), CANT_CREATE);
-        let codes = [Kind::Usage, Kind::NoInput, Kind::CantCreate, Kind::Failed].map(Kind::code);
+        let busy = CliError::from(AppError::StudyBusy {
+            study: "s".into(),
+            holder: "pid 1 on n1".into(),
+        });
+        assert_eq!(busy.kind().code(), BUSY);
+        let other_budget = CliError::from(AppError::BudgetConflict {
+            study: "s".into(),
+            id: 3,
+            budget: "--first-iters 10 --max-iters 40".into(),
+        });
+        assert_eq!(other_budget.kind().code(), CONFLICT);
+        let codes = [
+            Kind::Usage,
+            Kind::NoInput,
+            Kind::CantCreate,
+            Kind::Busy,
+            Kind::Conflict,
+            Kind::Failed,
+        ]
+        .map(Kind::code);
         assert!(
             codes
                 .iter()

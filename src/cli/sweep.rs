@@ -31,16 +31,19 @@ pub struct SweepArgs {
     pub resume: Option<String>,
     /// Stop launching trials after this many minutes of cost: GPU time (wall time × the ranks
     /// of each trial), or for a CPU stand-in's trials CPU time (wall time × its processes, one
-    /// per node). A resumed study keeps the budget it started with.
+    /// per node). A resumed study keeps the cap it started with unless one is given (it counts
+    /// the trials it replays).
     #[arg(long)]
     pub budget_minutes: Option<f64>,
-    /// Stop launching after this many trials.
+    /// Stop launching after this many trials (replayed ones count) [a resumed study: its own
+    /// unless given].
     #[arg(long)]
     pub max_trials: Option<usize>,
-    /// Iterations of the first, shortest trials [default: 12; a resumed study: its own].
+    /// Iterations of the first, shortest trials [default: 12; a resumed study: its own, and no
+    /// other].
     #[arg(long)]
     pub first_iters: Option<u64>,
-    /// Longest trial [default: 60; a resumed study: its own].
+    /// Longest trial [default: 60; a resumed study: its own, and no other].
     #[arg(long)]
     pub max_iters: Option<u64>,
     /// GPU memory per GPU in GiB, what the memory model prunes against (default: what

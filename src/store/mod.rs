@@ -27,6 +27,7 @@ mod acks;
 mod error;
 mod export;
 mod iterdata;
+mod leases;
 mod samples;
 mod schema;
 mod studies;
@@ -43,8 +44,9 @@ use rusqlite::{Connection, ErrorCode, Transaction, TransactionBehavior};
 
 pub use error::{StoreError, StoreResult};
 pub use export::csv_field;
+pub use leases::{Lease, Take as LeaseTake};
 pub use schema::SCHEMA_VERSION;
-pub use time::{now_rfc3339, rfc3339_utc};
+pub use time::{now_rfc3339, parse_rfc3339, rfc3339_utc};
 pub use types::{
     NewTrial, ParseStatusError, StudyRow, TrialEnd, TrialFilter, TrialRow, TrialStatus,
 };

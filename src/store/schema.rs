@@ -172,6 +172,33 @@ UPDATE trials SET failure_class = CASE failure_class
 ALTER TABLE studies ADD COLUMN launch TEXT CHECK (launch IS NULL OR json_valid(launch));
 "#;
 
+/// Version 7: study leases, one runner per study (`leases.rs`): who holds the study (host, boot
+/// id, PID namespace, pid and its start time: a process another one can recognise), since when,
+/// and its last heartbeat.
+const V7: &str = r#"
+CREATE TABLE study_leases (
+    study_id     INTEGER PRIMARY KEY REFERENCES studies(id) ON DELETE CASCADE,
+    host         TEXT NOT NULL,
+    boot_id      TEXT NOT NULL,
+    pid_ns       INTEGER,
+    pid          INTEGER NOT NULL,
+    start_ticks  INTEGER,
+    taken_at     TEXT NOT NULL,
+    heartbeat_at TEXT NOT NULL
+);
+"#;
+
+/// Version 8: who runs a trial, as any process sharing the workspace can judge it (another
+/// node, another PID namespace): its runner's host, boot id, PID namespace and start time
+/// beside `runner_pid`, and the heartbeat the runner writes while it watches the trial.
+const V8: &str = r#"
+ALTER TABLE trials ADD COLUMN runner_host TEXT;
+ALTER TABLE trials ADD COLUMN runner_boot_id TEXT;
+ALTER TABLE trials ADD COLUMN runner_pid_ns INTEGER;
+ALTER TABLE trials ADD COLUMN runner_start_ticks INTEGER;
+ALTER TABLE trials ADD COLUMN heartbeat_at TEXT;
+"#;
+
 pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration {
         version: 1,
@@ -202,6 +229,16 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         version: 6,
         description: "scheduler-neutral jobs, a study's launch",
         sql: V6,
+    },
+    Migration {
+        version: 7,
+        description: "study leases",
+        sql: V7,
+    },
+    Migration {
+        version: 8,
+        description: "trials' runner identity and heartbeat",
+        sql: V8,
     },
 ];
 

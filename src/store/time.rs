@@ -40,6 +40,35 @@ pub fn rfc3339_utc(t: SystemTime) -> String {
     )
 }
 
+/// The instant a string [`rfc3339_utc`] wrote stands for (None for any other text).
+pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
+    let b = s.as_bytes();
+    if b.len() != 24 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[23] != b'Z' {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, min, sec, ms) = (num(11..13)?, num(14..16)?, num(17..19)?, num(20..23)?);
+    let secs = days_from_civil(y, m, d) * 86_400 + h * 3600 + min * 60 + sec;
+    let d = std::time::Duration::from_millis(u64::try_from(ms).ok()?);
+    let t = match u64::try_from(secs) {
+        Ok(s) => UNIX_EPOCH + std::time::Duration::from_secs(s),
+        Err(_) => UNIX_EPOCH - std::time::Duration::from_secs(secs.unsigned_abs()),
+    };
+    Some(t + d)
+}
+
+/// Days from 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = (m + 9) % 12; // March-based
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 /// Proleptic Gregorian (year, month, day) of a day count from 1970-01-01 (Howard Hinnant's
 /// `civil_from_days`).
 fn civil_from_days(days: i64) -> (i64, u32, u32) {
@@ -88,6 +117,15 @@ mod tests {
             rfc3339_utc(at(253_402_300_799, 999)),
             "9999-12-31T23:59:59.999Z"
         );
+    }
+
+    #[test]
+    fn parsing_inverts_formatting() {
+        for (secs, ms) in [(0, 0), (-1, 250), (951_782_400, 0), (1_709_251_199, 987)] {
+            let t = at(secs, ms);
+            assert_eq!(parse_rfc3339(&rfc3339_utc(t)), Some(t));
+        }
+        assert_eq!(parse_rfc3339("2024-02-29 23:59:59"), None);
     }
 
     #[test]

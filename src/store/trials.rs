@@ -10,13 +10,15 @@ use super::time::now_rfc3339;
 use super::types::{NewTrial, TrialEnd, TrialFilter, TrialRow, TrialStatus, key_values};
 use super::{Ctx, Store, from_sql_u64, sql_u64};
 use crate::domain::trial::{Failure, FailureClass, Iteration, MemoryReport};
+use crate::util::liveness::ProcessIdentity;
 
 /// Columns of [`RawTrial`], in any order (read by name).
 const TRIAL_COLUMNS: &str = "id, study_id, status, created_at, started_at, finished_at, \
     updated_at, config_path, config_hash, overrides, profile, argv, env, trial_dir, runner_pid, \
     failure_class, failure_line, exit_code, exit_signal, iterations_seen, \
     (SELECT COUNT(*) FROM iterations WHERE iterations.trial_id = trials.id) AS iterations_stored, \
-    wall_s, summary, median_step_ms, ci95_ms, tokens_per_s_per_gpu, tflops_per_gpu, peak_mem_gib, resolved, job";
+    wall_s, summary, median_step_ms, ci95_ms, tokens_per_s_per_gpu, tflops_per_gpu, peak_mem_gib, resolved, job, \
+    runner_host, runner_boot_id, runner_pid_ns, runner_start_ticks, heartbeat_at";
 
 /// A `trials` row as SQLite returns it, before the JSON and enum columns are parsed.
 struct RawTrial {
@@ -50,6 +52,11 @@ struct RawTrial {
     peak_mem_gib: Option<f64>,
     resolved: Option<String>,
     job: Option<String>,
+    runner_host: Option<String>,
+    runner_boot_id: Option<String>,
+    runner_pid_ns: Option<i64>,
+    runner_start_ticks: Option<i64>,
+    heartbeat_at: Option<String>,
 }
 
 fn raw_trial(r: &Row<'_>) -> rusqlite::Result<RawTrial> {
@@ -84,6 +91,11 @@ fn raw_trial(r: &Row<'_>) -> rusqlite::Result<RawTrial> {
         peak_mem_gib: r.get("peak_mem_gib")?,
         resolved: r.get("resolved")?,
         job: r.get("job")?,
+        runner_host: r.get("runner_host")?,
+        runner_boot_id: r.get("runner_boot_id")?,
+        runner_pid_ns: r.get("runner_pid_ns")?,
+        runner_start_ticks: r.get("runner_start_ticks")?,
+        heartbeat_at: r.get("heartbeat_at")?,
     })
 }
 
@@ -105,8 +117,9 @@ fn get_f64(r: &Row<'_>, col: &str) -> rusqlite::Result<f64> {
 }
 
 impl Store {
-    /// Records a trial that is starting: status `running`, `created_at` = `started_at` = now,
-    /// `runner_pid` = this process. Returns its id.
+    /// Records a trial that is starting: status `running`, `created_at` = `started_at` =
+    /// `heartbeat_at` = now, its runner this process (pid, host, boot id, PID namespace, start
+    /// time). Returns its id.
     pub fn insert_trial(&self, trial: &NewTrial) -> StoreResult<i64> {
         let what = "insert a trial";
         let enc = |what| self.encode_err(what);
@@ -120,6 +133,7 @@ impl Store {
             .transpose()
             .map_err(enc("encode resolved"))?;
         let now = now_rfc3339();
+        let me = crate::util::liveness::ProcessIdentity::current();
         self.write(what, true, |tx| {
             if let Some(study) = trial.study_id {
                 self.require_study(tx, study)?;
@@ -127,8 +141,10 @@ impl Store {
             tx.execute(
                 "INSERT INTO trials (study_id, created_at, started_at, updated_at, config_path, \
                  config_hash, overrides, profile, argv, env, trial_dir, runner_pid, status, \
-                 resolved) \
-                 VALUES (?1, ?2, ?2, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'running', ?11)",
+                 resolved, runner_host, runner_boot_id, runner_pid_ns, runner_start_ticks, \
+                 heartbeat_at) \
+                 VALUES (?1, ?2, ?2, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'running', ?11, ?12, \
+                 ?13, ?14, ?15, ?2)",
                 params![
                     trial.study_id,
                     now,
@@ -139,8 +155,12 @@ impl Store {
                     argv,
                     env,
                     trial.trial_dir.to_string_lossy(),
-                    std::process::id(),
+                    me.pid,
                     resolved,
+                    me.host,
+                    me.boot_id,
+                    me.pid_ns.and_then(|n| i64::try_from(n).ok()),
+                    me.start_ticks.and_then(|t| i64::try_from(t).ok()),
                 ],
             )
             .ctx(&self.path, what)?;
@@ -335,6 +355,21 @@ impl Store {
                 [],
             )
             .ctx(&self.path, what)
+        })
+    }
+
+    /// Writes the heartbeat of a trial that still runs (its runner watches it); returns
+    /// whether the trial is still `running`.
+    pub fn beat_trial(&self, trial_id: i64) -> StoreResult<bool> {
+        let what = format!("write the heartbeat of trial {trial_id}");
+        self.write(&what, false, |tx| {
+            let n = tx
+                .execute(
+                    "UPDATE trials SET heartbeat_at = ?2 WHERE id = ?1 AND status = 'running'",
+                    params![trial_id, now_rfc3339()],
+                )
+                .ctx(&self.path, &what)?;
+            Ok(n > 0)
         })
     }
 
@@ -543,6 +578,17 @@ impl Store {
             env,
             trial_dir: raw.trial_dir.into(),
             runner_pid: raw.runner_pid.and_then(|p| u32::try_from(p).ok()),
+            runner: match (raw.runner_host, raw.runner_boot_id, raw.runner_pid) {
+                (Some(host), Some(boot_id), Some(pid)) => Some(ProcessIdentity {
+                    host,
+                    boot_id,
+                    pid_ns: raw.runner_pid_ns.and_then(|n| u64::try_from(n).ok()),
+                    pid: u32::try_from(pid).unwrap_or(0),
+                    start_ticks: raw.runner_start_ticks.and_then(|t| u64::try_from(t).ok()),
+                }),
+                _ => None,
+            },
+            heartbeat_at: raw.heartbeat_at,
             failure,
             exit_code: raw.exit_code,
             exit_signal: raw.exit_signal,

@@ -130,6 +130,13 @@ pub struct TrialRow {
     pub trial_dir: PathBuf,
     /// Process id of the primus-tune that inserted the trial.
     pub runner_pid: Option<u32>,
+    /// That process as another one can judge it (host, boot id, PID namespace, start time);
+    /// absent for trials stored before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner: Option<crate::util::liveness::ProcessIdentity>,
+    /// The runner's last heartbeat while it watched the trial (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_at: Option<String>,
     pub failure: Option<Failure>,
     pub exit_code: Option<i32>,
     pub exit_signal: Option<i32>,

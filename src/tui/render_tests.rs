@@ -309,6 +309,8 @@ fn trial_row(id: i64, status: TrialStatus, overrides: Vec<(&str, Value)>) -> Tri
         env: vec![("PRIMUS_TP".into(), "1".into())],
         trial_dir: PathBuf::from(dir),
         runner_pid: None,
+        runner: None,
+        heartbeat_at: None,
         failure: None,
         exit_code: Some(0),
         exit_signal: None,

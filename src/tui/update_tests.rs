@@ -424,6 +424,8 @@ fn trial_row(id: i64, overrides: &[(&str, serde_json::Value)], step: f64) -> Tri
         env: vec![],
         trial_dir: PathBuf::from("t"),
         runner_pid: None,
+        runner: None,
+        heartbeat_at: None,
         failure: None,
         exit_code: Some(0),
         exit_signal: None,

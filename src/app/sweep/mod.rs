@@ -4,6 +4,7 @@
 
 pub mod effects;
 pub mod history;
+pub mod lease;
 pub mod open;
 pub mod runner;
 
@@ -123,6 +124,12 @@ pub fn resume_command(session: &Session, study: &str, req: &SweepRequest) -> Str
             "--max-iters".into(),
             m.to_string(),
         ]);
+    }
+    if let Some(m) = req.budget_minutes {
+        words.extend(["--budget-minutes".into(), m.to_string()]);
+    }
+    if let Some(n) = req.max_trials {
+        words.extend(["--max-trials".into(), n.to_string()]);
     }
     if let Some(g) = req.trial.gpus {
         words.extend(["--gpus".into(), g.to_string()]);
@@ -428,6 +435,29 @@ fn forecasts(store: &Store, t: &TrialSetup, cands: &[Candidate], batch_rule: boo
     }
 }
 
+/// What the sweep's figures are evidence of: the plan's basis, naming the GPU measured on this
+/// node when the plan could not.
+fn basis_of(t: &TrialSetup, gpu_name: Option<String>) -> Basis {
+    match &t.plan.basis {
+        Basis::Measured { profile, gpu: None } if t.plan.launcher.batch().is_none() => {
+            Basis::Measured {
+                profile: profile.clone(),
+                gpu: gpu_name,
+            }
+        }
+        b => b.clone(),
+    }
+}
+
+/// The memory model recalibrated on the study's own peaks, as the frontend is told.
+fn recalibrated(c: &Calibration) -> SweepEvent {
+    SweepEvent::Recalibrated {
+        points: c.points,
+        scale: c.scale,
+        offset_gib: gib(c.offset_bytes),
+    }
+}
+
 /// Run a sweep to its end (blocking: call it from a thread that is not inside a tokio
 /// runtime). `cancel` stops the trial in flight and the sweep; the study can be resumed.
 pub fn run(
@@ -439,6 +469,12 @@ pub fn run(
     let exp = session.load()?;
     let store = session.store()?;
     let opened = open::open(session, &store, &exp, req)?;
+    // One runner per study: a resumed study's lease is taken before anything is written or
+    // launched; a new one's as soon as it exists.
+    let held = opened
+        .id
+        .map(|id| lease::HeldLease::take(&store, id, &opened.name))
+        .transpose()?;
     let mut req = opened.req.clone();
     let space = opened.space.clone();
     if let Some(why) = space.not_applicable(&exp) {
@@ -450,6 +486,7 @@ pub fn run(
     let launch = open::StudyLaunch::of(&req, &prof);
     let study_id = open::create(&store, &t.exp, &opened, &launch)?;
     let study_name = opened.name.clone();
+    let held = lease::HeldLease::keep_or_take(held, &store, study_id, &study_name)?;
     let resume = resume_command(session, &study_name, &req);
     let cands = space.candidates_with_baseline(&t.exp);
     // Legal at the trials' world: a candidate Megatron would refuse on it never launches.
@@ -461,15 +498,7 @@ pub fn run(
         .map(|(c, _)| c.clone())
         .collect();
     let (capacity, gpu_name) = gpu_facts(session, req.capacity_gib);
-    let basis = match &t.plan.basis {
-        Basis::Measured { profile, gpu: None } if t.plan.launcher.batch().is_none() => {
-            Basis::Measured {
-                profile: profile.clone(),
-                gpu: gpu_name,
-            }
-        }
-        b => b.clone(),
-    };
+    let basis = basis_of(&t, gpu_name);
     // The batch rule skips a smaller batch once a larger one fits: what fits a GPU is not a
     // CPU stand-in's to say.
     let batch_rule = req.batch_rule && !t.plan.profile.capabilities.stand_in;
@@ -514,6 +543,10 @@ pub fn run(
         cancel,
         events.clone(),
     )?;
+    runner.stop_when(held.lost_flag());
+    if let Some(line) = held.takeover() {
+        runner.say(SweepEvent::Decided { line });
+    }
     let (first, most) = (
         req.first_iters.unwrap_or(FIRST_ITERS),
         req.max_iters.unwrap_or(MAX_ITERS),
@@ -558,16 +591,14 @@ pub fn run(
         resume: resume.clone(),
         cost_unit,
     };
+    if let Some(e) = held.lost(&study_name) {
+        return Err(e);
+    }
     if runner.cancelled() {
         return Ok(outcome(None));
     }
     if result.calibration.points > 0 {
-        let c = &result.calibration;
-        runner.say(SweepEvent::Recalibrated {
-            points: c.points,
-            scale: c.scale,
-            offset_gib: gib(c.offset_bytes),
-        });
+        runner.say(recalibrated(&result.calibration));
     }
     let mut rec = record(
         &space,

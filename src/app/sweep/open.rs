@@ -30,6 +30,19 @@ pub struct StudyLaunch {
     /// It sweeps knobs its profile does not model, as a labelled demo.
     #[serde(default)]
     pub demo: bool,
+    /// Its caps on cost and trials; absent in launches recorded before they were kept (a
+    /// resume then takes the command line's, and records them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caps: Option<StudyCaps>,
+}
+
+/// A study's `--budget-minutes` and `--max-trials` (None: no cap).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct StudyCaps {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_minutes: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_trials: Option<usize>,
 }
 
 fn one() -> usize {
@@ -63,25 +76,52 @@ impl StudyLaunch {
             }),
             parallel: req.parallel.max(1),
             demo: req.allow_unmodeled,
+            caps: Some(StudyCaps {
+                budget_minutes: req.budget_minutes,
+                max_trials: req.max_trials,
+            }),
         }
     }
 
-    /// `req` going on as this launch: what the request leaves out is the study's; a budget
-    /// that differs from the study's is refused.
-    fn resume(&self, study: &str, mut req: SweepRequest) -> Result<SweepRequest, AppError> {
-        let given = (req.first_iters, req.max_iters);
-        let differs = given.0.is_some_and(|f| f != self.first_iters)
-            || given.1.is_some_and(|m| m != self.max_iters);
-        if differs {
-            return Err(AppError::Usage(format!(
-                "study `{study}` runs trials of --first-iters {} --max-iters {}: a resume goes on \
-                 with that budget (its finished trials are of those lengths); leave both out, or \
-                 give those",
-                self.first_iters, self.max_iters
-            )));
+    /// The iteration budget this launch was started with, as the command line writes it.
+    fn budget_flags(&self) -> String {
+        format!(
+            "--first-iters {} --max-iters {}",
+            self.first_iters, self.max_iters
+        )
+    }
+
+    /// Whether `req` names an iteration budget other than this launch's (a flag left out names
+    /// none).
+    fn other_budget(&self, req: &SweepRequest) -> bool {
+        req.first_iters.is_some_and(|f| f != self.first_iters)
+            || req.max_iters.is_some_and(|m| m != self.max_iters)
+    }
+
+    /// `req` going on as this launch of study `id` (named `study`): what the request leaves
+    /// out is the study's. An iteration budget other than the study's is refused: its finished
+    /// trials are of its lengths, and trials of others would neither be reused nor compare.
+    /// A cap given (`--budget-minutes`, `--max-trials`) replaces the study's: the cap counts
+    /// the trials replayed too, so a study its cap cut short goes on only under a larger one.
+    fn resume(
+        &self,
+        study: &str,
+        id: i64,
+        mut req: SweepRequest,
+    ) -> Result<SweepRequest, AppError> {
+        if self.other_budget(&req) {
+            return Err(AppError::BudgetConflict {
+                study: study.to_string(),
+                id,
+                budget: self.budget_flags(),
+            });
         }
         req.first_iters = Some(self.first_iters);
         req.max_iters = Some(self.max_iters);
+        if let Some(c) = self.caps {
+            req.budget_minutes = req.budget_minutes.or(c.budget_minutes);
+            req.max_trials = req.max_trials.or(c.max_trials);
+        }
         req.trial.profile = req.trial.profile.or_else(|| Some(self.profile.clone()));
         req.trial.gpus = req.trial.gpus.or(self.gpus);
         req.trial.gemm_tuned |= self.gemm_tuned;
@@ -167,7 +207,7 @@ pub fn open(
         .ok_or_else(|| AppError::Failed(format!("study `{name}` has no space recorded")))?;
     let recorded: Option<StudyLaunch> = s.launch.and_then(|v| serde_json::from_value(v).ok());
     let req = match recorded {
-        Some(l) => l.resume(name, req.clone())?,
+        Some(l) => l.resume(name, s.id, req.clone())?,
         None => resume_unrecorded(store, s.id, req.clone()),
     };
     Ok(Opened {
@@ -241,8 +281,12 @@ mod tests {
             }),
             parallel: 2,
             demo: true,
+            caps: Some(StudyCaps {
+                budget_minutes: None,
+                max_trials: Some(5),
+            }),
         };
-        let r = launch.resume("s", SweepRequest::default()).unwrap();
+        let r = launch.resume("s", 3, SweepRequest::default()).unwrap();
         assert_eq!((r.first_iters, r.max_iters), (Some(60), Some(60)));
         assert_eq!(r.trial.profile.as_deref(), Some("proxy-cpu"));
         assert!(r.trial.slurm.enabled);
@@ -250,17 +294,39 @@ mod tests {
         assert_eq!(r.trial.slurm.max_pending, Some(Duration::from_secs(30)));
         assert_eq!(r.parallel, 2);
         assert!(r.allow_unmodeled, "a demo goes on as a demo");
+        assert_eq!((r.budget_minutes, r.max_trials), (None, Some(5)));
         let same = SweepRequest {
             first_iters: Some(60),
+            max_trials: Some(5),
             ..SweepRequest::default()
         };
-        assert!(launch.resume("s", same).is_ok());
-        let other = SweepRequest {
-            max_iters: Some(2000),
+        assert!(launch.resume("s", 3, same).is_ok());
+        for other in [
+            SweepRequest {
+                max_iters: Some(2000),
+                ..SweepRequest::default()
+            },
+            SweepRequest {
+                first_iters: Some(6),
+                max_trials: Some(5),
+                ..SweepRequest::default()
+            },
+        ] {
+            let e = launch.resume("s", 3, other).unwrap_err().to_string();
+            assert_eq!(
+                e,
+                "study `s` (id 3) was started with --first-iters 60 --max-iters 60; resume it \
+                 without budget flags or with the same ones"
+            );
+        }
+        // A larger cap goes on past the one that cut the study short.
+        let more = SweepRequest {
+            max_trials: Some(9),
+            budget_minutes: Some(30.0),
             ..SweepRequest::default()
         };
-        let e = launch.resume("s", other).unwrap_err().to_string();
-        assert!(e.contains("--first-iters 60 --max-iters 60"), "{e}");
+        let r = launch.resume("s", 3, more).unwrap();
+        assert_eq!((r.budget_minutes, r.max_trials), (Some(30.0), Some(9)));
         // Stored and read back as JSON.
         let v = serde_json::to_value(&launch).unwrap();
         assert_eq!(serde_json::from_value::<StudyLaunch>(v).unwrap(), launch);

@@ -32,6 +32,8 @@ pub struct TrialRunner<'a> {
     cost_rate: f64,
     rt: tokio::runtime::Runtime,
     cancel: watch::Receiver<bool>,
+    /// Set when the study's lease was taken over by another runner: stop as on a cancel.
+    lease_lost: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// Finished trials of the study not yet replayed, in id order.
     stored: Vec<TrialRow>,
     /// Trials of the study whose runner is gone while their batch job still runs: a resumed
@@ -100,6 +102,7 @@ impl<'a> TrialRunner<'a> {
                 .enable_all()
                 .build()?,
             cancel,
+            lease_lost: Default::default(),
             stored,
             attachable,
             events,
@@ -135,8 +138,13 @@ impl<'a> TrialRunner<'a> {
         )
     }
 
+    /// Stops launching once `flag` is set (the study's lease was lost).
+    pub fn stop_when(&mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+        self.lease_lost = flag;
+    }
+
     pub fn cancelled(&self) -> bool {
-        *self.cancel.borrow()
+        *self.cancel.borrow() || self.lease_lost.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The stored trial of this candidate and length, if the study has one left to replay.

@@ -270,14 +270,44 @@ pub async fn run_trial(
         Some(a) => materialise::reattach(a, opts)?,
         None => materialise(exp, load, store, opts)?,
     };
-    announce(&m, opts, &events).await;
+    // From here to its end the trial's runner writes its heartbeat, so that a process that
+    // cannot see this one (another node, another PID namespace) can tell it still runs.
+    tokio::select! {
+        r = launch_and_watch(&m, store, opts, events, cancel) => r,
+        never = heartbeat(store, m.trial_id) => match never {},
+    }
+}
+
+/// Writes the trial's heartbeat every [`HEARTBEAT_EVERY`](crate::util::liveness::HEARTBEAT_EVERY),
+/// for ever (the trial's end drops it). A write the database is too busy for at once is
+/// skipped, never waited for: the watch of the log must not stall, and the staleness limit
+/// spans many beats.
+async fn heartbeat(store: &Store, trial_id: i64) -> std::convert::Infallible {
+    let mut beats = tokio::time::interval(crate::util::liveness::HEARTBEAT_EVERY);
+    beats.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        beats.tick().await;
+        let _ = store.with_patience(Duration::ZERO, || store.beat_trial(trial_id));
+    }
+}
+
+/// [`run_trial`] once the trial is materialised: launch, watch, stop, store.
+async fn launch_and_watch(
+    m: &Materialised,
+    store: &Store,
+    opts: &TrialOptions,
+    events: mpsc::Sender<TrialEvent>,
+    cancel: wch::Receiver<bool>,
+) -> Result<TrialResult, TrialError> {
+    let attach = opts.launcher.batch().and_then(|b| b.attach.as_ref());
+    announce(m, opts, &events).await;
     // A job's telemetry comes from its nodes (its monitor step), not from here.
     let sampler = match opts.launcher {
         Launcher::Local => LocalSampler::start(opts.telemetry.as_ref(), &events).await,
         Launcher::Batch(_) => LocalSampler::default(),
     };
     let started = Instant::now();
-    let (work, streams) = match opts.launcher.start(&m, opts, store, &events).await {
+    let (work, streams) = match opts.launcher.start(m, opts, store, &events).await {
         Ok(x) => x,
         Err(e) => {
             if attach.is_none() {
@@ -294,7 +324,7 @@ pub async fn run_trial(
     // A job's telemetry comes from its nodes, a local trial's from its sampler.
     let snaps = streams.snaps.take().or_else(|| sampler.rx.take());
     let mut run = Running {
-        m: &m,
+        m,
         opts,
         store,
         events: &events,
