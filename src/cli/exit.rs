@@ -22,6 +22,9 @@ pub const NO_INPUT: u8 = 66;
 /// EX_CANTCREAT: an output named on the command line (`report --out`, `man --out`, the
 /// monitor's snapshot file, the trial database of `--db`/`--workspace`) cannot be created.
 pub const CANT_CREATE: u8 = 73;
+/// EX_TEMPFAIL: a save found the file changed by another program since it was read; nothing
+/// was written, and the same command run again applies the edit to the new text.
+pub const CONFLICT: u8 = 75;
 
 /// What kind of failure an error is, as `--json` names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +32,7 @@ pub enum Kind {
     Usage,
     NoInput,
     CantCreate,
+    Conflict,
     Failed,
 }
 
@@ -38,6 +42,7 @@ impl Kind {
             Kind::Usage => USAGE,
             Kind::NoInput => NO_INPUT,
             Kind::CantCreate => CANT_CREATE,
+            Kind::Conflict => CONFLICT,
             Kind::Failed => ERRORS,
         }
     }
@@ -47,6 +52,7 @@ impl Kind {
             Kind::Usage => "usage",
             Kind::NoInput => "no-input",
             Kind::CantCreate => "cant-create",
+            Kind::Conflict => "conflict",
             Kind::Failed => "failed",
         }
     }
@@ -77,6 +83,9 @@ impl CliError {
             CliError::Failed(_) => Kind::Failed,
             CliError::Config(e) => config_kind(e),
             CliError::Io(e) => io_kind(e),
+            CliError::Edit(e) if matches!(**e, crate::config::doc::EditError::Conflict { .. }) => {
+                Kind::Conflict
+            }
             CliError::Edit(_) => Kind::Failed,
             CliError::App(e) => match e.as_ref() {
                 // A name of a fixed set that is none of them: a bad value.
@@ -94,6 +103,11 @@ impl CliError {
                     crate::store::StoreError::CreateDir { .. }
                     | crate::store::StoreError::IsAFolder { .. },
                 ) => Kind::CantCreate,
+                AppError::Edit(e)
+                    if matches!(**e, crate::config::doc::EditError::Conflict { .. }) =>
+                {
+                    Kind::Conflict
+                }
                 AppError::Config(e) => config_kind(e),
                 AppError::Io(e) => io_kind(e),
                 // A space file named with --space that is not there.

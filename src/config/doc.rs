@@ -418,7 +418,7 @@ impl YamlDoc {
         let dir = super::save::folder_of(&target);
         let lock = super::save::lock_dir(dir).map_err(werr)?;
         super::save::clean_stale(dir, &lock);
-        let current = std::fs::read_to_string(&target).map_err(read_err)?;
+        let (current, seen) = super::save::read_seen(&target).map_err(read_err)?;
         if current != self.original {
             return Err(EditError::Conflict {
                 path: self.path.clone(),
@@ -437,7 +437,14 @@ impl YamlDoc {
             }
             None => None,
         };
-        super::save::replace(&target, self.text.as_bytes(), perms, &lock).map_err(werr)?;
+        let checked = (seen, self.original.as_bytes());
+        super::save::replace_checked(&target, self.text.as_bytes(), perms, &lock, checked)
+            .map_err(|e| match e {
+                super::save::Refused::Changed => EditError::Conflict {
+                    path: self.path.clone(),
+                },
+                super::save::Refused::Io(source) => werr(source),
+            })?;
         self.original = self.text.clone();
         Ok(backup)
     }
