@@ -172,3 +172,29 @@ fn an_output_that_cannot_be_created_is_73() {
             .stderr(predicate::str::contains("is a folder, not a database file"));
     }
 }
+
+/// A symbolic link loop given as the experiment is named a loop (ELOOP) with its path, by
+/// `show` and `lint` alike — not "no such file", which sends the user looking for a file that
+/// is there.
+#[test]
+fn a_symlink_loop_is_named_a_loop_not_a_missing_file() {
+    let d = tempfile::tempdir().unwrap();
+    let (a, b) = (d.path().join("a.yaml"), d.path().join("b.yaml"));
+    std::os::unix::fs::symlink(&b, &a).unwrap();
+    std::os::unix::fs::symlink(&a, &b).unwrap();
+    for args in [&["show"][..], &["lint"], &["lint", "--json"]] {
+        let out = bin(d.path()).args(args).arg(&a).output().unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(66), "{args:?}: {text}");
+        assert!(
+            text.contains("symbolic link loop (ELOOP)"),
+            "{args:?}: {text}"
+        );
+        assert!(text.contains("a.yaml"), "{args:?}: {text}");
+        assert!(!text.contains("no such file"), "{args:?}: {text}");
+    }
+}

@@ -42,9 +42,13 @@ pub(crate) fn runner_alive(t: &TrialRow) -> bool {
 }
 
 /// Ends every `running` trial whose runner is gone: its kept result is stored, or it is marked
-/// `interrupted`; returns the ids marked interrupted.
+/// `interrupted`; returns the ids marked interrupted. A read-only store is left as it is (its
+/// listing shows such trials still running; a run that can write ends them).
 pub fn reap(store: &Store) -> Result<Vec<i64>, AppError> {
     use crate::run::trial::pending::{Imported, import};
+    if store.is_read_only() {
+        return Ok(Vec::new());
+    }
     let running = store.list_trials(&TrialFilter {
         statuses: vec![TrialStatus::Running],
         ..TrialFilter::all()

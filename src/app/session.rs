@@ -213,7 +213,7 @@ impl Session {
             Some(p) if !p.exists() => {
                 return Err(AppError::NoInput {
                     path: p.clone(),
-                    why: "no such file".into(),
+                    why: crate::util::paths::unopenable_why(p, "no such file"),
                 });
             }
             Some(p) => p.clone(),

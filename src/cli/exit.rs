@@ -25,9 +25,11 @@ pub const NO_INPUT: u8 = 66;
 /// EX_CANTCREAT: an output named on the command line (`report --out`, `man --out`, the
 /// monitor's snapshot file, the trial database of `--db`/`--workspace`) cannot be created.
 pub const CANT_CREATE: u8 = 73;
-/// EX_TEMPFAIL: the study is being run by another runner (it holds the study's lease); try
-/// again once it ended.
-pub const BUSY: u8 = 75;
+/// EX_TEMPFAIL: another process holds or changed what the command needed, and nothing was
+/// done; the same command succeeds later. The study is being run by another runner (it holds
+/// the study's lease: JSON kind `busy`), or a save found the file changed by another program
+/// since it was read (kind `changed`; run again, the edit applies to the new text).
+pub const TEMP_FAIL: u8 = 75;
 
 /// What kind of failure an error is, as `--json` names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,6 +38,7 @@ pub enum Kind {
     NoInput,
     CantCreate,
     Busy,
+    Changed,
     Conflict,
     Failed,
 }
@@ -46,7 +49,7 @@ impl Kind {
             Kind::Usage => USAGE,
             Kind::NoInput => NO_INPUT,
             Kind::CantCreate => CANT_CREATE,
-            Kind::Busy => BUSY,
+            Kind::Busy | Kind::Changed => TEMP_FAIL,
             Kind::Conflict => CONFLICT,
             Kind::Failed => ERRORS,
         }
@@ -58,6 +61,7 @@ impl Kind {
             Kind::NoInput => "no-input",
             Kind::CantCreate => "cant-create",
             Kind::Busy => "busy",
+            Kind::Changed => "changed",
             Kind::Conflict => "conflict",
             Kind::Failed => "failed",
         }
@@ -89,6 +93,9 @@ impl CliError {
             CliError::Failed(_) => Kind::Failed,
             CliError::Config(e) => config_kind(e),
             CliError::Io(e) => io_kind(e),
+            CliError::Edit(e) if matches!(**e, crate::config::doc::EditError::Conflict { .. }) => {
+                Kind::Conflict
+            }
             CliError::Edit(_) => Kind::Failed,
             CliError::App(e) => match e.as_ref() {
                 // A name of a fixed set that is none of them: a bad value.
@@ -108,6 +115,11 @@ impl CliError {
                 ) => Kind::CantCreate,
                 AppError::StudyBusy { .. } | AppError::LeaseLost { .. } => Kind::Busy,
                 AppError::BudgetConflict { .. } => Kind::Conflict,
+                AppError::Edit(e)
+                    if matches!(**e, crate::config::doc::EditError::Conflict { .. }) =>
+                {
+                    Kind::Changed
+                }
                 AppError::Config(e) => config_kind(e),
                 AppError::Io(e) => io_kind(e),
                 // A space file named with --space that is not there.

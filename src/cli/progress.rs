@@ -116,6 +116,15 @@ impl Printer {
             {
                 self.line(line);
             }
+            // The result itself is on stdout, in the event's line; say why there.
+            if let AppEvent::Trial(TrialEvent::Unstored { why, file, .. }) = ev {
+                self.line(&format!(
+                    "primus-tune: the trial's result could not be stored or kept ({why}); it is \
+                     the `result-unstored` line on stdout: save its `result` as {} to have it \
+                     stored",
+                    file.display()
+                ));
+            }
             return;
         }
         match ev {
@@ -184,6 +193,11 @@ impl Printer {
                 }
             }
             TrialEvent::Stopping { reason } => self.line(&format!("stopping the trial ({reason})")),
+            TrialEvent::Unstored { .. } => {
+                if let Some(note) = ev.unstored_note() {
+                    self.line(&note);
+                }
+            }
             _ => {}
         }
     }

@@ -5,6 +5,7 @@ use crate::config::catalog::Catalog;
 use crate::config::doc::{EditKind, SaveOptions};
 use crate::config::edit::{self, SetRequest};
 use crate::config::literal;
+use crate::util::text::one_line;
 use clap::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -123,10 +124,13 @@ pub fn run(a: &SetArgs) -> Result<ExitCode, CliError> {
                     EditKind::Replaced => "replaced",
                     EditKind::Added => "added",
                 };
+                // A key or literal holding a line break prints as one line: a raw newline would
+                // make its tail read as another key's change.
                 println!(
-                    "{}: {old} → {} ({what} at {}:{})",
-                    c.key,
-                    c.literal,
+                    "{}: {} → {} ({what} at {}:{})",
+                    one_line(&c.key),
+                    one_line(&old),
+                    one_line(&c.literal),
                     display_path(&exp.path),
                     c.line
                 );

@@ -5,7 +5,7 @@
 
 use crate::app::defaults::{ColorChoice, Defaults, NO_COLOR_ENV};
 use crate::config::diag::{Diagnostic, Severity};
-use crate::util::text::visible;
+use crate::util::text::{one_line, visible};
 use std::io::IsTerminal;
 use std::sync::OnceLock;
 
@@ -73,9 +73,11 @@ pub fn diagnostic(d: &Diagnostic, colour: bool) -> String {
     }
     let label = format!("{}[{}]", d.severity.label(), d.code);
     s.push_str(&paint(d.severity, &label, colour));
-    s.push_str(&visible(&format!(": {}", d.message)));
+    // One line each, whatever a key or value in the message holds: a raw newline would start
+    // what reads as another finding (`file:line:col:` parsers, a human alike).
+    s.push_str(&one_line(&format!(": {}", d.message)));
     if let Some(h) = &d.hint {
-        s.push_str(&visible(&format!("\n    hint: {h}")));
+        s.push_str(&format!("\n    hint: {}", one_line(h)));
     }
     s
 }

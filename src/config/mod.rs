@@ -4,6 +4,8 @@
 pub mod env;
 pub mod error;
 pub mod overrides;
+mod pyyaml;
+mod pyyaml_scalars;
 pub mod resolve;
 pub mod tree;
 pub mod value;

@@ -6,6 +6,27 @@
 //! with "changed on disk". A symlinked experiment is edited through the link: the file it points
 //! to is replaced in its own folder and the link stays. Temp files a killed save left behind are
 //! removed by the next save in that folder.
+//!
+//! # An editor that takes no lock
+//!
+//! An editor saving the same file meanwhile does not take our lock, so the check and the rename
+//! are not atomic against it: a plain rename between them would drop the editor's save while we
+//! report "saved". [`replace_checked`] closes that window as far as the kernel allows. It keeps
+//! the file's identity as the save read it ([`Seen`]: device, inode, size, modification time
+//! in ns), compares it again just before the rename, and renames with `RENAME_EXCHANGE`, which
+//! swaps the two names atomically: the file we replaced is not unlinked but lands at the temp
+//! file's name, where it is checked — same inode and byte for byte the text the edit started
+//! from. If anything else was displaced (an editor renamed its save over the file after our
+//! last look), it is swapped back and the save refused, so the editor's file survives intact.
+//! After the rename the file is verified to be ours.
+//!
+//! What remains impossible without the editor's cooperation: an editor that rewrites the file
+//! in place (truncate + write, no rename) through a descriptor it opened before our exchange
+//! writes into the inode we displaced; bytes it writes after we checked that inode are lost
+//! with it (we removed it), and the editor cannot know. Likewise an editor's save that lands
+//! after ours simply replaces ours (last writer wins, as between two editors). File systems
+//! without `RENAME_EXCHANGE` get the check before a plain rename, which leaves the window of
+//! one system call.
 
 use std::fs::File;
 use std::io::Write;
@@ -88,21 +109,156 @@ pub fn replace(
     perms: Option<std::fs::Permissions>,
     _lock: &DirLock,
 ) -> std::io::Result<()> {
-    let dir = folder_of(path);
+    let tmp = written_temp(path, content, perms)?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    sync_folder(path);
+    Ok(())
+}
+
+/// A synced temp file beside `path` holding `content`, with `perms`.
+fn written_temp(
+    path: &Path,
+    content: &[u8],
+    perms: Option<std::fs::Permissions>,
+) -> std::io::Result<tempfile::NamedTempFile> {
     let mut tmp = tempfile::Builder::new()
         .prefix(TMP_PREFIX)
         .suffix(TMP_SUFFIX)
-        .tempfile_in(dir)?;
+        .tempfile_in(folder_of(path))?;
     tmp.write_all(content)?;
     tmp.as_file().sync_all()?;
     if let Some(p) = perms {
         tmp.as_file().set_permissions(p)?;
     }
-    tmp.persist(path).map_err(|e| e.error)?;
-    if let Ok(d) = File::open(dir) {
+    Ok(tmp)
+}
+
+fn sync_folder(path: &Path) {
+    if let Ok(d) = File::open(folder_of(path)) {
         let _ = d.sync_all();
     }
+}
+
+/// A file as a save saw it: which file (device, inode) and its size and modification time in
+/// nanoseconds. Another program's save changes at least one of them (a rename-over gives a new
+/// inode; an in-place write a new size or time, unless it lands in the same clock tick with the
+/// same size — which is why the displaced text is compared too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seen {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime_ns: i128,
+}
+
+impl Seen {
+    fn of(m: &std::fs::Metadata) -> Seen {
+        use std::os::unix::fs::MetadataExt;
+        Seen {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+        }
+    }
+
+    fn at(path: &Path) -> std::io::Result<Seen> {
+        Ok(Seen::of(&std::fs::symlink_metadata(path)?))
+    }
+}
+
+/// Read `path` as text, with what it was when read (identity and times from the same open
+/// file, so they belong to the text).
+pub fn read_seen(path: &Path) -> std::io::Result<(String, Seen)> {
+    use std::io::Read;
+    let mut f = File::open(path)?;
+    let seen = Seen::of(&f.metadata()?);
+    let mut text = String::new();
+    f.read_to_string(&mut text)?;
+    Ok((text, seen))
+}
+
+/// Why [`replace_checked`] did not replace the file.
+#[derive(Debug)]
+pub enum Refused {
+    /// Another program changed the file after it was read: nothing of this save is in it, and
+    /// the other program's version is.
+    Changed,
+    Io(std::io::Error),
+}
+
+impl From<std::io::Error> for Refused {
+    fn from(e: std::io::Error) -> Self {
+        Refused::Io(e)
+    }
+}
+
+/// [`replace`], unless `path` is no longer what was read (`seen`, holding `original`): checked
+/// just before the rename, and again on the file the rename displaced (see the module's notes).
+pub fn replace_checked(
+    path: &Path,
+    content: &[u8],
+    perms: Option<std::fs::Permissions>,
+    _lock: &DirLock,
+    (seen, original): (Seen, &[u8]),
+) -> Result<(), Refused> {
+    let tmp = written_temp(path, content, perms)?;
+    let ours = Seen::of(&tmp.as_file().metadata()?);
+    if Seen::at(path)? != seen {
+        return Err(Refused::Changed);
+    }
+    let tmp = tmp.into_temp_path();
+    match exchange(&tmp, path) {
+        Ok(()) => {
+            // `tmp` now names the file we replaced: what the save read, or someone's newer save.
+            if !holds(&tmp, seen, original) {
+                restore(&tmp, path, ours)?;
+                return Err(Refused::Changed);
+            }
+            // Dropping `tmp` removes the displaced original.
+        }
+        Err(e) if exchange_unsupported(&e) => tmp.persist(path).map_err(|e| e.error)?,
+        Err(e) => return Err(e.into()),
+    }
+    sync_folder(path);
+    // Ours must be what the name holds now; a save that landed right after ours replaced it.
+    if !Seen::at(path).is_ok_and(|s| (s.dev, s.ino) == (ours.dev, ours.ino)) {
+        return Err(Refused::Changed);
+    }
     Ok(())
+}
+
+/// Whether the file at `p` is still the one read (`seen`) and holds `original` byte for byte.
+fn holds(p: &Path, seen: Seen, original: &[u8]) -> bool {
+    Seen::at(p).is_ok_and(|s| s == seen) && std::fs::read(p).is_ok_and(|t| t == original)
+}
+
+/// Undo an exchange that displaced another program's file: swap it back. If yet another save
+/// replaced ours at `path` meanwhile, what came back is not ours but that program's earlier
+/// version, and its newer one is now at `path`... unless we swapped it out: then it is renamed
+/// back over `path` (the newest save of the other program wins, ours is gone).
+fn restore(displaced: &Path, path: &Path, ours: Seen) -> std::io::Result<()> {
+    exchange(displaced, path)?;
+    let back = Seen::at(displaced)?;
+    if (back.dev, back.ino) != (ours.dev, ours.ino) {
+        std::fs::rename(displaced, path)?;
+    }
+    Ok(())
+}
+
+/// Atomically swap the names `a` and `b` (`renameat2(RENAME_EXCHANGE)`).
+fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
+    use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
+    renameat2(AT_FDCWD, a, AT_FDCWD, b, RenameFlags::RENAME_EXCHANGE)
+        .map_err(|e| std::io::Error::from_raw_os_error(e as i32))
+}
+
+/// The file system or kernel cannot exchange names (then a plain rename is the best there is).
+fn exchange_unsupported(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP)
+    )
 }
 
 #[cfg(test)]

@@ -200,28 +200,100 @@ fn collect_duplicates(node: &Node, path: &str, out: &mut Vec<DuplicateKey>) {
 }
 
 /// Parse one YAML document. `Ok(None)` for an empty document (PyYAML returns `None`).
+/// What PyYAML's SafeLoader refuses is refused too ([`super::pyyaml`]), at its line and column.
 pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
     non_printable(text)?;
+    super::pyyaml::stream_start(text)?;
+    let stand_in = as_pyyaml_reads(text);
+    let read = stand_in.as_deref().unwrap_or(text);
+    let mut root = build(read)?;
+    if read.contains(BOM_STAND_IN) && !text.contains(BOM_STAND_IN) {
+        root = root.map(restore_bom);
+    }
+    let mut literal = Vec::new();
+    if let Some(r) = &root {
+        super::pyyaml::tree(r, read, &mut literal)?;
+        super::pyyaml::root_block(read, r)?;
+    }
+    literal.sort_unstable();
+    super::pyyaml::tabs(read, &literal)?;
+    Ok(root.map(flatten_merge_keys))
+}
+
+/// What a BOM inside the text is read as (a private-use character: printable, 3 bytes too).
+const BOM_STAND_IN: char = '\u{e000}';
+
+/// `text` as PyYAML reads it, when that differs from how saphyr would, with every byte offset
+/// kept (node spans index the original text): NEL, LS and PS are line breaks to PyYAML (read
+/// as spaces then a newline, of the same length: trailing spaces are nothing before a break);
+/// a BOM past the start is an ordinary character to PyYAML but ends a document for saphyr
+/// (read as [`BOM_STAND_IN`], given back in the scalars). None: read `text` as it is.
+fn as_pyyaml_reads(text: &str) -> Option<String> {
+    let head = if text.starts_with('\u{feff}') { 3 } else { 0 };
+    let rest = &text[head..];
+    let breaks = rest.contains(['\u{85}', '\u{2028}', '\u{2029}']);
+    let bom = rest.contains('\u{feff}') && !text.contains(BOM_STAND_IN);
+    if !breaks && !bom {
+        return None;
+    }
+    let mut out = String::with_capacity(text.len());
+    out.push_str(&text[..head]);
+    for c in rest.chars() {
+        match c {
+            '\u{85}' => out.push_str(" \n"),
+            '\u{2028}' | '\u{2029}' => out.push_str("  \n"),
+            '\u{feff}' if bom => out.push(BOM_STAND_IN),
+            c => out.push(c),
+        }
+    }
+    Some(out)
+}
+
+fn restore_bom(mut n: Node) -> Node {
+    n.kind = match n.kind {
+        NodeKind::Scalar(mut s) => {
+            s.text = s.text.replace(BOM_STAND_IN, "\u{feff}");
+            NodeKind::Scalar(s)
+        }
+        NodeKind::Seq(items) => NodeKind::Seq(items.into_iter().map(restore_bom).collect()),
+        NodeKind::Map(entries) => NodeKind::Map(
+            entries
+                .into_iter()
+                .map(|(k, v)| (restore_bom(k), restore_bom(v)))
+                .collect(),
+        ),
+    };
+    n
+}
+
+/// The tree of `text` as saphyr reads it (anchors, tags and scalars checked on the way), its
+/// syntax errors placed inside the text.
+fn build(text: &str) -> Result<Option<Node>, YamlError> {
     let offsets = CharOffsets::new(text);
     let mut b = Builder {
         text,
         offsets: &offsets,
         stack: Vec::new(),
         anchors: HashMap::new(),
+        names: Default::default(),
+        tags: Vec::new(),
         expanded: 0,
         root: None,
         docs: 0,
         lines: text.split('\n').count() as u32,
     };
     for ev in Parser::new_from_str(text) {
-        let (ev, span) = ev.map_err(|e| YamlError {
-            line: e.marker().line() as u32,
-            col: e.marker().col() as u32 + 1,
-            message: e.info().to_string(),
+        let (ev, span) = ev.map_err(|e| {
+            let p = b.pos(e.marker());
+            YamlError {
+                line: p.line,
+                col: p.col,
+                message: e.info().to_string(),
+            }
         })?;
         b.event(ev, span)?;
     }
-    Ok(b.root.map(flatten_merge_keys))
+    Ok(b.root)
 }
 
 /// Character index → byte offset (saphyr's markers count characters).
@@ -277,6 +349,10 @@ struct Builder<'a> {
     stack: Vec<Frame>,
     /// Anchored nodes with their size in nodes (aliases are expanded by copy).
     anchors: HashMap<usize, (Node, usize)>,
+    /// Anchor names seen (PyYAML refuses one defined twice).
+    names: super::pyyaml::Anchors,
+    /// The core tag of each open collection, checked when it closes.
+    tags: Vec<Option<String>>,
     /// Nodes created by alias expansion so far (bounded, against "billion laughs" inputs).
     expanded: usize,
     root: Option<Node>,
@@ -307,6 +383,7 @@ impl Builder<'_> {
 
     fn event(&mut self, ev: Event<'_>, span: Span) -> Result<(), YamlError> {
         let start = self.pos(&span.start);
+        self.properties(&ev, start)?;
         match ev {
             Event::StreamStart | Event::StreamEnd | Event::DocumentEnd | Event::Nothing => {}
             Event::DocumentStart(_) => {
@@ -362,13 +439,7 @@ impl Builder<'_> {
                         end = pos_at(self.text, start, e);
                     }
                 }
-                let tag = tag.map(|t| {
-                    if t.is_yaml_core_schema() {
-                        t.suffix.clone()
-                    } else {
-                        format!("{}{}", t.handle, t.suffix)
-                    }
-                });
+                let tag = tag.as_deref().map(tag_name);
                 let node = Node {
                     kind: NodeKind::Scalar(Scalar {
                         text: text.into_owned(),
@@ -399,7 +470,8 @@ impl Builder<'_> {
                     message: refused_tag(&tag).unwrap_or_default(),
                 });
             }
-            Event::SequenceStart(anchor, _) => {
+            Event::SequenceStart(anchor, tag) => {
+                self.tags.push(tag.as_deref().map(tag_name));
                 let flow = self.text[start.offset..].starts_with('[');
                 self.stack.push(Frame::Seq {
                     start,
@@ -415,7 +487,8 @@ impl Builder<'_> {
                     message: refused_tag(&tag).unwrap_or_default(),
                 });
             }
-            Event::MappingStart(anchor, _) => {
+            Event::MappingStart(anchor, tag) => {
+                self.tags.push(tag.as_deref().map(tag_name));
                 let flow = self.text[start.offset..].starts_with('{');
                 self.stack.push(Frame::Map {
                     start,
@@ -445,6 +518,7 @@ impl Builder<'_> {
                         end,
                         flow,
                     };
+                    self.collection_tag(&node)?;
                     if anchor > 0 {
                         self.anchors
                             .insert(anchor, (node.clone(), count_nodes(&node)));
@@ -468,6 +542,7 @@ impl Builder<'_> {
                         end,
                         flow,
                     };
+                    self.collection_tag(&node)?;
                     if anchor > 0 {
                         self.anchors
                             .insert(anchor, (node.clone(), count_nodes(&node)));
@@ -477,6 +552,27 @@ impl Builder<'_> {
             }
         }
         Ok(())
+    }
+
+    /// An anchor's name (defined twice? PyYAML's characters?) and an alias's.
+    fn properties(&mut self, ev: &Event<'_>, start: Pos) -> Result<(), YamlError> {
+        match ev {
+            Event::Alias(_) => super::pyyaml::Anchors::alias(self.text, start),
+            Event::Scalar(_, _, a, _) | Event::SequenceStart(a, _) | Event::MappingStart(a, _)
+                if *a > 0 =>
+            {
+                self.names.define(self.text, start)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The core tag a collection was opened with must build that kind of node.
+    fn collection_tag(&mut self, node: &Node) -> Result<(), YamlError> {
+        match self.tags.pop() {
+            Some(Some(t)) => super::pyyaml::collection_tag(&t, node),
+            _ => Ok(()),
+        }
     }
 
     fn collection_end(&self, flow: bool, start: Pos, span: Span, last: Option<Pos>) -> Pos {
@@ -696,22 +792,23 @@ fn flatten_merge_keys(node: Node) -> Node {
 }
 
 fn is_merge_key(k: &Node) -> bool {
-    matches!(&k.kind, NodeKind::Scalar(s) if s.style == Style::Plain && s.text == "<<")
+    matches!(&k.kind, NodeKind::Scalar(s) if (s.style == Style::Plain && s.text == "<<" && s.tag.is_none()) || s.tag.as_deref() == Some("merge"))
 }
 
 static BOOL_RE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(?:yes|Yes|YES|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF)$")
         .expect("static regex")
 });
-static INT_RE: LazyLock<Regex> = LazyLock::new(|| {
+pub(super) static INT_RE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
         r"^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+|[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+)$",
     )
     .expect("static regex")
 });
-static FLOAT_RE: LazyLock<Regex> = LazyLock::new(|| {
+pub(super) static FLOAT_RE: LazyLock<Regex> = LazyLock::new(|| {
+    // PyYAML 6's resolver: a float that starts with its point has a digit after it (`.5`).
     Regex::new(
-        r"^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9_]+(?:[eE][-+][0-9]+)?|[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
+        r"^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?|[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
     )
     .expect("static regex")
 });
@@ -747,6 +844,20 @@ fn non_printable(text: &str) -> Result<(), YamlError> {
     })
 }
 
+/// A tag as the tree keeps it: the suffix of a core-schema tag (`str`, also written verbatim
+/// as `!<tag:yaml.org,2002:str>`), else the whole tag.
+fn tag_name(t: &saphyr_parser::Tag) -> String {
+    if t.is_yaml_core_schema() {
+        t.suffix.clone()
+    } else if let Some(core) = t.suffix.strip_prefix(CORE_PREFIX) {
+        core.to_string()
+    } else {
+        format!("{}{}", t.handle, t.suffix)
+    }
+}
+
+const CORE_PREFIX: &str = "tag:yaml.org,2002:";
+
 /// Why PyYAML's SafeLoader — how Primus reads YAML — cannot construct a node with `tag`, or None
 /// when it can: it knows the core schema's `!!null`, `!!bool`, `!!int`, `!!float`, `!!binary`,
 /// `!!timestamp`, `!!omap`, `!!pairs`, `!!set`, `!!str`, `!!seq` and `!!map` (and `!`, which
@@ -766,9 +877,14 @@ fn refused_tag(tag: &saphyr_parser::Tag) -> Option<String> {
         "str",
         "seq",
         "map",
+        // Only on a mapping key (the merge key; a key read as a string): checked with the tree.
+        "merge",
+        "value",
     ];
     let ok = if tag.is_yaml_core_schema() {
         SAFE.contains(&tag.suffix.as_str())
+    } else if let Some(core) = tag.suffix.strip_prefix(CORE_PREFIX) {
+        SAFE.contains(&core)
     } else {
         // The non-specific tag `!` (it only makes a scalar a string).
         matches!(
@@ -1144,7 +1260,41 @@ mod tests {
             "an escape in double quotes is fine"
         );
         assert!(parse("a: x\u{7f}\n").is_err());
-        assert!(parse("a: x\u{85}y\n").is_ok());
+        // NEL is a line break to PyYAML: `y` then stands at column 0 without a `:`.
+        assert!(parse("a: x\u{85}y\n").is_err());
+    }
+
+    #[test]
+    fn what_only_pyyaml_refuses_is_refused_too() {
+        for (text, at, says) in [
+            ("%YAML 2.0\n---\na: 1\n", (1, 1), "version 1.* is required"),
+            ("a: &x 1\nb: &x 2\n", (2, 4), "duplicate anchor 'x'"),
+            ("c:\n  <<: 1\n", (2, 7), "for merging"),
+            ("c:\n  <<: [{x: 1}, 2]\n", (2, 16), "for merging"),
+            ("a: !!int x\n", (1, 4), "int()"),
+            ("a: 2001-13-14\n", (1, 4), "month must be in 1..12"),
+            ("? [1, 2]\n: x\n", (1, 3), "unhashable key"),
+            ("a: 1\t\n", (1, 5), "'\\t'"),
+            ("a: !!seq x\n", (1, 4), "expected a sequence node"),
+            ("a: &x!!str 1\n", (1, 4), "alphabetic or numeric"),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert_eq!((e.line, e.col), at, "{text:?}: {e}");
+            assert!(e.message.contains(says), "{text:?}: {e}");
+        }
+        for ok in [
+            "a: 'x\ty'\n",
+            "a: 1 # c\t\n",
+            "a: 1\n\u{feff}b: 2\n",
+            "? \n: a\n",
+            "a: !<tag:yaml.org,2002:str> 1\n",
+            "c:\n  !!merge <<: {y: 1}\n",
+            "1: 2\n1: 3\n",
+        ] {
+            assert!(parse(ok).is_ok(), "{ok:?}: {:?}", parse(ok));
+        }
+        let t = parse("a: x\u{feff}y\n").unwrap().unwrap();
+        assert_eq!(t.get("a").unwrap().typed(), Value::Str("x\u{feff}y".into()));
     }
 
     #[test]

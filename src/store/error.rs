@@ -56,6 +56,20 @@ pub enum StoreError {
         tables.join(", ")
     )]
     Foreign { path: PathBuf, tables: Vec<String> },
+    #[error(
+        "{}: the database has schema version {found}, older than this primus-tune's {known}, and it is read-only here: open the workspace once with a primus-tune that can write to it (any command upgrades it), or copy the workspace somewhere writable",
+        path.display()
+    )]
+    NeedsUpgrade {
+        path: PathBuf,
+        found: i64,
+        known: i64,
+    },
+    #[error(
+        "{}: {what}: the database is open read-only (its folder or file cannot be written here); nothing was changed",
+        path.display()
+    )]
+    ReadOnly { path: PathBuf, what: String },
     #[error("{}: there is no trial {id}", path.display())]
     NoSuchTrial { path: PathBuf, id: i64 },
     #[error("{}: there is no study {id}", path.display())]

@@ -28,6 +28,7 @@ mod error;
 mod export;
 mod iterdata;
 mod leases;
+mod readonly;
 mod samples;
 mod schema;
 mod studies;
@@ -81,6 +82,8 @@ pub struct Store {
     journal_mode: String,
     /// How long a write keeps trying, in milliseconds (see [`Store::with_patience`]).
     patience_ms: std::sync::atomic::AtomicU64,
+    /// Opened read-only ([`Store::open_read_only`]): every write is refused up front.
+    read_only: bool,
 }
 
 impl std::fmt::Debug for Store {
@@ -128,6 +131,7 @@ impl Store {
             path,
             journal_mode: "memory".into(),
             patience_ms: (patience.as_millis() as u64).into(),
+            read_only: false,
         };
         // Read-only checks first, so a database we must refuse is left exactly as it was.
         store.preflight()?;
@@ -203,6 +207,12 @@ impl Store {
         durable: bool,
         mut f: impl FnMut(&Transaction<'_>) -> StoreResult<T>,
     ) -> StoreResult<T> {
+        if self.read_only {
+            return Err(StoreError::ReadOnly {
+                path: self.path.clone(),
+                what: what.to_owned(),
+            });
+        }
         let started = std::time::Instant::now();
         let mut pause = Duration::from_millis(250);
         loop {

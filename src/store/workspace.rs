@@ -131,12 +131,13 @@ impl Workspace {
         Store::open(&self.db)
     }
 
-    /// Opens the database when it exists; `None` when nothing was stored yet.
+    /// Opens the database when it exists, for reading: read-only when it cannot be written
+    /// ([`Store::open_for_reading`]); `None` when nothing was stored yet.
     pub fn open_existing(&self) -> StoreResult<Option<Store>> {
         // A folder where the database should be is named, as `open` names it, not taken for
         // "nothing stored yet".
         if self.exists() || self.db.is_dir() {
-            Store::open(&self.db).map(Some)
+            Store::open_for_reading(&self.db).map(Some)
         } else {
             Ok(None)
         }

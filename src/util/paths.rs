@@ -19,3 +19,41 @@ pub fn xdg_dir(var: &str, home_rel: &str) -> Option<std::path::PathBuf> {
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(home_rel)))
         .map(|b| b.join("primus-tune"))
 }
+
+/// Why `path` cannot be opened as an input, in words: a symbolic link loop (ELOOP) or a link
+/// to nothing is named as such — "no such file" would send the user looking for a file that
+/// is there. `missing` is the words for a path that does not exist at all.
+pub fn unopenable_why(path: &Path, missing: &str) -> String {
+    match std::fs::metadata(path) {
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            "a symbolic link loop (ELOOP): following its links comes back to itself".into()
+        }
+        Err(_) if std::fs::symlink_metadata(path).is_ok() => match std::fs::read_link(path) {
+            Ok(to) => format!("a symbolic link to {}, which does not exist", to.display()),
+            Err(_) => missing.into(),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => "permission denied".into(),
+        _ => missing.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_link_loop_and_a_dangling_link_are_named_as_such() {
+        let d = tempfile::tempdir().unwrap();
+        let (a, b) = (d.path().join("a.yaml"), d.path().join("b.yaml"));
+        std::os::unix::fs::symlink(&b, &a).unwrap();
+        std::os::unix::fs::symlink(&a, &b).unwrap();
+        assert!(unopenable_why(&a, "no such file").contains("symbolic link loop (ELOOP)"));
+        let dangling = d.path().join("c.yaml");
+        std::os::unix::fs::symlink(d.path().join("gone.yaml"), &dangling).unwrap();
+        assert!(unopenable_why(&dangling, "x").contains("gone.yaml, which does not exist"));
+        assert_eq!(
+            unopenable_why(&d.path().join("none"), "no such file"),
+            "no such file"
+        );
+    }
+}

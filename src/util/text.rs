@@ -30,6 +30,25 @@ pub fn visible(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `s` on one line: [`visible`], and a newline, tab or carriage return inside it written as
+/// `\n`, `\t`, `\r` too. For a key or value inside a one-line summary (`key: old → new`),
+/// where a raw newline would start what reads as another key's line.
+pub fn one_line(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(|c| matches!(c, '\n' | '\t') || is_control(c)) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c => out.push_str(&visible(c.encode_utf8(&mut [0; 4]))),
+        }
+    }
+    Cow::Owned(out)
+}
+
 /// `s` cut to `w` characters, ending in `…` when cut (terminal cells of the TUI and `monitor`).
 pub fn fit(s: &str, w: usize) -> String {
     if s.chars().count() <= w {
@@ -71,5 +90,11 @@ mod tests {
             "a\\x0db\\x7f\\u{9b}31m\\u{85}"
         );
         assert!(matches!(visible("ok"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn one_line_escapes_line_breaks_and_tabs_too() {
+        assert_eq!(one_line("a\nb\tc\rd\x1b"), "a\\nb\\tc\\rd\\x1b");
+        assert!(matches!(one_line("plain — ü"), Cow::Borrowed(_)));
     }
 }

@@ -3,6 +3,8 @@
 //! with that configuration.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod mount;
+
 use std::path::PathBuf;
 use std::process::Command;
 

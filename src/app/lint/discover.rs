@@ -19,7 +19,7 @@ pub fn experiment_files(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, AppError> {
         let Ok(meta) = std::fs::metadata(input) else {
             return Err(AppError::NoInput {
                 path: input.clone(),
-                why: "no such file or folder".into(),
+                why: crate::util::paths::unopenable_why(input, "no such file or folder"),
             });
         };
         if !meta.is_dir() {

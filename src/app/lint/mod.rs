@@ -138,8 +138,8 @@ pub fn lint_inputs(
                 Ok(exp) => crate::config::lint::lint(&exp, &load.env, load.world.as_ref(), catalog),
                 Err(e) if e.is_missing_file() => {
                     return Err(AppError::NoInput {
+                        why: crate::util::paths::unopenable_why(&path, "no such file"),
                         path,
-                        why: "no such file".into(),
                     });
                 }
                 Err(e) => vec![load_error(&path, &e)],

@@ -142,6 +142,30 @@ pub enum TrialEvent {
     /// A batch trial's job: submitted, or its state changed (pending with the scheduler's
     /// reason, running on its nodes, ended).
     Job(Box<crate::domain::job::Job>),
+    /// The trial's result could be neither stored nor kept in its folder (a full disk): here it
+    /// is whole, for the frontend to print. Saved as `file`, it is imported like a kept one.
+    #[serde(rename = "result-unstored")]
+    Unstored {
+        why: String,
+        file: PathBuf,
+        result: Box<pending::PendingResult>,
+    },
+}
+
+impl TrialEvent {
+    /// What to tell a person about an [`TrialEvent::Unstored`] result, ending with the result
+    /// itself (one line of JSON); None for any other event.
+    pub fn unstored_note(&self) -> Option<String> {
+        let TrialEvent::Unstored { why, file, result } = self else {
+            return None;
+        };
+        Some(format!(
+            "primus-tune: the trial's result could not be stored or kept ({why}); save the next \
+             line as {} and the next primus-tune command that opens the workspace stores it:\n{}",
+            file.display(),
+            serde_json::to_string(result).unwrap_or_default()
+        ))
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -735,8 +759,10 @@ impl Running<'_> {
         summary
     }
 
-    /// Everything not stored yet, with the store's full patience; a database that stays
-    /// unavailable gets the result in the trial's folder instead, imported on the next access.
+    /// Everything not stored yet, with the store's full patience, tried again after a failure
+    /// that was not a lock; a database that stays unavailable gets the result in the trial's
+    /// folder instead, imported on the next access; a folder that cannot take it either (a full
+    /// disk) gets it handed to the frontend, which prints it ([`TrialEvent::Unstored`]).
     async fn store_end(&mut self, end: TrialEnd) -> Result<(), TrialError> {
         let result = pending::PendingResult {
             db: self.store.path().to_path_buf(),
@@ -746,22 +772,44 @@ impl Running<'_> {
             samples: std::mem::take(&mut self.obs.pending_snaps),
             end,
         };
-        if let Err(e) = result.store(self.store) {
-            let Ok(kept) = result.keep(&self.m.dir) else {
-                return Err(e.into());
-            };
-            let _ = self
-                .events
-                .send(TrialEvent::Line {
-                    stream: Stream::Stderr,
-                    line: format!(
-                        "primus-tune: the trial database is unavailable ({e}); the result is \
-                         kept in {} and is stored the next time this workspace is opened",
-                        kept.display()
-                    ),
-                })
-                .await;
+        let mut failed = match result.store(self.store) {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        if !matches!(failed, crate::store::StoreError::Busy { .. }) {
+            for pause in pending::RETRY_PAUSES {
+                tokio::time::sleep(pause).await;
+                match result.store(self.store) {
+                    Ok(()) => return Ok(()),
+                    Err(e) => failed = e,
+                }
+            }
         }
+        let event = match result.keep(&self.m.dir) {
+            Ok(kept) => TrialEvent::Line {
+                stream: Stream::Stderr,
+                line: format!(
+                    "primus-tune: the trial database is unavailable ({failed}); the result is \
+                     kept in {} and is stored the next time this workspace is opened",
+                    kept.display()
+                ),
+            },
+            Err(keep) => {
+                let file = self.m.dir.join(pending::FILE);
+                tracing::error!(
+                    result = %serde_json::to_string(&result).unwrap_or_default(),
+                    "trial {}: neither stored ({failed}) nor kept in {} ({keep})",
+                    self.m.trial_id,
+                    file.display()
+                );
+                TrialEvent::Unstored {
+                    why: format!("{failed}; and {}: {keep}", file.display()),
+                    file,
+                    result: Box::new(result),
+                }
+            }
+        };
+        let _ = self.events.send(event).await;
         Ok(())
     }
 }

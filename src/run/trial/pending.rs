@@ -6,6 +6,11 @@
 //!
 //! Iterations go through JSON as they are; a NaN or infinite figure (a diverged loss) is kept
 //! as null, i.e. absent.
+//!
+//! A write that failed for another reason than a lock (a full disk, an I/O error) is tried
+//! again after [`RETRY_PAUSES`]; when the folder cannot take the file either (the same full
+//! disk), the result is handed to the frontend whole ([`super::TrialEvent::Unstored`]), which
+//! prints it: a measurement is never dropped without saying where it went.
 
 use crate::domain::trial::{Iteration, MemoryReport};
 use crate::store::{Store, StoreError, TrialEnd};
@@ -15,6 +20,13 @@ use std::path::{Path, PathBuf};
 
 /// The file in the trial's folder.
 pub const FILE: &str = "result.pending.json";
+
+/// Pauses before the final write is tried again after a failure that was not a lock (those were
+/// waited out for the store's whole patience already): space freed meanwhile is used.
+pub const RETRY_PAUSES: [std::time::Duration; 2] = [
+    std::time::Duration::from_secs(1),
+    std::time::Duration::from_secs(2),
+];
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PendingResult {
@@ -39,13 +51,22 @@ impl PendingResult {
         store.finish_trial(self.trial_id, &self.end)
     }
 
-    /// Write it into the trial's folder (atomically: a temporary file renamed).
+    /// Write it into the trial's folder (atomically: a temporary file renamed). Compact JSON,
+    /// and a temporary file that could not be written whole is removed: on a nearly full disk
+    /// every byte counts, and a torn file must not take the space the next attempt needs.
     pub fn keep(&self, trial_dir: &Path) -> std::io::Result<PathBuf> {
         let path = trial_dir.join(FILE);
         let tmp = trial_dir.join(format!(".{FILE}.tmp"));
-        let text = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
-        std::fs::write(&tmp, text)?;
-        std::fs::rename(&tmp, &path)?;
+        let text = serde_json::to_vec(self).map_err(std::io::Error::other)?;
+        let written = std::fs::File::create(&tmp).and_then(|mut f| {
+            use std::io::Write;
+            f.write_all(&text)?;
+            f.sync_all()
+        });
+        if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, &path)) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
         Ok(path)
     }
 }

@@ -283,6 +283,17 @@ pub fn on_event(app: &mut App, ev: TrialEvent) {
         TrialEvent::TelemetryUnavailable { why } => {
             app.telemetry.note.get_or_insert(why);
         }
+        // The terminal is the TUI's: the result itself went to the log file.
+        TrialEvent::Unstored { why, .. } => {
+            let line = format!(
+                "primus-tune: the trial's result could not be stored or kept ({why}); it is \
+                 written whole in the TUI's log"
+            );
+            if t.log.len() == LOG_LINES {
+                t.log.pop_front();
+            }
+            t.log.push_back((Stream::Stderr, line));
+        }
     }
     // The status line follows the trial while it shows the trial's last line.
     let follows = matches!(
