@@ -214,7 +214,10 @@ mod tests {
             study: "s".into(),
             holder: "pid 1 on n1".into(),
         });
-        assert_eq!(busy.kind().code(), BUSY);
+        assert_eq!(busy.kind().code(), TEMP_FAIL);
+        // A save that found the file changed is the same temporary failure, named apart.
+        assert_eq!(Kind::Changed.code(), TEMP_FAIL);
+        assert_ne!(Kind::Changed.name(), Kind::Busy.name());
         let other_budget = CliError::from(AppError::BudgetConflict {
             study: "s".into(),
             id: 3,
