@@ -7,16 +7,12 @@
 
 mod common;
 
-use common::{Setup, cmd, trial_processes, trial_processes_after};
+use common::{ITER, Setup, cmd, trial_processes, trial_processes_after};
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
-
-/// Megatron's iteration line `$1` with step time `$2` ms (braces doubled: the profile
-/// expands `{name}`).
-const ITER: &str = r#"it() {{ printf ' [2026-11-29 22:59:27.865632] iteration %8d/%8d | consumed samples: %12d | elapsed time per iteration (ms): %s | throughput per GPU (TFLOP/s/GPU): 100.0 | learning rate: 1.000000E-04 | global batch size:    16 | lm loss: 9.800000E+00 | loss scale: 1.0 | grad norm: 1.000 | number of skipped iterations:   0 | number of nan iterations:   0 |\n' "$1" 100000 "$1" "$2"; }}"#;
 
 /// The double: a grandchild in a session of its own, orphaned at once (reparented away from the
 /// workload), that ignores every stop signal but SIGKILL; a grandchild in the workload's group
@@ -187,4 +183,58 @@ fn an_oom_line_ends_the_trial_within_its_grace_periods_though_the_workload_runs_
     assert_eq!(code, Some(3), "{v}");
     common::assert_failed_with(&v, "oom", "CUDA out of memory");
     assert_nothing_left(&dir);
+}
+
+/// A workload that ignores SIGINT and, on SIGTERM, re-daemonises: it starts a process in a
+/// session of its own (`setsid`, orphaned at once) and exits 0, as a daemonising launcher does.
+fn redaemonising() -> String {
+    format!(
+        "{ITER}
+trap '' INT
+trap 'touch \"$1/daemonised\"; (setsid sleep 300 &); exit 0' TERM
+i=1
+while :; do
+  it $i 100.0
+  i=$((i+1)); sleep 0.05
+done
+"
+    )
+}
+
+#[test]
+fn a_workload_that_daemonises_on_sigterm_leaves_no_process_behind() {
+    let s = common::setup("tree", &redaemonising(), "unused");
+    // The budget stops it: SIGINT (ignored), then SIGTERM, on which it daemonises.
+    let out = cmd(&s)
+        .arg("run")
+        .arg(&s.exp)
+        .args([
+            "--profile",
+            "tree",
+            "--json",
+            "--no-telemetry",
+            "--ci-target",
+            "0",
+        ])
+        .args([
+            "--grace-seconds",
+            "1",
+            "--max-iters",
+            "10",
+            "--end-grace-seconds",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    let v = common::last_json(&out);
+    assert_eq!(v["status"], "completed", "{v}");
+    let dir = s.ws.join("trials/1");
+    assert!(
+        dir.join("daemonised").is_file(),
+        "the workload never got SIGTERM"
+    );
+    // The trial is over: nothing it started may still run (a killed process is reaped by init
+    // within moments; give it 2 s).
+    let left = trial_processes_after(&dir, Duration::from_secs(2));
+    assert!(left.is_empty(), "outlived the trial: {left:?}");
 }
