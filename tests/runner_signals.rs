@@ -73,3 +73,29 @@ fn a_runner_stopped_for_longer_than_the_hang_limit_does_not_call_the_workload_hu
     assert_eq!(v["status"], "completed", "{v}");
     assert_eq!(v["stop_reason"], "max-iters", "{v}");
 }
+
+#[test]
+fn sigquit_stops_the_trial_with_every_printed_iteration_stored() {
+    let s = common::setup("steady", &steady(), "unused");
+    let child = start(&s, &["--max-iters", "100000"]);
+    // Past a batch of stored iterations, mid-way through the next.
+    std::thread::sleep(Duration::from_millis(130));
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGQUIT).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let v = common::last_json(&out);
+    assert_eq!(v["status"], "stopped", "{v}");
+    assert_eq!(v["stop_reason"], "user", "{v}");
+    let log = std::fs::read_to_string(s.ws.join("trials/1/stdout.log")).unwrap();
+    let printed = log.lines().filter(|l| l.contains(" iteration ")).count();
+    let shown = cmd(&s)
+        .args(["trials", "show", "1", "--json"])
+        .output()
+        .unwrap();
+    let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    let stored = shown["iterations"].as_array().map_or(0, Vec::len);
+    assert!(printed > 10, "{printed} iterations printed");
+    assert_eq!(
+        stored, printed,
+        "stored {stored} of {printed} printed iterations"
+    );
+}

@@ -352,14 +352,16 @@ pub fn kill_strays(key: &str, value: &str) -> usize {
     strays.len()
 }
 
-/// Resolves on the first SIGINT, SIGTERM or SIGHUP (the terminal went away): what stops a trial
-/// or a sweep. Never resolves when the handlers cannot be installed.
+/// Resolves on the first SIGINT, SIGTERM, SIGHUP (the terminal went away) or SIGQUIT (Ctrl-\,
+/// whose default action, a core dump, would leave the trial's last iterations unstored): what
+/// stops a trial or a sweep. Never resolves when the handlers cannot be installed.
 pub async fn stop_signal() {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+    let (Ok(mut int), Ok(mut term), Ok(mut hup), Ok(mut quit)) = (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),
         signal(SignalKind::hangup()),
+        signal(SignalKind::quit()),
     ) else {
         return std::future::pending().await;
     };
@@ -367,6 +369,7 @@ pub async fn stop_signal() {
         _ = int.recv() => {}
         _ = term.recv() => {}
         _ = hup.recv() => {}
+        _ = quit.recv() => {}
     }
 }
 

@@ -601,6 +601,14 @@ impl Running<'_> {
             while let Some(l) = self.streams.lines.recv().await {
                 rest.push(l);
             }
+        } else {
+            // The tree has ended, but its pipes' last lines may still be on their way: read to
+            // their end, for a moment only (a stray that holds a pipe open is killed below).
+            let until = tokio::time::Instant::now() + PIPE_DRAIN;
+            while let Ok(Some(l)) = tokio::time::timeout_at(until, self.streams.lines.recv()).await
+            {
+                rest.push(l);
+            }
         }
         while let Ok(l) = self.streams.lines.try_recv() {
             rest.push(l);
@@ -775,6 +783,9 @@ impl Running<'_> {
 /// Longest wait between signals when a trial is stopped after a failure line: the workload
 /// had its failure grace to exit by itself already.
 const FAILURE_ESCALATION: Duration = Duration::from_secs(1);
+
+/// After a local trial's tree ended, how long its pipes' last lines may take to arrive.
+const PIPE_DRAIN: Duration = Duration::from_secs(1);
 
 /// Marks a trial that could not start as failed (`not-launched`), so it does not stay running.
 fn not_launched(store: &Store, trial_id: i64, e: &TrialError) -> Result<(), TrialError> {
