@@ -2,7 +2,8 @@
 //! descendants leave its process group and session (`setsid`, double fork) and ignore SIGINT and
 //! SIGTERM. For Ctrl-C to primus-tune's group, SIGTERM, SIGKILL of primus-tune, a hang and an
 //! out-of-memory line after which the workload keeps running, no process of the trial is left
-//! 15 s after the stop, and the trial's final status is right.
+//! 15 s after the stop, and the trial's final status is right. A workload that daemonises when
+//! stopped (even one that kills its supervisor and empties its environment) leaves nothing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -237,4 +238,75 @@ fn a_workload_that_daemonises_on_sigterm_leaves_no_process_behind() {
     // within moments; give it 2 s).
     let left = trial_processes_after(&dir, Duration::from_secs(2));
     assert!(left.is_empty(), "outlived the trial: {left:?}");
+}
+
+/// Whether `pid` is a live process (not a zombie).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
+        st.rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z'))
+    })
+}
+
+#[test]
+fn a_daemon_that_leaves_the_tree_and_its_environment_does_not_outlive_the_trial() {
+    if let Err(why) = primus_tune::run::cgroup::TrialCgroup::create() {
+        eprintln!(
+            "skipped: no trial cgroup here ({why}); the supervisor and the sweep by the trial's environment are the only clean-up"
+        );
+        return;
+    }
+    // On SIGTERM: a daemon in a session of its own with an empty environment, then (once it is
+    // out of the group) `kill -9 0`, which kills the workload's process group and the
+    // supervisor that leads it. Nothing of the trial's tree or environment is left to find the
+    // daemon by; its cgroup is.
+    let workload = format!(
+        "{ITER}
+trap '' INT
+trap '(setsid env -i sleep 300 & echo $! > \"$1/daemon.pid\"); sleep 0.5; kill -9 0' TERM
+i=1
+while :; do
+  it $i 100.0
+  i=$((i+1)); sleep 0.05
+done
+"
+    );
+    let s = common::setup("tree", &workload, "unused");
+    let out = cmd(&s)
+        .arg("run")
+        .arg(&s.exp)
+        .args([
+            "--profile",
+            "tree",
+            "--json",
+            "--no-telemetry",
+            "--ci-target",
+            "0",
+        ])
+        .args([
+            "--grace-seconds",
+            "1",
+            "--max-iters",
+            "10",
+            "--end-grace-seconds",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    let v = common::last_json(&out);
+    assert_eq!(v["stop_reason"], "max-iters", "{v}");
+    let pid: u32 = std::fs::read_to_string(s.ws.join("trials/1/daemon.pid"))
+        .expect("the workload never daemonised")
+        .trim()
+        .parse()
+        .unwrap();
+    let end = Instant::now() + Duration::from_secs(2);
+    while alive(pid) && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let escaped = alive(pid);
+    if escaped {
+        let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+    }
+    assert!(!escaped, "the daemon {pid} outlived the trial");
 }
