@@ -70,7 +70,9 @@ impl TrialCgroup {
             std::process::id(),
             N.fetch_add(1, Ordering::Relaxed)
         );
-        let dir = own_dir()?.join(name);
+        let parent = own_dir()?;
+        prune(&parent);
+        let dir = parent.join(name);
         std::fs::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         let procs = CString::new(
             dir.join("cgroup.procs")
@@ -126,6 +128,27 @@ impl TrialCgroup {
             std::thread::sleep(Duration::from_millis(20));
         }
         found.len()
+    }
+}
+
+/// Removes the empty cgroups that runners no longer alive left in `parent` (one killed by
+/// SIGKILL never dropped its trial's; its supervisor emptied it). A cgroup still in use, or of
+/// a live runner, is left alone: `rmdir` refuses a populated one.
+fn prune(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("primus-tune-")
+            .and_then(|r| r.split('-').next())
+        else {
+            continue;
+        };
+        if !Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir(e.path());
+        }
     }
 }
 
@@ -209,5 +232,10 @@ mod tests {
         let dir = cg.dir().to_path_buf();
         drop(cg);
         assert!(!dir.exists());
+        // A dead runner's empty cgroup goes when the next trial's is made.
+        let stale = dir.with_file_name(format!("primus-tune-{}-0", i32::MAX));
+        std::fs::create_dir(&stale).unwrap();
+        drop(TrialCgroup::create().unwrap());
+        assert!(!stale.exists());
     }
 }
