@@ -2,21 +2,18 @@
 //! descendants leave its process group and session (`setsid`, double fork) and ignore SIGINT and
 //! SIGTERM. For Ctrl-C to primus-tune's group, SIGTERM, SIGKILL of primus-tune, a hang and an
 //! out-of-memory line after which the workload keeps running, no process of the trial is left
-//! 15 s after the stop, and the trial's final status is right.
+//! 15 s after the stop, and the trial's final status is right. A workload that daemonises when
+//! stopped (even one that kills its supervisor and empties its environment) leaves nothing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
-use common::{Setup, cmd, trial_processes, trial_processes_after};
+use common::{ITER, Setup, cmd, trial_processes, trial_processes_after};
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
-
-/// Megatron's iteration line `$1` with step time `$2` ms (braces doubled: the profile
-/// expands `{name}`).
-const ITER: &str = r#"it() {{ printf ' [2026-11-29 22:59:27.865632] iteration %8d/%8d | consumed samples: %12d | elapsed time per iteration (ms): %s | throughput per GPU (TFLOP/s/GPU): 100.0 | learning rate: 1.000000E-04 | global batch size:    16 | lm loss: 9.800000E+00 | loss scale: 1.0 | grad norm: 1.000 | number of skipped iterations:   0 | number of nan iterations:   0 |\n' "$1" 100000 "$1" "$2"; }}"#;
 
 /// The double: a grandchild in a session of its own, orphaned at once (reparented away from the
 /// workload), that ignores every stop signal but SIGKILL; a grandchild in the workload's group
@@ -187,4 +184,129 @@ fn an_oom_line_ends_the_trial_within_its_grace_periods_though_the_workload_runs_
     assert_eq!(code, Some(3), "{v}");
     common::assert_failed_with(&v, "oom", "CUDA out of memory");
     assert_nothing_left(&dir);
+}
+
+/// A workload that ignores SIGINT and, on SIGTERM, re-daemonises: it starts a process in a
+/// session of its own (`setsid`, orphaned at once) and exits 0, as a daemonising launcher does.
+fn redaemonising() -> String {
+    format!(
+        "{ITER}
+trap '' INT
+trap 'touch \"$1/daemonised\"; (setsid sleep 300 &); exit 0' TERM
+i=1
+while :; do
+  it $i 100.0
+  i=$((i+1)); sleep 0.05
+done
+"
+    )
+}
+
+#[test]
+fn a_workload_that_daemonises_on_sigterm_leaves_no_process_behind() {
+    let s = common::setup("tree", &redaemonising(), "unused");
+    // The budget stops it: SIGINT (ignored), then SIGTERM, on which it daemonises.
+    let out = cmd(&s)
+        .arg("run")
+        .arg(&s.exp)
+        .args([
+            "--profile",
+            "tree",
+            "--json",
+            "--no-telemetry",
+            "--ci-target",
+            "0",
+        ])
+        .args([
+            "--grace-seconds",
+            "1",
+            "--max-iters",
+            "10",
+            "--end-grace-seconds",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    let v = common::last_json(&out);
+    assert_eq!(v["status"], "completed", "{v}");
+    let dir = s.ws.join("trials/1");
+    assert!(
+        dir.join("daemonised").is_file(),
+        "the workload never got SIGTERM"
+    );
+    // The trial is over: nothing it started may still run (a killed process is reaped by init
+    // within moments; give it 2 s).
+    let left = trial_processes_after(&dir, Duration::from_secs(2));
+    assert!(left.is_empty(), "outlived the trial: {left:?}");
+}
+
+/// Whether `pid` is a live process (not a zombie).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
+        st.rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z'))
+    })
+}
+
+#[test]
+fn a_daemon_that_leaves_the_tree_and_its_environment_does_not_outlive_the_trial() {
+    if let Err(why) = primus_tune::run::cgroup::TrialCgroup::create() {
+        eprintln!(
+            "skipped: no trial cgroup here ({why}); the supervisor and the sweep by the trial's environment are the only clean-up"
+        );
+        return;
+    }
+    // On SIGTERM: a daemon in a session of its own with an empty environment, then (once it is
+    // out of the group) `kill -9 0`, which kills the workload's process group and the
+    // supervisor that leads it. Nothing of the trial's tree or environment is left to find the
+    // daemon by; its cgroup is.
+    let workload = format!(
+        "{ITER}
+trap '' INT
+trap '(setsid env -i sleep 300 & echo $! > \"$1/daemon.pid\"); sleep 0.5; kill -9 0' TERM
+i=1
+while :; do
+  it $i 100.0
+  i=$((i+1)); sleep 0.05
+done
+"
+    );
+    let s = common::setup("tree", &workload, "unused");
+    let out = cmd(&s)
+        .arg("run")
+        .arg(&s.exp)
+        .args([
+            "--profile",
+            "tree",
+            "--json",
+            "--no-telemetry",
+            "--ci-target",
+            "0",
+        ])
+        .args([
+            "--grace-seconds",
+            "1",
+            "--max-iters",
+            "10",
+            "--end-grace-seconds",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    let v = common::last_json(&out);
+    assert_eq!(v["stop_reason"], "max-iters", "{v}");
+    let pid: u32 = std::fs::read_to_string(s.ws.join("trials/1/daemon.pid"))
+        .expect("the workload never daemonised")
+        .trim()
+        .parse()
+        .unwrap();
+    let end = Instant::now() + Duration::from_secs(2);
+    while alive(pid) && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let escaped = alive(pid);
+    if escaped {
+        let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+    }
+    assert!(!escaped, "the daemon {pid} outlived the trial");
 }

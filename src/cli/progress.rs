@@ -1,6 +1,6 @@
-//! Running a use case from the command line: Ctrl-C, SIGTERM and SIGHUP cancel it, and its
-//! events are printed as they come — as text on stderr (a redrawn progress line on a terminal),
-//! or with `--json` as JSON Lines on stdout, one object per event, the last one the result.
+//! Running a use case from the command line: Ctrl-C, SIGTERM, SIGHUP and SIGQUIT cancel it,
+//! and its events are printed as they come — as text on stderr (a redrawn progress line on a
+//! terminal), or with `--json` as JSON Lines on stdout, one object per event, the last one the result.
 
 use crate::app::Cancel;
 use crate::app::events::{self, AppEvent, Events};
@@ -20,7 +20,7 @@ pub struct Style {
     pub job: bool,
 }
 
-/// Cancel on SIGINT, SIGTERM and SIGHUP (an SSH drop), from a thread of its own.
+/// Cancel on SIGINT, SIGTERM, SIGHUP (an SSH drop) and SIGQUIT, from a thread of its own.
 pub fn cancel_on_signals() -> Cancel {
     let (tx, rx) = watch::channel(false);
     std::thread::spawn(move || {

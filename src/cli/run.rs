@@ -117,7 +117,7 @@ pub fn run(a: &RunArgs) -> Result<ExitCode, CliError> {
     })
 }
 
-/// Runs a prepared trial with its progress printed (Ctrl-C, SIGTERM and SIGHUP stop it).
+/// Runs a prepared trial with its progress printed (Ctrl-C, SIGTERM, SIGHUP and SIGQUIT stop it).
 pub fn execute(session: &Session, p: &PreparedTrial, json: bool) -> Result<TrialResult, CliError> {
     let style = Style {
         json,

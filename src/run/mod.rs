@@ -1,6 +1,7 @@
 //! The run engine: launch a trial, watch its log, measure the steady state, classify failures.
 
 pub mod capabilities;
+pub mod cgroup;
 pub mod failure;
 pub mod launch;
 pub mod logparse;

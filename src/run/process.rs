@@ -3,7 +3,10 @@
 //! owns its whole process tree whatever sessions or groups the workload creates. stdout and
 //! stderr are streamed line by line; a stop signals every process of the tree (SIGINT, then
 //! SIGTERM, then SIGKILL), and checks it gone. A guard kills the tree if the runner unwinds.
+//! Where cgroup v2 allows, the whole trial also runs in a cgroup of its own
+//! ([`super::cgroup`]), which nothing it starts can leave.
 
+use super::cgroup::TrialCgroup;
 use super::supervise::Supervisor;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
@@ -44,6 +47,9 @@ pub struct Running {
     /// by itself once the workload is gone).
     pub supervised: bool,
     pub guard: TreeGuard,
+    /// The trial's own cgroup, when one could be made: everything in it is killed when it is
+    /// dropped (after `guard`, which it backs up).
+    pub cgroup: Option<TrialCgroup>,
 }
 
 impl Running {
@@ -140,11 +146,18 @@ pub fn spawn(launch: &Launch) -> Result<(Running, mpsc::Receiver<(Stream, String
     // The workload starts with every signal at its default action and none blocked, whatever
     // primus-tune inherited (`nohup` and background jobs ignore SIGHUP/SIGINT): a shell
     // launcher that inherited "ignore" would not stop on Ctrl-C or on the trial's stop.
+    // The child moves itself into the trial's cgroup before exec, so even a process it forks
+    // at once is in it.
+    let cgroup = TrialCgroup::create().ok();
+    let procs = cgroup.as_ref().map(TrialCgroup::procs_file);
     // SAFETY: between fork and exec only async-signal-safe calls are made (signal,
-    // sigemptyset, sigprocmask).
+    // sigemptyset, sigprocmask; open, write, close).
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             default_signals();
+            if let Some(p) = &procs {
+                super::cgroup::enter(p);
+            }
             Ok(())
         });
     }
@@ -153,6 +166,8 @@ pub fn spawn(launch: &Launch) -> Result<(Running, mpsc::Receiver<(Stream, String
         source,
     })?;
     let pid = child.id().unwrap_or(0) as i32;
+    // A child that could not move in (a cgroup it may not write) runs without one.
+    let cgroup = cgroup.filter(|c| c.pids().contains(&(pid as u32)));
     let (tx, rx) = mpsc::channel(1024);
     let open = |p: &PathBuf| {
         std::fs::File::create(p).map_err(|source| SpawnError::Log {
@@ -177,6 +192,7 @@ pub fn spawn(launch: &Launch) -> Result<(Running, mpsc::Receiver<(Stream, String
                 root: pid,
                 armed: true,
             },
+            cgroup,
         },
         rx,
     ))
@@ -343,23 +359,37 @@ pub async fn stop_tree(running: &mut Running, grace: Duration) -> Option<Signal>
 
 /// Kill (SIGKILL) every process that still carries the trial's identity `key=value` in its
 /// environment after the trial ended: one that left the tree (an unsupervised launch, a nested
-/// subreaper). Returns how many there were.
+/// subreaper). A process may fork while /proc is read, so the scan is repeated until one finds
+/// none. Returns how many there were.
 pub fn kill_strays(key: &str, value: &str) -> usize {
-    let strays = crate::util::procfs::with_env(Path::new("/proc"), key, value);
-    for pid in &strays {
-        let _ = kill(Pid::from_raw(*pid as i32), Signal::SIGKILL);
+    let mut killed = std::collections::BTreeSet::new();
+    let end = std::time::Instant::now() + STRAY_SWEEP;
+    loop {
+        let strays = crate::util::procfs::with_env(Path::new("/proc"), key, value);
+        if strays.is_empty() || std::time::Instant::now() >= end {
+            return killed.len();
+        }
+        for pid in strays {
+            let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+            killed.insert(pid);
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
-    strays.len()
 }
 
-/// Resolves on the first SIGINT, SIGTERM or SIGHUP (the terminal went away): what stops a trial
-/// or a sweep. Never resolves when the handlers cannot be installed.
+/// The longest the stray sweep repeats (a fork loop outpacing it is not followed for ever).
+const STRAY_SWEEP: Duration = Duration::from_secs(5);
+
+/// Resolves on the first SIGINT, SIGTERM, SIGHUP (the terminal went away) or SIGQUIT (Ctrl-\,
+/// whose default action, a core dump, would leave the trial's last iterations unstored): what
+/// stops a trial or a sweep. Never resolves when the handlers cannot be installed.
 pub async fn stop_signal() {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+    let (Ok(mut int), Ok(mut term), Ok(mut hup), Ok(mut quit)) = (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),
         signal(SignalKind::hangup()),
+        signal(SignalKind::quit()),
     ) else {
         return std::future::pending().await;
     };
@@ -367,6 +397,7 @@ pub async fn stop_signal() {
         _ = int.recv() => {}
         _ = term.recv() => {}
         _ = hup.recv() => {}
+        _ = quit.recv() => {}
     }
 }
 
@@ -481,6 +512,31 @@ mod tests {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
         assert!(!tree_alive(root));
+    }
+
+    #[test]
+    fn the_stray_sweep_outlasts_a_process_that_forks_while_it_scans() {
+        let token = format!("strays-{}", std::process::id());
+        // Outside any tree of ours: orphans in sessions of their own, forking without pause.
+        std::process::Command::new("sh")
+            .args(["-c", "setsid sh -c 'while :; do (sleep 300 &); done' &"])
+            .env("PT_STRAY_TEST", &token)
+            .status()
+            .unwrap();
+        let end = std::time::Instant::now() + Duration::from_secs(10);
+        while crate::util::procfs::with_env(Path::new("/proc"), "PT_STRAY_TEST", &token).len() < 5 {
+            assert!(
+                std::time::Instant::now() < end,
+                "the fork loop never started"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(kill_strays("PT_STRAY_TEST", &token) >= 2);
+        let left = crate::util::procfs::with_env(Path::new("/proc"), "PT_STRAY_TEST", &token);
+        for pid in &left {
+            let _ = kill(Pid::from_raw(*pid as i32), Signal::SIGKILL);
+        }
+        assert!(left.is_empty(), "left after the sweep: {left:?}");
     }
 
     #[test]

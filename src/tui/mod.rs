@@ -279,7 +279,7 @@ async fn event_loop(
     frame.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut disk = tokio::time::interval(Duration::from_secs(1));
     disk.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let (mut term_sig, mut hup_sig) = signals()?;
+    let [mut term_sig, mut hup_sig, mut quit_sig] = signals()?;
     let mut dirty = true;
     loop {
         log_messages(&mut app);
@@ -348,6 +348,10 @@ async fn event_loop(
                 tracing::info!("SIGHUP (terminal gone): stopping");
                 pending_fx = app::update(&mut app, Msg::Terminate);
             }
+            _ = quit_sig.recv() => {
+                tracing::info!("SIGQUIT: stopping");
+                pending_fx = app::update(&mut app, Msg::Terminate);
+            }
             _ = frame.tick() => {
                 if dirty {
                     if let Err(e) = term.draw(|f| widgets::draw(f, &mut app, &theme)) {
@@ -387,12 +391,16 @@ fn log_messages(app: &mut App) {
     }
 }
 
-fn signals() -> std::io::Result<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)> {
+/// SIGTERM, SIGHUP and SIGQUIT: each stops the trial and leaves (the terminal is raw, so
+/// Ctrl-\ is a key; a `kill -QUIT` would otherwise dump core with the trial's last
+/// iterations unstored).
+fn signals() -> std::io::Result<[tokio::signal::unix::Signal; 3]> {
     use tokio::signal::unix::{SignalKind, signal};
-    Ok((
+    Ok([
         signal(SignalKind::terminate())?,
         signal(SignalKind::hangup())?,
-    ))
+        signal(SignalKind::quit())?,
+    ])
 }
 
 /// The live sampler; its snapshots go to the loop. Kept alive by the caller.

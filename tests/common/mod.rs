@@ -8,6 +8,10 @@ pub mod mount;
 use std::path::PathBuf;
 use std::process::Command;
 
+/// Megatron's iteration line `$1` with step time `$2` ms (braces doubled: the profile
+/// expands `{name}`).
+pub const ITER: &str = r#"it() {{ printf ' [2026-11-29 22:59:27.865632] iteration %8d/%8d | consumed samples: %12d | elapsed time per iteration (ms): %s | throughput per GPU (TFLOP/s/GPU): 100.0 | learning rate: 1.000000E-04 | global batch size:    16 | lm loss: 9.800000E+00 | loss scale: 1.0 | grad norm: 1.000 | number of skipped iterations:   0 | number of nan iterations:   0 |\n' "$1" 100000 "$1" "$2"; }}"#;
+
 pub struct Setup {
     pub dir: tempfile::TempDir,
     pub exp: PathBuf,

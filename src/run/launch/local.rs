@@ -1,6 +1,6 @@
 //! A trial as a process tree on this node: spawned through the supervisor in a process group
 //! of its own, its output read line by line, stopped as a group (SIGINT, SIGTERM, SIGKILL),
-//! and after its end no process carrying its identity is left.
+//! and after its end no process of its cgroup or carrying its identity is left.
 
 use crate::run::process::{self, Running, Stream};
 use crate::run::trial::{Materialised, TrialError, materialise::TRIAL_DIR_ENV};
@@ -32,13 +32,15 @@ impl LocalRun {
         (s.and_then(|s| s.code()), s.and_then(|s| s.signal()))
     }
 
-    /// After the trial: what is left of the tree is stopped, and any process that carries the
-    /// trial's folder in its environment (one that left the tree) is killed; how many were.
+    /// After the trial: what is left of the tree is stopped, everything still in the trial's
+    /// cgroup is killed, and so is any process that carries the trial's folder in its
+    /// environment (one that left the tree, where there is no cgroup); how many were.
     pub async fn sweep_up(&mut self, dir: &Path) -> usize {
         if self.running.alive() {
             process::stop_tree(&mut self.running, Duration::from_millis(200)).await;
         }
         self.running.guard.disarm();
-        process::kill_strays(TRIAL_DIR_ENV, &dir.display().to_string())
+        let in_cgroup = self.running.cgroup.as_ref().map_or(0, |c| c.kill_all());
+        in_cgroup + process::kill_strays(TRIAL_DIR_ENV, &dir.display().to_string())
     }
 }

@@ -70,7 +70,7 @@ impl Launcher {
             Launcher::Local => {
                 let (run, lines) = local::start(m)?;
                 Ok((
-                    Launched::Local(run),
+                    Launched::Local(Box::new(run)),
                     Streams {
                         lines,
                         snaps: None,
@@ -103,7 +103,7 @@ pub struct Streams {
 
 /// A started trial.
 pub enum Launched {
-    Local(local::LocalRun),
+    Local(Box<local::LocalRun>),
     Batch(Box<batch::BatchRun>),
 }
 

@@ -8,6 +8,7 @@ pub mod finish;
 pub mod materialise;
 pub mod nodes;
 pub mod observe;
+pub mod pause;
 pub mod pending;
 pub mod watch;
 
@@ -361,6 +362,7 @@ async fn launch_and_watch(
         exit: ExitInfo::default(),
         stop_reason: StopReason::Exited,
         started,
+        pauses: pause::Pauses::new(Instant::now()),
     };
     let local_exit = run.watch(cancel).await;
     run.drain().await;
@@ -475,6 +477,8 @@ struct Running<'a> {
     exit: ExitInfo,
     stop_reason: StopReason,
     started: Instant,
+    /// When the loop last ran: a long gap is a pause of the runner, not the workload's silence.
+    pauses: pause::Pauses,
 }
 
 impl Running<'_> {
@@ -485,6 +489,7 @@ impl Running<'_> {
         // When the budget's last iteration came to a workload that ends by itself there.
         let mut ending: Option<Instant> = None;
         loop {
+            self.resumed(&mut last_progress, &mut ending).await;
             let failing = self
                 .obs
                 .failed_at
@@ -500,6 +505,8 @@ impl Running<'_> {
             if let Some(d) = self.work.pending_deadline() {
                 wake = wake.min(d);
             }
+            // Run at least every tick, so a pause of the runner shows as a gap.
+            wake = wake.min(Instant::now() + pause::TICK);
             let stop: Stop = tokio::select! {
                 line = self.streams.lines.recv() => {
                     let Some((stream, line)) = line else {
@@ -546,6 +553,9 @@ impl Running<'_> {
                     }
                 }
                 _ = tokio::time::sleep_until(tokio::time::Instant::from_std(wake)) => {
+                    if self.resumed(&mut last_progress, &mut ending).await {
+                        continue;
+                    }
                     let now = Instant::now();
                     if self.work.waiting() {
                         if self.work.pending_over(now).is_some() {
@@ -591,6 +601,32 @@ impl Running<'_> {
         }
     }
 
+    /// After a pause of the runner itself (its lines waited in the pipe meanwhile), the silences
+    /// the stop rules measure (hang, failure grace, end grace) move on by the pause, and so does
+    /// the wall-clock budget: as Slurm does not count a suspended job's suspended time against
+    /// its time limit, the budget buys the trial measuring time, and a stopped runner measured
+    /// nothing. (Its `wall_s` stays the wall time.) Whether there was a pause.
+    async fn resumed(&mut self, last_progress: &mut Instant, ending: &mut Option<Instant>) -> bool {
+        let now = Instant::now();
+        let Some(p) = self.pauses.check(now) else {
+            return false;
+        };
+        *last_progress = pause::moved(*last_progress, p, now);
+        *ending = ending.map(|e| pause::moved(e, p, now));
+        self.obs.failed_at = self.obs.failed_at.map(|f| pause::moved(f, p, now));
+        self.policy.deadline = self.policy.deadline.map(|d| d + p);
+        let line = format!(
+            "primus-tune: this runner was stopped for {:.1} s; its hang and time limits do not \
+             count that time",
+            p.as_secs_f64()
+        );
+        let stream = Stream::Stderr;
+        let _ = self.events.send(TrialEvent::Line { stream, line }).await;
+        // Telling it took time of its own: the next gap starts now.
+        self.pauses = pause::Pauses::new(Instant::now());
+        true
+    }
+
     /// Stops the trial for `stop` and waits for its end.
     async fn stop(&mut self, stop: Stop) -> (Option<i32>, Option<i32>) {
         self.stop_reason = stop.reason;
@@ -617,6 +653,14 @@ impl Running<'_> {
         let mut rest = Vec::new();
         if self.work.drains() {
             while let Some(l) = self.streams.lines.recv().await {
+                rest.push(l);
+            }
+        } else {
+            // The tree has ended, but its pipes' last lines may still be on their way: read to
+            // their end, for a moment only (a stray that holds a pipe open is killed below).
+            let until = tokio::time::Instant::now() + PIPE_DRAIN;
+            while let Ok(Some(l)) = tokio::time::timeout_at(until, self.streams.lines.recv()).await
+            {
                 rest.push(l);
             }
         }
@@ -817,6 +861,9 @@ impl Running<'_> {
 /// Longest wait between signals when a trial is stopped after a failure line: the workload
 /// had its failure grace to exit by itself already.
 const FAILURE_ESCALATION: Duration = Duration::from_secs(1);
+
+/// After a local trial's tree ended, how long its pipes' last lines may take to arrive.
+const PIPE_DRAIN: Duration = Duration::from_secs(1);
 
 /// Marks a trial that could not start as failed (`not-launched`), so it does not stay running.
 fn not_launched(store: &Store, trial_id: i64, e: &TrialError) -> Result<(), TrialError> {
