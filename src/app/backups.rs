@@ -20,16 +20,31 @@ pub struct Backup {
     pub lines_changed: usize,
 }
 
+/// The text of `path` when it is a regular UTF-8 file, else "": a shared workspace may hold
+/// anything under a version's name, and a FIFO there would block the listing.
+fn regular_text(path: &std::path::Path) -> String {
+    crate::util::input::read_text(path, u64::MAX).unwrap_or_default()
+}
+
 /// The kept versions of the session's experiment, newest first.
 pub fn list(session: &Session) -> Result<Vec<Backup>, AppError> {
     let file = &session.experiment;
-    let now = std::fs::read_to_string(file).unwrap_or_default();
+    let now = match crate::util::input::kind_of(file) {
+        Ok(Some(kind)) => {
+            return Err(AppError::Failed(format!(
+                "{}: not a regular file: {kind}",
+                crate::util::paths::display_path(file)
+            )));
+        }
+        // A file gone since its last save still has its versions listed.
+        _ => regular_text(file),
+    };
     let versions = backups::list(&session.backups_of(file));
     let mut n = 0;
     Ok(versions
         .into_iter()
         .map(|v| {
-            let text = std::fs::read_to_string(v.path()).unwrap_or_default();
+            let text = regular_text(v.path());
             let (id, saved_at) = match &v {
                 Version::Saved { saved_ms, .. } => {
                     n += 1;
@@ -86,7 +101,7 @@ pub fn restore(session: &Session, id: &str, write: bool) -> Result<Restore, AppE
             )
         }));
     };
-    let text = std::fs::read_to_string(&b.path).map_err(|e| {
+    let text = crate::util::input::read_text(&b.path, u64::MAX).map_err(|e| {
         AppError::Failed(format!(
             "{}: {e}",
             crate::util::paths::display_path(&b.path)

@@ -192,7 +192,7 @@ pub fn run(a: &BenchReplayArgs) -> Result<ExitCode, CliError> {
     let mut studies: Vec<(String, ReplayTable)> = Vec::new();
     for p in &a.table {
         let name = display_path(p);
-        let text = std::fs::read_to_string(p).map_err(|e| CliError::input(p, e))?;
+        let text = read_table(p)?;
         let t = ReplayTable::from_json(&text).map_err(|e| CliError::input(p, e))?;
         studies.push((name, t));
     }
@@ -462,7 +462,7 @@ fn annotate(a: &BenchReplayArgs, exp: &std::path::Path) -> Result<ExitCode, CliE
             "--annotate-memory takes exactly one TABLE.json".into(),
         ));
     };
-    let text = std::fs::read_to_string(path).map_err(|e| CliError::input(path, e))?;
+    let text = read_table(path)?;
     let mut t = ReplayTable::from_json(&text).map_err(|e| CliError::input(path, e))?;
     let mut opts = crate::config::LoadOptions::default();
     for s in &a.annotate_set {
@@ -479,4 +479,11 @@ fn annotate(a: &BenchReplayArgs, exp: &std::path::Path) -> Result<ExitCode, CliE
     }
     print_json(&serde_json::to_value(&t).unwrap_or_default());
     Ok(ExitCode::SUCCESS)
+}
+
+/// A table file: a regular file under the input cap (a FIFO would block, `/dev/zero` would
+/// fill memory).
+fn read_table(path: &std::path::Path) -> Result<String, CliError> {
+    use crate::util::input::{cap_bytes, read_text};
+    read_text(path, cap_bytes()).map_err(|e| CliError::input(path, e))
 }

@@ -218,17 +218,19 @@ fn run_shapes(a: &ShapesArgs) -> Result<ExitCode, CliError> {
         }
     };
     let summary = dump::read_dumps(&path).map_err(|e| {
-        let missing = matches!(
-            e,
-            dump::DumpError::Io { .. } | dump::DumpError::Empty { .. }
-        );
+        // A FIFO or a device given as the dump exists: it is refused, not missing.
+        let missing = match &e {
+            dump::DumpError::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
+            dump::DumpError::Empty { .. } => true,
+            dump::DumpError::Parse { .. } => false,
+        };
         let wrap = if missing {
             CliError::NoInput
         } else {
             CliError::Failed
         };
         wrap(match (&e, &exp_path) {
-            (dump::DumpError::Io { .. } | dump::DumpError::Empty { .. }, Some(x)) => format!(
+            (_, Some(x)) if missing => format!(
                 "{e}\n  no stage-1 dump for {}: run `primus-tune gemm-tune stage 1 {}` first",
                 display_path(x),
                 display_path(x)

@@ -1,6 +1,6 @@
 //! `primus-tune parse-log LOGFILE [--json]`: the trial log parser, offline.
 
-use super::{CliError, print_json};
+use super::CliError;
 use crate::domain::trial::Summary;
 use crate::domain::trial::{ExitInfo, Iteration, LogEvent, MemoryReport, RunShape};
 use crate::run::failure::FailureDetector;
@@ -36,45 +36,16 @@ pub struct ParseLogArgs {
 pub fn run(a: &ParseLogArgs) -> Result<ExitCode, CliError> {
     let unreadable = |e: &dyn std::fmt::Display| CliError::input(&a.logfile, e);
     // A regular file only: a FIFO would block, /dev/zero would never end.
-    if let Some(kind) = crate::util::input::kind_of(&a.logfile).map_err(|e| unreadable(&e))? {
-        return Err(unreadable(&format!("not a regular file: {kind}")));
-    }
-    let file = std::fs::File::open(&a.logfile).map_err(|e| unreadable(&e))?;
-    let mut skipped = crate::util::lines::Skipped::default();
-    // TorchTitan prints no step time: with the shape given, its tokens per second give one.
-    let given = a
-        .seq_length
-        .zip(a.global_batch_size)
-        .map(|(seq, g)| RunShape {
-            seq_length: seq,
-            global_batch_size: g,
-            world_size: a.world_size.max(1),
-        });
-    let mut parser = LogParser::with_shape(given);
-    let mut detector = FailureDetector::new();
-    let mut iters: Vec<Iteration> = Vec::new();
-    let mut memory: Vec<MemoryReport> = Vec::new();
-    let mut reader = std::io::BufReader::new(file);
-    let mut buf = Vec::new();
-    while crate::util::lines::read_line(
-        &mut reader,
-        &mut buf,
-        crate::util::lines::MAX_LINE,
-        &mut skipped,
-    )
-    .map_err(|e| unreadable(&e))?
-    {
-        let text = String::from_utf8_lossy(&buf);
-        let line = text.trim_end_matches(['\n', '\r']);
-        detector.feed(line);
-        for ev in parser.feed(line) {
-            match ev {
-                LogEvent::Iteration(i) => iters.push(i),
-                LogEvent::Memory(m) => memory.push(m),
-                LogEvent::Theoretical(_) => {}
-            }
-        }
-    }
+    let file = crate::util::input::open_regular(&a.logfile).map_err(|e| unreadable(&e))?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut rows = Rows::start(&mut out, a.json).map_err(|e| unreadable(&e))?;
+    let parsed = parse(a, file, &mut |i| rows.write(&mut out, i)).map_err(|e| unreadable(&e))?;
+    let Parsed {
+        iters,
+        memory,
+        skipped,
+        failure,
+    } = parsed;
     let gbs = a
         .global_batch_size
         .or_else(|| iters.iter().rev().find_map(|i| i.global_batch_size));
@@ -91,39 +62,24 @@ pub fn run(a: &ParseLogArgs) -> Result<ExitCode, CliError> {
         ..SteadyConfig::default()
     };
     let summary = Summary::from_parts(&iters, &memory, shape, &cfg);
-    let failure = detector.finish(&ExitInfo::default(), iters.len() as u64);
     if a.json {
-        print_json(&serde_json::json!({
-            "iterations": iters,
+        let mut rest = serde_json::json!({
             "memory_reports": memory,
             "summary": summary,
             "failure": failure,
             "overlong_lines": {"lines": skipped.lines, "bytes_skipped": skipped.bytes},
-        }));
+        });
+        crate::util::num::tidy_json(&mut rest);
+        rows.finish_json(&mut out, &rest)?;
         return Ok(ExitCode::SUCCESS);
     }
+    drop(out);
     if skipped.lines > 0 {
         eprintln!(
             "note: {} longer than {} MiB cut there ({} bytes skipped)",
             crate::util::text::count(skipped.lines as usize, "line", "lines"),
             crate::util::lines::MAX_LINE >> 20,
             skipped.bytes
-        );
-    }
-    println!(
-        "{:>6} {:>11} {:>10} {:>12} {:>12} {:>9}",
-        "iter", "step ms", "TFLOP/s", "tokens/s/GPU", "loss", "mem GiB"
-    );
-    let f = |v: Option<f64>, p: usize| v.map_or("-".into(), |x| format!("{x:.p$}"));
-    for i in &iters {
-        println!(
-            "{:>6} {:>11} {:>10} {:>12} {:>12} {:>9}",
-            i.iteration,
-            f(i.elapsed_ms, 1),
-            f(i.tflops_per_gpu, 1),
-            f(i.tokens_per_s_per_gpu, 1),
-            i.loss.map_or("-".into(), |l| format!("{l:.4}")),
-            f(i.mem_used_gib.or(i.rocm_max_mem_used_gib), 2)
         );
     }
     println!();
@@ -140,6 +96,137 @@ pub fn run(a: &ParseLogArgs) -> Result<ExitCode, CliError> {
         None => println!("failure: none found"),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What a log holds once read: the iterations (kept for the summary), the memory reports, the
+/// overlong lines cut and the failure found.
+struct Parsed {
+    iters: Vec<Iteration>,
+    memory: Vec<MemoryReport>,
+    skipped: crate::util::lines::Skipped,
+    failure: Option<crate::domain::trial::Failure>,
+}
+
+/// Read the log line by line, handing each iteration to `emit` as it is parsed (the output is
+/// written while the log is read: nothing but the summary's inputs is held).
+fn parse(
+    a: &ParseLogArgs,
+    file: std::fs::File,
+    emit: &mut dyn FnMut(&Iteration) -> std::io::Result<()>,
+) -> std::io::Result<Parsed> {
+    // TorchTitan prints no step time: with the shape given, its tokens per second give one.
+    let given = a
+        .seq_length
+        .zip(a.global_batch_size)
+        .map(|(seq, g)| RunShape {
+            seq_length: seq,
+            global_batch_size: g,
+            world_size: a.world_size.max(1),
+        });
+    let mut parser = LogParser::with_shape(given);
+    let mut detector = FailureDetector::new();
+    let mut p = Parsed {
+        iters: Vec::new(),
+        memory: Vec::new(),
+        skipped: crate::util::lines::Skipped::default(),
+        failure: None,
+    };
+    let mut reader = std::io::BufReader::new(file);
+    let mut buf = Vec::new();
+    let max = crate::util::lines::MAX_LINE;
+    while crate::util::lines::read_line(&mut reader, &mut buf, max, &mut p.skipped)? {
+        let text = String::from_utf8_lossy(&buf);
+        let line = text.trim_end_matches(['\n', '\r']);
+        detector.feed(line);
+        for ev in parser.feed(line) {
+            match ev {
+                LogEvent::Iteration(mut i) => {
+                    emit(&i)?;
+                    // The summary reads no timestamp: not keeping it saves a string a line.
+                    i.timestamp = None;
+                    p.iters.push(i);
+                }
+                LogEvent::Memory(m) => p.memory.push(m),
+                LogEvent::Theoretical(_) => {}
+            }
+        }
+    }
+    p.failure = detector.finish(&ExitInfo::default(), p.iters.len() as u64);
+    Ok(p)
+}
+
+/// The iterations written as they are parsed: a table row each, or an element of the JSON
+/// document's `iterations` array (pretty-printed as `print_json` prints a whole document, so
+/// the output reads as before; `iterations` now comes first, the other keys after it).
+struct Rows {
+    json: bool,
+    written: u64,
+}
+
+impl Rows {
+    /// Write what comes before the first iteration: the table's header, or the document's
+    /// opening up to its `iterations` array.
+    fn start(out: &mut impl std::io::Write, json: bool) -> std::io::Result<Self> {
+        if json {
+            write!(out, "{{\n  \"iterations\": [")?;
+        } else {
+            table_header(out)?;
+        }
+        Ok(Rows { json, written: 0 })
+    }
+
+    fn write(&mut self, out: &mut impl std::io::Write, i: &Iteration) -> std::io::Result<()> {
+        if self.json {
+            let mut v = serde_json::to_value(i).map_err(std::io::Error::other)?;
+            crate::util::num::tidy_json(&mut v);
+            let text = serde_json::to_string_pretty(&v).map_err(std::io::Error::other)?;
+            let sep = if self.written == 0 { "\n" } else { ",\n" };
+            write!(out, "{sep}    {}", text.replace('\n', "\n    "))?;
+        } else {
+            table_row(out, i)?;
+        }
+        self.written += 1;
+        Ok(())
+    }
+
+    /// Close the `iterations` array and write the document's other keys (`rest`, an object).
+    fn finish_json(
+        &self,
+        out: &mut impl std::io::Write,
+        rest: &serde_json::Value,
+    ) -> std::io::Result<()> {
+        if self.written > 0 {
+            write!(out, "\n  ")?;
+        }
+        write!(out, "]")?;
+        let text = serde_json::to_string_pretty(rest).map_err(std::io::Error::other)?;
+        // `rest` prints as "{\n  ...\n}": its members follow the array.
+        let members = text.strip_prefix('{').unwrap_or(&text);
+        writeln!(out, ",{members}")?;
+        out.flush()
+    }
+}
+
+fn table_header(out: &mut impl std::io::Write) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{:>6} {:>11} {:>10} {:>12} {:>12} {:>9}",
+        "iter", "step ms", "TFLOP/s", "tokens/s/GPU", "loss", "mem GiB"
+    )
+}
+
+fn table_row(out: &mut impl std::io::Write, i: &Iteration) -> std::io::Result<()> {
+    let f = |v: Option<f64>, p: usize| v.map_or("-".into(), |x| format!("{x:.p$}"));
+    writeln!(
+        out,
+        "{:>6} {:>11} {:>10} {:>12} {:>12} {:>9}",
+        i.iteration,
+        f(i.elapsed_ms, 1),
+        f(i.tflops_per_gpu, 1),
+        f(i.tokens_per_s_per_gpu, 1),
+        i.loss.map_or("-".into(), |l| format!("{l:.4}")),
+        f(i.mem_used_gib.or(i.rocm_max_mem_used_gib), 2)
+    )
 }
 
 /// The steady-state lines shared by `run` and `parse-log`.

@@ -115,7 +115,8 @@ pub fn list(dir: &Path) -> Vec<Version> {
 
 /// The file a folder keeps versions of, as recorded by its first backup.
 pub fn source_of(dir: &Path) -> Option<PathBuf> {
-    std::fs::read_to_string(dir.join(SOURCE))
+    // Only a regular file: the workspace may be shared, and a FIFO there would block.
+    crate::util::input::read_text(&dir.join(SOURCE), 1 << 20)
         .ok()
         .map(|s| PathBuf::from(s.trim_end()))
 }

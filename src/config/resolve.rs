@@ -88,7 +88,7 @@ impl Module {
 }
 
 /// A key written twice in one mapping of a file the experiment reads (PyYAML keeps the last).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct DuplicateKey {
     pub file: PathBuf,
     /// The key with its mapping's path, the ignored occurrence and the one that wins.
@@ -118,6 +118,8 @@ impl Experiment {
             texts: &opts.texts,
             files: Vec::new(),
             duplicates: Vec::new(),
+            seen_duplicates: Default::default(),
+            resolved: HashMap::new(),
         };
         let file = loader.load_file(&path, Layer::Experiment, &mut Vec::new())?;
         for key in REQUIRED_META {
@@ -276,6 +278,14 @@ struct Loader<'a> {
     texts: &'a HashMap<PathBuf, String>,
     files: Vec<PathBuf>,
     duplicates: Vec<DuplicateKey>,
+    /// `duplicates`, for finding one at once: a preset several chains extend is read once,
+    /// but one file may hold thousands of duplicate keys.
+    seen_duplicates: std::collections::HashSet<DuplicateKey>,
+    /// Every file an `extends` brought in, resolved, by canonical path and layer: a preset
+    /// that several chains extend (a diamond) is read and merged once, not once per path to
+    /// it (32 files each extending the next two were 2^32 reads). A file reached by two
+    /// spellings of its path keeps the first one in its origins.
+    resolved: HashMap<(PathBuf, Layer), Tree>,
 }
 
 impl Loader<'_> {
@@ -311,8 +321,8 @@ impl Loader<'_> {
                 file: path.to_path_buf(),
                 key,
             };
-            // A preset several chains extend is read more than once.
-            if !self.duplicates.contains(&d) {
+            // The experiment and its presets are separate reads that may share a file.
+            if self.seen_duplicates.insert(d.clone()) {
                 self.duplicates.push(d);
             }
         }
@@ -375,7 +385,15 @@ impl Loader<'_> {
                     chain,
                 });
             }
-            let mut sub = self.load_file(&resolved, layer, stack)?;
+            let mut sub = match self.resolved.get(&(canon.clone(), layer)) {
+                // Resolved without a cycle before, so none passes through it now either.
+                Some(done) => done.clone(),
+                None => {
+                    let sub = self.load_file(&resolved, layer, stack)?;
+                    self.resolved.insert((canon, layer), sub.clone());
+                    sub
+                }
+            };
             sub.prepend_via(&file);
             merged.merge(sub);
         }
@@ -393,7 +411,7 @@ impl Loader<'_> {
         file: &Arc<Path>,
         layer: Layer,
     ) -> Result<Tree, ConfigError> {
-        let mut tree = Tree::new(origin(file, at, layer));
+        let mut items = Vec::with_capacity(entries.len());
         for (k, v) in entries {
             let Some(key) = k.key_string() else {
                 return Err(ConfigError::Invalid {
@@ -439,11 +457,9 @@ impl Loader<'_> {
                     shadowed: Vec::new(),
                 }),
             };
-            // Duplicate keys: PyYAML keeps the last.
-            tree.entries.shift_remove(&key);
-            tree.entries.insert(key, item);
+            items.push((key, item));
         }
-        Ok(tree)
+        Ok(last_wins(Tree::new(origin(file, at, layer)), items))
     }
 
     fn substitute(&self, s: &str, file: &Arc<Path>, at: Pos) -> Result<Option<Value>, ConfigError> {
@@ -593,6 +609,26 @@ fn origin(file: &Arc<Path>, at: Pos, layer: Layer) -> Origin {
         via: Vec::new(),
         layer,
     }
+}
+
+/// `tree` with `items` entered in order where a duplicate key keeps its last value, placed
+/// where that last one is written (as removing the earlier entry and inserting the later one
+/// would, without shifting the map once per duplicate: 300,000 of them took minutes).
+fn last_wins(mut tree: Tree, items: Vec<(String, Item)>) -> Tree {
+    let mut last: HashMap<&str, usize> = HashMap::with_capacity(items.len());
+    for (i, (key, _)) in items.iter().enumerate() {
+        last.insert(key.as_str(), i);
+    }
+    let keep: Vec<bool> = (0..items.len())
+        .map(|i| last.get(items[i].0.as_str()) == Some(&i))
+        .collect();
+    drop(last);
+    for ((key, item), keep) in items.into_iter().zip(keep) {
+        if keep {
+            tree.entries.insert(key, item);
+        }
+    }
+    tree
 }
 
 fn canonical(p: &Path) -> PathBuf {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Which layer of Primus' merge order a value came from (lowest to highest priority).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Layer {
     ModulePreset,
@@ -170,6 +170,32 @@ pub struct Tree {
     pub shadowed: Vec<Shadow>,
 }
 
+/// Whether two definitions were written at the same place (the `extends` chain that brought
+/// them in aside).
+fn same_site(a: &Shadow, b: &Shadow) -> bool {
+    a.origin.file == b.origin.file
+        && (a.origin.line, a.origin.column, a.origin.layer)
+            == (b.origin.line, b.origin.column, b.origin.layer)
+}
+
+/// Append to `history` the definitions of `more` written where none of it was: a file that
+/// two presets extend (a diamond) brings its definitions in by both, and listing each once
+/// keeps the history as long as the number of places the key is written, where listing every
+/// path to them grew exponentially with the chain's length.
+fn append_sites(history: &mut Vec<Shadow>, more: impl Iterator<Item = Shadow>) {
+    type Site = (Arc<Path>, u32, u32, Layer);
+    let site = |s: &Shadow| -> Site {
+        let o = &s.origin;
+        (o.file.clone(), o.line, o.column, o.layer)
+    };
+    let mut seen: std::collections::HashSet<Site> = history.iter().map(site).collect();
+    for s in more {
+        if seen.insert(site(&s)) {
+            history.push(s);
+        }
+    }
+}
+
 impl Tree {
     pub fn new(origin: Origin) -> Self {
         Tree {
@@ -187,11 +213,16 @@ impl Tree {
                 (Some(Item::Map(base)), Item::Map(o)) => base.merge(o),
                 (Some(old), mut new) => {
                     let mut history = std::mem::take(old.shadowed_mut());
-                    history.push(Shadow {
+                    let replaced = Shadow {
                         value: old.value(),
                         origin: old.origin().clone(),
-                    });
-                    history.append(new.shadowed_mut());
+                    };
+                    let later = std::mem::take(new.shadowed_mut());
+                    if later.is_empty() && !history.iter().any(|h| same_site(h, &replaced)) {
+                        history.push(replaced);
+                    } else {
+                        append_sites(&mut history, std::iter::once(replaced).chain(later));
+                    }
                     *new.shadowed_mut() = history;
                     *old = new;
                 }
@@ -332,6 +363,33 @@ mod tests {
         );
         let keys: Vec<String> = base.leaves().into_iter().map(|(k, _)| k).collect();
         assert_eq!(keys, vec!["a.b", "a.c", "l"]);
+    }
+
+    /// A file two presets extend (a diamond) brings its definition in twice: the history lists
+    /// each place a key is written once, so it grows with the files, not the paths to them.
+    #[test]
+    fn a_definition_reached_by_two_paths_is_in_the_history_once() {
+        let shared = || Tree::singleton("k", Value::Int(0), origin("base.yaml", 1));
+        let via = |file: &str, line: u32| {
+            let mut t = shared();
+            t.merge(Tree::singleton("k", Value::Int(1), origin(file, line)));
+            t
+        };
+        let mut top = via("left.yaml", 2);
+        top.merge(via("right.yaml", 3));
+        let lines: Vec<(String, u32)> = top
+            .leaf("k")
+            .unwrap()
+            .shadowed
+            .iter()
+            .map(|s| (file_name(&s.origin.file), s.origin.line))
+            .collect();
+        assert_eq!(
+            lines,
+            [("base.yaml".into(), 1), ("left.yaml".into(), 2)],
+            "base.yaml:1 once, though both chains bring it"
+        );
+        assert_eq!(top.leaf("k").unwrap().origin.line, 3);
     }
 
     #[test]

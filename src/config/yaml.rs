@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::LazyLock;
 
 /// A position in a source text: 1-based line and column (in characters), byte offset.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Pos {
     pub line: u32,
     pub col: u32,
@@ -126,7 +126,7 @@ impl Node {
 
 /// A key written more than once in one mapping. PyYAML's SafeLoader keeps the last value
 /// without a word (Primus loads with it), so every earlier occurrence is dead text.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct DuplicateKey {
     /// The key with the path of its mapping, dotted (`modules.pre_trainer.overrides.lr`; list
     /// items as `[i]`).
@@ -277,7 +277,9 @@ fn build(text: &str) -> Result<Option<Node>, YamlError> {
         anchors: HashMap::new(),
         names: Default::default(),
         tags: Vec::new(),
+        anchored: 0,
         expanded: 0,
+        nodes: 0,
         root: None,
         docs: 0,
         lines: text.split('\n').count() as u32,
@@ -288,12 +290,24 @@ fn build(text: &str) -> Result<Option<Node>, YamlError> {
             YamlError {
                 line: p.line,
                 col: p.col,
-                message: e.info().to_string(),
+                message: scan_message(e.info()),
             }
         })?;
         b.event(ev, span)?;
     }
     Ok(b.root)
+}
+
+/// The scanner's message, with what it means where it is terse.
+fn scan_message(info: &str) -> String {
+    if info == "simple key expect ':'" {
+        // The scanner gives up on a key once it runs past its line or 1024 characters.
+        return format!(
+            "{info}: a key must end with `:` on its own line, within 1024 characters (YAML's \
+             limit on keys)"
+        );
+    }
+    info.to_string()
 }
 
 /// Character index → byte offset (saphyr's markers count characters).
@@ -333,6 +347,7 @@ enum Frame {
         items: Vec<Node>,
         anchor: usize,
         flow: bool,
+        inside: Cost,
     },
     Map {
         start: Pos,
@@ -340,21 +355,53 @@ enum Frame {
         pending_key: Option<Node>,
         anchor: usize,
         flow: bool,
+        inside: Cost,
     },
+}
+
+/// What a node costs an alias that copies it: its size in nodes and how deep its collections
+/// nest (0 for a scalar). Summed as the nodes are built, so an anchor costs nothing to measure
+/// (measuring each of 256 nested anchors walked the same subtree 256 times).
+#[derive(Debug, Clone, Copy, Default)]
+struct Cost {
+    size: usize,
+    height: usize,
+}
+
+impl Cost {
+    const SCALAR: Cost = Cost { size: 1, height: 0 };
+
+    fn add(&mut self, child: Cost) {
+        self.size += child.size;
+        self.height = self.height.max(child.height);
+    }
+
+    /// The collection holding what `self` sums.
+    fn closed(self) -> Cost {
+        Cost {
+            size: self.size + 1,
+            height: self.height + 1,
+        }
+    }
 }
 
 struct Builder<'a> {
     text: &'a str,
     offsets: &'a CharOffsets,
     stack: Vec<Frame>,
-    /// Anchored nodes with their size in nodes (aliases are expanded by copy).
-    anchors: HashMap<usize, (Node, usize)>,
+    /// Anchored nodes (aliases are expanded by copy).
+    anchors: HashMap<usize, Anchored>,
+    /// Nodes the kept copies of anchored nodes hold (bounded: nested anchors each keep a copy
+    /// of everything inside them).
+    anchored: usize,
     /// Anchor names seen (PyYAML refuses one defined twice).
     names: super::pyyaml::Anchors,
     /// The core tag of each open collection, checked when it closes.
     tags: Vec<Option<String>>,
     /// Nodes created by alias expansion so far (bounded, against "billion laughs" inputs).
     expanded: usize,
+    /// Nodes written in the text so far (bounded by [`MAX_NODES`]).
+    nodes: usize,
     root: Option<Node>,
     docs: usize,
     /// Lines of the text (the last one may be empty): a position past them is clamped.
@@ -384,6 +431,12 @@ impl Builder<'_> {
     fn event(&mut self, ev: Event<'_>, span: Span) -> Result<(), YamlError> {
         let start = self.pos(&span.start);
         self.properties(&ev, start)?;
+        if matches!(
+            ev,
+            Event::Scalar(..) | Event::SequenceStart(..) | Event::MappingStart(..)
+        ) {
+            self.count_node(start)?;
+        }
         match ev {
             Event::StreamStart | Event::StreamEnd | Event::DocumentEnd | Event::Nothing => {}
             Event::DocumentStart(_) => {
@@ -397,25 +450,7 @@ impl Builder<'_> {
                     });
                 }
             }
-            Event::Alias(id) => {
-                let err = |message: &str| YamlError {
-                    line: start.line,
-                    col: start.col,
-                    message: message.into(),
-                };
-                let (node, size) = self
-                    .anchors
-                    .get(&id)
-                    .ok_or_else(|| err("alias refers to an unknown anchor"))?;
-                self.expanded += size;
-                if self.expanded > MAX_ALIAS_NODES {
-                    return Err(err(
-                        "aliases expand to too many nodes (more than 100,000); refusing to load",
-                    ));
-                }
-                let node = node.clone();
-                self.push(node);
-            }
+            Event::Alias(id) => self.alias(id, start)?,
             Event::Scalar(text, style, anchor, tag) => {
                 if let Some(why) = tag.as_deref().and_then(refused_tag) {
                     return Err(YamlError {
@@ -450,11 +485,8 @@ impl Builder<'_> {
                     end,
                     flow: false,
                 };
-                if anchor > 0 {
-                    self.anchors
-                        .insert(anchor, (node.clone(), count_nodes(&node)));
-                }
-                self.push(node);
+                self.anchor(anchor, &node, Cost::SCALAR);
+                self.push(node, Cost::SCALAR);
             }
             Event::SequenceStart(..) | Event::MappingStart(..) if self.stack.len() >= MAX_DEPTH => {
                 return Err(YamlError {
@@ -478,6 +510,7 @@ impl Builder<'_> {
                     items: Vec::new(),
                     anchor,
                     flow,
+                    inside: Cost::default(),
                 });
             }
             Event::MappingStart(_, Some(tag)) if refused_tag(&tag).is_some() => {
@@ -496,6 +529,7 @@ impl Builder<'_> {
                     pending_key: None,
                     anchor,
                     flow,
+                    inside: Cost::default(),
                 });
             }
             Event::SequenceEnd => {
@@ -504,6 +538,7 @@ impl Builder<'_> {
                     items,
                     anchor,
                     flow,
+                    inside,
                 }) = self.stack.pop()
                 {
                     let end = self.collection_end(flow, s, span, items.last().map(|n| n.end));
@@ -519,11 +554,8 @@ impl Builder<'_> {
                         flow,
                     };
                     self.collection_tag(&node)?;
-                    if anchor > 0 {
-                        self.anchors
-                            .insert(anchor, (node.clone(), count_nodes(&node)));
-                    }
-                    self.push(node);
+                    self.anchor(anchor, &node, inside.closed());
+                    self.push(node, inside.closed());
                 }
             }
             Event::MappingEnd => {
@@ -532,6 +564,7 @@ impl Builder<'_> {
                     entries,
                     anchor,
                     flow,
+                    inside,
                     ..
                 }) = self.stack.pop()
                 {
@@ -543,11 +576,8 @@ impl Builder<'_> {
                         flow,
                     };
                     self.collection_tag(&node)?;
-                    if anchor > 0 {
-                        self.anchors
-                            .insert(anchor, (node.clone(), count_nodes(&node)));
-                    }
-                    self.push(node);
+                    self.anchor(anchor, &node, inside.closed());
+                    self.push(node, inside.closed());
                 }
             }
         }
@@ -573,6 +603,55 @@ impl Builder<'_> {
             Some(Some(t)) => super::pyyaml::collection_tag(&t, node),
             _ => Ok(()),
         }
+    }
+
+    fn count_node(&mut self, at: Pos) -> Result<(), YamlError> {
+        self.nodes += 1;
+        if self.nodes > MAX_NODES {
+            return Err(YamlError {
+                line: at.line,
+                col: at.col,
+                message: "more than 500,000 YAML nodes (keys, values and collections) in one \
+                          file; refusing to load"
+                    .into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// An alias: a copy of its anchor's node, within the bounds on copies and on nesting.
+    fn alias(&mut self, id: usize, start: Pos) -> Result<(), YamlError> {
+        let err = |message: &str| YamlError {
+            line: start.line,
+            col: start.col,
+            message: message.into(),
+        };
+        let a = self
+            .anchors
+            .get(&id)
+            .ok_or_else(|| err("alias refers to an unknown anchor"))?;
+        self.expanded += a.cost.size;
+        if self.expanded > MAX_ALIAS_NODES {
+            return Err(err(
+                "aliases expand to too many nodes (more than 100,000); refusing to load",
+            ));
+        }
+        // A copy nests as deep as its anchor does: aliases of aliases, each inside a few
+        // brackets, built a tree deep enough to overflow the stack of every function that
+        // walks it.
+        if self.stack.len() + a.cost.height > MAX_DEPTH {
+            return Err(err(&format!(
+                "aliases nest collections deeper than {MAX_DEPTH} levels"
+            )));
+        }
+        let Some(node) = a.node.clone() else {
+            return Err(err(
+                "anchors hold more than 400,000 nodes in all; refusing to load",
+            ));
+        };
+        let cost = a.cost;
+        self.push(node, cost);
+        Ok(())
     }
 
     fn collection_end(&self, flow: bool, start: Pos, span: Span, last: Option<Pos>) -> Pos {
@@ -633,17 +712,40 @@ impl Builder<'_> {
         }
     }
 
-    fn push(&mut self, node: Node) {
+    /// Keep a copy of `node` for the aliases to anchor `id` (none when 0), while the copies
+    /// kept hold at most [`MAX_ANCHORED_NODES`] nodes: a larger one is only refused if an
+    /// alias uses it.
+    fn anchor(&mut self, id: usize, node: &Node, cost: Cost) {
+        if id == 0 {
+            return;
+        }
+        let keep = cost.size <= MAX_ALIAS_NODES && self.anchored + cost.size <= MAX_ANCHORED_NODES;
+        if keep {
+            self.anchored += cost.size;
+        }
+        let node = keep.then(|| node.clone());
+        self.anchors.insert(id, Anchored { node, cost });
+    }
+
+    fn push(&mut self, node: Node, cost: Cost) {
         match self.stack.last_mut() {
             None => self.root = Some(node),
-            Some(Frame::Seq { items, .. }) => items.push(node),
+            Some(Frame::Seq { items, inside, .. }) => {
+                inside.add(cost);
+                items.push(node)
+            }
             Some(Frame::Map {
                 entries,
                 pending_key,
+                inside,
                 ..
             }) => match pending_key.take() {
-                None => *pending_key = Some(node),
+                None => {
+                    inside.add(cost);
+                    *pending_key = Some(node)
+                }
                 Some(k) => {
+                    inside.add(cost);
                     let mut node = node;
                     // An empty value (`key:`) has no text; saphyr places it at the next token,
                     // possibly lines below. Pin it to the end of its key.
@@ -663,18 +765,21 @@ impl Builder<'_> {
 
 /// Deepest nesting of collections accepted (PyYAML would hit Python's recursion limit).
 const MAX_DEPTH: usize = 256;
+/// Nodes written in one document. Every stage after the parse (resolution, lint, the edit
+/// model) costs a microsecond or so a node, so a 15 MiB flow list of 5 million numbers took
+/// 9 s and 1.6 GB; Primus' own presets hold a few thousand.
+const MAX_NODES: usize = 500_000;
 /// Nodes that alias expansion may create in one document.
 const MAX_ALIAS_NODES: usize = 100_000;
+/// Nodes the copies of anchored nodes may hold in one document: 300,000 anchored scalars
+/// fit, 256 nested anchors around a 100,000-item list do not.
+const MAX_ANCHORED_NODES: usize = 400_000;
 
-fn count_nodes(n: &Node) -> usize {
-    1 + match &n.kind {
-        NodeKind::Scalar(_) => 0,
-        NodeKind::Seq(items) => items.iter().map(count_nodes).sum(),
-        NodeKind::Map(entries) => entries
-            .iter()
-            .map(|(k, v)| count_nodes(k) + count_nodes(v))
-            .sum(),
-    }
+/// An anchored node with what an alias to it costs; the copy is not kept when the copies
+/// already hold [`MAX_ANCHORED_NODES`] nodes.
+struct Anchored {
+    node: Option<Node>,
+    cost: Cost,
 }
 
 /// Byte offset just past the closing quote of a quoted scalar starting at `start`.
@@ -742,43 +847,7 @@ fn flatten_merge_keys(node: Node) -> Node {
             if !has_merge {
                 NodeKind::Map(entries)
             } else {
-                let mut merged: Vec<(Node, Node)> = Vec::new();
-                let mut explicit: Vec<(Node, Node)> = Vec::new();
-                for (k, v) in entries {
-                    if is_merge_key(&k) {
-                        let sources: Vec<Node> = match v.kind {
-                            NodeKind::Seq(items) => items,
-                            _ => vec![v],
-                        };
-                        for src in sources {
-                            if let NodeKind::Map(es) = src.kind {
-                                // Within one merged mapping the last of a repeated key counts
-                                // (PyYAML constructs its pairs in order); across several, the
-                                // first mapping listed wins.
-                                let mut own: Vec<(Node, Node)> = Vec::new();
-                                for (mk, mv) in es {
-                                    let name = mk.key_string();
-                                    own.retain(|(k2, _)| k2.key_string() != name);
-                                    own.push((mk, mv));
-                                }
-                                for (mk, mv) in own {
-                                    let name = mk.key_string();
-                                    if !merged.iter().any(|(k2, _)| k2.key_string() == name) {
-                                        merged.push((mk, mv));
-                                    }
-                                }
-                            }
-                        }
-                    } else {
-                        explicit.push((k, v));
-                    }
-                }
-                merged.retain(|(mk, _)| {
-                    let name = mk.key_string();
-                    !explicit.iter().any(|(k, _)| k.key_string() == name)
-                });
-                merged.extend(explicit);
-                NodeKind::Map(merged)
+                NodeKind::Map(merge_entries(entries))
             }
         }
         k => k,
@@ -789,6 +858,56 @@ fn flatten_merge_keys(node: Node) -> Node {
         end,
         flow,
     }
+}
+
+/// A mapping's entries with its merge keys applied: the merged mappings' keys first (within
+/// one mapping the last of a repeated key counts, as PyYAML constructs its pairs in order;
+/// across several the first mapping listed wins), less those written explicitly, then the
+/// explicit entries. Keys are looked up in sets: a merged mapping may hold 100,000 keys.
+fn merge_entries(entries: Vec<(Node, Node)>) -> Vec<(Node, Node)> {
+    use std::collections::HashSet;
+    let mut merged: Vec<(Node, Node)> = Vec::new();
+    let mut merged_names: HashSet<Option<String>> = HashSet::new();
+    let mut explicit: Vec<(Node, Node)> = Vec::new();
+    for (k, v) in entries {
+        if !is_merge_key(&k) {
+            explicit.push((k, v));
+            continue;
+        }
+        let sources: Vec<Node> = match v.kind {
+            NodeKind::Seq(items) => items,
+            _ => vec![v],
+        };
+        for src in sources {
+            if let NodeKind::Map(es) = src.kind {
+                for (mk, mv) in last_of_each(es) {
+                    if merged_names.insert(mk.key_string()) {
+                        merged.push((mk, mv));
+                    }
+                }
+            }
+        }
+    }
+    let explicit_names: HashSet<Option<String>> =
+        explicit.iter().map(|(k, _)| k.key_string()).collect();
+    merged.retain(|(mk, _)| !explicit_names.contains(&mk.key_string()));
+    merged.extend(explicit);
+    merged
+}
+
+/// `entries` with only the last of each repeated key, in the order of those last ones.
+fn last_of_each(entries: Vec<(Node, Node)>) -> Vec<(Node, Node)> {
+    let names: Vec<Option<String>> = entries.iter().map(|(k, _)| k.key_string()).collect();
+    let mut last: HashMap<&Option<String>, usize> = HashMap::with_capacity(names.len());
+    for (i, n) in names.iter().enumerate() {
+        last.insert(n, i);
+    }
+    entries
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| last.get(&names[*i]) == Some(i))
+        .map(|(_, e)| e)
+        .collect()
 }
 
 fn is_merge_key(k: &Node) -> bool {
@@ -1151,6 +1270,52 @@ mod tests {
         assert_eq!(m.get("x"), Some(&Value::Int(1)));
         assert_eq!(m.get("y"), Some(&Value::Int(3)));
         assert_eq!(n.get("l").unwrap().typed(), n.get("base").unwrap().typed());
+    }
+
+    /// What an alias copies counts against the nesting limit: anchors of aliases a few
+    /// brackets deeper each overflowed the stack of every walk of the tree.
+    #[test]
+    fn aliases_nesting_past_the_limit_are_refused() {
+        let (open, close) = ("[".repeat(100), "]".repeat(100));
+        let ok = format!("a: &a {open}1{close}\nb: &b {open}*a{close}\n");
+        assert!(parse(&ok).is_ok());
+        let deep = format!("{ok}c: {open}*b{close}\n");
+        let e = parse(&deep).unwrap_err();
+        assert!(e.message.contains("deeper than 256"), "{e:?}");
+        assert_eq!(e.line, 3);
+    }
+
+    #[test]
+    fn more_nodes_than_the_cap_are_refused_where_the_cap_is_passed() {
+        // The mapping, its key and the list are 3 nodes; `n` commas make n + 1 items.
+        let under = format!("k: [{}1]\n", "1, ".repeat(MAX_NODES - 4));
+        assert!(parse(&under).is_ok());
+        let over = format!("k: [{}1]\n", "1, ".repeat(MAX_NODES - 3));
+        let e = parse(&over).unwrap_err();
+        assert!(e.message.contains("500,000 YAML nodes"), "{e:?}");
+        assert_eq!((e.line, e.col as usize), (1, 5 + 3 * (MAX_NODES - 3)));
+    }
+
+    /// A merge of a large mapping costs its size, not its square; the last of a key repeated
+    /// inside it counts, and explicit keys win.
+    #[test]
+    fn merging_a_large_mapping_keeps_pyyaml_order_and_precedence() {
+        let keys: Vec<String> = (0..20_000).map(|i| format!("m{i}: {i}")).collect();
+        let text = format!(
+            "b: &b {{{}, m0: last}}\nm: {{<<: *b, m1: x}}\n",
+            keys.join(", ")
+        );
+        let node = parse(&text).unwrap().unwrap();
+        let m = node.get("m").unwrap().as_map().unwrap();
+        assert_eq!(m.len(), 20_000);
+        let key = |i: usize| m[i].0.key_string().unwrap();
+        // m0's last value sits where its last occurrence is: after m19999.
+        assert_eq!(
+            (key(0), key(19_997), key(19_998), key(19_999)),
+            ("m2".into(), "m19999".into(), "m0".into(), "m1".into())
+        );
+        assert_eq!(m[19_998].1.typed(), Value::Str("last".into()));
+        assert_eq!(m[19_999].1.typed(), Value::Str("x".into()));
     }
 
     #[test]

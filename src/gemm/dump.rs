@@ -268,17 +268,23 @@ struct Counter {
 impl Counter {
     /// Reads one file line by line (invalid UTF-8 replaced, `\r\n` accepted).
     fn read_file(&mut self, path: &Path) -> Result<(), DumpError> {
-        use std::io::BufRead;
+        use crate::util::lines::{MAX_LINE, Skipped, read_line};
         let io = |source| DumpError::Io {
             path: path.to_path_buf(),
             source,
         };
-        let mut reader = std::io::BufReader::new(std::fs::File::open(path).map_err(io)?);
+        let file = crate::util::input::open_regular(path).map_err(|e| match e {
+            crate::util::input::InputError::Io(source) => io(source),
+            other => io(std::io::Error::other(other.to_string())),
+        })?;
+        let mut reader = std::io::BufReader::new(file);
         let mut buf = Vec::new();
         let mut line_no = 0usize;
+        // A line is cut at MAX_LINE bytes: a file without newlines costs a megabyte, not its
+        // size (a cut bench line fails to parse, naming its line).
+        let mut skipped = Skipped::default();
         loop {
-            buf.clear();
-            if reader.read_until(b'\n', &mut buf).map_err(io)? == 0 {
+            if !read_line(&mut reader, &mut buf, MAX_LINE, &mut skipped).map_err(io)? {
                 return Ok(());
             }
             line_no += 1;

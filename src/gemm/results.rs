@@ -228,10 +228,24 @@ fn parse_row(head: &Header, row: &[&str], line: usize) -> Result<TunedGemm, Stri
 }
 
 /// Reads and parses a result file.
+/// Only a regular file of at most the input cap ([`crate::util::input`]) is read: a FIFO
+/// would block, `/dev/zero` would fill memory.
 pub fn read(path: &Path) -> Result<TuneResults, ResultsError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ResultsError::Io {
-        path: path.to_path_buf(),
-        source,
+    use crate::util::input::{InputError, cap_bytes, read_text};
+    let text = read_text(path, cap_bytes()).map_err(|e| match e {
+        InputError::Io(source) => ResultsError::Io {
+            path: path.to_path_buf(),
+            source,
+        },
+        InputError::NotUtf8 { line, .. } => ResultsError::Parse {
+            path: path.to_path_buf(),
+            line: line as usize,
+            message: e.to_string(),
+        },
+        other => ResultsError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::other(other.to_string()),
+        },
     })?;
     parse(path, &text)
 }

@@ -65,13 +65,20 @@ pub fn kind_of(path: &Path) -> Result<Option<&'static str>, std::io::Error> {
     })
 }
 
-/// Read `path` as UTF-8 text, refusing anything but a regular file of at most `cap` bytes.
-pub fn read_text(path: &Path, cap: u64) -> Result<String, InputError> {
+/// Open `path` for reading when it is a regular file: a FIFO would block the open or the
+/// read, a device such as `/dev/zero` would never end, so they are refused before opening. For
+/// inputs read as a stream (logs, GEMM dumps), whose size is not capped.
+pub fn open_regular(path: &Path) -> Result<std::fs::File, InputError> {
     if let Some(kind) = kind_of(path)? {
         return Err(InputError::NotRegular(kind));
     }
+    Ok(std::fs::File::open(path)?)
+}
+
+/// Read `path` as UTF-8 text, refusing anything but a regular file of at most `cap` bytes.
+pub fn read_text(path: &Path, cap: u64) -> Result<String, InputError> {
     use std::io::Read;
-    let f = std::fs::File::open(path)?;
+    let f = open_regular(path)?;
     let size = f.metadata()?.len();
     if size > cap {
         return Err(InputError::TooLarge {
@@ -81,7 +88,7 @@ pub fn read_text(path: &Path, cap: u64) -> Result<String, InputError> {
     }
     let mut bytes = Vec::with_capacity(size as usize);
     // Read one byte past the cap: a file that grew meanwhile is caught too.
-    f.take(cap + 1).read_to_end(&mut bytes)?;
+    f.take(cap.saturating_add(1)).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > cap {
         return Err(InputError::TooLarge {
             size: bytes.len() as u64,
