@@ -45,4 +45,14 @@ if ! have 'causal_conv1d-*.whl'; then
 fi
 cargo build --release -q
 mkdir -p bin && cp target/release/primus-tune bin/ && strip bin/primus-tune
-du -sh .primus .whl bin/primus-tune
+# The device takes at most 64 MiB of working tree and carried paths together, and the tracked
+# files alone are about 34 MiB: carry compressed copies (`run` with carry [".carry"]) and unpack
+# them there first:
+#   tar xzf .carry/primus.tgz; tar xzf .carry/whl.tgz; mkdir -p bin
+#   tar xzf .carry/megatron.tgz -C bin    # only where bin/megatron exists here (h200-oom-stop.sh)
+#   gunzip -c .carry/primus-tune.gz > bin/primus-tune; chmod +x bin/primus-tune
+rm -rf .carry && mkdir .carry
+tar czf .carry/primus.tgz .primus && tar czf .carry/whl.tgz .whl
+gzip -9 -c bin/primus-tune > .carry/primus-tune.gz
+[ -d bin/megatron ] && tar czf .carry/megatron.tgz -C bin megatron
+du -sh .primus .whl bin/primus-tune .carry

@@ -4,6 +4,7 @@
 pub mod env;
 pub mod error;
 pub mod overrides;
+mod parse_cache;
 mod pyyaml;
 mod pyyaml_scalars;
 pub mod resolve;

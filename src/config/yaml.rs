@@ -201,7 +201,12 @@ fn collect_duplicates(node: &Node, path: &str, out: &mut Vec<DuplicateKey>) {
 
 /// Parse one YAML document. `Ok(None)` for an empty document (PyYAML returns `None`).
 /// What PyYAML's SafeLoader refuses is refused too ([`super::pyyaml`]), at its line and column.
+/// A large text parsed before in this process is not parsed again ([`super::parse_cache`]).
 pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
+    super::parse_cache::parse(text, parse_text)
+}
+
+fn parse_text(text: &str) -> Result<Option<Node>, YamlError> {
     non_printable(text)?;
     super::pyyaml::stream_start(text)?;
     let stand_in = as_pyyaml_reads(text);
