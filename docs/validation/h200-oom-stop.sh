@@ -36,12 +36,14 @@ for i in $(seq 1 "$RUNS"); do
   gpu_now=$(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader | tr '\n' ' ')
   sleep 2
   gpu_2s=$(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader | tr '\n' ' ')
-  oom=$(grep -m1 'OutOfMemoryError' "$OUT/oom$i.stamped" | cut -d' ' -f1)
+  # The JSON stream does not echo log lines: the tool says "stopping" (reason failure) as it
+  # reads the OOM line, which trial-ended's failure quotes.
+  oom=$(grep -m1 '"event":"stopping"' "$OUT/oom$i.stamped" | cut -d' ' -f1)
   done_at=$(grep -m1 '"event":"trial-ended"' "$OUT/oom$i.stamped" | cut -d' ' -f1)
   class=$(grep -m1 '"event":"trial-ended"' "$OUT/oom$i.stamped" | grep -o '"class":"[a-z-]*"')
   {
-    echo "run $i: OOM line at $oom, trial-ended at $done_at, command exited at $ended ($class)"
-    python3 -c "print('  OOM line -> trial ended: %.2f s' % ($done_at - $oom))"
+    echo "run $i: OOM line read (stopping) at $oom, trial-ended at $done_at, command exited at $ended ($class)"
+    python3 -c "print('  OOM line read -> trial ended: %.2f s' % ($done_at - $oom))"
     echo "  GPU compute apps at the end: [$gpu_now]; 2 s later: [$gpu_2s]"
     echo "  processes of trial $i left: [$(left "$i")]"
   } | tee -a "$OUT/oom-times.txt"

@@ -5,7 +5,8 @@
 # bin/primus-tune), then on the device, from the repository root, one part per call:
 #   PART=a  a trial through the shipped `primus` profile (ends `completed`, Primus' exit 0 kept),
 #           `show --json --all` against Primus' own "Final backend args", and a Ctrl-C through
-#           the README's user profile `primus-cuda` (nothing left on the GPU or in /proc)
+#           the user profile `primus-cuda` of docs/trials.md (nothing left on the GPU or in /proc)
+#   PART=ctrlc  the Ctrl-C of part a alone
 #   PART=b  a short sweep, micro batch x recompute (spaces/primus-mbs-recompute-h200.yaml)
 #   PART=c  launch overhead: the same GPU-bound experiment by hand and through the tool,
 #           alternating, RUNS of each (default 3)
@@ -102,12 +103,14 @@ EOF
   [ -n "$plog" ] && python3 docs/validation/primus-final-args.py "$plog" "$OUT/show-all.json" \
     > "$OUT/final-args.txt" 2>&1
   log "final-args rc=$? ($(tail -n +1 "$OUT/final-args.txt" 2> /dev/null | grep -m1 'all keys'))"
+}
 
-  log "Ctrl-C through the README's user profile primus-cuda"
+part_ctrlc() {
+  log "Ctrl-C through the user profile primus-cuda of docs/trials.md"
   mkdir -p "$XDG_CONFIG_HOME/primus-tune/profiles"
-  # The profile exactly as the README prints it.
-  awk '/^  # ~\/.config\/primus-tune\/profiles\/primus-cuda.yaml/{on=1} on&&/^  ```/{exit} on' README.md |
-    sed 's/^  //' > "$XDG_CONFIG_HOME/primus-tune/profiles/primus-cuda.yaml"
+  # The profile exactly as docs/trials.md prints it.
+  awk '/^# ~\/.config\/primus-tune\/profiles\/primus-cuda.yaml/{on=1} on&&/^```/{exit} on' \
+    docs/trials.md > "$XDG_CONFIG_HOME/primus-tune/profiles/primus-cuda.yaml"
   cp "$XDG_CONFIG_HOME/primus-tune/profiles/primus-cuda.yaml" "$OUT/"
   "$B" run "$TINY" --profile primus-cuda --max-iters 200 --ci-target 0 --json \
     > "$OUT/a-ctrlc.jsonl" 2> "$OUT/a-ctrlc.err" < /dev/null &
@@ -190,10 +193,11 @@ EOF
 }
 
 case "$PART" in
-  a) part_a ;;
+  a) part_a && part_ctrlc ;;
+  ctrlc) part_ctrlc ;;
   b) part_b ;;
   c) part_c ;;
-  *) echo "PART must be a, b or c" >&2; exit 2 ;;
+  *) echo "PART must be a, ctrlc, b or c" >&2; exit 2 ;;
 esac
 tar -czf "$OUT/ws.tgz" -C "$WORK" ws 2> /dev/null
 log "done (part $PART)"
