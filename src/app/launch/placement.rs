@@ -67,9 +67,9 @@ impl Placement {
         Some(if self.job {
             format!(
                 "the GPUs per node of the job are unknown (no --gpus-per-node, GPUS_PER_NODE or \
-                 --gpus): its launcher starts {FALLBACK_GPUS} ranks on each of its {} node(s), {} \
-                 in all; pass --gpus-per-node G to choose",
-                self.nodes,
+                 --gpus): its launcher starts {FALLBACK_GPUS} ranks on each of its {}, {} in all; \
+                 pass --gpus-per-node G to choose",
+                crate::util::text::count(self.nodes as usize, "node", "nodes"),
                 self.ranks()
             )
         } else {
