@@ -2,12 +2,29 @@
 //! the same checks as `primus-tune set` (types, ranges, cross-flag rules), atomically with a
 //! backup, and a typed value checked while the user types it.
 
-use super::views::config::{PendingEdit, requests};
 use super::{AppError, Session};
 use crate::config::catalog::Catalog;
 use crate::config::diag::Severity;
 use crate::config::doc::SaveOptions;
-use crate::config::edit::{self, SetError};
+use crate::config::edit::{self, SetError, SetRequest};
+
+/// One unsaved edit: the flag and the text the user typed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingEdit {
+    pub key: String,
+    pub text: String,
+}
+
+/// The unsaved edits as the config engine's set requests.
+pub(crate) fn requests(pending: &[PendingEdit]) -> Vec<SetRequest> {
+    pending
+        .iter()
+        .map(|p| SetRequest {
+            key: p.key.clone(),
+            text: p.text.clone(),
+        })
+        .collect()
+}
 
 /// A planning error of the config engine as an application error.
 pub(crate) fn set_error(e: SetError) -> AppError {

@@ -3,6 +3,7 @@
 //! (`cli::exit`).
 
 use crate::config::diag::Diagnostic;
+use crate::util::paths::display_path;
 use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
@@ -27,7 +28,7 @@ pub enum AppError {
     Io(#[from] std::io::Error),
     /// The defaults file (`config.toml`) cannot be read or is not valid.
     #[error(transparent)]
-    Defaults(#[from] super::defaults::DefaultsError),
+    Defaults(#[from] DefaultsError),
     /// The trial's config has errors that would stop Primus at start-up.
     #[error(
         "{path}: the trial's config has {} that would stop Primus at start-up ({}); fix them, or launch anyway with `primus-tune run --force`",
@@ -125,4 +126,15 @@ impl From<crate::run::trial::TrialError> for AppError {
     fn from(e: crate::run::trial::TrialError) -> Self {
         AppError::Trial(Box::new(e))
     }
+}
+
+/// What is wrong with the defaults file, and where. (Here, with the error that wraps it, so the
+/// leaves of `app/` do not import the defaults; `DefaultsError::at` builds one.)
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}{}: {message}", display_path(file), at.map_or(String::new(), |(l, c)| format!(":{l}:{c}")))]
+pub struct DefaultsError {
+    pub file: PathBuf,
+    /// Line and column (1-based), when the error has a place.
+    pub at: Option<(usize, usize)>,
+    pub message: String,
 }

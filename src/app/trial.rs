@@ -96,7 +96,7 @@ pub struct PreparedTrial {
 /// an environment variable goes into the trial's environment instead): the file is not changed.
 pub fn with_edits(
     mut req: TrialRequest,
-    edits: &[super::views::config::PendingEdit],
+    edits: &[super::edit::PendingEdit],
 ) -> Result<TrialRequest, AppError> {
     let catalog = Catalog::builtin();
     for e in edits {

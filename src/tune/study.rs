@@ -3,8 +3,9 @@
 
 use super::search::{SearchResult, Verdict};
 use super::space::Space;
+use crate::domain::evidence::Basis;
 use crate::domain::study::{
-    Candidate, CandidateRecord, Conclusion, StudyRecord, VerdictKind, settings,
+    Candidate, CandidateRecord, Conclusion, MemoryCheck, StudyRecord, VerdictKind, settings,
 };
 use std::collections::BTreeMap;
 
@@ -131,7 +132,7 @@ pub fn record(
         gpu_seconds: r.gpu_seconds,
         trials: r.trials,
         log: r.log.clone(),
-        // The sweep sets it once the basis is known (`app::views::studies::memory_check`).
+        // The sweep sets it once the basis is known ([`memory_check`]).
         memory_error: None,
         basis: None,
         unmodeled: Vec::new(),
@@ -155,6 +156,33 @@ pub fn mean_relative_error(pairs: impl Iterator<Item = (f64, f64)>) -> Option<(f
         let e: f64 = ok.iter().map(|(p, m)| ((p - m) / m).abs()).sum();
         (e / ok.len() as f64, ok.len())
     })
+}
+
+/// Whether and how the memory model's forecasts compare with the study's measured peaks: only
+/// for peaks measured on a GPU profile (a proxy's peak is its CPU stand-in's, not the config's
+/// on a GPU); over the candidates that ran to a measurement (a failed, OOM or rejected trial's
+/// peak is whatever it reached before it ended). Nothing to say without a pair of forecast and
+/// peak. What `sweep` prints and stores, and the report shows.
+pub fn memory_check(rec: &StudyRecord) -> MemoryCheck {
+    let pairs = rec
+        .candidates
+        .iter()
+        .filter(|c| c.verdict.measured())
+        .filter_map(|c| Some((c.predicted_bytes?, c.peak_memory_bytes? as f64)));
+    let Some((mean_error, candidates)) = mean_relative_error(pairs) else {
+        return MemoryCheck::Nothing;
+    };
+    match &rec.basis {
+        Some(Basis::Proxy { profile }) => MemoryCheck::NotCompared {
+            why: format!(
+                "{profile} is a CPU stand-in: its peak is the stand-in's, not the config's on a GPU"
+            ),
+        },
+        _ => MemoryCheck::Compared {
+            mean_error,
+            candidates,
+        },
+    }
 }
 
 #[cfg(test)]

@@ -85,27 +85,6 @@ pub const KNOWN: &[(&str, &str)] = &[
     // it: the one documented frontend-to-frontend edge. Its home is main.rs's dispatch.
     ("cli/mod.rs", "cli imports crate::tui"),
     ("cli/monitor.rs", "cli imports crate::tui"),
-    // App tiers broken today (issue 44), to be removed one by one.
-    (
-        "app/error.rs",
-        "app tier: leaves imports launch (app::defaults)",
-    ),
-    (
-        "app/events.rs",
-        "app tier: leaves imports study (app::sweep::history)",
-    ),
-    (
-        "app/trial.rs",
-        "app tier: trial imports views (app::views::config)",
-    ),
-    (
-        "app/edit.rs",
-        "app tier: trial imports views (app::views::config)",
-    ),
-    (
-        "app/sweep/mod.rs",
-        "app tier: study imports views (app::views::studies)",
-    ),
 ];
 
 const PRINT_MACROS: &[&str] = &["println", "print", "eprintln", "eprint", "dbg"];

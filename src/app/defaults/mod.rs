@@ -15,6 +15,7 @@ mod parse;
 mod tests;
 
 use super::AppError;
+pub use super::error::DefaultsError;
 use crate::run::launch::slurm::SlurmSettings;
 use crate::run::profile::DEFAULT_PROFILE;
 use crate::util::paths::display_path;
@@ -139,16 +140,6 @@ pub struct Defaults {
     pub slurm: SlurmSettings,
     /// Each `[slurm]` key the file sets: its name, value and place (for `defaults`).
     pub slurm_entries: Vec<(String, serde_json::Value, Location)>,
-}
-
-/// What is wrong with the defaults file, and where.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}{}: {message}", display_path(file), at.map_or(String::new(), |(l, c)| format!(":{l}:{c}")))]
-pub struct DefaultsError {
-    pub file: PathBuf,
-    /// Line and column (1-based), when the error has a place.
-    pub at: Option<(usize, usize)>,
-    pub message: String,
 }
 
 impl DefaultsError {

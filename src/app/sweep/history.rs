@@ -3,70 +3,12 @@
 //! candidate's median step time moves from one launch to the next. The search uses both
 //! ([`crate::tune::search::SearchConfig::launch_s_prior`] and `launch_cv`).
 
+pub use super::super::events::LaunchHistory;
 use super::runner::launch_s;
 use crate::store::{Store, TrialFilter, TrialRow, TrialStatus};
 use crate::util::stats::median;
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::Path;
-
-/// Launch figures from stored trials.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-pub struct LaunchHistory {
-    /// Median seconds before the first steady sample, and over how many trials (JSON:
-    /// `{"seconds", "trials"}`).
-    #[serde(serialize_with = "as_launch")]
-    pub launch_s: Option<(f64, usize)>,
-    /// Launch-to-launch variation of the median step time (relative standard deviation, the
-    /// within-trial error of each median taken out), and over how many repeated launches
-    /// (trials beyond the first of each candidate).
-    /// (JSON: `{"cv", "repeats"}`, the CV a fraction as here.)
-    #[serde(serialize_with = "as_cv")]
-    pub launch_cv: Option<(f64, usize)>,
-}
-
-fn as_launch<S: serde::Serializer>(v: &Option<(f64, usize)>, s: S) -> Result<S::Ok, S::Error> {
-    use serde::Serialize;
-    v.map(|(seconds, trials)| serde_json::json!({"seconds": seconds, "trials": trials}))
-        .serialize(s)
-}
-
-fn as_cv<S: serde::Serializer>(v: &Option<(f64, usize)>, s: S) -> Result<S::Ok, S::Error> {
-    use serde::Serialize;
-    v.map(|(cv, repeats)| serde_json::json!({"cv": cv, "repeats": repeats}))
-        .serialize(s)
-}
-
-/// What the search starts from, for the sweep's first lines.
-impl fmt::Display for LaunchHistory {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.launch_s {
-            Some((s, n)) => write!(
-                f,
-                "launch history: {s:.1} s to the first steady sample (median of {} of this \
-                 experiment and profile)",
-                crate::util::text::count(n, "earlier trial", "earlier trials")
-            )?,
-            None => write!(
-                f,
-                "launch history: none (the first trial measures what a launch costs)"
-            )?,
-        }
-        match self.launch_cv {
-            Some((cv, n)) => write!(
-                f,
-                "; launch-to-launch variation {:.2} % over {}",
-                cv * 100.0,
-                crate::util::text::count(n, "repeated launch", "repeated launches")
-            ),
-            None => write!(
-                f,
-                "; launch-to-launch variation not measured yet ({:.0} % assumed)",
-                crate::tune::search::LAUNCH_CV_PRIOR * 100.0
-            ),
-        }
-    }
-}
 
 /// The completed trials of `exp` run with `profile` (the same shape on another profile
 /// starts differently).

@@ -614,7 +614,7 @@ pub fn run(
     rec.basis = Some(basis);
     rec.unmodeled = t.unmodeled.clone();
     rec.per_samples = runner.per_samples();
-    rec.memory_error = super::views::studies::memory_check(&rec).mean_error();
+    rec.memory_error = crate::tune::study::memory_check(&rec).mean_error();
     store.set_study_notes(study_id, serde_json::to_string(&rec).ok().as_deref())?;
     Ok(outcome(Some(rec)))
 }

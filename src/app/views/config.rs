@@ -3,11 +3,13 @@
 //! the unsaved edits applied and planned against the file on disk (nothing is written here).
 
 use super::compare::show_json;
+pub use crate::app::edit::PendingEdit;
+use crate::app::edit::requests;
 use crate::app::{AppError, Session};
 use crate::checklist::{self, Checklist};
 use crate::config::catalog::{Backend, Catalog, FlagType, Kind, Step};
 use crate::config::diag::{Diagnostic, Severity};
-use crate::config::edit::{self, SetRequest};
+use crate::config::edit;
 use crate::config::megatron_defaults::unset;
 use crate::config::{Experiment, lint};
 use std::path::{Path, PathBuf};
@@ -104,13 +106,6 @@ pub struct ChangeView {
     pub new: String,
 }
 
-/// One unsaved edit: the flag and the text the user typed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PendingEdit {
-    pub key: String,
-    pub text: String,
-}
-
 impl ConfigView {
     pub fn errors(&self) -> usize {
         self.diagnostics
@@ -196,16 +191,6 @@ pub fn stamp(path: &Path) -> Option<FileStamp> {
         modified: m.modified().ok()?,
         len: m.len(),
     })
-}
-
-pub(crate) fn requests(pending: &[PendingEdit]) -> Vec<SetRequest> {
-    pending
-        .iter()
-        .map(|p| SetRequest {
-            key: p.key.clone(),
-            text: p.text.clone(),
-        })
-        .collect()
 }
 
 /// Read `path` and build what the screens show; with `pending` edits, plan them against the

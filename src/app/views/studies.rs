@@ -2,10 +2,10 @@
 //! and what it picked — and one study in full (its record, ranked).
 
 use crate::app::{AppError, Session};
-use crate::domain::evidence::Basis;
-use crate::domain::study::{Conclusion, MemoryCheck, Overrides, StudyRecord};
+use crate::domain::study::{Conclusion, Overrides, StudyRecord};
 use crate::domain::trial::TrialStatus;
 use crate::store::{Store, StudyRow, TrialFilter, TrialRow};
+pub use crate::tune::study::memory_check;
 use serde::Serialize;
 use std::path::Path;
 
@@ -214,37 +214,11 @@ pub fn resume_hint(session: &Session, s: &StudySummary) -> String {
     crate::app::sweep::resume_command(session, &s.name, &req)
 }
 
-/// Whether and how the memory model's forecasts compare with the study's measured peaks: only
-/// for peaks measured on a GPU profile (a proxy's peak is its CPU stand-in's, not the config's
-/// on a GPU); over the candidates that ran to a measurement (a failed, OOM or rejected trial's
-/// peak is whatever it reached before it ended). Nothing to say without a pair of forecast and
-/// peak. What `sweep` prints and the report shows.
-pub fn memory_check(rec: &StudyRecord) -> MemoryCheck {
-    let pairs = rec
-        .candidates
-        .iter()
-        .filter(|c| c.verdict.measured())
-        .filter_map(|c| Some((c.predicted_bytes?, c.peak_memory_bytes? as f64)));
-    let Some((mean_error, candidates)) = crate::tune::study::mean_relative_error(pairs) else {
-        return MemoryCheck::Nothing;
-    };
-    match &rec.basis {
-        Some(Basis::Proxy { profile }) => MemoryCheck::NotCompared {
-            why: format!(
-                "{profile} is a CPU stand-in: its peak is the stand-in's, not the config's on a GPU"
-            ),
-        },
-        _ => MemoryCheck::Compared {
-            mean_error,
-            candidates,
-        },
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::study::{CandidateRecord, VerdictKind};
+    use crate::domain::evidence::Basis;
+    use crate::domain::study::{CandidateRecord, MemoryCheck, VerdictKind};
 
     const GIB: f64 = (1u64 << 30) as f64;
 
