@@ -7,7 +7,7 @@ use crate::config::megatron_defaults::{Unset, unset};
 use crate::config::patches::Patched;
 use crate::config::resolve::Module;
 use crate::config::tree::Leaf;
-use crate::config::value::Value;
+use crate::domain::value::Value;
 use clap::Args;
 use std::process::ExitCode;
 

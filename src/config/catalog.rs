@@ -1,8 +1,8 @@
 //! The flag catalog (`presets/flags.yaml`): every flag and environment variable the tuning
 //! guide's checklist touches, with type, default, allowed values, help and doc reference.
 
-use super::value::Value;
 use super::yaml;
+use crate::domain::value::Value;
 use serde::{Deserialize, Serialize};
 use std::sync::LazyLock;
 

@@ -9,8 +9,8 @@ use super::lint::{self, LAUNCHER_ENV};
 use super::literal;
 use super::overrides::{python_float, python_int};
 use super::resolve::{Experiment, LoadOptions, REQUIRED_META};
-use super::value::Value;
 use super::yaml::{self, Style};
+use crate::domain::value::Value;
 use std::collections::BTreeMap;
 
 /// One `KEY=VALUE` request.

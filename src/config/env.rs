@@ -1,7 +1,7 @@
 //! `${VAR}` / `${VAR:default}` substitution inside YAML strings, as Primus' loader does it
 //! (per file, before that file's `extends` are merged).
 
-use super::value::Value;
+use crate::domain::value::Value;
 use regex::Regex;
 use std::collections::BTreeMap;
 use std::sync::LazyLock;

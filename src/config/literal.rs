@@ -1,7 +1,7 @@
 //! Writing values as YAML text that PyYAML (YAML 1.1) reads back as the same value.
 
-use super::value::{Value, yaml_float};
 use super::yaml::{Style, type_plain};
+use crate::domain::value::{Value, yaml_float};
 
 /// YAML text for `v`. Strings keep the `prefer`red quoting style when given (so an edit keeps
 /// the look of the line); otherwise they are plain when that reads back as the same string.

@@ -9,7 +9,7 @@
 
 use super::catalog::json_to_value;
 use super::resolve::Module;
-use super::value::Value;
+use crate::domain::value::Value;
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
 

@@ -9,14 +9,13 @@ mod pyyaml;
 mod pyyaml_scalars;
 pub mod resolve;
 pub mod tree;
-pub mod value;
 pub mod yaml;
 
+pub use crate::domain::value::Value;
 pub use env::Env;
 pub use error::ConfigError;
 pub use resolve::{DuplicateKey, Experiment, LoadOptions, Module};
 pub use tree::{Item, Layer, Leaf, Origin, Tree};
-pub use value::Value;
 pub mod backups;
 pub mod catalog;
 pub mod diag;

@@ -11,7 +11,7 @@
 //! string `"null"`, reaches Megatron as None.
 
 use super::tree::{Item, Tree};
-use super::value::Value;
+use crate::domain::value::Value;
 
 fn leaf_to_none(item: &mut Item) {
     if let Item::Leaf(l) = item

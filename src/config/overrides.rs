@@ -1,7 +1,7 @@
 //! Command-line overrides, typed the way Primus' train runtime types them
 //! (`parse_cli_overrides`, "modern" mode).
 
-use super::value::Value;
+use crate::domain::value::Value;
 use indexmap::IndexMap;
 
 /// One override: a dotted key and its typed value.

@@ -11,7 +11,7 @@
 use super::megatron_defaults;
 use super::resolve::Module;
 use super::tree::{Layer, Leaf, Origin, Tree};
-use super::value::Value;
+use crate::domain::value::Value;
 use std::path::Path;
 use std::sync::Arc;
 

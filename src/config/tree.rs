@@ -1,7 +1,7 @@
 //! The resolved configuration tree: every value with where it came from and what it replaced.
 
-use super::value::Value;
 use super::yaml::Style;
+use crate::domain::value::Value;
 use indexmap::IndexMap;
 use serde::Serialize;
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 //! The tree keeps every key and value with its position so that provenance can name
 //! `file:line:col` and the editor can replace a value's exact bytes.
 
-use super::value::Value;
+use crate::domain::value::Value;
 use indexmap::IndexMap;
 use regex::Regex;
 use saphyr_parser::{Event, Parser, ScalarStyle, Span};
@@ -101,7 +101,7 @@ impl Node {
             Value::Null => Some("None".into()),
             Value::Bool(b) => Some(if b { "True" } else { "False" }.into()),
             Value::Int(i) => Some(i.to_string()),
-            Value::Float(f) => Some(super::value::python_float_repr(f)),
+            Value::Float(f) => Some(crate::domain::value::python_float_repr(f)),
             _ => None,
         }
     }

@@ -10,3 +10,4 @@ pub mod source;
 pub mod study;
 pub mod telemetry;
 pub mod trial;
+pub mod value;

@@ -172,7 +172,7 @@ pub fn of_experiment(
         installed,
         profiler_on: m
             .value("profile")
-            .is_some_and(crate::config::value::Value::truthy),
+            .is_some_and(crate::domain::value::Value::truthy),
         comparison,
     })
 }

@@ -2,7 +2,7 @@
 //! starting with the first: `i % k == 0`), a list of 0/1 per layer, or a Python expression such as
 //! `([0]*1+[1]*26)` or `[0,1]*4`, which it evaluates to a list.
 
-use crate::config::value::Value;
+use crate::domain::value::Value;
 
 /// Most entries an expression may expand to (a bound for hostile input).
 const MAX_ENTRIES: usize = 1 << 20;

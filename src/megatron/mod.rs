@@ -20,7 +20,7 @@ mod world;
 pub use layers::{LayerFreqError, parse_layer_freq};
 pub use world::{Origin, World, WorldSource, parse_count};
 
-use crate::config::value::Value;
+use crate::domain::value::Value;
 use std::collections::BTreeMap;
 
 /// The parallel layout of one model replica.

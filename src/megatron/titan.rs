@@ -17,7 +17,7 @@
 //!   presets, `float8` upstream).
 
 use super::flavors::{self, Flavor};
-use crate::config::value::Value;
+use crate::domain::value::Value;
 use std::collections::BTreeMap;
 
 /// Activation checkpointing (`activation_checkpoint.*`).

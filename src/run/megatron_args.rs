@@ -5,7 +5,7 @@
 //! (`--disable-bias-linear`); a setting upstream does not have (a Primus-only one such as
 //! `use_turbo_attention`) is refused instead of failing Megatron's argparse after start-up.
 
-use crate::config::value::{Value, yaml_float};
+use crate::domain::value::{Value, yaml_float};
 use std::collections::BTreeMap;
 
 /// The table shipped in the binary (upstream Megatron-LM at the commit its first line names).

@@ -6,8 +6,8 @@
 use super::capabilities::Capabilities;
 use crate::config::catalog::json_to_value;
 use crate::config::overrides::Override;
-use crate::config::value::{Value, yaml_float};
 use crate::config::yaml;
+use crate::domain::value::{Value, yaml_float};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -20,7 +20,7 @@
 
 mod titan;
 
-use crate::config::value::Value;
+use crate::domain::value::Value;
 use crate::megatron;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;

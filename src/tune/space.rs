@@ -602,7 +602,7 @@ mod tests {
 mod memory_order {
     use super::*;
     use crate::config::env::Env;
-    use crate::config::value::Value;
+    use crate::domain::value::Value;
     use std::collections::BTreeMap;
 
     /// The memory-fit space lists recompute from least to most recomputation; the memory model

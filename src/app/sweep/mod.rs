@@ -195,7 +195,7 @@ pub fn resume_command(session: &Session, study: &str, req: &SweepRequest) -> Str
 }
 
 /// A resolved config's flag values.
-type Values = BTreeMap<String, crate::config::value::Value>;
+type Values = BTreeMap<String, crate::domain::value::Value>;
 
 /// A candidate's resolved parameters (the experiment with its overrides): what the memory model
 /// and the pipeline stages ([`pipeline_stages`]) read.
@@ -211,7 +211,7 @@ fn params_of(exp: &Experiment, opts: &LoadOptions, c: &Candidate) -> Option<Valu
 /// default to one stage); `None` when it holds something else there. The search's batch rule
 /// holds only in one stage.
 fn pipeline_stages(values: &Values) -> Option<u64> {
-    let set: Vec<&crate::config::value::Value> = search::prior::batch::STAGE_KEYS
+    let set: Vec<&crate::domain::value::Value> = search::prior::batch::STAGE_KEYS
         .iter()
         .filter_map(|k| values.get(*k).filter(|v| !v.is_null()))
         .collect();

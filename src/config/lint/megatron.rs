@@ -4,7 +4,7 @@
 use super::Ctx;
 use super::types::int_list;
 use crate::config::diag::{Diagnostic, Severity};
-use crate::config::value::Value;
+use crate::domain::value::Value;
 
 pub(super) fn check(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     turbo_master(cx, out);

@@ -18,7 +18,7 @@ use super::diag::{Diagnostic, Location, Severity};
 use super::env::Env;
 use super::resolve::{Experiment, Module};
 use super::tree::{Item, Layer, Leaf, Origin};
-use super::value::Value;
+use crate::domain::value::Value;
 use crate::megatron::World;
 
 /// Environment variables read by the launcher (shell hooks) before Primus' Python runtime applies

@@ -5,8 +5,8 @@ use super::{Ctx, loc};
 use crate::config::catalog::{Flag, FlagType};
 use crate::config::diag::{Diagnostic, Severity};
 use crate::config::tree::{Layer, Leaf};
-use crate::config::value::Value;
 use crate::config::yaml::Style;
+use crate::domain::value::Value;
 
 pub(super) fn check(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     for flag in cx.catalog.flags_for(cx.backend) {
@@ -18,7 +18,7 @@ pub(super) fn check(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
         {
             // A mapping where a scalar belongs: Primus' deep merge hands Megatron the dict,
             // which it cannot use (the preset's value is gone, not kept).
-            let written = crate::config::value::Value::Map(
+            let written = crate::domain::value::Value::Map(
                 t.leaves()
                     .into_iter()
                     .map(|(k, l)| (k, l.value.clone()))
@@ -154,7 +154,7 @@ pub(crate) fn check_flag(cx: &Ctx<'_>, flag: &Flag, leaf: &Leaf, out: &mut Vec<D
                     name,
                     format!("`{name}: {s}` is read by PyYAML (YAML 1.1) as the string \"{s}\", not a float"),
                 )
-                .hint(format!("write `{name}: {}`", crate::config::value::yaml_float(f))),
+                .hint(format!("write `{name}: {}`", crate::domain::value::yaml_float(f))),
             );
             return;
         }
@@ -296,7 +296,7 @@ fn typing_surprise(cx: &Ctx<'_>, key: &str, leaf: &Leaf, out: &mut Vec<Diagnosti
                 )
                 .hint(format!(
                     "write `{key}: {}` if a number is meant",
-                    crate::config::value::yaml_float(f)
+                    crate::domain::value::yaml_float(f)
                 )),
             );
         }

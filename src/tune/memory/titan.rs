@@ -70,7 +70,7 @@
 //! What no closed form sees (allocator, RCCL, compile's own choices) is left to the calibration.
 
 use super::{MemoryError, MemoryEstimate};
-use crate::config::value::Value;
+use crate::domain::value::Value;
 use crate::megatron::titan::{Checkpointing, Titan};
 use std::collections::BTreeMap;
 

@@ -80,8 +80,8 @@ mod tests {
     use super::*;
     use crate::config::env::Env;
     use crate::config::overrides::Override;
-    use crate::config::value::Value;
     use crate::config::{Experiment, LoadOptions};
+    use crate::domain::value::Value;
     use serde_json::json;
     use std::path::Path;
 
@@ -208,8 +208,8 @@ mod advice_tests {
     use crate::config::catalog::Catalog;
     use crate::config::env::Env;
     use crate::config::overrides::Override;
-    use crate::config::value::Value;
     use crate::config::{Experiment, LoadOptions};
+    use crate::domain::value::Value;
     use serde_json::Value as Json;
     use serde_json::json;
     use std::path::Path;
