@@ -1931,7 +1931,7 @@ fn help_texts_match_what_the_commands_do() {
     }
     let sweep = help(&["sweep"]);
     assert!(
-        sweep.contains("CPU time") && sweep.contains("keeps the budget"),
+        sweep.contains("CPU time") && sweep.contains("keeps the cap it started with"),
         "{sweep}"
     );
     let recommend = help(&["recommend"]);
