@@ -665,12 +665,13 @@ fn a_sweep_runs_two_candidates_as_concurrent_jobs_and_resume_reattaches_to_a_run
         "the job should outlive its runner"
     );
     assert_eq!(ws.trial(trial)["status"], "running");
-    // Another budget is refused, naming the study's own; nothing is submitted beside the job.
+    // Another budget is refused (exit 4, a conflict), naming the study's own; nothing is
+    // submitted beside the job.
     let out = sweep("60", &["--resume", "res", "--max-trials", "1"])
         .output()
         .unwrap();
     let refused = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(64), "{refused}");
+    assert_eq!(out.status.code(), Some(4), "{refused}");
     assert!(
         refused.contains("--first-iters 2000 --max-iters 2000"),
         "{refused}"
