@@ -660,16 +660,9 @@ impl Cx {
     /// `g[k×n] += xᵀ · dy` for `x: rows×k`, `dy: rows×n`. Without gradient-accumulation fusion
     /// the GEMM writes a fresh buffer that is then added to `g`, as Megatron's
     /// `main_grad.add_(grad)` does per micro batch.
-    #[allow(clippy::too_many_arguments)]
-    fn weight_grad(
-        &mut self,
-        x: &[f32],
-        dy: &[f32],
-        g: &mut [f32],
-        rows: usize,
-        k: usize,
-        n: usize,
-    ) {
+    /// (`dims`: rows, k, n.)
+    fn weight_grad(&mut self, x: &[f32], dy: &[f32], g: &mut [f32], dims: (usize, usize, usize)) {
+        let (rows, k, n) = dims;
         let mut tmp = if self.fused_wgrad {
             Vec::new()
         } else {
@@ -884,7 +877,7 @@ impl Mlp {
         h: usize,
     ) -> Vec<f32> {
         let (f, f1) = (self.ffn, self.w1_cols());
-        cx.weight_grad(&c.act, dout, &mut self.w2.g, rows, f, h);
+        cx.weight_grad(&c.act, dout, &mut self.w2.g, (rows, f, h));
         let dact = cx.input_grad(dout, &self.w2.w, rows, f, h);
         let mut dpre = cx.alloc(rows * f1);
         for ((prow, darow), dprow) in c
@@ -908,7 +901,7 @@ impl Mlp {
             }
         }
         cx.free(dact);
-        cx.weight_grad(x, &dpre, &mut self.w1.g, rows, h, f1);
+        cx.weight_grad(x, &dpre, &mut self.w1.g, (rows, h, f1));
         let dx = cx.input_grad(&dpre, &self.w1.w, rows, h, f1);
         cx.free(dpre);
         dx
@@ -1024,7 +1017,7 @@ impl Attn {
     fn backward(&mut self, cx: &mut Cx, d: Dims, c: &AttnCache, dy: &[f32]) -> Vec<f32> {
         let (t, h, w, s, hd) = (d.tokens(), d.hidden, d.width(), d.seq, d.head_dim);
         let scale = 1.0 / (hd as f32).sqrt();
-        cx.weight_grad(&c.ctx, dy, &mut self.wo.g, t, w, h);
+        cx.weight_grad(&c.ctx, dy, &mut self.wo.g, (t, w, h));
         let dctx = cx.input_grad(dy, &self.wo.w, t, w, h);
         let ld = d.qkv_width();
         let mut dqkv = cx.alloc(t * ld);
@@ -1092,7 +1085,7 @@ impl Attn {
         cx.free(dp);
         cx.free(recomputed);
         cx.free(dctx);
-        cx.weight_grad(&c.x, &dqkv, &mut self.wqkv.g, t, h, ld);
+        cx.weight_grad(&c.x, &dqkv, &mut self.wqkv.g, (t, h, ld));
         let dx = cx.input_grad(&dqkv, &self.wqkv.w, t, h, ld);
         cx.free(dqkv);
         dx
@@ -1256,7 +1249,7 @@ impl Moe {
             cx.free(d);
         }
         softmax_backward_rows(&c.probs, &mut dlogits, e);
-        cx.weight_grad(x, &dlogits, &mut self.router.g, t, h, e);
+        cx.weight_grad(x, &dlogits, &mut self.router.g, (t, h, e));
         let d = cx.input_grad(&dlogits, &self.router.w, t, h, e);
         add_into(&mut dx, &d);
         cx.free(d);
@@ -1477,7 +1470,7 @@ impl Model {
                 *g *= grad_scale;
             }
         }
-        cx.weight_grad(&x, &logits, &mut self.head.g, t, h, v);
+        cx.weight_grad(&x, &logits, &mut self.head.g, (t, h, v));
         let mut dx = cx.input_grad(&logits, &self.head.w, t, h, v);
         cx.release(head_bytes);
         cx.free(logits);

@@ -74,18 +74,31 @@ fn verdict_text(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What a study ran on: its experiment, launch profile, world and the GPU memory its forecasts
+/// were judged against (none where no model judged them).
+#[derive(Debug, Clone, Copy)]
+pub struct RanOn<'a> {
+    pub config: &'a std::path::Path,
+    pub profile: &'a str,
+    pub gpus: u64,
+    pub capacity: Option<f64>,
+}
+
+/// The study's record: each candidate with its legality, verdict, evidence and forecast.
 pub fn record(
     space: &Space,
-    config: &std::path::Path,
-    profile: &str,
-    gpus: u64,
-    capacity: Option<f64>,
+    on: RanOn<'_>,
     cands: &[Candidate],
     legal: &[Result<(), super::space::Illegal>],
-    predicted: &BTreeMap<usize, f64>,
     r: &SearchResult,
 ) -> StudyRecord {
+    let RanOn {
+        config,
+        profile,
+        gpus,
+        capacity,
+    } = on;
+    let predicted = &r.predicted_bytes;
     let verdicts: BTreeMap<usize, &Verdict> = r.verdicts.iter().map(|(i, v)| (*i, v)).collect();
     let candidates: Vec<CandidateRecord> = cands
         .iter()

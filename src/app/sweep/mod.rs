@@ -19,7 +19,7 @@ use crate::store::{Store, WorkspaceOrigin};
 use crate::tune::memory::{self, Calibration};
 use crate::tune::search::{self, SearchConfig};
 use crate::tune::space::{self, Space};
-use crate::tune::study::record;
+use crate::tune::study::{RanOn, record};
 use runner::TrialRunner;
 use std::collections::BTreeMap;
 
@@ -600,17 +600,13 @@ pub fn run(
     if result.calibration.points > 0 {
         runner.say(recalibrated(&result.calibration));
     }
-    let mut rec = record(
-        &space,
-        &t.exp.path,
-        &prof,
-        t.base.gpus,
-        capacity.filter(|_| f.off.is_none()),
-        &cands,
-        &legal,
-        &result.predicted_bytes,
-        &result,
-    );
+    let on = RanOn {
+        config: &t.exp.path,
+        profile: &prof,
+        gpus: t.base.gpus,
+        capacity: capacity.filter(|_| f.off.is_none()),
+    };
+    let mut rec = record(&space, on, &cands, &legal, &result);
     rec.basis = Some(basis);
     rec.unmodeled = t.unmodeled.clone();
     rec.per_samples = runner.per_samples();
