@@ -228,17 +228,14 @@ pub async fn run(
         }))
         .await;
     let work = forwarding(events, |tx| {
-        runner::run_stage(
-            &p.trial.exp,
-            &session.load,
-            store,
-            &p.trial.options,
-            plan,
-            &p.layout,
-            p.iters_given,
-            tx,
-            cancel,
-        )
+        let trial = runner::StageTrial {
+            exp: &p.trial.exp,
+            load: &session.load,
+            base: &p.trial.options,
+            layout: &p.layout,
+            iters_given: p.iters_given,
+        };
+        runner::run_stage(trial, store, plan, tx, cancel)
     });
     let watcher = (plan.stage == 2).then(|| {
         tokio::spawn(watch_results(

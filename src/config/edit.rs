@@ -180,16 +180,13 @@ pub fn plan(
             refused: true,
         });
     }
-    let refused = verify(
+    let on = Against {
         exp,
         opts,
-        module.name.as_str(),
-        &doc,
-        &changes,
-        force,
+        module: module.name.as_str(),
         catalog,
-        &mut diagnostics,
-    );
+    };
+    let refused = verify(on, &doc, &changes, force, &mut diagnostics);
     Ok(SetPlan {
         doc,
         changes,
@@ -198,19 +195,31 @@ pub fn plan(
     })
 }
 
+/// What an edit is checked against: the experiment as the text it starts from, how it was
+/// loaded, the module edited and the flag catalog.
+#[derive(Clone, Copy)]
+struct Against<'a> {
+    exp: &'a Experiment,
+    opts: &'a LoadOptions,
+    module: &'a str,
+    catalog: &'a Catalog,
+}
+
 /// Re-resolve the edited text: each new value must read back, every other resolved value must
 /// be unchanged, and the edit must not bring new errors. Returns whether to refuse.
-#[allow(clippy::too_many_arguments)]
 fn verify(
-    exp: &Experiment,
-    opts: &LoadOptions,
-    module: &str,
+    on: Against<'_>,
     doc: &YamlDoc,
     changes: &[Change],
     force: bool,
-    catalog: &Catalog,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> bool {
+    let Against {
+        exp,
+        opts,
+        module,
+        catalog,
+    } = on;
     let mut check_opts = opts.clone();
     check_opts
         .texts

@@ -80,20 +80,34 @@ fn store_err(e: crate::store::StoreError) -> TrialError {
     TrialError::Store(e)
 }
 
-/// Runs stage `plan.stage`: `base` is the trial as the user asked for it (profile, GPUs,
-/// telemetry, `--env`), `plan` from [`stage::plan`].
-#[allow(clippy::too_many_arguments)]
+/// The trial a stage runs, as the user asked for it.
+#[derive(Debug, Clone, Copy)]
+pub struct StageTrial<'a> {
+    pub exp: &'a Experiment,
+    pub load: &'a LoadOptions,
+    /// Profile, GPUs, telemetry, `--env`.
+    pub base: &'a TrialOptions,
+    /// Where the stage's files go.
+    pub layout: &'a TuneLayout,
+    /// The user chose the length, so stage 1's short default does not apply.
+    pub iters_given: bool,
+}
+
+/// Runs stage `plan.stage` of the trial `asked` for (`plan` from [`stage::plan`]).
 pub async fn run_stage(
-    exp: &Experiment,
-    load: &LoadOptions,
+    asked: StageTrial<'_>,
     store: &Store,
-    base: &TrialOptions,
     plan: &StagePlan,
-    layout: &TuneLayout,
-    iters_given: bool,
     events: mpsc::Sender<TrialEvent>,
     cancel: watch::Receiver<bool>,
 ) -> Result<StageRun, TrialError> {
+    let StageTrial {
+        exp,
+        load,
+        base,
+        layout,
+        iters_given,
+    } = asked;
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| TrialError::Io { path, source }
