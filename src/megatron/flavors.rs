@@ -108,7 +108,6 @@ const fn qwen3_moe(flavor: &'static str, dim: u64, layers: u64, heads: u64, ffn:
     f
 }
 
-#[allow(clippy::too_many_arguments)]
 const fn deepseek_v3(
     flavor: &'static str,
     dim: u64,

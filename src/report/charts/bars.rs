@@ -23,10 +23,17 @@ fn metric_text(m: Metric, v: f64) -> String {
     }
 }
 
+/// The text along an unmeasured candidate's column: its colour, and whether it starts from
+/// the high end.
+struct Label {
+    text: String,
+    color: RGBColor,
+    at_high: bool,
+}
+
 /// Draws the hatched column of an unmeasured candidate at category position `c` over the value
 /// range `lo..hi` (`half` wide each side), with `text` along it: from the low end, or from the
 /// high end when `at_high` (to stay clear of a mark near the low end).
-#[allow(clippy::too_many_arguments)]
 fn no_data<DB: DrawingBackend>(
     chart: &mut CatChart<'_, DB>,
     k: Look,
@@ -34,10 +41,13 @@ fn no_data<DB: DrawingBackend>(
     c: f64,
     half: f64,
     (lo, hi): (f64, f64),
-    text: String,
-    color: RGBColor,
-    at_high: bool,
+    label: Label,
 ) -> DrawResult<(), DB> {
+    let Label {
+        text,
+        color,
+        at_high,
+    } = label;
     let a = cat.pt(c - half, lo);
     let b = cat.pt(c + half, hi);
     chart.draw_series(std::iter::once(Rectangle::new(
@@ -194,13 +204,15 @@ pub fn throughput<DB: DrawingBackend>(
                 c,
                 0.42,
                 (bottom, top),
-                unmeasured_text(row),
-                if row.verdict == VerdictKind::Oom {
-                    RED_C
-                } else {
-                    GREY_C
+                Label {
+                    text: unmeasured_text(row),
+                    color: if row.verdict == VerdictKind::Oom {
+                        RED_C
+                    } else {
+                        GREY_C
+                    },
+                    at_high,
                 },
-                at_high,
             )?;
             if let Some(p) = pred {
                 chart.draw_series(std::iter::once(
@@ -356,7 +368,12 @@ pub fn memory<DB: DrawingBackend>(
                     } else {
                         (unmeasured_text(row), GREY_C)
                     };
-                    no_data(&mut chart, k, &cat, at, half, (0.0, top), text, tc, false)?;
+                    let label = Label {
+                        text,
+                        color: tc,
+                        at_high: false,
+                    };
+                    no_data(&mut chart, k, &cat, at, half, (0.0, top), label)?;
                 }
                 continue;
             };
