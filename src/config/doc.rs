@@ -99,10 +99,7 @@ impl YamlDoc {
         };
         // A regular file only (a FIFO would block, a device never end); its size is the
         // resolver's to cap, which read it first with the session's cap.
-        let mut file = crate::util::input::open_regular(path).map_err(|e| match e {
-            crate::util::input::InputError::Io(e) => io(e),
-            other => io(std::io::Error::other(other.to_string())),
-        })?;
+        let mut file = crate::util::input::open_regular(path).map_err(|e| io(e.into()))?;
         let mut text = String::new();
         file.read_to_string(&mut text).map_err(io)?;
         Ok(YamlDoc::from_text(path, text))

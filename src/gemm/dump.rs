@@ -273,10 +273,7 @@ impl Counter {
             path: path.to_path_buf(),
             source,
         };
-        let file = crate::util::input::open_regular(path).map_err(|e| match e {
-            crate::util::input::InputError::Io(source) => io(source),
-            other => io(std::io::Error::other(other.to_string())),
-        })?;
+        let file = crate::util::input::open_regular(path).map_err(|e| io(e.into()))?;
         let mut reader = std::io::BufReader::new(file);
         let mut buf = Vec::new();
         let mut line_no = 0usize;

@@ -244,7 +244,7 @@ pub fn read(path: &Path) -> Result<TuneResults, ResultsError> {
         },
         other => ResultsError::Io {
             path: path.to_path_buf(),
-            source: std::io::Error::other(other.to_string()),
+            source: other.into(),
         },
     })?;
     parse(path, &text)

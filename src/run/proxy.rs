@@ -1887,11 +1887,8 @@ pub fn run(shape: &ProxyShape, iters: u64, out: &mut impl Write) -> io::Result<(
 /// valid JSON is an `InvalidData` error (the message does not repeat the path).
 pub fn run_resolved_file(path: &Path, iters: u64, out: &mut impl Write) -> io::Result<()> {
     // A regular file under the input cap: a FIFO would block, `/dev/zero` fill memory.
-    use crate::util::input::{InputError, cap_bytes, read_text};
-    let text = read_text(path, cap_bytes()).map_err(|e| match e {
-        InputError::Io(e) => e,
-        other => io::Error::new(io::ErrorKind::InvalidData, other.to_string()),
-    })?;
+    use crate::util::input::{cap_bytes, read_text};
+    let text = read_text(path, cap_bytes()).map_err(io::Error::from)?;
     let value: Value = serde_json::from_str(&text)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("not valid JSON: {e}")))?;
     run(&ProxyShape::from_resolved(&value), iters, out)

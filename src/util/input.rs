@@ -26,6 +26,17 @@ pub enum InputError {
     NotUtf8 { line: u32, col: u32, byte: u8 },
 }
 
+/// As an I/O error, for readers whose errors carry one: the I/O error itself, else the
+/// refusal as `InvalidData` with its message ("not a regular file: a FIFO", ...).
+impl From<InputError> for std::io::Error {
+    fn from(e: InputError) -> Self {
+        match e {
+            InputError::Io(e) => e,
+            other => std::io::Error::new(std::io::ErrorKind::InvalidData, other.to_string()),
+        }
+    }
+}
+
 /// The cap in bytes: [`CAP_ENV`] MiB when set to a number, else [`DEFAULT_CAP_MIB`].
 pub fn cap_bytes() -> u64 {
     std::env::var(CAP_ENV)
