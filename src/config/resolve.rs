@@ -615,19 +615,8 @@ fn origin(file: &Arc<Path>, at: Pos, layer: Layer) -> Origin {
 /// where that last one is written (as removing the earlier entry and inserting the later one
 /// would, without shifting the map once per duplicate: 300,000 of them took minutes).
 fn last_wins(mut tree: Tree, items: Vec<(String, Item)>) -> Tree {
-    let mut last: HashMap<&str, usize> = HashMap::with_capacity(items.len());
-    for (i, (key, _)) in items.iter().enumerate() {
-        last.insert(key.as_str(), i);
-    }
-    let keep: Vec<bool> = (0..items.len())
-        .map(|i| last.get(items[i].0.as_str()) == Some(&i))
-        .collect();
-    drop(last);
-    for ((key, item), keep) in items.into_iter().zip(keep) {
-        if keep {
-            tree.entries.insert(key, item);
-        }
-    }
+    tree.entries
+        .extend(crate::util::dedup::last_of_each(items, |(k, _)| k.clone()));
     tree
 }
 

@@ -902,17 +902,7 @@ fn merge_entries(entries: Vec<(Node, Node)>) -> Vec<(Node, Node)> {
 
 /// `entries` with only the last of each repeated key, in the order of those last ones.
 fn last_of_each(entries: Vec<(Node, Node)>) -> Vec<(Node, Node)> {
-    let names: Vec<Option<String>> = entries.iter().map(|(k, _)| k.key_string()).collect();
-    let mut last: HashMap<&Option<String>, usize> = HashMap::with_capacity(names.len());
-    for (i, n) in names.iter().enumerate() {
-        last.insert(n, i);
-    }
-    entries
-        .into_iter()
-        .enumerate()
-        .filter(|(i, _)| last.get(&names[*i]) == Some(i))
-        .map(|(_, e)| e)
-        .collect()
+    crate::util::dedup::last_of_each(entries, |(k, _)| k.key_string())
 }
 
 fn is_merge_key(k: &Node) -> bool {

@@ -2,6 +2,7 @@
 //! `/proc` readers, whether a recorded process still runs, the bundled example, and command lines quoted for a shell. Nothing here knows about the other modules.
 
 pub mod bundled;
+pub mod dedup;
 pub mod input;
 pub mod lines;
 pub mod liveness;
