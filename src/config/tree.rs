@@ -170,12 +170,13 @@ pub struct Tree {
     pub shadowed: Vec<Shadow>,
 }
 
-/// Whether two definitions were written at the same place (the `extends` chain that brought
-/// them in aside).
-fn same_site(a: &Shadow, b: &Shadow) -> bool {
-    a.origin.file == b.origin.file
-        && (a.origin.line, a.origin.column, a.origin.layer)
-            == (b.origin.line, b.origin.column, b.origin.layer)
+/// Where a definition was written: its file, line, column and layer (the `extends` chain that
+/// brought it in aside).
+type Site = (Arc<Path>, u32, u32, Layer);
+
+fn site(s: &Shadow) -> Site {
+    let o = &s.origin;
+    (o.file.clone(), o.line, o.column, o.layer)
 }
 
 /// Append to `history` the definitions of `more` written where none of it was: a file that
@@ -183,11 +184,6 @@ fn same_site(a: &Shadow, b: &Shadow) -> bool {
 /// keeps the history as long as the number of places the key is written, where listing every
 /// path to them grew exponentially with the chain's length.
 fn append_sites(history: &mut Vec<Shadow>, more: impl Iterator<Item = Shadow>) {
-    type Site = (Arc<Path>, u32, u32, Layer);
-    let site = |s: &Shadow| -> Site {
-        let o = &s.origin;
-        (o.file.clone(), o.line, o.column, o.layer)
-    };
     let mut seen: std::collections::HashSet<Site> = history.iter().map(site).collect();
     for s in more {
         if seen.insert(site(&s)) {
@@ -218,7 +214,9 @@ impl Tree {
                         origin: old.origin().clone(),
                     };
                     let later = std::mem::take(new.shadowed_mut());
-                    if later.is_empty() && !history.iter().any(|h| same_site(h, &replaced)) {
+                    // The common case, one value replaced, without building a set.
+                    let at = site(&replaced);
+                    if later.is_empty() && !history.iter().any(|h| site(h) == at) {
                         history.push(replaced);
                     } else {
                         append_sites(&mut history, std::iter::once(replaced).chain(later));
