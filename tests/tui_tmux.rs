@@ -496,7 +496,8 @@ fn tmux_the_save_box_scrolls_to_its_last_line() {
     tui.keys(&["s"]);
     let last = "+      cross_entropy_loss_fusion: false";
     let first = tui.wait_for("the save box", |s| {
-        s.contains("y writes the file") && s.contains("use_turbo_attention: true → false")
+        // The last edit's plan has come back: the box asks about all six.
+        s.contains("y writes the file") && s.contains("cross_entropy_loss_fusion: true → false")
     });
     assert!(!first.contains(last), "the diff fits the box:\n{first}");
     tui.keys(&["End"]);

@@ -236,6 +236,9 @@ pub struct App {
     pub load_error: Option<String>,
     pub pending: Vec<PendingEdit>,
     pub plan: Option<PlanView>,
+    /// A view of the experiment (with the plan of `pending`) is on its way: the plan shown is
+    /// of older edits, so the save box waits for it rather than ask about the wrong diff.
+    pub checking: bool,
     /// The launch profiles, and the one the Run screen has chosen (trials, sweeps, stages).
     pub profiles: Vec<String>,
     pub profile: usize,
@@ -344,6 +347,7 @@ impl App {
             load_error: None,
             pending: Vec::new(),
             plan: None,
+            checking: false,
             profiles,
             profile,
             calls_hipblaslt,
@@ -478,6 +482,15 @@ pub(crate) fn add_edits(app: &mut App, edits: Vec<(String, String)>, said: Strin
 
 /// Apply one message; return what the loop must do.
 pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
+    let fx = step(app, msg);
+    // The loop keeps only the latest load's answer, so any load asked for makes the plan old.
+    if fx.iter().any(|e| matches!(e, Effect::Load(_))) {
+        app.checking = true;
+    }
+    fx
+}
+
+fn step(app: &mut App, msg: Msg) -> Vec<Effect> {
     match msg {
         Msg::Key(k) => {
             let action = keymap::action(app, k);
@@ -489,6 +502,7 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
             apply(app, action)
         }
         Msg::Loaded(Ok((view, plan))) => {
+            app.checking = false;
             app.config = Some(*view);
             app.plan = plan;
             app.load_error = None;
@@ -498,6 +512,7 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
             vec![]
         }
         Msg::Loaded(Err(e)) => {
+            app.checking = false;
             app.load_error = Some(e.to_string());
             app.error(e.to_string());
             vec![]
@@ -666,6 +681,11 @@ fn scroll(app: &mut App, action: Action) {
 /// `y` (or Enter on a typed reason): the open question's answer.
 fn confirm_yes(app: &mut App) -> Vec<Effect> {
     match app.overlay.take() {
+        Some(o @ Overlay::Diff { save: true, .. }) if app.checking => {
+            app.overlay = Some(o);
+            app.info("still checking the edits: y again once their diff shows");
+            vec![]
+        }
         Some(Overlay::Diff { save: true, .. }) => {
             if app.plan.as_ref().is_some_and(|p| p.refused) {
                 app.error("not saved: the edits break a rule (see the diagnostics)");

@@ -238,6 +238,51 @@ fn the_save_box_sums_up_the_edits_and_scrolls_to_its_last_line() {
     assert_eq!(fx, [super::app::Effect::Save(app.pending.clone())]);
 }
 
+/// An edit's plan comes back from a worker: until it has, the save box shows no older diff
+/// and `y` writes nothing (a save asks about exactly what it writes).
+#[test]
+fn the_save_box_waits_for_the_plan_of_the_latest_edits() {
+    let mut app = app_saving();
+    key(&mut app, KeyCode::Char('n'));
+    assert!(app.overlay.is_none());
+    // u undoes the last edit: a new plan is asked for.
+    let fx = update(
+        &mut app,
+        Msg::Key(KeyEvent::new(KeyCode::Char('u'), KeyModifiers::NONE)),
+    );
+    assert!(
+        matches!(fx.as_slice(), [super::app::Effect::Load(_)]),
+        "{fx:?}"
+    );
+    key(&mut app, KeyCode::Char('s'));
+    let s = screen(&mut app, 80, 24);
+    assert!(s.contains("checking the edits…"), "{s}");
+    assert!(
+        !s.contains("turbo_deepep_num_cu"),
+        "the old plan is not shown:\n{s}"
+    );
+    let fx = update(
+        &mut app,
+        Msg::Key(KeyEvent::new(KeyCode::Char('y'), KeyModifiers::NONE)),
+    );
+    assert!(fx.is_empty(), "{fx:?}");
+    assert!(matches!(
+        app.overlay,
+        Some(Overlay::Diff { save: true, .. })
+    ));
+    // The plan of the six edits left lands: the box asks about it.
+    let (view, plan) = load::build(&session(), &app.pending).unwrap();
+    update(&mut app, Msg::Loaded(Ok((Box::new(view), plan))));
+    let s = screen(&mut app, 80, 24);
+    assert!(s.contains("use_turbo_attention: true → false"), "{s}");
+    assert!(!s.contains("turbo_deepep_num_cu"), "{s}");
+    let fx = update(
+        &mut app,
+        Msg::Key(KeyEvent::new(KeyCode::Char('y'), KeyModifiers::NONE)),
+    );
+    assert_eq!(fx, [super::app::Effect::Save(app.pending.clone())]);
+}
+
 #[test]
 fn the_lint_counts_agree_with_their_noun() {
     let mut app = loaded_app();

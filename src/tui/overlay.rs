@@ -282,10 +282,11 @@ pub fn diff_style(l: &str, theme: &Theme) -> Style {
 /// The diff box: the diagnostics, each edit as `key: old → new`, then the file's diff; the
 /// answer (or why there is none) pinned below, so it shows whatever the scroll.
 fn diff_lines(app: &App, save: bool, close: &str, theme: &Theme) -> (Lines, Lines) {
-    let Some(plan) = &app.plan else {
+    let plan = app.plan.as_ref().filter(|_| !app.checking);
+    let Some(plan) = plan else {
         return (
             vec![("checking the edits…".into(), Style::default())],
-            vec![],
+            vec![(format!("{close} closes"), theme.dim())],
         );
     };
     let mut lines = Vec::new();
