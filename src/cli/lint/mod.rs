@@ -10,6 +10,7 @@ use super::{CliError, LoadFlags, diag_json, display_path, print_json, style};
 use crate::app::lint::{Counts, LintReport, lint_inputs};
 use crate::megatron::World;
 use clap::{Args, ValueEnum};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -152,22 +153,28 @@ pub fn run(a: &LintArgs) -> Result<ExitCode, CliError> {
     let c = report.counts();
     let line = summary(report.files.len(), c, report.world.as_ref());
     match format {
+        // Buffered: a line-buffered stdout made one write a line, a tenth of a lint of 75,000
+        // findings.
         Format::Text => {
             let colour = style::stdout();
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
             for d in report.diagnostics() {
-                std::println!("{}", style::diagnostic(d, colour));
+                writeln!(out, "{}", style::diagnostic(d, colour))?;
             }
             for s in report.suppressed() {
-                std::println!("{}", style::suppressed(s, colour));
+                writeln!(out, "{}", style::suppressed(s, colour))?;
             }
-            println!("{line}");
+            writeln!(out, "{}", crate::util::text::visible(&line))?;
+            out.flush()?;
         }
         Format::Json => print_json(&json(&report)),
         Format::Github => {
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
             for d in report.diagnostics() {
-                std::println!("{}", github::command(d, &display_path));
+                writeln!(out, "{}", github::command(d, &display_path))?;
             }
-            println!("{line}");
+            writeln!(out, "{}", crate::util::text::visible(&line))?;
+            out.flush()?;
         }
         Format::Sarif => print_json(&sarif::log(&report)),
     }

