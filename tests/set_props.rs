@@ -180,3 +180,35 @@ proptest! {
         prop_assert!(got.same(&want), "{text:?}: wrote {got:?}, Primus reads {want:?}");
     }
 }
+
+/// `set` plans on the file as it is now: when another program saved it after the experiment
+/// was resolved, the change's old value and the checks are of the text on disk, not of the
+/// experiment handed in (which is used as it is only while the file still holds its text).
+#[test]
+fn set_plans_on_the_text_on_disk_when_the_file_changed_since_it_was_read() {
+    let dir = tempfile::tempdir().unwrap();
+    primus_tune::util::bundled::extract(dir.path()).unwrap();
+    let path = dir
+        .path()
+        .join(primus_tune::util::bundled::DEFAULT_EXPERIMENT);
+    let opts = LoadOptions {
+        env: Env::empty(),
+        ..Default::default()
+    };
+    let exp = Experiment::load(&path, &opts).unwrap();
+    let req = |text: &str| SetRequest {
+        key: "train_iters".into(),
+        text: text.into(),
+    };
+    let unchanged = plan(&exp, &opts, &[req("77")], None, true, Catalog::builtin()).unwrap();
+    let old = |p: &primus_tune::config::edit::SetPlan| p.changes[0].old.clone();
+    assert_eq!(old(&unchanged), Some(Value::Int(50)));
+    // Another program's save after `exp` was read.
+    let text = std::fs::read_to_string(&path).unwrap();
+    let edited = text.replace("train_iters: 50", "train_iters: 60");
+    assert_ne!(edited, text, "the example sets train_iters: 50");
+    std::fs::write(&path, &edited).unwrap();
+    let changed = plan(&exp, &opts, &[req("77")], None, true, Catalog::builtin()).unwrap();
+    assert_eq!(old(&changed), Some(Value::Int(60)));
+    assert!(changed.doc.text().contains("train_iters: 77"));
+}

@@ -92,14 +92,20 @@ pub fn plan(
     let mut doc = YamlDoc::open(&loaded.path)?;
     // The experiment as the text this edit starts from: another program may have saved the file
     // since `loaded` was read, and the edit is planned and checked against what it will
-    // replace (the save then refuses it if the file changes again).
-    let mut base_opts = opts.clone();
-    base_opts
-        .texts
-        .insert(loaded.path.clone(), doc.text().to_string());
-    let reloaded =
-        Experiment::load(&loaded.path, &base_opts).map_err(|e| SetError::Config(Box::new(e)))?;
-    let exp = &reloaded;
+    // replace (the save then refuses it if the file changes again). Unchanged, `loaded` is it
+    // (resolving a large experiment again costs a good part of a second).
+    let reloaded;
+    let exp = if loaded.read_from(doc.text()) {
+        loaded
+    } else {
+        let mut base_opts = opts.clone();
+        base_opts
+            .texts
+            .insert(loaded.path.clone(), doc.text().to_string());
+        reloaded = Experiment::load(&loaded.path, &base_opts)
+            .map_err(|e| SetError::Config(Box::new(e)))?;
+        &reloaded
+    };
     let module = match module_name {
         Some(m) => exp
             .module(m)

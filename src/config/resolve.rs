@@ -106,6 +106,8 @@ pub struct Experiment {
     pub files: Vec<PathBuf>,
     /// Keys written twice in one mapping, in every file read (each once).
     pub duplicates: Vec<DuplicateKey>,
+    /// The experiment file's text as this resolution read it, by its length and digest.
+    pub text_digest: (usize, u64),
 }
 
 impl Experiment {
@@ -117,6 +119,7 @@ impl Experiment {
             env: &opts.env,
             texts: &opts.texts,
             files: Vec::new(),
+            first_text: None,
             duplicates: Vec::new(),
             seen_duplicates: Default::default(),
             resolved: HashMap::new(),
@@ -173,7 +176,15 @@ impl Experiment {
             modules,
             files: loader.files,
             duplicates: loader.duplicates,
+            text_digest: loader.first_text.unwrap_or_default(),
         })
+    }
+
+    /// Whether `text` is the experiment file this was resolved from (then resolving it again
+    /// gives this same experiment). A 64-bit digest and the length: a save checks the file
+    /// against what it was planned on anyway.
+    pub fn read_from(&self, text: &str) -> bool {
+        self.text_digest == digest(text)
     }
 
     /// The module `train pretrain` runs (`pre_trainer`, or `post_trainer` when alone), else the first.
@@ -277,6 +288,8 @@ struct Loader<'a> {
     env: &'a Env,
     texts: &'a HashMap<PathBuf, String>,
     files: Vec<PathBuf>,
+    /// The experiment file's text (the first read), as [`Experiment::text_digest`].
+    first_text: Option<(usize, u64)>,
     duplicates: Vec<DuplicateKey>,
     /// `duplicates`, for finding one at once: a preset several chains extend is read once,
     /// but one file may hold thousands of duplicate keys.
@@ -291,10 +304,12 @@ struct Loader<'a> {
 impl Loader<'_> {
     fn read(&mut self, path: &Path) -> Result<String, ConfigError> {
         self.files.push(path.to_path_buf());
-        if let Some(t) = self.texts.get(path) {
-            return Ok(t.clone());
-        }
-        read_input(path, self.env)
+        let text = match self.texts.get(path) {
+            Some(t) => t.clone(),
+            None => read_input(path, self.env)?,
+        };
+        self.first_text.get_or_insert_with(|| digest(&text));
+        Ok(text)
     }
 
     /// `parse_yaml`: read, substitute env, apply `extends` (relative to the file, later wins,
@@ -620,6 +635,13 @@ fn last_wins(mut tree: Tree, items: Vec<(String, Item)>) -> Tree {
     tree
 }
 
+fn digest(text: &str) -> (usize, u64) {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut h);
+    (text.len(), h.finish())
+}
+
 fn canonical(p: &Path) -> PathBuf {
     p.canonicalize().unwrap_or_else(|_| p.to_path_buf())
 }
@@ -895,6 +917,24 @@ mod tests {
         assert_eq!(m.value("trainer_class"), Some(&Value::Str("X".into())));
         assert_eq!(m.dropped.len(), 1);
         assert_eq!(m.dropped[0].key, "trainer_class");
+    }
+
+    /// `set` plans on the experiment it was given only when the file still holds the text it
+    /// was resolved from; a text given in place of the file's counts as what was read.
+    #[test]
+    fn an_experiment_knows_the_text_it_was_resolved_from() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = tree(dir.path());
+        let text = std::fs::read_to_string(&p).unwrap();
+        let exp = Experiment::load(&p, &LoadOptions::default()).unwrap();
+        assert!(exp.read_from(&text));
+        assert!(!exp.read_from(&format!("{text}# a comment\n")));
+        let edited = text.replace("o: 1", "o: 2");
+        assert_ne!(edited, text);
+        let mut opts = LoadOptions::default();
+        opts.texts.insert(exp.path.clone(), edited.clone());
+        let given = Experiment::load(&p, &opts).unwrap();
+        assert!(given.read_from(&edited) && !given.read_from(&text));
     }
 
     #[test]

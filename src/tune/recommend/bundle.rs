@@ -53,6 +53,11 @@ fn key(d: &Diagnostic) -> Key {
     (d.code, d.flag.clone())
 }
 
+/// What the advice must not bring: an error, or a warning lint knows the fix of.
+fn relevant(d: &Diagnostic) -> bool {
+    d.severity == Severity::Error || (d.severity == Severity::Warning && !fixes(d.code).is_empty())
+}
+
 /// Lints the experiment with recommendations applied, as `--apply` writes them and the launch
 /// sets its variables; `base` holds the errors the experiment has without them.
 struct Linter<'a> {
@@ -81,16 +86,16 @@ impl Linter<'_> {
         Ok(
             lint::lint(&view, &with.env, with.world.as_ref(), self.catalog)
                 .into_iter()
-                .filter(|d| {
-                    d.severity == Severity::Error
-                        || (d.severity == Severity::Warning && !fixes(d.code).is_empty())
-                })
+                .filter(relevant)
                 .collect(),
         )
     }
 
     /// The errors the recommendations bring (not in `base`).
     fn new_errors(&self, recs: &[Recommendation]) -> Result<Vec<Diagnostic>, String> {
+        if recs.is_empty() {
+            return Ok(Vec::new()); // the experiment as it stands: `base` itself
+        }
         Ok(self
             .errors(recs)?
             .into_iter()
@@ -206,30 +211,63 @@ fn add_companions(lint: &Linter, recs: &mut Vec<Recommendation>, found: &[Diagno
     added
 }
 
-/// Lints the recommendations together with the companions they need; withholds what lint
-/// would still refuse. At most a few rounds: each round adds a fix or withholds a rule.
+/// Lints recommendations for one experiment: what it already has is found once, however many
+/// bundles are checked (each check of a large experiment resolves and lints it again).
+pub struct Checker<'a> {
+    lint: Linter<'a>,
+}
+
+impl<'a> Checker<'a> {
+    /// `exp` as resolved with `opts`; `found`: lint's findings on it with `opts`' environment
+    /// and world (suppressed ones too), when the caller has them, else they are worked out.
+    pub fn new(
+        exp: &'a Experiment,
+        opts: &'a LoadOptions,
+        catalog: &'a Catalog,
+        found: Option<&[Diagnostic]>,
+    ) -> Self {
+        let worked_out;
+        let found = match found {
+            Some(f) => f,
+            None => {
+                worked_out = lint::lint(exp, &opts.env, opts.world.as_ref(), catalog);
+                &worked_out
+            }
+        };
+        let base = found.iter().filter(|d| relevant(d)).map(key).collect();
+        Checker {
+            lint: Linter {
+                exp,
+                opts,
+                catalog,
+                base,
+            },
+        }
+    }
+
+    /// The recommendations with the companions they need; what lint would still refuse is
+    /// withheld. Nothing to check when there are none.
+    pub fn check(&self, recs: Vec<Recommendation>) -> Checked {
+        if recs.is_empty() {
+            return Checked::default();
+        }
+        settle(&self.lint, recs)
+    }
+}
+
+/// [`Checker::check`] of one bundle, for an experiment `exp` resolved with `opts`.
 pub fn lint_clean(
     exp: &Experiment,
     opts: &LoadOptions,
     catalog: &Catalog,
     recs: Vec<Recommendation>,
 ) -> Checked {
-    let mut lint = Linter {
-        exp,
-        opts,
-        catalog,
-        base: BTreeSet::new(),
-    };
-    match lint.errors(&[]) {
-        Ok(e) => lint.base = e.iter().map(key).collect(),
-        // The experiment does not resolve: nothing can be checked; nothing is claimed.
-        Err(_) => {
-            return Checked {
-                recs,
-                withheld: Vec::new(),
-            };
-        }
-    }
+    Checker::new(exp, opts, catalog, None).check(recs)
+}
+
+/// Lints the recommendations together with the companions they need; withholds what lint
+/// would still refuse. At most a few rounds: each round adds a fix or withholds a rule.
+fn settle(lint: &Linter, recs: Vec<Recommendation>) -> Checked {
     let mut recs = recs;
     let mut withheld = Vec::new();
     for _ in 0..16 {
@@ -247,7 +285,7 @@ pub fn lint_clean(
         if found.is_empty() {
             break;
         }
-        if add_companions(&lint, &mut recs, &found) {
+        if add_companions(lint, &mut recs, &found) {
             continue;
         }
         // No fix: withhold the fewest rules whose removal clears the first error (a warning

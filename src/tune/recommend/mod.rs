@@ -73,6 +73,9 @@ pub struct Context<'a> {
     /// Lint findings the user suppressed (`primus-tune.toml`, a comment): no fix is advised
     /// for them.
     pub quiet: Vec<crate::config::diag::Diagnostic>,
+    /// Lint's findings on the experiment as it stands, less those in `quiet`, when the caller
+    /// has them (None: the rules lint it themselves).
+    pub found: Option<&'a [crate::config::diag::Diagnostic]>,
 }
 
 #[cfg(test)]

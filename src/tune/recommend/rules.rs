@@ -164,17 +164,24 @@ pub fn rules(
     gemm: &crate::gemm::status::GemmStatus,
 ) -> Vec<Recommendation> {
     let catalog = Catalog::builtin();
-    let diags: Vec<Diagnostic> = lint::lint(exp, env, ctx.world.as_ref(), catalog)
-        .into_iter()
-        .filter(|d| !ctx.quiet.contains(d))
-        .collect();
+    let linted: Vec<Diagnostic>;
+    let diags: &[Diagnostic] = match ctx.found {
+        Some(found) => found,
+        None => {
+            linted = lint::lint(exp, env, ctx.world.as_ref(), catalog)
+                .into_iter()
+                .filter(|d| !ctx.quiet.contains(d))
+                .collect();
+            &linted
+        }
+    };
     let mut cx = Cx {
         exp,
         env,
         out: Vec::new(),
         acked: &ctx.acked,
     };
-    lint_fixes(&mut cx, &diags);
+    lint_fixes(&mut cx, diags);
     let m = exp.main_module();
     if !m.is_megatron() {
         return cx.out;

@@ -10,7 +10,9 @@ mod study;
 pub use apply::{NothingToApply, PickEdits, pick_edits};
 
 use crate::app::{AppError, Session};
+use crate::config::Experiment;
 use crate::config::catalog::Catalog;
+use crate::config::diag::Diagnostic;
 use crate::domain::advice::Ack;
 use crate::domain::study::StudyRecord;
 use crate::run::profile::OverrideStyle;
@@ -158,18 +160,25 @@ fn target_on(gpu: Option<&(&'static GpuModel, String)>, framework: Framework) ->
 }
 
 pub fn recommend(session: &Session, req: &RecommendRequest) -> Result<RecommendView, AppError> {
-    let exp = session.load()?;
     let (gpu, target, load) = target(session, req.gpu.as_deref(), req.profile.as_deref())?;
+    // The experiment as the launch resolves it (its variables may name sizes): what the rules
+    // read and what their bundles are checked against. Resolved and linted once here: on a
+    // large experiment each costs a good part of a second.
+    let exp = Experiment::load(&session.experiment, &load)?;
     let (gemm, acks) = super::stored(session, &exp)?;
-    let world = session.load.world;
+    let world = load.world;
     let lint = crate::config::lint::lint(&exp, &load.env, world.as_ref(), Catalog::builtin());
-    let (_, quiet) = crate::app::ack::split(session, lint)?;
+    let (kept, quiet) = crate::app::ack::split(session, lint)?;
+    let quiet: Vec<Diagnostic> = quiet.into_iter().map(|s| s.diagnostic).collect();
+    let found: Vec<Diagnostic> = kept.iter().chain(&quiet).cloned().collect();
+    let checker = recommend::bundle::Checker::new(&exp, &load, Catalog::builtin(), Some(&found));
     let mut ctx = Context {
         gpu: gpu.as_ref().map(|g| g.0),
         world,
         target,
         acked: Vec::new(),
-        quiet: quiet.into_iter().map(|s| s.diagnostic).collect(),
+        quiet,
+        found: Some(&kept[..]),
     };
     let mut measured = Vec::new();
     let mut evidence = None;
@@ -205,6 +214,7 @@ pub fn recommend(session: &Session, req: &RecommendRequest) -> Result<RecommendV
         gemm: &gemm,
         target,
         acks: &acks,
+        checker,
     };
     ctx.acked = acks.iter().map(|a| a.rule.clone()).collect();
     let (recs, withheld, not_applicable) = advice.settle(ctx, measured);
@@ -227,6 +237,7 @@ struct Advice<'a> {
     gemm: &'a crate::gemm::status::GemmStatus,
     target: Target,
     acks: &'a [Ack],
+    checker: recommend::bundle::Checker<'a>,
 }
 
 type Settled = (Vec<Recommendation>, Vec<Withheld>, Vec<NotApplicable>);
@@ -264,9 +275,8 @@ impl Advice<'_> {
             .filter(|r| !measured.iter().any(|m| m.flag == r.flag))
             .collect();
         let (rules, not_applicable) = recommend::target::split(rules, &self.target);
-        let catalog = Catalog::builtin();
-        let pick = recommend::lint_clean(self.exp, self.load, catalog, measured);
-        let rules = recommend::lint_clean(self.exp, self.load, catalog, rules);
+        let pick = self.checker.check(measured);
+        let rules = self.checker.check(rules);
         (
             pick.recs.into_iter().chain(rules.recs).collect(),
             pick.withheld.into_iter().chain(rules.withheld).collect(),
