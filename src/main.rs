@@ -1,5 +1,10 @@
 //! `primus-tune`: parse the command line and dispatch to the headless frontend.
 
+/// Parsing and linting a large experiment is mostly small allocations: with glibc's malloc a
+/// third of `recommend`'s time on a 3 MiB experiment was spent in it (docs/benchmarks.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     restore_sigpipe();
     primus_tune::main()
