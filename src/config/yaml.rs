@@ -400,7 +400,7 @@ struct Builder<'a> {
     /// of everything inside them).
     anchored: usize,
     /// Anchor names seen (PyYAML refuses one defined twice).
-    names: super::pyyaml::Anchors,
+    names: super::pyyaml::Anchors<'a>,
     /// The core tag of each open collection, checked when it closes.
     tags: Vec<Option<String>>,
     /// Nodes created by alias expansion so far (bounded, against "billion laughs" inputs).
