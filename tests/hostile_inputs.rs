@@ -20,13 +20,6 @@ const LIMIT: Duration = Duration::from_secs(20);
 const BASE_BYTES: u64 = 64 << 20;
 const PER_MIB: u64 = 256 << 20;
 
-/// Cases whose cost is linear but not yet within the goal, left out of the tests above and run
-/// by an ignored test of their own (so `cargo test` reports them as ignored, not passed) and by
-/// the figures: `recommend` resolves and lints the experiment once per round (up to 17 times)
-/// and `set` before and after its edit, and 75,000 unknown keys written twice make each lint
-/// ~0.4 s (release).
-const NOT_YET_BOUNDED: &[&str] = &["recommend duplicate_keys_150k", "set duplicate_keys_150k"];
-
 fn memory_limit(input_bytes: u64) -> u64 {
     BASE_BYTES + input_bytes * (PER_MIB >> 20)
 }
@@ -34,24 +27,12 @@ fn memory_limit(input_bytes: u64) -> u64 {
 /// Run every case of `inputs`, returning each outcome for further checks; every failed
 /// expectation is collected and reported together.
 fn check(home: &Path, inputs: &[Input]) -> Vec<(String, Outcome)> {
-    check_cases(home, inputs, |name| !NOT_YET_BOUNDED.contains(&name))
-}
-
-/// [`check`] on the cases `pick` names.
-fn check_cases(
-    home: &Path,
-    inputs: &[Input],
-    pick: impl Fn(&str) -> bool,
-) -> Vec<(String, Outcome)> {
     let root = corpus::root(home);
     let scratch = tempfile::tempdir().unwrap();
     let mut failures = Vec::new();
     let mut outcomes = Vec::new();
     for input in inputs {
         for case in hostile::cases(input, &root) {
-            if !pick(&case.name) {
-                continue;
-            }
             let out = measured::run(hostile::command(home, &case.args), scratch.path(), LIMIT);
             if let Err(why) = judge(input, &out) {
                 failures.push(format!("{}: {why}\n  {out}", case.name));
@@ -161,16 +142,6 @@ const GOAL: Duration = Duration::from_secs(2);
 /// exit and whether the goal (≤ 2 s, ≤ 256 MB per MiB of input + 64 MB, an answer or a
 /// refusal naming the cause) is met; a case still running after `HOSTILE_KILL_S` seconds
 /// (default 30) is killed. Run by docs/bench/hostile-corpus.sh.
-#[test]
-#[ignore = "not yet bounded: recommend and set on 75,000 keys written twice take 6 s and 3 s \
-            (release; docs/benchmarks.md, Hostile corpus)"]
-fn recommend_and_set_bound_their_cost_on_duplicate_keys() {
-    let home = tempfile::tempdir().unwrap();
-    let inputs = corpus::experiments(home.path());
-    let outcomes = check_cases(home.path(), &inputs, |name| NOT_YET_BOUNDED.contains(&name));
-    assert_eq!(outcomes.len(), NOT_YET_BOUNDED.len(), "every case ran");
-}
-
 #[test]
 #[ignore = "figures for docs/benchmarks.md: run by docs/bench/hostile-corpus.sh"]
 fn figures() {
