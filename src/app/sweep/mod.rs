@@ -458,6 +458,114 @@ fn recalibrated(c: &Calibration) -> SweepEvent {
     }
 }
 
+/// What the search of one study is set up with: its legal candidates, forecasts, launch
+/// history and the facts of the GPU it runs on.
+struct Plan {
+    cands: Vec<Candidate>,
+    legal: Vec<Result<(), space::Illegal>>,
+    legal_cands: Vec<Candidate>,
+    capacity: Option<f64>,
+    basis: Basis,
+    batch_rule: bool,
+    f: Forecasts,
+    history: history::LaunchHistory,
+    knob_effects: crate::tune::search::effects::Effects,
+}
+
+impl Plan {
+    fn new(
+        session: &Session,
+        store: &Store,
+        t: &TrialSetup,
+        space: &Space,
+        req: &SweepRequest,
+        study: &str,
+    ) -> Plan {
+        let cands = space.candidates_with_baseline(&t.exp);
+        // Legal at the trials' world: a candidate Megatron would refuse on it never launches.
+        let legal = space::legality(&t.exp, &t.job, &cands);
+        let legal_cands: Vec<Candidate> = cands
+            .iter()
+            .zip(&legal)
+            .filter(|(_, l)| l.is_ok())
+            .map(|(c, _)| c.clone())
+            .collect();
+        let (capacity, gpu_name) = gpu_facts(session, req.capacity_gib);
+        let prof = &t.plan.profile.name;
+        // The batch rule skips a smaller batch once a larger one fits: what fits a GPU is not
+        // a CPU stand-in's to say.
+        let batch_rule = req.batch_rule && !t.plan.profile.capabilities.stand_in;
+        Plan {
+            basis: basis_of(t, gpu_name),
+            f: forecasts(store, t, &cands, batch_rule),
+            history: history::launch_history(store, &t.exp.path, prof),
+            knob_effects: if req.carried_effects {
+                effects::knob_effects(store, prof, study)
+            } else {
+                Default::default()
+            },
+            cands,
+            legal,
+            legal_cands,
+            capacity,
+            batch_rule,
+        }
+    }
+
+    /// The memory capacity the search and the record go by: none while the model is off.
+    fn capacity(&self) -> Option<f64> {
+        self.capacity.filter(|_| self.f.off.is_none())
+    }
+
+    fn started(&self, study: &str, space: &Space, t: &TrialSetup) -> SweepEvent {
+        let f = &self.f;
+        SweepEvent::Started {
+            study: study.to_string(),
+            space: space.name.clone(),
+            candidates: self.cands.len(),
+            legal: self.legal_cands.len(),
+            profile: t.plan.profile.name.clone(),
+            gpus: t.base.gpus,
+            capacity_gib: self.capacity.map(gib),
+            calibration: (!f.points.is_empty())
+                .then(|| (f.points.len(), f.cal.scale, gib(f.cal.offset_bytes))),
+            memory_model_off: f.off.clone(),
+            basis: self.basis.clone(),
+            unmodeled: t.unmodeled.clone(),
+            launch_history: Box::new(self.history.clone()),
+        }
+    }
+
+    fn search_config(&self, req: &SweepRequest, cost_unit: &'static str) -> SearchConfig {
+        let (first, most) = (
+            req.first_iters.unwrap_or(FIRST_ITERS),
+            req.max_iters.unwrap_or(MAX_ITERS),
+        );
+        let knob_effects = &self.knob_effects;
+        SearchConfig {
+            cost_unit,
+            launch_s_prior: self.history.launch_s.map(|l| l.0),
+            launch_cv: self.history.launch_cv.map(|c| c.0),
+            first_iters: first,
+            max_iters: most.max(first),
+            max_trials: req.max_trials,
+            budget_gpu_seconds: req.budget_minutes.map(|m| m * 60.0),
+            capacity_bytes: self.capacity(),
+            headroom: req.headroom,
+            predictions_calibrated: !self.f.points.is_empty(),
+            parallel: req.parallel.max(1),
+            effects: (knob_effects.studies() > 0).then(|| knob_effects.clone()),
+            pipeline_stages: self
+                .legal_cands
+                .iter()
+                .filter(|_| self.batch_rule)
+                .filter_map(|c| Some((c.id, pipeline_stages(self.f.params.get(&c.id)?)?)))
+                .collect(),
+            ..SearchConfig::default()
+        }
+    }
+}
+
 /// Run a sweep to its end (blocking: call it from a thread that is not inside a tokio
 /// runtime). `cancel` stops the trial in flight and the sweep; the study can be resumed.
 pub fn run(
@@ -488,45 +596,11 @@ pub fn run(
     let study_name = opened.name.clone();
     let held = lease::HeldLease::keep_or_take(held, &store, study_id, &study_name)?;
     let resume = resume_command(session, &study_name, &req);
-    let cands = space.candidates_with_baseline(&t.exp);
-    // Legal at the trials' world: a candidate Megatron would refuse on it never launches.
-    let legal = space::legality(&t.exp, &t.job, &cands);
-    let legal_cands: Vec<Candidate> = cands
-        .iter()
-        .zip(&legal)
-        .filter(|(_, l)| l.is_ok())
-        .map(|(c, _)| c.clone())
-        .collect();
-    let (capacity, gpu_name) = gpu_facts(session, req.capacity_gib);
-    let basis = basis_of(&t, gpu_name);
-    // The batch rule skips a smaller batch once a larger one fits: what fits a GPU is not a
-    // CPU stand-in's to say.
-    let batch_rule = req.batch_rule && !t.plan.profile.capabilities.stand_in;
-    let f = forecasts(&store, &t, &cands, batch_rule);
-    let history = history::launch_history(&store, &t.exp.path, &prof);
-    let knob_effects = if req.carried_effects {
-        effects::knob_effects(&store, &prof, &study_name)
-    } else {
-        Default::default()
-    };
+    let plan = Plan::new(session, &store, &t, &space, &req, &study_name);
     let (cost_rate, cost_unit) = t.plan.cost_per_second();
     events::emit(
         events,
-        AppEvent::Sweep(SweepEvent::Started {
-            study: study_name.clone(),
-            space: space.name.clone(),
-            candidates: cands.len(),
-            legal: legal_cands.len(),
-            profile: prof.clone(),
-            gpus: t.base.gpus,
-            capacity_gib: capacity.map(gib),
-            calibration: (!f.points.is_empty())
-                .then(|| (f.points.len(), f.cal.scale, gib(f.cal.offset_bytes))),
-            memory_model_off: f.off.clone(),
-            basis: basis.clone(),
-            unmodeled: t.unmodeled.clone(),
-            launch_history: Box::new(history.clone()),
-        }),
+        AppEvent::Sweep(plan.started(&study_name, &space, &t)),
     );
     let mut base = t.base.clone();
     base.study_id = Some(study_id);
@@ -547,47 +621,22 @@ pub fn run(
     if let Some(line) = held.takeover() {
         runner.say(SweepEvent::Decided { line });
     }
-    let (first, most) = (
-        req.first_iters.unwrap_or(FIRST_ITERS),
-        req.max_iters.unwrap_or(MAX_ITERS),
-    );
-    let cfg = SearchConfig {
-        cost_unit,
-        launch_s_prior: history.launch_s.map(|l| l.0),
-        launch_cv: history.launch_cv.map(|c| c.0),
-        first_iters: first,
-        max_iters: most.max(first),
-        max_trials: req.max_trials,
-        budget_gpu_seconds: req.budget_minutes.map(|m| m * 60.0),
-        capacity_bytes: capacity.filter(|_| f.off.is_none()),
-        headroom: req.headroom,
-        predictions_calibrated: !f.points.is_empty(),
-        parallel: req.parallel.max(1),
-        effects: (knob_effects.studies() > 0).then_some(knob_effects),
-        pipeline_stages: legal_cands
-            .iter()
-            .filter(|_| batch_rule)
-            .filter_map(|c| Some((c.id, pipeline_stages(f.params.get(&c.id)?)?)))
-            .collect(),
-        ..SearchConfig::default()
-    };
     let result = search::search(
         &space.knobs,
-        &legal_cands,
+        &plan.legal_cands,
         &mut runner,
-        &cfg,
-        &|c: &Candidate| f.predicted.get(&c.id).copied(),
+        &plan.search_config(&req, cost_unit),
+        &|c: &Candidate| plan.f.predicted.get(&c.id).copied(),
     );
     // A job of this study whose trial the search did not follow again is cancelled: a resume
     // follows a running job or ends it, never leaves it beside a new one.
     runner.end_unfollowed();
-    let (replayed, launched) = (runner.replayed, runner.launched);
     let outcome = |record| SweepOutcome {
         study: study_name.clone(),
         id: study_id,
         record,
-        replayed,
-        launched,
+        replayed: runner.replayed,
+        launched: runner.launched,
         resume: resume.clone(),
         cost_unit,
     };
@@ -604,10 +653,10 @@ pub fn run(
         config: &t.exp.path,
         profile: &prof,
         gpus: t.base.gpus,
-        capacity: capacity.filter(|_| f.off.is_none()),
+        capacity: plan.capacity(),
     };
-    let mut rec = record(&space, on, &cands, &legal, &result);
-    rec.basis = Some(basis);
+    let mut rec = record(&space, on, &plan.cands, &plan.legal, &result);
+    rec.basis = Some(plan.basis.clone());
     rec.unmodeled = t.unmodeled.clone();
     rec.per_samples = runner.per_samples();
     rec.memory_error = crate::tune::study::memory_check(&rec).mean_error();

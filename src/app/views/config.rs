@@ -193,60 +193,57 @@ pub fn stamp(path: &Path) -> Option<FileStamp> {
     })
 }
 
-/// Read `path` and build what the screens show; with `pending` edits, plan them against the
-/// file on disk and show the edited text's effective values (nothing is written).
-pub fn build(
+/// The experiment with `pending` applied to its text (the file as it is when the edit is refused
+/// and does not even resolve), and the plan of the edit as the screens show it.
+fn planned(
     session: &Session,
+    on_disk: Experiment,
     pending: &[PendingEdit],
-) -> Result<(ConfigView, Option<PlanView>), AppError> {
+) -> Result<(Experiment, Option<PlanView>), AppError> {
     let (path, opts) = (&session.experiment, &session.load);
-    let catalog = Catalog::builtin();
-    let stamp = stamp(path);
-    let on_disk = Experiment::load(path, opts)?;
-    let (exp, plan) = if pending.is_empty() {
-        (on_disk, None)
-    } else {
-        let plan = edit::plan(&on_disk, opts, &requests(pending), None, false, catalog)
-            .map_err(super::super::edit::set_error)?;
-        let mut with = opts.clone();
-        with.texts
-            .insert(on_disk.path.clone(), plan.doc.text().to_string());
-        // A refused edit may not even resolve; then the screens show the file as it is.
-        let exp = Experiment::load(path, &with).unwrap_or(on_disk);
-        let changes = plan
-            .changes
-            .iter()
-            .map(|c| ChangeView {
-                key: c.key.clone(),
-                old: c
-                    .old
-                    .as_ref()
-                    .map_or("unset".into(), |v| crate::config::literal::render(v, None)),
-                new: c.literal.clone(),
-            })
-            .collect();
-        let view = PlanView {
-            diff: plan.doc.diff(),
-            diagnostics: plan.diagnostics,
-            refused: plan.refused,
-            changes,
-        };
-        (exp, Some(view))
+    let plan = edit::plan(
+        &on_disk,
+        opts,
+        &requests(pending),
+        None,
+        false,
+        Catalog::builtin(),
+    )
+    .map_err(super::super::edit::set_error)?;
+    let mut with = opts.clone();
+    with.texts
+        .insert(on_disk.path.clone(), plan.doc.text().to_string());
+    let exp = Experiment::load(path, &with).unwrap_or(on_disk);
+    let changes = plan
+        .changes
+        .iter()
+        .map(|c| ChangeView {
+            key: c.key.clone(),
+            old: c
+                .old
+                .as_ref()
+                .map_or("unset".into(), |v| crate::config::literal::render(v, None)),
+            new: c.literal.clone(),
+        })
+        .collect();
+    let view = PlanView {
+        diff: plan.doc.diff(),
+        diagnostics: plan.diagnostics,
+        refused: plan.refused,
+        changes,
     };
-    let (mut diagnostics, _) = crate::app::ack::split(
-        session,
-        lint::lint(&exp, &opts.env, opts.world.as_ref(), catalog),
-    )?;
-    diagnostics.sort_by_key(|d| match d.severity {
-        Severity::Error => 0,
-        Severity::Warning => 1,
-        Severity::Info => 2,
-    });
-    let (gemm, acks) = super::stored(session, &exp)?;
-    let memory = super::measured_memory(session, &exp);
-    let known = super::known(session, &acks, memory.as_ref());
-    let checklist = checklist::evaluate(&exp, &opts.env, catalog, &diagnostics, &gemm, &known);
-    let m = exp.main_module();
+    Ok((exp, Some(view)))
+}
+
+/// A row for each flag of the catalog and each environment variable it knows, then for every
+/// other key the module sets.
+fn flag_rows(
+    session: &Session,
+    m: &crate::config::Module,
+    diagnostics: &[Diagnostic],
+    pending: &[PendingEdit],
+) -> Vec<FlagRow> {
+    let (catalog, opts) = (Catalog::builtin(), &session.load);
     let backend = Backend::from_framework(&m.framework);
     let pending_keys: Vec<&str> = pending.iter().map(|p| p.key.as_str()).collect();
     let exp_file = std::fs::canonicalize(&session.experiment).ok();
@@ -254,6 +251,9 @@ pub fn build(
         p == session.experiment
             || Some(p) == exp_file.as_deref()
             || (exp_file.is_some() && std::fs::canonicalize(p).ok() == exp_file)
+    };
+    let line_in_experiment = |l: &crate::config::tree::Leaf| {
+        (l.origin.line > 0 && in_experiment(&l.origin.file)).then_some(l.origin.line)
     };
     let mut flags: Vec<FlagRow> = catalog
         .flags_for(backend)
@@ -271,8 +271,7 @@ pub fn build(
                     Some(l) => (
                         l.value.to_string(),
                         source_of(session, l),
-                        (l.origin.line > 0 && in_experiment(&l.origin.file))
-                            .then_some(l.origin.line),
+                        line_in_experiment(l),
                     ),
                     // No file sets it: Megatron's own default ("default", as the screen
                     // dims it), or nothing passed on at all.
@@ -293,13 +292,13 @@ pub fn build(
                 choices: f.values.clone(),
                 help: f.help.clone(),
                 doc: f.doc.clone(),
-                problems: problems_of(&diagnostics, &f.name),
+                problems: problems_of(diagnostics, &f.name),
                 pending: pending_keys.contains(&f.name.as_str()),
                 env_var,
             }
         })
         .collect();
-    let others: Vec<FlagRow> = catalog
+    let others = catalog
         .other_keys(m, backend)
         .into_iter()
         .map(|(key, l)| FlagRow {
@@ -307,31 +306,67 @@ pub fn build(
             value: l.value.to_string(),
             default: "-".into(),
             source: source_of(session, l),
-            experiment_line: (l.origin.line > 0 && in_experiment(&l.origin.file))
-                .then_some(l.origin.line),
+            experiment_line: line_in_experiment(l),
             ty: value_type(&l.value),
             choices: Vec::new(),
             help: OTHER_KEY_HELP.into(),
             doc: "`primus-tune show --all`, which lists every resolved key".into(),
-            problems: problems_of(&diagnostics, &key),
+            problems: problems_of(diagnostics, &key),
             pending: pending_keys.contains(&key.as_str()),
             env_var: false,
             name: key,
-        })
-        .collect();
+        });
     flags.extend(others);
-    let spaces = crate::tune::space::all(crate::tune::space::user_dir().as_deref())
+    flags
+}
+
+/// The knob spaces (built in and the user's), each with whether it applies to `exp`.
+fn space_rows(exp: &Experiment) -> Vec<SpaceRow> {
+    crate::tune::space::all(crate::tune::space::user_dir().as_deref())
         .unwrap_or_else(|_| crate::tune::space::builtin())
         .into_iter()
         .map(|sp| SpaceRow {
             candidates: sp.candidates().len(),
-            not_applicable: sp.not_applicable(&exp),
+            not_applicable: sp.not_applicable(exp),
             flags: sp.flags(),
             memory_flags: sp.memory_flags(),
             name: sp.name,
             description: sp.description,
         })
-        .collect();
+        .collect()
+}
+
+/// Read `path` and build what the screens show; with `pending` edits, plan them against the
+/// file on disk and show the edited text's effective values (nothing is written).
+pub fn build(
+    session: &Session,
+    pending: &[PendingEdit],
+) -> Result<(ConfigView, Option<PlanView>), AppError> {
+    let (path, opts) = (&session.experiment, &session.load);
+    let catalog = Catalog::builtin();
+    let stamp = stamp(path);
+    let on_disk = Experiment::load(path, opts)?;
+    let (exp, plan) = if pending.is_empty() {
+        (on_disk, None)
+    } else {
+        planned(session, on_disk, pending)?
+    };
+    let (mut diagnostics, _) = crate::app::ack::split(
+        session,
+        lint::lint(&exp, &opts.env, opts.world.as_ref(), catalog),
+    )?;
+    diagnostics.sort_by_key(|d| match d.severity {
+        Severity::Error => 0,
+        Severity::Warning => 1,
+        Severity::Info => 2,
+    });
+    let (gemm, acks) = super::stored(session, &exp)?;
+    let memory = super::measured_memory(session, &exp);
+    let known = super::known(session, &acks, memory.as_ref());
+    let checklist = checklist::evaluate(&exp, &opts.env, catalog, &diagnostics, &gemm, &known);
+    let m = exp.main_module();
+    let flags = flag_rows(session, m, &diagnostics, pending);
+    let spaces = space_rows(&exp);
     Ok((
         ConfigView {
             gemm: exp.main_module().is_megatron().then_some(gemm),

@@ -751,75 +751,17 @@ pub async fn start(
     store: &crate::store::Store,
     events: &mpsc::Sender<TrialEvent>,
 ) -> Result<(BatchRun, Followers), TrialError> {
-    let say = |line: String| async move {
-        let _ = events
-            .send(TrialEvent::Line {
-                stream: Stream::Stderr,
-                line,
-            })
-            .await;
-    };
-    let sched = b.scheduler.title();
     let record = match &b.attach {
         Some(a) => {
-            say(format!(
+            let sched = b.scheduler.title();
+            let line = format!(
                 "primus-tune: re-attached to {sched} job {} of trial {}",
                 a.job.id, a.trial_id
-            ))
-            .await;
+            );
+            say(events, line).await;
             a.job.clone()
         }
-        None => {
-            if let Err(kind) = shared_filesystem(&m.dir) {
-                say(format!(
-                    "primus-tune: note: the trial folder {} is on a local filesystem ({kind}): \
-                     every node of the job must see it at the same path (put the workspace on a \
-                     shared filesystem with --workspace); a node that does not see it fails the \
-                     job with a message saying so",
-                    m.dir.display()
-                ))
-                .await;
-            }
-            let id = if b.submits {
-                submit_by_profile(b.scheduler.as_ref(), m, events).await?
-            } else {
-                let (b2, m2) = (b.clone(), m.clone());
-                tokio::task::spawn_blocking(move || {
-                    b2.scheduler.submit(&Submission {
-                        spec: &b2.spec,
-                        argv: &m2.launch.argv,
-                        env: &m2.launch.env,
-                        workdir: &m2.launch.cwd,
-                        dir: &m2.dir,
-                    })
-                })
-                .await
-                .map_err(|e| TrialError::Job(e.to_string()))?
-                .map_err(|e| TrialError::Job(e.to_string()))?
-            };
-            let r = Job {
-                scheduler: b.scheduler.name().to_string(),
-                id,
-                conf: b.scheduler.conf().map(Path::to_path_buf),
-                nodes: b.spec.nodes.max(1),
-                gpus_per_node: b.spec.gpus_per_node,
-                state: "SUBMITTED".into(),
-                submitted_ms: unix_ms(),
-                ..Default::default()
-            };
-            store.set_trial_job(m.trial_id, &r)?;
-            say(format!(
-                "primus-tune: submitted {sched} job {} ({}{})",
-                r.id,
-                crate::util::text::count(r.nodes as usize, "node", "nodes"),
-                r.gpus_per_node.map_or(String::new(), |g| format!(
-                    ", {} each",
-                    crate::util::text::count(g as usize, "GPU", "GPUs")
-                ))
-            ))
-            .await;
-            r
-        }
+        None => submit(b, m, store, events).await?,
     };
     let _ = events.send(TrialEvent::Job(Box::new(record.clone()))).await;
     let id = record.id.clone();
@@ -827,34 +769,10 @@ pub async fn start(
     if !b.submits {
         logs.push(b.scheduler.node_log(&m.dir, b.spec.nodes.max(1) - 1));
     }
-    let monitor = opts.telemetry.as_ref().map(|t| {
-        let exe = opts
-            .self_exe
-            .clone()
-            .or_else(|| std::env::current_exe().ok())
-            .unwrap_or_else(|| PathBuf::from("primus-tune"));
-        let argv = vec![
-            exe.display().to_string(),
-            "monitor".into(),
-            "--snapshots-dir".into(),
-            m.dir.display().to_string(),
-            "--backend".into(),
-            t.backend.clone(),
-            "--interval".into(),
-            t.config.interval.as_millis().to_string(),
-            "--sysfs-root".into(),
-            t.roots.sysfs.display().to_string(),
-            "--procfs-root".into(),
-            t.roots.procfs.display().to_string(),
-        ];
-        let step = b
-            .scheduler
-            .step_argv(&id, record.nodes, &m.dir.join("monitor-%n.log"), &argv);
-        match &m.launch.supervisor {
-            Some(s) => s.wrap(std::process::id(), &step),
-            None => step,
-        }
-    });
+    let monitor = opts
+        .telemetry
+        .as_ref()
+        .map(|t| monitor_step(b, m, opts, t, &record));
     let followers = follow(Follow {
         scheduler: b.scheduler.clone(),
         job: id,
@@ -883,6 +801,116 @@ pub async fn start(
         max_pending: b.max_pending,
     };
     Ok((ctl, followers))
+}
+
+/// A line of primus-tune's own in the trial's output.
+async fn say(events: &mpsc::Sender<TrialEvent>, line: String) {
+    let _ = events
+        .send(TrialEvent::Line {
+            stream: Stream::Stderr,
+            line,
+        })
+        .await;
+}
+
+/// Submits the trial's job (by the scheduler, or by the profile's own command) and stores it
+/// with the trial.
+async fn submit(
+    b: &BatchLaunch,
+    m: &Materialised,
+    store: &crate::store::Store,
+    events: &mpsc::Sender<TrialEvent>,
+) -> Result<Job, TrialError> {
+    if let Err(kind) = shared_filesystem(&m.dir) {
+        let line = format!(
+            "primus-tune: note: the trial folder {} is on a local filesystem ({kind}): \
+             every node of the job must see it at the same path (put the workspace on a \
+             shared filesystem with --workspace); a node that does not see it fails the \
+             job with a message saying so",
+            m.dir.display()
+        );
+        say(events, line).await;
+    }
+    let id = if b.submits {
+        submit_by_profile(b.scheduler.as_ref(), m, events).await?
+    } else {
+        let (b2, m2) = (b.clone(), m.clone());
+        tokio::task::spawn_blocking(move || {
+            b2.scheduler.submit(&Submission {
+                spec: &b2.spec,
+                argv: &m2.launch.argv,
+                env: &m2.launch.env,
+                workdir: &m2.launch.cwd,
+                dir: &m2.dir,
+            })
+        })
+        .await
+        .map_err(|e| TrialError::Job(e.to_string()))?
+        .map_err(|e| TrialError::Job(e.to_string()))?
+    };
+    let r = Job {
+        scheduler: b.scheduler.name().to_string(),
+        id,
+        conf: b.scheduler.conf().map(Path::to_path_buf),
+        nodes: b.spec.nodes.max(1),
+        gpus_per_node: b.spec.gpus_per_node,
+        state: "SUBMITTED".into(),
+        submitted_ms: unix_ms(),
+        ..Default::default()
+    };
+    store.set_trial_job(m.trial_id, &r)?;
+    let line = format!(
+        "primus-tune: submitted {} job {} ({}{})",
+        b.scheduler.title(),
+        r.id,
+        crate::util::text::count(r.nodes as usize, "node", "nodes"),
+        r.gpus_per_node.map_or(String::new(), |g| format!(
+            ", {} each",
+            crate::util::text::count(g as usize, "GPU", "GPUs")
+        ))
+    );
+    say(events, line).await;
+    Ok(r)
+}
+
+/// The job step that samples every node's GPUs into the trial folder (`monitor
+/// --snapshots-dir`), under the trial's supervisor when it has one.
+fn monitor_step(
+    b: &BatchLaunch,
+    m: &Materialised,
+    opts: &crate::run::trial::TrialOptions,
+    t: &crate::run::trial::TelemetrySetup,
+    record: &Job,
+) -> Vec<String> {
+    let exe = opts
+        .self_exe
+        .clone()
+        .or_else(|| std::env::current_exe().ok())
+        .unwrap_or_else(|| PathBuf::from("primus-tune"));
+    let argv = vec![
+        exe.display().to_string(),
+        "monitor".into(),
+        "--snapshots-dir".into(),
+        m.dir.display().to_string(),
+        "--backend".into(),
+        t.backend.clone(),
+        "--interval".into(),
+        t.config.interval.as_millis().to_string(),
+        "--sysfs-root".into(),
+        t.roots.sysfs.display().to_string(),
+        "--procfs-root".into(),
+        t.roots.procfs.display().to_string(),
+    ];
+    let step = b.scheduler.step_argv(
+        &record.id,
+        record.nodes,
+        &m.dir.join("monitor-%n.log"),
+        &argv,
+    );
+    match &m.launch.supervisor {
+        Some(s) => s.wrap(std::process::id(), &step),
+        None => step,
+    }
 }
 
 /// Runs the profile's command, which submits the job itself (Primus' `primus-cli slurm

@@ -152,25 +152,7 @@ pub fn materialise(
         None => std::env::current_exe().map_err(io(Path::new("current executable")))?,
     };
     let assets = assets_dir().map_err(io(Path::new("assets")))?;
-    let trial_id = store.insert_trial(&NewTrial {
-        config_path: exp.path.clone(),
-        config_hash: config_hash(&params),
-        overrides: overrides
-            .iter()
-            .map(|o| (o.key.clone(), o.value.to_json()))
-            .collect(),
-        profile: Some(opts.profile.name.clone()),
-        argv: Vec::new(),
-        env: Vec::new(),
-        trial_dir: PathBuf::new(),
-        study_id: opts.study_id,
-        resolved: Some(serde_json::Value::Object(
-            params
-                .iter()
-                .map(|(k, v)| (k.clone(), v.to_json()))
-                .collect(),
-        )),
-    })?;
+    let trial_id = insert_row(store, exp, opts, &overrides, &params)?;
     let written = (|| -> Result<Materialised, TrialError> {
         let staged = staging.keep();
         let dir = place(&staged, trials_root, trial_id).inspect_err(|_| {
@@ -203,46 +185,13 @@ pub fn materialise(
             gpus_per_node: opts.gpus_per_node,
             slurm_args: opts.launcher.submit_options(&dir),
         };
-        let mut env = opts.profile.expand_env(&cx)?;
-        env.extend(opts.env.iter().cloned());
-        // Every process of the trial inherits its identity: the workload may use it, and a
-        // process that escaped the trial's tree is still found by it.
-        env.push((TRIAL_ID_ENV.into(), trial_id.to_string()));
-        env.push((TRIAL_DIR_ENV.into(), dir.display().to_string()));
-        let (argv, cwd) = opts.profile.expand(&cx)?;
-        let write_json = |name: &str, v: serde_json::Value| {
-            let p = dir.join(name);
-            std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap_or_default()).map_err(io(&p))
-        };
-        write_json("argv.json", serde_json::json!(argv))?;
-        write_json(
-            "env.json",
-            serde_json::Value::Object(
-                env.iter()
-                    .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
-                    .collect(),
-            ),
-        )?;
-        store.set_trial_launch(trial_id, &dir, &argv, &env)?;
-        let shape = run_shape(&resolved, opts);
+        let launch = launch_of(&cx, opts, store, trial_id)?;
         Ok(Materialised {
             trial_id,
-            launch: Launch {
-                argv,
-                env,
-                cwd,
-                stdout_log: dir.join("stdout.log"),
-                stderr_log: dir.join("stderr.log"),
-                supervisor: crate::run::supervise::supervisor_exe(opts.self_exe.as_deref()).map(
-                    |exe| crate::run::supervise::Supervisor {
-                        exe,
-                        grace: opts.grace,
-                    },
-                ),
-            },
+            launch,
             dir,
             params,
-            shape,
+            shape: run_shape(&resolved, opts),
         })
     })();
     if let Err(e) = &written {
@@ -257,6 +206,80 @@ pub fn materialise(
         )?;
     }
     written
+}
+
+/// The trial's row, `running`, with its config's digest, overrides and resolved values.
+fn insert_row(
+    store: &Store,
+    exp: &Experiment,
+    opts: &TrialOptions,
+    overrides: &[Override],
+    params: &BTreeMap<String, Value>,
+) -> Result<i64, TrialError> {
+    Ok(store.insert_trial(&NewTrial {
+        config_path: exp.path.clone(),
+        config_hash: config_hash(params),
+        overrides: overrides
+            .iter()
+            .map(|o| (o.key.clone(), o.value.to_json()))
+            .collect(),
+        profile: Some(opts.profile.name.clone()),
+        argv: Vec::new(),
+        env: Vec::new(),
+        trial_dir: PathBuf::new(),
+        study_id: opts.study_id,
+        resolved: Some(serde_json::Value::Object(
+            params
+                .iter()
+                .map(|(k, v)| (k.clone(), v.to_json()))
+                .collect(),
+        )),
+    })?)
+}
+
+/// The profile's command and environment for the trial (with its identity), written into its
+/// folder (`argv.json`, `env.json`) and its row.
+fn launch_of(
+    cx: &TrialContext,
+    opts: &TrialOptions,
+    store: &Store,
+    trial_id: i64,
+) -> Result<Launch, TrialError> {
+    let dir = &cx.trial_dir;
+    let mut env = opts.profile.expand_env(cx)?;
+    env.extend(opts.env.iter().cloned());
+    // Every process of the trial inherits its identity: the workload may use it, and a
+    // process that escaped the trial's tree is still found by it.
+    env.push((TRIAL_ID_ENV.into(), trial_id.to_string()));
+    env.push((TRIAL_DIR_ENV.into(), dir.display().to_string()));
+    let (argv, cwd) = opts.profile.expand(cx)?;
+    let write_json = |name: &str, v: serde_json::Value| {
+        let p = dir.join(name);
+        std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap_or_default()).map_err(io(&p))
+    };
+    write_json("argv.json", serde_json::json!(argv))?;
+    write_json(
+        "env.json",
+        serde_json::Value::Object(
+            env.iter()
+                .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+                .collect(),
+        ),
+    )?;
+    store.set_trial_launch(trial_id, dir, &argv, &env)?;
+    Ok(Launch {
+        argv,
+        env,
+        cwd,
+        stdout_log: dir.join("stdout.log"),
+        stderr_log: dir.join("stderr.log"),
+        supervisor: crate::run::supervise::supervisor_exe(opts.self_exe.as_deref()).map(|exe| {
+            crate::run::supervise::Supervisor {
+                exe,
+                grace: opts.grace,
+            }
+        }),
+    })
 }
 
 /// The environment variable naming the trial a process belongs to (its id).
