@@ -193,6 +193,65 @@ fn titan_as_megatron(v: &Value, world: usize) -> Option<Value> {
     Some(Value::Object(out))
 }
 
+/// The proxy's attention heads for a width of heads × kv_channels ÷ (32·TP): (heads, head
+/// dimension, key/value heads in the config's query-group ratio, dividing the heads).
+fn attention_heads(v: &Value, tp: usize, heads_real: usize, kv: usize) -> (usize, usize, usize) {
+    let width = ceil_div(heads_real * kv, WIDTH_DIV * tp).max(8);
+    let heads = ceil_div(width, (kv / 4).max(8)).max(1);
+    let head_dim = ceil_div(width, heads);
+    let groups = match param_usize(v, "num_query_groups") {
+        Some(g) if g > 0 && param_bool(v, "group_query_attention") != Some(false) => g,
+        _ => heads_real,
+    };
+    let mut kv_heads = (heads / (heads_real / groups).max(1)).clamp(1, heads);
+    while !heads.is_multiple_of(kv_heads) {
+        kv_heads -= 1;
+    }
+    (heads, head_dim, kv_heads)
+}
+
+/// The config's recomputation, and how many of the proxy's `layers` it recomputes (`block`
+/// keeps its fraction of the `stage_layers` a pipeline stage holds).
+fn recompute_of(v: &Value, layers: usize, stage_layers: usize) -> (Recompute, usize) {
+    let recompute = match param_str(v, "recompute_granularity").as_deref() {
+        Some("full") => Recompute::Full,
+        Some("selective") => Recompute::Selective,
+        _ => Recompute::None,
+    };
+    let recompute_layers = match (
+        recompute,
+        param_str(v, "recompute_method").as_deref(),
+        param_usize(v, "recompute_num_layers"),
+    ) {
+        (Recompute::Full, Some("block"), Some(n)) => {
+            ceil_div(n.min(stage_layers) * layers, stage_layers).min(layers)
+        }
+        (Recompute::Full, _, _) => layers,
+        _ => 0,
+    };
+    (recompute, recompute_layers)
+}
+
+/// (train iterations, warm-up iterations, decay iterations, decay style), as Megatron reads
+/// them.
+fn lr_schedule(v: &Value) -> (u64, u64, u64, LrDecay) {
+    let train_iters = param_usize(v, "train_iters").unwrap_or(10).max(1) as u64;
+    let decay_iters = param_usize(v, "lr_decay_iters")
+        .map(|x| x as u64)
+        .unwrap_or(train_iters);
+    let warmup_iters = param_usize(v, "lr_warmup_iters")
+        .map(|x| x as u64)
+        .or_else(|| param_f64(v, "lr_warmup_fraction").map(|f| (f * decay_iters as f64) as u64))
+        .unwrap_or(0);
+    let decay = match param_str(v, "lr_decay_style").as_deref() {
+        Some("linear") => LrDecay::Linear,
+        Some("cosine") => LrDecay::Cosine,
+        Some("inverse-square-root") => LrDecay::InverseSquareRoot,
+        _ => LrDecay::Constant,
+    };
+    (train_iters, warmup_iters, decay_iters, decay)
+}
+
 impl ProxyShape {
     /// Derives the proxy from a trial's `resolved.json` object. Missing or null keys get
     /// Megatron-like defaults (hidden 1024, 24 layers, 16 heads, seq 2048, micro batch 1, ...).
@@ -260,17 +319,7 @@ impl ProxyShape {
         let topk_real = param_usize(v, "moe_router_topk").unwrap_or(2).max(1);
 
         let hidden = ceil_div(hidden_real, WIDTH_DIV).max(16);
-        let width = ceil_div(heads_real * kv, WIDTH_DIV * tp).max(8);
-        let heads = ceil_div(width, (kv / 4).max(8)).max(1);
-        let head_dim = ceil_div(width, heads);
-        let groups = match param_usize(v, "num_query_groups") {
-            Some(g) if g > 0 && param_bool(v, "group_query_attention") != Some(false) => g,
-            _ => heads_real,
-        };
-        let mut kv_heads = (heads / (heads_real / groups).max(1)).clamp(1, heads);
-        while !heads.is_multiple_of(kv_heads) {
-            kv_heads -= 1;
-        }
+        let (heads, head_dim, kv_heads) = attention_heads(v, tp, heads_real, kv);
         let ffn = ceil_div(ffn_real, WIDTH_DIV * tp).max(8);
         let layers = ceil_div(ceil_div(layers_real, pp), LAYER_DIV).clamp(1, MAX_LAYERS);
 
@@ -295,38 +344,8 @@ impl ProxyShape {
             _ => 0,
         };
 
-        let recompute = match param_str(v, "recompute_granularity").as_deref() {
-            Some("full") => Recompute::Full,
-            Some("selective") => Recompute::Selective,
-            _ => Recompute::None,
-        };
-        let stage_layers = ceil_div(layers_real, pp);
-        let recompute_layers = match (
-            recompute,
-            param_str(v, "recompute_method").as_deref(),
-            param_usize(v, "recompute_num_layers"),
-        ) {
-            (Recompute::Full, Some("block"), Some(n)) => {
-                ceil_div(n.min(stage_layers) * layers, stage_layers).min(layers)
-            }
-            (Recompute::Full, _, _) => layers,
-            _ => 0,
-        };
-
-        let train_iters = param_usize(v, "train_iters").unwrap_or(10).max(1) as u64;
-        let decay_iters = param_usize(v, "lr_decay_iters")
-            .map(|x| x as u64)
-            .unwrap_or(train_iters);
-        let warmup_iters = param_usize(v, "lr_warmup_iters")
-            .map(|x| x as u64)
-            .or_else(|| param_f64(v, "lr_warmup_fraction").map(|f| (f * decay_iters as f64) as u64))
-            .unwrap_or(0);
-        let decay = match param_str(v, "lr_decay_style").as_deref() {
-            Some("linear") => LrDecay::Linear,
-            Some("cosine") => LrDecay::Cosine,
-            Some("inverse-square-root") => LrDecay::InverseSquareRoot,
-            _ => LrDecay::Constant,
-        };
+        let (recompute, recompute_layers) = recompute_of(v, layers, ceil_div(layers_real, pp));
+        let (train_iters, warmup_iters, decay_iters, decay) = lr_schedule(v);
 
         let mut shape = ProxyShape {
             hidden,

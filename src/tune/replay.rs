@@ -723,32 +723,7 @@ pub fn synthetic(seed: u64, n_candidates: usize, noise_cv: f64, startup_s: f64) 
         ("turbo_deepep_num_cu", [16.0, 24.0, 32.0, 48.0]),
         ("turbo_sync_free_moe_stage", [0.0, 1.0, 2.0, 3.0]),
     ];
-    let n_candidates = n_candidates.clamp(1, 256);
-    // Value counts per knob until the grid is large enough.
-    let mut count = [1usize; 4];
-    while count.iter().product::<usize>() < n_candidates {
-        let k = rng.below(4);
-        if count[k] < 4 {
-            count[k] += 1;
-        }
-    }
-    let start: Vec<usize> = count.iter().map(|&c| rng.below(4 - c + 1)).collect();
-    let mut points: Vec<[f64; 4]> = vec![[0.0; 4]];
-    for k in 0..4 {
-        let mut next = Vec::new();
-        for p in &points {
-            for j in 0..count[k] {
-                let mut q = *p;
-                q[k] = all[k].1[start[k] + j];
-                next.push(q);
-            }
-        }
-        points = next;
-    }
-    while points.len() > n_candidates {
-        let i = rng.below(points.len());
-        points.remove(i);
-    }
+    let points = synthetic_grid(&mut rng, &all, n_candidates.clamp(1, 256));
 
     // The study's performance and memory model.
     let base_ms = rng.range(300.0, 3000.0);
@@ -810,20 +785,7 @@ pub fn synthetic(seed: u64, n_candidates: usize, noise_cv: f64, startup_s: f64) 
             let per_iter_ms = if oom {
                 Vec::new()
             } else {
-                (0..SYNTHETIC_ITERS)
-                    .map(|i| {
-                        let mut ms = (step * (1.0 + noise_cv * rng.normal())).max(0.5 * step);
-                        if rng.uniform() < 0.02 {
-                            ms *= rng.range(1.2, 1.8);
-                        }
-                        match i {
-                            0 => ms + warm1_ms,
-                            1 => ms + warm2_ms,
-                            _ => ms,
-                        }
-                    })
-                    .map(|ms| (ms * 10.0).round() / 10.0)
-                    .collect()
+                synthetic_iterations(&mut rng, step, noise_cv, [warm1_ms, warm2_ms])
             };
             ReplayCandidate {
                 overrides,
@@ -843,6 +805,57 @@ pub fn synthetic(seed: u64, n_candidates: usize, noise_cv: f64, startup_s: f64) 
         pipeline_stages: None,
         candidates,
     }
+}
+
+/// The knob values of a synthetic study: a random contiguous run of each knob's values until
+/// the grid has `n` points or more, then random points dropped to leave `n` (the random draws
+/// in this order: the suites' studies depend on it).
+fn synthetic_grid(rng: &mut Rng, all: &[(&str, [f64; 4]); 4], n: usize) -> Vec<[f64; 4]> {
+    // Value counts per knob until the grid is large enough.
+    let mut count = [1usize; 4];
+    while count.iter().product::<usize>() < n {
+        let k = rng.below(4);
+        if count[k] < 4 {
+            count[k] += 1;
+        }
+    }
+    let start: Vec<usize> = count.iter().map(|&c| rng.below(4 - c + 1)).collect();
+    let mut points: Vec<[f64; 4]> = vec![[0.0; 4]];
+    for k in 0..4 {
+        let mut next = Vec::new();
+        for p in &points {
+            for j in 0..count[k] {
+                let mut q = *p;
+                q[k] = all[k].1[start[k] + j];
+                next.push(q);
+            }
+        }
+        points = next;
+    }
+    while points.len() > n {
+        let i = rng.below(points.len());
+        points.remove(i);
+    }
+    points
+}
+
+/// The iteration times of a candidate of true step `step` (ms, to 0.1 ms): noise, a 2 %
+/// chance of a straggler, and the two warm-up iterations first.
+fn synthetic_iterations(rng: &mut Rng, step: f64, noise_cv: f64, warm_ms: [f64; 2]) -> Vec<f64> {
+    (0..SYNTHETIC_ITERS)
+        .map(|i| {
+            let mut ms = (step * (1.0 + noise_cv * rng.normal())).max(0.5 * step);
+            if rng.uniform() < 0.02 {
+                ms *= rng.range(1.2, 1.8);
+            }
+            match i {
+                0 => ms + warm_ms[0],
+                1 => ms + warm_ms[1],
+                _ => ms,
+            }
+        })
+        .map(|ms| (ms * 10.0).round() / 10.0)
+        .collect()
 }
 
 /// The synthetic studies of the replay benchmark: study `i` (from 0) is [`synthetic`] with seed

@@ -2203,107 +2203,25 @@ fn finish(s: Search<'_>, contenders: &[usize], exhausted: bool) -> SearchResult 
         })
         .collect();
     let mut ranking = Vec::new();
-    let mut pick = None;
-    let why_cut = || {
-        s.stopped
-            .clone()
-            .unwrap_or_else(|| "the budget ended".to_string())
-    };
-    let conclusion = match &decision {
-        None if exhausted => Conclusion::Incomplete {
-            best_so_far: None,
-            why: why_cut(),
-        },
-        None => Conclusion::NothingMeasured,
+    let (conclusion, pick) = match &decision {
+        None if exhausted => (
+            Conclusion::Incomplete {
+                best_so_far: None,
+                why: s.why_cut(),
+            },
+            None,
+        ),
+        None => (Conclusion::NothingMeasured, None),
         Some(d) => {
-            let ls = d.sorted[0].1;
-            // Keep the current settings while they are tied with the fastest.
-            let keep = s.baseline.filter(|b| d.tied.iter().any(|t| t.0 == *b));
-            let chosen = keep.unwrap_or(d.pick);
-            let ps = s.stat(chosen).unwrap_or(ls);
-            let id = |i: usize| s.cands[i].id;
-            ranking.push(id(chosen));
-            for (i, st) in s.by_step(&s.measured()) {
-                if i == chosen {
-                    verdicts[i] = if exhausted {
-                        Verdict::BestSoFar
-                    } else {
-                        Verdict::Winner
-                    };
-                    continue;
-                }
-                ranking.push(id(i));
-                verdicts[i] = against(&st, &ls, &ps, id(chosen));
-            }
-            if exhausted && s.stopped.as_deref() == Some(STOPPED) {
-                log.push(format!(
-                    "stopped: best so far {} {} (not confirmed)",
-                    s.label(chosen),
-                    Search::fmt_stat(&ps)
-                ));
-                Conclusion::Incomplete {
-                    best_so_far: Some(id(chosen)),
-                    why: why_cut(),
-                }
-            } else if exhausted {
-                log.push(format!(
-                    "incomplete ({}): best so far {} {}; no winner: the decision rule was not met",
-                    why_cut(),
-                    s.label(chosen),
-                    Search::fmt_stat(&ps)
-                ));
-                Conclusion::Incomplete {
-                    best_so_far: Some(id(chosen)),
-                    why: why_cut(),
-                }
-            } else if let Some(b) = keep {
-                pick = Some(id(b));
-                if b == d.leader {
-                    log.push(format!(
-                        "keep current: {} {} is the fastest",
-                        s.label(b),
-                        Search::fmt_stat(&ps)
-                    ));
-                } else {
-                    log.push(format!(
-                        "no significant winner: keep current {} {}; the fastest, {} {}, is \
-                         within its noise",
-                        s.label(b),
-                        Search::fmt_stat(&ps),
-                        s.label(d.leader),
-                        Search::fmt_stat(&ls)
-                    ));
-                }
-                Conclusion::KeepCurrent {
-                    baseline: id(b),
-                    fastest: id(d.leader),
-                }
-            } else {
-                pick = Some(id(chosen));
-                if chosen == d.leader {
-                    log.push(format!(
-                        "pick: {} {}",
-                        s.label(chosen),
-                        Search::fmt_stat(&ps)
-                    ));
-                } else {
-                    log.push(format!(
-                        "pick: {} {}: tied with the fastest, {} {}, and cheaper in cost order",
-                        s.label(chosen),
-                        Search::fmt_stat(&ps),
-                        s.label(d.leader),
-                        Search::fmt_stat(&ls)
-                    ));
-                }
-                Conclusion::Change { pick: id(chosen) }
-            }
+            ranking = s.rank(d, exhausted, &mut verdicts);
+            s.conclude(d, exhausted, &mut log)
         }
     };
     if decision.is_none() {
         log.push(if exhausted && s.stopped.as_deref() == Some(STOPPED) {
             "stopped before any candidate was measured".to_string()
         } else if exhausted {
-            format!("incomplete ({}): nothing measured, no pick", why_cut())
+            format!("incomplete ({}): nothing measured, no pick", s.why_cut())
         } else {
             "pick: none (no candidate was measured)".to_string()
         });
@@ -2313,24 +2231,11 @@ fn finish(s: Search<'_>, contenders: &[usize], exhausted: bool) -> SearchResult 
         .map(|i| (s.cands[i].id, s.evidence[i].clone()))
         .collect();
     let calibration = s.calibration();
-    // One prediction per candidate: the one its verdict was taken on (at its first trial, or
-    // when it was pruned), else the study's final calibration.
-    let predicted_bytes = (0..n)
-        .filter_map(|i| {
-            let p = if s.evidence[i].trials > 0 || s.at_launch[i].is_some() {
-                s.at_launch[i]
-            } else {
-                s.calibrated(&calibration, i)
-            };
-            Some((s.cands[i].id, p?))
-        })
-        .collect();
-    let points_at_launch = (0..n)
-        .filter_map(|i| Some((s.cands[i].id, s.points_at_launch[i]?)))
-        .collect();
     SearchResult {
-        predicted_bytes,
-        points_at_launch,
+        predicted_bytes: s.predictions(&calibration),
+        points_at_launch: (0..n)
+            .filter_map(|i| Some((s.cands[i].id, s.points_at_launch[i]?)))
+            .collect(),
         calibration,
         pick,
         conclusion,
@@ -2347,6 +2252,129 @@ fn finish(s: Search<'_>, contenders: &[usize], exhausted: bool) -> SearchResult 
         trials: s.trials,
         log,
         launches: s.launches,
+    }
+}
+
+impl Search<'_> {
+    /// Why the search ended before a decision: what stopped it, else the budget.
+    fn why_cut(&self) -> String {
+        self.stopped
+            .clone()
+            .unwrap_or_else(|| "the budget ended".to_string())
+    }
+
+    /// The candidate the decision settles on: the current settings while they are tied with
+    /// the fastest (`Some` in the first place), else the decision's pick.
+    fn chosen(&self, d: &Decision) -> (Option<usize>, usize) {
+        let keep = self.baseline.filter(|b| d.tied.iter().any(|t| t.0 == *b));
+        (keep, keep.unwrap_or(d.pick))
+    }
+
+    /// The ranking (the chosen candidate first, then the rest by step time) and each measured
+    /// candidate's verdict against the chosen one and the leader.
+    fn rank(&self, d: &Decision, exhausted: bool, verdicts: &mut [Verdict]) -> Vec<usize> {
+        let ls = d.sorted[0].1;
+        let (_, chosen) = self.chosen(d);
+        let ps = self.stat(chosen).unwrap_or(ls);
+        let id = |i: usize| self.cands[i].id;
+        let mut ranking = vec![id(chosen)];
+        for (i, st) in self.by_step(&self.measured()) {
+            if i == chosen {
+                verdicts[i] = if exhausted {
+                    Verdict::BestSoFar
+                } else {
+                    Verdict::Winner
+                };
+                continue;
+            }
+            ranking.push(id(i));
+            verdicts[i] = against(&st, &ls, &ps, id(chosen));
+        }
+        ranking
+    }
+
+    /// The conclusion of a decision and the pick (None while incomplete), with its log line.
+    fn conclude(
+        &self,
+        d: &Decision,
+        exhausted: bool,
+        log: &mut Vec<String>,
+    ) -> (Conclusion, Option<usize>) {
+        let ls = d.sorted[0].1;
+        let (keep, chosen) = self.chosen(d);
+        let ps = self.stat(chosen).unwrap_or(ls);
+        let id = |i: usize| self.cands[i].id;
+        if exhausted {
+            log.push(if self.stopped.as_deref() == Some(STOPPED) {
+                format!(
+                    "stopped: best so far {} {} (not confirmed)",
+                    self.label(chosen),
+                    Search::fmt_stat(&ps)
+                )
+            } else {
+                format!(
+                    "incomplete ({}): best so far {} {}; no winner: the decision rule was not met",
+                    self.why_cut(),
+                    self.label(chosen),
+                    Search::fmt_stat(&ps)
+                )
+            });
+            let c = Conclusion::Incomplete {
+                best_so_far: Some(id(chosen)),
+                why: self.why_cut(),
+            };
+            return (c, None);
+        }
+        if let Some(b) = keep {
+            log.push(if b == d.leader {
+                format!(
+                    "keep current: {} {} is the fastest",
+                    self.label(b),
+                    Search::fmt_stat(&ps)
+                )
+            } else {
+                format!(
+                    "no significant winner: keep current {} {}; the fastest, {} {}, is \
+                     within its noise",
+                    self.label(b),
+                    Search::fmt_stat(&ps),
+                    self.label(d.leader),
+                    Search::fmt_stat(&ls)
+                )
+            });
+            let c = Conclusion::KeepCurrent {
+                baseline: id(b),
+                fastest: id(d.leader),
+            };
+            return (c, Some(id(b)));
+        }
+        log.push(if chosen == d.leader {
+            format!("pick: {} {}", self.label(chosen), Search::fmt_stat(&ps))
+        } else {
+            format!(
+                "pick: {} {}: tied with the fastest, {} {}, and cheaper in cost order",
+                self.label(chosen),
+                Search::fmt_stat(&ps),
+                self.label(d.leader),
+                Search::fmt_stat(&ls)
+            )
+        });
+        (Conclusion::Change { pick: id(chosen) }, Some(id(chosen)))
+    }
+
+    /// One prediction per candidate: the one its verdict was taken on (at its first trial, or
+    /// when it was pruned), else the study's final calibration.
+    fn predictions(&self, calibration: &Calibration) -> BTreeMap<usize, f64> {
+        (0..self.cands.len())
+            .filter_map(|i| {
+                let p = if self.evidence[i].trials > 0 || self.at_launch[i].is_some() {
+                    self.at_launch[i]
+                } else {
+                    self.calibrated(calibration, i)
+                };
+                Some((self.cands[i].id, p?))
+            })
+            .collect()
     }
 }
 
