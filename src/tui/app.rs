@@ -54,7 +54,7 @@ pub enum Msg {
     /// What applying a study's pick writes, as `recommend --study --apply` works it out.
     PickPlanned(
         String,
-        Result<crate::app::views::recommend::PickEdits, AppError>,
+        Result<crate::app::views::recommend::apply::PickEdits, AppError>,
     ),
     /// One line of a running sweep's progress.
     SweepLine(String),

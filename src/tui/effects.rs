@@ -117,7 +117,7 @@ impl Runner {
                 Some(Msg::ApplyPlan(r))
             }),
             Effect::PlanPick(study) => self.read(move |s| {
-                let r = crate::app::views::recommend::pick_edits(s, &study);
+                let r = crate::app::views::recommend::apply::pick_edits(s, &study);
                 Some(Msg::PickPlanned(study, r))
             }),
             Effect::SetScope(all) => {

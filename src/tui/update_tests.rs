@@ -757,7 +757,7 @@ fn sweep_screen_starts_only_applicable_spaces_and_applies_the_pick() {
     assert!(update(&mut app2, Msg::PickPlanned("sf1".into(), Err(refused))).is_empty());
     assert!(app2.pending.is_empty());
     assert!(app2.status.as_ref().unwrap().1.contains("is withheld"));
-    let planned = crate::app::views::recommend::PickEdits {
+    let planned = crate::app::views::recommend::apply::PickEdits {
         edits: vec![("turbo_sync_free_moe_stage".into(), "1".into())],
         unmodeled: Vec::new(),
     };
@@ -964,7 +964,7 @@ fn studies_screen_opens_resumes_reports_and_applies() {
         key(&mut app, KeyCode::Char('a')),
         vec![Effect::PlanPick("sf-done".into())]
     );
-    let planned = crate::app::views::recommend::PickEdits {
+    let planned = crate::app::views::recommend::apply::PickEdits {
         edits: vec![("turbo_sync_free_moe_stage".into(), "2".into())],
         unmodeled: Vec::new(),
     };

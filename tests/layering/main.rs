@@ -47,14 +47,6 @@ const KNOWN_CYCLES: &[&[&str]] = &[
         "app::launch::slurm",
         "app::session",
     ],
-    // app: a folder's `mod.rs` and a file in it naming each other.
-    &["app::sweep", "app::sweep::open"],
-    &[
-        "app::views",
-        "app::views::recommend",
-        "app::views::recommend::apply",
-    ],
-    &["app::views::compare", "app::views::trials"],
 ];
 
 fn read_dir(dir: &Path, root: &Path, out: &mut BTreeMap<String, String>) {

@@ -3,7 +3,7 @@
 //! launch it recorded (its iteration budget, profile, GPUs, Slurm settings) is reused, and a
 //! different budget is refused with the recorded one named.
 
-use super::{FIRST_ITERS, MAX_ITERS, SweepRequest};
+use super::request::{FIRST_ITERS, MAX_ITERS, SweepRequest};
 use crate::app::launch::slurm::SlurmSettings;
 use crate::app::{AppError, Session};
 use crate::config::Experiment;

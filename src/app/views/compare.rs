@@ -271,7 +271,7 @@ pub fn compare(
         a: a.id,
         b: b.id,
         experiments: [a, b].map(|t| crate::util::paths::display_path(&t.config_path)),
-        bases: [a, b].map(super::trials::basis_of),
+        bases: [a, b].map(super::basis::basis_of),
         differences: trial_differences(a, b),
         median_step_ms,
         tokens_per_s_per_gpu: Change::of(a.tokens_per_s_per_gpu, b.tokens_per_s_per_gpu, None),

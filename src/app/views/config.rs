@@ -360,7 +360,7 @@ pub fn build(
         Severity::Warning => 1,
         Severity::Info => 2,
     });
-    let (gemm, acks) = super::stored(session, &exp)?;
+    let (gemm, acks) = super::facts::stored(session, &exp)?;
     let memory = super::measured_memory(session, &exp);
     let known = super::known(session, &acks, memory.as_ref());
     let checklist = checklist::evaluate(&exp, &opts.env, catalog, &diagnostics, &gemm, &known);

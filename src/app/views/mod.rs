@@ -2,8 +2,10 @@
 //! workspace — the checklist, the experiment's flags, trial comparisons, recommendations, the
 //! studies, a study's report inputs.
 
+pub mod basis;
 pub mod compare;
 pub mod config;
+pub mod facts;
 pub mod recommend;
 pub mod report;
 pub mod studies;
@@ -15,33 +17,8 @@ use crate::config::Experiment;
 use crate::config::catalog::Catalog;
 use crate::config::diag::Diagnostic;
 use crate::domain::advice::Ack;
-use crate::gemm::status::GemmStatus;
-use crate::store::Store;
 
-/// The HipBLASLt tuning state of the experiment: its files, the environment, and the latest
-/// stage-3 comparison stored in the session's workspace. No hipblaslt-bench probe (it launches
-/// a GPU program; `gemm-tune status` runs it on request).
-pub fn gemm_status(session: &Session, exp: &Experiment) -> GemmStatus {
-    gemm_in(
-        session,
-        exp,
-        session.existing_store().ok().flatten().as_ref(),
-    )
-}
-
-fn gemm_in(session: &Session, exp: &Experiment, store: Option<&Store>) -> GemmStatus {
-    let comparison = store.and_then(|s| crate::gemm::runner::latest_comparison(s, &exp.path));
-    crate::gemm::status::of_experiment(exp, &session.load.env, None, comparison)
-}
-
-/// What the workspace holds for the experiment, read from one opening of the store: the
-/// HipBLASLt state (with the stored stage-3 comparison); and the acknowledged rules (the user's
-/// tree's, then the workspace's of earlier versions).
-pub fn stored(session: &Session, exp: &Experiment) -> Result<(GemmStatus, Vec<Ack>), AppError> {
-    let store = session.existing_store().ok().flatten();
-    let acks = crate::app::ack::acks_in(session, store.as_ref())?;
-    Ok((gemm_in(session, exp, store.as_ref()), acks))
-}
+pub use facts::{gemm_status, stored};
 
 /// What the checklist knows of the session beyond the experiment: its acknowledgements, its
 /// world, what the job runs on (the GPU this machine or the experiment's path names), and the

@@ -129,7 +129,7 @@ fn summarize(store: &Store, s: &StudyRow) -> Result<StudyDetail, AppError> {
     let basis = record
         .as_ref()
         .and_then(|r| r.basis.clone())
-        .or_else(|| trials.first().map(super::trials::basis_of));
+        .or_else(|| trials.first().map(super::basis::basis_of));
     let stand_in = basis
         .as_ref()
         .is_some_and(crate::domain::evidence::Basis::is_proxy);

@@ -2,6 +2,7 @@
 //! ran that the experiment does not say now (the difference `a` applies), scoped to the
 //! session's experiment unless the session lists every experiment of the workspace.
 
+use super::basis::{basis_of, basis_with};
 use super::compare::{Comparison, Difference, differences};
 use crate::app::{AppError, Session};
 use crate::config::{Experiment, LoadOptions};
@@ -18,7 +19,7 @@ pub struct TrialSummary {
     pub row: TrialRow,
     /// It ran the session's experiment (the other rows appear only when listing all).
     pub this_experiment: bool,
-    /// What its figures are evidence of ([`basis_of`]).
+    /// What its figures are evidence of ([`basis_of`](super::basis::basis_of)).
     pub basis: crate::domain::evidence::Basis,
     /// The flags whose value it ran differs from its experiment as the file says now:
     /// `a` = the file now, `b` = the trial. `None`: not known (the trial's parameters were not
@@ -81,34 +82,6 @@ impl TrialSummary {
                 .join(", "),
             Err(words) => words.into(),
         }
-    }
-}
-
-/// What a stored trial's figures are evidence of: as its summary says, else (trials stored
-/// before it was kept) as its profile declares — a CPU stand-in's, or a GPU measurement with
-/// its profile.
-pub fn basis_of(row: &TrialRow) -> crate::domain::evidence::Basis {
-    basis_with(row, &mut HashMap::new())
-}
-
-/// [`basis_of`], profiles looked up once in `stand_ins`.
-fn basis_with(
-    row: &TrialRow,
-    stand_ins: &mut HashMap<String, bool>,
-) -> crate::domain::evidence::Basis {
-    use crate::domain::evidence::Basis;
-    if let Some(b) = row.stored_basis() {
-        return b;
-    }
-    let profile = row.profile.clone().unwrap_or_default();
-    let stand_in = *stand_ins.entry(profile.clone()).or_insert_with(|| {
-        crate::run::profile::find(&profile, crate::run::profile::user_dir().as_deref())
-            .is_ok_and(|p| p.capabilities.stand_in)
-    });
-    if stand_in {
-        Basis::Proxy { profile }
-    } else {
-        Basis::Measured { profile, gpu: None }
     }
 }
 

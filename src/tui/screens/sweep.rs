@@ -70,7 +70,7 @@ pub fn apply_pick(app: &mut App, study: &str) -> Vec<Effect> {
 pub fn on_pick(
     app: &mut App,
     study: &str,
-    r: Result<crate::app::views::recommend::PickEdits, crate::app::AppError>,
+    r: Result<crate::app::views::recommend::apply::PickEdits, crate::app::AppError>,
 ) -> Vec<Effect> {
     let pick = match r {
         Ok(p) => p,

@@ -4,10 +4,8 @@
 //! not apply", and what remains is linted together with its companions (what lint would refuse
 //! is withheld, with lint's message).
 
-mod apply;
+pub mod apply;
 mod study;
-
-pub use apply::{NothingToApply, PickEdits, pick_edits};
 
 use crate::app::{AppError, Session};
 use crate::config::Experiment;
@@ -165,7 +163,7 @@ pub fn recommend(session: &Session, req: &RecommendRequest) -> Result<RecommendV
     // read and what their bundles are checked against. Resolved and linted once here: on a
     // large experiment each costs a good part of a second.
     let exp = Experiment::load(&session.experiment, &load)?;
-    let (gemm, acks) = super::stored(session, &exp)?;
+    let (gemm, acks) = super::facts::stored(session, &exp)?;
     let world = load.world;
     let lint = crate::config::lint::lint(&exp, &load.env, world.as_ref(), Catalog::builtin());
     let (kept, quiet) = crate::app::ack::split(session, lint)?;
