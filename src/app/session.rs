@@ -14,7 +14,8 @@ use crate::store::{Store, Workspace};
 use std::path::{Path, PathBuf};
 
 /// The variable that names the workspace folder (as `--workspace` does).
-pub const WORKSPACE_ENV: &str = "PRIMUS_TUNE_WORKSPACE";
+pub use super::defaults::WORKSPACE_ENV;
+pub use super::launch::placement::{Detected, gpus_found};
 
 /// What a frontend was given.
 #[derive(Debug, Clone, Default)]
@@ -116,13 +117,31 @@ pub fn overrides(items: &[String]) -> Result<Vec<Override>, AppError> {
         .collect()
 }
 
-/// The GPUs a telemetry backend finds on this node — the trials' backend and roots, else `auto`
-/// on this machine — as a world (× `NNODES` when set). None when no GPU is found.
-pub fn gpus_found(telemetry: Option<&TelemetrySetup>, env: &Env) -> Option<World> {
-    let t = telemetry.cloned().unwrap_or_default();
-    let (backend, _) = crate::telemetry::select::open(&t.backend, &t.roots).ok()?;
-    let b = backend?;
-    World::detected(b.name(), b.gpus().len() as u64, |k| env.get(k))
+/// `primus-tune defaults`: every setting as a command without flags would see it, the
+/// environment read through `var`, the GPUs placed as such a launch places them (no GPU
+/// detection: the listing says what the settings say).
+pub fn effective_defaults(
+    d: &Defaults,
+    var: impl Fn(&str) -> Option<String>,
+) -> Vec<super::defaults::Entry> {
+    let mut launcher = Env::empty();
+    for k in ["GPUS_PER_NODE", "NNODES"] {
+        if let Some(v) = var(k) {
+            launcher.set(k, &v);
+        }
+    }
+    let launcher = super::launch::LaunchEnv::new(launcher, Vec::new(), None);
+    let world = super::launch::placement::place_world(&super::launch::placement::Asked {
+        gpus: None,
+        job: None,
+        env: &launcher,
+        configured: d.gpus(),
+        one_process: false,
+        detected: &|| None,
+    })
+    .ok()
+    .and_then(|p| p.world);
+    d.effective(var, world)
 }
 
 /// The options' defaults file: as given, else read.
@@ -178,9 +197,6 @@ fn load_options_with(
 
 /// `--env` pairs.
 type EnvPairs = Vec<(String, String)>;
-
-/// The GPUs found on this node, once looked up.
-pub type Detected = std::sync::Arc<std::sync::OnceLock<Option<World>>>;
 
 /// Where keyed workspaces go: `<data dir>/primus-tune/workspaces`.
 pub fn workspaces_dir(data_home: Option<&Path>) -> PathBuf {
@@ -343,5 +359,66 @@ impl Session {
     /// This experiment's path (for messages and commands the user may paste).
     pub fn path(&self) -> &Path {
         &self.experiment
+    }
+}
+/// The session as a launch sees it (from [`super::launch`]: its environment and placement).
+impl Session {
+    /// This session as `profile` launches its experiment: its views resolve with the
+    /// environment the launch sets and are linted at its placement ([`super::launch::plan`]), and say
+    /// so.
+    pub fn launched_by(&self, profile: &crate::run::profile::Profile) -> Session {
+        let plan = super::launch::LaunchPlan::for_view(&self.plan_base(), profile);
+        let mut load = self.load.clone();
+        load.env = plan.config_env(&self.load);
+        // A one-process profile (the proxies) runs its one process whatever the config asks:
+        // a view of the config keeps the world the config is for.
+        if plan.profile.capabilities.launch != crate::run::capabilities::LaunchKind::OneProcess {
+            load.world = plan.placement.world;
+        }
+        let sets = plan.env.profile_sets();
+        let sets = sets
+            .into_iter()
+            .filter(|k| load.env.get(k).is_some())
+            .collect();
+        Session {
+            load,
+            view_profile: Some(super::launch::ViewProfile {
+                name: profile.name.clone(),
+                sets,
+                launch: plan.launch_where(),
+            }),
+            ..self.clone()
+        }
+    }
+
+    /// Where the view's value of variable `name` comes from.
+    pub fn env_source(&self, name: &str) -> super::launch::EnvSource {
+        if self.load.env.get(name).is_none() {
+            super::launch::EnvSource::Unset
+        } else if self.env.iter().any(|(k, _)| k == name) {
+            super::launch::EnvSource::Flag
+        } else if let Some(p) = self
+            .view_profile
+            .as_ref()
+            .filter(|p| p.sets.iter().any(|k| k == name))
+        {
+            super::launch::EnvSource::Profile(p.name.clone())
+        } else {
+            super::launch::EnvSource::Inherited
+        }
+    }
+
+    /// The variables a value was written with (`template`, such as `${PRIMUS_PP:1}`), as the
+    /// view resolved them.
+    pub fn env_refs(&self, template: &str) -> Vec<super::launch::EnvRef> {
+        crate::config::env::references(template)
+            .into_iter()
+            .map(|(name, default)| super::launch::EnvRef {
+                value: self.load.env.get(&name).map(str::to_string),
+                source: self.env_source(&name),
+                default,
+                name,
+            })
+            .collect()
     }
 }

@@ -49,7 +49,7 @@ fn value_text(e: &Entry) -> String {
 }
 
 pub fn run(a: &DefaultsArgs, d: &Defaults) -> Result<ExitCode, CliError> {
-    let entries = d.effective(|k| std::env::var(k).ok());
+    let entries = crate::app::session::effective_defaults(d, |k| std::env::var(k).ok());
     let file = defaults_path();
     let state = crate::app::state::state_path();
     if a.json {

@@ -120,7 +120,7 @@ pub fn run(a: &ShowArgs) -> Result<ExitCode, CliError> {
 }
 
 /// The line that says a view resolves as a launch profile launches the experiment.
-pub fn as_launched(p: &crate::app::launch::env::ViewProfile) -> String {
+pub fn as_launched(p: &crate::app::launch::view::ViewProfile) -> String {
     if p.sets.is_empty() {
         format!(
             "as profile {} launches it (its env: sets nothing here)",

@@ -474,7 +474,7 @@ fn job_lines(j: &Job, queued_s: Option<f64>) -> Vec<String> {
     });
     out.push(format!(
         "  job:     {} job {} {}{reason}: {}{gpus}",
-        crate::app::launch::env::scheduler_title(&j.scheduler),
+        crate::app::launch::view::scheduler_title(&j.scheduler),
         j.id,
         j.state,
         crate::util::text::count(j.nodes as usize, "node", "nodes")

@@ -33,21 +33,9 @@ use std::path::Path;
 use rules::{Violation, against_known, check};
 use tree::{Crate, Named};
 
-/// Cycles in the import graph today, each a strongly connected component (sorted).
-const KNOWN_CYCLES: &[&[&str]] = &[
-    // app: the session, its defaults, the launch plan, placement and environment call one
-    // another (`session ⇄ defaults`, `session ⇄ launch::plan`, `placement ⇄ launch::env` ...).
-    &[
-        "app::defaults",
-        "app::defaults::parse",
-        "app::launch",
-        "app::launch::env",
-        "app::launch::placement",
-        "app::launch::plan",
-        "app::launch::slurm",
-        "app::session",
-    ],
-];
+/// Cycles in the import graph today, each a strongly connected component (sorted): none since
+/// the session, defaults and launch cluster was untangled (a new one fails the test).
+const KNOWN_CYCLES: &[&[&str]] = &[];
 
 fn read_dir(dir: &Path, root: &Path, out: &mut BTreeMap<String, String>) {
     for e in std::fs::read_dir(dir).expect("readable source folder") {

@@ -10,19 +10,19 @@
 //! or a TOML syntax error is an error naming `file:line:column` (with "did you mean" for a
 //! mistyped key), as ruff and lazygit treat their configuration.
 
+mod file;
 mod parse;
 #[cfg(test)]
 mod tests;
 
 use super::AppError;
 pub use super::error::DefaultsError;
-use crate::run::launch::slurm::SlurmSettings;
 use crate::run::profile::DEFAULT_PROFILE;
 use crate::util::paths::display_path;
 use std::ffi::OsStr;
-use std::fmt;
 use std::path::{Path, PathBuf};
 
+pub use file::{ColorChoice, Defaults, KeyOverride, Location, Setting};
 pub use parse::parse;
 
 /// The variable that names the defaults file.
@@ -31,6 +31,8 @@ pub const CONFIG_ENV: &str = "PRIMUS_TUNE_CONFIG";
 pub const NO_MOUSE_ENV: &str = "PRIMUS_TUNE_NO_MOUSE";
 /// Set and not empty, no colour anywhere (<https://no-color.org>).
 pub const NO_COLOR_ENV: &str = "NO_COLOR";
+/// The workspace of every command that names none (a flag still wins).
+pub const WORKSPACE_ENV: &str = "PRIMUS_TUNE_WORKSPACE";
 
 /// The defaults file: `$PRIMUS_TUNE_CONFIG`, else `$XDG_CONFIG_HOME/primus-tune/config.toml`,
 /// else `~/.config/primus-tune/config.toml` (None without any of these variables).
@@ -39,117 +41,6 @@ pub fn defaults_path() -> Option<PathBuf> {
         return Some(PathBuf::from(p));
     }
     Some(crate::util::paths::xdg_dir("XDG_CONFIG_HOME", ".config")?.join("config.toml"))
-}
-
-/// A place in the defaults file (1-based line and column, in characters).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Location {
-    pub file: PathBuf,
-    pub line: usize,
-    pub column: usize,
-}
-
-impl fmt::Display for Location {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}:{}:{}",
-            display_path(&self.file),
-            self.line,
-            self.column
-        )
-    }
-}
-
-/// A value of the defaults file and where it is written.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Setting<T> {
-    pub value: T,
-    pub at: Location,
-}
-
-/// `[ui] color`: colour when the output is a terminal (`auto`), always, or never.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum ColorChoice {
-    #[default]
-    Auto,
-    Always,
-    Never,
-}
-
-impl ColorChoice {
-    pub const NAMES: [&'static str; 3] = ["auto", "always", "never"];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ColorChoice::Auto => "auto",
-            ColorChoice::Always => "always",
-            ColorChoice::Never => "never",
-        }
-    }
-
-    pub fn from_name(s: &str) -> Option<ColorChoice> {
-        match s {
-            "auto" => Some(ColorChoice::Auto),
-            "always" => Some(ColorChoice::Always),
-            "never" => Some(ColorChoice::Never),
-            _ => None,
-        }
-    }
-
-    /// Whether a stream gets colour.
-    pub fn colour(self, is_terminal: bool) -> bool {
-        match self {
-            ColorChoice::Auto => is_terminal,
-            ColorChoice::Always => true,
-            ColorChoice::Never => false,
-        }
-    }
-}
-
-/// A `[keys]` entry as written: an action's name and its keys. Only the TUI knows its actions
-/// and key names, so it checks them (with these places in its errors).
-#[derive(Debug, Clone, PartialEq)]
-pub struct KeyOverride {
-    pub action: String,
-    /// Where the action's name is written.
-    pub at: Location,
-    pub keys: Vec<Setting<String>>,
-}
-
-/// The defaults file as read. Every field is what the file says (None: it says nothing).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Defaults {
-    /// The file read; None when there is none.
-    pub file: Option<PathBuf>,
-    /// The launch profile of `run`, `sweep` and the TUI's Run screen.
-    pub profile: Option<Setting<String>>,
-    /// The world size (as `--gpus`).
-    pub gpus: Option<Setting<u64>>,
-    /// The telemetry backend (as `--backend`).
-    pub backend: Option<Setting<String>>,
-    /// The workspace folder (`~` expanded, a relative path taken from the file's folder).
-    pub workspace: Option<Setting<PathBuf>>,
-    /// `[ui] color`.
-    pub color: Option<Setting<ColorChoice>>,
-    /// `[ui] mouse`.
-    pub mouse: Option<Setting<bool>>,
-    /// `[keys]`, in the file's order.
-    pub keys: Vec<KeyOverride>,
-    /// `[slurm]`.
-    pub slurm: SlurmSettings,
-    /// Each `[slurm]` key the file sets: its name, value and place (for `defaults`).
-    pub slurm_entries: Vec<(String, serde_json::Value, Location)>,
-}
-
-impl DefaultsError {
-    pub fn at(loc: &Location, message: impl Into<String>) -> DefaultsError {
-        DefaultsError {
-            file: loc.file.clone(),
-            at: Some((loc.line, loc.column)),
-            message: message.into(),
-        }
-    }
 }
 
 impl Defaults {
@@ -197,12 +88,9 @@ impl Defaults {
     /// The workspace folder: `--workspace`, else `$PRIMUS_TUNE_WORKSPACE` (`env`), else the
     /// file's `workspace`; None: the experiment's own (beside it, or keyed by its path).
     pub fn workspace(&self, flag: Option<&Path>, env: Option<&OsStr>) -> Option<Resolved<PathBuf>> {
-        let env = env.filter(|v| !v.is_empty()).map(|v| {
-            (
-                PathBuf::from(v),
-                Origin::Env(super::session::WORKSPACE_ENV.into()),
-            )
-        });
+        let env = env
+            .filter(|v| !v.is_empty())
+            .map(|v| (PathBuf::from(v), Origin::Env(WORKSPACE_ENV.into())));
         let flag = flag.map(|f| (f.to_path_buf(), Origin::Flag("--workspace")));
         match (flag.or(env), &self.workspace) {
             (Some((value, origin)), _) => Some(Resolved { value, origin }),
@@ -393,8 +281,14 @@ pub struct Entry {
 
 impl Defaults {
     /// Every setting as a command without flags would see it, the environment read through
-    /// `var`; then the file's `[keys]` and `[slurm]` entries.
-    pub fn effective(&self, var: impl Fn(&str) -> Option<String>) -> Vec<Entry> {
+    /// `var` and the GPUs as such a launch places them (`world`, from
+    /// [`crate::app::session::effective_defaults`]); then the file's `[keys]` and `[slurm]`
+    /// entries.
+    pub fn effective(
+        &self,
+        var: impl Fn(&str) -> Option<String>,
+        world: Option<crate::megatron::World>,
+    ) -> Vec<Entry> {
         use serde_json::json;
         let entry = |key: &str, value: serde_json::Value, origin: Origin| Entry {
             key: key.into(),
@@ -405,26 +299,6 @@ impl Defaults {
         let mut out = Vec::new();
         let p = self.profile(None);
         out.push(entry("profile", json!(p.value), p.origin));
-        let mut launcher = crate::config::env::Env::empty();
-        for k in ["GPUS_PER_NODE", "NNODES"] {
-            if let Some(v) = var(k) {
-                launcher.set(k, &v);
-            }
-        }
-        // As a launch without flags would place it (no GPU detection here: the listing says
-        // what the settings say).
-        let launcher = crate::app::launch::LaunchEnv::new(launcher, Vec::new(), None);
-        let world =
-            crate::app::launch::placement::place_world(&crate::app::launch::placement::Asked {
-                gpus: None,
-                job: None,
-                env: &launcher,
-                configured: self.gpus(),
-                one_process: false,
-                detected: &|| None,
-            })
-            .ok()
-            .and_then(|p| p.world);
         out.push(match world {
             Some(w) => {
                 let origin = match (&w.source, &self.gpus) {
@@ -437,12 +311,10 @@ impl Defaults {
         });
         let b = self.backend(None);
         out.push(entry("backend", json!(b.value), b.origin));
-        out.push(
-            match self.workspace(None, os(super::session::WORKSPACE_ENV).as_deref()) {
-                Some(w) => entry("workspace", json!(w.value.display().to_string()), w.origin),
-                None => entry("workspace", serde_json::Value::Null, Origin::BuiltIn),
-            },
-        );
+        out.push(match self.workspace(None, os(WORKSPACE_ENV).as_deref()) {
+            Some(w) => entry("workspace", json!(w.value.display().to_string()), w.origin),
+            None => entry("workspace", serde_json::Value::Null, Origin::BuiltIn),
+        });
         let c = self.color(os(NO_COLOR_ENV).as_deref());
         out.push(entry("ui.color", json!(c.value.name()), c.origin));
         let m = self.mouse(false, os(NO_MOUSE_ENV).as_deref());

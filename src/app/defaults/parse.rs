@@ -1,7 +1,8 @@
 //! Reading `config.toml`: every key known, every value of its type, every error at its
 //! `file:line:column` (a mistyped key with "did you mean").
 
-use super::{ColorChoice, Defaults, DefaultsError, KeyOverride, Location, Setting};
+use super::file::{ColorChoice, Defaults, KeyOverride, Location, Setting};
+use crate::app::error::DefaultsError;
 use crate::run::launch::slurm::SlurmSettings;
 use crate::util::suggest::closest;
 use std::ops::Range;

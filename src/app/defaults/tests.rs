@@ -267,7 +267,7 @@ fn the_tui_profile_is_the_flag_then_the_remembered_then_the_file() {
 #[test]
 fn effective_lists_every_setting_with_its_origin() {
     let d = read(GOOD).unwrap();
-    let e = d.effective(|k| match k {
+    let e = crate::app::session::effective_defaults(&d, |k| match k {
         "NO_COLOR" => Some("1".into()),
         "GPUS_PER_NODE" => Some("4".into()),
         _ => None,
@@ -287,13 +287,13 @@ fn effective_lists_every_setting_with_its_origin() {
         serde_json::json!(["r", "Enter"])
     );
     assert_eq!(get("slurm.partition").value, "mi300x");
-    let none = Defaults::default().effective(|_| None);
+    let none = crate::app::session::effective_defaults(&Defaults::default(), |_| None);
     let gpus = none.iter().find(|x| x.key == "gpus").unwrap();
     assert_eq!(
         (&gpus.value, &gpus.origin),
         (&serde_json::Value::Null, &Origin::BuiltIn)
     );
-    let d = read("gpus = 3\n").unwrap().effective(|_| None);
+    let d = crate::app::session::effective_defaults(&read("gpus = 3\n").unwrap(), |_| None);
     let gpus = d.iter().find(|x| x.key == "gpus").unwrap();
     assert!(matches!(gpus.origin, Origin::File(ref l) if l.line == 1));
 }

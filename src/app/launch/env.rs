@@ -8,8 +8,6 @@
 //! profile's `env` < `--env`, as [`crate::run::profile::Profile::config_env`] orders it), and
 //! [`Session::env_source`] says where a variable's value came from.
 
-use super::placement::Placement;
-use crate::app::Session;
 use crate::config::env::Env;
 use crate::run::profile::{KnownPlaceholders, Profile};
 use std::collections::BTreeMap;
@@ -106,67 +104,6 @@ impl LaunchEnv {
     }
 }
 
-/// The launch profile a session's views resolve with.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ViewProfile {
-    pub name: String,
-    /// The variables its `env:` sets that reached the view (a value that needs a trial of its
-    /// own, such as `{trial_dir}`, does not).
-    pub sets: Vec<String>,
-    /// Where its trials run, as a trial started now without options of its own would: its
-    /// placement (the world and its source) and its launcher.
-    pub launch: LaunchWhere,
-}
-
-/// Where a profile's trials run, as a question before a launch says it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LaunchWhere {
-    pub placement: Placement,
-    /// The scheduler of a batch job (None: on this node).
-    pub scheduler: Option<&'static str>,
-    /// It launches on this node although the defaults file has Slurm settings (they apply to
-    /// the commands' `--slurm`): the question says so.
-    pub slurm_settings_unused: bool,
-}
-
-impl LaunchWhere {
-    /// What a question before a launch says of it.
-    pub fn describe(&self) -> String {
-        let at = match (self.placement.world, self.scheduler) {
-            (Some(w), _) => format!("at {w}"),
-            (None, Some(_)) => format!(
-                "on {}, at a world it does not say: {}",
-                crate::util::text::count(self.placement.nodes as usize, "node", "nodes"),
-                self.placement.unknown_note().unwrap_or_default()
-            ),
-            (None, None) => {
-                return format!(
-                    "Launches on this node; {}.",
-                    self.placement.unknown_note().unwrap_or_default()
-                );
-            }
-        };
-        let unused = if self.slurm_settings_unused {
-            " (The defaults file's [slurm] settings apply to `run --slurm` and `sweep --slurm`; \
-             this launch stays here.)"
-        } else {
-            ""
-        };
-        match self.scheduler {
-            Some(s) => format!("Submits a {} job {at}.", scheduler_title(s)),
-            None => format!("Launches on this node {at}.{unused}"),
-        }
-    }
-}
-
-/// A scheduler's name as prose writes it (`Slurm`).
-pub fn scheduler_title(name: &str) -> String {
-    match name {
-        "slurm" => "Slurm".into(),
-        other => other.to_string(),
-    }
-}
-
 /// Where a variable of the view's environment comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EnvSource {
@@ -240,70 +177,12 @@ pub fn source_with(source: String, refs: &[EnvRef]) -> String {
     }
 }
 
-impl Session {
-    /// This session as `profile` launches its experiment: its views resolve with the
-    /// environment the launch sets and are linted at its placement ([`super::plan`]), and say
-    /// so.
-    pub fn launched_by(&self, profile: &Profile) -> Session {
-        let plan = super::plan::LaunchPlan::for_view(&self.plan_base(), profile);
-        let mut load = self.load.clone();
-        load.env = plan.config_env(&self.load);
-        // A one-process profile (the proxies) runs its one process whatever the config asks:
-        // a view of the config keeps the world the config is for.
-        if plan.profile.capabilities.launch != crate::run::capabilities::LaunchKind::OneProcess {
-            load.world = plan.placement.world;
-        }
-        let sets = plan.env.profile_sets();
-        let sets = sets
-            .into_iter()
-            .filter(|k| load.env.get(k).is_some())
-            .collect();
-        Session {
-            load,
-            view_profile: Some(ViewProfile {
-                name: profile.name.clone(),
-                sets,
-                launch: plan.launch_where(),
-            }),
-            ..self.clone()
-        }
-    }
-
-    /// Where the view's value of variable `name` comes from.
-    pub fn env_source(&self, name: &str) -> EnvSource {
-        if self.load.env.get(name).is_none() {
-            EnvSource::Unset
-        } else if self.env.iter().any(|(k, _)| k == name) {
-            EnvSource::Flag
-        } else if let Some(p) = self
-            .view_profile
-            .as_ref()
-            .filter(|p| p.sets.iter().any(|k| k == name))
-        {
-            EnvSource::Profile(p.name.clone())
-        } else {
-            EnvSource::Inherited
-        }
-    }
-
-    /// The variables a value was written with (`template`, such as `${PRIMUS_PP:1}`), as the
-    /// view resolved them.
-    pub fn env_refs(&self, template: &str) -> Vec<EnvRef> {
-        crate::config::env::references(template)
-            .into_iter()
-            .map(|(name, default)| EnvRef {
-                value: self.load.env.get(&name).map(str::to_string),
-                source: self.env_source(&name),
-                default,
-                name,
-            })
-            .collect()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::app::Session;
+    use crate::app::launch::placement::Placement;
+    use crate::app::launch::view::LaunchWhere;
     use crate::config::LoadOptions;
     use crate::config::env::Env;
     use crate::store::Workspace;

@@ -7,9 +7,9 @@ pub mod env;
 pub mod placement;
 pub mod plan;
 pub mod slurm;
+pub mod view;
 
-pub use env::{EnvRef, EnvSource, LaunchEnv, LaunchWhere, ViewProfile};
+pub use env::{EnvRef, EnvSource, LaunchEnv};
 pub use placement::{FALLBACK_GPUS, Placement};
 pub use plan::{LaunchPlan, PlanAsk, PlanBase};
-
-use super::AppError;
+pub use view::{LaunchWhere, ViewProfile, scheduler_title};

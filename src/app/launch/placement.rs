@@ -5,8 +5,8 @@
 //! from. The lint gate, sweep legality, the cost of trials, the TUI's question, the views and
 //! the engine all read it.
 
-use super::AppError;
 use super::env::{EnvSource, LaunchEnv};
+use crate::app::AppError;
 use crate::megatron::{Origin, World, WorldSource, parse_count};
 
 /// Ranks a GPU launch starts when nothing says how many (no `--gpus`, launcher variables or
@@ -215,6 +215,21 @@ pub fn place_world(a: &Asked<'_>) -> Result<Placement, AppError> {
         None => on_this_node(a),
     }
 }
+
+/// The GPUs a telemetry backend finds on this node — the trials' backend and roots, else `auto`
+/// on this machine — as a world (× `NNODES` when set). None when no GPU is found.
+pub fn gpus_found(
+    telemetry: Option<&crate::run::trial::TelemetrySetup>,
+    env: &crate::config::env::Env,
+) -> Option<World> {
+    let t = telemetry.cloned().unwrap_or_default();
+    let (backend, _) = crate::telemetry::select::open(&t.backend, &t.roots).ok()?;
+    let b = backend?;
+    World::detected(b.name(), b.gpus().len() as u64, |k| env.get(k))
+}
+
+/// The GPUs found on this node, once looked up.
+pub type Detected = std::sync::Arc<std::sync::OnceLock<Option<World>>>;
 
 #[cfg(test)]
 mod tests {

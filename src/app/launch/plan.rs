@@ -4,8 +4,9 @@
 //! or a batch scheduler) — decided once, and read by the lint gate, sweep legality, the cost
 //! of trials, the TUI's question, the views and the engine.
 
-use super::env::{LaunchEnv, LaunchWhere};
+use super::env::LaunchEnv;
 use super::placement::{self, Asked, JobAsk, Placement};
+use super::view::LaunchWhere;
 use crate::app::{AppError, Defaults};
 use crate::config::LoadOptions;
 use crate::config::env::Env;
@@ -27,7 +28,7 @@ pub struct PlanBase<'a> {
     pub gpus: Option<u64>,
     pub defaults: &'a Defaults,
     /// The GPUs found on this node, once looked up (only when nothing else says).
-    pub detected: &'a crate::app::session::Detected,
+    pub detected: &'a super::placement::Detected,
     /// The session's telemetry (trials sample it as their basis allows).
     pub telemetry: Option<&'a TelemetrySetup>,
 }
@@ -37,7 +38,7 @@ impl PlanBase<'_> {
     pub fn gpus_here(&self) -> Option<World> {
         *self
             .detected
-            .get_or_init(|| crate::app::session::gpus_found(self.telemetry, &self.load.env))
+            .get_or_init(|| super::placement::gpus_found(self.telemetry, &self.load.env))
     }
 }
 

@@ -115,7 +115,7 @@ pub fn lint_inputs(
                 Some(d) => d.clone(),
                 None => super::Defaults::load()?,
             };
-            let detected = super::session::Detected::default();
+            let detected = super::launch::placement::Detected::default();
             let base = super::launch::PlanBase {
                 load: &load,
                 env: &env,

@@ -33,7 +33,7 @@ pub struct ConfigView {
     pub gemm: Option<crate::gemm::status::GemmStatus>,
     /// The launch profile whose `env:` the values were resolved with (None: the session's own
     /// environment).
-    pub profile: Option<crate::app::launch::env::ViewProfile>,
+    pub profile: Option<crate::app::launch::view::ViewProfile>,
     /// A variable that profile sets is one the screens show: a catalog environment variable,
     /// or one a value of the module was written with (`${PRIMUS_PP:1}`).
     pub profile_shown: bool,

@@ -3,7 +3,7 @@
 //! failure lines marked. Telemetry shows whether or not a trial runs.
 
 use crate::app::AppError;
-use crate::app::launch::env::scheduler_title;
+use crate::app::launch::view::scheduler_title;
 use crate::domain::job::Job;
 use crate::domain::trial::{Iteration, Summary, TrialResult};
 use crate::run::process::Stream;
