@@ -5,6 +5,16 @@
 //! and 1000 stored trials; then the time from start to the first frame with the experiment
 //! loaded, and the peak RSS then, of the release binary run in tmux (skipped without tmux).
 
+// The TUI is the binary's own module (the library cannot name a frontend): the benchmark
+// compiles it from its source, with the library's modules at its root as the binary has them.
+#[allow(dead_code, unused_imports)]
+#[path = "../src/tui/mod.rs"]
+mod tui;
+#[allow(unused_imports)]
+use primus_tune::{
+    app, checklist, config, domain, gemm, megatron, report, run, store, telemetry, tune, util,
+};
+
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use primus_tune::app::views::config as load;
 use primus_tune::config::LoadOptions;
@@ -17,9 +27,6 @@ use primus_tune::store::{TrialRow, TrialStatus};
 use primus_tune::telemetry::host::HostSample;
 use primus_tune::telemetry::sampler::Snapshot;
 use primus_tune::telemetry::{GpuInfo, GpuSample};
-use primus_tune::tui::app::{self, App, HISTORY, Msg};
-use primus_tune::tui::theme::{Palette, Theme};
-use primus_tune::tui::widgets;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use serde_json::json;
@@ -27,6 +34,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
+use tui::app::{self as screen, App, HISTORY, Msg};
+use tui::theme::{Palette, Theme};
+use tui::widgets;
 
 const W: u16 = 200;
 const H: u16 = 60;
@@ -41,7 +51,7 @@ fn experiment() -> PathBuf {
 }
 
 fn key(app: &mut App, code: KeyCode) {
-    app::update(app, Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)));
+    screen::update(app, Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)));
 }
 
 fn sample(g: u32, k: u64) -> GpuSample {
@@ -166,8 +176,8 @@ fn full_app() -> App {
         ..Default::default()
     };
     let (cv, _) = load::build(&session_at(experiment(), opts), &[]).expect("example loads");
-    app::update(&mut app, Msg::Loaded(Ok((Box::new(cv), None))));
-    app::update(
+    screen::update(&mut app, Msg::Loaded(Ok((Box::new(cv), None))));
+    screen::update(
         &mut app,
         Msg::TelemetryReady {
             gpus: (0..GPUS)
@@ -184,9 +194,9 @@ fn full_app() -> App {
         },
     );
     for k in 0..HISTORY as u64 {
-        app::update(&mut app, Msg::Telemetry(Box::new(snapshot(k))));
+        screen::update(&mut app, Msg::Telemetry(Box::new(snapshot(k))));
     }
-    app::update(
+    screen::update(
         &mut app,
         Msg::Trial(TrialEvent::Started {
             trial_id: 1001,
@@ -200,7 +210,7 @@ fn full_app() -> App {
     );
     for i in 1..=50u64 {
         let step = 1200.0 + (i % 7) as f64;
-        app::update(
+        screen::update(
             &mut app,
             Msg::Trial(TrialEvent::Iteration {
                 it: Iteration {
@@ -225,8 +235,8 @@ fn full_app() -> App {
             }),
         );
     }
-    for i in 0..app::LOG_LINES {
-        app::update(
+    for i in 0..screen::LOG_LINES {
+        screen::update(
             &mut app,
             Msg::Trial(TrialEvent::Line {
                 stream: Stream::Stdout,
@@ -236,7 +246,7 @@ fn full_app() -> App {
             }),
         );
     }
-    app::update(
+    screen::update(
         &mut app,
         Msg::Trials(Ok((1..=TRIALS).map(trial_summary).collect())),
     );
@@ -290,7 +300,7 @@ fn bench_frames() {
     frames("Help overlay (over Trials)", &mut app);
     key(&mut app, KeyCode::Esc);
     key(&mut app, KeyCode::Char('5'));
-    app::update(
+    screen::update(
         &mut app,
         Msg::SweepDone(Ok((
             "memfit-1".into(),
@@ -300,7 +310,7 @@ fn bench_frames() {
     );
     frames("Sweep (20 ranked candidates)", &mut app);
     key(&mut app, KeyCode::Char('6'));
-    app::update(
+    screen::update(
         &mut app,
         Msg::Studies(Ok((0..200).map(study_summary).collect())),
     );
@@ -312,7 +322,7 @@ fn bench_frames() {
             let s = Box::new(snapshot(k));
             k += 1;
             let t = Instant::now();
-            app::update(&mut app, Msg::Telemetry(s));
+            screen::update(&mut app, Msg::Telemetry(s));
             t.elapsed()
         })
         .collect();
@@ -430,7 +440,7 @@ fn one_start(bin: &Path, run: usize, tmp: &Path) -> Result<(f64, u64), String> {
     let session = format!("start{run}");
     let cmd = format!(
         "env {}={} XDG_DATA_HOME={} {} {} --no-tour",
-        primus_tune::tui::FIRST_FRAME_ENV,
+        tui::FIRST_FRAME_ENV,
         report.display(),
         tmp.join("data").display(),
         bin.display(),

@@ -5,9 +5,24 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+// The frontends are this binary's own; the library's modules are named at its root so that
+// their paths read `crate::app::...` here as they do in the library.
+#[allow(unused_imports)]
+use primus_tune::{
+    app, checklist, config, domain, gemm, megatron, report, run, store, telemetry, tune, util,
+};
+
+mod cli;
+mod tui;
+
 fn main() -> std::process::ExitCode {
     restore_sigpipe();
-    primus_tune::main()
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == run::supervise::SUBCOMMAND) {
+        cli::supervise(&args[2..]);
+    }
+    run::supervise::mark_main_binary();
+    cli::run()
 }
 
 /// Rust ignores SIGPIPE, so `primus-tune show ... | head` would panic on the closed pipe.

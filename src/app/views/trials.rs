@@ -311,9 +311,9 @@ pub fn yaml_text(v: &serde_json::Value) -> String {
 }
 
 /// A summary whose difference is the trial's overrides (tests of the screens, which have no
-/// experiment files behind their rows).
-#[cfg(test)]
-pub(crate) fn summary_of_overrides(row: TrialRow) -> TrialSummary {
+/// experiment files behind their rows: the binary's own tests, so it is public).
+#[doc(hidden)]
+pub fn summary_of_overrides(row: TrialRow) -> TrialSummary {
     let differences = crate::run::trial::trial_settings(&row)
         .into_iter()
         .map(|(flag, b)| Difference {
