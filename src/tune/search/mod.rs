@@ -104,10 +104,14 @@
 //! Every decision is written to [`SearchResult::log`], one line each, for the report.
 
 mod additive;
+mod confirm;
 mod cost;
 pub mod effects;
+mod halve;
 mod ledger;
 pub mod prior;
+mod rung;
+mod screen;
 
 use effects::PriorRow;
 
@@ -1555,18 +1559,16 @@ struct Decision {
     pick_loss: f64,
 }
 
-/// Runs the search. `knobs` are the space's knobs (their order and memory trends define cost
-/// order and dominance); `predicted_bytes` is the memory model's peak for a candidate (`None`:
-/// no prediction). See the module docs for the procedure.
-pub fn search(
-    knobs: &[Knob],
-    cands: &[Candidate],
-    runner: &mut dyn Runner,
-    cfg: &SearchConfig,
+/// A search of `cands` not started: every candidate pending, the memory model's predictions
+/// taken (finite ones only).
+fn start<'a>(
+    knobs: &'a [Knob],
+    cands: &'a [Candidate],
+    cfg: &'a SearchConfig,
     predicted_bytes: &dyn Fn(&Candidate) -> Option<f64>,
-) -> SearchResult {
+) -> Search<'a> {
     let n = cands.len();
-    let mut s = Search {
+    Search {
         knobs,
         cands,
         cfg,
@@ -1595,10 +1597,13 @@ pub fn search(
         said: 0,
         phase: Phase::Design,
         launches: Vec::new(),
-    };
-    let max_iters = cfg.max_iters.max(1);
-    let mut iters = cfg.first_iters.clamp(1, max_iters);
-    let growth = cfg.growth.max(2);
+    }
+}
+
+/// The log's first lines: what the study starts from (launch cost, launch-to-launch variation)
+/// and how many trials run at once.
+fn note_start(s: &mut Search<'_>) {
+    let cfg = s.cfg;
     if let Some(l) = cfg.launch_s_prior {
         s.log.push(format!(
             "launch cost before this study: {l:.1} s to the first steady sample (earlier trials in \
@@ -1618,484 +1623,51 @@ pub fn search(
              jobs"
         ));
     }
+}
 
-    // 1. Predicted OOM (with an uncalibrated model, only once this study calibrates it).
-    let predicted = s.predicted.clone();
-    if !cfg.predictions_calibrated && cfg.capacity_bytes.is_some() {
-        s.log.push(
-            "memory model not calibrated yet: no candidate is pruned on its prediction until a \
-             trial of this study measures a peak"
-                .to_string(),
-        );
-    }
-    for i in (0..n).filter(|&i| cfg.predictions_calibrated && !cands[i].baseline) {
-        if let (Some(cap), Some(p)) = (cfg.capacity_bytes, predicted[i]) {
-            let usable = cap * (1.0 - cfg.headroom.clamp(0.0, 1.0));
-            if p > usable {
-                let reason = format!(
-                    "predicted peak {:.1} GiB > {:.1} GiB usable ({:.0} % of {:.1} GiB)",
-                    p / GIB,
-                    usable / GIB,
-                    (1.0 - cfg.headroom.clamp(0.0, 1.0)) * 100.0,
-                    cap / GIB
-                );
-                s.log
-                    .push(format!("{}: predicted OOM: {reason}", s.label(i)));
-                s.at_launch[i] = Some(p);
-                s.state[i] = State::Out(Verdict::PredictedOom { reason });
-            }
-        }
-    }
+/// What the phases of a search hand on to one another.
+struct Flow {
+    /// The current rung's trial length (iterations).
+    iters: u64,
+    max_iters: u64,
+    growth: u64,
+    /// The budget ran out, or the search was stopped.
+    exhausted: bool,
+    /// The candidates still in contention.
+    contenders: Vec<usize>,
+}
 
-    // 2. First rung, lowest memory first.
-    let mut order: Vec<usize> = (0..n).filter(|&i| s.state[i] == State::Pending).collect();
-    order.sort_by(|&a, &b| {
-        memory_level(knobs, &cands[a])
-            .cmp(&memory_level(knobs, &cands[b]))
-            .then_with(|| {
-                let (pa, pb) = (predicted[a], predicted[b]);
-                pa.unwrap_or(0.0).total_cmp(&pb.unwrap_or(0.0))
-            })
-            .then_with(|| cost_cmp(&cands[a], &cands[b]))
-    });
-    // The current settings are measured first: every verdict is held against them.
-    if let Some(b) = s.baseline {
-        order.retain(|&i| i != b);
-        order.insert(0, b);
-        s.log.push(format!(
-            "baseline: {} holds the current settings; it is measured first and kept unless a \
-             candidate is faster beyond the noise",
-            s.label(b)
-        ));
-    }
-    let model = Additive::new(cands, knobs.len());
-    s.log.push(format!(
-        "rung 1: {} iterations for each of up to {} candidates: lowest memory first until the \
-         additive model over knob values ({} parameters) is determined, then the most promising \
-         by its prediction; one predicted slower than the leader beyond the margin is not run",
-        iters,
-        order.len(),
-        model.p()
-    ));
-    if cfg.priors
-        && knobs
-            .iter()
-            .any(|k| prior::batch::BATCH_KEYS.contains(&k.flag.as_str()))
-    {
-        let pairs = s
-            .faster
-            .iter()
-            .flatten()
-            .filter(|(_, why)| *why != prior::Because::Recompute)
-            .count();
-        s.log.push(if pairs > 0 {
-            format!(
-                "batch rule: the configs run in one pipeline stage, where a larger batch is not \
-                 slower; a candidate waits for its larger-batch siblings and is not launched once \
-                 one of them fits ({pairs} such pairs; a prediction, not a measurement)"
-            )
-        } else {
-            "batch rule off: no two candidates are known to run in one pipeline stage (the \
-             configs have more stages, where fewer micro batches widen the pipeline's bubble, \
-             or the sweep measures every batch: --no-batch-rule); every batch is measured"
-                .to_string()
-        });
-    }
-    if let Some(e) = &cfg.effects {
-        let priors = s.prior_rows(&model);
-        s.log.push(if priors.is_empty() {
-            format!(
-                "knob effects of {}: none yet for this space's values (a pair of neighbouring \
-                 values needs {} studies that measured it)",
-                e.earlier(),
-                effects::MIN_STUDIES
-            )
-        } else {
-            let sigma = match e.sigma() {
-                Some(v) => format!("residual σ {:.1} % from those studies", v * 100.0),
-                None => "residual σ: this study's measurement noise, as those studies left no \
-                         residual"
-                    .to_string(),
-            };
-            format!(
-                "knob effects of {}: priors on {} of the model's {} knob-value differences \
-                 ({}); once {PRIOR_AFTER} candidates are measured the model leans on them, and \
-                 its predictions may skip candidates ({sigma}; a skipped candidate is predicted \
-                 slower, not measured)",
-                e.earlier(),
-                priors.len(),
-                model.p() - 1,
-                e.pairs(knobs, cands)
-                    .iter()
-                    .map(|p| p.describe(knobs))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            )
-        });
-    }
-    let mut exhausted = false;
-    // Once no pending candidate adds to the design's rank, none will (the measured rows only
-    // grow), so the rank is not checked again.
-    let mut saturated = false;
-    loop {
-        // Every measured peak recalibrates the memory model for the candidates still to run.
-        s.prune_recalibrated();
-        s.prune_by_prior();
-        let cal = s.calibration();
-        let likely_oom: Vec<bool> = (0..n).map(|i| s.likely_oom(&cal, i)).collect();
-        // Those that would likely run out of memory go last (the current settings excepted:
-        // they run first whatever a forecast says): the others' peaks may rule them out first.
-        let (mut pending, last): (Vec<usize>, Vec<usize>) = order
-            .iter()
-            .copied()
-            .filter(|&i| s.state[i] == State::Pending && !s.deferred(i, &likely_oom))
-            .partition(|&i| s.baseline == Some(i) || !likely_oom[i]);
-        pending.extend(last);
-        if pending.is_empty() {
-            break;
-        }
-        if par > 1 {
-            let Some(batch) = first_batch(&mut s, &model, &pending, &mut saturated, par) else {
-                break;
-            };
-            s.phase = if saturated {
-                Phase::Promising
-            } else {
-                Phase::Design
-            };
-            // The batch is chosen before the budget is checked, as a single trial is.
-            let k = s.room(batch.len());
-            if k == 0 {
-                exhausted = true;
-                break;
-            }
-            let batch = &batch[..k];
-            let cal = s.calibration();
-            for &i in batch {
-                s.at_launch[i] = s.calibrated(&cal, i);
-                s.points_at_launch[i] = Some(cal.points);
-            }
-            if batch.len() > 1 {
-                s.log.push(format!(
-                    "batch: {} at once",
-                    batch
-                        .iter()
-                        .map(|&i| format!("#{}", s.cands[i].id))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ));
-            }
-            let len = s.screen_iters(iters);
-            for &i in batch {
-                s.long[i] |= len > iters;
-            }
-            s.batch(runner, batch, len);
-            continue;
-        }
-        // Lowest memory first, while a candidate adds to what the model can tell apart.
-        let widens = if saturated {
-            None
-        } else {
-            let rows = s.design_rows(&model);
-            let rank = model.rank(&rows);
-            let w = pending.iter().copied().find(|&i| {
-                model.x(&cands[i]).is_none_or(|x| {
-                    let mut r = rows.clone();
-                    r.push(x);
-                    model.rank(&r) > rank
-                })
-            });
-            saturated = w.is_none();
-            w
-        };
-        s.phase = if widens.is_some() {
-            Phase::Design
-        } else {
-            Phase::Promising
-        };
-        let next = match widens {
-            Some(i) => i,
-            None => {
-                let preds = s.prune_predicted(&model);
-                let pending: Vec<usize> = pending
-                    .into_iter()
-                    .filter(|&i| s.state[i] == State::Pending)
-                    .collect();
-                let Some(&first) = pending.first() else {
-                    break;
-                };
-                // The most promising: the lowest predicted step time. (Not held to memory order:
-                // finding a fast candidate early sets the bar the predictions are held to; an
-                // OOM still rules out every pending candidate that dominates it.)
-                s.promising(&model, preds).first().map_or(first, |t| t.0)
-            }
-        };
-        let cal = s.calibration();
-        s.at_launch[next] = s.calibrated(&cal, next);
-        s.points_at_launch[next] = Some(cal.points);
-        let len = s.screen_iters(iters);
-        s.long[next] |= len > iters;
-        if !s.trial(runner, next, len) {
-            exhausted = true;
-            break;
-        }
-    }
-    s.note_spent("rung 1", 0.0);
-    s.note_phases();
-    s.phase = Phase::FollowUp;
-    for i in 0..n {
-        if s.state[i] == State::Pending {
-            s.state[i] = State::Out(Verdict::NotRun);
-        }
-    }
-
-    // 3. Halving (not when start-up dominates: then a candidate measured on a short trial
-    // before that was known, and still tied with the leader, gets one long launch instead).
-    let mut contenders: Vec<usize> = s.measured();
-    let mut rung = 1;
-    if s.one_launch
-        && !exhausted
-        && let Some(d) = s.decide(&contenders)
-        && d.tied.len() > 1
-    {
-        let thin: Vec<usize> = d.tied.iter().map(|t| t.0).filter(|&i| !s.long[i]).collect();
-        if !thin.is_empty() {
-            let len = s.screen_iters(cfg.first_iters.clamp(1, max_iters));
-            s.log.push(format!(
-                "tied with the leader on a short trial: one long launch ({len} iterations) for {}",
-                thin.iter()
-                    .map(|&i| format!("#{}", s.cands[i].id))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-            let since = s.gpu_seconds;
-            for &i in &thin {
-                s.long[i] = true;
-            }
-            if !s.trials(runner, &thin, len).1 {
-                exhausted = true;
-            }
-            s.note_spent("long launches", since);
-            contenders.retain(|&i| s.state[i] == State::Measured);
-        }
-    }
-    // A tie the single launches leave unresolved: one more launch, for whichever of the leader
-    // and its likeliest challenger is the less certain (the launch that narrows their
-    // difference the most), when the challenger may be faster by more than the tolerance.
-    if s.one_launch
-        && !exhausted
-        && let Some(p_min) = cfg.tie_break_p
-        && let Some(d) = s.decide(&contenders)
-        && !d.resolved
-        && let Some((rival, rs, p)) = s.challenger(&d)
-        && p >= p_min
-    {
-        let relative = |x: &Stat| x.half() / x.value;
-        let again = if relative(&rs) > relative(&d.sorted[0].1) {
-            rival
-        } else {
-            d.leader
-        };
-        let len = s.screen_iters(cfg.first_iters.clamp(1, max_iters));
-        s.log.push(format!(
-            "tie unresolved: {} may be faster than the leader {} by more than the tolerance \
-             (probability {p:.2}); one more launch ({len} iterations) for #{}, the less certain",
-            s.label(rival),
-            s.label(d.leader),
-            s.cands[again].id
-        ));
-        let since = s.gpu_seconds;
-        if !s.trials(runner, &[again], len).1 {
-            exhausted = true;
-        }
-        s.note_spent("tie-break", since);
-        contenders.retain(|&i| s.state[i] == State::Measured);
-    }
-    while !exhausted && !s.one_launch {
-        let Some(d) = s.decide(&contenders) else {
-            break;
-        };
-        let ls = d.sorted[0].1;
-        if d.tied.len() == 1 {
-            let next = d.sorted.get(1).map_or(String::new(), |&(j, js)| {
-                format!("; next {} {}", s.label(j), Search::fmt_stat(&js))
-            });
-            s.log.push(format!(
-                "separated: {} {}{next}",
-                s.label(d.leader),
-                Search::fmt_stat(&ls)
-            ));
-            break;
-        }
-        if d.resolved {
-            s.log.push(format!(
-                "tie resolved: {} is at most {:.2} % slower than any of the {} tied candidates",
-                s.label(d.pick),
-                d.pick_loss * 100.0,
-                d.tied.len()
-            ));
-            break;
-        }
-        // The next rung's length: `growth` times longer, capped at `max_iters`; a capped rung
-        // that would not at least double the length is not worth its start-up.
-        let next_iters = iters.saturating_mul(growth).min(max_iters);
-        if next_iters < iters.saturating_mul(2) {
-            s.log.push(format!(
-                "longest trials ({iters} iterations) done; {} candidates still tied",
-                d.tied.len()
-            ));
-            break;
-        }
-        // The better 1/growth (by step time) among those still tied with the leader; at least two.
-        let keep = d
-            .sorted
-            .len()
-            .div_ceil(usize::try_from(growth).unwrap_or(usize::MAX))
-            .max(2);
-        let top: Vec<usize> = d.sorted.iter().take(keep).map(|t| t.0).collect();
-        let mut next: Vec<usize> = d
-            .tied
-            .iter()
-            .map(|t| t.0)
-            .filter(|i| top.contains(i))
-            .collect();
-        if next.len() < 2
-            && let Some(t) = d.tied.iter().find(|t| !next.contains(&t.0))
-        {
-            next.push(t.0);
-        }
-        // The current settings stay in contention while they are tied with the leader.
-        if let Some(b) = s.baseline
-            && d.tied.iter().any(|t| t.0 == b)
-            && !next.contains(&b)
-        {
-            next.push(b);
-        }
-        let dropped: Vec<String> = d
-            .sorted
-            .iter()
-            .filter(|t| !next.contains(&t.0))
-            .map(|t| format!("#{}", s.cands[t.0].id))
-            .collect();
-        iters = next_iters;
-        rung += 1;
-        s.log.push(format!(
-            "rung {rung}: {iters} iterations for {}{}",
-            next.iter()
-                .map(|&i| format!("#{}", s.cands[i].id))
-                .collect::<Vec<_>>()
-                .join(", "),
-            if dropped.is_empty() {
-                String::new()
-            } else {
-                format!(" (out of contention: {})", dropped.join(", "))
-            }
-        ));
-        let since = s.gpu_seconds;
-        // Only the trialled candidate's state changes (nothing is pending after rung 1), so the
-        // list can be filtered before any trial.
-        let run: Vec<usize> = next
-            .iter()
-            .copied()
-            .filter(|&i| s.state[i] == State::Measured)
-            .collect();
-        if !s.trials(runner, &run, iters).1 {
-            exhausted = true;
-        }
-        s.note_spent(&format!("rung {rung}"), since);
-        contenders = next
-            .into_iter()
-            .filter(|&i| s.state[i] == State::Measured)
-            .collect();
-    }
-
-    // 4. Confirmation: the provisional pick and the best others, once more each.
-    let confirm_iters = cfg.confirm_iters.max(1);
-    // With one launch per candidate, a fresh launch is needed only where launch-to-launch
-    // variation could explain the pick's lead.
-    let one_launch_noise = if s.one_launch && !exhausted {
-        s.decide(&contenders).and_then(|d| s.launch_noise(&d))
-    } else {
-        None
+/// Runs the search. `knobs` are the space's knobs (their order and memory trends define cost
+/// order and dominance); `predicted_bytes` is the memory model's peak for a candidate (`None`:
+/// no prediction). See the module docs for the procedure.
+pub fn search(
+    knobs: &[Knob],
+    cands: &[Candidate],
+    runner: &mut dyn Runner,
+    cfg: &SearchConfig,
+    predicted_bytes: &dyn Fn(&Candidate) -> Option<f64>,
+) -> SearchResult {
+    let mut s = start(knobs, cands, cfg, predicted_bytes);
+    note_start(&mut s);
+    let max_iters = cfg.max_iters.max(1);
+    let mut f = Flow {
+        iters: cfg.first_iters.clamp(1, max_iters),
+        max_iters,
+        growth: cfg.growth.max(2),
+        exhausted: false,
+        contenders: Vec::new(),
     };
-    if s.one_launch && !exhausted && one_launch_noise.is_none() && cfg.confirm_top > 0 {
-        s.log.push(
-            "no confirmation launch: launch-to-launch variation cannot explain the pick's lead"
-                .to_string(),
-        );
-    }
-    if let Some(why) = &one_launch_noise {
-        s.log.push(format!("confirm in fresh processes: {why}"));
-    }
-    if cfg.confirm_top > 0
-        && !exhausted
-        && (!s.one_launch || one_launch_noise.is_some())
-        && let Some(d) = s.decide(&contenders)
-    {
-        let mut confirm = vec![d.pick];
-        let all = s.by_step(&s.measured());
-        for &(i, _) in d.sorted.iter().chain(all.iter()) {
-            if confirm.len() >= cfg.confirm_top {
-                break;
-            }
-            if !confirm.contains(&i) {
-                confirm.push(i);
-            }
-        }
-        if let Some(b) = s.baseline
-            && d.tied.iter().any(|t| t.0 == b)
-            && !confirm.contains(&b)
-        {
-            confirm.push(b);
-        }
-        // A candidate already measured in two or more processes (a later rung is a fresh
-        // process too) has shown whether its level holds across launches.
-        let separated = d.tied.len() == 1 && !s.one_launch;
-        let (again, done): (Vec<usize>, Vec<usize>) = confirm
-            .into_iter()
-            .partition(|&i| !separated || s.evidence[i].trials < 2);
-        let ids = |v: &[usize]| {
-            v.iter()
-                .map(|&i| format!("#{}", s.cands[i].id))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        if !done.is_empty() {
-            s.log.push(format!(
-                "confirmed already: {} measured in two or more fresh processes",
-                ids(&done)
-            ));
-        }
-        let confirm_iters = if s.one_launch {
-            s.screen_iters(confirm_iters)
-        } else {
-            confirm_iters
-        };
-        if !again.is_empty() {
-            s.log.push(format!(
-                "confirm: {} iterations for {} in fresh processes",
-                confirm_iters,
-                ids(&again)
-            ));
-        }
-        let confirm = again;
-        let since = s.gpu_seconds;
-        let (launched, done) = s.trials(runner, &confirm, confirm_iters);
-        for i in launched {
-            if !contenders.contains(&i) {
-                contenders.push(i);
-            }
-        }
-        if !done {
-            exhausted = true;
-        }
-        s.note_spent("confirmation", since);
-        contenders.retain(|&i| s.state[i] == State::Measured);
-    }
-
-    // 5. Verdicts.
+    // The phases in order: each reads what the ones before it left in `s` and `f`.
+    screen::predicted_oom(&mut s);
+    rung::first(&mut s, runner, &mut f);
+    f.contenders = s.measured();
+    halve::long_launches(&mut s, runner, &mut f);
+    halve::tie_break(&mut s, runner, &mut f);
+    halve::rungs(&mut s, runner, &mut f);
+    confirm::confirm(&mut s, runner, &mut f);
+    // Verdicts.
     let said = s.said;
-    let r = finish(s, &contenders, exhausted);
+    let r = finish(s, &f.contenders, f.exhausted);
     for line in r.log.iter().skip(said) {
         runner.decided(line);
     }
