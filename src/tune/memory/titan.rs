@@ -71,6 +71,7 @@
 
 use super::{MemoryError, MemoryEstimate};
 use crate::domain::value::Value;
+use crate::megatron::flavors::Flavor;
 use crate::megatron::titan::{Checkpointing, Titan};
 use std::collections::BTreeMap;
 
@@ -78,237 +79,71 @@ use std::collections::BTreeMap;
 /// than bf16 ones (measured, see `estimate`).
 const F8_SAVED_PER_INPUT: f64 = 1.36;
 
+/// The sizes of a TorchTitan model's first stage and how it runs (FSDP, autocast).
+#[derive(Clone, Copy)]
+struct Model<'t> {
+    t: &'t Titan,
+    f: Flavor,
+    p: &'t BTreeMap<String, Value>,
+    shard: u64,
+    s: f64,
+    local: u64,
+    h: f64,
+    a: f64,
+    g: f64,
+    k: f64,
+    ffn: f64,
+    vocab: f64,
+    tp: f64,
+    cp: f64,
+    ep: f64,
+    layers: usize,
+    e: f64,
+    topk: f64,
+    fm: f64,
+    fs: f64,
+    /// FSDP wraps the model; else, autocast's mixed precision, or fp32 compute with TP or PP.
+    wrapped: bool,
+    autocast: bool,
+    fp32_compute: bool,
+}
+
+/// One microbatch on the first stage: its stored and working activations, its tokens, and the
+/// bytes a norm keeps of them.
+struct Stage {
+    stored: f64,
+    working: f64,
+    tok: f64,
+    norm: f64,
+}
+
+/// What the parameters cost: the sharded states, the gathered units FSDP adds to the weights
+/// (`extra`) and their gradients (`unit_grads`).
+struct States {
+    weights: f64,
+    grads: f64,
+    optimizer: f64,
+    extra: f64,
+    unit_grads: f64,
+}
+
 /// Peak memory per GPU of a TorchTitan config on `world_size` GPUs.
 pub fn estimate(
     p: &BTreeMap<String, Value>,
     world_size: u64,
 ) -> Result<MemoryEstimate, MemoryError> {
     let t = Titan::from_values(p).ok_or_else(|| MemoryError::Missing("model.name".into()))?;
-    let f = t.flavor.ok_or_else(|| MemoryError::UnknownModel {
-        model: t.model_label(),
-        known: crate::megatron::flavors::known().join(", "),
-    })?;
-    let s = t
-        .seq
-        .ok_or_else(|| MemoryError::Missing("training.seq_len".into()))? as f64;
-    let local = t
-        .local_batch
-        .ok_or_else(|| MemoryError::Missing("training.local_batch_size".into()))?;
-    let shard = t.shard_degree(world_size).ok_or(MemoryError::World {
-        world: world_size,
-        group: "replicate×CP×TP×PP×dp_shard",
-        size: (t.non_shard_size() * t.dp_shard.unwrap_or(1)) as f64,
-    })?;
+    let m = Model::of(&t, p, world_size)?;
     let mut notes = Vec::new();
-    let (h, a, g, k) = (
-        f.dim as f64,
-        f.heads as f64,
-        f.kv_heads as f64,
-        f.head_dim as f64,
-    );
-    let (ffn, vocab) = (f.ffn as f64, f.vocab as f64);
-    let (tp, cp, ep) = (t.tp as f64, t.cp as f64, t.ep as f64);
-    let layers = t.stage_layers().unwrap_or(f.layers) as usize;
-    let moe = f.moe;
-    let is_moe = |i: usize| moe.is_some_and(|m| i as u64 >= m.dense_layers);
-    let (e, topk, fm, fs) = moe.map_or((0.0, 0.0, 0.0, 0.0), |m| {
-        (
-            m.experts as f64,
-            m.topk as f64,
-            m.ffn as f64,
-            m.shared_ffn as f64,
-        )
-    });
-
-    // Parameters of the first stage: TP-sharded, replicated (norms), routed experts.
-    let attention = 2.0 * h * k * (a + g); // wq, wo: h·k·a each; wk, wv: h·k·g each
-    let block = |i: usize| -> (f64, f64, f64) {
-        if is_moe(i) {
-            (attention + 3.0 * h * fs, 2.0 * h + h * e, 3.0 * h * fm * e)
-        } else {
-            (attention + 3.0 * h * ffn, 2.0 * h, 0.0)
-        }
-    };
-    let root_sharded = if t.pp > 1 || f.tied {
-        h * vocab
-    } else {
-        2.0 * h * vocab
-    };
-    let root_replicated = if t.pp > 1 { 0.0 } else { h };
-    let (mut sharded, mut replicated, mut experts) = (root_sharded, root_replicated, 0.0);
-    let mut unit_block = 0.0f64; // the largest block, as one GPU gathers it
-    let expert_split = (shard as f64 * cp).max(ep);
-    for i in 0..layers {
-        let (sh, rep, ex) = block(i);
-        sharded += sh;
-        replicated += rep;
-        experts += ex;
-        unit_block = unit_block.max(sh / tp + rep + ex / ep);
-    }
-    let dense = sharded / tp + replicated;
-    let fsdp = shard as f64 * cp;
-    let per_gpu = dense / fsdp + experts / expert_split;
-    // Without FSDP (one GPU, or DDP) mixed precision is torch.autocast: fp32 parameters and
-    // residual stream, bf16 matmuls; with TP or PP and no FSDP it is off (fp32 compute).
-    let wrapped = t.fsdp(world_size);
-    let autocast = !wrapped && t.tp == 1 && t.pp == 1 && t.bf16;
-    let fp32_compute = !wrapped && (t.tp > 1 || t.pp > 1);
-    let (mut weights, mut grads, mut optimizer) = (4.0 * per_gpu, 4.0 * per_gpu, 8.0 * per_gpu);
-    if t.cpu_offload {
-        (weights, grads, optimizer) = (0.0, 0.0, 0.0);
-        notes.push(
-            "CPU offload: sharded parameters, gradients and optimizer state on the host".into(),
-        );
-    }
-    // FSDP's gathered units: the root all step, a block and the next; their gradients.
-    // Under autocast instead: the bf16 copy of every matmul weight, which the matmuls keep for
-    // backward (the output layer's too when it is tied to the embedding, which runs in fp32).
-    let pbytes = if t.bf16 { 2.0 } else { 4.0 };
-    let unit_root = root_sharded / tp + root_replicated;
-    let never = text(p, "parallelism.fsdp_reshard_after_forward") == Some("never");
-    let gathered_blocks = if never {
-        (sharded - root_sharded) / tp + replicated - root_replicated + experts / ep
-    } else {
-        2.0 * unit_block
-    };
-    let (extra, unit_grads) = if wrapped {
-        (
-            pbytes * (unit_root + gathered_blocks),
-            pbytes * (unit_root + unit_block),
-        )
-    } else if autocast {
-        // Float8 linears (torchao's Float8Linear, `quantize.linear.float8`) keep the fp32 weight
-        // itself for backward and cast it to float8 in each matmul: no bf16 copy (the blocks'
-        // linears, and the output unless `filter_fqns` leaves it in bf16). Primus-Turbo's own
-        // float8 linears are not measured: counted as bf16.
-        let torchao = t.float8 && !t.turbo_float8;
-        let linears = if torchao { 0.0 } else { sharded - root_sharded };
-        let output = if t.pp > 1 || (torchao && t.float8_output) {
-            0.0
-        } else {
-            h * vocab
-        };
-        (2.0 * ((linears + output) / tp + experts / ep), 0.0)
-    } else {
-        (0.0, 0.0)
-    };
-    weights += extra;
-
-    // Activations of one microbatch on this rank.
-    let micro = t.micro_batch().unwrap_or(local) as f64;
-    let tok = s * micro / cp;
-    let th = tok * h;
-    let sw = if t.compiled { 3.0 } else { 4.0 }; // F-wide tensors a SwiGLU MLP keeps
-    // A norm keeps its input (the residual stream: fp32 under autocast) and the next matmul its
-    // bf16 output; Qwen3's per-head query and key norms keep their inputs. In eager mode under
-    // autocast every matmul casts its fp32 input to bf16 itself and keeps its own copy (autocast
-    // caches the casts of parameters only): `wq`, `wk` and `wv` keep three copies of the
-    // attention norm's output, `w1` and `w3` two of the MLP norm's (dense blocks; an MoE block's
-    // router and experts are counted as before, not probed); the query and key norms run
-    // in fp32 (autocast's fp32 list) and keep the fp32 copy of their input and its normalized
-    // value, 8 bytes an element (docs/validation/titan/memory_probe.py, saved tensors on the
-    // H200). Compiled, the partitioner decides: one copy each, as the model had been measured.
-    let eager_autocast = autocast && !t.compiled;
-    let nb = if autocast { 4.0 } else { 2.0 };
-    let norm = (nb + 2.0) * th;
-    let (attn_casts, mlp_casts) = if eager_autocast {
-        (4.0 * th, 2.0 * th)
-    } else {
-        (0.0, 0.0)
-    };
-    let qk_bytes = if eager_autocast { 8.0 } else { 2.0 };
-    let qk_norm = if f.qk_norm {
-        qk_bytes * tok * k * (a + g)
-    } else {
-        0.0
-    };
-    let attn_part = norm + attn_casts + 2.0 * tok * k * (a + 2.0 * g) + 2.0 * tok * k * a + qk_norm;
-    // Compiled float8 linears keep less of their inputs than bf16 ones: on the H200 the peaks
-    // fell by 1.36 bytes per element of the dense block's linear inputs (3h + F a token: the
-    // attention and MLP norms' outputs, the attention output, the SwiGLU product) below bf16's,
-    // fitted on the Qwen3 4B grid; on the held-out Qwen3 1.7B grid it puts the saving at 0.89
-    // GiB a sample against 0.84 measured (docs/validation/h200-2026-12-04-float8/). Eager float8
-    // is not measured (torchao saves the bf16 input there: counted as bf16), nor Primus-Turbo's.
-    let float8_kept = if t.float8 && !t.turbo_float8 && t.compiled {
-        F8_SAVED_PER_INPUT * tok * (3.0 * h + ffn)
-    } else {
-        0.0
-    };
-    let rows = tok * topk * t.etp as f64; // routed rows per rank, balanced routing
-    let full = |i: usize| -> f64 {
-        let mlp = if is_moe(i) {
-            norm + 4.0 * tok * e
-                + rows * (2.0 * h + 2.0 * fm * sw + 4.0)
-                + 2.0 * th
-                + 2.0 * tok * fs * sw
-        } else {
-            norm + mlp_casts + 2.0 * tok * ffn * sw - float8_kept
-        };
-        (attn_part + mlp) / tp
-    };
-    let ckpt = nb * th / tp; // a checkpointed block's input
-    let ops = |i: usize| -> f64 {
-        let saved_attn = 2.0 * tok * k * (2.0 * a + g); // wq, wv, SDPA outputs
-        let mlp = if is_moe(i) {
-            let shared = if fs > 0.0 {
-                4.0 * tok * fs + 2.0 * th
-            } else {
-                0.0
-            };
-            2.0 * tok * e + shared
-        } else {
-            2.0 * tok * ffn + 2.0 * th // w1, w2 outputs
-        };
-        ckpt + (saved_attn + mlp) / tp
-    };
-    let (mut stored, mut working) = (0.0, 0.0f64);
-    for i in 0..layers {
-        let recomputed = match &t.checkpointing {
-            Checkpointing::None => None,
-            Checkpointing::Full => Some(ckpt),
-            Checkpointing::Ops => Some(ops(i)),
-            Checkpointing::EveryNth(n) => ((i as u64 + 1).is_multiple_of(*n)).then_some(ckpt),
-            Checkpointing::Unknown(m) => return Err(MemoryError::Checkpointing(m.clone())),
-        };
-        match recomputed {
-            Some(kept) => {
-                stored += kept;
-                working = working.max(full(i));
-            }
-            None => stored += full(i),
-        }
-    }
-    let inflight = if t.pp > 1 {
-        let microbatches = (local / t.pp_microbatch.max(1)).max(1) as f64;
-        notes.push("only the first pipeline stage is modeled (1F1B in-flight microbatches)".into());
-        microbatches.min(t.pp as f64)
-    } else {
-        1.0
-    };
-    let embedding = 8.0 * tok; // token ids
-    // The loss (torchtitan `components/loss.py`: cross-entropy on `pred.float()`, with `pred`
-    // deleted before backward): in eager mode, as its backward starts, the log-softmax output
-    // it kept, the incoming gradient and the gradient it makes, 3 fp32 copies of the logits
-    // (the forward's bf16 logits + fp32 copy + log-softmax output are fewer); a compiled loss
-    // is fused, one fp32 copy (both measured on the H200: the module's documentation).
-    let logit_bytes = if t.compiled_loss { 4.0 } else { 12.0 };
-    let output = if t.pp > 1 {
-        0.0
-    } else {
-        (norm + logit_bytes * tok * vocab) / tp
-    };
-    let mut activations = (stored + embedding) * inflight + working + output;
-    if fp32_compute {
-        activations *= 2.0;
-        notes.push("TP or PP without FSDP: no mixed precision, activations in fp32".into());
-    }
-    if autocast {
-        notes.push(
-            "no FSDP: mixed precision by torch.autocast (fp32 parameters and residual stream, \
-             bf16 copies of the matmul weights)"
-                .into(),
-        );
-    }
+    let States {
+        weights,
+        mut grads,
+        optimizer,
+        extra,
+        unit_grads,
+    } = m.states(&mut notes);
+    let activations = m.activations(&mut notes)?;
+    let (t, local) = (m.t, m.local);
     // Gradients are set to None after each step: without accumulation (microbatches, pipeline)
     // the sharded fp32 gradients build up only as backward frees the activations, so the peak is
     // the larger of the two moments.
@@ -321,25 +156,7 @@ pub fn estimate(
         grads += unit_grads;
     }
 
-    if t.turbo_float8 {
-        notes.push("Primus-Turbo float8 linears: counted as bf16 (not measured)".into());
-    } else if t.float8 {
-        notes.push(
-            "float8 linears: no bf16 weight copies under autocast; compiled, their inputs kept \
-             smaller (measured on the H200); eager, activations counted as bf16"
-                .into(),
-        );
-    }
-    if f.mla {
-        notes.push("multi-latent attention modeled as standard attention".into());
-    }
-    if moe.is_some() {
-        notes.push("routed-token activations assume balanced routing".into());
-    }
-    if !t.compiled {
-        notes.push("eager mode: SwiGLU keeps 4 F-wide tensors".into());
-    }
-    notes.push("allocator fragmentation, RCCL buffers, workspaces not modeled".into());
+    m.notes(&mut notes);
     let total_bytes = weights + grads + optimizer + activations;
     Ok(MemoryEstimate {
         weights_bytes: weights,
@@ -350,6 +167,365 @@ pub fn estimate(
         total_bytes,
         notes,
     })
+}
+
+impl<'t> Model<'t> {
+    fn of(
+        t: &'t Titan,
+        p: &'t BTreeMap<String, Value>,
+        world_size: u64,
+    ) -> Result<Model<'t>, MemoryError> {
+        let f = t.flavor.ok_or_else(|| MemoryError::UnknownModel {
+            model: t.model_label(),
+            known: crate::megatron::flavors::known().join(", "),
+        })?;
+        let s = t
+            .seq
+            .ok_or_else(|| MemoryError::Missing("training.seq_len".into()))? as f64;
+        let local = t
+            .local_batch
+            .ok_or_else(|| MemoryError::Missing("training.local_batch_size".into()))?;
+        let shard = t.shard_degree(world_size).ok_or(MemoryError::World {
+            world: world_size,
+            group: "replicate×CP×TP×PP×dp_shard",
+            size: (t.non_shard_size() * t.dp_shard.unwrap_or(1)) as f64,
+        })?;
+        let wrapped = t.fsdp(world_size);
+        Ok(Model {
+            t,
+            f,
+            p,
+            shard,
+            s,
+            local,
+            h: f.dim as f64,
+            a: f.heads as f64,
+            g: f.kv_heads as f64,
+            k: f.head_dim as f64,
+            ffn: f.ffn as f64,
+            vocab: f.vocab as f64,
+            tp: t.tp as f64,
+            cp: t.cp as f64,
+            ep: t.ep as f64,
+            layers: t.stage_layers().unwrap_or(f.layers) as usize,
+            e: f.moe.map_or(0.0, |m| m.experts as f64),
+            topk: f.moe.map_or(0.0, |m| m.topk as f64),
+            fm: f.moe.map_or(0.0, |m| m.ffn as f64),
+            fs: f.moe.map_or(0.0, |m| m.shared_ffn as f64),
+            wrapped,
+            // Without FSDP (one GPU, or DDP) mixed precision is torch.autocast: fp32 parameters
+            // and residual stream, bf16 matmuls; with TP or PP and no FSDP it is off (fp32
+            // compute).
+            autocast: !wrapped && t.tp == 1 && t.pp == 1 && t.bf16,
+            fp32_compute: !wrapped && (t.tp > 1 || t.pp > 1),
+        })
+    }
+
+    /// Block `i` is an MoE block.
+    fn is_moe(&self, i: usize) -> bool {
+        self.f.moe.is_some_and(|m| i as u64 >= m.dense_layers)
+    }
+
+    /// The parameters of the first stage (TP-sharded, replicated norms, routed experts) and
+    /// what they cost.
+    fn states(&self, notes: &mut Vec<String>) -> States {
+        let Model {
+            t,
+            f,
+            p,
+            shard,
+            h,
+            a,
+            g,
+            k,
+            ffn,
+            vocab,
+            tp,
+            cp,
+            ep,
+            layers,
+            e,
+            fm,
+            fs,
+            wrapped,
+            autocast,
+            ..
+        } = *self;
+        let is_moe = |i: usize| self.is_moe(i);
+        // Parameters of the first stage: TP-sharded, replicated (norms), routed experts.
+        let attention = 2.0 * h * k * (a + g); // wq, wo: h·k·a each; wk, wv: h·k·g each
+        let block = |i: usize| -> (f64, f64, f64) {
+            if is_moe(i) {
+                (attention + 3.0 * h * fs, 2.0 * h + h * e, 3.0 * h * fm * e)
+            } else {
+                (attention + 3.0 * h * ffn, 2.0 * h, 0.0)
+            }
+        };
+        let root_sharded = if t.pp > 1 || f.tied {
+            h * vocab
+        } else {
+            2.0 * h * vocab
+        };
+        let root_replicated = if t.pp > 1 { 0.0 } else { h };
+        let (mut sharded, mut replicated, mut experts) = (root_sharded, root_replicated, 0.0);
+        let mut unit_block = 0.0f64; // the largest block, as one GPU gathers it
+        let expert_split = (shard as f64 * cp).max(ep);
+        for i in 0..layers {
+            let (sh, rep, ex) = block(i);
+            sharded += sh;
+            replicated += rep;
+            experts += ex;
+            unit_block = unit_block.max(sh / tp + rep + ex / ep);
+        }
+        let dense = sharded / tp + replicated;
+        let fsdp = shard as f64 * cp;
+        let per_gpu = dense / fsdp + experts / expert_split;
+        let (mut weights, mut grads, mut optimizer) = (4.0 * per_gpu, 4.0 * per_gpu, 8.0 * per_gpu);
+        if t.cpu_offload {
+            (weights, grads, optimizer) = (0.0, 0.0, 0.0);
+            notes.push(
+                "CPU offload: sharded parameters, gradients and optimizer state on the host".into(),
+            );
+        }
+        // FSDP's gathered units: the root all step, a block and the next; their gradients.
+        // Under autocast instead: the bf16 copy of every matmul weight, which the matmuls keep for
+        // backward (the output layer's too when it is tied to the embedding, which runs in fp32).
+        let pbytes = if t.bf16 { 2.0 } else { 4.0 };
+        let unit_root = root_sharded / tp + root_replicated;
+        let never = text(p, "parallelism.fsdp_reshard_after_forward") == Some("never");
+        let gathered_blocks = if never {
+            (sharded - root_sharded) / tp + replicated - root_replicated + experts / ep
+        } else {
+            2.0 * unit_block
+        };
+        let (extra, unit_grads) = if wrapped {
+            (
+                pbytes * (unit_root + gathered_blocks),
+                pbytes * (unit_root + unit_block),
+            )
+        } else if autocast {
+            // Float8 linears (torchao's Float8Linear, `quantize.linear.float8`) keep the fp32 weight
+            // itself for backward and cast it to float8 in each matmul: no bf16 copy (the blocks'
+            // linears, and the output unless `filter_fqns` leaves it in bf16). Primus-Turbo's own
+            // float8 linears are not measured: counted as bf16.
+            let torchao = t.float8 && !t.turbo_float8;
+            let linears = if torchao { 0.0 } else { sharded - root_sharded };
+            let output = if t.pp > 1 || (torchao && t.float8_output) {
+                0.0
+            } else {
+                h * vocab
+            };
+            (2.0 * ((linears + output) / tp + experts / ep), 0.0)
+        } else {
+            (0.0, 0.0)
+        };
+        weights += extra;
+        States {
+            weights,
+            grads,
+            optimizer,
+            extra,
+            unit_grads,
+        }
+    }
+
+    /// The activations at the first stage's peak.
+    fn activations(&self, notes: &mut Vec<String>) -> Result<f64, MemoryError> {
+        let Model {
+            t,
+            f,
+            s,
+            local,
+            h,
+            a,
+            g,
+            k,
+            ffn,
+            tp,
+            cp,
+            layers,
+            e,
+            topk,
+            fm,
+            fs,
+            autocast,
+            ..
+        } = *self;
+        let is_moe = |i: usize| self.is_moe(i);
+        // Activations of one microbatch on this rank.
+        let micro = t.micro_batch().unwrap_or(local) as f64;
+        let tok = s * micro / cp;
+        let th = tok * h;
+        let sw = if t.compiled { 3.0 } else { 4.0 }; // F-wide tensors a SwiGLU MLP keeps
+        // A norm keeps its input (the residual stream: fp32 under autocast) and the next matmul its
+        // bf16 output; Qwen3's per-head query and key norms keep their inputs. In eager mode under
+        // autocast every matmul casts its fp32 input to bf16 itself and keeps its own copy (autocast
+        // caches the casts of parameters only): `wq`, `wk` and `wv` keep three copies of the
+        // attention norm's output, `w1` and `w3` two of the MLP norm's (dense blocks; an MoE block's
+        // router and experts are counted as before, not probed); the query and key norms run
+        // in fp32 (autocast's fp32 list) and keep the fp32 copy of their input and its normalized
+        // value, 8 bytes an element (docs/validation/titan/memory_probe.py, saved tensors on the
+        // H200). Compiled, the partitioner decides: one copy each, as the model had been measured.
+        let eager_autocast = autocast && !t.compiled;
+        let nb = if autocast { 4.0 } else { 2.0 };
+        let norm = (nb + 2.0) * th;
+        let (attn_casts, mlp_casts) = if eager_autocast {
+            (4.0 * th, 2.0 * th)
+        } else {
+            (0.0, 0.0)
+        };
+        let qk_bytes = if eager_autocast { 8.0 } else { 2.0 };
+        let qk_norm = if f.qk_norm {
+            qk_bytes * tok * k * (a + g)
+        } else {
+            0.0
+        };
+        let attn_part =
+            norm + attn_casts + 2.0 * tok * k * (a + 2.0 * g) + 2.0 * tok * k * a + qk_norm;
+        // Compiled float8 linears keep less of their inputs than bf16 ones: on the H200 the peaks
+        // fell by 1.36 bytes per element of the dense block's linear inputs (3h + F a token: the
+        // attention and MLP norms' outputs, the attention output, the SwiGLU product) below bf16's,
+        // fitted on the Qwen3 4B grid; on the held-out Qwen3 1.7B grid it puts the saving at 0.89
+        // GiB a sample against 0.84 measured (docs/validation/h200-2026-12-04-float8/). Eager float8
+        // is not measured (torchao saves the bf16 input there: counted as bf16), nor Primus-Turbo's.
+        let float8_kept = if t.float8 && !t.turbo_float8 && t.compiled {
+            F8_SAVED_PER_INPUT * tok * (3.0 * h + ffn)
+        } else {
+            0.0
+        };
+        let rows = tok * topk * t.etp as f64; // routed rows per rank, balanced routing
+        let full = |i: usize| -> f64 {
+            let mlp = if is_moe(i) {
+                norm + 4.0 * tok * e
+                    + rows * (2.0 * h + 2.0 * fm * sw + 4.0)
+                    + 2.0 * th
+                    + 2.0 * tok * fs * sw
+            } else {
+                norm + mlp_casts + 2.0 * tok * ffn * sw - float8_kept
+            };
+            (attn_part + mlp) / tp
+        };
+        let ckpt = nb * th / tp; // a checkpointed block's input
+        let ops = |i: usize| -> f64 {
+            let saved_attn = 2.0 * tok * k * (2.0 * a + g); // wq, wv, SDPA outputs
+            let mlp = if is_moe(i) {
+                let shared = if fs > 0.0 {
+                    4.0 * tok * fs + 2.0 * th
+                } else {
+                    0.0
+                };
+                2.0 * tok * e + shared
+            } else {
+                2.0 * tok * ffn + 2.0 * th // w1, w2 outputs
+            };
+            ckpt + (saved_attn + mlp) / tp
+        };
+        let (mut stored, mut working) = (0.0, 0.0f64);
+        for i in 0..layers {
+            let recomputed = match &t.checkpointing {
+                Checkpointing::None => None,
+                Checkpointing::Full => Some(ckpt),
+                Checkpointing::Ops => Some(ops(i)),
+                Checkpointing::EveryNth(n) => ((i as u64 + 1).is_multiple_of(*n)).then_some(ckpt),
+                Checkpointing::Unknown(m) => return Err(MemoryError::Checkpointing(m.clone())),
+            };
+            match recomputed {
+                Some(kept) => {
+                    stored += kept;
+                    working = working.max(full(i));
+                }
+                None => stored += full(i),
+            }
+        }
+        Ok(self.peak(
+            Stage {
+                stored,
+                working,
+                tok,
+                norm,
+            },
+            notes,
+        ))
+    }
+
+    /// The stage's activations at their peak: the stored ones of the microbatches in flight, one
+    /// recompute's working set and (one stage) the loss's; doubled in fp32.
+    fn peak(&self, st: Stage, notes: &mut Vec<String>) -> f64 {
+        let Model {
+            t,
+            local,
+            vocab,
+            tp,
+            autocast,
+            fp32_compute,
+            ..
+        } = *self;
+        let Stage {
+            stored,
+            working,
+            tok,
+            norm,
+        } = st;
+        let inflight = if t.pp > 1 {
+            let microbatches = (local / t.pp_microbatch.max(1)).max(1) as f64;
+            notes.push(
+                "only the first pipeline stage is modeled (1F1B in-flight microbatches)".into(),
+            );
+            microbatches.min(t.pp as f64)
+        } else {
+            1.0
+        };
+        let embedding = 8.0 * tok; // token ids
+        // The loss (torchtitan `components/loss.py`: cross-entropy on `pred.float()`, with `pred`
+        // deleted before backward): in eager mode, as its backward starts, the log-softmax output
+        // it kept, the incoming gradient and the gradient it makes, 3 fp32 copies of the logits
+        // (the forward's bf16 logits + fp32 copy + log-softmax output are fewer); a compiled loss
+        // is fused, one fp32 copy (both measured on the H200: the module's documentation).
+        let logit_bytes = if t.compiled_loss { 4.0 } else { 12.0 };
+        let output = if t.pp > 1 {
+            0.0
+        } else {
+            (norm + logit_bytes * tok * vocab) / tp
+        };
+        let mut activations = (stored + embedding) * inflight + working + output;
+        if fp32_compute {
+            activations *= 2.0;
+            notes.push("TP or PP without FSDP: no mixed precision, activations in fp32".into());
+        }
+        if autocast {
+            notes.push(
+                "no FSDP: mixed precision by torch.autocast (fp32 parameters and residual stream, \
+             bf16 copies of the matmul weights)"
+                    .into(),
+            );
+        }
+        activations
+    }
+
+    /// What the model counts otherwise, or not at all, in words.
+    fn notes(&self, notes: &mut Vec<String>) {
+        let (t, f) = (self.t, self.f);
+        let moe = f.moe;
+        if t.turbo_float8 {
+            notes.push("Primus-Turbo float8 linears: counted as bf16 (not measured)".into());
+        } else if t.float8 {
+            notes.push(
+            "float8 linears: no bf16 weight copies under autocast; compiled, their inputs kept \
+             smaller (measured on the H200); eager, activations counted as bf16"
+                .into(),
+        );
+        }
+        if f.mla {
+            notes.push("multi-latent attention modeled as standard attention".into());
+        }
+        if moe.is_some() {
+            notes.push("routed-token activations assume balanced routing".into());
+        }
+        if !t.compiled {
+            notes.push("eager mode: SwiGLU keeps 4 F-wide tensors".into());
+        }
+        notes.push("allocator fragmentation, RCCL buffers, workspaces not modeled".into());
+    }
 }
 
 fn text<'a>(p: &'a BTreeMap<String, Value>, key: &str) -> Option<&'a str> {
