@@ -372,6 +372,13 @@ fn a_proxy_trial_on_two_nodes_is_followed_to_its_end_with_telemetry_from_each_no
             "2",
             "--max-iters",
             "20",
+            // All 20 iterations, so the job completes on its own (a steady step would stop the
+            // trial and cancel it), and a poll quick enough to see it running: the proxy's 20
+            // iterations can end within one poll of a second.
+            "--ci-target",
+            "0",
+            "--slurm-poll",
+            "0.2",
             "--json",
         ])
         .output()
