@@ -426,7 +426,15 @@ fn a_proxy_trial_on_two_nodes_is_followed_to_its_end_with_telemetry_from_each_no
         assert!(n["iterations"].as_u64().unwrap() >= 10, "{n}");
         assert!(n["samples"].as_u64().unwrap() >= 1, "{n}");
     }
-    assert_eq!(nodes.iter().filter(|n| n["slowest"] == true).count(), 1);
+    // The slowest node is flagged when one stands above the other; equal medians (the two
+    // proxies often step alike) flag none.
+    let medians: Vec<f64> = nodes
+        .iter()
+        .map(|n| n["median_step_ms"].as_f64().unwrap())
+        .collect();
+    let flagged = nodes.iter().filter(|n| n["slowest"] == true).count();
+    let expected = usize::from(medians[0] != medians[1]);
+    assert_eq!(flagged, expected, "{nodes:?}");
     // The store holds telemetry samples of both nodes.
     let store =
         primus_tune::store::Store::open(&ws.dir.path().join(primus_tune::store::WORKSPACE_DB))
