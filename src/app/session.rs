@@ -131,16 +131,7 @@ pub fn effective_defaults(
         }
     }
     let launcher = super::launch::LaunchEnv::new(launcher, Vec::new(), None);
-    let world = super::launch::placement::place_world(&super::launch::placement::Asked {
-        gpus: None,
-        job: None,
-        env: &launcher,
-        configured: d.gpus(),
-        one_process: false,
-        detected: &|| None,
-    })
-    .ok()
-    .and_then(|p| p.world);
+    let world = super::launch::placement::plain_world(&launcher, None, d.gpus(), &|| None);
     d.effective(var, world)
 }
 
@@ -175,16 +166,7 @@ fn load_options_with(
     let detected = Detected::default();
     let found = || *detected.get_or_init(|| gpus_found(o.telemetry.as_ref(), &process));
     let launch_env = super::launch::LaunchEnv::new(process.clone(), env.clone(), None);
-    let world = super::launch::placement::place_world(&super::launch::placement::Asked {
-        gpus: o.gpus,
-        job: None,
-        env: &launch_env,
-        configured: defaults.gpus(),
-        one_process: false,
-        detected: &found,
-    })
-    .ok()
-    .and_then(|p| p.world);
+    let world = super::launch::placement::plain_world(&launch_env, o.gpus, defaults.gpus(), &found);
     let load = LoadOptions {
         primus_root: o.primus_root.clone(),
         env: process,

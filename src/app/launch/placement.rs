@@ -216,6 +216,27 @@ pub fn place_world(a: &Asked<'_>) -> Result<Placement, AppError> {
     }
 }
 
+/// The world a launch without a profile or a job places: `--gpus`, else the launcher's
+/// variables, else the defaults file's `gpus`, else what `detected` finds (None when nothing
+/// says, or a variable is not a count). What a session's views and `primus-tune defaults` show.
+pub fn plain_world(
+    env: &LaunchEnv,
+    gpus: Option<u64>,
+    configured: Option<u64>,
+    detected: &dyn Fn() -> Option<World>,
+) -> Option<World> {
+    place_world(&Asked {
+        gpus,
+        job: None,
+        env,
+        configured,
+        one_process: false,
+        detected,
+    })
+    .ok()
+    .and_then(|p| p.world)
+}
+
 /// The GPUs a telemetry backend finds on this node — the trials' backend and roots, else `auto`
 /// on this machine — as a world (× `NNODES` when set). None when no GPU is found.
 pub fn gpus_found(
