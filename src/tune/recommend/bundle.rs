@@ -218,23 +218,21 @@ pub struct Checker<'a> {
 }
 
 impl<'a> Checker<'a> {
+    /// `exp` as resolved with `opts`, its findings worked out here.
+    pub fn new(exp: &'a Experiment, opts: &'a LoadOptions, catalog: &'a Catalog) -> Self {
+        let found = lint::lint(exp, &opts.env, opts.world.as_ref(), catalog);
+        Checker::with_found(exp, opts, catalog, &found)
+    }
+
     /// `exp` as resolved with `opts`; `found`: lint's findings on it with `opts`' environment
-    /// and world (suppressed ones too), when the caller has them, else they are worked out.
-    pub fn new(
+    /// and world (suppressed ones too), as the caller has them already.
+    pub fn with_found<'d>(
         exp: &'a Experiment,
         opts: &'a LoadOptions,
         catalog: &'a Catalog,
-        found: Option<&[Diagnostic]>,
+        found: impl IntoIterator<Item = &'d Diagnostic>,
     ) -> Self {
-        let worked_out;
-        let found = match found {
-            Some(f) => f,
-            None => {
-                worked_out = lint::lint(exp, &opts.env, opts.world.as_ref(), catalog);
-                &worked_out
-            }
-        };
-        let base = found.iter().filter(|d| relevant(d)).map(key).collect();
+        let base = found.into_iter().filter(|d| relevant(d)).map(key).collect();
         Checker {
             lint: Linter {
                 exp,
@@ -262,7 +260,7 @@ pub fn lint_clean(
     catalog: &Catalog,
     recs: Vec<Recommendation>,
 ) -> Checked {
-    Checker::new(exp, opts, catalog, None).check(recs)
+    Checker::new(exp, opts, catalog).check(recs)
 }
 
 /// Lints the recommendations together with the companions they need; withholds what lint

@@ -168,8 +168,12 @@ pub fn recommend(session: &Session, req: &RecommendRequest) -> Result<RecommendV
     let lint = crate::config::lint::lint(&exp, &load.env, world.as_ref(), Catalog::builtin());
     let (kept, quiet) = crate::app::ack::split(session, lint)?;
     let quiet: Vec<Diagnostic> = quiet.into_iter().map(|s| s.diagnostic).collect();
-    let found: Vec<Diagnostic> = kept.iter().chain(&quiet).cloned().collect();
-    let checker = recommend::bundle::Checker::new(&exp, &load, Catalog::builtin(), Some(&found));
+    let checker = recommend::bundle::Checker::with_found(
+        &exp,
+        &load,
+        Catalog::builtin(),
+        kept.iter().chain(&quiet),
+    );
     let mut ctx = Context {
         gpu: gpu.as_ref().map(|g| g.0),
         world,
