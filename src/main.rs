@@ -7,7 +7,6 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 // The frontends are this binary's own; the library's modules are named at its root so that
 // their paths read `crate::app::...` here as they do in the library.
-#[allow(unused_imports)]
 use primus_tune::{
     app, checklist, config, domain, gemm, megatron, report, run, store, telemetry, tune, util,
 };
