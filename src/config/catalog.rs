@@ -256,24 +256,7 @@ impl Catalog {
     }
 }
 
-pub fn json_to_value(j: &serde_json::Value) -> Value {
-    use serde_json::Value as J;
-    match j {
-        J::Null => Value::Null,
-        J::Bool(b) => Value::Bool(*b),
-        J::Number(n) => n
-            .as_i64()
-            .map(Value::Int)
-            .unwrap_or_else(|| Value::Float(n.as_f64().unwrap_or(f64::NAN))),
-        J::String(s) => Value::Str(s.clone()),
-        J::Array(a) => Value::List(a.iter().map(json_to_value).collect()),
-        J::Object(o) => Value::Map(
-            o.iter()
-                .map(|(k, v)| (k.clone(), json_to_value(v)))
-                .collect(),
-        ),
-    }
-}
+pub use crate::domain::value::from_json as json_to_value;
 
 #[cfg(test)]
 mod tests {

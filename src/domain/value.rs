@@ -196,6 +196,22 @@ pub fn yaml_float(x: f64) -> String {
     }
 }
 
+/// A JSON value as a config value (a number that fits no `i64` becomes a float).
+pub fn from_json(j: &serde_json::Value) -> Value {
+    use serde_json::Value as J;
+    match j {
+        J::Null => Value::Null,
+        J::Bool(b) => Value::Bool(*b),
+        J::Number(n) => n
+            .as_i64()
+            .map(Value::Int)
+            .unwrap_or_else(|| Value::Float(n.as_f64().unwrap_or(f64::NAN))),
+        J::String(s) => Value::Str(s.clone()),
+        J::Array(a) => Value::List(a.iter().map(from_json).collect()),
+        J::Object(o) => Value::Map(o.iter().map(|(k, v)| (k.clone(), from_json(v))).collect()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

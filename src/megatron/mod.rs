@@ -15,9 +15,11 @@
 pub mod flavors;
 mod layers;
 pub mod titan;
+mod training;
 mod world;
 
 pub use layers::{LayerFreqError, parse_layer_freq};
+pub use training::{DecayStyle, Training};
 pub use world::{Origin, World, WorldSource, parse_count};
 
 use crate::domain::value::Value;
@@ -125,6 +127,38 @@ pub fn tokenizer_vocab(tokenizer_model: &str) -> Option<u64> {
         .map(|(_, v)| *v)
 }
 
+/// Where a vocabulary size came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VocabSource {
+    /// `padded_vocab_size`: Megatron's padding already applied.
+    Padded,
+    /// `vocab_size`, before padding.
+    Config,
+    /// Read from the `tokenizer_model` name ([`tokenizer_vocab`]), before padding.
+    Tokenizer(String),
+}
+
+/// The vocabulary, and what Megatron pads it to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Vocab {
+    pub size: u64,
+    pub source: VocabSource,
+    /// `make_vocab_size_divisible_by` (Megatron's default 128).
+    pub divisible_by: u64,
+}
+
+impl Vocab {
+    /// The size Megatron runs with at tensor parallel size `tp`: as given when already padded,
+    /// else rounded up to a multiple of `make_vocab_size_divisible_by` × TP.
+    pub fn padded(&self, tp: u64) -> u64 {
+        if self.source == VocabSource::Padded {
+            return self.size;
+        }
+        let m = self.divisible_by.max(1) * tp.max(1);
+        self.size.div_ceil(m) * m
+    }
+}
+
 /// Mixture of experts, when `num_experts` ≥ 1.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Moe {
@@ -168,8 +202,31 @@ pub struct Params {
     pub parallelism: Parallelism,
     pub batch: Batch,
     pub shape: Shape,
+    /// `padded_vocab_size`, else `vocab_size`, else the tokenizer's; None when none is known.
+    pub vocab: Option<Vocab>,
     pub moe: Option<Moe>,
     pub recompute: Recompute,
+    /// The schedule, the optimizer's settings and the seed.
+    pub training: Training,
+}
+
+/// A value as a number (ints, floats and numeric strings).
+fn number(v: Option<&Value>) -> Option<f64> {
+    match v? {
+        Value::Int(i) => Some(*i as f64),
+        Value::Float(f) => Some(*f),
+        Value::Str(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// A switch: true, a non-zero number, or the text `true`/`1` (any case).
+fn switch(v: Option<&Value>) -> bool {
+    match v {
+        Some(Value::Str(s)) => matches!(s.trim().to_ascii_lowercase().as_str(), "true" | "1"),
+        Some(v) => v.truthy(),
+        None => false,
+    }
 }
 
 /// A value as a non-negative whole number (ints, whole floats and numeric strings).
@@ -198,7 +255,7 @@ impl Params {
         let get = |k: &str| p.get(k).filter(|v| !v.is_null());
         let size = |k: &str| whole(get(k)).filter(|n| *n >= 1).unwrap_or(1);
         let positive = |k: &str| whole(get(k)).filter(|n| *n >= 1);
-        let on = |k: &str| get(k).is_some_and(Value::truthy);
+        let on = |k: &str| switch(get(k));
         let text = |k: &str| get(k).and_then(Value::as_str).map(str::to_string);
 
         let tp = size("tensor_model_parallel_size");
@@ -225,14 +282,17 @@ impl Params {
             hidden,
             heads,
             kv_channels: positive("kv_channels").or_else(|| Some(hidden? / heads?)),
-            query_groups: match positive("num_query_groups") {
-                Some(g) if on("group_query_attention") => Some(g),
-                _ => heads,
+            // Megatron reads `num_query_groups` (default 1) only with group-query attention.
+            query_groups: if on("group_query_attention") {
+                Some(positive("num_query_groups").unwrap_or(1))
+            } else {
+                heads
             },
             ffn: positive("ffn_hidden_size").or_else(|| Some(default_ffn(hidden?, swiglu))),
             seq: positive("seq_length"),
             swiglu,
         };
+        let vocab = Self::vocab_of(&get);
         let moe = positive("num_experts").map(|experts| Moe {
             experts,
             topk: positive("moe_router_topk").unwrap_or(2),
@@ -260,9 +320,31 @@ impl Params {
                 global: positive("global_batch_size"),
             },
             shape,
+            vocab,
             moe,
             recompute,
+            training: Training::from_values(&get),
         }
+    }
+
+    fn vocab_of<'a>(get: &impl Fn(&str) -> Option<&'a Value>) -> Option<Vocab> {
+        let positive = |k: &str| whole(get(k)).filter(|n| *n >= 1);
+        let (size, source) = if let Some(v) = positive("padded_vocab_size") {
+            (v, VocabSource::Padded)
+        } else if let Some(v) = positive("vocab_size") {
+            (v, VocabSource::Config)
+        } else {
+            let tok = get("tokenizer_model").and_then(Value::as_str)?;
+            (
+                tokenizer_vocab(tok)?,
+                VocabSource::Tokenizer(tok.to_string()),
+            )
+        };
+        Some(Vocab {
+            size,
+            source,
+            divisible_by: positive("make_vocab_size_divisible_by").unwrap_or(128),
+        })
     }
 
     /// Layers on one pipeline stage (at least 1), when the layer count is known.
@@ -351,5 +433,62 @@ mod tests {
                 layer_ids: None
             }
         );
+    }
+
+    #[test]
+    fn query_groups_follow_megatron_only_with_gqa() {
+        assert_eq!(
+            params("num_attention_heads=32 num_query_groups=8")
+                .shape
+                .query_groups,
+            Some(32),
+            "without group_query_attention Megatron ignores num_query_groups"
+        );
+        let gqa = "num_attention_heads=32 group_query_attention=true";
+        assert_eq!(
+            params(gqa).shape.query_groups,
+            Some(1),
+            "Megatron's default"
+        );
+        let gqa8 = format!("{gqa} num_query_groups=8");
+        assert_eq!(params(&gqa8).shape.query_groups, Some(8));
+        assert!(
+            !params("swiglu=false").shape.swiglu,
+            "the text false is off"
+        );
+    }
+
+    #[test]
+    fn vocab_pads_as_megatron_unless_already_padded() {
+        let v = params("vocab_size=50257").vocab.unwrap();
+        assert_eq!((v.size, v.source.clone()), (50257, VocabSource::Config));
+        assert_eq!(v.padded(1), 50304);
+        assert_eq!(v.padded(8), 51200);
+        let v = params("padded_vocab_size=50257 vocab_size=3")
+            .vocab
+            .unwrap();
+        assert_eq!(v.padded(8), 50257);
+        let v = params("tokenizer_model=meta-llama/Llama-3.1-8B")
+            .vocab
+            .unwrap();
+        assert_eq!(
+            v.source,
+            VocabSource::Tokenizer("meta-llama/Llama-3.1-8B".into())
+        );
+        assert_eq!(v.padded(1), 128_256);
+        assert!(params("hidden_size=8").vocab.is_none());
+    }
+
+    #[test]
+    fn training_takes_megatron_defaults() {
+        let t = params("").training;
+        assert_eq!(t.decay_style, DecayStyle::Linear);
+        assert_eq!((t.adam_beta1, t.adam_beta2, t.adam_eps), (0.9, 0.999, 1e-8));
+        assert_eq!((t.weight_decay, t.clip_grad, t.init_std), (0.01, 1.0, 0.02));
+        assert_eq!((t.seed, t.grad_accum_fusion, t.lr), (1234, true, None));
+        let t = params("lr_decay_style=cosine lr=3e-4 gradient_accumulation_fusion=false seed=7")
+            .training;
+        assert_eq!(t.decay_style, DecayStyle::Cosine);
+        assert_eq!((t.lr, t.seed, t.grad_accum_fusion), (Some(3e-4), 7, false));
     }
 }

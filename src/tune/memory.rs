@@ -78,13 +78,6 @@ fn num(p: &Params, key: &str) -> Option<f64> {
     }
 }
 
-fn need(p: &Params, key: &str) -> Result<f64, MemoryError> {
-    let ok = |x: &f64| x.is_finite() && *x > 0.0;
-    num(p, key)
-        .filter(ok)
-        .ok_or_else(|| MemoryError::Missing(key.to_string()))
-}
-
 /// A value, else the default when absent, null or not positive.
 fn or(p: &Params, key: &str, default: f64) -> f64 {
     num(p, key).filter(|x| *x > 0.0).unwrap_or(default)
@@ -98,26 +91,18 @@ fn text<'a>(p: &'a Params, key: &str) -> Option<&'a str> {
     p.get(key).and_then(Value::as_str)
 }
 
-/// `padded_vocab_size`, else `vocab_size` (or the tokenizer's) padded as Megatron does: up to a
-/// multiple of `make_vocab_size_divisible_by` × TP.
-fn vocab(p: &Params, t: f64, notes: &mut Vec<String>) -> Result<f64, MemoryError> {
-    if let Some(v) = num(p, "padded_vocab_size").filter(|v| *v > 0.0) {
-        return Ok(v);
+/// The vocabulary Megatron runs with ([`megatron::Vocab::padded`]), noting when it was read from
+/// the tokenizer's name.
+fn vocab(
+    v: Option<&megatron::Vocab>,
+    tp: u64,
+    notes: &mut Vec<String>,
+) -> Result<f64, MemoryError> {
+    let v = v.ok_or(MemoryError::NoVocab)?;
+    if let megatron::VocabSource::Tokenizer(tok) = &v.source {
+        notes.push(format!("vocab {} from the tokenizer name `{tok}`", v.size));
     }
-    let tok = text(p, "tokenizer_model").unwrap_or("");
-    let raw = match (
-        num(p, "vocab_size").filter(|v| *v > 0.0),
-        megatron::tokenizer_vocab(tok),
-    ) {
-        (Some(v), _) => v,
-        (None, Some(v)) => {
-            notes.push(format!("vocab {v} from the tokenizer name `{tok}`"));
-            v as f64
-        }
-        (None, None) => return Err(MemoryError::NoVocab),
-    };
-    let multiple = or(p, "make_vocab_size_divisible_by", 128.0) * t;
-    Ok((raw / multiple).ceil() * multiple)
+    Ok(v.padded(tp) as f64)
 }
 
 /// The layers of the first pipeline stage, one range per virtual (interleaved) chunk.

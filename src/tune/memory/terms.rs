@@ -2,9 +2,7 @@
 //! parameters it holds, the optimizer's state, the activations of its layers and the MoE
 //! buffers, each a function of that shape ([`super::estimate`] sums them).
 
-use super::{
-    MemoryError, Params, Recompute, need, num, on, or, recompute, stage0_chunks, text, vocab,
-};
+use super::{MemoryError, Params, Recompute, num, on, or, recompute, stage0_chunks, text, vocab};
 use crate::megatron;
 use std::collections::BTreeSet;
 use std::ops::Range;
@@ -52,19 +50,22 @@ impl<'p> Shape<'p> {
         world_size: u64,
         notes: &mut Vec<String>,
     ) -> Result<Shape<'p>, MemoryError> {
-        let h = need(p, "hidden_size")?;
-        let layers = need(p, "num_layers")? as usize;
-        let heads = need(p, "num_attention_heads")?;
-        let s = need(p, "seq_length")?;
-        let b = need(p, "micro_batch_size")?;
+        // Every size comes from Megatron's typed view; a missing one is named by its key.
         let mp = megatron::Params::from_values(p);
+        let need = |v: Option<u64>, key: &str| {
+            v.map(|v| v as f64)
+                .ok_or_else(|| MemoryError::Missing(key.to_string()))
+        };
+        let h = need(mp.shape.hidden, "hidden_size")?;
+        let layers = need(mp.shape.layers, "num_layers")? as usize;
+        let heads = need(mp.shape.heads, "num_attention_heads")?;
+        let s = need(mp.shape.seq, "seq_length")?;
+        let b = need(mp.batch.micro, "micro_batch_size")?;
         let swiglu = mp.shape.swiglu;
         let (gl, glu) = if swiglu { (1.5, 2.0) } else { (1.0, 1.0) }; // params, fc1 outputs per F
         let f = mp.shape.ffn.map_or(4.0 * h, |f| f as f64);
-        let kv = or(p, "kv_channels", h / heads);
-        let gqa = on(p, "group_query_attention");
-        let q_groups = or(p, "num_query_groups", 1.0); // Megatron's default with GQA
-        let groups = if gqa { q_groups } else { heads };
+        let kv = mp.shape.kv_channels.map_or(h / heads, |k| k as f64);
+        let groups = mp.shape.query_groups.map_or(heads, |g| g as f64);
         let rms = text(p, "normalization") == Some("RMSNorm");
         let norm = if rms { 1.0 } else { 2.0 }; // weight (+ bias)
         let par = mp.parallelism;
@@ -76,7 +77,7 @@ impl<'p> Shape<'p> {
         let vpp = par.vpp.unwrap_or(1) as f64;
         let sp = par.sequence_parallel;
         let spd = if sp { t } else { 1.0 }; // divides the LayerNorm/dropout region
-        let vocab = vocab(p, t, notes)?;
+        let vocab = vocab(mp.vocab.as_ref(), par.tp, notes)?;
         let w = world_size as f64;
         let (d, edp) = (w / (t * pp * cp), w / (etp * ep * pp)); // data, expert data parallel
         let (model, experts_group) = (t * pp * cp, etp * ep * pp);
