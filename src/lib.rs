@@ -16,6 +16,7 @@ pub mod config;
 pub mod domain;
 pub mod gemm;
 pub mod megatron;
+pub mod proxy;
 pub mod report;
 pub mod run;
 pub mod store;

@@ -8,7 +8,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 // The frontends are this binary's own; the library's modules are named at its root so that
 // their paths read `crate::app::...` here as they do in the library.
 use primus_tune::{
-    app, checklist, config, domain, gemm, megatron, report, run, store, telemetry, tune, util,
+    app, checklist, config, domain, gemm, megatron, proxy, report, run, store, telemetry, tune,
+    util,
 };
 
 mod cli;

@@ -275,8 +275,8 @@ pub fn prepare(session: &Session, req: &TrialRequest) -> Result<PreparedTrial, A
 /// abort on its allocation).
 fn proxy_fits(view: &Experiment, gpus: u64) -> Result<(), AppError> {
     let resolved = crate::run::profile::resolved_json(&view.main_module().values(), gpus);
-    let shape = crate::run::proxy::ProxyShape::from_resolved(&resolved);
-    match crate::run::proxy::too_big(&shape, crate::run::proxy::host_available_bytes()) {
+    let shape = crate::proxy::ProxyShape::from_resolved(&resolved);
+    match crate::proxy::too_big(&shape, crate::proxy::host_available_bytes()) {
         Some(why) => Err(AppError::Failed(format!(
             "{}: {why}",
             crate::util::paths::display_path(&view.path)

@@ -30,7 +30,7 @@ pub fn run(a: &ProxyArgs) -> Result<ExitCode, CliError> {
             var("SLURMD_NODENAME").unwrap_or_else(|| "?".into()),
         );
     }
-    crate::run::proxy::run_resolved_file(&a.resolved, a.iters, &mut out)
+    crate::proxy::run_resolved_file(&a.resolved, a.iters, &mut out)
         .map_err(|e| CliError::input(&a.resolved, e))?;
     Ok(ExitCode::SUCCESS)
 }

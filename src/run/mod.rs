@@ -12,7 +12,7 @@ pub mod logparse;
 pub mod megatron_args;
 pub mod process;
 pub mod profile;
-pub mod proxy;
+
 pub mod steady;
 pub mod summary;
 pub mod supervise;

@@ -11,7 +11,7 @@ pub const TIERS: &[&[&str]] = &[
     &["util"],
     &["domain"],
     &["megatron"],
-    &["config"],
+    &["config", "proxy"],
     &["telemetry", "store"],
     &["run"],
     &["gemm"],

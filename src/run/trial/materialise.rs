@@ -332,7 +332,7 @@ fn run_shape(resolved: &serde_json::Value, opts: &TrialOptions) -> Option<RunSha
         world_size: opts.gpus.max(1),
     };
     if opts.profile.capabilities.scaled_shape {
-        shape.seq_length = crate::run::proxy::ProxyShape::from_resolved(resolved).seq as u64;
+        shape.seq_length = crate::proxy::ProxyShape::from_resolved(resolved).seq as u64;
         shape.world_size = 1;
     }
     (shape.seq_length > 0 && shape.global_batch_size > 0).then_some(shape)
