@@ -7,9 +7,15 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 // The frontends are this binary's own; the library's modules are named at its root so that
 // their paths read `crate::app::...` here as they do in the library.
+#[cfg(not(test))]
+use primus_tune::app::engines::{
+    checklist, config, gemm, megatron, proxy, report, run, store, telemetry, tune, util,
+};
+use primus_tune::{app, domain};
+// The frontends' own tests build fixtures from the engines, through the `testkit` feature.
+#[cfg(test)]
 use primus_tune::{
-    app, checklist, config, domain, gemm, megatron, proxy, report, run, store, telemetry, tune,
-    util,
+    checklist, config, gemm, megatron, proxy, report, run, store, telemetry, tune, util,
 };
 
 mod cli;

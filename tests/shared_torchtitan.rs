@@ -9,7 +9,7 @@ mod common;
 
 use primus_tune::config::overrides::parse_assignment;
 use primus_tune::config::{Env, Experiment, LoadOptions};
-use primus_tune::run::proxy::ProxyShape;
+use primus_tune::proxy::ProxyShape;
 use primus_tune::tune::{memory, space};
 use std::path::{Path, PathBuf};
 

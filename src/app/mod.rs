@@ -11,6 +11,7 @@ pub mod ack;
 pub mod backups;
 pub mod defaults;
 pub mod edit;
+pub mod engines;
 mod error;
 pub mod events;
 pub mod gemm_stage;

@@ -46,7 +46,7 @@ pub struct TrialRequest {
     pub failure_grace: Duration,
     /// After the budget's last iteration: how long the workload may take to end by itself.
     pub end_grace: Duration,
-    /// GPUs (world size) of the trial; None: the session's `--gpus`, else [`world`]'s defaults.
+    /// GPUs (world size) of the trial; None: the session's `--gpus`, else the world's defaults.
     pub gpus: Option<u64>,
     /// Launch even when lint finds errors.
     pub force: bool,

@@ -35,7 +35,6 @@
 //! `matrixmultiply::sgemm` (f32, single-threaded; `bf16` does not change the CPU arithmetic);
 //! buffers come from a caching allocator so steady iterations do not page-fault.
 
-
 // Held at 120 lines a function (clippy.toml), as the run engine and the search are.
 #![cfg_attr(not(test), deny(clippy::too_many_lines))]
 mod attention;

@@ -20,8 +20,10 @@
 //!
 //! Today's exceptions and violations are listed (`KNOWN`, `KNOWN_CYCLES`); the lists are
 //! ratchets: a new entry fails, and so does one that no longer happens until it is removed.
-//! Why: so a layer break is a test failure, not a review comment, until the compiler holds
-//! the layers itself (the frontends in the binary, the engines `pub(crate)`).
+//! Why: so a layer break is a test failure, not a review comment. The compiler holds the
+//! outer boundary itself (the frontends are the binary's, the engines crate-private and named
+//! by the frontends only through `app::engines`); the tiers among the engines and inside
+//! `app/` are held here.
 
 mod graph;
 mod rules;

@@ -42,7 +42,7 @@ pub fn allowed(layer: &str) -> Option<Vec<&'static str>> {
 /// `app/` must be listed (the longest matching prefix wins); the `app` facade itself
 /// (`mod.rs`, only re-exports) is above them all.
 pub const APP_TIERS: &[(&str, &[&str])] = &[
-    ("leaves", &["app::events", "app::error"]),
+    ("leaves", &["app::events", "app::error", "app::engines"]),
     (
         "launch",
         &[

@@ -117,7 +117,7 @@ impl Defaults {
     }
 
     /// The file's `gpus` (the session's world resolves it between the launcher's variables and
-    /// detection: [`super::session::session_world`]).
+    /// detection: [`crate::app::launch::placement::place_world`]).
     pub fn gpus(&self) -> Option<u64> {
         self.gpus.as_ref().map(|s| s.value)
     }

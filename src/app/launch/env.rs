@@ -4,9 +4,9 @@
 //! `CUDA_DEVICE_MAX_CONNECTIONS: "1"` the Primus and Megatron profiles set). A view of the
 //! experiment (`show`, `checklist`, the TUI's Flags and Checklist screens) that resolved with
 //! the session's environment alone would show another config than the one that job trains.
-//! [`Session::launched_by`] gives the session the launch's environment (inherited < the
+//! [`Session::launched_by`](crate::app::session::Session::launched_by) gives the session the launch's environment (inherited < the
 //! profile's `env` < `--env`, as [`crate::run::profile::Profile::config_env`] orders it), and
-//! [`Session::env_source`] says where a variable's value came from.
+//! [`Session::env_source`](crate::app::session::Session::env_source) says where a variable's value came from.
 
 use crate::config::env::Env;
 use crate::run::profile::{KnownPlaceholders, Profile};

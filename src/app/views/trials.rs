@@ -19,7 +19,7 @@ pub struct TrialSummary {
     pub row: TrialRow,
     /// It ran the session's experiment (the other rows appear only when listing all).
     pub this_experiment: bool,
-    /// What its figures are evidence of ([`basis_of`](super::basis::basis_of)).
+    /// What its figures are evidence of ([`super::basis::basis_of`]).
     pub basis: crate::domain::evidence::Basis,
     /// The flags whose value it ran differs from its experiment as the file says now:
     /// `a` = the file now, `b` = the trial. `None`: not known (the trial's parameters were not
