@@ -2,59 +2,86 @@
 //! tied with the leader on a short trial and one tie-break launch; otherwise successive halving,
 //! each rung `growth` times longer for the better 1/`growth` still tied with the leader.
 
-use super::{Flow, Runner, Search, Stat, State};
+use super::step::{Ask, Seen, Step};
+use super::{Flow, Search, Stat, State};
 
 /// Candidates measured on a short trial before start-up was known to dominate, and still tied
 /// with the leader, get one long launch.
-pub(super) fn long_launches(s: &mut Search<'_>, runner: &mut dyn Runner, f: &mut Flow) {
-    let (cfg, max_iters) = (s.cfg, f.max_iters);
-    let (mut exhausted, mut contenders) = (f.exhausted, std::mem::take(&mut f.contenders));
-    if s.one_launch
-        && !exhausted
-        && let Some(d) = s.decide(&contenders)
-        && d.tied.len() > 1
-    {
-        let thin: Vec<usize> = d.tied.iter().map(|t| t.0).filter(|&i| !s.long[i]).collect();
-        if !thin.is_empty() {
-            let len = s.screen_iters(cfg.first_iters.clamp(1, max_iters));
-            s.log.push(format!(
-                "tied with the leader on a short trial: one long launch ({len} iterations) for {}",
-                thin.iter()
-                    .map(|&i| format!("#{}", s.cands[i].id))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-            let since = s.gpu_seconds;
-            for &i in &thin {
-                s.long[i] = true;
-            }
-            if !s.trials(runner, &thin, len).1 {
-                exhausted = true;
-            }
-            s.note_spent("long launches", since);
-            contenders.retain(|&i| s.state[i] == State::Measured);
+#[derive(Default)]
+pub(super) struct LongLaunches {
+    since: f64,
+}
+
+impl Step for LongLaunches {
+    fn step(&mut self, s: &mut Search<'_>, f: &mut Flow, seen: Option<Seen>) -> Option<Ask> {
+        if let Some(seen) = seen {
+            f.exhausted |= !seen.complete;
+            s.note_spent("long launches", self.since);
+            f.contenders.retain(|&i| s.state[i] == State::Measured);
+            return None;
         }
+        let (cfg, max_iters) = (s.cfg, f.max_iters);
+        if !s.one_launch || f.exhausted {
+            return None;
+        }
+        let d = s.decide(&f.contenders)?;
+        if d.tied.len() <= 1 {
+            return None;
+        }
+        let thin: Vec<usize> = d.tied.iter().map(|t| t.0).filter(|&i| !s.long[i]).collect();
+        if thin.is_empty() {
+            return None;
+        }
+        let len = s.screen_iters(cfg.first_iters.clamp(1, max_iters));
+        s.log.push(format!(
+            "tied with the leader on a short trial: one long launch ({len} iterations) for {}",
+            thin.iter()
+                .map(|&i| format!("#{}", s.cands[i].id))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        self.since = s.gpu_seconds;
+        for &i in &thin {
+            s.long[i] = true;
+        }
+        Some(Ask::Each {
+            list: thin,
+            iters: len,
+        })
     }
-    f.exhausted = exhausted;
-    f.contenders = contenders;
 }
 
 /// A tie the single launches leave unresolved: one more launch for the less certain of the
 /// leader and its likeliest challenger.
-pub(super) fn tie_break(s: &mut Search<'_>, runner: &mut dyn Runner, f: &mut Flow) {
-    let (cfg, max_iters) = (s.cfg, f.max_iters);
-    let (mut exhausted, mut contenders) = (f.exhausted, std::mem::take(&mut f.contenders));
-    // A tie the single launches leave unresolved: one more launch, for whichever of the leader
-    // and its likeliest challenger is the less certain (the launch that narrows their
-    // difference the most), when the challenger may be faster by more than the tolerance.
-    if s.one_launch
-        && !exhausted
-        && let Some(p_min) = cfg.tie_break_p
-        && let Some(d) = s.decide(&contenders)
-        && !d.resolved
-        && let Some((rival, rs, p)) = s.challenger(&d)
-        && p >= p_min
-    {
+#[derive(Default)]
+pub(super) struct TieBreak {
+    since: f64,
+}
+
+impl Step for TieBreak {
+    fn step(&mut self, s: &mut Search<'_>, f: &mut Flow, seen: Option<Seen>) -> Option<Ask> {
+        if let Some(seen) = seen {
+            f.exhausted |= !seen.complete;
+            s.note_spent("tie-break", self.since);
+            f.contenders.retain(|&i| s.state[i] == State::Measured);
+            return None;
+        }
+        let (cfg, max_iters) = (s.cfg, f.max_iters);
+        // One more launch, for whichever of the leader and its likeliest challenger is the less
+        // certain (the launch that narrows their difference the most), when the challenger may
+        // be faster by more than the tolerance.
+        if !s.one_launch || f.exhausted {
+            return None;
+        }
+        let p_min = cfg.tie_break_p?;
+        let d = s.decide(&f.contenders)?;
+        if d.resolved {
+            return None;
+        }
+        let (rival, rs, p) = s.challenger(&d)?;
+        if p < p_min {
+            return None;
+        }
         let relative = |x: &Stat| x.half() / x.value;
         let again = if relative(&rs) > relative(&d.sorted[0].1) {
             rival
@@ -69,27 +96,50 @@ pub(super) fn tie_break(s: &mut Search<'_>, runner: &mut dyn Runner, f: &mut Flo
             s.label(d.leader),
             s.cands[again].id
         ));
-        let since = s.gpu_seconds;
-        if !s.trials(runner, &[again], len).1 {
-            exhausted = true;
-        }
-        s.note_spent("tie-break", since);
-        contenders.retain(|&i| s.state[i] == State::Measured);
+        self.since = s.gpu_seconds;
+        Some(Ask::Each {
+            list: vec![again],
+            iters: len,
+        })
     }
-    f.exhausted = exhausted;
-    f.contenders = contenders;
 }
 
 /// Successive halving until one candidate is separated, the tie is resolved, the trials are as
 /// long as they may be, or the budget ends.
-pub(super) fn rungs(s: &mut Search<'_>, runner: &mut dyn Runner, f: &mut Flow) {
-    let (growth, max_iters, mut iters) = (f.growth, f.max_iters, f.iters);
-    let (mut exhausted, mut contenders) = (f.exhausted, std::mem::take(&mut f.contenders));
-    let mut rung = 1;
-    while !exhausted && !s.one_launch {
-        let Some(d) = s.decide(&contenders) else {
-            break;
-        };
+#[derive(Default)]
+pub(super) struct Rungs {
+    /// The rungs so far (rung 1 included once a later one starts), and of the rung launched
+    /// last, when its cost started and the candidates it keeps.
+    rung: usize,
+    since: f64,
+    next: Vec<usize>,
+}
+
+impl Step for Rungs {
+    fn step(&mut self, s: &mut Search<'_>, f: &mut Flow, seen: Option<Seen>) -> Option<Ask> {
+        match seen {
+            None => self.rung = 1,
+            Some(seen) => {
+                f.exhausted |= !seen.complete;
+                s.note_spent(&format!("rung {}", self.rung), self.since);
+                f.contenders = std::mem::take(&mut self.next)
+                    .into_iter()
+                    .filter(|&i| s.state[i] == State::Measured)
+                    .collect();
+            }
+        }
+        if f.exhausted || s.one_launch {
+            return None;
+        }
+        self.next_rung(s, f)
+    }
+}
+
+impl Rungs {
+    /// The next rung's launches, or None when the halving is over.
+    fn next_rung(&mut self, s: &mut Search<'_>, f: &mut Flow) -> Option<Ask> {
+        let (growth, max_iters, iters) = (f.growth, f.max_iters, f.iters);
+        let d = s.decide(&f.contenders)?;
         let ls = d.sorted[0].1;
         if d.tied.len() == 1 {
             let next = d.sorted.get(1).map_or(String::new(), |&(j, js)| {
@@ -100,7 +150,7 @@ pub(super) fn rungs(s: &mut Search<'_>, runner: &mut dyn Runner, f: &mut Flow) {
                 s.label(d.leader),
                 Search::fmt_stat(&ls)
             ));
-            break;
+            return None;
         }
         if d.resolved {
             s.log.push(format!(
@@ -109,7 +159,7 @@ pub(super) fn rungs(s: &mut Search<'_>, runner: &mut dyn Runner, f: &mut Flow) {
                 d.pick_loss * 100.0,
                 d.tied.len()
             ));
-            break;
+            return None;
         }
         // The next rung's length: `growth` times longer, capped at `max_iters`; a capped rung
         // that would not at least double the length is not worth its start-up.
@@ -119,7 +169,7 @@ pub(super) fn rungs(s: &mut Search<'_>, runner: &mut dyn Runner, f: &mut Flow) {
                 "longest trials ({iters} iterations) done; {} candidates still tied",
                 d.tied.len()
             ));
-            break;
+            return None;
         }
         // The better 1/growth (by step time) among those still tied with the leader; at least two.
         let keep = d
@@ -152,10 +202,12 @@ pub(super) fn rungs(s: &mut Search<'_>, runner: &mut dyn Runner, f: &mut Flow) {
             .filter(|t| !next.contains(&t.0))
             .map(|t| format!("#{}", s.cands[t.0].id))
             .collect();
-        iters = next_iters;
-        rung += 1;
+        let iters = next_iters;
+        f.iters = iters;
+        self.rung += 1;
         s.log.push(format!(
-            "rung {rung}: {iters} iterations for {}{}",
+            "rung {}: {iters} iterations for {}{}",
+            self.rung,
             next.iter()
                 .map(|&i| format!("#{}", s.cands[i].id))
                 .collect::<Vec<_>>()
@@ -166,7 +218,7 @@ pub(super) fn rungs(s: &mut Search<'_>, runner: &mut dyn Runner, f: &mut Flow) {
                 format!(" (out of contention: {})", dropped.join(", "))
             }
         ));
-        let since = s.gpu_seconds;
+        self.since = s.gpu_seconds;
         // Only the trialled candidate's state changes (nothing is pending after rung 1), so the
         // list can be filtered before any trial.
         let run: Vec<usize> = next
@@ -174,16 +226,7 @@ pub(super) fn rungs(s: &mut Search<'_>, runner: &mut dyn Runner, f: &mut Flow) {
             .copied()
             .filter(|&i| s.state[i] == State::Measured)
             .collect();
-        if !s.trials(runner, &run, iters).1 {
-            exhausted = true;
-        }
-        s.note_spent(&format!("rung {rung}"), since);
-        contenders = next
-            .into_iter()
-            .filter(|&i| s.state[i] == State::Measured)
-            .collect();
+        self.next = next;
+        Some(Ask::Each { list: run, iters })
     }
-    f.iters = iters;
-    f.exhausted = exhausted;
-    f.contenders = contenders;
 }

@@ -112,6 +112,7 @@ mod ledger;
 pub mod prior;
 mod rung;
 mod screen;
+mod step;
 
 use effects::PriorRow;
 
@@ -1657,14 +1658,15 @@ pub fn search(
         exhausted: false,
         contenders: Vec::new(),
     };
-    // The phases in order: each reads what the ones before it left in `s` and `f`.
+    // The phases in order, each a step function driven here (step.rs): each reads what the
+    // ones before it left in `s` and `f`, and only the driver talks to the runner.
     screen::predicted_oom(&mut s);
-    rung::first(&mut s, runner, &mut f);
+    step::drive(&mut s, runner, &mut f, &mut rung::First::default());
     f.contenders = s.measured();
-    halve::long_launches(&mut s, runner, &mut f);
-    halve::tie_break(&mut s, runner, &mut f);
-    halve::rungs(&mut s, runner, &mut f);
-    confirm::confirm(&mut s, runner, &mut f);
+    step::drive(&mut s, runner, &mut f, &mut halve::LongLaunches::default());
+    step::drive(&mut s, runner, &mut f, &mut halve::TieBreak::default());
+    step::drive(&mut s, runner, &mut f, &mut halve::Rungs::default());
+    step::drive(&mut s, runner, &mut f, &mut confirm::Confirm::default());
     // Verdicts.
     let said = s.said;
     let r = finish(s, &f.contenders, f.exhausted);

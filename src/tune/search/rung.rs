@@ -2,17 +2,46 @@
 //! to what the additive model can tell apart, then the most promising by its prediction; one
 //! predicted slower than the leader beyond the margin is not run.
 
+use super::step::{Ask, Seen, Step};
 use super::{
-    Additive, Flow, PRIOR_AFTER, Phase, Runner, Search, State, Verdict, cost_cmp, effects,
-    first_batch, memory_level, prior,
+    Additive, Flow, PRIOR_AFTER, Phase, Search, State, Verdict, cost_cmp, effects, first_batch,
+    memory_level, prior,
 };
 
-/// Runs rung 1; afterwards nothing is pending (what was not run is `NotRun`).
-pub(super) fn first(s: &mut Search<'_>, runner: &mut dyn Runner, f: &mut Flow) {
-    let order = order(s);
-    let model = Additive::new(s.cands, s.knobs.len());
-    note(s, order.len(), &model, f.iters);
-    run(s, runner, &order, &model, f);
+/// Rung 1; once it is over nothing is pending (what was not run is `NotRun`).
+#[derive(Default)]
+pub(super) struct First {
+    /// The candidates in launch order and the additive model, set on entry.
+    order: Vec<usize>,
+    model: Option<Additive>,
+    /// Once no pending candidate adds to the design's rank, none will (the measured rows only
+    /// grow), so the rank is not checked again.
+    saturated: bool,
+    exhausted: bool,
+}
+
+impl Step for First {
+    fn step(&mut self, s: &mut Search<'_>, f: &mut Flow, seen: Option<Seen>) -> Option<Ask> {
+        match seen {
+            None => {
+                self.order = order(s);
+                let model = Additive::new(s.cands, s.knobs.len());
+                note(s, self.order.len(), &model, f.iters);
+                self.model = Some(model);
+            }
+            Some(seen) if !seen.complete => self.exhausted = true,
+            Some(_) => {}
+        }
+        let next = if self.exhausted {
+            None
+        } else {
+            self.next(s, f.iters)
+        };
+        if next.is_none() {
+            finish(s, f, self.exhausted);
+        }
+        next
+    }
 }
 
 /// The pending candidates, lowest memory first (then lowest prediction, then cost order), the
@@ -133,30 +162,19 @@ fn pending(s: &mut Search<'_>, order: &[usize]) -> Vec<usize> {
     pending
 }
 
-/// Launches rung 1's trials until none is pending or the budget ends.
-fn run(
-    s: &mut Search<'_>,
-    runner: &mut dyn Runner,
-    order: &[usize],
-    model: &Additive,
-    f: &mut Flow,
-) {
-    let (cands, n, iters) = (s.cands, s.cands.len(), f.iters);
-    let par = s.parallel();
-    let mut exhausted = false;
-    // Once no pending candidate adds to the design's rank, none will (the measured rows only
-    // grow), so the rank is not checked again.
-    let mut saturated = false;
-    loop {
-        let pending = pending(s, order);
+impl First {
+    /// The next launch of rung 1, or None when none is pending or the budget ends.
+    fn next(&mut self, s: &mut Search<'_>, iters: u64) -> Option<Ask> {
+        let model = self.model.as_ref()?;
+        let cands = s.cands;
+        let par = s.parallel();
+        let pending = pending(s, &self.order);
         if pending.is_empty() {
-            break;
+            return None;
         }
         if par > 1 {
-            let Some(batch) = first_batch(s, model, &pending, &mut saturated, par) else {
-                break;
-            };
-            s.phase = if saturated {
+            let batch = first_batch(s, model, &pending, &mut self.saturated, par)?;
+            s.phase = if self.saturated {
                 Phase::Promising
             } else {
                 Phase::Design
@@ -164,8 +182,8 @@ fn run(
             // The batch is chosen before the budget is checked, as a single trial is.
             let k = s.room(batch.len());
             if k == 0 {
-                exhausted = true;
-                break;
+                self.exhausted = true;
+                return None;
             }
             let batch = &batch[..k];
             let cal = s.calibration();
@@ -187,11 +205,13 @@ fn run(
             for &i in batch {
                 s.long[i] |= len > iters;
             }
-            s.batch(runner, batch, len);
-            continue;
+            return Some(Ask::Batch {
+                list: batch.to_vec(),
+                iters: len,
+            });
         }
         // Lowest memory first, while a candidate adds to what the model can tell apart.
-        let widens = if saturated {
+        let widens = if self.saturated {
             None
         } else {
             let rows = s.design_rows(model);
@@ -203,7 +223,7 @@ fn run(
                     model.rank(&r) > rank
                 })
             });
-            saturated = w.is_none();
+            self.saturated = w.is_none();
             w
         };
         s.phase = if widens.is_some() {
@@ -219,9 +239,7 @@ fn run(
                     .into_iter()
                     .filter(|&i| s.state[i] == State::Pending)
                     .collect();
-                let Some(&first) = pending.first() else {
-                    break;
-                };
+                let &first = pending.first()?;
                 // The most promising: the lowest predicted step time. (Not held to memory order:
                 // finding a fast candidate early sets the bar the predictions are held to; an
                 // OOM still rules out every pending candidate that dominates it.)
@@ -233,15 +251,19 @@ fn run(
         s.points_at_launch[next] = Some(cal.points);
         let len = s.screen_iters(iters);
         s.long[next] |= len > iters;
-        if !s.trial(runner, next, len) {
-            exhausted = true;
-            break;
-        }
+        Some(Ask::One {
+            i: next,
+            iters: len,
+        })
     }
+}
+
+/// After rung 1: its cost in the log, and what was not run is `NotRun`.
+fn finish(s: &mut Search<'_>, f: &mut Flow, exhausted: bool) {
     s.note_spent("rung 1", 0.0);
     s.note_phases();
     s.phase = Phase::FollowUp;
-    for i in 0..n {
+    for i in 0..s.cands.len() {
         if s.state[i] == State::Pending {
             s.state[i] = State::Out(Verdict::NotRun);
         }

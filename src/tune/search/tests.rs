@@ -1973,3 +1973,46 @@ fn a_forecast_is_calibrated_on_the_peaks_of_its_own_recompute_settings() {
         r.predicted_bytes
     );
 }
+
+/// A phase is a step function: it asks, and hears what came of it, without a runner. Rung 1's
+/// first request is what the driven search launches first; a launch the budget refused ends
+/// the rung, and every candidate it did not run is out as not run.
+#[test]
+fn rung_one_is_a_step_that_asks_and_stops_when_a_launch_is_refused() {
+    use super::step::{Ask, Seen, Step};
+    let (knobs, cands, _) = mbs_rc();
+    let cfg = SearchConfig::default();
+    let mut s = start(&knobs, &cands, &cfg, &no_model);
+    let mut f = Flow {
+        iters: 6,
+        max_iters: 18,
+        growth: 3,
+        exhausted: false,
+        contenders: Vec::new(),
+    };
+    let mut rung = rung::First::default();
+    let first = rung.step(&mut s, &mut f, None);
+    let Some(Ask::One { i, iters: 6 }) = first else {
+        panic!("one trial of 6 iterations first, got {first:?}");
+    };
+    let (_, _, steps) = mbs_rc();
+    let mut fake = Fake::new(steps, 0.01, 1);
+    with_defaults(&knobs, &cands, &mut fake);
+    assert_eq!(
+        fake.launched.first(),
+        Some(&(cands[i].id, 6)),
+        "the step asks for what the driven search launches first"
+    );
+    assert!(s.log.iter().any(|l| l.starts_with("rung 1: 6 iterations")));
+    let refused = Seen {
+        launched: Vec::new(),
+        complete: false,
+    };
+    assert_eq!(rung.step(&mut s, &mut f, Some(refused)), None);
+    assert!(f.exhausted);
+    assert!(
+        s.state.iter().all(|st| *st == State::Out(Verdict::NotRun)),
+        "nothing ran, so nothing is measured: {:?}",
+        s.state
+    );
+}
