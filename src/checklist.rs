@@ -164,6 +164,7 @@ pub fn evaluate(
     let cx = Cx {
         exp,
         m,
+        params: crate::megatron::Params::from_values(&m.values()),
         env,
         world: known.world,
         memory: known.memory,
@@ -311,6 +312,8 @@ fn acknowledge(findings: Vec<Finding>, acks: &[Ack]) -> Vec<Finding> {
 struct Cx<'a> {
     exp: &'a Experiment,
     m: &'a Module,
+    /// Megatron's sizes, as the one typed reading of them (layout, batch, experts).
+    params: crate::megatron::Params,
     env: &'a Env,
     world: Option<&'a World>,
     memory: Option<&'a MeasuredMemory>,
@@ -354,7 +357,7 @@ impl Cx<'_> {
 
     fn is_moe(&self) -> bool {
         if self.megatron() {
-            self.int("num_experts", 0) > 1
+            self.params.moe.as_ref().is_some_and(|m| m.experts > 1)
         } else {
             self.int("parallelism.expert_parallel_degree", 1) > 1
                 || self.on("primus_turbo.use_turbo_grouped_mm")
@@ -535,9 +538,7 @@ impl Cx<'_> {
     /// is unknown.
     fn data_parallel(&self) -> Option<i64> {
         let world = self.world.map(|w| w.gpus as i64)?;
-        let mp = self.int("tensor_model_parallel_size", 1).max(1)
-            * self.int("pipeline_model_parallel_size", 1).max(1)
-            * self.int("context_parallel_size", 1).max(1);
+        let mp = self.params.parallelism.model_size() as i64;
         Some((world / mp).max(1))
     }
 
@@ -578,16 +579,15 @@ impl Cx<'_> {
             if self.on("optimizer_cpu_offload") {
                 f.push(ok("optimizer state offloaded to CPU"));
             }
-            let mbs = self.int("micro_batch_size", 1).max(1);
-            let gbs = self.int("global_batch_size", mbs);
+            let batch = self.params.batch;
+            let mbs = batch.micro.map_or(1, |m| m as i64);
+            let gbs = batch.global.map_or(mbs, |g| g as i64);
             match self.world.map(|w| w.gpus as i64) {
                 None => f.push(info(format!(
                     "micro batch {mbs}, global batch {gbs}; the world size is unknown (--gpus, GPUS_PER_NODE), so its data-parallel split is not checked"
                 ))),
                 Some(world) => {
-                    let mp = self.int("tensor_model_parallel_size", 1).max(1)
-                        * self.int("pipeline_model_parallel_size", 1).max(1)
-                        * self.int("context_parallel_size", 1).max(1);
+                    let mp = self.params.parallelism.model_size() as i64;
                     let dp = (world / mp).max(1);
                     let on = gpus(world as u64);
                     if gbs % (mbs * dp) == 0 {
@@ -701,8 +701,7 @@ impl Cx<'_> {
                     ));
                 }
             }
-            let tp = self.int("tensor_model_parallel_size", 1);
-            let pp = self.int("pipeline_model_parallel_size", 1);
+            let (tp, pp) = (self.params.parallelism.tp, self.params.parallelism.pp);
             if tp > 1 || pp > 1 {
                 match self.env.get("CUDA_DEVICE_MAX_CONNECTIONS") {
                     Some("1") => f.push(ok("CUDA_DEVICE_MAX_CONNECTIONS=1")),
