@@ -24,13 +24,11 @@ use primus_tune::domain::trial::{Failure, FailureClass, Iteration};
 use primus_tune::run::process::Stream;
 use primus_tune::run::trial::TrialEvent;
 use primus_tune::store::{TrialRow, TrialStatus};
-use primus_tune::telemetry::host::HostSample;
-use primus_tune::telemetry::sampler::Snapshot;
-use primus_tune::telemetry::{GpuInfo, GpuSample};
+use primus_tune::telemetry::GpuInfo;
+use primus_tune::testkit;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use serde_json::json;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -54,88 +52,31 @@ fn key(app: &mut App, code: KeyCode) {
     screen::update(app, Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)));
 }
 
-fn sample(g: u32, k: u64) -> GpuSample {
-    let mut temp = BTreeMap::new();
-    temp.insert("edge".to_string(), 45.0 + f64::from(g));
-    temp.insert("junction".to_string(), 70.0 + f64::from(g) + (k % 7) as f64);
-    GpuSample {
-        gpu: g,
-        util_pct: Some(((k * 7 + u64::from(g) * 13) % 40 + 60) as f64),
-        mem_util_pct: Some(40.0),
-        vram_used_bytes: Some((140 << 30) + (k % 100) * (1 << 24)),
-        vram_total_bytes: Some(192 << 30),
-        power_w: Some(500.0 + f64::from(g) * 10.0 + (k % 13) as f64),
-        power_kind: None,
-        temp_c: temp,
-        sclk_mhz: Some(2100.0 - (k % 5) as f64 * 10.0),
-        mclk_mhz: Some(1300.0),
-        throttle: None,
-    }
-}
-
-fn snapshot(k: u64) -> Snapshot {
-    Snapshot {
-        node: None,
-        ts_ms: 1_750_000_000_000 + k * 500,
-        gpus: (0..GPUS).map(|g| sample(g, k)).collect(),
-        processes: None,
-        host: HostSample {
-            cpu_pct: Some(30.0 + (k % 10) as f64),
-            ram_used_bytes: Some(400 << 30),
-            ram_total_bytes: Some(1511 << 30),
-            group: None,
-        },
-        cost_us: 800,
-    }
-}
-
+/// A stored trial of the shared fixtures, with its own micro batch, step time and outcome (every
+/// tenth ran out of memory).
 fn trial_row(id: i64) -> TrialRow {
     let failed = id % 10 == 0;
     let step = 1100.0 + (id * 37 % 300) as f64;
-    TrialRow {
-        job: None,
-        id,
-        study_id: None,
-        status: if failed {
-            TrialStatus::Failed
-        } else {
-            TrialStatus::Completed
-        },
-        created_at: "2025-06-15T14:00:00Z".into(),
-        started_at: Some("2025-06-15T14:00:02Z".into()),
-        finished_at: Some("2025-06-15T14:01:10Z".into()),
-        updated_at: "2025-06-15T14:01:10Z".into(),
-        config_path: experiment(),
-        config_hash: format!("{id:08x}"),
-        overrides: vec![
-            ("train_iters".into(), json!(50)),
-            ("micro_batch_size".into(), json!(1 + id % 8)),
-            ("use_turbo_grouped_gemm".into(), json!(id % 2 == 0)),
-        ],
-        profile: Some("proxy-cpu".into()),
-        argv: vec!["bash".into(), "examples/run_pretrain.sh".into()],
-        env: Vec::new(),
-        trial_dir: PathBuf::from(format!("trials/{id:04}")),
-        runner_pid: None,
-        runner: None,
-        heartbeat_at: None,
-        failure: failed.then(|| Failure {
-            class: FailureClass::Oom,
-            line: Some("torch.OutOfMemoryError: HIP out of memory".into()),
-        }),
-        exit_code: Some(i32::from(failed)),
-        exit_signal: None,
-        iterations_seen: 50,
-        iterations_stored: 50,
-        wall_s: Some(68.0),
-        summary: None,
-        median_step_ms: (!failed).then_some(step),
-        ci95_ms: (!failed).then_some(2.0),
-        tokens_per_s_per_gpu: (!failed).then_some(131_072_000.0 / step),
-        tflops_per_gpu: (!failed).then_some(163_000.0 / step),
-        peak_mem_gib: (!failed).then_some(140.0),
-        resolved: None,
-    }
+    let status = if failed {
+        TrialStatus::Failed
+    } else {
+        TrialStatus::Completed
+    };
+    let overrides = vec![
+        ("micro_batch_size", json!(1 + id % 8)),
+        ("use_turbo_grouped_gemm", json!(id % 2 == 0)),
+    ];
+    let mut row = testkit::trial_row(id, status, overrides, &experiment());
+    row.failure = failed.then(|| Failure {
+        class: FailureClass::Oom,
+        line: Some("torch.OutOfMemoryError: HIP out of memory".into()),
+    });
+    row.exit_code = Some(i32::from(failed));
+    row.median_step_ms = (!failed).then_some(step);
+    row.tokens_per_s_per_gpu = (!failed).then_some(131_072_000.0 / step);
+    row.tflops_per_gpu = (!failed).then_some(163_000.0 / step);
+    row.peak_mem_gib = (!failed).then_some(140.0);
+    row
 }
 
 /// A listed trial: what it ran differently from the experiment (its overrides here).
@@ -194,7 +135,10 @@ fn full_app() -> App {
         },
     );
     for k in 0..HISTORY as u64 {
-        screen::update(&mut app, Msg::Telemetry(Box::new(snapshot(k))));
+        screen::update(
+            &mut app,
+            Msg::Telemetry(Box::new(testkit::snapshot(k, GPUS))),
+        );
     }
     screen::update(
         &mut app,
@@ -319,7 +263,7 @@ fn bench_frames() {
     let mut k = HISTORY as u64;
     let mut times: Vec<Duration> = (0..2000)
         .map(|_| {
-            let s = Box::new(snapshot(k));
+            let s = Box::new(testkit::snapshot(k, GPUS));
             k += 1;
             let t = Instant::now();
             screen::update(&mut app, Msg::Telemetry(s));

@@ -65,6 +65,8 @@ pub mod telemetry;
 #[allow(dead_code, unused_imports)]
 mod telemetry;
 #[cfg(feature = "testkit")]
+pub mod testkit;
+#[cfg(feature = "testkit")]
 pub mod tune;
 #[cfg(not(feature = "testkit"))]
 #[allow(dead_code, unused_imports)]
