@@ -5,6 +5,7 @@
 //! Events travel on a bounded channel ([`Events`]). Async code sends with `send(..).await`;
 //! the sweep's synchronous search loop (which never runs inside a runtime) uses [`emit`].
 
+pub use crate::domain::study::LaunchHistory;
 use crate::domain::trial::{TrialResult, TrialStatus};
 use crate::run::trial::TrialEvent;
 use serde::Serialize;
@@ -270,34 +271,6 @@ impl fmt::Display for StageEvent {
             }
         }
     }
-}
-
-/// Launch figures from stored trials.
-/// (Defined here, with the event that reports it; `sweep::history` computes it.)
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-pub struct LaunchHistory {
-    /// Median seconds before the first steady sample, and over how many trials (JSON:
-    /// `{"seconds", "trials"}`).
-    #[serde(serialize_with = "as_launch")]
-    pub launch_s: Option<(f64, usize)>,
-    /// Launch-to-launch variation of the median step time (relative standard deviation, the
-    /// within-trial error of each median taken out), and over how many repeated launches
-    /// (trials beyond the first of each candidate).
-    /// (JSON: `{"cv", "repeats"}`, the CV a fraction as here.)
-    #[serde(serialize_with = "as_cv")]
-    pub launch_cv: Option<(f64, usize)>,
-}
-
-fn as_launch<S: serde::Serializer>(v: &Option<(f64, usize)>, s: S) -> Result<S::Ok, S::Error> {
-    use serde::Serialize;
-    v.map(|(seconds, trials)| serde_json::json!({"seconds": seconds, "trials": trials}))
-        .serialize(s)
-}
-
-fn as_cv<S: serde::Serializer>(v: &Option<(f64, usize)>, s: S) -> Result<S::Ok, S::Error> {
-    use serde::Serialize;
-    v.map(|(cv, repeats)| serde_json::json!({"cv": cv, "repeats": repeats}))
-        .serialize(s)
 }
 
 /// What the search starts from, for the sweep's first lines.

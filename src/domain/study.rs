@@ -517,6 +517,35 @@ pub fn settings(o: &BTreeMap<String, serde_json::Value>) -> String {
         .join(" ")
 }
 
+/// Launch figures from stored trials: how long a launch takes to measure, and how much a
+/// candidate's median step moves from launch to launch (`app`'s sweep history computes it,
+/// its events report it).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct LaunchHistory {
+    /// Median seconds before the first steady sample, and over how many trials (JSON:
+    /// `{"seconds", "trials"}`).
+    #[serde(serialize_with = "as_launch")]
+    pub launch_s: Option<(f64, usize)>,
+    /// Launch-to-launch variation of the median step time (relative standard deviation, the
+    /// within-trial error of each median taken out), and over how many repeated launches
+    /// (trials beyond the first of each candidate).
+    /// (JSON: `{"cv", "repeats"}`, the CV a fraction as here.)
+    #[serde(serialize_with = "as_cv")]
+    pub launch_cv: Option<(f64, usize)>,
+}
+
+fn as_launch<S: serde::Serializer>(v: &Option<(f64, usize)>, s: S) -> Result<S::Ok, S::Error> {
+    use serde::Serialize;
+    v.map(|(seconds, trials)| serde_json::json!({"seconds": seconds, "trials": trials}))
+        .serialize(s)
+}
+
+fn as_cv<S: serde::Serializer>(v: &Option<(f64, usize)>, s: S) -> Result<S::Ok, S::Error> {
+    use serde::Serialize;
+    v.map(|(cv, repeats)| serde_json::json!({"cv": cv, "repeats": repeats}))
+        .serialize(s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,7 +16,8 @@ pub const TIERS: &[&[&str]] = &[
     &["run"],
     &["gemm"],
     &["checklist", "tune"],
-    &["report"],
+    // testkit: the fixtures tests and benchmarks share (the `testkit` feature).
+    &["report", "testkit"],
     &["app"],
 ];
 

@@ -3,8 +3,8 @@
 //! candidate's median step time moves from one launch to the next. The search uses both
 //! ([`crate::tune::search::SearchConfig::launch_s_prior`] and `launch_cv`).
 
-pub use super::super::events::LaunchHistory;
 use super::runner::launch_s;
+pub use crate::domain::study::LaunchHistory;
 use crate::store::{Store, TrialFilter, TrialRow, TrialStatus};
 use crate::util::stats::median;
 use std::collections::BTreeMap;
