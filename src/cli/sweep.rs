@@ -43,7 +43,9 @@ pub struct SweepArgs {
     /// other].
     #[arg(long)]
     pub first_iters: Option<u64>,
-    /// Longest trial [default: 60; a resumed study: its own, and no other].
+    /// Longest trial of the halving rungs [default: 60; a resumed study: its own, and no
+    /// other]. When start-up dominates, each candidate gets one launch of 18–30 iterations
+    /// instead, whatever this says (docs/sweeps.md, "When start-up dominates").
     #[arg(long)]
     pub max_iters: Option<u64>,
     /// GPU memory per GPU in GiB, what the memory model prunes against (default: what
