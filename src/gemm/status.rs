@@ -177,22 +177,65 @@ pub fn of_experiment(
     })
 }
 
-/// Evaluates the tuning state.
+/// Evaluates the tuning state: the stages' files, the environment's switches and traps, the
+/// file training would use against the hipBLASLt build here, and the next stage. Each part adds
+/// its notes in this order.
 pub fn status(input: &StatusInput) -> GemmStatus {
     let env = input.env;
     let layout = TuneLayout::new(input.primus_root, input.experiment, env);
     let mut notes = Vec::new();
-    let applicable = input.framework == "megatron";
+    let applicable = applicable(input.framework, &mut notes);
+    let (dump_summary, dumps) = dumps_of(&layout, &mut notes);
+    let (parsed, results) = results_of(&layout, dump_summary.as_ref(), dumps.as_ref(), &mut notes);
+    let (master, stage) = env_traps(env, &layout, &mut notes);
+    let (override_file, in_use) = stage3(input, &layout, master, stage, &mut notes);
+    let checked = file_in_use(override_file.as_ref(), &layout, parsed.as_ref(), &mut notes);
+    if let Some(r) = &checked {
+        check_build(r, input.installed, &mut notes);
+    }
+    let (done, next, next_text) = next_stage(
+        results.as_ref(),
+        dumps.as_ref(),
+        input.comparison.is_some(),
+        in_use,
+    );
+    GemmStatus {
+        layout,
+        applicable,
+        dumps,
+        results,
+        override_file,
+        in_use,
+        comparison: input.comparison.clone(),
+        done,
+        next,
+        next_text,
+        notes,
+        installed: input.installed.cloned(),
+    }
+}
+
+/// Whether Primus' hook runs for this backend (Megatron only); a note when it does not.
+fn applicable(framework: &str, notes: &mut Vec<Note>) -> bool {
+    let applicable = framework == "megatron";
     if !applicable {
         notes.push(note(
             Level::Info,
             format!(
                 "Primus runs its HipBLASLt tuning hook for the Megatron backend only (this experiment uses {}); the stages here still work, but a {} run does not pick up the tuned file through the hook",
-                input.framework, input.framework
+                framework, framework
             ),
         ));
     }
 
+    applicable
+}
+
+/// Stage 1's dump: the parsed summary and what status shows of it.
+fn dumps_of(
+    layout: &TuneLayout,
+    notes: &mut Vec<Note>,
+) -> (Option<DumpSummary>, Option<DumpState>) {
     let dump_summary: Option<DumpSummary> = if layout.shapes_dir.is_dir() {
         match dump::read_dumps(&layout.shapes_dir) {
             Ok(s) => Some(s),
@@ -225,6 +268,16 @@ pub fn status(input: &StatusInput) -> GemmStatus {
         ));
     }
 
+    (dump_summary, dumps)
+}
+
+/// Stage 2's result file: parsed, and what status shows of it against the dump.
+fn results_of(
+    layout: &TuneLayout,
+    dump_summary: Option<&DumpSummary>,
+    dumps: Option<&DumpState>,
+    notes: &mut Vec<Note>,
+) -> (Option<TuneResults>, Option<ResultState>) {
     let parsed: Option<TuneResults> = if layout.result_file.is_file() {
         match results::read(&layout.result_file) {
             Ok(r) => Some(r),
@@ -239,10 +292,8 @@ pub fn status(input: &StatusInput) -> GemmStatus {
     } else {
         None
     };
-    let results = parsed
-        .as_ref()
-        .map(|r| result_state(r, dump_summary.as_ref()));
-    if let (Some(r), Some(d)) = (&results, &dumps) {
+    let results = parsed.as_ref().map(|r| result_state(r, dump_summary));
+    if let (Some(r), Some(d)) = (&results, dumps) {
         if let Some(c) = r.covered
             && c < d.unique_shapes
         {
@@ -272,7 +323,15 @@ pub fn status(input: &StatusInput) -> GemmStatus {
         ));
     }
 
-    // The environment's traps.
+    (parsed, results)
+}
+
+/// The environment's switches (the master switch, the stage) and its traps.
+fn env_traps<'e>(
+    env: &'e Env,
+    layout: &TuneLayout,
+    notes: &mut Vec<Note>,
+) -> (bool, Option<&'e str>) {
     let master = env.get("PRIMUS_HIPBLASLT_TUNING") == Some("1");
     let stage = env
         .get("PRIMUS_HIPBLASLT_TUNING_STAGE")
@@ -338,6 +397,18 @@ pub fn status(input: &StatusInput) -> GemmStatus {
             ),
         ));
     }
+    (master, stage)
+}
+
+/// The stage-3 file (the override, else the experiment's) and whether training uses it now.
+fn stage3(
+    input: &StatusInput,
+    layout: &TuneLayout,
+    master: bool,
+    stage: Option<&str>,
+    notes: &mut Vec<Note>,
+) -> (Option<PathBuf>, bool) {
+    let env = input.env;
     let override_file = env
         .get("HIPBLASLT_TUNING_OVERRIDE_FILE")
         .filter(|s| !s.is_empty())
@@ -365,11 +436,20 @@ pub fn status(input: &StatusInput) -> GemmStatus {
             ));
         }
     }
-    // The file in use (or about to be), checked against the hipBLASLt build here: the override
-    // when it names another file, else the experiment's (read once either way).
-    let checked = match override_file.as_ref() {
-        None => parsed.clone(),
-        Some(f) if *f == layout.result_file && f.is_file() => parsed.clone(),
+    (override_file, in_use)
+}
+
+/// The file in use (or about to be), checked against the hipBLASLt build here: the override
+/// when it names another file, else the experiment's (read once either way).
+fn file_in_use(
+    override_file: Option<&PathBuf>,
+    layout: &TuneLayout,
+    parsed: Option<&TuneResults>,
+    notes: &mut Vec<Note>,
+) -> Option<TuneResults> {
+    match override_file {
+        None => parsed.cloned(),
+        Some(f) if *f == layout.result_file && f.is_file() => parsed.cloned(),
         Some(f) if !f.is_file() => {
             notes.push(note(
                 Level::Error,
@@ -390,64 +470,70 @@ pub fn status(input: &StatusInput) -> GemmStatus {
                 None
             }
         },
-    };
-    if let Some(r) = &checked {
-        match input.installed {
-            Some(b) => {
-                if b.git_version != r.git_version {
+    }
+}
+
+/// The result file against the installed hipBLASLt: its build and the GPU architecture.
+fn check_build(r: &TuneResults, installed: Option<&HipblasltBuild>, notes: &mut Vec<Note>) {
+    match installed {
+        Some(b) => {
+            if b.git_version != r.git_version {
+                notes.push(note(
+                    Level::Warning,
+                    format!(
+                        "{} was written by hipBLASLt {} but {} is installed: solution indices are build-specific, re-run stage 2",
+                        r.path.display(),
+                        r.git_version,
+                        b.git_version
+                    ),
+                ));
+            } else {
+                notes.push(note(
+                    Level::Ok,
+                    format!("the result file matches the installed hipBLASLt ({})", b.git_version),
+                ));
+            }
+            if let Some(arch) = &b.arch {
+                let base = |a: &str| a.split(':').next().unwrap_or(a).to_string();
+                let other: Vec<&str> = r
+                    .entries
+                    .iter()
+                    .map(|e| e.arch.as_str())
+                    .filter(|a| base(a) != base(arch))
+                    .collect();
+                if let Some(a) = other.first() {
                     notes.push(note(
                         Level::Warning,
-                        format!(
-                            "{} was written by hipBLASLt {} but {} is installed: solution indices are build-specific, re-run stage 2",
-                            r.path.display(),
-                            r.git_version,
-                            b.git_version
-                        ),
+                        format!("{} tuned on {a}, but this GPU is {arch}", other.len()),
                     ));
-                } else {
-                    notes.push(note(
-                        Level::Ok,
-                        format!("the result file matches the installed hipBLASLt ({})", b.git_version),
-                    ));
-                }
-                if let Some(arch) = &b.arch {
-                    let base = |a: &str| a.split(':').next().unwrap_or(a).to_string();
-                    let other: Vec<&str> = r
-                        .entries
-                        .iter()
-                        .map(|e| e.arch.as_str())
-                        .filter(|a| base(a) != base(arch))
-                        .collect();
-                    if let Some(a) = other.first() {
-                        notes.push(note(
-                            Level::Warning,
-                            format!("{} tuned on {a}, but this GPU is {arch}", other.len()),
-                        ));
-                    }
                 }
             }
-            None => notes.push(note(
-                Level::Info,
-                format!(
-                    "the installed hipBLASLt version is unknown here (no hipblaslt-bench), so the file's build ({}) is not checked",
-                    r.git_version
-                ),
-            )),
         }
+        None => notes.push(note(
+            Level::Info,
+            format!(
+                "the installed hipBLASLt version is unknown here (no hipblaslt-bench), so the file's build ({}) is not checked",
+                r.git_version
+            ),
+        )),
     }
+}
 
-    let done = if results.as_ref().is_some_and(|r| r.entries > 0) {
+/// The highest stage done, the next one, and what to do next.
+fn next_stage(
+    results: Option<&ResultState>,
+    dumps: Option<&DumpState>,
+    compared: bool,
+    in_use: bool,
+) -> (u8, Option<u8>, String) {
+    let done = if results.is_some_and(|r| r.entries > 0) {
         2
-    } else if dumps.as_ref().is_some_and(|d| d.gemm_lines > 0) {
+    } else if dumps.is_some_and(|d| d.gemm_lines > 0) {
         1
     } else {
         0
     };
-    let done = if done == 2 && input.comparison.is_some() {
-        3
-    } else {
-        done
-    };
+    let done = if done == 2 && compared { 3 } else { done };
     let (next, next_text) = match done {
         0 => (
             Some(1),
@@ -457,7 +543,7 @@ pub fn status(input: &StatusInput) -> GemmStatus {
             Some(2),
             format!(
                 "stage 2: tune the {} dumped shapes offline (gemm-tune stage 2)",
-                dumps.as_ref().map_or(0, |d| d.unique_shapes)
+                dumps.map_or(0, |d| d.unique_shapes)
             ),
         ),
         2 => (
@@ -472,20 +558,7 @@ pub fn status(input: &StatusInput) -> GemmStatus {
                 .to_string(),
         ),
     };
-    GemmStatus {
-        layout,
-        applicable,
-        dumps,
-        results,
-        override_file,
-        in_use,
-        comparison: input.comparison.clone(),
-        done,
-        next,
-        next_text,
-        notes,
-        installed: input.installed.cloned(),
-    }
+    (done, next, next_text)
 }
 
 fn result_state(r: &TuneResults, dumps: Option<&DumpSummary>) -> ResultState {
