@@ -17,7 +17,10 @@ mod phases;
 use super::search::effects::Effects;
 use super::search::prior::batch::stages;
 use super::search::{Job, Runner, SearchConfig, SearchResult, search};
-use crate::domain::study::{Candidate, Knob, MemoryTrend, Outcome, Overrides};
+use super::space::ranks_of;
+use crate::domain::study::{
+    Candidate, Knob, MemoryTrend, Outcome, Overrides, StudyRecord, VerdictKind,
+};
 use crate::domain::trial::Iteration;
 use crate::run::steady::{SteadyConfig, should_stop};
 use crate::util::stats::median;
@@ -258,6 +261,38 @@ pub fn candidates_of(overrides: &[&Overrides], knobs: &[Knob]) -> Vec<Candidate>
             baseline: false,
         })
         .collect()
+}
+
+/// Adds one stored study's measured candidates to `effects`: against the knobs of its space
+/// as it stored them (a group knob such as `@recompute` is one knob, as in the sweep that
+/// carries them), or for an older study the knobs its candidates' overrides imply.
+pub fn learn_study(effects: &mut Effects, rec: &StudyRecord) {
+    let overrides: Vec<&Overrides> = rec.candidates.iter().map(|c| &c.overrides).collect();
+    let (knobs, cands) = if rec.knobs.is_empty() {
+        let knobs = knobs_of(&overrides);
+        let cands = candidates_of(&overrides, &knobs);
+        (knobs, cands)
+    } else {
+        let cands = overrides
+            .iter()
+            .enumerate()
+            .map(|(id, o)| Candidate {
+                id,
+                overrides: (*o).clone(),
+                ranks: ranks_of(&rec.knobs, o).unwrap_or_default(),
+                baseline: false,
+            })
+            .collect();
+        (rec.knobs.clone(), cands)
+    };
+    let measured: Vec<(usize, f64)> = rec
+        .candidates
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| !matches!(c.verdict, VerdictKind::Oom | VerdictKind::Failed))
+        .filter_map(|(i, c)| Some((i, c.step_ms?)))
+        .collect();
+    effects.learn(&knobs, &cands, &measured);
 }
 
 /// A [`Runner`] that replays a table.

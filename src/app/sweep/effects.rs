@@ -1,11 +1,10 @@
 //! What the workspace's earlier studies measured about the knobs: the priors a sweep's search
 //! starts from ([`crate::tune::search::SearchConfig::effects`]).
 
-use crate::domain::study::{Candidate, Overrides, StudyRecord, VerdictKind};
+use crate::domain::study::StudyRecord;
 use crate::store::Store;
-use crate::tune::replay::{candidates_of, knobs_of};
+use crate::tune::replay::learn_study;
 use crate::tune::search::effects::Effects;
-use crate::tune::space::ranks_of;
 
 /// The knob effects of the workspace's finished studies run with `profile` (the same knobs on
 /// another profile, a CPU stand-in say, measure something else), other than the study named
@@ -27,47 +26,15 @@ pub fn knob_effects(store: &Store, profile: &str, except: &str) -> Effects {
         if rec.profile != profile || !rec.unmodeled.is_empty() {
             continue;
         }
-        learn(&mut effects, &rec);
+        learn_study(&mut effects, &rec);
     }
     effects
-}
-
-/// Adds one stored study's measured candidates to `effects`: against the knobs of its space
-/// as it stored them (a group knob such as `@recompute` is one knob, as in the sweep that
-/// carries them), or for an older study the knobs its candidates' overrides imply.
-fn learn(effects: &mut Effects, rec: &StudyRecord) {
-    let overrides: Vec<&Overrides> = rec.candidates.iter().map(|c| &c.overrides).collect();
-    let (knobs, cands) = if rec.knobs.is_empty() {
-        let knobs = knobs_of(&overrides);
-        let cands = candidates_of(&overrides, &knobs);
-        (knobs, cands)
-    } else {
-        let cands = overrides
-            .iter()
-            .enumerate()
-            .map(|(id, o)| Candidate {
-                id,
-                overrides: (*o).clone(),
-                ranks: ranks_of(&rec.knobs, o).unwrap_or_default(),
-                baseline: false,
-            })
-            .collect();
-        (rec.knobs.clone(), cands)
-    };
-    let measured: Vec<(usize, f64)> = rec
-        .candidates
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| !matches!(c.verdict, VerdictKind::Oom | VerdictKind::Failed))
-        .filter_map(|(i, c)| Some((i, c.step_ms?)))
-        .collect();
-    effects.learn(&knobs, &cands, &measured);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::study::{Knob, MemoryTrend};
+    use crate::domain::study::{Candidate, Knob, MemoryTrend};
     use serde_json::json;
     use std::path::Path;
 

@@ -2,8 +2,8 @@
 //! processes (with one launch per candidate, only where launch-to-launch variation could
 //! explain the pick's lead).
 
-use super::step::{Ask, Seen, Step};
-use super::{Flow, Search, State};
+use super::step::{Ask, Seen, Step, settle};
+use super::{Flow, Search};
 
 /// The confirmation launches.
 #[derive(Default)]
@@ -16,14 +16,12 @@ impl Step for Confirm {
         let Some(seen) = seen else {
             return self.ask(s, f);
         };
-        for i in seen.launched {
+        for &i in &seen.launched {
             if !f.contenders.contains(&i) {
                 f.contenders.push(i);
             }
         }
-        f.exhausted |= !seen.complete;
-        s.note_spent("confirmation", self.since);
-        f.contenders.retain(|&i| s.state[i] == State::Measured);
+        settle(s, f, &seen, "confirmation", self.since);
         None
     }
 }

@@ -2,7 +2,7 @@
 //! tied with the leader on a short trial and one tie-break launch; otherwise successive halving,
 //! each rung `growth` times longer for the better 1/`growth` still tied with the leader.
 
-use super::step::{Ask, Seen, Step};
+use super::step::{Ask, Seen, Step, settle};
 use super::{Flow, Search, Stat, State};
 
 /// Candidates measured on a short trial before start-up was known to dominate, and still tied
@@ -15,9 +15,7 @@ pub(super) struct LongLaunches {
 impl Step for LongLaunches {
     fn step(&mut self, s: &mut Search<'_>, f: &mut Flow, seen: Option<Seen>) -> Option<Ask> {
         if let Some(seen) = seen {
-            f.exhausted |= !seen.complete;
-            s.note_spent("long launches", self.since);
-            f.contenders.retain(|&i| s.state[i] == State::Measured);
+            settle(s, f, &seen, "long launches", self.since);
             return None;
         }
         let (cfg, max_iters) = (s.cfg, f.max_iters);
@@ -61,9 +59,7 @@ pub(super) struct TieBreak {
 impl Step for TieBreak {
     fn step(&mut self, s: &mut Search<'_>, f: &mut Flow, seen: Option<Seen>) -> Option<Ask> {
         if let Some(seen) = seen {
-            f.exhausted |= !seen.complete;
-            s.note_spent("tie-break", self.since);
-            f.contenders.retain(|&i| s.state[i] == State::Measured);
+            settle(s, f, &seen, "tie-break", self.since);
             return None;
         }
         let (cfg, max_iters) = (s.cfg, f.max_iters);

@@ -31,6 +31,15 @@ pub(super) trait Step {
     fn step(&mut self, s: &mut Search<'_>, f: &mut Flow, seen: Option<Seen>) -> Option<Ask>;
 }
 
+/// After a phase's launches: the budget's verdict, what they cost (in the log, under `stage`),
+/// and the contenders that are still measured.
+pub(super) fn settle(s: &mut Search<'_>, f: &mut Flow, seen: &Seen, stage: &str, since: f64) {
+    f.exhausted |= !seen.complete;
+    s.note_spent(stage, since);
+    f.contenders
+        .retain(|&i| s.state[i] == super::State::Measured);
+}
+
 /// Runs a phase to its end: each request is launched through the runner and what came of it is
 /// handed back.
 pub(super) fn drive(
