@@ -105,6 +105,20 @@ impl Report {
         let _ = writeln!(s, "| Memory model | {} |\n", cell(&model));
     }
 
+    /// A row's step time as the pick states it: the statistic, the batch it is per, its 95 %
+    /// confidence interval and sample count.
+    fn step_text(&self, p: &Row) -> String {
+        format!(
+            "step time ({}) {} ms {} (95 % CI {}–{} ms, n {})",
+            self.record.statistic.name(),
+            opt(p.step_ms, 1),
+            self.record.batch_unit(),
+            opt(p.ci_low_ms, 1),
+            opt(p.ci_high_ms, 1),
+            p.n
+        )
+    }
+
     /// What to do: the pick with its figures and snippet, or why there is none.
     fn pick_section(&self, s: &mut String) {
         let r = &self.record;
@@ -113,30 +127,19 @@ impl Report {
             Some(p) if p.baseline => {
                 let _ = writeln!(
                     s,
-                    "**Keep the current settings** ({}, candidate {}): step time ({}) {} ms {} \
-                     (95 % CI {}–{} ms, n {}). {}.\n",
+                    "**Keep the current settings** ({}, candidate {}): {}. {}.\n",
                     p.settings,
                     p.id,
-                    self.record.statistic.name(),
-                    opt(p.step_ms, 1),
-                    self.record.batch_unit(),
-                    opt(p.ci_low_ms, 1),
-                    opt(p.ci_high_ms, 1),
-                    p.n,
+                    self.step_text(p),
                     r.conclusion_text()
                 );
             }
             Some(p) => {
                 let mut line = format!(
-                    "**{}** (candidate {}): step time ({}) {} ms {} (95 % CI {}–{} ms, n {})",
+                    "**{}** (candidate {}): {}",
                     p.settings,
                     p.id,
-                    self.record.statistic.name(),
-                    opt(p.step_ms, 1),
-                    self.record.batch_unit(),
-                    opt(p.ci_low_ms, 1),
-                    opt(p.ci_high_ms, 1),
-                    p.n
+                    self.step_text(p)
                 );
                 if let Some(t) = p.tokens_per_s {
                     let _ = write!(line, ", {} tokens/s per GPU", charts::fmt::grouped(t));
