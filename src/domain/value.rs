@@ -196,6 +196,15 @@ pub fn yaml_float(x: f64) -> String {
     }
 }
 
+/// A JSON object as flat config values by key (anything but an object: none), as a trial's
+/// `resolved.json` is read back.
+pub fn map_from_json(j: &serde_json::Value) -> std::collections::BTreeMap<String, Value> {
+    match j {
+        serde_json::Value::Object(m) => m.iter().map(|(k, v)| (k.clone(), from_json(v))).collect(),
+        _ => std::collections::BTreeMap::new(),
+    }
+}
+
 /// A JSON value as a config value (a number that fits no `i64` becomes a float).
 pub fn from_json(j: &serde_json::Value) -> Value {
     use serde_json::Value as J;

@@ -1,7 +1,7 @@
 //! The scaled-down model and run the proxy trains, derived from Megatron's parameters.
 
 use super::*;
-use crate::domain::value::from_json;
+use crate::domain::value::map_from_json;
 use crate::megatron::{self, DecayStyle, Params, Training};
 
 /// Hidden size, attention width, FFN sizes are divided by this (then by TP where Megatron shards).
@@ -109,18 +109,10 @@ fn moe_fraction(moe: &megatron::Moe, layers: usize) -> f64 {
 /// first read as the Megatron values of the same model and run
 /// ([`megatron::titan::megatron_view`]); keys already held under Megatron names are kept.
 pub fn params_of(v: &Value) -> (Params, usize) {
-    let mut values: std::collections::BTreeMap<String, crate::domain::value::Value> = v
-        .as_object()
-        .map(|m| m.iter().map(|(k, x)| (k.clone(), from_json(x))).collect())
-        .unwrap_or_default();
+    let mut values = map_from_json(v);
     let world = values
         .get("_world_size")
-        .and_then(|w| match w {
-            crate::domain::value::Value::Int(i) => Some(*i as f64),
-            crate::domain::value::Value::Float(f) => Some(*f),
-            crate::domain::value::Value::Str(s) => s.trim().parse().ok(),
-            _ => None,
-        })
+        .and_then(|w| w.as_f64().or_else(|| w.as_str()?.trim().parse().ok()))
         .filter(|w| w.is_finite() && *w >= 1.0)
         .map_or(1, |w| w as usize);
     if let Some(view) = megatron::titan::megatron_view(&values, Some(world as u64)) {

@@ -4,7 +4,6 @@
 //! element becomes one argument (or, for `{overrides}`, `{model_args}` and `{env_args}`, several).
 
 use super::capabilities::Capabilities;
-use crate::config::catalog::json_to_value;
 use crate::config::overrides::Override;
 use crate::config::yaml;
 use crate::domain::value::{Value, yaml_float};
@@ -710,13 +709,7 @@ pub fn trial_resolved_json(params: &BTreeMap<String, Value>, world_size: u64) ->
 
 /// Read back a `{resolved}` file into values.
 pub fn read_resolved(j: &serde_json::Value) -> BTreeMap<String, Value> {
-    match j {
-        serde_json::Value::Object(m) => m
-            .iter()
-            .map(|(k, v)| (k.clone(), json_to_value(v)))
-            .collect(),
-        _ => BTreeMap::new(),
-    }
+    crate::domain::value::map_from_json(j)
 }
 
 #[cfg(test)]
