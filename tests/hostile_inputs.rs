@@ -14,8 +14,12 @@ use hostile::measured::{self, Outcome};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// A debug build on a busy 2-core machine: the release figures are ~10× below.
-const LIMIT: Duration = Duration::from_secs(20);
+/// A guard against a hang or a blow-up, not a speed goal (that is the release figure of
+/// docs/bench/hostile-corpus.sh, ≤ 2 s a case). A debug build is ~10× slower than release,
+/// and this file's tests run side by side on CI's 2 cores: the slowest case, `set
+/// duplicate_keys_150k`, took 14.5 s alone and 20.0 s in a full CI run on 2026-12-06 (release:
+/// 1.5 s), so 20 s left no margin.
+const LIMIT: Duration = Duration::from_secs(40);
 /// Memory allowed: this base, plus [`PER_MIB`] for each MiB of input.
 const BASE_BYTES: u64 = 64 << 20;
 const PER_MIB: u64 = 256 << 20;
