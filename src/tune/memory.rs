@@ -69,6 +69,34 @@ pub struct MemoryEstimate {
     pub notes: Vec<String>,
 }
 
+/// The table of terms both backends' models fill (Megatron's from [`megatron::Params`]'s sizes,
+/// TorchTitan's from [`crate::megatron::titan::Titan`]'s): what one GPU holds at its peak, by
+/// kind, in bytes. [`MemoryEstimate::of`] is the one sum.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+struct Terms {
+    weights: f64,
+    /// the gradients live at the peak
+    grads: f64,
+    optimizer: f64,
+    activations: f64,
+    moe_buffers: f64,
+}
+
+impl MemoryEstimate {
+    /// The estimate of a table of terms: their sum, and the notes of what was not modeled.
+    fn of(t: Terms, notes: Vec<String>) -> MemoryEstimate {
+        MemoryEstimate {
+            weights_bytes: t.weights,
+            grads_bytes: t.grads,
+            optimizer_bytes: t.optimizer,
+            activations_bytes: t.activations,
+            moe_buffers_bytes: t.moe_buffers,
+            total_bytes: t.weights + t.grads + t.optimizer + t.activations + t.moe_buffers,
+            notes,
+        }
+    }
+}
+
 fn num(p: &Params, key: &str) -> Option<f64> {
     match p.get(key)? {
         Value::Int(i) => Some(*i as f64),
@@ -175,29 +203,37 @@ pub fn estimate(
     params: &BTreeMap<String, Value>,
     world_size: u64,
 ) -> Result<MemoryEstimate, MemoryError> {
-    if crate::megatron::titan::is_torchtitan(params) {
-        return titan::estimate(params, world_size);
-    }
     let mut notes = Vec::new();
-    let shape = terms::Shape::of(params, world_size, &mut notes)?;
+    let terms = if crate::megatron::titan::is_torchtitan(params) {
+        titan::terms(params, world_size, &mut notes)?
+    } else {
+        megatron_terms(params, world_size, &mut notes)?
+    };
+    Ok(MemoryEstimate::of(terms, notes))
+}
+
+/// The terms of the peak of a Megatron config's first stage (see [`estimate`]).
+fn megatron_terms(
+    params: &Params,
+    world_size: u64,
+    notes: &mut Vec<String>,
+) -> Result<Terms, MemoryError> {
+    let shape = terms::Shape::of(params, world_size, notes)?;
     // Bytes per parameter: bf16 weights, fp32 main grads, fp32 main params + Adam m and v.
     let (dense_params, expert_params) = shape.params();
     let weights = 2.0 * (dense_params + expert_params);
     let grads = 4.0 * (dense_params + expert_params);
-    let optimizer = shape.optimizer(dense_params, expert_params, &mut notes);
-    let act = terms::Activations::of(&shape, &mut notes)?;
+    let optimizer = shape.optimizer(dense_params, expert_params, notes);
+    let act = terms::Activations::of(&shape, notes)?;
     let (activations, stored, working) = act.peak();
-    let moe_buffers = act.moe_buffers(stored, working, &mut notes);
-    shape.unmodeled(&mut notes);
-    let total_bytes = weights + grads + optimizer + activations + moe_buffers;
-    Ok(MemoryEstimate {
-        weights_bytes: weights,
-        grads_bytes: grads,
-        optimizer_bytes: optimizer,
-        activations_bytes: activations,
-        moe_buffers_bytes: moe_buffers,
-        total_bytes,
-        notes,
+    let moe_buffers = act.moe_buffers(stored, working, notes);
+    shape.unmodeled(notes);
+    Ok(Terms {
+        weights,
+        grads,
+        optimizer,
+        activations,
+        moe_buffers,
     })
 }
 

@@ -8,21 +8,19 @@ pub mod lease;
 pub mod open;
 pub mod request;
 pub mod runner;
+mod study;
 
-use super::events::{self, AppEvent, Events, SweepEvent};
+use super::events::Events;
 use super::trial::Cancel;
 use super::{AppError, Session};
 use crate::config::{Experiment, LoadOptions};
-use crate::domain::evidence::Basis;
 use crate::domain::study::{Candidate, StudyRecord};
 use crate::run::profile;
 use crate::store::{Store, WorkspaceOrigin};
 use crate::tune::memory::{self, Calibration};
-use crate::tune::search::{self, SearchConfig};
+use crate::tune::search;
 use crate::tune::space::{self, Space};
-use crate::tune::study::{RanOn, record};
 pub use request::{FIRST_ITERS, MAX_ITERS, SweepRequest};
-use runner::TrialRunner;
 use std::collections::BTreeMap;
 
 /// How a sweep ended.
@@ -380,137 +378,6 @@ fn forecasts(store: &Store, t: &TrialSetup, cands: &[Candidate], batch_rule: boo
     }
 }
 
-/// What the sweep's figures are evidence of: the plan's basis, naming the GPU measured on this
-/// node when the plan could not.
-fn basis_of(t: &TrialSetup, gpu_name: Option<String>) -> Basis {
-    match &t.plan.basis {
-        Basis::Measured { profile, gpu: None } if t.plan.launcher.batch().is_none() => {
-            Basis::Measured {
-                profile: profile.clone(),
-                gpu: gpu_name,
-            }
-        }
-        b => b.clone(),
-    }
-}
-
-/// The memory model recalibrated on the study's own peaks, as the frontend is told.
-fn recalibrated(c: &Calibration) -> SweepEvent {
-    SweepEvent::Recalibrated {
-        points: c.points,
-        scale: c.scale,
-        offset_gib: gib(c.offset_bytes),
-    }
-}
-
-/// What the search of one study is set up with: its legal candidates, forecasts, launch
-/// history and the facts of the GPU it runs on.
-struct Plan {
-    cands: Vec<Candidate>,
-    legal: Vec<Result<(), space::Illegal>>,
-    legal_cands: Vec<Candidate>,
-    capacity: Option<f64>,
-    basis: Basis,
-    batch_rule: bool,
-    f: Forecasts,
-    history: history::LaunchHistory,
-    knob_effects: crate::tune::search::effects::Effects,
-}
-
-impl Plan {
-    fn new(
-        session: &Session,
-        store: &Store,
-        t: &TrialSetup,
-        space: &Space,
-        req: &SweepRequest,
-        study: &str,
-    ) -> Plan {
-        let cands = space.candidates_with_baseline(&t.exp);
-        // Legal at the trials' world: a candidate Megatron would refuse on it never launches.
-        let legal = space::legality(&t.exp, &t.job, &cands);
-        let legal_cands: Vec<Candidate> = cands
-            .iter()
-            .zip(&legal)
-            .filter(|(_, l)| l.is_ok())
-            .map(|(c, _)| c.clone())
-            .collect();
-        let (capacity, gpu_name) = gpu_facts(session, req.capacity_gib);
-        let prof = &t.plan.profile.name;
-        // The batch rule skips a smaller batch once a larger one fits: what fits a GPU is not
-        // a CPU stand-in's to say.
-        let batch_rule = req.batch_rule && !t.plan.profile.capabilities.stand_in;
-        Plan {
-            basis: basis_of(t, gpu_name),
-            f: forecasts(store, t, &cands, batch_rule),
-            history: history::launch_history(store, &t.exp.path, prof),
-            knob_effects: if req.carried_effects {
-                effects::knob_effects(store, prof, study)
-            } else {
-                Default::default()
-            },
-            cands,
-            legal,
-            legal_cands,
-            capacity,
-            batch_rule,
-        }
-    }
-
-    /// The memory capacity the search and the record go by: none while the model is off.
-    fn capacity(&self) -> Option<f64> {
-        self.capacity.filter(|_| self.f.off.is_none())
-    }
-
-    fn started(&self, study: &str, space: &Space, t: &TrialSetup) -> SweepEvent {
-        let f = &self.f;
-        SweepEvent::Started {
-            study: study.to_string(),
-            space: space.name.clone(),
-            candidates: self.cands.len(),
-            legal: self.legal_cands.len(),
-            profile: t.plan.profile.name.clone(),
-            gpus: t.base.gpus,
-            capacity_gib: self.capacity.map(gib),
-            calibration: (!f.points.is_empty())
-                .then(|| (f.points.len(), f.cal.scale, gib(f.cal.offset_bytes))),
-            memory_model_off: f.off.clone(),
-            basis: self.basis.clone(),
-            unmodeled: t.unmodeled.clone(),
-            launch_history: Box::new(self.history.clone()),
-        }
-    }
-
-    fn search_config(&self, req: &SweepRequest, cost_unit: &'static str) -> SearchConfig {
-        let (first, most) = (
-            req.first_iters.unwrap_or(FIRST_ITERS),
-            req.max_iters.unwrap_or(MAX_ITERS),
-        );
-        let knob_effects = &self.knob_effects;
-        SearchConfig {
-            cost_unit,
-            launch_s_prior: self.history.launch_s.map(|l| l.0),
-            launch_cv: self.history.launch_cv.map(|c| c.0),
-            first_iters: first,
-            max_iters: most.max(first),
-            max_trials: req.max_trials,
-            budget_gpu_seconds: req.budget_minutes.map(|m| m * 60.0),
-            capacity_bytes: self.capacity(),
-            headroom: req.headroom,
-            predictions_calibrated: !self.f.points.is_empty(),
-            parallel: req.parallel.max(1),
-            effects: (knob_effects.studies() > 0).then(|| knob_effects.clone()),
-            pipeline_stages: self
-                .legal_cands
-                .iter()
-                .filter(|_| self.batch_rule)
-                .filter_map(|c| Some((c.id, pipeline_stages(self.f.params.get(&c.id)?)?)))
-                .collect(),
-            ..SearchConfig::default()
-        }
-    }
-}
-
 /// Run a sweep to its end (blocking: call it from a thread that is not inside a tokio
 /// runtime). `cancel` stops the trial in flight and the sweep; the study can be resumed.
 pub fn run(
@@ -521,92 +388,9 @@ pub fn run(
 ) -> Result<SweepOutcome, AppError> {
     let exp = session.load()?;
     let store = session.store()?;
-    let opened = open::open(session, &store, &exp, req)?;
-    // One runner per study: a resumed study's lease is taken before anything is written or
-    // launched; a new one's as soon as it exists.
-    let held = opened
-        .id
-        .map(|id| lease::HeldLease::take(&store, id, &opened.name))
-        .transpose()?;
-    let mut req = opened.req.clone();
-    let space = opened.space.clone();
-    if let Some(why) = space.not_applicable(&exp) {
-        return Err(AppError::Failed(format!("{}: {why}", session.display())));
-    }
-    let t = set_up(session, exp, &space, &req)?;
-    let prof = t.plan.profile.name.clone();
-    req.trial.profile = Some(prof.clone());
-    let launch = open::StudyLaunch::of(&req, &prof);
-    let study_id = open::create(&store, &t.exp, &opened, &launch)?;
-    let study_name = opened.name.clone();
-    let held = lease::HeldLease::keep_or_take(held, &store, study_id, &study_name)?;
-    let resume = resume_command(session, &study_name, &req);
-    let plan = Plan::new(session, &store, &t, &space, &req, &study_name);
-    let (cost_rate, cost_unit) = t.plan.cost_per_second();
-    events::emit(
-        events,
-        AppEvent::Sweep(plan.started(&study_name, &space, &t)),
-    );
-    let mut base = t.base.clone();
-    base.study_id = Some(study_id);
-    // Trials resolve their own environment from the session's (`materialise`).
-    let mut runner = TrialRunner::new(
-        &t.exp,
-        &session.load,
-        &store,
-        base,
-        runner::Study {
-            id: study_id,
-            cost_rate,
-        },
-        cancel,
-        events.clone(),
-    )?;
-    runner.stop_when(held.lost_flag());
-    if let Some(line) = held.takeover() {
-        runner.say(SweepEvent::Decided { line });
-    }
-    let result = search::search(
-        &space.knobs,
-        &plan.legal_cands,
-        &mut runner,
-        &plan.search_config(&req, cost_unit),
-        &|c: &Candidate| plan.f.predicted.get(&c.id).copied(),
-    );
-    // A job of this study whose trial the search did not follow again is cancelled: a resume
-    // follows a running job or ends it, never leaves it beside a new one.
-    runner.end_unfollowed();
-    let outcome = |record| SweepOutcome {
-        study: study_name.clone(),
-        id: study_id,
-        record,
-        replayed: runner.replayed,
-        launched: runner.launched,
-        resume: resume.clone(),
-        cost_unit,
-    };
-    if let Some(e) = held.lost(&study_name) {
-        return Err(e);
-    }
-    if runner.cancelled() {
-        return Ok(outcome(None));
-    }
-    if result.calibration.points > 0 {
-        runner.say(recalibrated(&result.calibration));
-    }
-    let on = RanOn {
-        config: &t.exp.path,
-        profile: &prof,
-        gpus: t.base.gpus,
-        capacity: plan.capacity(),
-    };
-    let mut rec = record(&space, on, &plan.cands, &plan.legal, &result);
-    rec.basis = Some(plan.basis.clone());
-    rec.unmodeled = t.unmodeled.clone();
-    rec.per_samples = runner.per_samples();
-    rec.memory_error = crate::tune::study::memory_check(&rec).mean_error();
-    store.set_study_notes(study_id, serde_json::to_string(&rec).ok().as_deref())?;
-    Ok(outcome(Some(rec)))
+    let study = study::prepare(session, &store, exp, req)?.calibrate();
+    let ran = study.run(events, cancel)?;
+    study.record(ran)
 }
 
 #[cfg(test)]

@@ -69,7 +69,7 @@
 //!
 //! What no closed form sees (allocator, RCCL, compile's own choices) is left to the calibration.
 
-use super::{MemoryError, MemoryEstimate};
+use super::{MemoryError, Terms};
 use crate::domain::value::Value;
 use crate::megatron::flavors::Flavor;
 use crate::megatron::titan::{Checkpointing, Titan};
@@ -127,22 +127,23 @@ struct States {
     unit_grads: f64,
 }
 
-/// Peak memory per GPU of a TorchTitan config on `world_size` GPUs.
-pub fn estimate(
+/// The terms of the peak memory per GPU of a TorchTitan config on `world_size` GPUs (no MoE
+/// buffer term: TorchTitan's all-to-all has no preallocated buffer).
+pub(super) fn terms(
     p: &BTreeMap<String, Value>,
     world_size: u64,
-) -> Result<MemoryEstimate, MemoryError> {
+    notes: &mut Vec<String>,
+) -> Result<Terms, MemoryError> {
     let t = Titan::from_values(p).ok_or_else(|| MemoryError::Missing("model.name".into()))?;
     let m = Model::of(&t, p, world_size)?;
-    let mut notes = Vec::new();
     let States {
         weights,
         mut grads,
         optimizer,
         extra,
         unit_grads,
-    } = m.states(&mut notes);
-    let activations = m.activations(&mut notes)?;
+    } = m.states(notes);
+    let activations = m.activations(notes)?;
     let (t, local) = (m.t, m.local);
     // Gradients are set to None after each step: without accumulation (microbatches, pipeline)
     // the sharded fp32 gradients build up only as backward frees the activations, so the peak is
@@ -156,16 +157,13 @@ pub fn estimate(
         grads += unit_grads;
     }
 
-    m.notes(&mut notes);
-    let total_bytes = weights + grads + optimizer + activations;
-    Ok(MemoryEstimate {
-        weights_bytes: weights,
-        grads_bytes: grads,
-        optimizer_bytes: optimizer,
-        activations_bytes: activations,
-        moe_buffers_bytes: 0.0,
-        total_bytes,
-        notes,
+    m.notes(notes);
+    Ok(Terms {
+        weights,
+        grads,
+        optimizer,
+        activations,
+        moe_buffers: 0.0,
     })
 }
 
@@ -534,7 +532,7 @@ fn text<'a>(p: &'a BTreeMap<String, Value>, key: &str) -> Option<&'a str> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::estimate as any_estimate;
+    use super::super::{MemoryEstimate, estimate as any_estimate};
     use super::*;
     use crate::config::overrides::parse_assignment;
 
