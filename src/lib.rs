@@ -11,8 +11,8 @@
 //! The engines are crate-private. The two frontends, the command line and the TUI, are the
 //! binary's own (`src/main.rs` declares them): they reach the engines only through the items
 //! [`app::engines`] lists. The `testkit` feature makes the engines public for the integration
-//! tests, benchmarks and examples (a dev-dependency turns it on); without it, what only they use
-//! is dead code to the compiler, which is allowed below.
+//! tests, benchmarks and examples (a dev-dependency turns it on); what only they use is built
+//! only with it (`#[cfg(any(test, feature = "testkit"))]`), so dead code stays an error.
 
 // The facade's docs may name engine items that are private without `testkit`.
 #![cfg_attr(not(feature = "testkit"), allow(rustdoc::private_intra_doc_links))]
@@ -21,58 +21,47 @@ pub mod app;
 #[cfg(feature = "testkit")]
 pub mod checklist;
 #[cfg(not(feature = "testkit"))]
-#[allow(dead_code, unused_imports)]
 mod checklist;
 #[cfg(feature = "testkit")]
 pub mod config;
 #[cfg(not(feature = "testkit"))]
-#[allow(dead_code, unused_imports)]
 mod config;
 pub mod domain;
 #[cfg(feature = "testkit")]
 pub mod gemm;
 #[cfg(not(feature = "testkit"))]
-#[allow(dead_code, unused_imports)]
 mod gemm;
 #[cfg(feature = "testkit")]
 pub mod megatron;
 #[cfg(not(feature = "testkit"))]
-#[allow(dead_code, unused_imports)]
 mod megatron;
 #[cfg(feature = "testkit")]
 pub mod proxy;
 #[cfg(not(feature = "testkit"))]
-#[allow(dead_code, unused_imports)]
 mod proxy;
 #[cfg(feature = "testkit")]
 pub mod report;
 #[cfg(not(feature = "testkit"))]
-#[allow(dead_code, unused_imports)]
 mod report;
 #[cfg(feature = "testkit")]
 pub mod run;
 #[cfg(not(feature = "testkit"))]
-#[allow(dead_code, unused_imports)]
 mod run;
 #[cfg(feature = "testkit")]
 pub mod store;
 #[cfg(not(feature = "testkit"))]
-#[allow(dead_code, unused_imports)]
 mod store;
 #[cfg(feature = "testkit")]
 pub mod telemetry;
 #[cfg(not(feature = "testkit"))]
-#[allow(dead_code, unused_imports)]
 mod telemetry;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 #[cfg(feature = "testkit")]
 pub mod tune;
 #[cfg(not(feature = "testkit"))]
-#[allow(dead_code, unused_imports)]
 mod tune;
 #[cfg(feature = "testkit")]
 pub mod util;
 #[cfg(not(feature = "testkit"))]
-#[allow(dead_code, unused_imports)]
 mod util;

@@ -114,6 +114,7 @@ pub fn list(dir: &Path) -> Vec<Version> {
 }
 
 /// The file a folder keeps versions of, as recorded by its first backup.
+#[cfg(any(test, feature = "testkit"))]
 pub fn source_of(dir: &Path) -> Option<PathBuf> {
     // Only a regular file: the workspace may be shared, and a FIFO there would block.
     crate::util::input::read_text(&dir.join(SOURCE), 1 << 20)

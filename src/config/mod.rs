@@ -12,10 +12,15 @@ pub mod tree;
 pub mod yaml;
 
 pub use crate::domain::value::Value;
+#[cfg(any(test, feature = "testkit"))]
 pub use env::Env;
 pub use error::ConfigError;
-pub use resolve::{DuplicateKey, Experiment, LoadOptions, Module};
-pub use tree::{Item, Layer, Leaf, Origin, Tree};
+#[cfg(any(test, feature = "testkit"))]
+pub use resolve::DuplicateKey;
+pub use resolve::{Experiment, LoadOptions, Module};
+pub use tree::Origin;
+#[cfg(any(test, feature = "testkit"))]
+pub use tree::{Item, Layer, Leaf, Tree};
 pub mod backups;
 pub mod catalog;
 pub mod diag;

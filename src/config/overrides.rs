@@ -43,6 +43,7 @@ pub fn parse_assignment(token: &str) -> Result<Override, String> {
 
 /// Normalise Primus CLI tokens (`--key value`, `--key=value`, `key=value`, bare `--flag`)
 /// into overrides, exactly as `parse_cli_overrides` does. Invalid tokens are returned apart.
+#[cfg(any(test, feature = "testkit"))]
 pub fn parse_tokens(tokens: &[String]) -> (Vec<Override>, Vec<String>) {
     let mut out = Vec::new();
     let mut skipped = Vec::new();

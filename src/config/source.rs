@@ -7,7 +7,9 @@
 //! is not a value's origin (a rule's citation, the world size's source) `{"kind", "text"}`.
 
 use super::tree::{Layer, Origin};
-pub use crate::domain::source::{deserialize_reference, named_json, serialize_reference};
+#[cfg(any(test, feature = "testkit"))]
+pub use crate::domain::source::deserialize_reference;
+pub use crate::domain::source::{named_json, serialize_reference};
 use serde_json::{Value, json};
 
 /// A value's origin (None: the catalog default).

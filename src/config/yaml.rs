@@ -1067,11 +1067,6 @@ pub fn type_plain(t: &str) -> Value {
     Value::Str(t.to_string())
 }
 
-/// True when a plain scalar would not be typed as a string by PyYAML.
-pub fn plain_is_non_string(t: &str) -> bool {
-    !matches!(type_plain(t), Value::Str(_))
-}
-
 fn parse_bool(t: &str) -> Option<bool> {
     match t.to_ascii_lowercase().as_str() {
         "yes" | "true" | "on" => Some(true),

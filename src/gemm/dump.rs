@@ -197,6 +197,7 @@ pub fn parse_line(path: &Path, line: usize, text: &str) -> Result<GemmShape, Dum
 /// Renders a shape as a `hipblaslt-bench` command line that [`parse_line`] reads back as the
 /// same shape: `-m`, `-n`, `-k`, then the other required keys, then [`GemmShape::rest`]
 /// (one-letter keys with one dash, the others with two; flags without a value).
+#[cfg(any(test, feature = "testkit"))]
 pub fn render_line(shape: &GemmShape) -> String {
     let mut out = format!(
         "{BENCH} -m {} -n {} -k {} --transA {} --transB {} --batch_count {} \

@@ -60,6 +60,7 @@ impl Parallelism {
     }
 
     /// The expert data-parallel size on `world` GPUs: world / (ETP × EP × PP).
+    #[cfg(any(test, feature = "testkit"))]
     pub fn expert_data_parallel(&self, world: u64) -> Option<u64> {
         let m = self.expert_model_size();
         (world >= m && world.is_multiple_of(m)).then(|| world / m)
@@ -75,6 +76,7 @@ pub struct Batch {
 
 impl Batch {
     /// Micro batches per iteration on one data-parallel rank (gradient accumulation steps).
+    #[cfg(any(test, feature = "testkit"))]
     pub fn accumulation_steps(&self, data_parallel: u64) -> Option<u64> {
         let per = self.micro? * data_parallel.max(1);
         let g = self.global?;

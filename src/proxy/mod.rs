@@ -57,7 +57,9 @@ use moe::*;
 use printer::*;
 pub use shape::*;
 use tensor::*;
-pub use trainer::{StepStats, Trainer};
+#[cfg(any(test, feature = "testkit"))]
+pub use trainer::StepStats;
+pub use trainer::Trainer;
 
 use crate::util::rng::Rng;
 use std::collections::BTreeMap;

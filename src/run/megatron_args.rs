@@ -103,6 +103,7 @@ impl MegatronArgs {
     }
 
     /// Every option string that sets `dest`.
+    #[cfg(any(test, feature = "testkit"))]
     pub fn options(&self, dest: &str) -> Vec<&str> {
         self.by_dest
             .get(dest)

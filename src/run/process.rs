@@ -302,6 +302,7 @@ async fn pump(
 
 /// Whether any process of the tree `root` leads is still alive (zombies aside): `root`, its
 /// descendants, the members of its process group.
+#[cfg(any(test, feature = "testkit"))]
 pub fn tree_alive(root: i32) -> bool {
     !workload_pids(root, false).is_empty()
 }

@@ -374,6 +374,7 @@ impl Race {
 /// π/2 ≈ 1.57 times as many under normal noise, fewer under heavy-tailed noise.
 ///
 /// `usize::MAX` when `target` is not positive or either input is not finite; 0 when `cv` ≤ 0.
+#[cfg(any(test, feature = "testkit"))]
 pub fn required_samples(cv: f64, target: f64) -> usize {
     if !cv.is_finite() || !target.is_finite() || target <= 0.0 {
         return usize::MAX;

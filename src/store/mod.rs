@@ -44,13 +44,15 @@ use std::time::Duration;
 use rusqlite::{Connection, ErrorCode, Transaction, TransactionBehavior};
 
 pub use error::{StoreError, StoreResult};
+#[cfg(any(test, feature = "testkit"))]
 pub use export::csv_field;
 pub use leases::{Lease, Take as LeaseTake};
+#[cfg(any(test, feature = "testkit"))]
 pub use schema::SCHEMA_VERSION;
 pub use time::{now_rfc3339, parse_rfc3339, rfc3339_utc};
-pub use types::{
-    NewTrial, ParseStatusError, StudyRow, TrialEnd, TrialFilter, TrialRow, TrialStatus,
-};
+#[cfg(any(test, feature = "testkit"))]
+pub use types::ParseStatusError;
+pub use types::{NewTrial, StudyRow, TrialEnd, TrialFilter, TrialRow, TrialStatus};
 pub use workspace::{
     BESIDE as WORKSPACE_BESIDE, DB_FILE as WORKSPACE_DB, Origin as WorkspaceOrigin, Workspace,
 };

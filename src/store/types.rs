@@ -7,8 +7,10 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+#[cfg(any(test, feature = "testkit"))]
+pub use crate::domain::trial::ParseStatusError;
+pub use crate::domain::trial::TrialStatus;
 use crate::domain::trial::{ExitInfo, Failure, SteadyStats};
-pub use crate::domain::trial::{ParseStatusError, TrialStatus};
 
 /// What the run engine knows when it launches a trial.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

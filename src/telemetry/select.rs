@@ -82,7 +82,11 @@ pub fn open(name: &str, roots: &Roots) -> Result<Opened, UnknownBackend> {
         "nvml" => try_nvml(&mut notes),
         "amdgpu-sysfs" => try_sysfs(&mut notes),
         "amd-smi" => match AmdSmi::load() {
-            Ok(b) => Some(Box::new(b) as Box<dyn Backend>),
+            Ok(b) => {
+                // What this library version cannot read is said where the backend is named.
+                notes.extend(b.notes().iter().cloned());
+                Some(Box::new(b) as Box<dyn Backend>)
+            }
             Err(e) => {
                 notes.push(e.to_string());
                 None

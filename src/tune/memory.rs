@@ -27,6 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 
 type Params = BTreeMap<String, Value>;
+#[cfg(any(test, feature = "testkit"))]
 const GIB: f64 = (1u64 << 30) as f64;
 
 /// Why a config's memory cannot be estimated.
@@ -320,6 +321,7 @@ impl Calibration {
 
 /// Why a prediction does not fit, with both numbers in GiB.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[cfg(any(test, feature = "testkit"))]
 pub enum NoFit {
     #[error(
         "cannot compare {predicted_gib:.2} GiB with {capacity_gib:.2} GiB at headroom {headroom}"
@@ -342,6 +344,7 @@ pub enum NoFit {
 }
 
 /// Would this fit? capacity × (1 − headroom) vs the calibrated prediction.
+#[cfg(any(test, feature = "testkit"))]
 pub fn fits(predicted_bytes: f64, capacity_bytes: f64, headroom: f64) -> Result<(), NoFit> {
     let (pred, cap, budget) = (predicted_bytes / GIB, capacity_bytes / GIB, 1.0 - headroom);
     if !(cap.is_finite() && cap > 0.0 && (0.0..1.0).contains(&headroom) && pred.is_finite()) {

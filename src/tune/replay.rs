@@ -24,7 +24,9 @@ use crate::domain::study::{
 use crate::domain::trial::Iteration;
 use crate::run::steady::{SteadyConfig, should_stop};
 use crate::util::stats::median;
-pub use phases::{PhaseCost, Phases};
+#[cfg(any(test, feature = "testkit"))]
+pub use phases::PhaseCost;
+pub use phases::Phases;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 

@@ -34,6 +34,7 @@ pub const DEFAULT_EXPERIMENT: &str = "experiments/moe_16B-BF16-pretrain.yaml";
 /// The folder holding the bundled example: the source checkout's `presets/examples` when this
 /// binary runs from one, else a copy written once under the user's data folder (files already
 /// there are never overwritten, so edits to them are kept).
+#[cfg(any(test, feature = "testkit"))]
 pub fn examples_root() -> std::io::Result<PathBuf> {
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("presets/examples");
     if source.join(DEFAULT_EXPERIMENT).is_file() {
@@ -75,6 +76,7 @@ pub fn extract(root: &Path) -> std::io::Result<()> {
 
 /// The bundled example as a file the user may edit: always the copy under the data folder, so
 /// the interactive editor never writes into a source checkout.
+#[cfg(any(test, feature = "testkit"))]
 pub fn editable_default_experiment() -> std::io::Result<PathBuf> {
     editable_default_experiment_in(None)
 }
@@ -86,6 +88,7 @@ pub fn editable_default_experiment_in(home: Option<&Path>) -> std::io::Result<Pa
     Ok(root.join(DEFAULT_EXPERIMENT))
 }
 
+#[cfg(any(test, feature = "testkit"))]
 pub fn default_experiment() -> std::io::Result<PathBuf> {
     Ok(examples_root()?.join(DEFAULT_EXPERIMENT))
 }

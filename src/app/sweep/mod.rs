@@ -1,6 +1,6 @@
 //! One sweep as a use case: the study (new or resumed), legality, the memory model's
 //! predictions (calibrated on stored trials), the search with real trials, and the study's
-//! record. Its progress and every trial's events go to the frontend as [`SweepEvent`]s.
+//! record. Its progress and every trial's events go to the frontend as [`SweepEvent`](super::events::SweepEvent)s.
 
 pub mod effects;
 pub mod history;

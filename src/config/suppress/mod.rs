@@ -9,6 +9,7 @@ pub mod edit;
 pub mod file;
 pub mod inline;
 
+#[cfg(any(test, feature = "testkit"))]
 pub use file::FILE_NAME;
 
 use crate::config::diag::{Diagnostic, Location, Severity};

@@ -293,6 +293,7 @@ pub fn render(
 }
 
 /// Draws `chart` on any backend at 96 DPI.
+#[cfg(any(test, feature = "testkit"))]
 pub fn draw<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     r: &Report,

@@ -286,6 +286,7 @@ impl Slurm {
     }
 
     /// The job's state alone.
+    #[cfg(any(test, feature = "testkit"))]
     pub fn state(&self, id: &str) -> Result<JobState, SchedulerError> {
         Ok(self.status(id)?.state)
     }

@@ -12,7 +12,9 @@ pub mod pause;
 pub mod pending;
 pub mod watch;
 
-pub use materialise::{Materialised, config_env, config_hash, effective_config_text, materialise};
+pub use materialise::{Materialised, materialise};
+#[cfg(any(test, feature = "testkit"))]
+pub use materialise::{config_env, config_hash, effective_config_text};
 
 use super::launch::{Launched, Launcher, Streams, batch};
 use super::process::{self, Stream};

@@ -99,6 +99,7 @@ impl LibVersion {
     }
 
     /// Which struct-filling calls this backend makes for this version.
+    #[cfg(any(test, feature = "testkit"))]
     pub fn struct_calls(&self) -> StructCalls {
         Abi::of(self).struct_calls()
     }
@@ -132,6 +133,7 @@ pub struct StructCalls {
 }
 
 impl StructCalls {
+    #[cfg(any(test, feature = "testkit"))]
     pub fn any(&self) -> bool {
         self.activity
             || self.clock

@@ -67,6 +67,7 @@ impl AmdSmi {
     }
 
     /// Load AMD SMI from exactly `path` (tests, or a user-configured location).
+    #[cfg(any(test, feature = "testkit"))]
     pub fn load_from(path: &Path) -> Result<AmdSmi, TelemetryError> {
         let lib = Self::open(path).map_err(|e| {
             unavailable(format!(
@@ -150,16 +151,19 @@ impl AmdSmi {
     }
 
     /// The library version reported by `amdsmi_get_lib_version`.
+    #[cfg(any(test, feature = "testkit"))]
     pub fn lib_version(&self) -> LibVersion {
         self.version
     }
 
     /// The struct-filling calls made for this library version.
+    #[cfg(any(test, feature = "testkit"))]
     pub fn struct_calls(&self) -> StructCalls {
         self.calls
     }
 
     /// The file the library was loaded from.
+    #[cfg(any(test, feature = "testkit"))]
     pub fn library_path(&self) -> &Path {
         &self.session.path
     }

@@ -64,8 +64,10 @@ mod library;
 #[allow(unsafe_code)]
 mod tests;
 
+#[cfg(any(test, feature = "testkit"))]
 pub use abi::{LibVersion, StructCalls, status_name};
 pub use backend::AmdSmi;
+#[cfg(any(test, feature = "testkit"))]
 pub use library::candidate_paths;
 
 const NAME: &str = "amd-smi";

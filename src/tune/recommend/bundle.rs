@@ -219,6 +219,7 @@ pub struct Checker<'a> {
 
 impl<'a> Checker<'a> {
     /// `exp` as resolved with `opts`, its findings worked out here.
+    #[cfg(any(test, feature = "testkit"))]
     pub fn new(exp: &'a Experiment, opts: &'a LoadOptions, catalog: &'a Catalog) -> Self {
         let found = lint::lint(exp, &opts.env, opts.world.as_ref(), catalog);
         Checker::with_found(exp, opts, catalog, &found)
@@ -254,6 +255,7 @@ impl<'a> Checker<'a> {
 }
 
 /// [`Checker::check`] of one bundle, for an experiment `exp` resolved with `opts`.
+#[cfg(any(test, feature = "testkit"))]
 pub fn lint_clean(
     exp: &Experiment,
     opts: &LoadOptions,

@@ -14,8 +14,12 @@ pub mod held;
 mod rules;
 pub mod target;
 
-pub use bundle::{Checked, Withheld, lint_clean};
-pub use held::{governed, hold_back};
+pub use bundle::Withheld;
+#[cfg(any(test, feature = "testkit"))]
+pub use bundle::{Checked, lint_clean};
+#[cfg(any(test, feature = "testkit"))]
+pub use held::governed;
+pub use held::hold_back;
 pub use rules::rules;
 pub use target::{Framework, NotApplicable, Target};
 
@@ -66,8 +70,6 @@ pub struct Context<'a> {
     pub gpu: Option<&'a GpuModel>,
     /// The world size the job runs on (lint's world rules; None: unknown).
     pub world: Option<crate::megatron::World>,
-    /// What the job runs on: Primus or upstream Megatron-LM, AMD or NVIDIA.
-    pub target: Target,
     /// Rules the user acknowledged: not recommended, and nothing that follows from them.
     pub acked: Vec<String>,
     /// Lint findings the user suppressed (`primus-tune.toml`, a comment): no fix is advised

@@ -117,13 +117,16 @@ mod step;
 use effects::PriorRow;
 
 pub use cost::{LaunchCost, LaunchSource};
+#[cfg(any(test, feature = "testkit"))]
 pub use prior::recomputes_more;
 
 use super::memory::Calibration;
 use crate::domain::study::{Candidate, Conclusion, Knob, MemoryTrend, Outcome};
 pub use crate::run::steady::Race;
 use crate::util::stats::{Estimate, median, normal_cdf, t975, trimmed_mean_ci95};
-pub use additive::{Additive, Fit};
+pub use additive::Additive;
+#[cfg(any(test, feature = "testkit"))]
+pub use additive::Fit;
 pub use ledger::{LaunchRecord, Phase};
 use serde::Serialize;
 use std::cmp::Ordering;

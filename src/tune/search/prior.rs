@@ -129,6 +129,7 @@ fn work(o: &Overrides) -> Option<(u8, f64, bool)> {
 }
 
 /// The flags other than the recompute settings.
+#[cfg(any(test, feature = "testkit"))]
 fn rest(o: &Overrides) -> Vec<(&String, &Value)> {
     o.iter()
         .filter(|(k, _)| !RECOMPUTE_KEYS.contains(&k.as_str()))
@@ -137,6 +138,7 @@ fn rest(o: &Overrides) -> Vec<(&String, &Value)> {
 
 /// Whether `a` recomputes more than `b` while agreeing with it on every other flag (so `a` is
 /// not faster than `b`).
+#[cfg(any(test, feature = "testkit"))]
 pub fn recomputes_more(a: &Overrides, b: &Overrides) -> bool {
     rest(a) == rest(b) && more_work(a, b)
 }

@@ -177,7 +177,6 @@ pub fn recommend(session: &Session, req: &RecommendRequest) -> Result<RecommendV
     let mut ctx = Context {
         gpu: gpu.as_ref().map(|g| g.0),
         world,
-        target,
         acked: Vec::new(),
         quiet,
         found: Some(&kept[..]),
