@@ -31,6 +31,7 @@ mod defaults;
 mod exit;
 mod gemm_tune;
 mod gpus;
+mod layouts;
 mod lint;
 mod monitor;
 mod parse_log;
@@ -131,6 +132,9 @@ enum Command {
     Recommend(recommend::RecommendArgs),
     /// Replay recorded studies: the search against the exhaustive grid (GPU-seconds, gap).
     BenchReplay(bench_replay::BenchReplayArgs),
+    /// The parallel layouts (TP × PP × VPP × CP × EP × micro batch) on a world: each legal one
+    /// with its forecast memory and predicted step, each illegal one with the rules it breaks.
+    Layouts(layouts::LayoutsArgs),
     /// Sweep a knob space with short trials: noise-aware successive halving, memory pruning.
     Sweep(sweep::SweepArgs),
     /// HipBLASLt GEMM tuning (the guide's step 1): status, dumped shapes, results, stages.
@@ -345,6 +349,7 @@ pub fn run() -> ExitCode {
         Some(Command::Studies(a)) => studies::run(&a),
         Some(Command::Monitor(a)) => monitor::run(&a),
         Some(Command::Gpus(a)) => gpus::run(&a),
+        Some(Command::Layouts(a)) => layouts::run(&a),
         Some(Command::Proxy(a)) => proxy::run(&a),
         Some(Command::BenchReplay(a)) => bench_replay::run(&a),
         Some(Command::Recommend(a)) => recommend::run(&a),

@@ -263,10 +263,19 @@ impl Params {
         let tp = size("tensor_model_parallel_size");
         let pp = size("pipeline_model_parallel_size");
         let layers = positive("num_layers");
-        let vpp = positive("virtual_pipeline_model_parallel_size").or_else(|| {
-            let per = positive("num_layers_per_virtual_pipeline_stage")?;
-            Some(layers? / (pp * per)).filter(|v| *v >= 1)
-        });
+        // `validate_args` derives the interleaving from `num_virtual_stages_per_pipeline_rank`,
+        // else from `num_layers_per_virtual_pipeline_stage` (the layers, plus one for each of
+        // the embedding and the loss when counted in the split, per stage over it); it sets a
+        // written `virtual_pipeline_model_parallel_size` to None otherwise, and a size of 1 too.
+        let vpp = positive("num_virtual_stages_per_pipeline_rank")
+            .or_else(|| {
+                let per = positive("num_layers_per_virtual_pipeline_stage")?;
+                let counted = layers?
+                    + u64::from(on("account_for_embedding_in_pipeline_split"))
+                    + u64::from(on("account_for_loss_in_pipeline_split"));
+                Some(counted / pp / per)
+            })
+            .filter(|v| *v > 1);
         let parallelism = Parallelism {
             tp,
             pp,
@@ -492,5 +501,34 @@ mod tests {
             .training;
         assert_eq!(t.decay_style, DecayStyle::Cosine);
         assert_eq!((t.lr, t.seed, t.grad_accum_fusion), (Some(3e-4), 7, false));
+    }
+
+    #[test]
+    fn the_interleaving_is_derived_as_validate_args_derives_it() {
+        let vpp = |kv: &[(&str, i64)]| {
+            let p: BTreeMap<String, Value> = kv
+                .iter()
+                .map(|(k, v)| (k.to_string(), Value::Int(*v)))
+                .collect();
+            Params::from_values(&p).parallelism.vpp
+        };
+        let pp4 = [("num_layers", 32), ("pipeline_model_parallel_size", 4)];
+        assert_eq!(
+            vpp(&[pp4[0], pp4[1], ("num_virtual_stages_per_pipeline_rank", 4)]),
+            Some(4)
+        );
+        assert_eq!(
+            vpp(&[pp4[0], pp4[1], ("num_layers_per_virtual_pipeline_stage", 2)]),
+            Some(4)
+        );
+        // One virtual stage is no interleaving; the internal size as written is ignored.
+        assert_eq!(
+            vpp(&[pp4[0], pp4[1], ("num_layers_per_virtual_pipeline_stage", 8)]),
+            None
+        );
+        assert_eq!(
+            vpp(&[pp4[0], pp4[1], ("virtual_pipeline_model_parallel_size", 2)]),
+            None
+        );
     }
 }

@@ -42,6 +42,12 @@ pub struct Training {
     pub seed: u64,
     /// `gradient_accumulation_fusion` (on unless `--no-gradient-accumulation-fusion`).
     pub grad_accum_fusion: bool,
+    /// How gradients and parameters cross the data-parallel group: `use_distributed_optimizer`
+    /// (reduce-scatter and all-gather instead of an all-reduce), `overlap_grad_reduce` (with
+    /// the backward pass), `grad_reduce_in_bf16` (else fp32), all off by default.
+    pub distributed_optimizer: bool,
+    pub overlap_grad_reduce: bool,
+    pub grad_reduce_in_bf16: bool,
 }
 
 impl Training {
@@ -73,6 +79,9 @@ impl Training {
             init_std: float("init_method_std", 0.02),
             seed: count("seed").unwrap_or(1234),
             grad_accum_fusion: get("gradient_accumulation_fusion").is_none_or(|v| switch(Some(v))),
+            distributed_optimizer: switch(get("use_distributed_optimizer")),
+            overlap_grad_reduce: switch(get("overlap_grad_reduce")),
+            grad_reduce_in_bf16: switch(get("grad_reduce_in_bf16")),
         }
     }
 }

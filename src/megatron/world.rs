@@ -216,6 +216,18 @@ impl World {
         }
     }
 
+    /// GPUs a node holds, when the world's source says (the launcher's `GPUS_PER_NODE`, a
+    /// job's `--gpus-per-node`, the GPUs detected here); None for a bare count (`--gpus`, the
+    /// defaults file) or one process.
+    pub fn gpus_per_node(&self) -> Option<u64> {
+        match self.source {
+            WorldSource::Environment { gpus_per_node, .. }
+            | WorldSource::Job { gpus_per_node, .. } => Some(gpus_per_node),
+            WorldSource::Detected { per_node, .. } => Some(per_node),
+            _ => None,
+        }
+    }
+
     /// Nodes the world spans (1 when its source names none).
     pub fn nodes(&self) -> u64 {
         match self.source {

@@ -571,7 +571,7 @@ mod tests {
             "sequence_parallel=true global_batch_size=64".into(),
         ];
         if vpp && pp > 1 {
-            kv.push("virtual_pipeline_model_parallel_size=2".into());
+            kv.push("num_virtual_stages_per_pipeline_rank=2".into());
         }
         if moe {
             kv.push(format!(

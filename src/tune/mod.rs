@@ -7,6 +7,7 @@
 // threshold in clippy.toml (tests are exempt).
 #![cfg_attr(not(test), deny(clippy::too_many_lines))]
 
+pub mod layout;
 pub mod memory;
 pub mod recommend;
 pub mod replay;

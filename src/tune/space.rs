@@ -4,7 +4,7 @@
 //! overrides: a candidate is illegal when it brings a lint error the base config does not have.
 
 use crate::config::catalog::json_to_value;
-use crate::config::diag::Severity;
+use crate::config::diag::{Diagnostic, Severity};
 use crate::config::overrides::Override;
 use crate::config::{Experiment, LoadOptions, lint};
 use crate::domain::study::{Candidate, Knob, Overrides};
@@ -299,6 +299,32 @@ pub fn legality(
     opts: &LoadOptions,
     cands: &[Candidate],
 ) -> Vec<Result<(), Illegal>> {
+    judge(exp, opts, cands, &[])
+        .into_iter()
+        .map(|j| match j {
+            Ok(_) => Ok(()),
+            Err(found) => Err(Illegal(
+                found
+                    .into_iter()
+                    .map(|d| d.message)
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            )),
+        })
+        .collect()
+}
+
+/// Each candidate judged by the lint as [`legality`] judges it, with what both sides need:
+/// the experiment with its overrides when it is legal, else the errors that make it illegal
+/// (a file that does not load: one `load-error`). A code in `always` makes a candidate illegal
+/// even when the base config has it too (a layout's own rules: the base may break them at
+/// this world, and every layout that does is as illegal).
+pub fn judge(
+    exp: &Experiment,
+    opts: &LoadOptions,
+    cands: &[Candidate],
+    always: &[&str],
+) -> Vec<Result<Experiment, Vec<Diagnostic>>> {
     let catalog = crate::config::catalog::Catalog::builtin();
     let base: HashSet<(&str, Option<String>)> =
         lint::lint(exp, &opts.env, opts.world.as_ref(), catalog)
@@ -311,18 +337,19 @@ pub fn legality(
         .map(|c| {
             let mut with = opts.clone();
             with.overrides.extend(as_overrides(&c.overrides));
-            let e = Experiment::load(&exp.path, &with).map_err(|e| Illegal(e.to_string()))?;
-            let new: Vec<String> = lint::lint(&e, &opts.env, opts.world.as_ref(), catalog)
+            let e = Experiment::load(&exp.path, &with).map_err(|e| {
+                vec![Diagnostic::new(
+                    Severity::Error,
+                    crate::config::lint::codes::LOAD_ERROR,
+                    e.to_string(),
+                )]
+            })?;
+            let new: Vec<Diagnostic> = lint::lint(&e, &opts.env, opts.world.as_ref(), catalog)
                 .into_iter()
                 .filter(|d| d.severity == Severity::Error)
-                .filter(|d| !base.contains(&(d.code, d.flag.clone())))
-                .map(|d| d.message)
+                .filter(|d| always.contains(&d.code) || !base.contains(&(d.code, d.flag.clone())))
                 .collect();
-            if new.is_empty() {
-                Ok(())
-            } else {
-                Err(Illegal(new.join("; ")))
-            }
+            if new.is_empty() { Ok(e) } else { Err(new) }
         })
         .collect()
 }

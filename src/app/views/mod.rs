@@ -6,6 +6,7 @@ pub mod basis;
 pub mod compare;
 pub mod config;
 pub mod facts;
+pub mod layouts;
 pub mod recommend;
 pub mod report;
 pub mod studies;

@@ -385,14 +385,13 @@ fn overlap(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
         }
     }
     if cx.on("overlap_param_gather_with_optimizer_step")
-        && (!cx.on("overlap_param_gather")
-            || cx.value("virtual_pipeline_model_parallel_size").is_null())
+        && (!cx.on("overlap_param_gather") || cx.params.parallelism.vpp.is_none())
     {
         out.push(cx.diag(
             Severity::Error,
             "overlap-param-gather-with-step",
             "overlap_param_gather_with_optimizer_step",
-            "`overlap_param_gather_with_optimizer_step` needs the distributed optimizer, `overlap_param_gather` and interleaved pipelining (virtual_pipeline_model_parallel_size)",
+            "`overlap_param_gather_with_optimizer_step` needs the distributed optimizer, `overlap_param_gather` and interleaved pipelining (`num_virtual_stages_per_pipeline_rank` or `num_layers_per_virtual_pipeline_stage` giving more than one virtual stage)",
         ));
     }
     if cx.on("use_torch_fsdp2") && cx.on("use_distributed_optimizer") {
@@ -596,8 +595,10 @@ fn ep_overlap(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     );
     let pp = cx.int_or("pipeline_model_parallel_size", 1);
     need(
-        pp <= 1 || !cx.value("virtual_pipeline_model_parallel_size").is_null(),
-        format!("virtual pipeline stages when pipeline parallel size is {pp}"),
-        "virtual_pipeline_model_parallel_size",
+        pp <= 1 || cx.params.parallelism.vpp.is_some(),
+        format!(
+            "virtual pipeline stages (`num_virtual_stages_per_pipeline_rank`) when pipeline parallel size is {pp}"
+        ),
+        "num_virtual_stages_per_pipeline_rank",
     );
 }

@@ -307,6 +307,21 @@ fn ep_overlap_rules() {
         &format!("{base}\nexpert_model_parallel_size: 8\npipeline_model_parallel_size: 2"),
         "ep-overlap-prereq"
     ));
+    // Megatron derives the interleaving from these two keys and ignores a written
+    // `virtual_pipeline_model_parallel_size` (`validate_args` sets it to None).
+    let pp2 = format!("{base}\nexpert_model_parallel_size: 8\npipeline_model_parallel_size: 2");
+    assert!(!has(
+        &format!("{pp2}\nnum_virtual_stages_per_pipeline_rank: 2"),
+        "ep-overlap-prereq"
+    ));
+    assert!(!has(
+        &format!("{pp2}\nnum_layers: 8\nnum_layers_per_virtual_pipeline_stage: 2"),
+        "ep-overlap-prereq"
+    ));
+    assert!(has(
+        &format!("{pp2}\nvirtual_pipeline_model_parallel_size: 2"),
+        "ep-overlap-prereq"
+    ));
 }
 
 #[test]

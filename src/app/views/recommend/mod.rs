@@ -62,7 +62,7 @@ pub struct RecommendView {
 
 /// The GPU model: as named, else the local GPU (the session's telemetry backend), else the
 /// experiment's path (configs/MI300X/...). With the reason.
-fn gpu(
+pub(in crate::app) fn gpu(
     session: &Session,
     name: Option<&str>,
 ) -> Result<Option<(&'static GpuModel, String)>, AppError> {

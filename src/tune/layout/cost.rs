@@ -1,0 +1,388 @@
+//! The layout prior: a predicted step time from compute, communication and the pipeline
+//! bubble, so the search launches the layouts that can win first. A prediction, never a
+//! measurement: its constants (efficiency, bandwidths) are stated assumptions until trials
+//! measure them.
+//!
+//! Per GPU and step, with m micro batches per data-parallel rank (global batch / (micro × DP)):
+//! * compute: the model's FLOPs (Megatron's `num_floating_point_operations`, term by term:
+//!   2 × the active parameters a token meets, the attention scores 4·s·heads·d per layer, the
+//!   logits 2·h·V; × 3 for forward and backward, + 1 forward with full recompute) over the
+//!   world, at the GPU's dense bf16 peak × [`MFU`], slowed by GEMMs narrower than a few hundred
+//!   rows or columns ([`narrow`]: the micro batch's tokens, the TP-split hidden size);
+//! * TP: per layer and micro batch, forward and backward move 4 collectives' worth of the
+//!   activations (s/CP × micro × h × 2 bytes): 8 × (t − 1)/t of them, with or without sequence
+//!   parallelism (all-gather + reduce-scatter instead of all-reduce), not overlapped;
+//! * DP: the gradients of the parameters a GPU holds, reduced over the data-parallel group
+//!   (all-reduce: 2 × (d − 1)/d; the distributed optimizer: reduce-scatter of the gradients
+//!   plus all-gather of the bf16 parameters, (d − 1)/d each), expert parameters over the expert
+//!   data-parallel group; hidden behind the backward pass with `overlap_grad_reduce`;
+//! * PP: the bubble of the 1F1B schedule, (p − 1)/(m · v) of the compute (Narayanan et al.
+//!   2021, §2.2), and the activations sent between stages;
+//! * EP: per MoE layer and micro batch, 4 all-to-alls (dispatch and combine, forward and
+//!   backward) of the routed tokens (top-k × h × 2 bytes each), (e − 1)/e of them off the GPU;
+//! * CP: per layer and micro batch, the ring passes the keys and values of a chunk (cp − 1)
+//!   times forward and 2 × (cp − 1) times backward, counted as not overlapped (an upper bound).
+//!
+//! A group's collectives run at the intra-node bandwidth when the group fits in a node, else
+//! at the inter-node one. Ranks are ordered as Megatron's default `tp-cp-ep-dp-pp`: TP
+//! neighbours are adjacent, CP strides TP, DP strides TP × CP, PP strides the replica.
+
+use super::Layout;
+use crate::megatron::{Params, Recompute};
+use serde::Serialize;
+
+/// The share of the GPU's dense peak a well-shaped layer reaches (model FLOPs utilisation of
+/// large dense Megatron runs, 40–50 % in Megatron's and Primus' published figures).
+pub const MFU: f64 = 0.45;
+
+/// The link speeds a prediction assumes, in GB/s per GPU one way, as collectives achieve them
+/// (bus bandwidth, not the links' peak): what trials replace once they measure.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Links {
+    pub intra_gbs: f64,
+    pub inter_gbs: f64,
+    /// Where the figures come from, in words.
+    pub source: &'static str,
+}
+
+impl Links {
+    /// The assumption for a GPU vendor's 8-GPU node: AMD Instinct (7 Infinity Fabric links of
+    /// 64 GB/s a direction, about 300 GB/s of RCCL bus bandwidth) or NVIDIA HGX (NVLink 4,
+    /// 450 GB/s a direction, about 360 GB/s of NCCL bus bandwidth); one 400 Gb/s NIC per GPU
+    /// between nodes (about 40 GB/s achieved).
+    pub fn assumed(vendor: &str) -> Links {
+        match vendor {
+            "nvidia" => Links {
+                intra_gbs: 360.0,
+                inter_gbs: 40.0,
+                source: "assumed: NVLink 4 node, 400 Gb/s NIC per GPU",
+            },
+            _ => Links {
+                intra_gbs: 300.0,
+                inter_gbs: 40.0,
+                source: "assumed: Infinity Fabric node, 400 Gb/s NIC per GPU",
+            },
+        }
+    }
+}
+
+/// What a prediction runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Machine {
+    /// Dense bf16 peak of one GPU, TFLOP/s.
+    pub peak_tflops: f64,
+    pub gpus_per_node: u64,
+    pub links: Links,
+}
+
+/// A layout's predicted step, by term, in seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Predicted {
+    pub step_s: f64,
+    pub compute_s: f64,
+    pub tp_s: f64,
+    pub dp_s: f64,
+    pub bubble_s: f64,
+    pub p2p_s: f64,
+    pub ep_s: f64,
+    pub cp_s: f64,
+    /// Micro batches per data-parallel rank and step.
+    pub micro_batches: u64,
+    /// The bubble's share of the compute, (p − 1)/(m · v).
+    pub bubble_fraction: f64,
+}
+
+/// The sizes a prediction reads, from [`Params`] (None: a size the model cannot do without).
+struct Sizes {
+    h: f64,
+    layers: f64,
+    seq: f64,
+    vocab: f64,
+    /// Query width (heads × head dimension) and key/value width (groups × head dimension).
+    q: f64,
+    kv: f64,
+    /// Active MLP parameters per token in a dense and in an MoE layer.
+    dense_mlp: f64,
+    moe_mlp: f64,
+    /// Expert parameters a MoE layer holds in all.
+    experts_mlp: f64,
+    moe_layers: f64,
+    topk: f64,
+    global: f64,
+}
+
+impl Sizes {
+    fn of(p: &Params) -> Option<Sizes> {
+        let s = &p.shape;
+        let h = s.hidden? as f64;
+        let layers = s.layers? as f64;
+        let d = s.kv_channels? as f64;
+        let per_ffn = if s.swiglu { 3.0 } else { 2.0 };
+        let ffn = s.ffn? as f64;
+        let (moe_layers, moe_mlp, experts_mlp, topk) = match &p.moe {
+            Some(m) => {
+                let n = m
+                    .layer_pattern(s.layers?)
+                    .map(|v| v.iter().filter(|x| **x).count())
+                    .unwrap_or(s.layers? as usize) as f64;
+                let e_ffn = m.ffn.unwrap_or(s.ffn?) as f64;
+                let shared = per_ffn * h * m.shared_ffn as f64;
+                let router = h * m.experts as f64;
+                (
+                    n,
+                    m.topk as f64 * per_ffn * h * e_ffn + shared + router,
+                    m.experts as f64 * per_ffn * h * e_ffn + shared + router,
+                    m.topk as f64,
+                )
+            }
+            None => (0.0, 0.0, 0.0, 0.0),
+        };
+        Some(Sizes {
+            h,
+            layers,
+            seq: s.seq? as f64,
+            vocab: p.vocab.as_ref().map_or(0.0, |v| v.padded(1) as f64),
+            q: s.heads? as f64 * d,
+            kv: s.query_groups? as f64 * d,
+            dense_mlp: per_ffn * h * ffn,
+            moe_mlp,
+            experts_mlp,
+            moe_layers,
+            topk,
+            global: p.batch.global? as f64,
+        })
+    }
+
+    /// Attention parameters of one layer: Q, K, V and the output projection.
+    fn attention(&self) -> f64 {
+        self.h * (2.0 * self.q + 2.0 * self.kv)
+    }
+
+    /// Model FLOPs of one token's forward pass.
+    fn forward_flops(&self) -> f64 {
+        let dense_layers = self.layers - self.moe_layers;
+        let params = self.layers * self.attention()
+            + dense_layers * self.dense_mlp
+            + self.moe_layers * self.moe_mlp;
+        2.0 * params + 4.0 * self.layers * self.seq * self.q + 2.0 * self.h * self.vocab
+    }
+}
+
+/// How much of its peak a GEMM with a side of `x` reaches: x / (x + 256), so a side of a few
+/// thousand is near full and one of 256 at half (an assumption of the prior's form).
+fn narrow(x: f64) -> f64 {
+    x / (x + 256.0)
+}
+
+/// Seconds for `bytes` over a group of `size` GPUs, `stride` ranks apart, by the collective's
+/// share `factor` (e.g. 2 (n − 1)/n for a ring all-reduce).
+fn wire(bytes: f64, factor: f64, size: u64, stride: u64, m: &Machine) -> f64 {
+    if size <= 1 {
+        return 0.0;
+    }
+    let within = size * stride <= m.gpus_per_node;
+    let gbs = if within {
+        m.links.intra_gbs
+    } else {
+        m.links.inter_gbs
+    };
+    bytes * factor / (gbs * 1e9)
+}
+
+/// The share of a ring collective over `n` GPUs each GPU sends: (n − 1)/n.
+fn ring(n: u64) -> f64 {
+    (n.saturating_sub(1)) as f64 / n.max(1) as f64
+}
+
+/// The predicted step of `l` for the model in `p` on `world` GPUs; None when a size it needs
+/// is missing or the layout does not tile the world or the global batch.
+pub fn predict(p: &Params, l: &Layout, world: u64, m: &Machine) -> Option<Predicted> {
+    let z = Sizes::of(p)?;
+    let dp = l.dp(world)?;
+    let per_step = l.micro * dp;
+    let global = z.global as u64;
+    if per_step == 0 || !global.is_multiple_of(per_step) {
+        return None;
+    }
+    let mb = global / per_step;
+    let (tp, pp, cp) = (l.tp as f64, l.pp as f64, l.cp as f64);
+    let v = l.vpp.unwrap_or(1) as f64;
+    let tokens = l.micro as f64 * z.seq / cp;
+    let recompute = if matches!(p.recompute, Recompute::Full { .. }) {
+        4.0 / 3.0
+    } else {
+        1.0
+    };
+    let flops = 3.0 * recompute * z.forward_flops() * z.global * z.seq / world as f64;
+    let efficiency = MFU * narrow(tokens) * narrow(z.h / tp);
+    let compute_s = flops / (m.peak_tflops * 1e12 * efficiency);
+    let bubble_fraction = (pp - 1.0) / (mb as f64 * v);
+    let act = tokens * z.h * 2.0;
+    let layers_here = z.layers / pp;
+    let tp_s = layers_here * mb as f64 * wire(8.0 * act, ring(l.tp), l.tp, 1, m);
+    let dp_s = dp_seconds(p, &z, l, world, m, compute_s);
+    let stride_pp = l.tp * l.cp * dp;
+    let p2p_s = if l.pp > 1 {
+        2.0 * v * mb as f64 * wire(act / if l.sp { tp } else { 1.0 }, 1.0, 2, stride_pp, m)
+    } else {
+        0.0
+    };
+    let routed = tokens / if l.sp { tp } else { 1.0 } * z.topk * z.h * 2.0;
+    let ep_s = z.moe_layers / pp * mb as f64 * wire(4.0 * routed, ring(l.ep), l.ep, 1, m);
+    let kv = 2.0 * tokens * z.kv * 2.0;
+    let cp_s = layers_here * mb as f64 * wire(3.0 * kv * (cp - 1.0), 1.0, l.cp, l.tp, m);
+    let bubble_s = compute_s * bubble_fraction;
+    Some(Predicted {
+        step_s: compute_s + bubble_s + tp_s + dp_s + p2p_s + ep_s + cp_s,
+        compute_s,
+        tp_s,
+        dp_s,
+        bubble_s,
+        p2p_s,
+        ep_s,
+        cp_s,
+        micro_batches: mb,
+        bubble_fraction,
+    })
+}
+
+/// The gradient reduction's exposed seconds: dense parameters over DP, expert parameters over
+/// the expert data-parallel group, hidden behind the backward pass (2/3 of the compute) with
+/// `overlap_grad_reduce`.
+fn dp_seconds(p: &Params, z: &Sizes, l: &Layout, world: u64, m: &Machine, compute_s: f64) -> f64 {
+    let dp = l.dp(world).unwrap_or(1);
+    let etp = p.parallelism.etp.min(l.tp).max(1);
+    let edp = world / (etp * l.ep * l.pp).max(1);
+    let dense = (z.layers * z.attention()
+        + (z.layers - z.moe_layers) * z.dense_mlp
+        + 2.0 * z.h * z.vocab / l.pp as f64)
+        / (l.tp * l.pp) as f64;
+    let experts = z.moe_layers * z.experts_mlp / (etp * l.ep * l.pp) as f64;
+    let t = &p.training;
+    let grad = if t.grad_reduce_in_bf16 { 2.0 } else { 4.0 };
+    let (bytes, factor) = if t.distributed_optimizer {
+        (grad + 2.0, 1.0)
+    } else {
+        (grad, 2.0)
+    };
+    let stride = l.tp * l.cp;
+    let comm = wire(dense * bytes, factor * ring(dp), dp, stride, m)
+        + wire(experts * bytes, factor * ring(edp), edp, etp * l.ep, m);
+    if t.overlap_grad_reduce {
+        (comm - 2.0 / 3.0 * compute_s).max(0.0)
+    } else {
+        comm
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::value::Value;
+    use std::collections::BTreeMap;
+
+    fn llama8b() -> Params {
+        let p: BTreeMap<String, Value> = [
+            ("num_layers", 32),
+            ("hidden_size", 4096),
+            ("ffn_hidden_size", 14336),
+            ("num_attention_heads", 32),
+            ("num_query_groups", 8),
+            ("seq_length", 8192),
+            ("micro_batch_size", 1),
+            ("global_batch_size", 128),
+            ("vocab_size", 128256),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), Value::Int(*v)))
+        .chain([
+            ("swiglu".to_string(), Value::Bool(true)),
+            ("group_query_attention".to_string(), Value::Bool(true)),
+        ])
+        .collect();
+        Params::from_values(&p)
+    }
+
+    fn mi300x() -> Machine {
+        Machine {
+            peak_tflops: 1307.4,
+            gpus_per_node: 8,
+            links: Links::assumed("amd"),
+        }
+    }
+
+    fn layout(tp: u64, pp: u64, vpp: Option<u64>, micro: u64) -> Layout {
+        Layout {
+            tp,
+            pp,
+            vpp,
+            cp: 1,
+            ep: 1,
+            sp: tp > 1,
+            micro,
+        }
+    }
+
+    #[test]
+    fn the_bubble_is_p_minus_1_over_m_v() {
+        let p = llama8b();
+        let x = predict(&p, &layout(1, 4, None, 1), 8, &mi300x()).unwrap();
+        // DP 2, micro 1: 64 micro batches a step; bubble 3/64.
+        assert_eq!(x.micro_batches, 64);
+        assert!((x.bubble_fraction - 3.0 / 64.0).abs() < 1e-12);
+        let y = predict(&p, &layout(1, 4, Some(2), 1), 8, &mi300x()).unwrap();
+        assert!((y.bubble_fraction - 3.0 / 128.0).abs() < 1e-12);
+        assert!(y.bubble_s < x.bubble_s);
+    }
+
+    #[test]
+    fn tp_costs_communication_and_no_tp_costs_none() {
+        let p = llama8b();
+        let one = predict(&p, &layout(1, 1, None, 1), 8, &mi300x()).unwrap();
+        let eight = predict(&p, &layout(8, 1, None, 1), 8, &mi300x()).unwrap();
+        assert_eq!(one.tp_s, 0.0);
+        assert!(eight.tp_s > 0.0);
+        // The same FLOPs on the same world; TP 8 shrinks the GEMMs (h/8 = 512 columns).
+        assert!(eight.compute_s > one.compute_s);
+    }
+
+    #[test]
+    fn a_group_across_nodes_runs_at_the_inter_node_bandwidth() {
+        let p = llama8b();
+        let m = mi300x();
+        let a = predict(&p, &layout(8, 1, None, 1), 16, &m).unwrap();
+        let b = predict(
+            &p,
+            &layout(8, 1, None, 1),
+            16,
+            &Machine {
+                gpus_per_node: 4,
+                ..m
+            },
+        )
+        .unwrap();
+        assert!(b.tp_s > 5.0 * a.tp_s, "{} vs {}", b.tp_s, a.tp_s);
+    }
+
+    #[test]
+    fn a_layout_that_does_not_split_the_batch_has_no_prediction() {
+        let p = llama8b();
+        // 128 samples over DP 8 × micro 3 is not whole.
+        assert!(predict(&p, &layout(1, 1, None, 3), 8, &mi300x()).is_none());
+        // TP 3 does not tile 8 GPUs.
+        assert!(predict(&p, &layout(3, 1, None, 1), 8, &mi300x()).is_none());
+    }
+
+    #[test]
+    fn the_compute_matches_the_6nd_rule_within_the_attention_and_logits_terms() {
+        let p = llama8b();
+        let x = predict(&p, &layout(1, 1, None, 4), 8, &mi300x()).unwrap();
+        // About 8.0e9 parameters: 6 N D over 8 GPUs at 45 % × the narrow-GEMM factors.
+        let z = Sizes::of(&p).unwrap();
+        let six_nd = 3.0 * z.forward_flops() * 128.0 * 8192.0 / 8.0;
+        let expect = six_nd / (1307.4e12 * MFU * narrow(4.0 * 8192.0) * narrow(4096.0));
+        assert!((x.compute_s - expect).abs() / expect < 1e-9);
+        let params = (z.forward_flops() - 4.0 * 32.0 * 8192.0 * 4096.0) / 2.0;
+        assert!((7.0e9..8.5e9).contains(&params), "{params:e}");
+    }
+}
