@@ -92,6 +92,12 @@ impl Space {
         Ok(s)
     }
 
+    /// A space whose knobs are made for the sweep's world and model ([`LAYOUT_SPACE`]), not
+    /// made yet.
+    pub fn is_unfilled(&self) -> bool {
+        self.knobs.is_empty()
+    }
+
     /// The flags its knobs set (a group knob `@name` sets the flags of its value maps).
     pub fn flags(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
@@ -258,14 +264,32 @@ pub fn find(name: &str, user: Option<&Path>) -> Result<Space, SpaceError> {
         return Space::parse(&text, name);
     }
     let spaces = all(user)?;
-    let known: Vec<String> = spaces.iter().map(|s| s.name.clone()).collect();
+    let mut known: Vec<String> = spaces.iter().map(|s| s.name.clone()).collect();
+    known.push(LAYOUT_SPACE.to_string());
     spaces
         .into_iter()
         .find(|s| s.name == name)
+        .or_else(|| (name == LAYOUT_SPACE).then(layout_template))
         .ok_or_else(|| SpaceError::NotFound {
             name: name.to_string(),
             known,
         })
+}
+
+/// The space of parallel layouts (TP × PP × VPP × CP × EP × micro batch). Its knobs depend on
+/// the world and the model, so [`find`] gives it without knobs ([`Space::is_unfilled`]) and a
+/// sweep fills it ([`crate::tune::layout::as_space`]) once its trials' world is known.
+pub const LAYOUT_SPACE: &str = "parallel-layout";
+
+fn layout_template() -> Space {
+    Space {
+        name: LAYOUT_SPACE.to_string(),
+        description: "Parallel layouts on the trials' world: TP within a node, PP, VPP, CP, EP \
+                      (MoE) and micro batch, ordered and pruned by the layout prior"
+            .to_string(),
+        requires: Some("megatron".to_string()),
+        knobs: Vec::new(),
+    }
 }
 
 /// Equal as configuration values: numbers by value (`4` = `4.0`), the rest exactly.

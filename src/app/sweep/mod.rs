@@ -269,13 +269,8 @@ struct TrialSetup {
     unmodeled: Vec<String>,
 }
 
-/// Plans the sweep's trials and refuses what they cannot measure.
-fn set_up(
-    session: &Session,
-    exp: Experiment,
-    space: &Space,
-    req: &SweepRequest,
-) -> Result<TrialSetup, AppError> {
+/// Plans the sweep's trials (what they cannot measure is [`measurable`]'s to refuse).
+fn set_up(session: &Session, exp: Experiment, req: &SweepRequest) -> Result<TrialSetup, AppError> {
     // Every trial: the request's defaults, the command line's `--set` values (the candidate's
     // on top), the session's telemetry.
     let mut treq = req.trial.clone();
@@ -300,6 +295,24 @@ fn set_up(
                 .into(),
         ));
     }
+    Ok(TrialSetup {
+        plan,
+        base,
+        job,
+        exp,
+        unmodeled: Vec::new(),
+    })
+}
+
+/// Refuses a space whose flags the trials' profile cannot set or measure (unless allowed),
+/// and notes the flags it does not model.
+fn measurable(
+    session: &Session,
+    t: &mut TrialSetup,
+    space: &Space,
+    req: &SweepRequest,
+) -> Result<(), AppError> {
+    let plan = &t.plan;
     super::trial::refuse_settings(
         &plan.profile,
         space.flags().iter().map(String::as_str),
@@ -317,13 +330,8 @@ fn set_up(
             stand_in: caps.stand_in,
         });
     }
-    Ok(TrialSetup {
-        plan,
-        base,
-        job,
-        exp,
-        unmodeled,
-    })
+    t.unmodeled = unmodeled;
+    Ok(())
 }
 
 /// What the memory model says before any trial: its calibration on stored trials and each

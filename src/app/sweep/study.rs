@@ -15,11 +15,15 @@ use crate::app::trial::Cancel;
 use crate::app::{AppError, Session};
 use crate::domain::evidence::Basis;
 use crate::domain::study::Candidate;
+use crate::megatron::Params;
 use crate::store::Store;
+use crate::tune::layout::{self, cost, cost::Machine};
 use crate::tune::memory::Calibration;
+use crate::tune::search::prior::layout::StepPrior;
 use crate::tune::search::{self, SearchConfig, SearchResult};
 use crate::tune::space::{self, Space};
 use crate::tune::study::{RanOn, record};
+use std::collections::BTreeMap;
 
 /// A study ready to calibrate: opened, leased, its trials planned and its candidates judged.
 pub(super) struct Prepared<'s> {
@@ -42,6 +46,8 @@ pub(super) struct Prepared<'s> {
     batch_rule: bool,
     history: history::LaunchHistory,
     knob_effects: search::effects::Effects,
+    /// A layout sweep's node, for the layout prior (None: no layout space, or no GPU model).
+    machine: Option<Machine>,
 }
 
 /// A study ready to run: prepared, with the memory model's forecasts.
@@ -79,7 +85,10 @@ pub(super) fn prepare<'s>(
     if let Some(why) = space.not_applicable(&exp) {
         return Err(AppError::Failed(format!("{}: {why}", session.display())));
     }
-    let t = set_up(session, exp, &space, &req)?;
+    let mut t = set_up(session, exp, &req)?;
+    let (capacity, gpu_name) = super::gpu_facts(session, req.capacity_gib);
+    let (space, machine) = layouts(space, &t, gpu_name.as_deref());
+    super::measurable(session, &mut t, &space, &req)?;
     let prof = t.plan.profile.name.clone();
     req.trial.profile = Some(prof.clone());
     let launch = open::StudyLaunch::of(&req, &prof);
@@ -96,8 +105,8 @@ pub(super) fn prepare<'s>(
         .filter(|(_, l)| l.is_ok())
         .map(|(c, _)| c.clone())
         .collect();
-    let (capacity, gpu_name) = super::gpu_facts(session, req.capacity_gib);
     Ok(Prepared {
+        machine,
         basis: basis_of(&t, gpu_name),
         batch_rule: req.batch_rule && !t.plan.profile.capabilities.stand_in,
         history: history::launch_history(store, &t.exp.path, &prof),
@@ -176,6 +185,7 @@ impl Study<'_> {
             predictions_calibrated: !self.f.points.is_empty(),
             parallel: req.parallel.max(1),
             effects: (knob_effects.studies() > 0).then(|| knob_effects.clone()),
+            layout_prior: self.layout_prior(),
             pipeline_stages: p
                 .legal_cands
                 .iter()
@@ -184,6 +194,21 @@ impl Study<'_> {
                 .collect(),
             ..SearchConfig::default()
         }
+    }
+
+    /// Each legal candidate's predicted step on a layout sweep (empty otherwise).
+    fn layout_prior(&self) -> BTreeMap<usize, StepPrior> {
+        let (p, f) = (&self.p, &self.f);
+        let Some(m) = &p.machine else {
+            return BTreeMap::new();
+        };
+        p.legal_cands
+            .iter()
+            .filter_map(|c| {
+                let params = Params::from_values(f.params.get(&c.id)?);
+                Some((c.id, cost::step_prior(&params, p.t.base.gpus, m)?))
+            })
+            .collect()
     }
 
     /// The search over the legal candidates with real trials (blocking: call it from a thread
@@ -269,6 +294,34 @@ impl Study<'_> {
         outcome.record = Some(rec);
         Ok(outcome)
     }
+}
+
+/// A layout space made for the trials' world and the experiment's model (a resumed study's
+/// space is already made), and the node its prior predicts for: the GPU the trials run on,
+/// by name in the hardware table (None when it is not there: no prior).
+fn layouts(space: Space, t: &TrialSetup, gpu: Option<&str>) -> (Space, Option<Machine>) {
+    if space.name != space::LAYOUT_SPACE {
+        return (space, None);
+    }
+    let world = t.base.gpus;
+    let node = t
+        .plan
+        .placement
+        .world
+        .and_then(|w| w.gpus_per_node())
+        .unwrap_or(t.plan.placement.per_node)
+        .max(1);
+    let values = t.exp.main_module().values();
+    let (params, bounds, current) = layout::of_config(&values, world, node);
+    let machine = gpu
+        .and_then(crate::telemetry::hardware::lookup)
+        .map(|g| Machine::of(g, bounds.gpus_per_node));
+    let space = if space.is_unfilled() {
+        layout::as_space(&bounds, &current, params.moe.is_some())
+    } else {
+        space
+    };
+    (space, machine)
 }
 
 /// What the sweep's figures are evidence of: the plan's basis, naming the GPU measured on this

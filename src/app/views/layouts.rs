@@ -8,7 +8,7 @@ use super::super::{AppError, Session};
 use crate::config::diag::Diagnostic;
 use crate::domain::study::Candidate;
 use crate::megatron::{Params, World};
-use crate::tune::layout::cost::{self, Links, Machine, Predicted};
+use crate::tune::layout::cost::{self, Machine, Predicted};
 use crate::tune::layout::{self, Bounds, Layout};
 use crate::tune::{memory, space};
 use serde::Serialize;
@@ -87,22 +87,11 @@ pub fn layouts(session: &Session, req: &LayoutsRequest) -> Result<LayoutsView, A
         .gpus_per_node
         .or_else(|| world.gpus_per_node())
         .unwrap_or(8);
-    let params = Params::from_values(&values);
-    let fixed = [
-        "pipeline_model_parallel_layout",
-        "decoder_first_pipeline_num_layers",
-        "decoder_last_pipeline_num_layers",
-    ]
-    .iter()
-    .any(|k| values.get(*k).is_some_and(|v| !v.is_null()));
-    let bounds = layout::bounds(&params, fixed, world.gpus, node);
-    let current = Layout::of(&params);
+    let (params, bounds, current) = layout::of_config(&values, world.gpus, node);
     let all = layout::space(&bounds, &current);
-    let machine = gpu.as_ref().map(|(g, _)| Machine {
-        peak_tflops: g.peak_bf16_tflops,
-        gpus_per_node: bounds.gpus_per_node,
-        links: Links::assumed(&g.vendor),
-    });
+    let machine = gpu
+        .as_ref()
+        .map(|(g, _)| Machine::of(g, bounds.gpus_per_node));
     let capacity = gpu.as_ref().map(|(g, _)| g.vram_gib * (1u64 << 30) as f64);
     let (legal, illegal) = judge(session, &exp, &all, params.moe.is_some(), &world);
     let mut legal: Vec<LegalLayout> = legal

@@ -75,6 +75,17 @@ pub struct Machine {
     pub links: Links,
 }
 
+impl Machine {
+    /// A GPU model's node: its dense bf16 peak and its vendor's assumed links.
+    pub fn of(gpu: &crate::telemetry::hardware::GpuModel, gpus_per_node: u64) -> Machine {
+        Machine {
+            peak_tflops: gpu.peak_bf16_tflops,
+            gpus_per_node,
+            links: Links::assumed(&gpu.vendor),
+        }
+    }
+}
+
 /// A layout's predicted step, by term, in seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Predicted {
@@ -273,6 +284,20 @@ fn dp_seconds(p: &Params, z: &Sizes, l: &Layout, world: u64, m: &Machine, comput
     } else {
         comm
     }
+}
+
+/// The prior the search takes ([`crate::tune::search::prior::layout`]) for a config's own
+/// layout: what scales with the GPU (compute and the bubble) and what with the links.
+pub fn step_prior(
+    p: &Params,
+    world: u64,
+    m: &Machine,
+) -> Option<crate::tune::search::prior::layout::StepPrior> {
+    let x = predict(p, &Layout::of(p), world, m)?;
+    Some(crate::tune::search::prior::layout::StepPrior {
+        compute_s: x.compute_s + x.bubble_s,
+        comm_s: x.step_s - x.compute_s - x.bubble_s,
+    })
 }
 
 #[cfg(test)]

@@ -103,6 +103,33 @@ pub struct Bounds {
     pub notes: Vec<String>,
 }
 
+/// Whether a config places its pipeline stages itself (`pipeline_model_parallel_layout`, an
+/// uneven first or last stage): then its PP and VPP are not the space's to change.
+pub fn places_own_stages(
+    values: &std::collections::BTreeMap<String, crate::domain::value::Value>,
+) -> bool {
+    [
+        "pipeline_model_parallel_layout",
+        "decoder_first_pipeline_num_layers",
+        "decoder_last_pipeline_num_layers",
+    ]
+    .iter()
+    .any(|k| values.get(*k).is_some_and(|v| !v.is_null()))
+}
+
+/// A config's typed parameters, the bounds of its layout space on `world` GPUs
+/// (`gpus_per_node` a node) and its own layout.
+pub fn of_config(
+    values: &std::collections::BTreeMap<String, crate::domain::value::Value>,
+    world: u64,
+    gpus_per_node: u64,
+) -> (Params, Bounds, Layout) {
+    let p = Params::from_values(values);
+    let b = bounds(&p, places_own_stages(values), world, gpus_per_node);
+    let current = Layout::of(&p);
+    (p, b, current)
+}
+
 /// Powers of two from 1 up to `max`.
 fn powers(max: u64) -> Vec<u64> {
     std::iter::successors(Some(1u64), |x| x.checked_mul(2))
@@ -215,6 +242,55 @@ pub fn space(b: &Bounds, current: &Layout) -> Vec<Layout> {
     out
 }
 
+/// The sweep space of the layouts in `b` ([`crate::tune::space::LAYOUT_SPACE`]): a group knob
+/// `@layout` whose values set TP, PP, VPP, CP, EP (MoE) and sequence parallelism, in the order
+/// [`space`] lists them (the current layout first), and the micro batch.
+pub fn as_space(b: &Bounds, current: &Layout, moe: bool) -> crate::tune::space::Space {
+    use crate::domain::study::{Knob, MemoryTrend};
+    let mut structural: Vec<Layout> = Vec::new();
+    for l in space(b, current) {
+        let s = Layout { micro: 1, ..l };
+        if !structural.contains(&s) {
+            structural.push(s);
+        }
+    }
+    let values = structural
+        .iter()
+        .map(|l| {
+            let mut o = l.overrides(moe);
+            o.remove("micro_batch_size");
+            Value::Object(o.into_iter().collect())
+        })
+        .collect();
+    crate::tune::space::Space {
+        name: crate::tune::space::LAYOUT_SPACE.to_string(),
+        description: format!(
+            "Parallel layouts on {} GPUs ({} a node): {} layouts × micro batch {}",
+            b.world,
+            b.gpus_per_node,
+            structural.len(),
+            b.micro
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        requires: Some("megatron".to_string()),
+        knobs: vec![
+            Knob {
+                flag: "@layout".to_string(),
+                values,
+                memory: MemoryTrend::None,
+            },
+            Knob {
+                flag: "micro_batch_size".to_string(),
+                values: b.micro.iter().map(|m| json!(m)).collect(),
+                memory: MemoryTrend::Increasing,
+            },
+        ],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -268,6 +344,28 @@ mod tests {
         let b = bounds(&p, true, 8, 8);
         assert_eq!((b.pp.clone(), b.vpp.clone()), (vec![4], vec![None]));
         assert!(b.notes.iter().any(|n| n.contains("PP fixed at 4")));
+    }
+
+    #[test]
+    fn the_sweep_space_is_the_structural_layouts_times_the_micro_batch() {
+        let p = params(&[
+            ("num_layers", 32),
+            ("seq_length", 4096),
+            ("micro_batch_size", 2),
+        ]);
+        let b = bounds(&p, false, 8, 8);
+        let s = as_space(&b, &Layout::of(&p), false);
+        assert_eq!(s.knobs[0].values.len(), 10 + 2 * 6);
+        assert_eq!(
+            s.knobs[1].values,
+            vec![json!(1), json!(2), json!(4), json!(8)]
+        );
+        // The current layout is the first value: TP 1, PP 1, no interleaving.
+        let first = &s.knobs[0].values[0];
+        assert_eq!(first["tensor_model_parallel_size"], json!(1));
+        assert_eq!(first["num_virtual_stages_per_pipeline_rank"], Value::Null);
+        assert!(first.get("micro_batch_size").is_none());
+        assert_eq!(s.candidates().len(), (10 + 2 * 6) * 4);
     }
 
     #[test]

@@ -279,6 +279,10 @@ pub struct SearchConfig {
     /// by more than this many standard errors of the prediction (normal) less the tolerance
     /// ([`PRIOR_SIGMAS`]).
     pub prior_sigmas: f64,
+    /// A layout sweep's predicted steps, by candidate id ([`prior::layout`]): they order the
+    /// first rung and, fitted on the measured layouts, rule out those predicted slower beyond
+    /// a margin. Empty: no layout prior.
+    pub layout_prior: BTreeMap<usize, prior::layout::StepPrior>,
 }
 
 /// How far above an out-of-memory candidate the memory model must put another before that one
@@ -372,6 +376,7 @@ impl Default for SearchConfig {
             race_min_samples: Some(RACE_MIN_SAMPLES),
             effects: None,
             prior_sigmas: PRIOR_SIGMAS,
+            layout_prior: BTreeMap::new(),
             cost_unit: "GPU",
         }
     }

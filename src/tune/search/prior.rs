@@ -31,6 +31,7 @@ use crate::domain::study::{Candidate, Overrides};
 use serde_json::Value;
 
 pub mod batch;
+pub mod layout;
 
 /// Flags whose values set how much is recomputed.
 const RECOMPUTE_KEYS: [&str; 6] = [

@@ -86,6 +86,18 @@ fn note(s: &mut Search<'_>, candidates: usize, model: &Additive, iters: u64) {
         candidates,
         model.p()
     ));
+    if !cfg.layout_prior.is_empty() {
+        s.log.push(format!(
+            "layout prior: {} layouts have a predicted step (compute at an assumed efficiency, \
+             traffic at assumed link speeds, the 1F1B bubble); after the current settings the \
+             layout predicted fastest runs first, and one predicted slower than the best \
+             measured step beyond the margin ({:.0} % on one ratio, {:.0} % once compute and \
+             communication are fitted apart on the measured layouts) is not run",
+            cfg.layout_prior.len(),
+            prior::layout::RATIO_MARGIN * 100.0,
+            prior::layout::FITTED_MARGIN * 100.0
+        ));
+    }
     if cfg.priors
         && knobs
             .iter()
@@ -151,6 +163,7 @@ fn pending(s: &mut Search<'_>, order: &[usize]) -> Vec<usize> {
     // Every measured peak recalibrates the memory model for the candidates still to run.
     s.prune_recalibrated();
     s.prune_by_prior();
+    prior::layout::prune(s);
     let cal = s.calibration();
     let likely_oom: Vec<bool> = (0..s.cands.len()).map(|i| s.likely_oom(&cal, i)).collect();
     let (mut pending, last): (Vec<usize>, Vec<usize>) = order
@@ -210,6 +223,11 @@ impl First {
                 iters: len,
             });
         }
+        // A layout sweep: the layout its prior (fitted so far) predicts fastest.
+        if let Some(next) = prior::layout::next(s, &pending) {
+            s.phase = Phase::Promising;
+            return Some(launch(s, next, iters));
+        }
         // Lowest memory first, while a candidate adds to what the model can tell apart.
         let widens = if self.saturated {
             None
@@ -246,15 +264,20 @@ impl First {
                 s.promising(model, preds).first().map_or(first, |t| t.0)
             }
         };
-        let cal = s.calibration();
-        s.at_launch[next] = s.calibrated(&cal, next);
-        s.points_at_launch[next] = Some(cal.points);
-        let len = s.screen_iters(iters);
-        s.long[next] |= len > iters;
-        Some(Ask::One {
-            i: next,
-            iters: len,
-        })
+        Some(launch(s, next, iters))
+    }
+}
+
+/// Rung 1's launch of candidate `next`: the memory forecast it is held to, its length.
+fn launch(s: &mut Search<'_>, next: usize, iters: u64) -> Ask {
+    let cal = s.calibration();
+    s.at_launch[next] = s.calibrated(&cal, next);
+    s.points_at_launch[next] = Some(cal.points);
+    let len = s.screen_iters(iters);
+    s.long[next] |= len > iters;
+    Ask::One {
+        i: next,
+        iters: len,
     }
 }
 
