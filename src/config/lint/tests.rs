@@ -723,6 +723,19 @@ fn layers_must_split_over_pipeline_stages_unless_uneven() {
         "pipeline_model_parallel_size: 3\ndecoder_first_pipeline_num_layers: 2",
         "pipeline-layers"
     ));
+    // With the virtual stages per rank, validate_args skips the split and the model build
+    // asserts it.
+    let d = only(
+        "pipeline_model_parallel_size: 3\nnum_virtual_stages_per_pipeline_rank: 1",
+        "pipeline-layers",
+    );
+    assert!(
+        d.message.contains("when it builds the model"),
+        "{}",
+        d.message
+    );
+    let d = only("pipeline_model_parallel_size: 3", "pipeline-layers");
+    assert!(d.message.contains("at start-up"), "{}", d.message);
 }
 
 #[test]
