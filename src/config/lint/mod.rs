@@ -4,6 +4,7 @@
 
 pub mod codes;
 mod env_rules;
+mod layout;
 mod megatron;
 mod sizes;
 mod titan_world;
@@ -53,6 +54,7 @@ pub fn lint(
                 sizes::check(&cx, &mut out);
                 megatron::check(&cx, &mut out);
                 world::check(&cx, &mut out);
+                layout::check(&cx, &mut out);
             }
             Some(Backend::Torchtitan) => {
                 torchtitan::check(&cx, &mut out);

@@ -738,6 +738,19 @@ fn layers_must_split_over_pipeline_stages_unless_uneven() {
         "pipeline_model_parallel_size: 3\ndecoder_first_pipeline_num_layers: 2",
         "pipeline-layers"
     ));
+    // With the virtual stages per rank, validate_args skips the split and the model build
+    // asserts it.
+    let d = only(
+        "pipeline_model_parallel_size: 3\nnum_virtual_stages_per_pipeline_rank: 1",
+        "pipeline-layers",
+    );
+    assert!(
+        d.message.contains("when it builds the model"),
+        "{}",
+        d.message
+    );
+    let d = only("pipeline_model_parallel_size: 3", "pipeline-layers");
+    assert!(d.message.contains("at start-up"), "{}", d.message);
 }
 
 #[test]
@@ -767,4 +780,360 @@ fn a_mapping_where_an_int_belongs_is_an_error_not_the_default() {
         .unwrap_or_else(|| panic!("{d:#?}"));
     assert_eq!(e.severity, Severity::Error);
     assert!(e.message.contains("mapping `{a: 1}`"), "{}", e.message);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The parallel layout (layout.rs)
+// ---------------------------------------------------------------------------------------------
+
+/// The findings above info at `world` (None: unknown), as (code, severity), without
+/// `unknown-key`: the tiny presets here do not define every Megatron key the layout rules read.
+fn layout_findings(overrides: &str, world: Option<World>) -> Vec<(&'static str, Severity)> {
+    run_at(overrides, Env::empty(), world)
+        .into_iter()
+        .filter(|d| d.severity != Severity::Info && d.code != "unknown-key")
+        .map(|d| (d.code, d.severity))
+        .collect()
+}
+
+/// `overrides` breaks exactly one rule, `code`, with `severity` (at any world).
+fn breaks_only(overrides: &str, code: &str, severity: Severity) {
+    let f = layout_findings(overrides, None);
+    assert!(
+        f.len() == 1 && f[0].0 == code && f[0].1 == severity,
+        "{overrides}: want only {code} ({severity:?}), got {f:?}"
+    );
+}
+
+/// `overrides` is a legal layout: nothing above info.
+fn legal(overrides: &str) {
+    let f = layout_findings(overrides, None);
+    assert!(f.is_empty(), "{overrides}: {f:?}");
+}
+
+/// The one finding of `code` for `overrides` (panics unless there is exactly one).
+fn only(overrides: &str, code: &str) -> Diagnostic {
+    let mut d: Vec<Diagnostic> = run(overrides, Env::empty())
+        .into_iter()
+        .filter(|d| d.code == code)
+        .collect();
+    assert_eq!(d.len(), 1, "{overrides}: {d:#?}");
+    d.remove(0)
+}
+
+#[test]
+fn attention_heads_must_split_over_tensor_parallel_ranks() {
+    let bad = "hidden_size: 384\nnum_attention_heads: 12\ntensor_model_parallel_size: 8";
+    breaks_only(bad, "heads-tensor-parallel", Severity::Error);
+    let d = only(bad, "heads-tensor-parallel");
+    assert!(
+        d.message.contains(
+            "\"num_attention_heads (12) must be a multiple of tensor_model_parallel_size (8).\""
+        ),
+        "{}",
+        d.message
+    );
+    assert_eq!(d.flag.as_deref(), Some("tensor_model_parallel_size"));
+    assert!(d.hint.unwrap().contains("1, 2, 3, 4, 6, 12"));
+    legal("hidden_size: 384\nnum_attention_heads: 12\ntensor_model_parallel_size: 4");
+}
+
+#[test]
+fn query_groups_must_be_a_multiple_or_divisor_of_tensor_parallel() {
+    let gqa = "num_attention_heads: 16\ngroup_query_attention: true\ntensor_model_parallel_size: 4";
+    breaks_only(
+        &format!("{gqa}\nnum_query_groups: 6"),
+        "query-groups-tensor-parallel",
+        Severity::Error,
+    );
+    // A multiple of TP, and a divisor (the key/value heads are replicated).
+    legal(&format!("{gqa}\nnum_query_groups: 8"));
+    legal(&format!("{gqa}\nnum_query_groups: 2"));
+    // Unset: Megatron's default 1 divides every TP.
+    legal(gqa);
+    // Without group-query attention Megatron ignores num_query_groups (the heads count).
+    legal("num_attention_heads: 16\nnum_query_groups: 6\ntensor_model_parallel_size: 4");
+}
+
+#[test]
+fn ffn_widths_must_split_over_tensor_parallel_ranks() {
+    breaks_only(
+        "ffn_hidden_size: 1000\ntensor_model_parallel_size: 16",
+        "ffn-tensor-parallel",
+        Severity::Error,
+    );
+    let d = only(
+        "ffn_hidden_size: 1000\ntensor_model_parallel_size: 16",
+        "ffn-tensor-parallel",
+    );
+    assert!(
+        d.message.contains("\"1000 is not divisible by 16\""),
+        "{}",
+        d.message
+    );
+    legal("ffn_hidden_size: 1024\ntensor_model_parallel_size: 16");
+    // Megatron's default width when unset: 4 × 384 = 1536 does not split over 9; the finding
+    // names the derived width.
+    let d = only(
+        "hidden_size: 384\ntensor_model_parallel_size: 9",
+        "ffn-tensor-parallel",
+    );
+    assert!(d.message.contains("derives"), "{}", d.message);
+    // A MoE model whose every layer is MoE has no dense MLP; its shared expert splits over TP.
+    let moe = "num_experts: 8\nmoe_ffn_hidden_size: 512\nsequence_parallel: true\ntensor_model_parallel_size: 16\nffn_hidden_size: 1000";
+    legal(moe);
+    breaks_only(
+        &format!("{moe}\nmoe_shared_expert_intermediate_size: 1000"),
+        "ffn-tensor-parallel",
+        Severity::Error,
+    );
+    // With a dense layer (moe_layer_freq) the dense width counts again.
+    breaks_only(
+        &format!("{moe}\nmoe_layer_freq: [0, 1, 1, 1, 1, 1, 1, 1]"),
+        "ffn-tensor-parallel",
+        Severity::Error,
+    );
+}
+
+#[test]
+fn expert_widths_must_split_over_expert_tensor_parallel_ranks() {
+    let moe = "num_experts: 8\nexpert_tensor_parallel_size: 8";
+    breaks_only(
+        &format!("{moe}\nmoe_ffn_hidden_size: 100"),
+        "moe-ffn-expert-tensor-parallel",
+        Severity::Error,
+    );
+    legal(&format!("{moe}\nmoe_ffn_hidden_size: 128"));
+    // ETP follows TP when unset (and TP 4 on a MoE model needs sequence parallelism).
+    let d = only(
+        "num_experts: 8\nmoe_ffn_hidden_size: 100\ntensor_model_parallel_size: 8\nsequence_parallel: true\nffn_hidden_size: 1024",
+        "moe-ffn-expert-tensor-parallel",
+    );
+    assert_eq!(d.flag.as_deref(), Some("tensor_model_parallel_size"));
+    assert!(d.message.contains("follows TP"), "{}", d.message);
+}
+
+#[test]
+fn context_parallel_needs_a_sequence_of_two_chunks_per_rank() {
+    breaks_only(
+        "seq_length: 4098\ncontext_parallel_size: 2",
+        "context-parallel-seq-length",
+        Severity::Error,
+    );
+    let d = only(
+        "seq_length: 4098\ncontext_parallel_size: 2",
+        "context-parallel-seq-length",
+    );
+    assert!(d.message.contains("at start-up"), "{}", d.message);
+    assert!(
+        d.message
+            .contains("seq-length should be a multiple of 2 * context-parallel-size"),
+        "{}",
+        d.message
+    );
+    legal("seq_length: 4096\ncontext_parallel_size: 2");
+    // 4098 = 2 × 2049 splits over CP 1 (no context parallelism): nothing to check.
+    legal("seq_length: 4098");
+}
+
+#[test]
+fn sequence_parallel_splits_the_sequence_over_tensor_parallel_ranks() {
+    let sp = "sequence_parallel: true\ntensor_model_parallel_size: 4";
+    breaks_only(
+        &format!("{sp}\nseq_length: 4098"),
+        "sequence-parallel-seq-length",
+        Severity::Error,
+    );
+    let d = only(
+        &format!("{sp}\nseq_length: 4098"),
+        "sequence-parallel-seq-length",
+    );
+    assert!(d.message.contains("first forward step"), "{}", d.message);
+    legal(&format!("{sp}\nseq_length: 4096"));
+    // Without sequence parallelism nothing is split.
+    legal("tensor_model_parallel_size: 4\nseq_length: 4098");
+    // With CP, each CP rank's part is split: 4104 is a multiple of 2 × CP 2 and of TP 8, but
+    // its half, 2052, is not a multiple of 8.
+    let cp = "sequence_parallel: true\ntensor_model_parallel_size: 8\ncontext_parallel_size: 2";
+    breaks_only(
+        &format!("{cp}\nseq_length: 4104"),
+        "sequence-parallel-seq-length",
+        Severity::Error,
+    );
+    legal(&format!("{cp}\nseq_length: 4096"));
+}
+
+#[test]
+fn sequence_parallel_at_tp_1_is_a_warning_where_the_experiment_writes_it() {
+    breaks_only(
+        "sequence_parallel: true",
+        "sequence-parallel-tp1",
+        Severity::Warning,
+    );
+    let d = only("sequence_parallel: true", "sequence-parallel-tp1");
+    assert_eq!(d.location.as_ref().unwrap().line, 11);
+    legal("sequence_parallel: true\ntensor_model_parallel_size: 2");
+    legal("sequence_parallel: false");
+    // A TP the launch chooses (`${PRIMUS_TP:1}`, 1 here): the setting is for its other values.
+    legal("sequence_parallel: true\ntensor_model_parallel_size: ${PRIMUS_TP:1}");
+    // Written as 1 it is dead at every launch.
+    breaks_only(
+        "sequence_parallel: true\ntensor_model_parallel_size: 1",
+        "sequence-parallel-tp1",
+        Severity::Warning,
+    );
+}
+
+#[test]
+fn moe_with_tensor_parallelism_needs_sequence_parallelism() {
+    breaks_only(
+        "num_experts: 8\ntensor_model_parallel_size: 2",
+        "moe-tp-sequence-parallel",
+        Severity::Error,
+    );
+    legal("num_experts: 8\ntensor_model_parallel_size: 2\nsequence_parallel: true");
+    // Dense models do not care.
+    legal("tensor_model_parallel_size: 2");
+}
+
+#[test]
+fn one_way_to_give_the_virtual_pipeline() {
+    breaks_only(
+        "pipeline_model_parallel_size: 4\nnum_layers_per_virtual_pipeline_stage: 1\nnum_virtual_stages_per_pipeline_rank: 2",
+        "vpp-args-exclusive",
+        Severity::Error,
+    );
+    legal("pipeline_model_parallel_size: 4\nnum_virtual_stages_per_pipeline_rank: 2");
+}
+
+#[test]
+fn a_pipeline_layout_has_a_multiple_of_pp_stages() {
+    // Ett|tt|tt|ttL: 4 stages of the module's 8 layers.
+    let layout = "pipeline_model_parallel_layout: \"E(tt|)*3,ttL\"";
+    breaks_only(
+        &format!("{layout}\npipeline_model_parallel_size: 3"),
+        "pipeline-layout-stages",
+        Severity::Error,
+    );
+    legal(&format!("{layout}\npipeline_model_parallel_size: 4"));
+    // 4 stages on PP 2: two virtual stages per rank, an interleaved schedule PP 2 allows.
+    legal(&format!("{layout}\npipeline_model_parallel_size: 2"));
+}
+
+#[test]
+fn virtual_stages_must_split_the_layers_of_a_pipeline_stage() {
+    // 8 layers on PP 2: 4 per stage.
+    breaks_only(
+        "pipeline_model_parallel_size: 2\nnum_layers_per_virtual_pipeline_stage: 3",
+        "vpp-layers",
+        Severity::Error,
+    );
+    legal("pipeline_model_parallel_size: 2\nnum_layers_per_virtual_pipeline_stage: 2");
+    breaks_only(
+        "pipeline_model_parallel_size: 2\nnum_virtual_stages_per_pipeline_rank: 3",
+        "vpp-layers",
+        Severity::Error,
+    );
+    let d = only(
+        "pipeline_model_parallel_size: 2\nnum_virtual_stages_per_pipeline_rank: 3",
+        "vpp-layers",
+    );
+    assert!(d.message.contains("builds the model"), "{}", d.message);
+    legal("pipeline_model_parallel_size: 2\nnum_virtual_stages_per_pipeline_rank: 4");
+    // Layers per virtual stage with uneven stages: Megatron wants the virtual stages per rank.
+    breaks_only(
+        "pipeline_model_parallel_size: 2\nnum_layers_per_virtual_pipeline_stage: 2\ndecoder_first_pipeline_num_layers: 2",
+        "vpp-layers",
+        Severity::Error,
+    );
+}
+
+#[test]
+fn the_interleaved_schedule_needs_enough_pipeline_stages() {
+    // p2p overlap on (Megatron's default): PP must be above 1.
+    breaks_only(
+        "num_virtual_stages_per_pipeline_rank: 2",
+        "vpp-pipeline-size",
+        Severity::Error,
+    );
+    // Without it, above 2.
+    let no_overlap = "num_virtual_stages_per_pipeline_rank: 2\noverlap_p2p_comm: false";
+    breaks_only(
+        &format!("{no_overlap}\npipeline_model_parallel_size: 2"),
+        "vpp-pipeline-size",
+        Severity::Error,
+    );
+    legal(&format!("{no_overlap}\npipeline_model_parallel_size: 4"));
+    legal("num_virtual_stages_per_pipeline_rank: 2\npipeline_model_parallel_size: 2");
+    // One virtual stage is no virtual pipeline.
+    legal("num_virtual_stages_per_pipeline_rank: 1");
+}
+
+#[test]
+fn virtual_pipeline_model_parallel_size_alone_is_ignored() {
+    breaks_only(
+        "pipeline_model_parallel_size: 2\nvirtual_pipeline_model_parallel_size: 2",
+        "vpp-size-ignored",
+        Severity::Warning,
+    );
+    let d = only(
+        "pipeline_model_parallel_size: 2\nvirtual_pipeline_model_parallel_size: 2",
+        "vpp-size-ignored",
+    );
+    assert!(
+        d.hint
+            .unwrap()
+            .contains("`num_virtual_stages_per_pipeline_rank: 2`")
+    );
+    // Agreeing with what Megatron derives, or saying 1, it misleads no one.
+    legal(
+        "pipeline_model_parallel_size: 2\nvirtual_pipeline_model_parallel_size: 2\nnum_virtual_stages_per_pipeline_rank: 2",
+    );
+    legal("virtual_pipeline_model_parallel_size: 1");
+}
+
+#[test]
+fn the_interleaved_schedule_needs_micro_batches_in_groups_of_pp() {
+    // PP 4 × VPP 2 over 8 layers; on 8 GPUs DP is 2, so M = global batch / 2.
+    let vpp = "pipeline_model_parallel_size: 4\nnum_virtual_stages_per_pipeline_rank: 2\nmicro_batch_size: 1";
+    let at = |gbs: u64, gpus: u64| {
+        layout_findings(
+            &format!("{vpp}\nglobal_batch_size: {gbs}"),
+            World::flag(gpus),
+        )
+    };
+    // M = 8: two groups of PP 4.
+    assert!(at(16, 8).is_empty(), "{:?}", at(16, 8));
+    // M = 3 < PP 4 (ValueError) and M = 6 (a last group of 2, RuntimeError).
+    assert_eq!(at(6, 8), [("vpp-microbatches", Severity::Error)]);
+    assert_eq!(at(12, 8), [("vpp-microbatches", Severity::Error)]);
+    // On 4 GPUs (DP 1) 12 micro batches are three groups.
+    assert!(at(12, 4).is_empty(), "{:?}", at(12, 4));
+    // Unknown world: not checked.
+    let none = |cfg: &str, world: Option<World>| {
+        let f = layout_findings(cfg, world);
+        assert!(f.is_empty(), "{cfg}: {f:?}");
+    };
+    none(&format!("{vpp}\nglobal_batch_size: 6"), None);
+    // Not interleaved: any M.
+    none(
+        "pipeline_model_parallel_size: 4\nmicro_batch_size: 1\nglobal_batch_size: 6",
+        World::flag(8),
+    );
+    // Primus' zero_bubble.yaml turns these on by default; without patch_zero_bubble Megatron's
+    // interleaved schedule still runs.
+    assert_eq!(
+        layout_findings(
+            &format!(
+                "{vpp}\nglobal_batch_size: 6\nenable_zb_runtime: true\nenable_zero_bubble: true"
+            ),
+            World::flag(8)
+        ),
+        [("vpp-microbatches", Severity::Error)]
+    );
+    // Primus' zero-bubble schedules replace Megatron's interleaved one.
+    none(
+        &format!("{vpp}\nglobal_batch_size: 6\npatch_zero_bubble: true"),
+        World::flag(8),
+    );
 }

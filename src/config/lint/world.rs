@@ -48,7 +48,9 @@ fn experts(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
 /// `validate_args`: without an uneven first/last stage (`decoder_first_pipeline_num_layers`,
 /// `decoder_last_pipeline_num_layers`), a layout or a hybrid pattern, `num_layers` (+1 for each
 /// of `account_for_embedding_in_pipeline_split` and `account_for_loss_in_pipeline_split`) must
-/// be a multiple of the pipeline parallel size.
+/// be a multiple of the pipeline parallel size. With `num_virtual_stages_per_pipeline_rank`
+/// validate_args skips it and `get_num_layers_to_build`
+/// (megatron/core/transformer/transformer_block.py) asserts it when the model is built.
 fn pipeline_layers(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     let pp = cx.params.parallelism.pp;
     if pp <= 1 {
@@ -85,13 +87,21 @@ fn pipeline_layers(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     } else {
         String::new()
     };
+    // Each way of giving the virtual pipeline meets the same split in another assert.
+    let when = if !cx.value("num_layers_per_virtual_pipeline_stage").is_null() {
+        "at start-up (\"number of layers of the model must be divisible pipeline model parallel size\")"
+    } else if !cx.value("num_virtual_stages_per_pipeline_rank").is_null() {
+        "when it builds the model (\"num_layers should be divisible by pipeline_model_parallel_size\", transformer_block.py's get_num_layers_to_build)"
+    } else {
+        "at start-up (\"Number of layers should be divisible by the pipeline-model-parallel size\")"
+    };
     out.push(
         cx.diag(
             Severity::Error,
             "pipeline-layers",
             "pipeline_model_parallel_size",
             format!(
-                "`num_layers: {layers}`{with} is not divisible by `pipeline_model_parallel_size: {pp}`; Megatron asserts it at start-up (\"Number of layers should be divisible by the pipeline-model-parallel size\")"
+                "`num_layers: {layers}`{with} is not divisible by `pipeline_model_parallel_size: {pp}`; Megatron asserts it {when}"
             ),
         )
         .hint("choose a pipeline parallel size that divides the layer count, or set decoder_first_pipeline_num_layers / decoder_last_pipeline_num_layers for uneven stages"),
