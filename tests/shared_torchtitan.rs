@@ -86,7 +86,7 @@ fn torchtitan_experiments_get_the_titan_spaces_and_megatron_ones_do_not() {
             let s = space::find(name, None).unwrap();
             let cands = s.candidates_with_baseline(&exp);
             let opts = LoadOptions::default();
-            let legal = space::legality(&exp, &opts, &cands);
+            let legal = space::legality(&exp, &opts, &cands, &[]);
             assert!(legal.iter().all(Result::is_ok), "{rel} {name}: {legal:?}");
         }
     }

@@ -76,7 +76,6 @@ pub struct Batch {
 
 impl Batch {
     /// Micro batches per iteration on one data-parallel rank (gradient accumulation steps).
-    #[cfg(any(test, feature = "testkit"))]
     pub fn accumulation_steps(&self, data_parallel: u64) -> Option<u64> {
         let per = self.micro? * data_parallel.max(1);
         let g = self.global?;

@@ -317,13 +317,15 @@ pub fn as_overrides(o: &Overrides) -> Vec<Override> {
 pub struct Illegal(pub String);
 
 /// Legality of each candidate: Ok, or the new lint errors it brings (in words), linted at
-/// `opts.world` (the trials' world; unknown: the world rules are skipped).
+/// `opts.world` (the trials' world; unknown: the world rules are skipped); an error with a code
+/// in `always` counts even when the experiment has it too ([`judge`]).
 pub fn legality(
     exp: &Experiment,
     opts: &LoadOptions,
     cands: &[Candidate],
+    always: &[&str],
 ) -> Vec<Result<(), Illegal>> {
-    judge(exp, opts, cands, &[])
+    judge(exp, opts, cands, always)
         .into_iter()
         .map(|j| match j {
             Ok(_) => Ok(()),
@@ -619,7 +621,7 @@ mod tests {
         let exp = Experiment::load(Path::new(MOE), &o).unwrap();
         let s = find("deepep-cu", None).unwrap();
         let cands = s.candidates();
-        let legal = legality(&exp, &o, &cands);
+        let legal = legality(&exp, &o, &cands, &[]);
         let ok: Vec<i64> = cands
             .iter()
             .zip(&legal)
@@ -641,7 +643,7 @@ mod tests {
             .unwrap();
         let s = find("memory-fit", None).unwrap();
         let cands = s.candidates();
-        let legal = legality(&exp, &opts(), &cands);
+        let legal = legality(&exp, &opts(), &cands, &[]);
         for (c, l) in cands.iter().zip(&legal) {
             let n = c.overrides["recompute_num_layers"].as_i64().unwrap_or(0);
             assert_eq!(l.is_ok(), n <= layers, "{:?}: {l:?}", c.overrides);

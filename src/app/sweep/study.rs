@@ -98,7 +98,12 @@ pub(super) fn prepare<'s>(
     let resume = resume_command(session, &name, &req);
     let cands = space.candidates_with_baseline(&t.exp);
     // Legal at the trials' world: a candidate Megatron would refuse on it never launches.
-    let legal = space::legality(&t.exp, &t.job, &cands);
+    let always = if space.name == space::LAYOUT_SPACE {
+        layout::RULES
+    } else {
+        &[]
+    };
+    let legal = space::legality(&t.exp, &t.job, &cands, always);
     let legal_cands: Vec<Candidate> = cands
         .iter()
         .zip(&legal)

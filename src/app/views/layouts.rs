@@ -132,16 +132,6 @@ fn world_of(session: &Session) -> Result<World, AppError> {
         })
 }
 
-/// The rules a layout can break whatever the base config breaks too: the lint's world and
-/// layout rules.
-const LAYOUT_RULES: &[&str] = &[
-    "world-model-parallel",
-    "world-expert-parallel",
-    "experts-expert-parallel",
-    "pipeline-layers",
-    "global-batch-divisibility",
-];
-
 /// Splits the layouts into legal ones (with the experiment they load as) and illegal ones
 /// (with the lint's errors), linted at `world`.
 fn judge(
@@ -167,7 +157,7 @@ fn judge(
     let mut illegal = Vec::new();
     for (l, j) in all
         .iter()
-        .zip(space::judge(exp, &opts, &cands, LAYOUT_RULES))
+        .zip(space::judge(exp, &opts, &cands, layout::RULES))
     {
         match j {
             Ok(e) => legal.push((*l, e)),

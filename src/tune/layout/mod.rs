@@ -88,6 +88,29 @@ impl Layout {
     }
 }
 
+/// The lint rules a layout itself can break (Megatron's asserts on parallel sizes against the
+/// world, the model and the batch): a layout that breaks one is illegal even when the
+/// experiment's own layout breaks it too.
+pub const RULES: &[&str] = &[
+    "context-parallel-seq-length",
+    "experts-expert-parallel",
+    "ffn-tensor-parallel",
+    "global-batch-divisibility",
+    "heads-tensor-parallel",
+    "moe-ffn-expert-tensor-parallel",
+    "moe-tp-sequence-parallel",
+    "pipeline-layers",
+    "pipeline-layout-stages",
+    "query-groups-tensor-parallel",
+    "sequence-parallel-seq-length",
+    "vpp-args-exclusive",
+    "vpp-layers",
+    "vpp-microbatches",
+    "vpp-pipeline-size",
+    "world-expert-parallel",
+    "world-model-parallel",
+];
+
 /// What bounds the space a world and a model give, and why (printed with the layouts).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Bounds {
@@ -366,6 +389,13 @@ mod tests {
         assert_eq!(first["num_virtual_stages_per_pipeline_rank"], Value::Null);
         assert!(first.get("micro_batch_size").is_none());
         assert_eq!(s.candidates().len(), (10 + 2 * 6) * 4);
+    }
+
+    #[test]
+    fn every_layout_rule_is_a_lint_code() {
+        for r in RULES {
+            assert!(crate::config::lint::codes::is_code(r), "{r}");
+        }
     }
 
     #[test]

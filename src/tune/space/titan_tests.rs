@@ -63,7 +63,7 @@ fn titan_memory_fit_candidates_resolve_as_set_overrides() {
     assert_eq!(c[0].ranks, vec![2, 0]);
     assert_eq!(c[0].overrides["training.local_batch_size"], 4);
     // Every candidate is legal and resolves to its values, where `--set` puts them.
-    let legal = legality(&exp, &opts(), &c);
+    let legal = legality(&exp, &opts(), &c, &[]);
     assert!(legal.iter().all(Result::is_ok), "{legal:?}");
     for cand in &c {
         let mut o = opts();
