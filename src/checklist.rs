@@ -713,6 +713,8 @@ impl Cx<'_> {
                     "rule (Primus performance-tuning guide §5): pipeline parallel — turn on overlap_p2p_comm",
                 ));
             }
+            self.layout(&mut f);
+            return (None, f, self.layout_actions());
         } else {
             let tp = self.int("parallelism.tensor_parallel_degree", 1);
             if tp > 1 && !self.on("parallelism.enable_async_tensor_parallel") {
@@ -726,6 +728,117 @@ impl Cx<'_> {
             }
         }
         (None, f, Vec::new())
+    }
+
+    /// GPUs a node holds: the world's source, else 8 (every AMD Instinct and NVIDIA HGX node),
+    /// and whether that was assumed.
+    fn node(&self) -> (u64, bool) {
+        match self.world.and_then(|w| w.gpus_per_node()) {
+            Some(n) => (n, false),
+            None => (8, true),
+        }
+    }
+
+    /// The parallel layout's findings: TP within a node, sequence parallelism with TP, the
+    /// interleaved schedule when the 1F1B bubble is large, EP within a node.
+    fn layout(&self, f: &mut Vec<Finding>) {
+        let par = &self.params.parallelism;
+        let (node, assumed) = self.node();
+        let node_text = if assumed {
+            format!("{node} GPUs a node assumed")
+        } else {
+            format!("{node} GPUs a node")
+        };
+        if par.tp > node {
+            f.push(todo(
+                rule::TP_WITHIN_NODE,
+                format!(
+                    "rule (Megatron-LM docs, Narayanan et al. 2021 §3.3): TP {} spans nodes \
+                     ({node_text}); TP all-reduces every layer, so keep it within a node and \
+                     scale across nodes with PP or DP",
+                    par.tp
+                ),
+            ));
+        } else if par.tp > 1 {
+            f.push(ok(format!("TP {} within a node ({node_text})", par.tp)));
+        }
+        if par.tp > 1 && !self.on("sequence_parallel") {
+            f.push(todo(
+                rule::SEQUENCE_PARALLEL,
+                format!(
+                    "rule (Korthikanti et al. 2022; Megatron-LM docs): TP {} without \
+                     sequence_parallel keeps the norm and dropout activations whole on every \
+                     TP rank; sequence parallelism splits them for the same communication volume",
+                    par.tp
+                ),
+            ));
+        }
+        self.bubble(f);
+        if let Some(m) = &self.params.moe
+            && par.ep > node
+        {
+            f.push(info(format!(
+                "EP {} spans nodes ({node_text}): every MoE layer's all-to-alls cross the \
+                 inter-node links (Megatron-LM MoE docs: EP within a node where the {} experts \
+                 fit; the DeepEP dispatcher for cross-node EP)",
+                par.ep, m.experts
+            )));
+        }
+    }
+
+    /// The 1F1B bubble, (p − 1)/(m · v) of the compute (Narayanan et al. 2021 §2.2): a to-do
+    /// for the interleaved schedule when it is 10 % or more without interleaving.
+    fn bubble(&self, f: &mut Vec<Finding>) {
+        let par = &self.params.parallelism;
+        if par.pp <= 1 {
+            return;
+        }
+        let dp = self.data_parallel().map(|d| d as u64);
+        let m = dp.and_then(|d| self.params.batch.accumulation_steps(d));
+        let v = par.vpp.unwrap_or(1);
+        let Some(m) = m else {
+            f.push(info(format!(
+                "PP {}: the pipeline bubble, (p − 1)/(m · v), needs the micro batches per step \
+                 (the world, --gpus)",
+                par.pp
+            )));
+            return;
+        };
+        let bubble = (par.pp - 1) as f64 / (m * v) as f64;
+        let text = format!(
+            "PP {}, {m} micro batches a step{}: the 1F1B bubble is {:.0} % of the compute \
+             ((p − 1)/(m · v), Narayanan et al. 2021 §2.2)",
+            par.pp,
+            if v > 1 {
+                format!(", {v} virtual stages")
+            } else {
+                String::new()
+            },
+            bubble * 100.0
+        );
+        if v == 1 && bubble >= 0.10 {
+            f.push(todo(
+                rule::INTERLEAVED_PIPELINE,
+                format!(
+                    "{text}; the interleaved schedule divides it by the virtual stages \
+                     (num_virtual_stages_per_pipeline_rank)"
+                ),
+            ));
+        } else {
+            f.push(ok(text));
+        }
+    }
+
+    /// The command that lists the layouts of this world, when the world is known.
+    fn layout_actions(&self) -> Vec<String> {
+        match self.world {
+            Some(w) if w.gpus > 1 => vec![format!(
+                "compare layouts: primus-tune layouts {} --gpus {}",
+                self.typed_path(),
+                w.gpus
+            )],
+            _ => Vec::new(),
+        }
     }
 
     fn moe(&self) -> StepEval {
@@ -825,6 +938,91 @@ mod tests {
             .into_iter()
             .find(|s| s.step == step)
             .unwrap()
+    }
+
+    /// The layout findings of the communication step, as (rule, text) of each to-do and the
+    /// texts of the rest.
+    fn layout_todos(sets: &[(&str, Value)], gpus: u64) -> (Vec<&'static str>, Vec<String>) {
+        let world = World::flag(gpus).unwrap();
+        let known = Known {
+            world: Some(&world),
+            ..Known::default()
+        };
+        let r = report(sets, &known, Step::Comm);
+        let rules = r.findings.iter().filter_map(|f| f.rule).collect();
+        (rules, r.findings.into_iter().map(|f| f.text).collect())
+    }
+
+    #[test]
+    fn layout_findings_name_the_rule_and_its_source() {
+        use Value::{Bool, Int};
+        // TP 16 on 16 GPUs: beyond a node (8 assumed), and no sequence parallelism.
+        let (rules, texts) = layout_todos(
+            &[
+                ("tensor_model_parallel_size", Int(16)),
+                ("expert_model_parallel_size", Int(1)),
+                ("sequence_parallel", Bool(false)),
+            ],
+            16,
+        );
+        assert!(rules.contains(&rule::TP_WITHIN_NODE), "{texts:?}");
+        assert!(rules.contains(&rule::SEQUENCE_PARALLEL), "{texts:?}");
+        assert!(texts.iter().any(|t| t.contains("8 GPUs a node assumed")));
+        // TP 2 with sequence parallelism: both in place.
+        let (rules, texts) = layout_todos(
+            &[
+                ("tensor_model_parallel_size", Int(2)),
+                ("expert_model_parallel_size", Int(1)),
+                ("sequence_parallel", Bool(true)),
+            ],
+            8,
+        );
+        assert!(
+            !rules.contains(&rule::TP_WITHIN_NODE) && !rules.contains(&rule::SEQUENCE_PARALLEL)
+        );
+        assert!(
+            texts
+                .iter()
+                .any(|t| t == "TP 2 within a node (8 GPUs a node assumed)")
+        );
+    }
+
+    #[test]
+    fn a_large_bubble_asks_for_the_interleaved_schedule() {
+        use Value::Int;
+        // 27 layers do not split; 28 do. PP 4 on 8 GPUs: DP 2.
+        let base = [
+            ("num_layers", Int(28)),
+            ("pipeline_model_parallel_size", Int(4)),
+            ("expert_model_parallel_size", Int(1)),
+            ("micro_batch_size", Int(1)),
+        ];
+        let with = |gb: i64, vpp: Option<i64>| {
+            let mut sets = base.to_vec();
+            sets.push(("global_batch_size", Int(gb)));
+            if let Some(v) = vpp {
+                sets.push(("num_virtual_stages_per_pipeline_rank", Int(v)));
+            }
+            layout_todos(&sets, 8)
+        };
+        // 16 samples over DP 2: 8 micro batches, bubble 3/8.
+        let (rules, texts) = with(16, None);
+        assert!(rules.contains(&rule::INTERLEAVED_PIPELINE), "{texts:?}");
+        assert!(
+            texts.iter().any(|t| t.contains("bubble is 38 %")),
+            "{texts:?}"
+        );
+        // 256 samples: 128 micro batches, bubble 2 %: nothing to do.
+        let (rules, _) = with(256, None);
+        assert!(!rules.contains(&rule::INTERLEAVED_PIPELINE));
+        // Interleaved already: 3/(8 × 2).
+        let (rules, texts) = with(16, Some(2));
+        assert!(!rules.contains(&rule::INTERLEAVED_PIPELINE));
+        assert!(
+            texts
+                .iter()
+                .any(|t| t.contains("2 virtual stages") && t.contains("19 %"))
+        );
     }
 
     fn comm(acks: &[Ack]) -> StepReport {

@@ -47,6 +47,10 @@ pub const OVERLAP_P2P: &str = "overlap-p2p-comm";
 pub const ASYNC_TP: &str = "async-tensor-parallel";
 pub const MIXED_PRECISION: &str = "mixed-precision";
 pub const FIT_MEMORY: &str = "fit-memory";
+pub const TP_WITHIN_NODE: &str = "tp-within-node";
+pub const SEQUENCE_PARALLEL: &str = "sequence-parallel";
+pub const INTERLEAVED_PIPELINE: &str = "interleaved-pipeline";
+pub const EP_WITHIN_NODE: &str = "ep-within-node";
 
 /// Every rule of the checklist and of `recommend` (lint's codes are ids too:
 /// `config::lint::codes` lists them, and the two are one id space for acknowledgements).
@@ -134,6 +138,30 @@ pub const RULES: &[Rule] = &[
         "overlap pipeline send/receive (overlap_p2p_comm)",
         false,
         &["overlap_p2p_comm"],
+    ),
+    rule(
+        TP_WITHIN_NODE,
+        "tensor parallelism within one node",
+        false,
+        &["tensor_model_parallel_size"],
+    ),
+    rule(
+        SEQUENCE_PARALLEL,
+        "sequence parallelism with TP > 1",
+        false,
+        &["sequence_parallel"],
+    ),
+    rule(
+        INTERLEAVED_PIPELINE,
+        "the interleaved pipeline schedule when the bubble is large",
+        false,
+        &["num_virtual_stages_per_pipeline_rank"],
+    ),
+    rule(
+        EP_WITHIN_NODE,
+        "expert parallelism within one node where the experts fit",
+        false,
+        &["expert_model_parallel_size"],
     ),
     rule(
         ASYNC_TP,

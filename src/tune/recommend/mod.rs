@@ -423,4 +423,42 @@ mod advice_tests {
         // DeepEP's CU count only mattered through the stage that turns DeepEP on.
         assert!(!recs.iter().any(|r| r.flag == "turbo_deepep_num_cu"));
     }
+
+    #[test]
+    fn the_layout_rules_advise_sequence_parallelism_and_interleaving() {
+        let o = opts(&[
+            ("tensor_model_parallel_size", Value::Int(2)),
+            ("sequence_parallel", Value::Bool(false)),
+            ("expert_model_parallel_size", Value::Int(1)),
+            ("num_layers", Value::Int(28)),
+            ("pipeline_model_parallel_size", Value::Int(2)),
+            ("global_batch_size", Value::Int(8)),
+            ("micro_batch_size", Value::Int(1)),
+        ]);
+        let world = crate::megatron::World::flag(8).unwrap();
+        let ctx = Context {
+            world: Some(world),
+            ..Context::default()
+        };
+        let (_, recs) = advise(&o, &ctx);
+        let rec = |flag: &str| recs.iter().find(|r| r.flag == flag);
+        let sp = rec("sequence_parallel").expect("sequence parallelism");
+        // The example is an MoE model, where Megatron refuses TP without sequence parallelism
+        // at the first step: the lint's fix comes first, with its code as the rule.
+        assert_eq!(
+            (sp.value.clone(), sp.rule.as_str()),
+            (json!(true), "moe-tp-sequence-parallel")
+        );
+        // TP 2 × PP 2 on 8 GPUs: DP 2, 4 micro batches a step; the bubble is 1/4.
+        let v = rec("num_virtual_stages_per_pipeline_rank").expect("interleaving");
+        assert_eq!(v.value, json!(2));
+        assert!(v.reason.contains("25 %"), "{}", v.reason);
+        // Without the world the micro batches a step are unknown: no interleaving advice.
+        let (_, recs) = advise(&o, &Context::default());
+        assert!(
+            !recs
+                .iter()
+                .any(|r| r.flag == "num_virtual_stages_per_pipeline_rank")
+        );
+    }
 }

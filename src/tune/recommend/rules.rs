@@ -129,6 +129,8 @@ pub(super) fn fixes(code: &str) -> Vec<Fix> {
             set("recompute_method", Json::Null),
             set("recompute_num_layers", Json::Null),
         ],
+        "moe-tp-sequence-parallel" => vec![set("sequence_parallel", json!(true))],
+        "sequence-parallel-tp1" => vec![set("sequence_parallel", json!(false))],
         "cuda-max-connections" => vec![Fix {
             flag: "CUDA_DEVICE_MAX_CONNECTIONS",
             value: json!("1"),
@@ -226,8 +228,56 @@ pub fn rules(
             "Primus performance-tuning guide §5 (communication overlap); Megatron arguments.py",
         );
     }
+    layout(&mut cx, ctx);
     hipblaslt(&mut cx, gemm);
     cx.out
+}
+
+/// The layout's rules: sequence parallelism with TP, and two virtual stages when the 1F1B
+/// bubble is 10 % or more (where the layers and the micro batches split evenly: Megatron's
+/// asserts, the `vpp-layers` and `vpp-microbatches` lint rules).
+fn layout(cx: &mut Cx, ctx: &Context) {
+    let p = crate::megatron::Params::from_values(&cx.exp.main_module().values());
+    let par = &p.parallelism;
+    if par.tp > 1 {
+        cx.add(
+            rule::SEQUENCE_PARALLEL,
+            "sequence_parallel",
+            json!(true),
+            format!(
+                "TP {}: sequence parallelism splits the norm and dropout activations TP keeps \
+                 whole on every rank, for the same communication volume",
+                par.tp
+            ),
+            "Korthikanti et al. 2022; Megatron-LM docs (sequence parallelism)",
+        );
+    }
+    let Some(world) = ctx.world.filter(|_| par.pp > 1 && par.vpp.is_none()) else {
+        return;
+    };
+    let Some(m) = par
+        .data_parallel(world.gpus)
+        .and_then(|dp| p.batch.accumulation_steps(dp))
+    else {
+        return;
+    };
+    let bubble = (par.pp - 1) as f64 / m as f64;
+    let layers = p.shape.layers.unwrap_or(0);
+    if bubble >= 0.10 && layers.is_multiple_of(par.pp * 2) && m.is_multiple_of(par.pp) {
+        cx.add(
+            rule::INTERLEAVED_PIPELINE,
+            "num_virtual_stages_per_pipeline_rank",
+            json!(2),
+            format!(
+                "PP {}, {m} micro batches a step on {}: the 1F1B bubble is {:.0} % of the \
+                 compute; two virtual stages halve it",
+                par.pp,
+                world,
+                bubble * 100.0
+            ),
+            "Narayanan et al. 2021 §2.2 (the interleaved schedule); Megatron-LM docs",
+        );
+    }
 }
 
 fn sync_free(cx: &mut Cx, ctx: &Context) {
