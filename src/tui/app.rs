@@ -65,6 +65,8 @@ pub enum Msg {
     Studies(Result<Vec<StudySummary>, AppError>),
     /// One study in full.
     Study(Result<Box<StudyDetail>, AppError>),
+    /// The parallel layouts on the session's world.
+    Layouts(Result<Box<crate::app::views::layouts::LayoutsView>, AppError>),
     /// A step of a running use case (or a report written) worth a line on the status bar.
     Note(String),
     /// The experiment file changed on disk (another program wrote it).
@@ -126,6 +128,8 @@ pub enum Effect {
     SetScope(bool),
     LoadStudies,
     LoadStudy(String),
+    /// The parallel layouts on the session's world (Sweep screen, the layout space's detail).
+    LoadLayouts,
     /// Write a study's report into the workspace's reports folder.
     WriteReport(String),
     /// Acknowledge a rule of the checklist for this experiment, with the reason.
@@ -546,6 +550,10 @@ fn step(app: &mut App, msg: Msg) -> Vec<Effect> {
         }
         Msg::Study(r) => {
             screens::studies::on_detail(app, r);
+            vec![]
+        }
+        Msg::Layouts(r) => {
+            screens::sweep::on_layouts(app, r);
             vec![]
         }
         Msg::Telemetry(s) => {

@@ -129,6 +129,12 @@ impl Runner {
             Effect::LoadStudies => {
                 self.read(|s| Some(Msg::Studies(crate::app::views::studies::list(s))))
             }
+            Effect::LoadLayouts => self.read(|s| {
+                let req = crate::app::views::layouts::LayoutsRequest::default();
+                Some(Msg::Layouts(
+                    crate::app::views::layouts::layouts(s, &req).map(Box::new),
+                ))
+            }),
             Effect::LoadStudy(name) => self.read(move |s| {
                 Some(Msg::Study(
                     crate::app::views::studies::detail(s, &name).map(Box::new),

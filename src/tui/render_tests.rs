@@ -1169,6 +1169,46 @@ fn sweep_snapshots() {
     assert!(s.contains("deepep-cu"), "{s}");
 }
 
+/// The layout space's details (Enter on it): the legal layouts with their forecasts and
+/// predictions, the illegal ones counted by the rule that rules them out.
+fn layouts_app() -> App {
+    let mut app = loaded_app();
+    press(&mut app, &[KeyCode::Char('5')]);
+    let n = app.config.as_ref().unwrap().spaces.len();
+    press(&mut app, &vec![KeyCode::Down; n - 1]);
+    let fx = app::update(&mut app, key(KeyCode::Enter));
+    assert_eq!(fx, vec![crate::tui::app::Effect::LoadLayouts]);
+    let opts = LoadOptions {
+        env: Env::default(),
+        world: crate::megatron::World::flag(8),
+        ..Default::default()
+    };
+    let req = crate::app::views::layouts::LayoutsRequest {
+        gpu: Some("MI300X".into()),
+        gpus_per_node: None,
+    };
+    let view = crate::app::views::layouts::layouts(&session_at(Path::new(EXPERIMENT), opts), &req)
+        .expect("layouts of the example");
+    app::update(&mut app, Msg::Layouts(Ok(Box::new(view))));
+    app
+}
+
+#[test]
+fn layouts_snapshots() {
+    snap_both("layouts", layouts_app);
+    let s = screen(&mut layouts_app(), 80, 24);
+    assert!(s.contains("parallel-layout (per world)"), "{s}");
+    assert!(s.contains("Layouts on 8 GPUs"), "{s}");
+    assert!(s.contains("TP1 PP1 CP1 EP1 MBS4"), "{s}");
+    let wide = screen(&mut layouts_app(), 160, 48);
+    assert!(
+        wide.lines()
+            .any(|l| l.contains("││*") && l.contains("TP1 PP1 CP1 EP8 MBS4")),
+        "the experiment's own layout is marked:\n{wide}"
+    );
+    assert!(wide.contains("pipeline-layers 288"), "{wide}");
+}
+
 /// A running sweep's log at 80×24: a line wider than the pane (the launch history) is wrapped
 /// and read whole, and the newest line stays in view.
 #[test]

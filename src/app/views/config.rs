@@ -50,6 +50,9 @@ pub struct SpaceRow {
     /// model for its sweep to rank evidence: [`crate::app::sweep::unmodeled`]).
     pub flags: Vec<String>,
     pub memory_flags: Vec<String>,
+    /// Its candidates are made for the sweep's world and model (the parallel layouts):
+    /// `candidates` is 0 until then, and `layouts` lists them for a world.
+    pub per_world: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -322,16 +325,35 @@ fn flag_rows(
 
 /// The knob spaces (built in and the user's), each with whether it applies to `exp`.
 fn space_rows(exp: &Experiment) -> Vec<SpaceRow> {
-    crate::tune::space::all(crate::tune::space::user_dir().as_deref())
-        .unwrap_or_else(|_| crate::tune::space::builtin())
+    let mut spaces = crate::tune::space::all(crate::tune::space::user_dir().as_deref())
+        .unwrap_or_else(|_| crate::tune::space::builtin());
+    if let Ok(layouts) = crate::tune::space::find(crate::tune::space::LAYOUT_SPACE, None) {
+        spaces.push(layouts);
+    }
+    spaces
         .into_iter()
-        .map(|sp| SpaceRow {
-            candidates: sp.candidates().len(),
-            not_applicable: sp.not_applicable(exp),
-            flags: sp.flags(),
-            memory_flags: sp.memory_flags(),
-            name: sp.name,
-            description: sp.description,
+        .map(|sp| {
+            let per_world = sp.is_unfilled();
+            SpaceRow {
+                candidates: if per_world { 0 } else { sp.candidates().len() },
+                not_applicable: sp.not_applicable(exp),
+                flags: if per_world {
+                    crate::tune::layout::FLAGS
+                        .iter()
+                        .map(|f| f.to_string())
+                        .collect()
+                } else {
+                    sp.flags()
+                },
+                memory_flags: if per_world {
+                    vec!["micro_batch_size".to_string()]
+                } else {
+                    sp.memory_flags()
+                },
+                per_world,
+                name: sp.name,
+                description: sp.description,
+            }
         })
         .collect()
 }

@@ -24,6 +24,9 @@ pub struct State {
     pub result: Option<(String, StudyRecord)>,
     /// The selected space's details are shown (Enter) instead of the last result.
     pub detail: bool,
+    /// The parallel layouts on the session's world (the layout space's details), or why not;
+    /// None until loaded.
+    pub layouts: Option<Result<Box<crate::app::views::layouts::LayoutsView>, String>>,
 }
 
 pub fn move_selection(app: &mut App, to: Move) {
@@ -34,7 +37,17 @@ pub fn move_selection(app: &mut App, to: Move) {
 pub fn apply(app: &mut App, action: Action) -> Vec<Effect> {
     match action {
         Action::SpaceDetail => {
-            app.screens.sweep.detail = !app.screens.sweep.detail;
+            let sw = &mut app.screens.sweep;
+            sw.detail = !sw.detail;
+            let per_world = app
+                .config
+                .as_ref()
+                .and_then(|c| c.spaces.get(sw.selected))
+                .is_some_and(|s| s.per_world);
+            if sw.detail && per_world && sw.layouts.is_none() {
+                app.info("working out the layouts on this world…");
+                return vec![Effect::LoadLayouts];
+            }
             vec![]
         }
         Action::StartSweep => start(app),
@@ -125,7 +138,7 @@ fn start(app: &mut App) -> Vec<Effect> {
         app.error(why);
         return vec![];
     }
-    let (space, candidates) = (row.name.clone(), row.candidates);
+    let (space, candidates, per_world) = (row.name.clone(), row.candidates, row.per_world);
     let Some(profile) = app.profile_name().map(str::to_string) else {
         app.error("no launch profile found");
         return vec![];
@@ -139,10 +152,17 @@ fn start(app: &mut App) -> Vec<Effect> {
     let launch = crate::tui::launch::Launch {
         title: "Start a sweep on GPUs?".into(),
         lines: vec![
-            format!(
-                "Sweep {space} with profile {profile}: {} before the legality check.",
-                crate::util::text::count(candidates, "candidate", "candidates")
-            ),
+            if per_world {
+                format!(
+                    "Sweep {space} with profile {profile}: the layouts of the trials' world, \
+                     each judged by the lint before it launches."
+                )
+            } else {
+                format!(
+                    "Sweep {space} with profile {profile}: {} before the legality check.",
+                    crate::util::text::count(candidates, "candidate", "candidates")
+                )
+            },
             format!(
                 "Budget: a trial of {} iterations per candidate, up to {} for the leaders; no time \
                  limit (`sweep --budget-minutes` sets one); x stops it, resumable.",
@@ -195,6 +215,102 @@ fn ask_demo(app: &mut App, space: String, profile: String, unmodeled: &[String])
         },
     )));
     vec![]
+}
+
+/// The parallel layouts were worked out (or could not be).
+pub fn on_layouts(
+    app: &mut App,
+    r: Result<Box<crate::app::views::layouts::LayoutsView>, AppError>,
+) {
+    match &r {
+        Ok(v) => app.info(format!(
+            "{} legal layouts of {} on {} GPUs (* the experiment's own); r sweeps them",
+            v.legal.len(),
+            v.legal.len() + v.illegal.len(),
+            v.world
+        )),
+        Err(e) => app.error(format!("no layouts: {e}")),
+    }
+    app.screens.sweep.layouts = Some(r.map_err(|e| e.to_string()));
+}
+
+/// The layouts pane: the legal layouts (forecast memory, predicted step), the illegal ones
+/// counted by the rule that rules them out.
+fn layouts_table<'a>(
+    v: &'a crate::app::views::layouts::LayoutsView,
+    theme: &Theme,
+    width: u16,
+) -> Table<'a> {
+    let widths = [
+        Constraint::Length(2),
+        Constraint::Min(22),
+        Constraint::Length(3),
+        Constraint::Length(6),
+        Constraint::Length(4),
+        Constraint::Length(7),
+        Constraint::Length(5),
+    ];
+    let col_w = column_widths(&widths, width.saturating_sub(2));
+    let gib = |b: f64| b / (1u64 << 30) as f64;
+    let rows: Vec<Row> = v
+        .legal
+        .iter()
+        .map(|l| {
+            let texts = vec![
+                if l.current { "*" } else { "" }.to_string(),
+                l.label.clone(),
+                l.dp.to_string(),
+                sig(l.memory_bytes.map(gib), ""),
+                match l.fits {
+                    Some(true) => "yes",
+                    Some(false) => "NO",
+                    None => "?",
+                }
+                .to_string(),
+                l.predicted
+                    .map_or("?".into(), |p| format!("{:.2}", p.step_s)),
+                l.relative.map_or("?".into(), |r| format!("{r:.2}")),
+            ];
+            let style = if l.fits == Some(false) {
+                theme.dim()
+            } else {
+                theme.text()
+            };
+            Row::new(fit_cells(texts, &col_w).into_iter().map(Cell::from)).style(style)
+        })
+        .collect();
+    let mut by_rule: std::collections::BTreeMap<&str, usize> = Default::default();
+    for l in &v.illegal {
+        for (id, _) in &l.rules {
+            *by_rule.entry(id.as_str()).or_default() += 1;
+        }
+    }
+    let illegal = by_rule
+        .iter()
+        .map(|(id, n)| format!("{id} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Table::new(rows, widths)
+        .header(
+            Row::new(vec!["", "layout", "DP", "GiB", "fits", "step s", "x now"])
+                .style(theme.title()),
+        )
+        .block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title(format!(
+                    " Layouts on {} GPUs · {} legal of {} · {} · prediction, not measured ",
+                    v.world,
+                    v.legal.len(),
+                    v.legal.len() + v.illegal.len(),
+                    v.gpu.as_ref().map_or("GPU unknown", |g| g.0.as_str())
+                ))
+                .title_bottom(if illegal.is_empty() {
+                    " r sweeps them · Enter: back ".to_string()
+                } else {
+                    format!(" illegal: {illegal} · r sweeps the rest · Enter: back ")
+                }),
+        )
 }
 
 /// A sweep starts: the screen shows its progress.
@@ -354,7 +470,11 @@ fn draw_screen(
                 Span::styled(mark, style),
                 Span::styled(
                     fit(
-                        &format!(" {} ({} candidates)", s.name, s.candidates),
+                        &if s.per_world {
+                            format!(" {} (per world)", s.name)
+                        } else {
+                            format!(" {} ({} candidates)", s.name, s.candidates)
+                        },
                         w.saturating_sub(3),
                     ),
                     style,
@@ -383,6 +503,15 @@ fn draw_screen(
         offset: state.offset(),
     };
     let selected = c.spaces.get(app.screens.sweep.selected);
+    let sw = &app.screens.sweep;
+    if sw.detail
+        && !sw.running
+        && selected.is_some_and(|s| s.per_world)
+        && let Some(Ok(v)) = &sw.layouts
+    {
+        f.render_widget(layouts_table(v, theme, right.width), right);
+        return Some(hit);
+    }
     if app.screens.sweep.running || app.screens.sweep.result.is_none() || app.screens.sweep.detail {
         let mut lines: Vec<Line> = Vec::new();
         if let Some(s) = selected {
@@ -390,7 +519,13 @@ fn draw_screen(
             if let Some(why) = &s.not_applicable {
                 lines.push(Line::styled(why.clone(), theme.warn()));
             }
-            if app.screens.sweep.detail {
+            if app.screens.sweep.detail && s.per_world {
+                lines.push(Line::raw(match &app.screens.sweep.layouts {
+                    None => "working out the layouts on this world…".to_string(),
+                    Some(Err(e)) => e.clone(),
+                    Some(Ok(_)) => String::new(),
+                }));
+            } else if app.screens.sweep.detail {
                 lines.push(Line::raw(format!(
                     "space {} · {} before the legality check · profile {profile}",
                     s.name,

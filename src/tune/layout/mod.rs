@@ -88,6 +88,18 @@ impl Layout {
     }
 }
 
+/// The flags a layout sets ([`Layout::overrides`]).
+pub const FLAGS: &[&str] = &[
+    "context_parallel_size",
+    "expert_model_parallel_size",
+    "micro_batch_size",
+    "num_layers_per_virtual_pipeline_stage",
+    "num_virtual_stages_per_pipeline_rank",
+    "pipeline_model_parallel_size",
+    "sequence_parallel",
+    "tensor_model_parallel_size",
+];
+
 /// The lint rules a layout itself can break (Megatron's asserts on parallel sizes against the
 /// world, the model and the batch): a layout that breaks one is illegal even when the
 /// experiment's own layout breaks it too.
