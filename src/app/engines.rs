@@ -156,6 +156,9 @@ pub mod tune {
             CostRatios, FORECAST_AFTER_PEAKS, Phases, ReplayReport, ReplayTable, replay_all,
             synthetic_suite,
         };
+        pub mod layouts {
+            pub use crate::tune::replay::layouts::synthetic_layout_suite;
+        }
     }
     pub mod search {
         pub use crate::tune::search::SearchConfig;

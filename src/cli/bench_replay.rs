@@ -29,6 +29,11 @@ pub struct BenchReplayArgs {
     /// Also replay N synthetic studies with a known optimum.
     #[arg(long, value_name = "N")]
     pub synthetic: Option<usize>,
+    /// Also replay N synthetic layout studies: the parallel layouts of a dense 8B, a dense 70B
+    /// and an MoE model on 8, 16 and 32 GPUs, each with the layout prior's prediction and a
+    /// true step of the prior's form with other speeds and its own error.
+    #[arg(long, value_name = "N")]
+    pub synthetic_layouts: Option<usize>,
     /// Seconds from launch to the first iteration in every trial of the synthetic studies.
     #[arg(long, value_name = "S", default_value_t = 0.0)]
     pub startup_s: f64,
@@ -175,9 +180,10 @@ impl BenchReplayArgs {
 }
 
 pub fn run(a: &BenchReplayArgs) -> Result<ExitCode, CliError> {
-    if a.table.is_empty() && a.synthetic.unwrap_or(0) == 0 {
+    if a.table.is_empty() && a.synthetic.unwrap_or(0) == 0 && a.synthetic_layouts.unwrap_or(0) == 0
+    {
         return Err(CliError::Usage(
-            "bench-replay needs a TABLE.json or --synthetic N".into(),
+            "bench-replay needs a TABLE.json, --synthetic N or --synthetic-layouts N".into(),
         ));
     }
     if !(a.startup_s.is_finite() && a.startup_s >= 0.0) {
@@ -198,6 +204,11 @@ pub fn run(a: &BenchReplayArgs) -> Result<ExitCode, CliError> {
     }
     studies.extend(synthetic_suite(
         a.synthetic.unwrap_or(0),
+        a.startup_s,
+        a.seed,
+    ));
+    studies.extend(crate::tune::replay::layouts::synthetic_layout_suite(
+        a.synthetic_layouts.unwrap_or(0),
         a.startup_s,
         a.seed,
     ));

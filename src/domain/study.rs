@@ -18,6 +18,11 @@ pub enum MemoryTrend {
     Decreasing,
     /// No known order.
     None,
+    /// It moves memory, in no order the space knows (a parallel layout: TP, PP, VPP, CP and EP
+    /// each shard some terms and add others). An out-of-memory candidate rules out only
+    /// candidates with its value of such a knob: the memory model's forecast errs more between
+    /// layouts than within one.
+    Varies,
 }
 
 /// A knob of a space: its candidate values in cost order (cheapest first: when two values tie

@@ -13,6 +13,7 @@
 //! OOM costs `startup_s` plus one iteration. GPU-seconds are seconds of the recorded job (the
 //! GPU count is the same for every candidate, so ratios do not depend on it).
 
+pub mod layouts;
 mod phases;
 use super::search::effects::Effects;
 use super::search::prior::batch::stages;
@@ -74,6 +75,10 @@ pub struct ReplayCandidate {
     /// The search recalibrates it on the study's measured peaks as it goes, as a sweep does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predicted_bytes: Option<f64>,
+    /// The layout prior's predicted step for this candidate's layout (a layout study), as the
+    /// sweep gives it to the search ([`crate::tune::search::prior::layout`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout_prior: Option<crate::tune::search::prior::layout::StepPrior>,
 }
 
 /// A table that cannot be replayed.
@@ -169,6 +174,7 @@ fn trend_of(flag: &str) -> MemoryTrend {
     match flag {
         "micro_batch_size" | "turbo_sync_free_moe_stage" => MemoryTrend::Increasing,
         "recompute_num_layers" => MemoryTrend::Decreasing,
+        f if crate::tune::layout::FLAGS.contains(&f) => MemoryTrend::Varies,
         _ => MemoryTrend::None,
     }
 }
@@ -222,10 +228,12 @@ pub fn knobs_of(overrides: &[&Overrides]) -> Vec<Knob> {
             }
             Knob {
                 flag: flag.clone(),
-                memory: if numeric {
-                    trend_of(flag)
-                } else {
-                    MemoryTrend::None
+                memory: match trend_of(flag) {
+                    // A layout flag moves memory whatever its values' type (VPP unset or a
+                    // count, sequence parallelism on or off).
+                    MemoryTrend::Varies => MemoryTrend::Varies,
+                    t if numeric => t,
+                    _ => MemoryTrend::None,
                 },
                 values,
             }
@@ -614,6 +622,14 @@ pub fn replay(table: &ReplayTable, cfg: &SearchConfig) -> ReplayReport {
             .filter_map(|c| Some((c.id, stages(&c.overrides, table.pipeline_stages)?)))
             .collect();
     }
+    if cfg.layout_prior.is_empty() {
+        cfg.layout_prior = table
+            .candidates
+            .iter()
+            .enumerate()
+            .filter_map(|(id, c)| Some((id, c.layout_prior?)))
+            .collect();
+    }
     let mut runner = ReplayRunner::new(table);
     let predicted = |c: &Candidate| table.candidates.get(c.id).and_then(|r| r.predicted_bytes);
     let mut res = search(&ks, &cands, &mut runner, &cfg, &predicted);
@@ -834,6 +850,7 @@ pub fn synthetic(seed: u64, n_candidates: usize, noise_cv: f64, startup_s: f64) 
                 predicted_bytes: Some(
                     (model_of(p) * scale * (1.0 + 0.02 * mrng.normal()).max(0.5)).round(),
                 ),
+                layout_prior: None,
             }
         })
         .collect();
@@ -933,6 +950,7 @@ mod tests {
             startup_s: 0.0,
             true_step_ms: None,
             predicted_bytes: None,
+            layout_prior: None,
         }
     }
 

@@ -545,7 +545,7 @@ fn layers_per_stage(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) -> Option<u64> {
 
 /// `num_layers` plus one for each of the embedding/loss pipeline-split flags (what
 /// `validate_args` and `get_num_layers_to_build` divide by PP).
-fn counted_layers(cx: &Ctx<'_>) -> Option<u64> {
+pub(super) fn counted_layers(cx: &Ctx<'_>) -> Option<u64> {
     let layers = cx.params.shape.layers?;
     let extra = [
         "account_for_embedding_in_pipeline_split",

@@ -65,20 +65,14 @@ fn pipeline_layers(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     ]
     .iter()
     .any(|k| !cx.value(k).is_null());
-    let Some(layers) = cx.int("num_layers").filter(|n| *n > 0) else {
+    let (Some(layers), Some(counted)) = (cx.params.shape.layers, super::layout::counted_layers(cx))
+    else {
         return;
     };
     if uneven {
         return;
     }
-    let extra = [
-        "account_for_embedding_in_pipeline_split",
-        "account_for_loss_in_pipeline_split",
-    ]
-    .iter()
-    .filter(|k| cx.on(k))
-    .count() as u64;
-    let counted = layers as u64 + extra;
+    let extra = counted - layers;
     if counted.is_multiple_of(pp) {
         return;
     }

@@ -315,7 +315,7 @@ pub fn as_space(b: &Bounds, current: &Layout, moe: bool) -> crate::tune::space::
             Knob {
                 flag: "@layout".to_string(),
                 values,
-                memory: MemoryTrend::None,
+                memory: MemoryTrend::Varies,
             },
             Knob {
                 flag: "micro_batch_size".to_string(),

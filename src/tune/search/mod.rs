@@ -511,6 +511,7 @@ fn needs_at_least(
                 MemoryTrend::Increasing => ra >= rb,
                 MemoryTrend::Decreasing => ra <= rb,
                 MemoryTrend::None => untrended(ra, rb),
+                MemoryTrend::Varies => ra == rb,
             })
 }
 
@@ -527,7 +528,7 @@ fn memory_level(knobs: &[Knob], c: &Candidate) -> usize {
         .map(|(k, &r)| match k.memory {
             MemoryTrend::Increasing => r,
             MemoryTrend::Decreasing => k.values.len().saturating_sub(1).saturating_sub(r),
-            MemoryTrend::None => 0,
+            MemoryTrend::None | MemoryTrend::Varies => 0,
         })
         .sum()
 }

@@ -6,8 +6,8 @@
 //! more than a margin.
 //!
 //! Its two scales are learnt from the study's own trials: measured ≈ a · compute + b · comm, by
-//! least squares over the measured layouts (a single ratio while they cannot tell the two terms
-//! apart: one layout, or layouts with the same share of communication). So the assumed
+//! least squares over the measured layouts, from three of them (a single ratio before, or while
+//! they cannot tell the two terms apart: layouts with the same share of communication). So the assumed
 //! efficiency and link speeds only order the first launches; what the GPUs and links deliver
 //! decides the rest. A layout skipped on it is `predicted-slower`: a prediction, never a
 //! measurement.
@@ -16,7 +16,7 @@ use super::super::{Search, State, Verdict};
 
 /// A candidate's predicted step, seconds: what scales with the GPU's speed (compute and the
 /// pipeline bubble) and what scales with the links (TP, DP, PP, EP and CP traffic).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct StepPrior {
     pub compute_s: f64,
     pub comm_s: f64,
@@ -70,7 +70,9 @@ impl Fit {
             (a, b)
         });
         let (a, b, two_terms) = match two {
-            Some((a, b)) if points.len() >= 2 && a > 0.0 && b >= 0.0 => (a, b, true),
+            // Two scales from two layouts fit them exactly and say nothing of the form's own
+            // error: a third gives the residual the margin needs.
+            Some((a, b)) if points.len() >= 3 && a > 0.0 && b >= 0.0 => (a, b, true),
             _ => {
                 // One ratio: the mean of measured / predicted.
                 let r = points
@@ -100,13 +102,17 @@ impl Fit {
         self.a * p.compute_s + self.b * p.comm_s
     }
 
-    /// How far above the best measured step a prediction must be to rule a layout out.
+    /// How far above the best measured step a prediction must be to rule a layout out: at
+    /// least twice the fit's residual, widened for the scales it fitted (n/(n − k)).
     pub fn margin(&self) -> f64 {
-        if self.two_terms {
-            FITTED_MARGIN.max(2.0 * self.spread)
+        let (floor, k) = if self.two_terms {
+            (FITTED_MARGIN, 2.0)
         } else {
-            RATIO_MARGIN.max(2.0 * self.spread)
-        }
+            (RATIO_MARGIN, 1.0)
+        };
+        let n = self.points as f64;
+        let widen = if n > k { (n / (n - k)).sqrt() } else { 1.0 };
+        floor.max(2.0 * self.spread * widen)
     }
 }
 
@@ -242,7 +248,12 @@ mod tests {
     #[test]
     fn a_negative_scale_falls_back_to_one_ratio() {
         // Measurements that more communication makes faster: no physical fit.
-        let f = Fit::of(&[(p(1.0, 0.0), 1000.0), (p(1.0, 1.0), 900.0)]).unwrap();
+        let f = Fit::of(&[
+            (p(1.0, 0.0), 1000.0),
+            (p(1.0, 0.5), 950.0),
+            (p(1.0, 1.0), 900.0),
+        ])
+        .unwrap();
         assert!(!f.two_terms);
         assert!(f.spread > 0.0 && f.margin() >= RATIO_MARGIN);
     }
