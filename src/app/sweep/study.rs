@@ -5,11 +5,13 @@
 //! row.
 
 use super::lease::HeldLease;
+use super::request::{FIRST_ITERS, MAX_ITERS, SweepRequest};
 use super::runner::{self, TrialRunner};
-use super::{
-    FIRST_ITERS, Forecasts, MAX_ITERS, SweepOutcome, SweepRequest, TrialSetup, effects, forecasts,
-    gib, history, open, pipeline_stages, resume_command, set_up,
+use super::setup::{
+    Forecasts, SweepOutcome, TrialSetup, forecasts, gib, gpu_facts, measurable, pipeline_stages,
+    resume_command, set_up,
 };
+use super::{effects, history, open};
 use crate::app::events::{self, AppEvent, Events, SweepEvent};
 use crate::app::trial::Cancel;
 use crate::app::{AppError, Session};
@@ -86,9 +88,9 @@ pub(super) fn prepare<'s>(
         return Err(AppError::Failed(format!("{}: {why}", session.display())));
     }
     let mut t = set_up(session, exp, &req)?;
-    let (capacity, gpu_name) = super::gpu_facts(session, req.capacity_gib);
+    let (capacity, gpu_name) = gpu_facts(session, req.capacity_gib);
     let (space, machine) = layouts(space, &t, gpu_name.as_deref());
-    super::measurable(session, &mut t, &space, &req)?;
+    measurable(session, &mut t, &space, &req)?;
     let prof = t.plan.profile.name.clone();
     req.trial.profile = Some(prof.clone());
     let launch = open::StudyLaunch::of(&req, &prof);
