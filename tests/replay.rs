@@ -211,7 +211,9 @@ fn bad_input_is_an_error_naming_the_file_and_a_missing_one_no_input() {
         .args(["bench-replay"])
         .assert()
         .code(64)
-        .stderr(predicate::str::contains("TABLE.json or --synthetic"));
+        .stderr(predicate::str::contains(
+            "needs a TABLE.json, --synthetic N or --synthetic-layouts N",
+        ));
 }
 
 #[test]
