@@ -142,24 +142,66 @@ fn ffn(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
         ));
     }
     for (key, width, what) in widths {
-        if width.is_multiple_of(tp) {
-            continue;
-        }
-        out.push(
-            cx.diag(
-                Severity::Error,
-                "ffn-tensor-parallel",
+        out.extend(split(
+            cx,
+            Split {
+                code: "ffn-tensor-parallel",
                 key,
-                format!(
-                    "{what} does not split over `tensor_model_parallel_size: {tp}`; Megatron asserts it when it builds the MLP (its parallel linear layers split the width with `divide`: \"{width} is not divisible by {tp}\")"
-                ),
-            )
-            .hint(format!(
-                "choose a tensor-parallel size that divides {width}: {}",
-                divisors(width)
-            )),
-        );
+                width,
+                by: tp,
+                what,
+                over: format!("`tensor_model_parallel_size: {tp}`"),
+                built: "the MLP (its parallel linear layers",
+                size: "a tensor-parallel size",
+            },
+        ));
     }
+}
+
+/// A width that linear layers split over `by` ranks with `divide`, and what to say when it
+/// does not split.
+struct Split<'a> {
+    code: &'static str,
+    key: &'a str,
+    width: u64,
+    by: u64,
+    /// The width as the config gives it, and the group size.
+    what: String,
+    over: String,
+    /// What Megatron builds when it asserts, and the size a hint asks for.
+    built: &'a str,
+    size: &'a str,
+}
+
+/// The error of a width that does not split (`divide`'s "{} is not divisible by {}"), if any.
+fn split(cx: &Ctx<'_>, s: Split<'_>) -> Option<Diagnostic> {
+    let Split {
+        code,
+        key,
+        width,
+        by,
+        what,
+        over,
+        built,
+        size,
+    } = s;
+    if width.is_multiple_of(by) {
+        return None;
+    }
+    Some(
+        cx.diag(
+            Severity::Error,
+            code,
+            key,
+            format!(
+                "{what} does not split over {over}; Megatron asserts it when it builds {built} split the width with `divide`: \"{width} is not divisible by {by}\")"
+            ),
+        )
+        .hint(format!(
+            "choose {size} that divides {width}: {}",
+            divisors(width)
+        )),
+    )
 }
 
 /// The experts' linear layers split `moe_ffn_hidden_size` (`ffn_hidden_size` when unset,
@@ -171,9 +213,6 @@ fn moe_ffn(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     let Some(width) = cx.params.moe.as_ref().and_then(|m| m.ffn) else {
         return;
     };
-    if width.is_multiple_of(etp) {
-        return;
-    }
     let what = if set(cx, "moe_ffn_hidden_size") {
         format!("`moe_ffn_hidden_size: {width}`")
     } else {
@@ -194,20 +233,19 @@ fn moe_ffn(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
             ),
         )
     };
-    out.push(
-        cx.diag(
-            Severity::Error,
-            "moe-ffn-expert-tensor-parallel",
+    out.extend(split(
+        cx,
+        Split {
+            code: "moe-ffn-expert-tensor-parallel",
             key,
-            format!(
-                "{what} does not split over {size}; Megatron asserts it when it builds the experts (their linear layers split the width with `divide`: \"{width} is not divisible by {etp}\")"
-            ),
-        )
-        .hint(format!(
-            "choose an expert tensor-parallel size that divides {width}: {}",
-            divisors(width)
-        )),
-    );
+            width,
+            by: etp,
+            what,
+            over: size,
+            built: "the experts (their linear layers",
+            size: "an expert tensor-parallel size",
+        },
+    ));
 }
 
 /// `megatron/training/arguments.py` (`validate_args`) asserts, with `context_parallel_size` >
