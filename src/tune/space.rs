@@ -12,6 +12,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
+mod layouts;
+pub use layouts::LAYOUT_SPACE;
+
 /// A named set of knobs to sweep.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -90,12 +93,6 @@ impl Space {
             }
         }
         Ok(s)
-    }
-
-    /// A space whose knobs are made for the sweep's world and model ([`LAYOUT_SPACE`]), not
-    /// made yet.
-    pub fn is_unfilled(&self) -> bool {
-        self.knobs.is_empty()
     }
 
     /// The flags its knobs set (a group knob `@name` sets the flags of its value maps).
@@ -269,27 +266,11 @@ pub fn find(name: &str, user: Option<&Path>) -> Result<Space, SpaceError> {
     spaces
         .into_iter()
         .find(|s| s.name == name)
-        .or_else(|| (name == LAYOUT_SPACE).then(layout_template))
+        .or_else(|| (name == LAYOUT_SPACE).then(layouts::template))
         .ok_or_else(|| SpaceError::NotFound {
             name: name.to_string(),
             known,
         })
-}
-
-/// The space of parallel layouts (TP × PP × VPP × CP × EP × micro batch). Its knobs depend on
-/// the world and the model, so [`find`] gives it without knobs ([`Space::is_unfilled`]) and a
-/// sweep fills it ([`crate::tune::layout::as_space`]) once its trials' world is known.
-pub const LAYOUT_SPACE: &str = "parallel-layout";
-
-fn layout_template() -> Space {
-    Space {
-        name: LAYOUT_SPACE.to_string(),
-        description: "Parallel layouts on the trials' world: TP within a node, PP, VPP, CP, EP \
-                      (MoE) and micro batch, ordered and pruned by the layout prior"
-            .to_string(),
-        requires: Some("megatron".to_string()),
-        knobs: Vec::new(),
-    }
 }
 
 /// Equal as configuration values: numbers by value (`4` = `4.0`), the rest exactly.

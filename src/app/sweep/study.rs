@@ -324,7 +324,7 @@ fn layouts(space: Space, t: &TrialSetup, gpu: Option<&str>) -> (Space, Option<Ma
         .and_then(crate::telemetry::hardware::lookup)
         .map(|g| Machine::of(g, bounds.gpus_per_node));
     let space = if space.is_unfilled() {
-        layout::as_space(&bounds, &current, params.moe.is_some())
+        Space::of_layouts(&bounds, &current, params.moe.is_some())
     } else {
         space
     };

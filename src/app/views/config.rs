@@ -332,28 +332,14 @@ fn space_rows(exp: &Experiment) -> Vec<SpaceRow> {
     }
     spaces
         .into_iter()
-        .map(|sp| {
-            let per_world = sp.is_unfilled();
-            SpaceRow {
-                candidates: if per_world { 0 } else { sp.candidates().len() },
-                not_applicable: sp.not_applicable(exp),
-                flags: if per_world {
-                    crate::tune::layout::FLAGS
-                        .iter()
-                        .map(|f| f.to_string())
-                        .collect()
-                } else {
-                    sp.flags()
-                },
-                memory_flags: if per_world {
-                    vec!["micro_batch_size".to_string()]
-                } else {
-                    sp.memory_flags()
-                },
-                per_world,
-                name: sp.name,
-                description: sp.description,
-            }
+        .map(|sp| SpaceRow {
+            candidates: sp.candidates().len(),
+            not_applicable: sp.not_applicable(exp),
+            flags: sp.flags(),
+            memory_flags: sp.memory_flags(),
+            per_world: sp.is_unfilled(),
+            name: sp.name,
+            description: sp.description,
         })
         .collect()
 }

@@ -277,55 +277,6 @@ pub fn space(b: &Bounds, current: &Layout) -> Vec<Layout> {
     out
 }
 
-/// The sweep space of the layouts in `b` ([`crate::tune::space::LAYOUT_SPACE`]): a group knob
-/// `@layout` whose values set TP, PP, VPP, CP, EP (MoE) and sequence parallelism, in the order
-/// [`space`] lists them (the current layout first), and the micro batch.
-pub fn as_space(b: &Bounds, current: &Layout, moe: bool) -> crate::tune::space::Space {
-    use crate::domain::study::{Knob, MemoryTrend};
-    let mut structural: Vec<Layout> = Vec::new();
-    for l in space(b, current) {
-        let s = Layout { micro: 1, ..l };
-        if !structural.contains(&s) {
-            structural.push(s);
-        }
-    }
-    let values = structural
-        .iter()
-        .map(|l| {
-            let mut o = l.overrides(moe);
-            o.remove("micro_batch_size");
-            Value::Object(o.into_iter().collect())
-        })
-        .collect();
-    crate::tune::space::Space {
-        name: crate::tune::space::LAYOUT_SPACE.to_string(),
-        description: format!(
-            "Parallel layouts on {} GPUs ({} a node): {} layouts × micro batch {}",
-            b.world,
-            b.gpus_per_node,
-            structural.len(),
-            b.micro
-                .iter()
-                .map(u64::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        requires: Some("megatron".to_string()),
-        knobs: vec![
-            Knob {
-                flag: "@layout".to_string(),
-                values,
-                memory: MemoryTrend::Varies,
-            },
-            Knob {
-                flag: "micro_batch_size".to_string(),
-                values: b.micro.iter().map(|m| json!(m)).collect(),
-                memory: MemoryTrend::Increasing,
-            },
-        ],
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -382,25 +333,19 @@ mod tests {
     }
 
     #[test]
-    fn the_sweep_space_is_the_structural_layouts_times_the_micro_batch() {
-        let p = params(&[
-            ("num_layers", 32),
-            ("seq_length", 4096),
-            ("micro_batch_size", 2),
-        ]);
-        let b = bounds(&p, false, 8, 8);
-        let s = as_space(&b, &Layout::of(&p), false);
-        assert_eq!(s.knobs[0].values.len(), 10 + 2 * 6);
-        assert_eq!(
-            s.knobs[1].values,
-            vec![json!(1), json!(2), json!(4), json!(8)]
-        );
-        // The current layout is the first value: TP 1, PP 1, no interleaving.
-        let first = &s.knobs[0].values[0];
-        assert_eq!(first["tensor_model_parallel_size"], json!(1));
-        assert_eq!(first["num_virtual_stages_per_pipeline_rank"], Value::Null);
-        assert!(first.get("micro_batch_size").is_none());
-        assert_eq!(s.candidates().len(), (10 + 2 * 6) * 4);
+    fn the_flags_are_those_a_layout_sets() {
+        let l = Layout {
+            tp: 2,
+            pp: 2,
+            vpp: Some(2),
+            cp: 2,
+            ep: 2,
+            sp: true,
+            micro: 2,
+        };
+        let o = l.overrides(true);
+        let keys: Vec<&str> = o.keys().map(String::as_str).collect();
+        assert_eq!(keys, FLAGS);
     }
 
     #[test]
