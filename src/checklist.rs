@@ -730,13 +730,10 @@ impl Cx<'_> {
         (None, f, Vec::new())
     }
 
-    /// GPUs a node holds: the world's source, else 8 (every AMD Instinct and NVIDIA HGX node),
-    /// and whether that was assumed.
+    /// GPUs a node holds, and whether that was assumed ([`World::node`]).
     fn node(&self) -> (u64, bool) {
-        match self.world.and_then(|w| w.gpus_per_node()) {
-            Some(n) => (n, false),
-            None => (8, true),
-        }
+        self.world
+            .map_or((crate::megatron::ASSUMED_GPUS_PER_NODE, true), World::node)
     }
 
     /// The parallel layout's findings: TP within a node, sequence parallelism with TP, the

@@ -20,7 +20,7 @@ mod world;
 
 pub use layers::{LayerFreqError, parse_layer_freq};
 pub use training::{DecayStyle, Training};
-pub use world::{Origin, World, WorldSource, parse_count};
+pub use world::{ASSUMED_GPUS_PER_NODE, Origin, World, WorldSource, parse_count};
 
 use crate::domain::value::Value;
 use std::collections::BTreeMap;

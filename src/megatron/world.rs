@@ -7,6 +7,10 @@
 
 use std::fmt;
 
+/// GPUs a node is taken to hold when nothing says: every AMD Instinct platform and NVIDIA HGX
+/// board holds 8.
+pub const ASSUMED_GPUS_PER_NODE: u64 = 8;
+
 /// Where a world size came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WorldSource {
@@ -225,6 +229,15 @@ impl World {
             | WorldSource::Job { gpus_per_node, .. } => Some(gpus_per_node),
             WorldSource::Detected { per_node, .. } => Some(per_node),
             _ => None,
+        }
+    }
+
+    /// GPUs a node holds and whether that is assumed: the world's source ([`Self::gpus_per_node`]),
+    /// else [`ASSUMED_GPUS_PER_NODE`].
+    pub fn node(&self) -> (u64, bool) {
+        match self.gpus_per_node() {
+            Some(n) => (n, false),
+            None => (ASSUMED_GPUS_PER_NODE, true),
         }
     }
 

@@ -137,6 +137,21 @@ pub fn json_lines(out: &std::process::Output) -> Vec<serde_json::Value> {
     lines
 }
 
+/// The one JSON document a command that succeeded printed (its stderr shown when it failed).
+pub fn json_ok(out: &std::process::Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: not one JSON document: {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
 /// The result of a `--json` command: its last JSON line.
 pub fn last_json(out: &std::process::Output) -> serde_json::Value {
     json_lines(out).pop().unwrap_or_default()

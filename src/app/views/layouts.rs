@@ -83,11 +83,17 @@ pub fn layouts(session: &Session, req: &LayoutsRequest) -> Result<LayoutsView, A
     }
     let world = world_of(session)?;
     let gpu = super::recommend::gpu(session, req.gpu.as_deref())?;
-    let node = req
-        .gpus_per_node
-        .or_else(|| world.gpus_per_node())
-        .unwrap_or(8);
-    let (params, bounds, current) = layout::of_config(&values, world.gpus, node);
+    let (node, assumed) = match req.gpus_per_node {
+        Some(n) => (n, false),
+        None => world.node(),
+    };
+    let (params, mut bounds, current) = layout::of_config(&values, world.gpus, node);
+    if assumed {
+        bounds.notes.push(format!(
+            "{node} GPUs a node assumed: {} does not say (--gpus-per-node N to give it)",
+            world.source_text()
+        ));
+    }
     let all = layout::space(&bounds, &current);
     let machine = gpu
         .as_ref()
