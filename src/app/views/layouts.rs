@@ -122,13 +122,13 @@ pub fn layouts(session: &Session, req: &LayoutsRequest) -> Result<LayoutsView, A
     })
 }
 
-/// The world the layouts tile: `--gpus`, the launcher's variables, the defaults file or the
-/// GPUs detected here; a usage error without one (a layout's legality depends on it).
+/// The world the layouts tile: the session's, as lint and the checklist see it (`--gpus`, the
+/// launcher's variables, the defaults file, else the GPUs detected here); a usage error
+/// without one (a layout's legality depends on it).
 fn world_of(session: &Session) -> Result<World, AppError> {
     session
         .load
         .world
-        .or_else(|| session.gpus_here())
         .filter(World::builds_groups)
         .ok_or_else(|| {
             AppError::Usage(
