@@ -513,7 +513,7 @@ fn step(app: &mut App, msg: Msg) -> Vec<Effect> {
             app.disk_changed = false;
             screens::flags::clamp(app);
             screens::checklist::clamp(app);
-            vec![]
+            screens::sweep::on_config_loaded(app)
         }
         Msg::Loaded(Err(e)) => {
             app.checking = false;

@@ -1209,6 +1209,31 @@ fn layouts_snapshots() {
     assert!(wide.contains("pipeline-layers 288"), "{wide}");
 }
 
+/// A reload of the experiment (a save, a change on disk) drops the layouts worked out for the
+/// file as it was, and works them out again while they are on screen.
+#[test]
+fn a_reload_works_the_shown_layouts_out_again() {
+    let mut app = layouts_app();
+    assert!(app.screens.sweep.layouts.is_some());
+    let reload = || {
+        let opts = LoadOptions {
+            env: Env::default(),
+            ..Default::default()
+        };
+        let (view, _) = load::build(&session_at(Path::new(EXPERIMENT), opts), &[]).unwrap();
+        Msg::Loaded(Ok((Box::new(view), None)))
+    };
+    let fx = app::update(&mut app, reload());
+    assert_eq!(fx, vec![crate::tui::app::Effect::LoadLayouts]);
+    assert!(app.screens.sweep.layouts.is_none());
+    // Not on screen (back to the last result): dropped, not worked out.
+    app.screens.sweep.layouts = Some(Err("worked out before".into()));
+    press(&mut app, &[KeyCode::Enter]);
+    assert!(!app.screens.sweep.detail);
+    assert!(app::update(&mut app, reload()).is_empty());
+    assert!(app.screens.sweep.layouts.is_none());
+}
+
 /// A running sweep's log at 80×24: a line wider than the pane (the launch history) is wrapped
 /// and read whole, and the newest line stays in view.
 #[test]

@@ -217,6 +217,25 @@ fn ask_demo(app: &mut App, space: String, profile: String, unmodeled: &[String])
     vec![]
 }
 
+/// The experiment was (re)loaded: layouts worked out for the file as it was are dropped, and
+/// worked out again when they are on screen.
+pub fn on_config_loaded(app: &mut App) -> Vec<Effect> {
+    let sw = &mut app.screens.sweep;
+    if sw.layouts.take().is_none() {
+        return vec![];
+    }
+    let shown = app
+        .config
+        .as_ref()
+        .and_then(|c| c.spaces.get(sw.selected))
+        .is_some_and(|s| s.per_world);
+    if sw.detail && shown {
+        vec![Effect::LoadLayouts]
+    } else {
+        vec![]
+    }
+}
+
 /// The parallel layouts were worked out (or could not be).
 pub fn on_layouts(
     app: &mut App,
