@@ -228,3 +228,76 @@ fn amd_s_deepseek_v3_keeps_the_pipeline_its_layout_places() {
         .collect();
     assert!(ids.contains(&"world-expert-parallel"), "{ids:?}");
 }
+
+/// AMD's TorchTitan examples in ../shared (skipped with a message when absent).
+fn amd_titan(rel: &str) -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/fixtures/primus/examples/torchtitan/configs")
+        .join(rel);
+    if !p.is_file() {
+        eprintln!("skipping: {} is absent", p.display());
+        return None;
+    }
+    Some(p)
+}
+
+#[test]
+fn amd_s_torchtitan_llama_gets_fsdp_layouts_that_hold_its_global_batch() {
+    let Some(exp) = amd_titan("MI300X/llama3.1_8B-BF16-pretrain.yaml") else {
+        return;
+    };
+    let v = layouts(&exp, &["--gpus", "8"]);
+    assert_eq!(v["backend"], "torchtitan");
+    assert_eq!(v["bounds"]["vpp"], serde_json::json!([null]));
+    let notes = v["bounds"]["notes"].to_string();
+    assert!(
+        notes.contains("global batch at 32"),
+        "local 4 × DP 8: {notes}"
+    );
+    let legal = labels(&v, "legal");
+    assert!(
+        legal.contains(&"TP1 PP1 CP1 EP1 MBS4".to_string()),
+        "{legal:?}"
+    );
+    assert!(
+        legal.contains(&"TP2 PP2 CP2 EP1 SP MBS1".to_string()),
+        "{legal:?}"
+    );
+    // A local batch of 8 on DP 8 is 64 samples a step, over the global batch of 32.
+    let illegal = labels(&v, "illegal");
+    assert_eq!(illegal, vec!["TP1 PP1 CP1 EP1 MBS8".to_string()]);
+    assert_eq!(rule_ids(&v), vec!["titan-global-batch".to_string()]);
+    assert!(
+        v["legal"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|l| l["memory_bytes"].is_number())
+    );
+}
+
+#[test]
+fn amd_s_torchtitan_deepseek_rules_out_expert_meshes_torchtitan_cannot_build() {
+    let Some(exp) = amd_titan("MI300X/deepseek_v3_16b-FP8-pretrain.yaml") else {
+        return;
+    };
+    let v = layouts(&exp, &["--gpus", "8"]);
+    let current: Vec<&str> = v["legal"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["current"] == true)
+        .map(|l| l["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(current, vec!["TP1 PP1 CP1 EP8 MBS8"]);
+    // PP 2 leaves dp_shard × CP × TP = 4, which EP 8 does not divide.
+    let illegal = labels(&v, "illegal");
+    assert!(
+        illegal.contains(&"TP1 PP2 CP1 EP8 MBS1".to_string()),
+        "{illegal:?}"
+    );
+    assert_eq!(
+        rule_ids(&v),
+        vec!["titan-world-expert-parallel".to_string()]
+    );
+}

@@ -334,13 +334,16 @@ fn torchtitan_world_rules_catch_what_torchtitan_asserts_at_start_up() {
     assert_eq!(code(&[], Some(16)), Vec::<String>::new());
     // 6 GPUs: dp_shard 6 does not hold EP 8.
     assert_eq!(code(&[], Some(6)), ["titan-world-expert-parallel"]);
-    // TP 3 on 8 GPUs: the degrees do not tile the world (nothing else is checked then).
+    // TP 3 on 8 GPUs: the degrees do not tile the world (no other world rule is checked
+    // then); the rules that hold at any world add that 4096 and 16 heads do not split by 3.
+    let tp = "parallelism.tensor_parallel_degree".to_string();
     assert_eq!(
         codes(&["parallelism.tensor_parallel_degree=3"], Some(8)),
-        [(
-            "titan-world-parallel".to_string(),
-            "parallelism.tensor_parallel_degree".to_string()
-        )]
+        [
+            ("titan-world-parallel".to_string(), tp.clone()),
+            ("titan-seq-divisor".to_string(), tp.clone()),
+            ("titan-heads-tensor-parallel".to_string(), tp),
+        ]
     );
     // An explicit shard degree that does not multiply out to the world.
     assert_eq!(
@@ -420,4 +423,44 @@ fn torchtitan_turbo_async_tp_and_offload_rules() {
     ];
     assert!(warned(&offload).contains(&"cpu-offload-with-pp".to_string()));
     assert!(!warned(&offload[..1]).contains(&"cpu-offload-with-pp".to_string()));
+}
+
+/// TorchTitan's rules on a layout that hold at any world: the sequence over TP × 2·CP, the
+/// local batch over pipeline microbatches, the heads over TP; each silent as shipped.
+#[test]
+#[cfg_attr(
+    not(shared_fixtures),
+    ignore = "needs ../shared/fixtures beside the checkout (absent when the tests were built)"
+)]
+fn torchtitan_layout_rules_catch_a_sequence_a_batch_and_heads_that_do_not_split() {
+    let root = root_or_skip!();
+    let codes = |rel: &str, set: &[&str]| -> Vec<String> {
+        let exp = load(&root, rel, set);
+        let catalog = primus_tune::config::catalog::Catalog::builtin();
+        primus_tune::config::lint::lint(&exp, &primus_tune::config::Env::default(), None, catalog)
+            .into_iter()
+            .map(|d| d.code.to_string())
+            .filter(|c| c.starts_with("titan-"))
+            .collect()
+    };
+    let llama = TITAN[0];
+    assert_eq!(codes(llama, &[]), Vec::<String>::new());
+    // 8192 over TP 2 × 2·CP 2 = 8: fine; 8190 is not.
+    let cp = [
+        "parallelism.context_parallel_degree=2",
+        "parallelism.tensor_parallel_degree=2",
+    ];
+    assert_eq!(codes(llama, &cp), Vec::<String>::new());
+    let odd = [cp[0], cp[1], "training.seq_len=8190"];
+    assert_eq!(codes(llama, &odd), ["titan-seq-divisor"]);
+    // PP 2 with a local batch of 4 in microbatches of 3.
+    let pp = [
+        "parallelism.pipeline_parallel_degree=2",
+        "parallelism.pipeline_parallel_microbatch_size=3",
+    ];
+    assert_eq!(codes(llama, &pp), ["titan-pipeline-microbatch"]);
+    assert_eq!(codes(llama, &pp[..1]), Vec::<String>::new(), "microbatch 1");
+    // Llama 3 8B has 8 key/value heads: TP 16 cannot split them.
+    let tp16 = ["parallelism.tensor_parallel_degree=16"];
+    assert_eq!(codes(llama, &tp16), ["titan-heads-tensor-parallel"]);
 }

@@ -26,6 +26,11 @@ pub struct Space {
     #[serde(default)]
     pub requires: Option<String>,
     pub knobs: Vec<Knob>,
+    /// The ranks of the experiment's own settings, when the space knows them better than a
+    /// comparison of values can: a TorchTitan layout writes out the global batch a `-1`
+    /// resolves to, so its current layout is not the config's values word for word.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<Vec<usize>>,
 }
 
 /// A space that cannot be read or found; the message names the file or the name.
@@ -146,7 +151,7 @@ impl Space {
     }
 
     /// A sweep's candidates: candidate 0 holds the experiment's current settings (the grid's
-    /// candidate equal to them, or, when they lie outside the space, the current values with no
+    /// candidate at [`Space::baseline`] or equal to them, or, when they lie outside the space, the current values with no
     /// rank), then the rest of the grid in cost order, ids 1, 2, ...
     pub fn candidates_with_baseline(&self, exp: &Experiment) -> Vec<Candidate> {
         let current = self.current(exp);
@@ -156,7 +161,12 @@ impl Space {
                 .iter()
                 .all(|(k, v)| current.get(k).is_some_and(|x| json_eq(x, v)))
         };
-        let baseline = match grid.iter().position(same) {
+        let known = |c: &Candidate| self.baseline.as_ref().is_some_and(|r| *r == c.ranks);
+        let found = match self.baseline {
+            Some(_) => grid.iter().position(known),
+            None => grid.iter().position(same),
+        };
+        let baseline = match found {
             Some(i) => grid.remove(i),
             None => Candidate {
                 id: 0,

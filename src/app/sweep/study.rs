@@ -17,9 +17,8 @@ use crate::app::trial::Cancel;
 use crate::app::{AppError, Session};
 use crate::domain::evidence::Basis;
 use crate::domain::study::Candidate;
-use crate::megatron::Params;
 use crate::store::Store;
-use crate::tune::layout::{self, cost, cost::Machine};
+use crate::tune::layout::{cost, cost::Machine, frame};
 use crate::tune::memory::Calibration;
 use crate::tune::search::prior::layout::StepPrior;
 use crate::tune::search::{self, SearchConfig, SearchResult};
@@ -89,7 +88,8 @@ pub(super) fn prepare<'s>(
     }
     let mut t = set_up(session, exp, &req)?;
     let (capacity, gpu_name) = gpu_facts(session, req.capacity_gib);
-    let (space, machine) = layouts(space, &t, gpu_name.as_deref());
+    let (space, machine, rules) = layouts(space, &t, gpu_name.as_deref())
+        .map_err(|why| AppError::Failed(format!("{}: {why}", session.display())))?;
     measurable(session, &mut t, &space, &req)?;
     let prof = t.plan.profile.name.clone();
     req.trial.profile = Some(prof.clone());
@@ -100,12 +100,7 @@ pub(super) fn prepare<'s>(
     let resume = resume_command(session, &name, &req);
     let cands = space.candidates_with_baseline(&t.exp);
     // Legal at the trials' world: a candidate Megatron would refuse on it never launches.
-    let always = if space.name == space::LAYOUT_SPACE {
-        layout::RULES
-    } else {
-        &[]
-    };
-    let legal = space::legality(&t.exp, &t.job, &cands, always);
+    let legal = space::legality(&t.exp, &t.job, &cands, rules);
     let legal_cands: Vec<Candidate> = cands
         .iter()
         .zip(&legal)
@@ -212,7 +207,7 @@ impl Study<'_> {
         p.legal_cands
             .iter()
             .filter_map(|c| {
-                let params = Params::from_values(f.params.get(&c.id)?);
+                let params = frame::params_of(f.params.get(&c.id)?, p.t.base.gpus);
                 Some((c.id, cost::step_prior(&params, p.t.base.gpus, m)?))
             })
             .collect()
@@ -304,11 +299,17 @@ impl Study<'_> {
 }
 
 /// A layout space made for the trials' world and the experiment's model (a resumed study's
-/// space is already made), and the node its prior predicts for: the GPU the trials run on,
-/// by name in the hardware table (None when it is not there: no prior).
-fn layouts(space: Space, t: &TrialSetup, gpu: Option<&str>) -> (Space, Option<Machine>) {
+/// space is already made), the node its prior predicts for (the GPU the trials run on, by name
+/// in the hardware table; None when it is not there: no prior), and the lint rules a
+/// candidate breaks even where the experiment's own settings break them too (a layout's).
+/// A TorchTitan config with no global batch to hold is refused with the reason.
+fn layouts(
+    space: Space,
+    t: &TrialSetup,
+    gpu: Option<&str>,
+) -> Result<(Space, Option<Machine>, &'static [&'static str]), String> {
     if space.name != space::LAYOUT_SPACE {
-        return (space, None);
+        return Ok((space, None, &[]));
     }
     let world = t.base.gpus;
     let node = t
@@ -319,16 +320,16 @@ fn layouts(space: Space, t: &TrialSetup, gpu: Option<&str>) -> (Space, Option<Ma
         .unwrap_or(t.plan.placement.per_node)
         .max(1);
     let values = t.exp.main_module().values();
-    let (params, bounds, current) = layout::of_config(&values, world, node);
+    let f = frame::of_config(&values, world, node)?;
     let machine = gpu
         .and_then(crate::telemetry::hardware::lookup)
-        .map(|g| Machine::of(g, bounds.gpus_per_node));
+        .map(|g| Machine::of(g, f.bounds.gpus_per_node));
     let space = if space.is_unfilled() {
-        Space::of_layouts(&bounds, &current, params.moe.is_some())
+        Space::of_layouts(&f.bounds, &f.current, &f.frame)
     } else {
         space
     };
-    (space, machine)
+    Ok((space, machine, f.frame.rules()))
 }
 
 /// What the sweep's figures are evidence of: the plan's basis, naming the GPU measured on this

@@ -7,8 +7,9 @@
 use super::super::{AppError, Session};
 use crate::config::diag::Diagnostic;
 use crate::domain::study::Candidate;
-use crate::megatron::{Params, World};
+use crate::megatron::World;
 use crate::tune::layout::cost::{self, Machine, Predicted};
+use crate::tune::layout::frame::{self, Frame, Framed};
 use crate::tune::layout::{self, Bounds, Layout};
 use crate::tune::{memory, space};
 use serde::Serialize;
@@ -54,6 +55,8 @@ pub struct IllegalLayout {
 /// The layouts of an experiment on a world.
 #[derive(Debug, Clone, Serialize)]
 pub struct LayoutsView {
+    /// `megatron` or `torchtitan`: whose keys the layouts are written as.
+    pub backend: String,
     pub world: u64,
     /// Where the world came from, in words.
     pub world_source: String,
@@ -74,20 +77,19 @@ pub fn layouts(session: &Session, req: &LayoutsRequest) -> Result<LayoutsView, A
     let exp = session.load()?;
     let module = exp.main_module();
     let values = module.values();
-    if crate::megatron::titan::is_torchtitan(&values) {
-        return Err(AppError::Usage(format!(
-            "{}: layouts cover Megatron-LM experiments; TorchTitan's dp_shard / tp / pp / cp \
-             space is not built yet",
-            session.display()
-        )));
-    }
     let world = world_of(session)?;
     let gpu = super::recommend::gpu(session, req.gpu.as_deref())?;
     let (node, assumed) = match req.gpus_per_node {
         Some(n) => (n, false),
         None => world.node(),
     };
-    let (params, mut bounds, current) = layout::of_config(&values, world.gpus, node);
+    let Framed {
+        mut bounds,
+        current,
+        frame,
+        ..
+    } = frame::of_config(&values, world.gpus, node)
+        .map_err(|why| AppError::Usage(format!("{}: {why}", session.display())))?;
     if assumed {
         bounds.notes.push(format!(
             "{node} GPUs a node assumed: {} does not say (--gpus-per-node N to give it)",
@@ -99,7 +101,7 @@ pub fn layouts(session: &Session, req: &LayoutsRequest) -> Result<LayoutsView, A
         .as_ref()
         .map(|(g, _)| Machine::of(g, bounds.gpus_per_node));
     let capacity = gpu.as_ref().map(|(g, _)| g.vram_gib * (1u64 << 30) as f64);
-    let (legal, illegal) = judge(session, &exp, &all, params.moe.is_some(), &world);
+    let (legal, illegal) = judge(session, &exp, &all, &frame, &world);
     let mut legal: Vec<LegalLayout> = legal
         .into_iter()
         .map(|(l, e)| forecast(l, &e, &current, world.gpus, machine.as_ref(), capacity))
@@ -107,6 +109,7 @@ pub fn layouts(session: &Session, req: &LayoutsRequest) -> Result<LayoutsView, A
     relative_to_current(&mut legal);
     order(&mut legal);
     Ok(LayoutsView {
+        backend: frame.backend().to_string(),
         world: world.gpus,
         world_source: world.to_string(),
         bounds,
@@ -115,11 +118,25 @@ pub fn layouts(session: &Session, req: &LayoutsRequest) -> Result<LayoutsView, A
         machine,
         legal,
         illegal,
-        basis: "prediction: memory from the memory model (uncalibrated), step from the layout \
-                prior (compute at the GPU's peak × 45 %, assumed link speeds, the 1F1B bubble); \
-                no layout here was measured"
-            .into(),
+        basis: basis(&frame),
     })
+}
+
+/// What every figure of the view is.
+fn basis(frame: &Frame) -> String {
+    let mut b = String::from(
+        "prediction: memory from the memory model (uncalibrated), step from the layout prior \
+         (compute at the GPU's peak × 45 %, assumed link speeds, the 1F1B bubble); no layout \
+         here was measured",
+    );
+    if let Frame::Titan(_) = frame {
+        b.push_str(
+            "; TorchTitan's FSDP traffic is counted as Megatron's distributed optimizer's (one \
+             reduce-scatter and one all-gather a step), so the backward pass's re-gathering (torchtitan's default without PP) is \
+             not counted",
+        );
+    }
+    b
 }
 
 /// The world the layouts tile: the session's, as lint and the checklist see it (`--gpus`, the
@@ -144,7 +161,7 @@ fn judge(
     session: &Session,
     exp: &crate::config::Experiment,
     all: &[Layout],
-    moe: bool,
+    frame: &Frame,
     world: &World,
 ) -> (Vec<(Layout, crate::config::Experiment)>, Vec<IllegalLayout>) {
     let cands: Vec<Candidate> = all
@@ -152,7 +169,7 @@ fn judge(
         .enumerate()
         .map(|(id, l)| Candidate {
             id,
-            overrides: l.overrides(moe),
+            overrides: frame.overrides(l, world.gpus),
             ranks: Vec::new(),
             baseline: id == 0,
         })
@@ -163,7 +180,7 @@ fn judge(
     let mut illegal = Vec::new();
     for (l, j) in all
         .iter()
-        .zip(space::judge(exp, &opts, &cands, layout::RULES))
+        .zip(space::judge(exp, &opts, &cands, frame.rules()))
     {
         match j {
             Ok(e) => legal.push((*l, e)),
@@ -194,7 +211,7 @@ fn forecast(
     capacity: Option<f64>,
 ) -> LegalLayout {
     let values = exp.main_module().values();
-    let params = Params::from_values(&values);
+    let params = frame::params_of(&values, world);
     let (memory_bytes, memory_error) = match memory::estimate(&values, world) {
         Ok(m) => (Some(m.total_bytes), None),
         Err(e) => (None, Some(e.to_string())),

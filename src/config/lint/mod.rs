@@ -7,6 +7,7 @@ mod env_rules;
 mod layout;
 mod megatron;
 mod sizes;
+mod titan_layout;
 mod titan_world;
 mod torchtitan;
 mod types;
@@ -59,6 +60,7 @@ pub fn lint(
             Some(Backend::Torchtitan) => {
                 torchtitan::check(&cx, &mut out);
                 titan_world::check(&cx, &mut out);
+                titan_layout::check(&cx, &mut out);
             }
             None => {}
         }

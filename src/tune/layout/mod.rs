@@ -5,6 +5,8 @@
 //! communication and its pipeline bubble.
 
 pub mod cost;
+pub mod frame;
+pub mod titan;
 
 use crate::domain::study::Overrides;
 use crate::megatron::Params;

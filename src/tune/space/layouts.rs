@@ -5,31 +5,43 @@
 
 use super::Space;
 use crate::domain::study::{Knob, MemoryTrend};
-use crate::tune::layout::{self, Bounds, Layout};
+use crate::tune::layout::frame::Frame;
+use crate::tune::layout::{self, Bounds, Layout, titan};
 use serde_json::{Value, json};
 
 /// The name of the parallel-layout space.
 pub const LAYOUT_SPACE: &str = "parallel-layout";
 
 const DESCRIPTION: &str = "Parallel layouts on the trials' world: TP within a node, PP, VPP, CP, \
-                           EP (MoE) and micro batch, ordered and pruned by the layout prior";
+                           EP (MoE) and micro batch, ordered and pruned by the layout prior \
+                           (Megatron-LM and TorchTitan)";
+
+/// The keys that carry a TorchTitan layout's micro batch: the local batch without PP, the
+/// pipeline microbatch with it.
+const TITAN_MICRO: [&str; 2] = [
+    "training.local_batch_size",
+    "parallelism.pipeline_parallel_microbatch_size",
+];
 
 /// How a layout flag moves memory: the micro batch up, the others in no order the space knows.
 fn trend(flag: &str) -> MemoryTrend {
-    if flag == "micro_batch_size" {
+    if flag == "micro_batch_size" || flag == "@micro" {
         MemoryTrend::Increasing
     } else {
         MemoryTrend::Varies
     }
 }
 
-/// The space before a sweep fills it: a knob per layout flag, without values.
+/// The space before a sweep fills it: a knob per layout flag of either backend, without
+/// values.
 pub(super) fn template() -> Space {
+    let mut flags: Vec<&str> = layout::FLAGS.iter().chain(titan::FLAGS).copied().collect();
+    flags.sort_unstable();
     Space {
         name: LAYOUT_SPACE.to_string(),
         description: DESCRIPTION.to_string(),
-        requires: Some("megatron".to_string()),
-        knobs: layout::FLAGS
+        requires: None,
+        knobs: flags
             .iter()
             .map(|f| Knob {
                 flag: f.to_string(),
@@ -37,6 +49,7 @@ pub(super) fn template() -> Space {
                 memory: trend(f),
             })
             .collect(),
+        baseline: None,
     }
 }
 
@@ -47,10 +60,13 @@ impl Space {
         self.knobs.iter().any(|k| k.values.is_empty())
     }
 
-    /// The sweep space of the layouts in `b`: a group knob `@layout` whose values set TP, PP,
-    /// VPP, CP, EP (MoE) and sequence parallelism, in the order [`layout::space`] lists them
-    /// (the current layout first), and the micro batch.
-    pub fn of_layouts(b: &Bounds, current: &Layout, moe: bool) -> Space {
+    /// The sweep space of the layouts in `b` on its world, written as `frame` writes them: a
+    /// group knob `@layout` whose values set TP, PP, VPP, CP, EP (MoE) and sequence
+    /// parallelism, in the order [`layout::space`] lists them (the current layout first), and
+    /// the micro batch. Megatron's micro batch is one flag, varied after the layout; a
+    /// TorchTitan one is a group knob `@micro` varied first, because with PP the layout sets
+    /// the local batch itself (a later knob's keys win).
+    pub fn of_layouts(b: &Bounds, current: &Layout, frame: &Frame) -> Space {
         let mut structural: Vec<Layout> = Vec::new();
         for l in layout::space(b, current) {
             let s = Layout { micro: 1, ..l };
@@ -61,12 +77,48 @@ impl Space {
         let values = structural
             .iter()
             .map(|l| {
-                let mut o = l.overrides(moe);
-                o.remove("micro_batch_size");
+                let mut o = frame.overrides(l, b.world);
+                match frame.micro_flag() {
+                    Some(f) => {
+                        o.remove(f);
+                    }
+                    None => {
+                        o.remove(TITAN_MICRO[1]);
+                        if l.pp == 1 {
+                            o.remove(TITAN_MICRO[0]);
+                        }
+                    }
+                }
                 Value::Object(o.into_iter().collect())
             })
             .collect();
-        let micro: Vec<String> = b.micro.iter().map(u64::to_string).collect();
+        let layouts = Knob {
+            flag: "@layout".to_string(),
+            values,
+            memory: MemoryTrend::Varies,
+        };
+        let micro = match frame.micro_flag() {
+            Some(f) => Knob {
+                flag: f.to_string(),
+                values: b.micro.iter().map(|m| json!(m)).collect(),
+                memory: trend(f),
+            },
+            None => Knob {
+                flag: "@micro".to_string(),
+                values: b
+                    .micro
+                    .iter()
+                    .map(|m| json!({TITAN_MICRO[0]: m, TITAN_MICRO[1]: m}))
+                    .collect(),
+                memory: trend("@micro"),
+            },
+        };
+        let at = b.micro.iter().position(|m| *m == current.micro);
+        let (knobs, baseline) = match frame.micro_flag() {
+            Some(_) => (vec![layouts, micro], None),
+            None => (vec![micro, layouts], at.map(|i| vec![i, 0])),
+        };
+        let labels: Vec<String> = b.micro.iter().map(u64::to_string).collect();
         Space {
             name: LAYOUT_SPACE.to_string(),
             description: format!(
@@ -74,21 +126,11 @@ impl Space {
                 b.world,
                 b.gpus_per_node,
                 structural.len(),
-                micro.join(", ")
+                labels.join(", ")
             ),
-            requires: Some("megatron".to_string()),
-            knobs: vec![
-                Knob {
-                    flag: "@layout".to_string(),
-                    values,
-                    memory: MemoryTrend::Varies,
-                },
-                Knob {
-                    flag: "micro_batch_size".to_string(),
-                    values: b.micro.iter().map(|m| json!(m)).collect(),
-                    memory: trend("micro_batch_size"),
-                },
-            ],
+            requires: Some(frame.backend().to_string()),
+            knobs,
+            baseline,
         }
     }
 }
@@ -115,7 +157,13 @@ mod tests {
         assert!(t.is_unfilled());
         assert!(t.candidates().is_empty());
         let flags = t.flags();
-        assert_eq!(flags, layout::FLAGS);
+        assert!(
+            layout::FLAGS
+                .iter()
+                .chain(titan::FLAGS)
+                .all(|f| flags.contains(&f.to_string()))
+        );
+        assert_eq!(flags.len(), layout::FLAGS.len() + titan::FLAGS.len());
         // What moves memory is every layout flag: a stand-in's peaks cannot rank any of them.
         assert_eq!(t.memory_flags(), flags);
     }
@@ -128,7 +176,7 @@ mod tests {
             ("micro_batch_size", 2),
         ]);
         let b = bounds(&p, false, 8, 8);
-        let s = Space::of_layouts(&b, &Layout::of(&p), false);
+        let s = Space::of_layouts(&b, &Layout::of(&p), &Frame::Megatron { moe: false });
         assert_eq!(s.knobs[0].values.len(), 10 + 2 * 6);
         assert_eq!(
             s.knobs[1].values,
@@ -140,5 +188,55 @@ mod tests {
         assert_eq!(first["num_virtual_stages_per_pipeline_rank"], Value::Null);
         assert!(first.get("micro_batch_size").is_none());
         assert_eq!(s.candidates().len(), (10 + 2 * 6) * 4);
+    }
+
+    #[test]
+    fn a_torchtitan_space_varies_the_micro_batch_first_and_knows_its_baseline() {
+        use crate::config::overrides::parse_assignment;
+        let v: BTreeMap<String, V> = "model.name=llama3 model.flavor=8B training.seq_len=4096 \
+             training.local_batch_size=2 parallelism.data_parallel_shard_degree=-1"
+            .split_whitespace()
+            .map(|a| {
+                let o = parse_assignment(a).unwrap();
+                (o.key, o.value)
+            })
+            .collect();
+        let f = crate::tune::layout::frame::of_config(&v, 8, 8).unwrap();
+        let s = Space::of_layouts(&f.bounds, &f.current, &f.frame);
+        assert_eq!(s.requires.as_deref(), Some("torchtitan"));
+        assert_eq!(s.knobs[0].flag, "@micro");
+        assert_eq!(s.knobs[1].flag, "@layout");
+        // The config's micro batch 2 is the second of 1, 2, 4, 8; its layout the first.
+        assert_eq!(s.baseline, Some(vec![1, 0]));
+        let cands = s.candidates();
+        let at = |micro: usize, pp: u64| {
+            cands
+                .iter()
+                .find(|c| {
+                    c.ranks[0] == micro
+                        && c.overrides["parallelism.pipeline_parallel_degree"] == json!(pp)
+                        && c.overrides["parallelism.tensor_parallel_degree"] == json!(1)
+                })
+                .unwrap()
+                .overrides
+                .clone()
+        };
+        // Without PP the micro batch is the local batch; with PP 2 (DP 4) the local batch is
+        // the global 16 over DP, in microbatches of the micro batch.
+        let flat = at(2, 1);
+        assert_eq!(flat["training.local_batch_size"], json!(4));
+        assert_eq!(flat["training.global_batch_size"], json!(16));
+        let piped = at(2, 2);
+        assert_eq!(piped["training.local_batch_size"], json!(4));
+        assert_eq!(
+            piped["parallelism.pipeline_parallel_microbatch_size"],
+            json!(4)
+        );
+        let piped1 = at(0, 2);
+        assert_eq!(piped1["training.local_batch_size"], json!(4));
+        assert_eq!(
+            piped1["parallelism.pipeline_parallel_microbatch_size"],
+            json!(1)
+        );
     }
 }
