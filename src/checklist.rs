@@ -714,7 +714,6 @@ impl Cx<'_> {
                 ));
             }
             self.layout(&mut f);
-            return (None, f, self.layout_actions());
         } else {
             let tp = self.int("parallelism.tensor_parallel_degree", 1);
             if tp > 1 && !self.on("parallelism.enable_async_tensor_parallel") {
@@ -726,8 +725,9 @@ impl Cx<'_> {
                     "nothing to overlap beyond FSDP's defaults at this parallelism",
                 ));
             }
+            self.tp_within_node(tp.max(1) as u64, &mut f);
         }
-        (None, f, Vec::new())
+        (None, f, self.layout_actions())
     }
 
     /// GPUs a node holds, and whether that was assumed ([`World::node`]).
@@ -740,25 +740,9 @@ impl Cx<'_> {
     /// interleaved schedule when the 1F1B bubble is large, EP within a node.
     fn layout(&self, f: &mut Vec<Finding>) {
         let par = &self.params.parallelism;
-        let (node, assumed) = self.node();
-        let node_text = if assumed {
-            format!("{node} GPUs a node assumed")
-        } else {
-            format!("{node} GPUs a node")
-        };
-        if par.tp > node {
-            f.push(todo(
-                rule::TP_WITHIN_NODE,
-                format!(
-                    "rule (Megatron-LM docs, Narayanan et al. 2021 §3.3): TP {} spans nodes \
-                     ({node_text}); TP all-reduces every layer, so keep it within a node and \
-                     scale across nodes with PP or DP",
-                    par.tp
-                ),
-            ));
-        } else if par.tp > 1 {
-            f.push(ok(format!("TP {} within a node ({node_text})", par.tp)));
-        }
+        let node_text = self.node_text();
+        let node = self.node().0;
+        self.tp_within_node(par.tp, f);
         if par.tp > 1 && !self.on("sequence_parallel") {
             f.push(todo(
                 rule::SEQUENCE_PARALLEL,
@@ -780,6 +764,31 @@ impl Cx<'_> {
                  fit; the DeepEP dispatcher for cross-node EP)",
                 par.ep, m.experts
             )));
+        }
+    }
+
+    /// "8 GPUs a node", or "... assumed".
+    fn node_text(&self) -> String {
+        match self.node() {
+            (node, true) => format!("{node} GPUs a node assumed"),
+            (node, false) => format!("{node} GPUs a node"),
+        }
+    }
+
+    /// TP within a node (either backend: TP all-reduces or all-gathers every layer).
+    fn tp_within_node(&self, tp: u64, f: &mut Vec<Finding>) {
+        let node_text = self.node_text();
+        if tp > self.node().0 {
+            f.push(todo(
+                rule::TP_WITHIN_NODE,
+                format!(
+                    "rule (Megatron-LM docs, Narayanan et al. 2021 §3.3): TP {tp} spans nodes \
+                     ({node_text}); TP all-reduces every layer, so keep it within a node and \
+                     scale across nodes with PP or DP"
+                ),
+            ));
+        } else if tp > 1 {
+            f.push(ok(format!("TP {tp} within a node ({node_text})")));
         }
     }
 
@@ -981,6 +990,56 @@ mod tests {
             texts
                 .iter()
                 .any(|t| t == "TP 2 within a node (8 GPUs a node assumed)")
+        );
+    }
+
+    #[test]
+    fn a_torchtitan_tp_beyond_a_node_is_a_to_do_and_layouts_is_the_next_command() {
+        let comm_at = |tp: i64, gpus: u64| {
+            let opts = LoadOptions {
+                overrides: vec![Override::new(
+                    "parallelism.tensor_parallel_degree",
+                    Value::Int(tp),
+                )],
+                ..LoadOptions::default()
+            };
+            let exp = Experiment::load(
+                Path::new("presets/examples/experiments/llama3.1_8B-torchtitan-pretrain.yaml"),
+                &opts,
+            )
+            .unwrap();
+            let env = Env::default();
+            let gemm = crate::gemm::status::of_experiment(&exp, &env, None, None);
+            let world = World::flag(gpus).unwrap();
+            let known = Known {
+                world: Some(&world),
+                ..Known::default()
+            };
+            evaluate(&exp, &env, Catalog::builtin(), &[], &gemm, &known)
+                .steps
+                .into_iter()
+                .find(|s| s.step == Step::Comm)
+                .unwrap()
+        };
+        let wide = comm_at(16, 16);
+        assert!(
+            wide.findings
+                .iter()
+                .any(|f| f.rule == Some(rule::TP_WITHIN_NODE)),
+            "{:?}",
+            wide.findings
+        );
+        assert!(
+            wide.actions
+                .iter()
+                .any(|a| a.contains("primus-tune layouts"))
+        );
+        let narrow = comm_at(2, 8);
+        assert!(
+            narrow
+                .findings
+                .iter()
+                .any(|f| f.text == "TP 2 within a node (8 GPUs a node assumed)")
         );
     }
 
