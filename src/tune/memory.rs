@@ -7,6 +7,7 @@
 //!   distributed optimizer (fp16 and fp32 params: the other rows of Megatron's
 //!   `dist_optimizer.md` table), d = DP×CP as Megatron shards it; routed experts split over
 //!   EP×ETP and sharded over the expert data-parallel size `world / (ETP·EP·PP)`.
+//!   `memory/published_tests.rs` checks these against the published figures (docs/memory.md).
 //! * activations: Korthikanti et al. 2022, Table 2, term by term (so GQA, SwiGLU, flash attention
 //!   and selective recompute change the right terms), Megatron's in-flight microbatch factors.
 //! * MoE activations: Primus projection `moe_mlp.py` (top-k routed tokens through the expert MLP).
@@ -19,6 +20,8 @@
 //! TorchTitan configs (dotted keys, a model flavor) have their own model, `titan`: FSDP
 //! sharding, TorchTitan's checkpointing modes; [`estimate`] picks it from the keys.
 
+#[cfg(test)]
+mod published_tests;
 mod terms;
 mod titan;
 
