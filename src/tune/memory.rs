@@ -4,8 +4,10 @@
 //! Sources (`shared/research/tuners.md` §7, §6.2; `primus.md` §5):
 //! * weights, gradients, optimizer: Megatron `theoretical_memory_usage.py`
 //!   (`compute_weight_and_optimizer_memory`): 2 + 4 + 12 = 18 bytes/param, 6 + 12/d with the
-//!   distributed optimizer; routed experts split over EP×ETP and sharded over the expert
-//!   data-parallel size `world / (ETP·EP·PP)`.
+//!   distributed optimizer (fp16 and fp32 params: the other rows of Megatron's
+//!   `dist_optimizer.md` table), d = DP×CP as Megatron shards it; routed experts split over
+//!   EP×ETP and sharded over the expert data-parallel size `world / (ETP·EP·PP)`.
+//!   `memory/published_tests.rs` checks these against the published figures (docs/memory.md).
 //! * activations: Korthikanti et al. 2022, Table 2, term by term (so GQA, SwiGLU, flash attention
 //!   and selective recompute change the right terms), Megatron's in-flight microbatch factors.
 //! * MoE activations: Primus projection `moe_mlp.py` (top-k routed tokens through the expert MLP).
@@ -18,6 +20,8 @@
 //! TorchTitan configs (dotted keys, a model flavor) have their own model, `titan`: FSDP
 //! sharding, TorchTitan's checkpointing modes; [`estimate`] picks it from the keys.
 
+#[cfg(test)]
+mod published_tests;
 mod terms;
 mod titan;
 
@@ -196,7 +200,7 @@ fn recompute(rc: &megatron::Recompute, notes: &mut Vec<String>) -> Result<Recomp
 /// working set), selective, none (Korthikanti table), SwiGLU, MoE expert weights split over EP×ETP
 /// with the expert data-parallel size for the optimizer, MoE activations (top-k routed tokens
 /// through the expert MLP), DeepEP/sync-free stage ≥ 2 buffers from primus.md, distributed
-/// optimizer 6 + 12/d bytes, CPU offload moving optimizer state off the GPU.
+/// optimizer 6 + 12/d bytes (d = DP×CP), CPU offload moving optimizer state off the GPU.
 ///
 /// A TorchTitan module's values ([`crate::megatron::titan::is_torchtitan`]) go to `titan`'s
 /// model instead.
@@ -220,10 +224,11 @@ fn megatron_terms(
     notes: &mut Vec<String>,
 ) -> Result<Terms, MemoryError> {
     let shape = terms::Shape::of(params, world_size, notes)?;
-    // Bytes per parameter: bf16 weights, fp32 main grads, fp32 main params + Adam m and v.
+    // Bytes per parameter by dtype (bf16: 2 weights, 4 main grads, 12 optimizer state).
     let (dense_params, expert_params) = shape.params();
-    let weights = 2.0 * (dense_params + expert_params);
-    let grads = 4.0 * (dense_params + expert_params);
+    let (weight_b, grad_b, _) = shape.bytes_per_param();
+    let weights = weight_b * (dense_params + expert_params);
+    let grads = grad_b * (dense_params + expert_params);
     let optimizer = shape.optimizer(dense_params, expert_params, notes);
     let act = terms::Activations::of(&shape, notes)?;
     let (activations, stored, working) = act.peak();

@@ -3,9 +3,18 @@
 //! buffers, each a function of that shape ([`super::estimate`] sums them).
 
 use super::{MemoryError, Params, Recompute, num, on, or, recompute, stage0_chunks, text, vocab};
+use crate::domain::value::Value;
 use crate::megatron;
 use std::collections::BTreeSet;
 use std::ops::Range;
+
+/// The parameter dtype of a Megatron job.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Precision {
+    Bf16,
+    Fp16,
+    Fp32,
+}
 
 /// The first pipeline stage of a Megatron job: model sizes, parallel degrees, MoE layers.
 pub(super) struct Shape<'p> {
@@ -170,13 +179,43 @@ impl<'p> Shape<'p> {
         (sharded / self.t + replicated, expert / (self.ep * self.etp))
     }
 
-    /// The optimizer's fp32 main params and Adam m and v: 12 bytes a parameter, sharded over the
-    /// (expert) data-parallel ranks with the distributed optimizer, less what is offloaded.
+    /// The model's parameter dtype: Megatron's `--fp16`, else `--bf16`, else fp32 (Primus'
+    /// trainer_base sets `bf16: true`, so an absent `bf16` counts as bf16).
+    fn precision(&self) -> Precision {
+        if on(self.p, "fp16") {
+            Precision::Fp16
+        } else if matches!(self.p.get("bf16"), Some(Value::Bool(false))) {
+            Precision::Fp32
+        } else {
+            Precision::Bf16
+        }
+    }
+
+    /// Bytes per parameter (weights, gradients, optimizer state), Megatron's table in
+    /// docs/user-guide/features/dist_optimizer.md: bf16 2 + 4 (fp32 main grads) + 12 (fp32
+    /// main params, Adam m, v) = 18; fp16 2 + 2 + 16 (fp32 main grads too) = 20; fp32 4 + 4 + 8
+    /// (the weights are the main params) = 16. The distributed optimizer shards the third.
+    pub(super) fn bytes_per_param(&self) -> (f64, f64, f64) {
+        match self.precision() {
+            Precision::Bf16 => (2.0, 4.0, 12.0),
+            Precision::Fp16 => (2.0, 2.0, 16.0),
+            Precision::Fp32 => (4.0, 4.0, 8.0),
+        }
+    }
+
+    /// The optimizer's state (see [`Shape::bytes_per_param`]), sharded with the distributed
+    /// optimizer over the data-parallel ranks, dense over DP×CP (Megatron builds it on the
+    /// `intra_dp_cp_group`), experts over the expert data-parallel ranks (CP included), less
+    /// what is offloaded.
     pub(super) fn optimizer(&self, dense: f64, expert: f64, notes: &mut Vec<String>) -> f64 {
         let p = self.p;
         let dist = on(p, "use_distributed_optimizer");
-        let (od, oe) = if dist { (self.d, self.edp) } else { (1.0, 1.0) };
-        let mut optimizer = 12.0 * (dense / od + expert / oe);
+        let (od, oe) = if dist {
+            (self.d * self.cp, self.edp)
+        } else {
+            (1.0, 1.0)
+        };
+        let mut optimizer = self.bytes_per_param().2 * (dense / od + expert / oe);
         if on(p, "optimizer_cpu_offload") {
             let frac = num(p, "optimizer_offload_fraction")
                 .unwrap_or(1.0)
@@ -227,6 +266,9 @@ impl<'p> Shape<'p> {
                 .filter(|(k, _)| on(self.p, k))
                 .map(|(_, what)| what.to_string()),
         );
+        if self.precision() == Precision::Fp32 {
+            notes.push("fp32 params: activations counted as 2-byte".into());
+        }
         if self.pp > 1.0 {
             notes.push("only the first pipeline stage is modeled".into());
         }
