@@ -172,6 +172,10 @@ pub struct Moe {
     pub shared_ffn: u64,
     /// `moe_layer_freq` as written (None: every layer is MoE).
     pub layer_freq: Option<Value>,
+    /// The local experts run as one grouped GEMM (`moe_grouped_gemm`, Megatron's default off;
+    /// or Primus Turbo's `use_turbo_grouped_gemm`, which needs `enable_primus_turbo`), not one
+    /// expert MLP after another (Megatron's `SequentialMLP`).
+    pub grouped_gemm: bool,
 }
 
 impl Moe {
@@ -309,6 +313,8 @@ impl Params {
             ffn: positive("moe_ffn_hidden_size").or(shape.ffn),
             shared_ffn: whole(get("moe_shared_expert_intermediate_size")).unwrap_or(0),
             layer_freq: get("moe_layer_freq").cloned(),
+            grouped_gemm: on("moe_grouped_gemm")
+                || (on("enable_primus_turbo") && on("use_turbo_grouped_gemm")),
         });
         let list = |k: &str| get(k).map(list_items);
         let recompute = match text("recompute_granularity").as_deref() {
@@ -423,6 +429,14 @@ mod tests {
             vec![true, false, true, false]
         );
         assert_eq!(moe.topk, 2);
+        assert!(
+            !moe.grouped_gemm,
+            "Megatron's default: one expert after another"
+        );
+        let grouped = |kv: &str| params(&format!("num_experts=8 {kv}")).moe.unwrap();
+        assert!(grouped("moe_grouped_gemm=true").grouped_gemm);
+        assert!(!grouped("use_turbo_grouped_gemm=true").grouped_gemm);
+        assert!(grouped("use_turbo_grouped_gemm=true enable_primus_turbo=true").grouped_gemm);
         assert_eq!(p.batch.accumulation_steps(4), Some(4));
         assert!(params("num_layers=4").moe.is_none());
     }
