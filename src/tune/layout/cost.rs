@@ -8,7 +8,8 @@
 //!   2 × the active parameters a token meets, the attention scores 4·s·heads·d per layer, the
 //!   logits 2·h·V; × 3 for forward and backward, + 1 forward with full recompute) over the
 //!   world, at the GPU's dense bf16 peak × [`MFU`], slowed by GEMMs narrower than a few hundred
-//!   rows or columns ([`narrow`]: the micro batch's tokens, the TP-split hidden size);
+//!   rows or columns ([`narrow`]: the micro batch's tokens, the TP-split hidden size); with FP8
+//!   the transformer layers' linears at the dense FP8 peak instead ([`Sizes::fp8_flops`]);
 //! * TP: per layer and micro batch, forward and backward move 4 collectives' worth of the
 //!   activations (s/CP × micro × h × 2 bytes): 8 × (t − 1)/t of them, with or without sequence
 //!   parallelism (all-gather + reduce-scatter instead of all-reduce), not overlapped;
@@ -99,6 +100,8 @@ impl Links {
 pub struct Machine {
     /// Dense bf16 peak of one GPU, TFLOP/s.
     pub peak_tflops: f64,
+    /// Dense FP8 peak of one GPU, TFLOP/s (0: none known, FP8 GEMMs counted at the bf16 peak).
+    pub peak_fp8_tflops: f64,
     pub gpus_per_node: u64,
     pub links: Links,
 }
@@ -108,6 +111,7 @@ impl Machine {
     pub fn of(gpu: &crate::telemetry::hardware::GpuModel, gpus_per_node: u64) -> Machine {
         Machine {
             peak_tflops: gpu.peak_bf16_tflops,
+            peak_fp8_tflops: gpu.peak_fp8_tflops,
             gpus_per_node,
             links: Links::assumed(&gpu.vendor),
         }
@@ -166,6 +170,8 @@ struct Sizes {
     /// Experts of an MoE layer, and whether they run as one grouped GEMM.
     experts: f64,
     grouped: bool,
+    /// The share of the layers whose linears run in FP8 (0 in bf16).
+    fp8_layers: f64,
     global: f64,
 }
 
@@ -209,6 +215,10 @@ impl Sizes {
             topk,
             experts: p.moe.as_ref().map_or(0.0, |m| m.experts as f64),
             grouped: p.moe.as_ref().is_some_and(|m| m.grouped_gemm),
+            fp8_layers: p
+                .fp8
+                .as_ref()
+                .map_or(0.0, |f| ((layers - f.bf16_layers as f64) / layers).max(0.0)),
             global: p.batch.global? as f64,
         })
     }
@@ -218,13 +228,38 @@ impl Sizes {
         self.h * (2.0 * self.q + 2.0 * self.kv)
     }
 
+    /// Model FLOPs of one token's forward pass in the transformer layers' linears: 2 × their
+    /// active parameters (the MoE router's small GEMM among them).
+    fn linear_flops(&self) -> f64 {
+        let dense_layers = self.layers - self.moe_layers;
+        2.0 * (self.layers * self.attention()
+            + dense_layers * self.dense_mlp
+            + self.moe_layers * self.moe_mlp)
+    }
+
     /// Model FLOPs of one token's forward pass.
     fn forward_flops(&self) -> f64 {
-        let dense_layers = self.layers - self.moe_layers;
-        let params = self.layers * self.attention()
-            + dense_layers * self.dense_mlp
-            + self.moe_layers * self.moe_mlp;
-        2.0 * params + 4.0 * self.layers * self.seq * self.q + 2.0 * self.h * self.vocab
+        self.linear_flops() + 4.0 * self.layers * self.seq * self.q + 2.0 * self.h * self.vocab
+    }
+
+    /// Of [`Self::forward_flops`], those that run in FP8: the linears of the layers FP8 covers
+    /// (Megatron's FP8 context wraps the transformer layers' Transformer Engine linears); the
+    /// attention scores and the logits (the output layer, outside it) stay in bf16.
+    fn fp8_flops(&self) -> f64 {
+        self.fp8_layers * self.linear_flops()
+    }
+
+    /// One token's forward FLOPs as bf16 work: those in FP8 count peak_bf16 / peak_fp8 of one
+    /// each (at the same [`MFU`]: FP8 GEMMs reach less of their peak and pay for the casts, so
+    /// this likely overstates FP8's gain, but every layout of a study shares the precision and
+    /// the search's fit scales the compute to what was measured).
+    fn bf16_equivalent_flops(&self, m: &Machine) -> f64 {
+        let speedup = if m.peak_fp8_tflops > m.peak_tflops {
+            m.peak_fp8_tflops / m.peak_tflops
+        } else {
+            1.0
+        };
+        self.forward_flops() - self.fp8_flops() * (1.0 - 1.0 / speedup)
     }
 }
 
@@ -273,7 +308,7 @@ pub fn predict(p: &Params, l: &Layout, world: u64, m: &Machine) -> Option<Predic
     } else {
         1.0
     };
-    let flops = 3.0 * recompute * z.forward_flops() * z.global * z.seq / world as f64;
+    let flops = 3.0 * recompute * z.bf16_equivalent_flops(m) * z.global * z.seq / world as f64;
     let efficiency = MFU * narrow(tokens) * narrow(z.h / tp);
     let compute_s = flops / (m.peak_tflops * 1e12 * efficiency);
     let bubble_fraction = (pp - 1.0) / (mb as f64 * v);
@@ -395,6 +430,7 @@ mod tests {
     fn mi300x() -> Machine {
         Machine {
             peak_tflops: 1307.4,
+            peak_fp8_tflops: 2614.9,
             gpus_per_node: 8,
             links: Links::assumed("amd"),
         }
@@ -475,6 +511,63 @@ mod tests {
         assert!((7.0e9..8.5e9).contains(&params), "{params:e}");
     }
 
+    #[test]
+    fn fp8_runs_the_layers_linears_at_the_fp8_peak_and_the_rest_at_bf16() {
+        let bf16 = llama8b();
+        let with = |kv: &[(&str, &str)]| {
+            let mut v: BTreeMap<String, Value> = [
+                ("num_layers", 32),
+                ("hidden_size", 4096),
+                ("ffn_hidden_size", 14336),
+                ("num_attention_heads", 32),
+                ("num_query_groups", 8),
+                ("seq_length", 8192),
+                ("global_batch_size", 128),
+                ("vocab_size", 128256),
+            ]
+            .iter()
+            .map(|(k, v)| (k.to_string(), Value::Int(*v)))
+            .collect();
+            for k in ["swiglu", "group_query_attention"] {
+                v.insert(k.into(), Value::Bool(true));
+            }
+            for (k, x) in kv {
+                v.insert(k.to_string(), Value::Str(x.to_string()));
+            }
+            Params::from_values(&v)
+        };
+        let fp8 = with(&[("fp8", "hybrid")]);
+        let m = mi300x();
+        let l = layout(1, 1, None, 4);
+        let (a, b) = (
+            predict(&bf16, &l, 8, &m).unwrap(),
+            predict(&fp8, &l, 8, &m).unwrap(),
+        );
+        // MI300X's FP8 peak is twice its bf16 one (2614.9 against 1307.4 TFLOP/s): the linears'
+        // share of the compute halves, the attention scores and the logits stay.
+        let z = Sizes::of(&bf16).unwrap();
+        let linear = z.linear_flops() / z.forward_flops();
+        // At sequence 8192 the attention scores are a fifth of the FLOPs: 72 % are linears.
+        assert!((0.70..0.75).contains(&linear), "{linear}");
+        let half = m.peak_tflops / m.peak_fp8_tflops;
+        let expect = 1.0 - linear * (1.0 - half);
+        assert!((b.compute_s / a.compute_s - expect).abs() < 1e-9);
+        // Nothing else moves.
+        assert_eq!((a.tp_s, a.overhead_s), (b.tp_s, b.overhead_s));
+        // Two of 32 layers kept in bf16 (Megatron's default 1 + 1) move 1/16 of it back.
+        let kept = with(&[("fp8", "e4m3"), ("first_last_layers_bf16", "true")]);
+        let c = predict(&kept, &l, 8, &m).unwrap();
+        let expect = 1.0 - linear * 30.0 / 32.0 * (1.0 - half);
+        assert!((c.compute_s / a.compute_s - expect).abs() < 1e-9);
+        // A GPU with no known FP8 peak counts them at the bf16 one.
+        let none = Machine {
+            peak_fp8_tflops: 0.0,
+            ..m
+        };
+        let d = predict(&fp8, &l, 8, &none).unwrap();
+        assert!((d.compute_s - a.compute_s).abs() < 1e-12);
+    }
+
     /// The prior's micro-batch form against the three grids upstream Megatron-LM measured on
     /// one NVIDIA H200 (`tests/fixtures/replay/h200-megatron-*.json`, no recompute, median
     /// steps; docs/validation/h200-2026-12-02-grids/, h200-2026-12-03-gqa/). Without the
@@ -489,6 +582,7 @@ mod tests {
     fn the_prior_against_the_h200_grids_micro_batches() {
         let h200 = Machine {
             peak_tflops: 989.4,
+            peak_fp8_tflops: 1978.9,
             gpus_per_node: 1,
             links: Links::assumed("nvidia"),
         };
