@@ -362,14 +362,23 @@ fn overhead_seconds(z: &Sizes, l: &Layout, mb: u64, recompute: f64) -> f64 {
 /// The gradient reduction's exposed seconds: dense parameters over DP, expert parameters over
 /// the expert data-parallel group, hidden behind the backward pass (2/3 of the compute) with
 /// `overlap_grad_reduce`.
+///
+/// The parameters are those of the stage the step waits for: its share of the layers, and the
+/// input embedding (the first stage) or the output layer (the last), h·V each, both on a lone
+/// stage (counted untied, as Llama's are), split over TP. Its own arithmetic, not the memory model's
+/// (`crate::tune::memory::terms::Shape::params`): that one reads the config's values with the
+/// layout applied and keys [`Params`] does not carry (the norm, the position embedding, the
+/// tying), needs the micro batch, and is the memory module's own; [`predict`] takes [`Params`]
+/// and any [`Layout`].
 fn dp_seconds(p: &Params, z: &Sizes, l: &Layout, world: u64, m: &Machine, compute_s: f64) -> f64 {
     let dp = l.dp(world).unwrap_or(1);
     let etp = p.parallelism.etp.min(l.tp).max(1);
     let edp = world / (etp * l.ep * l.pp).max(1);
-    let dense = (z.layers * z.attention()
-        + (z.layers - z.moe_layers) * z.dense_mlp
-        + 2.0 * z.h * z.vocab / l.pp as f64)
-        / (l.tp * l.pp) as f64;
+    let embeddings = if l.pp == 1 { 2.0 } else { 1.0 };
+    let dense = ((z.layers * z.attention() + (z.layers - z.moe_layers) * z.dense_mlp)
+        / l.pp as f64
+        + embeddings * z.h * z.vocab)
+        / l.tp as f64;
     let experts = z.moe_layers * z.experts_mlp / (etp * l.ep * l.pp) as f64;
     let t = &p.training;
     let grad = if t.grad_reduce_in_bf16 { 2.0 } else { 4.0 };
@@ -566,6 +575,26 @@ mod tests {
         };
         let d = predict(&fp8, &l, 8, &none).unwrap();
         assert!((d.compute_s - a.compute_s).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_gradients_reduced_are_those_of_the_stage_with_an_embedding() {
+        // Without overlap, all-reduce of fp32 gradients: 2 (d − 1)/d × 4 bytes a parameter at
+        // 300 GB/s (8 GPUs in a node). PP 2: half the layers and one h·V matrix a stage, not
+        // the half of one (the prior counted 2 h·V / (t·p²) before).
+        let p = llama8b();
+        let z = Sizes::of(&p).unwrap();
+        let layers = 32.0 * (z.attention() + z.dense_mlp);
+        let hv = z.h * z.vocab;
+        for (pp, dp, params) in [(1, 8, layers + 2.0 * hv), (2, 4, layers / 2.0 + hv)] {
+            let x = predict(&p, &layout(1, pp, None, 1), 8, &mi300x()).unwrap();
+            let expect = params * 4.0 * 2.0 * ring(dp) / 300e9;
+            assert!(
+                (x.dp_s / expect - 1.0).abs() < 1e-9,
+                "PP {pp}: {} vs {expect}",
+                x.dp_s
+            );
+        }
     }
 
     /// The prior's micro-batch form against the three grids upstream Megatron-LM measured on
