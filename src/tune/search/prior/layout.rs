@@ -60,7 +60,8 @@ pub const FORM_ERROR: f64 = 0.05;
 /// differed fitted the links 10–110× slower than the compute on the synthetic layout studies
 /// (the truth: 0.8–3.6×) and ruled out the best layout (gaps to 19 %); at ±25 % the five
 /// suites of 30 (`bench-replay --synthetic-layouts 30`, seeds 0, 7, 5, 3, 11) found the best
-/// within 1 % in 143 of 150 studies, at ±50 % in 137, without the bound in 125 (2026-12-06).
+/// within 1 % in 143 of 150 studies, at ±50 % in 137, without the bound in 125 (2026-12-06,
+/// at 85e3188).
 pub const SCALE_ERROR: f64 = 0.25;
 
 /// Which scales a [`Fit`] took apart.
