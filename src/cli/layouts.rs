@@ -95,7 +95,7 @@ fn row(l: &LegalLayout) -> String {
         Some(false) => "NO",
         None => "?",
     };
-    let (step, rel, bubble, comm) = match l.predicted {
+    let (step, rel, bubble, comm, overhead) = match l.predicted {
         Some(p) => (
             format!("{:.2}", p.step_s),
             l.relative.map_or("?".into(), |r| format!("{r:.2}")),
@@ -104,11 +104,12 @@ fn row(l: &LegalLayout) -> String {
                 "{:.0}%",
                 100.0 * (p.tp_s + p.dp_s + p.p2p_s + p.ep_s + p.cp_s) / p.step_s
             ),
+            format!("{:.0}%", 100.0 * p.overhead_s / p.step_s),
         ),
-        None => ("?".into(), "?".into(), "?".into(), "?".into()),
+        None => ("?".into(), "?".into(), "?".into(), "?".into(), "?".into()),
     };
     format!(
-        "{} {:<27} {:>3} {:>6} {:>4} {:>6} {:>5} {:>6} {:>5}",
+        "{} {:<27} {:>3} {:>6} {:>4} {:>6} {:>5} {:>6} {:>5} {:>8}",
         if l.current { "*" } else { " " },
         l.label,
         l.dp,
@@ -117,7 +118,8 @@ fn row(l: &LegalLayout) -> String {
         step,
         rel,
         bubble,
-        comm
+        comm,
+        overhead
     )
 }
 
@@ -129,8 +131,8 @@ fn print_legal(v: &LayoutsView) {
         v.legal.len() + v.illegal.len()
     );
     println!(
-        "  {:<27} {:>3} {:>6} {:>4} {:>6} {:>5} {:>6} {:>5}",
-        "layout", "DP", "GiB", "fits", "step s", "x now", "bubble", "comm"
+        "  {:<27} {:>3} {:>6} {:>4} {:>6} {:>5} {:>6} {:>5} {:>8}",
+        "layout", "DP", "GiB", "fits", "step s", "x now", "bubble", "comm", "overhead"
     );
     for l in &v.legal {
         println!("{}", row(l));

@@ -172,6 +172,10 @@ pub struct Moe {
     pub shared_ffn: u64,
     /// `moe_layer_freq` as written (None: every layer is MoE).
     pub layer_freq: Option<Value>,
+    /// The local experts run as one grouped GEMM (`moe_grouped_gemm`, Megatron's default off;
+    /// or Primus Turbo's `use_turbo_grouped_gemm`, which needs `enable_primus_turbo`), not one
+    /// expert MLP after another (Megatron's `SequentialMLP`).
+    pub grouped_gemm: bool,
 }
 
 impl Moe {
@@ -179,6 +183,16 @@ impl Moe {
     pub fn layer_pattern(&self, layers: u64) -> Result<Vec<bool>, LayerFreqError> {
         parse_layer_freq(self.layer_freq.as_ref(), layers)
     }
+}
+
+/// FP8 training: the transformer layers' linears run their GEMMs in FP8.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fp8 {
+    /// `fp8` as written (Megatron's `--fp8-format`, whose `dest` is `fp8`: `e4m3` or `hybrid`).
+    pub format: String,
+    /// Layers kept in bf16 with `first_last_layers_bf16`: `num_layers_at_start_in_bf16` +
+    /// `num_layers_at_end_in_bf16` (Megatron's defaults 1 and 1); none without it.
+    pub bf16_layers: u64,
 }
 
 /// How activations are recomputed.
@@ -207,6 +221,8 @@ pub struct Params {
     pub vocab: Option<Vocab>,
     pub moe: Option<Moe>,
     pub recompute: Recompute,
+    /// FP8 training, when `fp8` is set (None: the GEMMs run in bf16 or fp16).
+    pub fp8: Option<Fp8>,
     /// The schedule, the optimizer's settings and the seed.
     pub training: Training,
 }
@@ -309,6 +325,8 @@ impl Params {
             ffn: positive("moe_ffn_hidden_size").or(shape.ffn),
             shared_ffn: whole(get("moe_shared_expert_intermediate_size")).unwrap_or(0),
             layer_freq: get("moe_layer_freq").cloned(),
+            grouped_gemm: on("moe_grouped_gemm")
+                || (on("enable_primus_turbo") && on("use_turbo_grouped_gemm")),
         });
         let list = |k: &str| get(k).map(list_items);
         let recompute = match text("recompute_granularity").as_deref() {
@@ -323,6 +341,19 @@ impl Params {
             },
             Some(other) => Recompute::Unknown(other.to_string()),
         };
+        // Megatron reads `args.fp8` (unset: None); Primus passes only the keys Megatron's
+        // parser knows, so an `fp8_format` key (the flag's name, not its `dest`) does nothing.
+        let fp8 = text("fp8")
+            .filter(|f| !matches!(f.trim().to_ascii_lowercase().as_str(), "" | "none" | "null"))
+            .map(|format| Fp8 {
+                format,
+                bf16_layers: if on("first_last_layers_bf16") {
+                    whole(get("num_layers_at_start_in_bf16")).unwrap_or(1)
+                        + whole(get("num_layers_at_end_in_bf16")).unwrap_or(1)
+                } else {
+                    0
+                },
+            });
         Params {
             parallelism,
             batch: Batch {
@@ -333,6 +364,7 @@ impl Params {
             vocab,
             moe,
             recompute,
+            fp8,
             training: Training::from_values(&get),
         }
     }
@@ -423,6 +455,14 @@ mod tests {
             vec![true, false, true, false]
         );
         assert_eq!(moe.topk, 2);
+        assert!(
+            !moe.grouped_gemm,
+            "Megatron's default: one expert after another"
+        );
+        let grouped = |kv: &str| params(&format!("num_experts=8 {kv}")).moe.unwrap();
+        assert!(grouped("moe_grouped_gemm=true").grouped_gemm);
+        assert!(!grouped("use_turbo_grouped_gemm=true").grouped_gemm);
+        assert!(grouped("use_turbo_grouped_gemm=true enable_primus_turbo=true").grouped_gemm);
         assert_eq!(p.batch.accumulation_steps(4), Some(4));
         assert!(params("num_layers=4").moe.is_none());
     }
@@ -442,6 +482,30 @@ mod tests {
                 num_layers: Some(2),
                 layer_ids: None
             }
+        );
+    }
+
+    #[test]
+    fn fp8_is_megatron_s_fp8_key_with_the_layers_kept_in_bf16() {
+        assert_eq!(params("").fp8, None);
+        assert_eq!(
+            params("fp8=None").fp8,
+            None,
+            "Primus' CLI typing: None is null"
+        );
+        let f = params("fp8=hybrid").fp8.unwrap();
+        assert_eq!((f.format.as_str(), f.bf16_layers), ("hybrid", 0));
+        let f = params("fp8=e4m3 first_last_layers_bf16=true num_layers_at_end_in_bf16=2")
+            .fp8
+            .unwrap();
+        assert_eq!(
+            f.bf16_layers, 3,
+            "1 at the start (Megatron's default) and 2 at the end"
+        );
+        assert_eq!(
+            params("fp8_format=e4m3").fp8,
+            None,
+            "not a key Megatron reads"
         );
     }
 

@@ -126,8 +126,8 @@ pub fn layouts(session: &Session, req: &LayoutsRequest) -> Result<LayoutsView, A
 fn basis(frame: &Frame) -> String {
     let mut b = String::from(
         "prediction: memory from the memory model (uncalibrated), step from the layout prior \
-         (compute at the GPU's peak × 45 %, assumed link speeds, the 1F1B bubble); no layout \
-         here was measured",
+         (compute at the GPU's peak × 45 %, assumed link speeds, a fitted fixed cost per layer \
+         and micro batch, the 1F1B bubble); no layout here was measured",
     );
     if let Frame::Titan(_) = frame {
         b.push_str(

@@ -2046,6 +2046,7 @@ fn layout_study(seed: u64) -> (Vec<Knob>, Vec<Candidate>, Vec<f64>, SearchConfig
             prior::layout::StepPrior {
                 compute_s: compute,
                 comm_s: comm,
+                overhead_s: 0.0,
             },
         );
         steps.push(1000.0 * (1.4 * compute + 2.5 * comm) * (1.0 + 0.04 * rng.normal()));
