@@ -338,6 +338,7 @@ fn study_record() -> primus_tune::domain::study::StudyRecord {
         per_samples: None,
         statistic: primus_tune::domain::study::StepStatistic::TrimmedMean,
         knobs: Vec::new(),
+        link_scale: None,
     }
 }
 

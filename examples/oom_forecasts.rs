@@ -7,7 +7,7 @@
 //! 0; the suite of `primus-tune bench-replay --synthetic 50 --startup-s STARTUP_S --seed SEED
 //! --carry-effects`).
 
-use primus_tune::tune::replay::{replay_all, synthetic_suite};
+use primus_tune::tune::replay::{Carry, replay_all, synthetic_suite};
 use primus_tune::tune::search::SearchConfig;
 
 fn main() {
@@ -15,7 +15,11 @@ fn main() {
     let startup: f64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(120.0);
     let seed: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(0);
     let suite = synthetic_suite(50, startup, seed);
-    let reports = replay_all(&suite, &SearchConfig::default(), true);
+    let carry = Carry {
+        effects: true,
+        links: false,
+    };
+    let reports = replay_all(&suite, &SearchConfig::default(), carry);
     // (forecast at launch / capacity, ran out of memory, the study's best, its peak / capacity)
     let mut launched: Vec<(f64, bool, bool, f64)> = Vec::new();
     for ((_, table), (_, r)) in suite.iter().zip(&reports) {

@@ -549,6 +549,7 @@ mod charts {
             per_samples: None,
             statistic: primus_tune::domain::study::StepStatistic::TrimmedMean,
             knobs: Vec::new(),
+            link_scale: None,
         }
     }
 

@@ -153,7 +153,7 @@ pub mod tune {
     }
     pub mod replay {
         pub use crate::tune::replay::{
-            CostRatios, FORECAST_AFTER_PEAKS, Phases, ReplayReport, ReplayTable, replay_all,
+            Carry, CostRatios, FORECAST_AFTER_PEAKS, Phases, ReplayReport, ReplayTable, replay_all,
             synthetic_suite,
         };
         pub mod layouts {

@@ -4,7 +4,7 @@
 use super::{CliError, display_path, print_json};
 use crate::domain::study::Overrides;
 use crate::tune::replay::{
-    CostRatios, FORECAST_AFTER_PEAKS, Phases, ReplayReport, ReplayTable, replay_all,
+    Carry, CostRatios, FORECAST_AFTER_PEAKS, Phases, ReplayReport, ReplayTable, replay_all,
     synthetic_suite,
 };
 use crate::tune::search::SearchConfig;
@@ -87,6 +87,16 @@ pub struct BenchReplayArgs {
     /// knob-value differences once 3 studies measured a pair (the studies run in order)
     #[arg(long)]
     pub carry_effects: bool,
+    /// With --synthetic-layouts: the studies of one world run on one machine, whose links'
+    /// speed they share (each study still draws its own compute and host speeds), so a link
+    /// scale one measures is true of the next
+    #[arg(long)]
+    pub shared_links: bool,
+    /// Carry the link scale each layout study measured to the later studies of the same
+    /// machine, as a sweep carries the latest one of the workspace on the same node (with
+    /// --shared-links for the synthetic layout studies)
+    #[arg(long)]
+    pub carry_links: bool,
     /// With --carry-effects: standard errors by which a prediction that leans on the carried
     /// effects must put a candidate beyond the leader to skip it (default 1.75)
     #[arg(long, value_name = "Z", requires = "carry_effects")]
@@ -211,6 +221,7 @@ pub fn run(a: &BenchReplayArgs) -> Result<ExitCode, CliError> {
         a.synthetic_layouts.unwrap_or(0),
         a.startup_s,
         a.seed,
+        a.shared_links,
     ));
     if let Some(n) = a.pipeline_stages {
         for (_, t) in &mut studies {
@@ -219,7 +230,11 @@ pub fn run(a: &BenchReplayArgs) -> Result<ExitCode, CliError> {
     }
 
     let cfg = a.config()?;
-    let reports = replay_all(&studies, &cfg, a.carry_effects);
+    let carry = Carry {
+        effects: a.carry_effects,
+        links: a.carry_links,
+    };
+    let reports = replay_all(&studies, &cfg, carry);
     let summary = Summary::of(&reports);
 
     if a.json {

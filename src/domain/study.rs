@@ -301,6 +301,32 @@ pub struct StudyRecord {
     /// space's order, for the knob effects later sweeps carry from it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub knobs: Vec<Knob>,
+    /// What a layout study measured of the links ([`LinkScale`]), for later layout studies on
+    /// the same machine (absent: not a layout study, or its layouts could not tell compute
+    /// from communication).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_scale: Option<LinkScale>,
+}
+
+/// The links as a layout study measured them: the scale its fit put on the layout prior's
+/// communication (measured ≈ a · compute + b · communication; this is b, milliseconds measured
+/// per second the assumed link speeds predict), on which node. Compute's scale is not kept: it
+/// is the model's (its kernels' efficiency), where the links are the machine's.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LinkScale {
+    pub comm_ms_per_s: f64,
+    /// GPUs a node held (which groups crossed nodes).
+    pub gpus_per_node: u64,
+    /// Measured layouts the fit stood on.
+    pub points: usize,
+}
+
+/// A link scale carried into a layout study from an earlier one of the workspace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CarriedLinks {
+    pub scale: LinkScale,
+    /// The study it was measured in.
+    pub from: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -49,6 +49,7 @@ fn record() -> StudyRecord {
         per_samples: None,
         statistic: crate::domain::study::StepStatistic::TrimmedMean,
         knobs: Vec::new(),
+        link_scale: None,
     }
 }
 

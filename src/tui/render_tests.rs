@@ -1126,6 +1126,7 @@ fn sweep_app_with(tweak: impl FnOnce(&mut crate::domain::study::StudyRecord)) ->
         conclusion: Some(crate::domain::study::Conclusion::Change { pick: 1 }),
         per_samples: None,
         knobs: Vec::new(),
+        link_scale: None,
         statistic: crate::domain::study::StepStatistic::TrimmedMean,
     };
     let mut rec = rec;

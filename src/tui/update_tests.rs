@@ -734,6 +734,7 @@ fn sweep_screen_starts_only_applicable_spaces_and_applies_the_pick() {
         conclusion: None,
         per_samples: None,
         knobs: Vec::new(),
+        link_scale: None,
         statistic: crate::domain::study::StepStatistic::TrimmedMean,
     };
     let fx = update(

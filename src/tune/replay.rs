@@ -49,6 +49,11 @@ pub struct ReplayTable {
     /// not say (the synthetic studies) is replayed without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pipeline_stages: Option<u64>,
+    /// The node the study ran on (GPU model, world, node size), when tables share one: a
+    /// layout study's measured link scale is carried to the next study of the same machine
+    /// ([`replay_all`]). Absent: no links to carry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
     pub candidates: Vec<ReplayCandidate>,
 }
 
@@ -503,33 +508,65 @@ pub fn grid(table: &ReplayTable) -> (Option<usize>, f64, usize) {
     (best.map(|b| b.0), spent, cands.len())
 }
 
-/// Replays several studies in order. With `carry_effects` each study's search starts from
-/// the knob effects the studies before it measured ([`Effects`]), as a sweep starts from the
-/// workspace's earlier studies; without, each is replayed alone.
+/// What [`replay_all`] carries from each study to the studies after it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Carry {
+    /// The knob effects each study measured ([`Effects`]).
+    pub effects: bool,
+    /// The link scale a layout study measured, to later studies of the same
+    /// [`ReplayTable::machine`] ([`crate::tune::search::SearchConfig::carried_links`]).
+    pub links: bool,
+}
+
+/// Replays several studies in order, each carrying what `carry` names from the studies before
+/// it, as a sweep starts from the workspace's earlier studies; with nothing to carry, each is
+/// replayed alone.
 pub fn replay_all(
     studies: &[(String, ReplayTable)],
     cfg: &SearchConfig,
-    carry_effects: bool,
+    carry: Carry,
 ) -> Vec<(String, ReplayReport)> {
     let mut effects = Effects::default();
+    let mut links: HashMap<String, crate::domain::study::CarriedLinks> = HashMap::new();
     studies
         .iter()
         .map(|(name, t)| {
             let mut cfg = cfg.clone();
-            if carry_effects {
+            if carry.effects {
                 cfg.effects = Some(effects.clone());
             }
+            if carry.links {
+                cfg.carried_links = t.machine.as_ref().and_then(|m| links.get(m)).cloned();
+            }
             let r = replay(t, &cfg);
-            if carry_effects {
+            let measured: Vec<(usize, f64)> = r
+                .search
+                .evidence
+                .iter()
+                .filter(|(id, _)| t.candidates.get(**id).is_some_and(|c| !c.oom))
+                .filter_map(|(&id, e)| Some((id, e.step_ms?)))
+                .collect();
+            if carry.effects {
                 let ks = knobs(t);
-                let measured: Vec<(usize, f64)> = r
-                    .search
-                    .evidence
-                    .iter()
-                    .filter(|(id, _)| t.candidates.get(**id).is_some_and(|c| !c.oom))
-                    .filter_map(|(&id, e)| Some((id, e.step_ms?)))
-                    .collect();
                 effects.learn(&ks, &candidates(t, &ks), &measured);
+            }
+            let points: Vec<_> = measured
+                .iter()
+                .filter_map(|&(id, ms)| Some((t.candidates.get(id)?.layout_prior?, ms)))
+                .collect();
+            if let (true, Some(m), Some(scale)) = (
+                carry.links,
+                &t.machine,
+                // The node size is the machine key's; 8, the synthetic studies' node.
+                crate::tune::search::prior::layout::measured_links(&points, 8),
+            ) {
+                links.insert(
+                    m.clone(),
+                    crate::domain::study::CarriedLinks {
+                        scale,
+                        from: name.clone(),
+                    },
+                );
             }
             (name.clone(), r)
         })
@@ -857,6 +894,7 @@ pub fn synthetic(seed: u64, n_candidates: usize, noise_cv: f64, startup_s: f64) 
     ReplayTable {
         capacity_bytes: Some(capacity),
         pipeline_stages: None,
+        machine: None,
         candidates,
     }
 }
@@ -963,6 +1001,7 @@ mod tests {
         let t = ReplayTable {
             capacity_bytes: None,
             pipeline_stages: None,
+            machine: None,
             candidates: vec![
                 row(
                     json!({"micro_batch_size": 4, "recompute_num_layers": 2, "fp8": "hybrid"}),
@@ -1009,6 +1048,7 @@ mod tests {
         let t = ReplayTable {
             capacity_bytes: None,
             pipeline_stages: None,
+            machine: None,
             candidates: vec![
                 row(
                     json!({"recompute_num_layers": 4, "turbo_deepep_num_cu": 32}),
@@ -1042,6 +1082,7 @@ mod tests {
         let t = ReplayTable {
             capacity_bytes: None,
             pipeline_stages: None,
+            machine: None,
             candidates: vec![r, oom, oom_with_iter],
         };
         let ks = knobs(&t);
@@ -1082,6 +1123,7 @@ mod tests {
         let t = ReplayTable {
             capacity_bytes: None,
             pipeline_stages: None,
+            machine: None,
             candidates: vec![row(json!({"micro_batch_size": 1}), &steps)],
         };
         let cands = candidates(&t, &knobs(&t));
@@ -1102,6 +1144,7 @@ mod tests {
         let t = ReplayTable {
             capacity_bytes: None,
             pipeline_stages: None,
+            machine: None,
             candidates: vec![row(json!({"micro_batch_size": 1}), &steps)],
         };
         let cands = candidates(&t, &knobs(&t));
@@ -1185,6 +1228,7 @@ mod tests {
         let t = ReplayTable {
             capacity_bytes: None,
             pipeline_stages: None,
+            machine: None,
             candidates: vec![
                 row(
                     json!({"micro_batch_size": 1}),
@@ -1325,8 +1369,15 @@ mod tests {
     fn knob_effects_carried_from_earlier_studies_cut_the_later_ones_launches() {
         let suite = synthetic_suite(20, 120.0, 0);
         let cfg = SearchConfig::default();
-        let alone = replay_all(&suite, &cfg, false);
-        let carried = replay_all(&suite, &cfg, true);
+        let alone = replay_all(&suite, &cfg, Carry::default());
+        let carried = replay_all(
+            &suite,
+            &cfg,
+            Carry {
+                effects: true,
+                links: false,
+            },
+        );
         // The first study has no history: the same search, which says so.
         let without = |log: &[String]| -> Vec<String> {
             log.iter()

@@ -155,6 +155,7 @@ pub fn record(
         per_samples: None,
         statistic: super::search::STATISTIC,
         knobs: space.knobs.clone(),
+        link_scale: None,
     }
 }
 

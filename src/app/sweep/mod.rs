@@ -5,6 +5,7 @@
 pub mod effects;
 pub mod history;
 pub mod lease;
+pub mod links;
 pub mod open;
 pub mod request;
 pub mod runner;

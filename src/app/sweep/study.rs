@@ -11,16 +11,16 @@ use super::setup::{
     Forecasts, SweepOutcome, TrialSetup, forecasts, gib, gpu_facts, measurable, pipeline_stages,
     resume_command, set_up,
 };
-use super::{effects, history, open};
+use super::{effects, history, links, open};
 use crate::app::events::{self, AppEvent, Events, SweepEvent};
 use crate::app::trial::Cancel;
 use crate::app::{AppError, Session};
 use crate::domain::evidence::Basis;
-use crate::domain::study::Candidate;
+use crate::domain::study::{Candidate, CarriedLinks, LinkScale, StudyRecord, VerdictKind};
 use crate::store::Store;
 use crate::tune::layout::{cost, cost::Machine, frame};
 use crate::tune::memory::Calibration;
-use crate::tune::search::prior::layout::StepPrior;
+use crate::tune::search::prior::layout::{StepPrior, measured_links};
 use crate::tune::search::{self, SearchConfig, SearchResult};
 use crate::tune::space::{self, Space};
 use crate::tune::study::{RanOn, record};
@@ -49,6 +49,8 @@ pub(super) struct Prepared<'s> {
     knob_effects: search::effects::Effects,
     /// A layout sweep's node, for the layout prior (None: no layout space, or no GPU model).
     machine: Option<Machine>,
+    /// The link scale of the workspace's latest layout study on the same node ([`links`]).
+    carried_links: Option<CarriedLinks>,
 }
 
 /// A study ready to run: prepared, with the memory model's forecasts.
@@ -109,9 +111,22 @@ pub(super) fn prepare<'s>(
         .collect();
     Ok(Prepared {
         machine,
-        basis: basis_of(&t, gpu_name),
+        basis: basis_of(&t, gpu_name.clone()),
         batch_rule: req.batch_rule && !t.plan.profile.capabilities.stand_in,
         history: history::launch_history(store, &t.exp.path, &prof),
+        carried_links: match (&machine, &gpu_name) {
+            (Some(m), Some(gpu)) if req.carried_effects => links::carried(
+                store,
+                links::Node {
+                    profile: &prof,
+                    gpu,
+                    gpus: t.base.gpus,
+                    gpus_per_node: m.gpus_per_node,
+                },
+                &name,
+            ),
+            _ => None,
+        },
         knob_effects: if req.carried_effects {
             effects::knob_effects(store, &prof, &name)
         } else {
@@ -188,6 +203,7 @@ impl Study<'_> {
             parallel: req.parallel.max(1),
             effects: (knob_effects.studies() > 0).then(|| knob_effects.clone()),
             layout_prior: self.layout_prior(),
+            carried_links: p.carried_links.clone(),
             pipeline_stages: p
                 .legal_cands
                 .iter()
@@ -196,6 +212,23 @@ impl Study<'_> {
                 .collect(),
             ..SearchConfig::default()
         }
+    }
+
+    /// The links' scale the study's own measured layouts set apart, for later layout studies
+    /// on the same node; none on a CPU stand-in (its links are no GPU node's).
+    fn measured_links(&self, rec: &StudyRecord) -> Option<LinkScale> {
+        let m = self.p.machine.as_ref()?;
+        if !self.p.basis.is_gpu_evidence() || !rec.unmodeled.is_empty() {
+            return None;
+        }
+        let prior = self.layout_prior();
+        let points: Vec<_> = rec
+            .candidates
+            .iter()
+            .filter(|c| c.verdict != VerdictKind::Oom)
+            .filter_map(|c| Some((*prior.get(&c.id)?, c.step_ms?)))
+            .collect();
+        measured_links(&points, m.gpus_per_node)
     }
 
     /// Each legal candidate's predicted step on a layout sweep (empty otherwise).
@@ -291,6 +324,7 @@ impl Study<'_> {
         rec.unmodeled = p.t.unmodeled.clone();
         rec.per_samples = ran.per_samples;
         rec.memory_error = crate::tune::study::memory_check(&rec).mean_error();
+        rec.link_scale = self.measured_links(&rec);
         p.store
             .set_study_notes(p.id, serde_json::to_string(&rec).ok().as_deref())?;
         outcome.record = Some(rec);

@@ -260,6 +260,7 @@ mod tests {
             conclusion: None,
             per_samples: None,
             knobs: Vec::new(),
+            link_scale: None,
             statistic: crate::domain::study::StepStatistic::TrimmedMean,
         }
     }

@@ -97,22 +97,22 @@ fn accepted(p: &Params, l: &Layout, world: u64) -> bool {
 }
 
 /// Synthetic layout study `seed` (see the module's documentation).
-pub fn synthetic_layouts(seed: u64, startup_s: f64) -> (String, ReplayTable) {
+pub fn synthetic_layouts(seed: u64, startup_s: f64, shared_links: bool) -> (String, ReplayTable) {
     let mut rng = Rng(seed ^ 0x1A70_0715_5EED);
     // A study where no layout fits asks nothing of the search: the next draw of the same
     // model and world is taken instead.
-    let mut study = draw(&mut rng, seed, startup_s);
+    let mut study = draw(&mut rng, seed, startup_s, shared_links);
     for _ in 0..20 {
         if study.1.candidates.iter().any(|c| !c.oom) {
             break;
         }
-        study = draw(&mut rng, seed, startup_s);
+        study = draw(&mut rng, seed, startup_s, shared_links);
     }
     study
 }
 
 /// One draw of study `seed`'s settings (see [`synthetic_layouts`]).
-fn draw(rng: &mut Rng, seed: u64, startup_s: f64) -> (String, ReplayTable) {
+fn draw(rng: &mut Rng, seed: u64, startup_s: f64, shared_links: bool) -> (String, ReplayTable) {
     let (name, sizes) = models()
         .into_iter()
         .nth(seed as usize % 3)
@@ -151,7 +151,14 @@ fn draw(rng: &mut Rng, seed: u64, startup_s: f64) -> (String, ReplayTable) {
     while layouts.len() > 128 {
         layouts.remove(rng.below(layouts.len()));
     }
-    let (gpu_scale, link_scale) = (rng.range(1.1, 1.8), rng.range(1.5, 4.0));
+    let (gpu_scale, mut link_scale) = (rng.range(1.1, 1.8), rng.range(1.5, 4.0));
+    // With shared links, the studies of one suite on one world run on one machine: its links'
+    // speed is the machine's (a stream of its own), not the study's; the other draws stay.
+    let suite = seed / 1_000_000;
+    let node = shared_links.then(|| {
+        link_scale = Rng(suite ^ world.rotate_left(17) ^ 0x0011_4C55_CA1E).range(1.5, 4.0);
+        format!("MI300X × {world} (suite {suite})")
+    });
     // Drawn from a stream of its own, so the study's other draws stay what they were before
     // the prior had the term.
     let host_scale = Rng(seed ^ 0x0E4E_AD5C_A1E5).range(0.3, 1.5);
@@ -201,6 +208,7 @@ fn draw(rng: &mut Rng, seed: u64, startup_s: f64) -> (String, ReplayTable) {
         ReplayTable {
             capacity_bytes: Some(capacity),
             pipeline_stages: None,
+            machine: node,
             candidates,
         },
     )
@@ -212,12 +220,14 @@ pub fn synthetic_layout_suite(
     n: usize,
     startup_s: f64,
     suite_seed: u64,
+    shared_links: bool,
 ) -> Vec<(String, ReplayTable)> {
     (1..=n as u64)
         .map(|i| {
             synthetic_layouts(
                 suite_seed.wrapping_mul(1_000_000).wrapping_add(i),
                 startup_s,
+                shared_links,
             )
         })
         .collect()
@@ -231,7 +241,7 @@ mod tests {
 
     #[test]
     fn every_study_has_accepted_layouts_with_a_prior_and_a_truth() {
-        for (name, t) in synthetic_layout_suite(9, 0.0, 0) {
+        for (name, t) in synthetic_layout_suite(9, 0.0, 0, false) {
             assert!(t.candidates.len() >= 8, "{name}");
             assert!(
                 t.candidates.iter().all(|c| c.layout_prior.is_some()),
@@ -248,7 +258,7 @@ mod tests {
     fn the_search_with_the_prior_finds_the_best_layout_for_a_fraction_of_the_grid() {
         let mut gaps = Vec::new();
         let mut shares = Vec::new();
-        for (name, t) in synthetic_layout_suite(9, 0.0, 0) {
+        for (name, t) in synthetic_layout_suite(9, 0.0, 0, false) {
             let r = replay(&t, &SearchConfig::default());
             let gap = r.gap_pct.unwrap_or(f64::INFINITY);
             gaps.push(gap);
@@ -261,5 +271,45 @@ mod tests {
             "GPU-seconds {:.0} % of the grid's",
             mean_share * 100.0
         );
+    }
+
+    #[test]
+    fn shared_links_are_carried_to_the_next_study_of_the_same_machine() {
+        use crate::tune::replay::{Carry, replay_all};
+        let suite = synthetic_layout_suite(9, 0.0, 0, true);
+        // Seeds 1 to 9 run on 8, 8, 16, 16, 16, 32, 32, 32 and 8 GPUs.
+        let machines: Vec<&str> = suite
+            .iter()
+            .map(|(_, t)| t.machine.as_deref().unwrap())
+            .collect();
+        assert_eq!(machines[0], machines[1]);
+        assert_eq!(machines[0], machines[8]);
+        assert_ne!(machines[0], machines[2]);
+        let alone = replay_all(&suite, &SearchConfig::default(), Carry::default());
+        let carried = replay_all(
+            &suite,
+            &SearchConfig::default(),
+            Carry {
+                effects: false,
+                links: true,
+            },
+        );
+        let said = |r: &crate::tune::replay::ReplayReport| {
+            r.search
+                .log
+                .iter()
+                .any(|l| l.contains("links' scale is carried from study"))
+        };
+        assert!(!said(&carried[0].1), "the first study has nothing to carry");
+        assert!(carried.iter().skip(1).any(|(_, r)| said(r)));
+        assert!(alone.iter().all(|(_, r)| !said(r)));
+        // Carrying finds the best at least as often (the GPU-seconds it saves are a benchmark's
+        // to say: docs/benchmarks.md).
+        let within = |rs: &[(String, crate::tune::replay::ReplayReport)]| {
+            rs.iter()
+                .filter(|(_, r)| r.gap_pct.is_some_and(|g| g <= 1.0))
+                .count()
+        };
+        assert!(within(&carried) >= within(&alone));
     }
 }

@@ -283,6 +283,10 @@ pub struct SearchConfig {
     /// first rung and, fitted on the measured layouts, rule out those predicted slower beyond
     /// a margin. Empty: no layout prior.
     pub layout_prior: BTreeMap<usize, prior::layout::StepPrior>,
+    /// The links' scale an earlier layout study of the workspace measured on the same node:
+    /// until this study's layouts set the links' scale apart, the prior's communication is
+    /// scaled by it ([`prior::layout::Fit::with_links`]). None: each study learns its own.
+    pub carried_links: Option<crate::domain::study::CarriedLinks>,
 }
 
 /// How far above an out-of-memory candidate the memory model must put another before that one
@@ -377,6 +381,7 @@ impl Default for SearchConfig {
             effects: None,
             prior_sigmas: PRIOR_SIGMAS,
             layout_prior: BTreeMap::new(),
+            carried_links: None,
             cost_unit: "GPU",
         }
     }

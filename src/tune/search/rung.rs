@@ -97,6 +97,17 @@ fn note(s: &mut Search<'_>, candidates: usize, model: &Additive, iters: u64) {
             prior::layout::RATIO_MARGIN * 100.0,
             prior::layout::FITTED_MARGIN * 100.0
         ));
+        if let Some(c) = &cfg.carried_links {
+            s.log.push(format!(
+                "layout prior: the links' scale is carried from study {} (communication × {:.2} \
+                 of the assumed speeds, fitted there on {} layouts) until this study's layouts \
+                 set it apart; meanwhile the margin is at least {:.0} %",
+                c.from,
+                c.scale.comm_ms_per_s / 1000.0,
+                c.scale.points,
+                prior::layout::CARRIED_MARGIN * 100.0
+            ));
+        }
     }
     if cfg.priors
         && knobs

@@ -49,6 +49,16 @@ pub const RATIO_MARGIN: f64 = 0.30;
 /// efficiency varies between shapes), whatever its residuals on a few layouts say.
 pub const FITTED_MARGIN: f64 = 0.10;
 
+/// The least margin while the links' scale is carried from an earlier study
+/// ([`Fit::with_links`]): the one ratio's. The carried scale makes the prediction's form
+/// closer (communication apart from compute from the first measurement), not its error
+/// smaller: that scale was measured on another model's layouts, whose traffic the prior may
+/// misjudge differently. On the synthetic layout studies with shared links
+/// (`bench-replay --synthetic-layouts 30 --shared-links --carry-links`, seeds 0, 7, 5, 3, 11;
+/// 2026-12-06) a 15 % margin found the best within 1 % in 137 of 150 studies (142 without
+/// carrying), 20 % in 143, 30 % in 147, each for fewer GPU-seconds than without carrying.
+pub const CARRIED_MARGIN: f64 = RATIO_MARGIN;
+
 /// The error of one layout's measured step against the prior's form that a fit assumes at
 /// least, relative: half the [`FITTED_MARGIN`] (the synthetic layout studies draw 6 %). A fit of
 /// k scales on k + 1 layouts has one residual, which can be near nought by chance.
@@ -106,6 +116,9 @@ pub struct Fit {
     pub scales: Scales,
     /// Root mean square of the fit's relative residuals.
     pub spread: f64,
+    /// The links' scale `b` was carried from an earlier study ([`Fit::with_links`]), not
+    /// fitted on these points.
+    pub carried: bool,
 }
 
 impl Fit {
@@ -143,6 +156,7 @@ impl Fit {
             points: points.len(),
             scales,
             spread: 0.0,
+            carried: false,
         };
         let spread = (points
             .iter()
@@ -153,6 +167,43 @@ impl Fit {
         Fit { spread, ..fit }
     }
 
+    /// Whether the links' scale is set apart from the compute's: fitted so, or carried.
+    pub fn links_apart(&self) -> bool {
+        self.carried || matches!(self.scales, Scales::GpuAndLinks | Scales::Three)
+    }
+
+    /// The fit with the links' scale carried from an earlier study on the same node (`b`, ms
+    /// per predicted second of communication): what is left of each measurement after its
+    /// communication is fitted on compute and overhead, as [`Fit::of`] fits them (one ratio,
+    /// or the overhead apart where the points set it). None when a measurement is no more
+    /// than its carried communication (those links are not this study's).
+    pub fn with_links(points: &[(StepPrior, f64)], b: f64) -> Option<Fit> {
+        let rest: Vec<(StepPrior, f64)> = points
+            .iter()
+            .map(|(p, ms)| {
+                let left = ms - b * p.comm_s;
+                (left > 0.0).then_some((StepPrior { comm_s: 0.0, ..*p }, left))
+            })
+            .collect::<Option<_>>()?;
+        let f = Fit::of(&rest)?;
+        let scales = match f.scales {
+            Scales::OverheadApart | Scales::Three => Scales::Three,
+            Scales::One | Scales::GpuAndLinks => Scales::GpuAndLinks,
+        };
+        // One ratio on the rest scales compute and overhead alike; the overhead apart keeps
+        // its own scale (a communication scale fitted on none is meaningless: it is b).
+        let (a, c) = match f.scales {
+            Scales::OverheadApart | Scales::Three => (f.a, f.c),
+            Scales::One | Scales::GpuAndLinks => (f.a, f.a),
+        };
+        let fit = Fit::with(points, scales, [a, b, c]);
+        Some(Fit {
+            carried: true,
+            points: f.points,
+            ..fit
+        })
+    }
+
     pub fn predict_ms(&self, p: &StepPrior) -> f64 {
         self.a * p.compute_s + self.b * p.comm_s + self.c * p.overhead_s
     }
@@ -160,8 +211,14 @@ impl Fit {
     /// How far above the best measured step a prediction must be to rule a layout out: at
     /// least twice the fit's residual, widened for the scales it fitted (n/(n − k)).
     pub fn margin(&self) -> f64 {
-        let k = self.scales.count() as f64;
-        let floor = if k > 1.0 { FITTED_MARGIN } else { RATIO_MARGIN };
+        let k = self.scales.count() as f64 - if self.carried { 1.0 } else { 0.0 };
+        let floor = if self.carried {
+            CARRIED_MARGIN
+        } else if k > 1.0 {
+            FITTED_MARGIN
+        } else {
+            RATIO_MARGIN
+        };
         let n = self.points as f64;
         let widen = if n > k { (n / (n - k)).sqrt() } else { 1.0 };
         floor.max(2.0 * self.spread * widen)
@@ -285,6 +342,21 @@ fn solve(n: &mut [[f64; 7]; 3], k: usize) -> Option<(Vec<f64>, Vec<f64>, f64)> {
     Some((solution, inverse, det.abs()))
 }
 
+/// The links' scale a finished layout study measured (`points`: each measured layout's prior
+/// and step, on nodes of `gpus_per_node` GPUs), for later studies on the same node; None
+/// unless its own layouts set the links' scale apart from the compute's.
+pub fn measured_links(
+    points: &[(StepPrior, f64)],
+    gpus_per_node: u64,
+) -> Option<crate::domain::study::LinkScale> {
+    let f = Fit::of(points)?;
+    f.links_apart().then_some(crate::domain::study::LinkScale {
+        comm_ms_per_s: f.b,
+        gpus_per_node,
+        points: f.points,
+    })
+}
+
 /// The prior of candidate `i`, when the sweep gave one.
 fn prior(s: &Search<'_>, i: usize) -> Option<StepPrior> {
     s.cfg.layout_prior.get(&s.cands[i].id).copied()
@@ -297,7 +369,13 @@ fn fit(s: &Search<'_>) -> Option<Fit> {
         .into_iter()
         .filter_map(|i| Some((prior(s, i)?, s.stat(i)?.value)))
         .collect();
-    Fit::of(&points)
+    let own = Fit::of(&points)?;
+    match &s.cfg.carried_links {
+        Some(c) if !own.links_apart() => {
+            Fit::with_links(&points, c.scale.comm_ms_per_s).or(Some(own))
+        }
+        _ => Some(own),
+    }
 }
 
 /// The first rung's next launch when the sweep has a layout prior: the current settings while
@@ -338,7 +416,13 @@ pub(in crate::tune::search) fn prune(s: &mut Search<'_>) {
         return;
     };
     let margin = f.margin();
-    let how = f.describe();
+    let mut how = f.describe();
+    if let (true, Some(c)) = (f.carried, &s.cfg.carried_links) {
+        how.push_str(&format!(
+            ", the communication's carried from study {} (fitted there on {} layouts)",
+            c.from, c.scale.points
+        ));
+    }
     for i in 0..s.cands.len() {
         if s.state[i] != State::Pending || s.baseline == Some(i) {
             continue;
@@ -492,5 +576,37 @@ mod tests {
             (f.a - 1500.0).abs() < 1e-6 && (f.c - 500.0).abs() < 1e-6,
             "{f:?}"
         );
+    }
+
+    #[test]
+    fn a_carried_link_scale_predicts_other_layouts_from_one_measurement() {
+        // Truth: compute 1.5× slower than assumed, links 3×, no overhead.
+        let truth = |q: StepPrior| 1000.0 * (1.5 * q.compute_s + 3.0 * q.comm_s);
+        let one = [(p(1.0, 0.2), truth(p(1.0, 0.2)))];
+        let own = Fit::of(&one).unwrap();
+        assert!(!own.links_apart());
+        let f = Fit::with_links(&one, 3000.0).unwrap();
+        assert!(f.carried && f.links_apart());
+        assert!((f.a - 1500.0).abs() < 1e-6 && f.b == 3000.0, "{f:?}");
+        let other = p(0.5, 0.8);
+        assert!((f.predict_ms(&other) - truth(other)).abs() < 1e-6);
+        // One ratio would put the comm-heavy layout at 1.75 s per predicted second.
+        assert!((own.predict_ms(&other) - 1750.0 * 1.3).abs() < 1e-6);
+        assert_eq!(f.margin(), CARRIED_MARGIN);
+        // A measurement no longer than its carried communication: these links are not its.
+        assert!(Fit::with_links(&[(p(1.0, 1.0), 2000.0)], 3000.0).is_none());
+    }
+
+    #[test]
+    fn a_study_keeps_its_link_scale_only_when_it_set_it_apart() {
+        let truth = |q: StepPrior| 1000.0 * (1.5 * q.compute_s + 3.0 * q.comm_s);
+        let pts: Vec<(StepPrior, f64)> = [p(1.0, 0.0), p(1.0, 0.5), p(0.8, 0.3), p(0.6, 0.9)]
+            .iter()
+            .map(|&q| (q, truth(q)))
+            .collect();
+        let kept = measured_links(&pts, 8).unwrap();
+        assert!((kept.comm_ms_per_s - 3000.0).abs() < 1e-6, "{kept:?}");
+        assert_eq!((kept.gpus_per_node, kept.points), (8, 4));
+        assert!(measured_links(&pts[..1], 8).is_none());
     }
 }
