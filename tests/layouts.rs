@@ -163,16 +163,24 @@ fn without_a_world_layouts_say_what_to_give() {
     }
 }
 
-/// AMD's MoE examples in ../shared (skipped with a message when absent).
-fn amd(rel: &str) -> Option<PathBuf> {
+/// An example of AMD's in ../shared, under `examples/<backend>/configs` (skipped with a message
+/// when absent).
+fn amd_example(backend: &str, rel: &str) -> Option<PathBuf> {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/fixtures/primus/examples/megatron/configs")
+        .join("../shared/fixtures/primus/examples")
+        .join(backend)
+        .join("configs")
         .join(rel);
     if !p.is_file() {
         eprintln!("skipping: {} is absent", p.display());
         return None;
     }
     Some(p)
+}
+
+/// AMD's Megatron examples.
+fn amd(rel: &str) -> Option<PathBuf> {
+    amd_example("megatron", rel)
 }
 
 #[test]
@@ -229,16 +237,9 @@ fn amd_s_deepseek_v3_keeps_the_pipeline_its_layout_places() {
     assert!(ids.contains(&"world-expert-parallel"), "{ids:?}");
 }
 
-/// AMD's TorchTitan examples in ../shared (skipped with a message when absent).
+/// AMD's TorchTitan examples.
 fn amd_titan(rel: &str) -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/fixtures/primus/examples/torchtitan/configs")
-        .join(rel);
-    if !p.is_file() {
-        eprintln!("skipping: {} is absent", p.display());
-        return None;
-    }
-    Some(p)
+    amd_example("torchtitan", rel)
 }
 
 #[test]

@@ -90,7 +90,8 @@ pub fn layouts(session: &Session, req: &LayoutsRequest) -> Result<LayoutsView, A
         ..
     } = frame::of_config(&values, world.gpus, node)
         .map_err(|why| AppError::Usage(format!("{}: {why}", session.display())))?;
-    if assumed {
+    // One GPU is one node whatever a node holds: nothing was assumed that matters.
+    if assumed && world.gpus > 1 {
         bounds.notes.push(format!(
             "{node} GPUs a node assumed: {} does not say (--gpus-per-node N to give it)",
             world.source_text()

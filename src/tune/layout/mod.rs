@@ -204,7 +204,14 @@ pub fn bounds(p: &Params, fixed_stages: bool, world: u64, gpus_per_node: u64) ->
         ));
         (vec![p.parallelism.pp], vec![p.parallelism.vpp])
     } else {
-        (powers(layers.min(world)), vec![None, Some(2), Some(4)])
+        let pp = powers(layers.min(world));
+        // Interleaving splits a pipeline: none without one.
+        let vpp = if pp.len() > 1 {
+            vec![None, Some(2), Some(4)]
+        } else {
+            vec![None]
+        };
+        (pp, vpp)
     };
     let seq = p.shape.seq.unwrap_or(0);
     let cp = if seq >= CP_FROM_SEQ {
