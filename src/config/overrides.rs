@@ -22,6 +22,18 @@ impl Override {
     }
 }
 
+/// Resolved values from whitespace-separated `key=value` assignments, typed as
+/// [`parse_assignment`] types them: the unit tests' short way to write a config's values.
+#[cfg(test)]
+pub(crate) fn values_of(kv: &str) -> std::collections::BTreeMap<String, Value> {
+    kv.split_whitespace()
+        .map(|a| {
+            let o = parse_assignment(a).unwrap_or_else(|e| panic!("{a}: {e}"));
+            (o.key, o.value)
+        })
+        .collect()
+}
+
 /// Parse `key=value` (also `--key=value`) into an override typed as Primus types CLI values.
 pub fn parse_assignment(token: &str) -> Result<Override, String> {
     let token = token.trim();

@@ -268,6 +268,16 @@ pub fn list_items(v: &Value) -> Vec<String> {
 }
 
 impl Params {
+    /// The parameters of integer values only (the unit tests' short way to write a model).
+    #[cfg(test)]
+    pub(crate) fn of_ints(kv: &[(&str, i64)]) -> Params {
+        let p: BTreeMap<String, Value> = kv
+            .iter()
+            .map(|(k, v)| (k.to_string(), Value::Int(*v)))
+            .collect();
+        Params::from_values(&p)
+    }
+
     pub fn from_values(p: &BTreeMap<String, Value>) -> Params {
         let get = |k: &str| p.get(k).filter(|v| !v.is_null());
         let size = |k: &str| whole(get(k)).filter(|n| *n >= 1).unwrap_or(1);

@@ -316,16 +316,7 @@ pub fn megatron_view(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::overrides::parse_assignment;
-
-    fn values(kv: &str) -> BTreeMap<String, Value> {
-        kv.split_whitespace()
-            .map(|a| {
-                let o = parse_assignment(a).unwrap();
-                (o.key, o.value)
-            })
-            .collect()
-    }
+    use crate::config::overrides::values_of as values;
 
     const LLAMA: &str = "model.name=llama3 model.flavor=8B training.seq_len=8192 \
         training.local_batch_size=4 training.global_batch_size=-1 \

@@ -415,7 +415,12 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn llama8b() -> Params {
-        let p: BTreeMap<String, Value> = [
+        llama8b_with(&[])
+    }
+
+    /// Llama 3 8B at sequence 8192, global batch 128, with `extra` values.
+    fn llama8b_with(extra: &[(&str, Value)]) -> Params {
+        let mut p: BTreeMap<String, Value> = [
             ("num_layers", 32),
             ("hidden_size", 4096),
             ("ffn_hidden_size", 14336),
@@ -433,6 +438,9 @@ mod tests {
             ("group_query_attention".to_string(), Value::Bool(true)),
         ])
         .collect();
+        for (k, v) in extra {
+            p.insert(k.to_string(), v.clone());
+        }
         Params::from_values(&p)
     }
 
@@ -524,26 +532,11 @@ mod tests {
     fn fp8_runs_the_layers_linears_at_the_fp8_peak_and_the_rest_at_bf16() {
         let bf16 = llama8b();
         let with = |kv: &[(&str, &str)]| {
-            let mut v: BTreeMap<String, Value> = [
-                ("num_layers", 32),
-                ("hidden_size", 4096),
-                ("ffn_hidden_size", 14336),
-                ("num_attention_heads", 32),
-                ("num_query_groups", 8),
-                ("seq_length", 8192),
-                ("global_batch_size", 128),
-                ("vocab_size", 128256),
-            ]
-            .iter()
-            .map(|(k, v)| (k.to_string(), Value::Int(*v)))
-            .collect();
-            for k in ["swiglu", "group_query_attention"] {
-                v.insert(k.into(), Value::Bool(true));
-            }
-            for (k, x) in kv {
-                v.insert(k.to_string(), Value::Str(x.to_string()));
-            }
-            Params::from_values(&v)
+            let kv: Vec<(&str, Value)> = kv
+                .iter()
+                .map(|(k, x)| (*k, Value::Str(x.to_string())))
+                .collect();
+            llama8b_with(&kv)
         };
         let fp8 = with(&[("fp8", "hybrid")]);
         let m = mi300x();

@@ -122,16 +122,7 @@ pub fn of_config(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::overrides::parse_assignment;
-
-    fn values(kv: &str) -> BTreeMap<String, Value> {
-        kv.split_whitespace()
-            .map(|a| {
-                let o = parse_assignment(a).unwrap();
-                (o.key, o.value)
-            })
-            .collect()
-    }
+    use crate::config::overrides::values_of as values;
 
     #[test]
     fn a_torchtitan_llama_has_its_layers_and_no_interleaving() {

@@ -289,20 +289,10 @@ pub fn space(b: &Bounds, current: &Layout) -> Vec<Layout> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::value::Value as V;
-    use std::collections::BTreeMap;
-
-    fn params(kv: &[(&str, i64)]) -> Params {
-        let p: BTreeMap<String, V> = kv
-            .iter()
-            .map(|(k, v)| (k.to_string(), V::Int(*v)))
-            .collect();
-        Params::from_values(&p)
-    }
 
     #[test]
     fn a_dense_model_on_one_node_has_the_layouts_that_tile_it() {
-        let p = params(&[
+        let p = Params::of_ints(&[
             ("num_layers", 32),
             ("seq_length", 4096),
             ("micro_batch_size", 1),
@@ -321,7 +311,7 @@ mod tests {
 
     #[test]
     fn two_nodes_keep_tp_within_a_node_and_moe_adds_ep() {
-        let p = params(&[
+        let p = Params::of_ints(&[
             ("num_layers", 16),
             ("seq_length", 16384),
             ("num_experts", 8),
@@ -335,7 +325,7 @@ mod tests {
 
     #[test]
     fn stages_the_config_places_itself_stay() {
-        let p = params(&[("num_layers", 16), ("pipeline_model_parallel_size", 4)]);
+        let p = Params::of_ints(&[("num_layers", 16), ("pipeline_model_parallel_size", 4)]);
         let b = bounds(&p, true, 8, 8);
         assert_eq!((b.pp.clone(), b.vpp.clone()), (vec![4], vec![None]));
         assert!(b.notes.iter().any(|n| n.contains("PP fixed at 4")));

@@ -113,19 +113,10 @@ pub fn layout_of(t: &Titan) -> Layout {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::overrides::parse_assignment;
-    use crate::domain::value::Value;
-    use std::collections::BTreeMap;
+    use crate::config::overrides::values_of;
 
     fn titan(kv: &str) -> Titan {
-        let v: BTreeMap<String, Value> = kv
-            .split_whitespace()
-            .map(|a| {
-                let o = parse_assignment(a).unwrap();
-                (o.key, o.value)
-            })
-            .collect();
-        Titan::from_values(&v).unwrap()
+        Titan::from_values(&values_of(kv)).unwrap()
     }
 
     const LLAMA: &str = "model.name=llama3 model.flavor=8B training.seq_len=8192 \

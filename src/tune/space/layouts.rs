@@ -138,18 +138,9 @@ impl Space {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::value::Value as V;
+    use crate::config::overrides::values_of;
     use crate::megatron::Params;
     use crate::tune::layout::bounds;
-    use std::collections::BTreeMap;
-
-    fn params(kv: &[(&str, i64)]) -> Params {
-        let p: BTreeMap<String, V> = kv
-            .iter()
-            .map(|(k, v)| (k.to_string(), V::Int(*v)))
-            .collect();
-        Params::from_values(&p)
-    }
 
     #[test]
     fn the_template_names_the_flags_and_has_no_candidates() {
@@ -170,7 +161,7 @@ mod tests {
 
     #[test]
     fn the_sweep_space_is_the_structural_layouts_times_the_micro_batch() {
-        let p = params(&[
+        let p = Params::of_ints(&[
             ("num_layers", 32),
             ("seq_length", 4096),
             ("micro_batch_size", 2),
@@ -192,15 +183,10 @@ mod tests {
 
     #[test]
     fn a_torchtitan_space_varies_the_micro_batch_first_and_knows_its_baseline() {
-        use crate::config::overrides::parse_assignment;
-        let v: BTreeMap<String, V> = "model.name=llama3 model.flavor=8B training.seq_len=4096 \
-             training.local_batch_size=2 parallelism.data_parallel_shard_degree=-1"
-            .split_whitespace()
-            .map(|a| {
-                let o = parse_assignment(a).unwrap();
-                (o.key, o.value)
-            })
-            .collect();
+        let v = values_of(
+            "model.name=llama3 model.flavor=8B training.seq_len=4096 \
+             training.local_batch_size=2 parallelism.data_parallel_shard_degree=-1",
+        );
         let f = crate::tune::layout::frame::of_config(&v, 8, 8).unwrap();
         let s = Space::of_layouts(&f.bounds, &f.current, &f.frame);
         assert_eq!(s.requires.as_deref(), Some("torchtitan"));
