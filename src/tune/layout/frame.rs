@@ -5,10 +5,11 @@
 
 use super::titan;
 use super::{Bounds, Layout};
-use crate::domain::study::Overrides;
+use crate::domain::study::{Knob, MemoryTrend, Overrides};
 use crate::domain::value::Value;
 use crate::megatron::Params;
 use crate::megatron::titan::Titan;
+use serde_json::json;
 use std::collections::BTreeMap;
 
 /// How a layout is written as a backend's keys.
@@ -44,16 +45,47 @@ impl Frame {
         }
     }
 
-    /// The flag that sets the micro batch, for a space's micro-batch knob (None: the micro
-    /// batch is one of several keys a layout sets, as in TorchTitan, where it is the local
-    /// batch without PP and the pipeline microbatch with it).
-    pub fn micro_flag(&self) -> Option<&'static str> {
+    /// The keys that set `l`'s structure on `world` GPUs, without those its micro batch sets
+    /// ([`Frame::micro_knob`]'s).
+    pub fn structural(&self, l: &Layout, world: u64) -> Overrides {
         match self {
-            Frame::Megatron { .. } => Some("micro_batch_size"),
-            Frame::Titan(_) => None,
+            Frame::Megatron { moe } => {
+                let mut o = l.overrides(*moe);
+                o.remove(MICRO);
+                o
+            }
+            Frame::Titan(f) => f.structural(l, world),
         }
     }
+
+    /// The knob that varies a layout's micro batch over `micros`: Megatron's
+    /// `micro_batch_size`; TorchTitan's local batch and pipeline microbatch together
+    /// (`@micro`: which one counts depends on PP, and with PP the layout sets the local batch
+    /// itself).
+    pub fn micro_knob(&self, micros: &[u64]) -> Knob {
+        let (flag, values) = match self {
+            Frame::Megatron { .. } => (MICRO, micros.iter().map(|m| json!(m)).collect()),
+            Frame::Titan(_) => (
+                "@micro",
+                micros.iter().map(|m| titan::micro_values(*m)).collect(),
+            ),
+        };
+        Knob {
+            flag: flag.to_string(),
+            values,
+            memory: MemoryTrend::Increasing,
+        }
+    }
+
+    /// Whether the micro-batch knob varies before the layout: a later knob's keys win, and a
+    /// TorchTitan layout with PP sets the local batch the micro knob also sets.
+    pub fn micro_first(&self) -> bool {
+        matches!(self, Frame::Titan(_))
+    }
 }
+
+/// Megatron's micro-batch flag.
+const MICRO: &str = "micro_batch_size";
 
 /// A config's layout space on a world (its typed parameters are [`params_of`]'s).
 #[derive(Debug, Clone)]
@@ -136,7 +168,8 @@ mod tests {
         assert_eq!(f.bounds.cp, vec![1, 2, 4, 8], "a sequence of 8192");
         assert_eq!(f.current.micro, 2);
         assert_eq!(f.frame.backend(), "torchtitan");
-        assert_eq!(f.frame.micro_flag(), None);
+        assert!(f.frame.micro_first());
+        assert_eq!(f.frame.micro_knob(&[1, 2]).flag, "@micro");
         assert_eq!(params_of(&v, 8).shape.layers, Some(32));
         let no_batch = values("model.name=llama3 model.flavor=8B");
         assert!(
@@ -151,7 +184,8 @@ mod tests {
         let v = values("num_layers=16 micro_batch_size=2 num_experts=8");
         let f = of_config(&v, 8, 8).unwrap();
         assert_eq!(f.frame, Frame::Megatron { moe: true });
-        assert_eq!(f.frame.micro_flag(), Some("micro_batch_size"));
+        assert!(!f.frame.micro_first());
+        assert_eq!(f.frame.micro_knob(&[1, 2]).flag, "micro_batch_size");
         assert_eq!(f.current.micro, 2);
     }
 }

@@ -81,10 +81,7 @@ impl Frame {
             put("parallelism.expert_tensor_parallel_degree", json!(etp));
         }
         put("training.global_batch_size", json!(self.global));
-        put(
-            "parallelism.pipeline_parallel_microbatch_size",
-            json!(l.micro),
-        );
+        put(PP_MICRO, json!(l.micro));
         // With PP, one schedule runs the whole global batch of a rank; a DP that does not
         // divide it keeps the micro batch as the local one, which the lint then refuses
         // (`titan-global-batch`).
@@ -92,9 +89,30 @@ impl Frame {
             Some(dp) if l.pp > 1 && self.global.is_multiple_of(dp) => self.global / dp,
             _ => l.micro,
         };
-        put("training.local_batch_size", json!(local));
+        put(LOCAL, json!(local));
         o
     }
+
+    /// [`Frame::overrides`] without the keys the micro batch sets ([`micro_values`]): the
+    /// pipeline microbatch, and the local batch unless PP makes it the layout's.
+    pub fn structural(&self, l: &Layout, world: u64) -> Overrides {
+        let mut o = self.overrides(l, world);
+        o.remove(PP_MICRO);
+        if l.pp == 1 {
+            o.remove(LOCAL);
+        }
+        o
+    }
+}
+
+/// The keys that carry a TorchTitan layout's micro batch: the local batch without PP, the
+/// pipeline microbatch with it.
+const LOCAL: &str = "training.local_batch_size";
+const PP_MICRO: &str = "parallelism.pipeline_parallel_microbatch_size";
+
+/// The keys a micro batch of `m` sets, whichever of them the layout's PP reads.
+pub fn micro_values(m: u64) -> serde_json::Value {
+    json!({ LOCAL: m, PP_MICRO: m })
 }
 
 /// The layout a TorchTitan config runs with.

@@ -7,7 +7,7 @@ use super::Space;
 use crate::domain::study::{Knob, MemoryTrend};
 use crate::tune::layout::frame::Frame;
 use crate::tune::layout::{self, Bounds, Layout, titan};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// The name of the parallel-layout space.
 pub const LAYOUT_SPACE: &str = "parallel-layout";
@@ -16,16 +16,9 @@ const DESCRIPTION: &str = "Parallel layouts on the trials' world: TP within a no
                            EP (MoE) and micro batch, ordered and pruned by the layout prior \
                            (Megatron-LM and TorchTitan)";
 
-/// The keys that carry a TorchTitan layout's micro batch: the local batch without PP, the
-/// pipeline microbatch with it.
-const TITAN_MICRO: [&str; 2] = [
-    "training.local_batch_size",
-    "parallelism.pipeline_parallel_microbatch_size",
-];
-
 /// How a layout flag moves memory: the micro batch up, the others in no order the space knows.
 fn trend(flag: &str) -> MemoryTrend {
-    if flag == "micro_batch_size" || flag == "@micro" {
+    if flag == "micro_batch_size" {
         MemoryTrend::Increasing
     } else {
         MemoryTrend::Varies
@@ -76,47 +69,22 @@ impl Space {
         }
         let values = structural
             .iter()
-            .map(|l| {
-                let mut o = frame.overrides(l, b.world);
-                match frame.micro_flag() {
-                    Some(f) => {
-                        o.remove(f);
-                    }
-                    None => {
-                        o.remove(TITAN_MICRO[1]);
-                        if l.pp == 1 {
-                            o.remove(TITAN_MICRO[0]);
-                        }
-                    }
-                }
-                Value::Object(o.into_iter().collect())
-            })
+            .map(|l| Value::Object(frame.structural(l, b.world).into_iter().collect()))
             .collect();
         let layouts = Knob {
             flag: "@layout".to_string(),
             values,
             memory: MemoryTrend::Varies,
         };
-        let micro = match frame.micro_flag() {
-            Some(f) => Knob {
-                flag: f.to_string(),
-                values: b.micro.iter().map(|m| json!(m)).collect(),
-                memory: trend(f),
-            },
-            None => Knob {
-                flag: "@micro".to_string(),
-                values: b
-                    .micro
-                    .iter()
-                    .map(|m| json!({TITAN_MICRO[0]: m, TITAN_MICRO[1]: m}))
-                    .collect(),
-                memory: trend("@micro"),
-            },
-        };
-        let at = b.micro.iter().position(|m| *m == current.micro);
-        let (knobs, baseline) = match frame.micro_flag() {
-            Some(_) => (vec![layouts, micro], None),
-            None => (vec![micro, layouts], at.map(|i| vec![i, 0])),
+        let micro = frame.micro_knob(&b.micro);
+        // A micro batch first: the experiment's own settings are the grid's where the current
+        // micro batch meets the current layout (listed first), which values cannot show when
+        // the layout writes a `-1` out.
+        let (knobs, baseline) = if frame.micro_first() {
+            let at = b.micro.iter().position(|m| *m == current.micro);
+            (vec![micro, layouts], at.map(|i| vec![i, 0]))
+        } else {
+            (vec![layouts, micro], None)
         };
         let labels: Vec<String> = b.micro.iter().map(u64::to_string).collect();
         Space {
@@ -141,6 +109,7 @@ mod tests {
     use crate::config::overrides::values_of;
     use crate::megatron::Params;
     use crate::tune::layout::bounds;
+    use serde_json::json;
 
     #[test]
     fn the_template_names_the_flags_and_has_no_candidates() {
