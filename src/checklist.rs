@@ -925,6 +925,11 @@ mod tests {
 
     /// One step of the bundled MoE example's checklist with `--set`-style overrides.
     fn report(sets: &[(&str, Value)], known: &Known, step: Step) -> StepReport {
+        report_of("moe_16B-BF16-pretrain.yaml", sets, known, step)
+    }
+
+    /// One step's report of a bundled example with `sets` as overrides.
+    fn report_of(example: &str, sets: &[(&str, Value)], known: &Known, step: Step) -> StepReport {
         let opts = LoadOptions {
             overrides: sets
                 .iter()
@@ -933,7 +938,7 @@ mod tests {
             ..LoadOptions::default()
         };
         let exp = Experiment::load(
-            Path::new("presets/examples/experiments/moe_16B-BF16-pretrain.yaml"),
+            &Path::new("presets/examples/experiments").join(example),
             &opts,
         )
         .unwrap();
@@ -996,30 +1001,18 @@ mod tests {
     #[test]
     fn a_torchtitan_tp_beyond_a_node_is_a_to_do_and_layouts_is_the_next_command() {
         let comm_at = |tp: i64, gpus: u64| {
-            let opts = LoadOptions {
-                overrides: vec![Override::new(
-                    "parallelism.tensor_parallel_degree",
-                    Value::Int(tp),
-                )],
-                ..LoadOptions::default()
-            };
-            let exp = Experiment::load(
-                Path::new("presets/examples/experiments/llama3.1_8B-torchtitan-pretrain.yaml"),
-                &opts,
-            )
-            .unwrap();
-            let env = Env::default();
-            let gemm = crate::gemm::status::of_experiment(&exp, &env, None, None);
             let world = World::flag(gpus).unwrap();
             let known = Known {
                 world: Some(&world),
                 ..Known::default()
             };
-            evaluate(&exp, &env, Catalog::builtin(), &[], &gemm, &known)
-                .steps
-                .into_iter()
-                .find(|s| s.step == Step::Comm)
-                .unwrap()
+            let tp = [("parallelism.tensor_parallel_degree", Value::Int(tp))];
+            report_of(
+                "llama3.1_8B-torchtitan-pretrain.yaml",
+                &tp,
+                &known,
+                Step::Comm,
+            )
         };
         let wide = comm_at(16, 16);
         assert!(

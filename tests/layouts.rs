@@ -42,6 +42,17 @@ fn labels(v: &Value, key: &str) -> Vec<String> {
         .collect()
 }
 
+/// The labels of the legal layouts marked as the experiment's own.
+fn current_labels(v: &Value) -> Vec<String> {
+    v["legal"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["current"] == true)
+        .map(|l| l["label"].as_str().unwrap().to_string())
+        .collect()
+}
+
 /// The lint codes every illegal layout names.
 fn rule_ids(v: &Value) -> Vec<String> {
     let mut ids: Vec<String> = v["illegal"]
@@ -189,13 +200,7 @@ fn amd_s_mixtral_keeps_its_ep8_layout_legal_and_rules_out_what_megatron_refuses(
         return;
     };
     let v = layouts(&exp, &["--gpus", "8"]);
-    let current = v["legal"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|l| l["current"] == true)
-        .unwrap();
-    assert_eq!(current["label"], "TP1 PP1 CP1 EP8 MBS2");
+    assert_eq!(current_labels(&v), ["TP1 PP1 CP1 EP8 MBS2"]);
     // The GPU comes from the path (configs/MI300X/...).
     assert_eq!(v["gpu"][0], "MI300X");
     let ids = rule_ids(&v);
@@ -213,14 +218,7 @@ fn amd_s_deepseek_v3_keeps_the_pipeline_its_layout_places() {
     assert_eq!(v["bounds"]["pp"], serde_json::json!([16]));
     let notes = v["bounds"]["notes"].to_string();
     assert!(notes.contains("PP fixed at 16"), "{notes}");
-    let current: Vec<String> = v["legal"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|l| l["current"] == true)
-        .map(|l| l["label"].as_str().unwrap().to_string())
-        .collect();
-    assert_eq!(current, vec!["TP1 PP16 CP1 EP8 MBS2".to_string()]);
+    assert_eq!(current_labels(&v), ["TP1 PP16 CP1 EP8 MBS2"]);
     // EP beyond what 128 / (ETP × PP) allows is out, by the expert-parallel world rule.
     let ep16 = v["illegal"]
         .as_array()
@@ -283,14 +281,7 @@ fn amd_s_torchtitan_deepseek_rules_out_expert_meshes_torchtitan_cannot_build() {
         return;
     };
     let v = layouts(&exp, &["--gpus", "8"]);
-    let current: Vec<&str> = v["legal"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|l| l["current"] == true)
-        .map(|l| l["label"].as_str().unwrap())
-        .collect();
-    assert_eq!(current, vec!["TP1 PP1 CP1 EP8 MBS8"]);
+    assert_eq!(current_labels(&v), ["TP1 PP1 CP1 EP8 MBS8"]);
     // PP 2 leaves dp_shard × CP × TP = 4, which EP 8 does not divide.
     let illegal = labels(&v, "illegal");
     assert!(
