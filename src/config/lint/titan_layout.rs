@@ -9,11 +9,10 @@ use super::Ctx;
 use crate::config::diag::{Diagnostic, Severity};
 use crate::megatron::titan::Titan;
 
+use super::titan_world::{CP, LOCAL, TP};
+
 const SEQ: &str = "training.seq_len";
-const TP: &str = "parallelism.tensor_parallel_degree";
-const CP: &str = "parallelism.context_parallel_degree";
 const MICRO: &str = "parallelism.pipeline_parallel_microbatch_size";
-const LOCAL: &str = "training.local_batch_size";
 
 pub(super) fn check(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     let Some(t) = &cx.titan else {

@@ -13,12 +13,12 @@ use crate::megatron::titan::Titan;
 
 const SHARD: &str = "parallelism.data_parallel_shard_degree";
 const REPLICATE: &str = "parallelism.data_parallel_replicate_degree";
-const TP: &str = "parallelism.tensor_parallel_degree";
+pub(super) const TP: &str = "parallelism.tensor_parallel_degree";
 const PP: &str = "parallelism.pipeline_parallel_degree";
-const CP: &str = "parallelism.context_parallel_degree";
+pub(super) const CP: &str = "parallelism.context_parallel_degree";
 const EP: &str = "parallelism.expert_parallel_degree";
 const ETP: &str = "parallelism.expert_tensor_parallel_degree";
-const LOCAL: &str = "training.local_batch_size";
+pub(super) const LOCAL: &str = "training.local_batch_size";
 const GLOBAL: &str = "training.global_batch_size";
 
 pub(super) fn check(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
